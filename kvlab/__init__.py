@@ -1,0 +1,49 @@
+"""kvlab: see and measure what a transformer's KV cache does.
+
+    import kvlab
+    model, tokenizer = kvlab.load("smollm2")
+    result = kvlab.run(model, tokenizer, "The KV cache", cache="static", max_cache_len=64, max_new_tokens=16)
+    result.trace.summary()
+"""
+
+from kvlab.caches import (
+    CACHE_KINDS,
+    CacheCropError,
+    CacheOptionError,
+    InstrumentedDynamicCache,
+    InstrumentedEncoderDecoderCache,
+    InstrumentedOffloadedCache,
+    InstrumentedOffloadedStaticCache,
+    InstrumentedQuantizedCache,
+    InstrumentedStaticCache,
+    make_cache,
+)
+from kvlab.models import BUNDLED, UnknownModelError, load, prepare
+from kvlab.models.tiny import TINY_MODELS, tiny_model
+from kvlab.run import RunResult, run
+from kvlab.trace import Trace, TraceFormatError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BUNDLED",
+    "CACHE_KINDS",
+    "CacheCropError",
+    "CacheOptionError",
+    "InstrumentedDynamicCache",
+    "InstrumentedEncoderDecoderCache",
+    "InstrumentedOffloadedCache",
+    "InstrumentedOffloadedStaticCache",
+    "InstrumentedQuantizedCache",
+    "InstrumentedStaticCache",
+    "RunResult",
+    "TINY_MODELS",
+    "Trace",
+    "TraceFormatError",
+    "UnknownModelError",
+    "load",
+    "make_cache",
+    "prepare",
+    "run",
+    "tiny_model",
+]

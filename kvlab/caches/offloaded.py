@@ -1,0 +1,77 @@
+"""Offloaded caches: layers live on the CPU and are prefetched to the accelerator one layer ahead.
+
+transformers' offloaded caches fail on a CPU-only build ("Torch not compiled with CUDA enabled", raised by the
+CUDA stream sync in `Cache.update`). kvlab runs the same schedule everywhere and synchronises streams only when
+the states are on an accelerator, so the schedule (which layer is prefetched when, which is offloaded) can be
+studied on a laptop and really saves accelerator memory on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from kvlab import _compat
+from kvlab.caches.dynamic import InstrumentedDynamicCache
+from kvlab.caches.recorder import now
+from kvlab.caches.static import InstrumentedStaticCache
+from kvlab.storage import storage_bytes
+
+
+def _move_recorded(layer, direction: str, move) -> None:
+    src = str(layer.keys.device) if layer.is_initialized else "none"
+    started = now()
+    move()
+    if layer.is_initialized:
+        layer._kvlab_recorder.record_transfer(
+            layer._kvlab_role, layer._kvlab_idx, direction, storage_bytes(layer.keys, layer.values),
+            now() - started, src, str(layer.keys.device),
+        )  # fmt: skip
+
+
+@functools.cache
+def _recording_class(layer_class: type) -> type:
+    """A subclass of `layer_class` that logs its `offload` and `prefetch` moves.
+
+    Single inheritance with no new state, so an existing layer's `__class__` can be swapped in place.
+    """
+
+    def offload(self):
+        _move_recorded(self, "offload", lambda: layer_class.offload(self))
+
+    def prefetch(self):
+        _move_recorded(self, "prefetch", lambda: layer_class.prefetch(self))
+
+    return type(f"TransferRecording{layer_class.__name__}", (layer_class,), {"offload": offload, "prefetch": prefetch})
+
+
+class OffloadingMixin:
+    """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it."""
+
+    def _kvlab_watch_transfers(self) -> None:
+        for idx, layer in enumerate(self.layers):
+            if isinstance(layer, _compat.CacheLayerMixin) and not hasattr(layer, "_kvlab_recorder"):
+                layer.__class__ = _recording_class(type(layer))
+                layer._kvlab_recorder, layer._kvlab_idx, layer._kvlab_role = self.kvlab_recorder, idx, self.kvlab_role
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
+        started = now()
+        self._kvlab_watch_transfers()
+        out = _compat.offloaded_update(self, key_states, value_states, layer_idx, *args, **kwargs)
+        # key_states: (batch, kv_heads, new_tokens, head_dim)
+        self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started)
+        return out
+
+
+class InstrumentedOffloadedCache(OffloadingMixin, InstrumentedDynamicCache):
+    """`cache_implementation="offloaded"`: a DynamicCache with `offloading=True`."""
+
+    def __init__(self, *args, offloading: bool = True, **kwargs):
+        super().__init__(*args, offloading=offloading, **kwargs)
+
+
+class InstrumentedOffloadedStaticCache(OffloadingMixin, InstrumentedStaticCache):
+    """`cache_implementation="offloaded_static"`: a StaticCache with `offloading=True`."""
+
+    def __init__(self, *args, offloading: bool = True, **kwargs):
+        super().__init__(*args, offloading=offloading, **kwargs)

@@ -1,0 +1,83 @@
+"""QuantizedCache, instrumented: KIVI-style packed storage plus a full-precision residual window.
+
+Two guards where transformers 5.24 fails:
+- hqq packs several values per byte along the first axis of its reshaped tensor, and with `axis=1` that axis
+  has `batch * kv_heads * seq * head_dim / q_group_size` rows: 2-bit crashes unless it divides by 4, 4-bit on
+  odd counts (`The size of tensor a (79) must match the size of tensor b (81)`). The guide's own 5-token
+  prompt fails at 4 bits. `PaddedHQQQuantizedLayer` pads the sequence with zero tokens up to the next length
+  that packs, and drops them again on dequantization. Lengths that already pack take transformers' path.
+- `crop` on a quantized layer only shortens the residual while `get_seq_length` keeps counting the cropped
+  tokens. kvlab crops the residual *and* the length, and refuses to cut into tokens already quantized.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches.base import CacheCropError, InstrumentedCacheMixin
+from kvlab.caches.options import check_quantized_options
+
+
+def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, axis: int) -> int:
+    """Zero tokens to append along the sequence axis so hqq can pack a (batch, heads, seq, dim) tensor."""
+    if axis == 0:
+        return 0  # hqq reshapes to (q_group_size, -1): the packed axis is the group, always packable here
+    batch, heads, seq, dim = shape
+    factor = _compat.HQQ_PACK_FACTOR[nbits]
+    for pad in range(0, q_group_size * factor + 1):
+        numel = batch * heads * (seq + pad) * dim
+        if numel % q_group_size == 0 and (numel // q_group_size) % factor == 0:
+            return pad
+    raise ValueError(f"hqq cannot pack a {shape} tensor with q_group_size={q_group_size} at {nbits} bits")
+
+
+class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
+    """HQQQuantizedLayer that pads the sequence so every length packs (see module docstring)."""
+
+    def _quantize(self, tensor, axis):
+        # tensor: (batch, kv_heads, seq, head_dim)
+        pad = hqq_sequence_padding(tuple(tensor.shape), self.q_group_size, self.nbits, axis)
+        if pad == 0:
+            return super()._quantize(tensor, axis)
+        padded = torch.nn.functional.pad(tensor, (0, 0, 0, pad))  # (batch, kv_heads, seq + pad, head_dim)
+        qtensor, meta = super()._quantize(padded.contiguous(), axis)
+        meta["kvlab_seq_len"] = tensor.shape[-2]
+        return qtensor, meta
+
+    def _dequantize(self, qtensor):
+        tensor = super()._dequantize(qtensor)
+        seq_len = qtensor[1].get("kvlab_seq_len")
+        return tensor if seq_len is None else tensor[:, :, :seq_len, :]
+
+
+class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache):
+    """`transformers.QuantizedCache` (backends hqq, quanto, fp8) recording packed and residual bytes."""
+
+    def __init__(self, backend: str, config, *args, trace=None, recorder=None, role: str = "self", **kwargs):
+        check_quantized_options(backend, config, **kwargs)
+        super().__init__(backend, config, *args, **kwargs)
+        if backend == "hqq":
+            for layer in self.layers:
+                layer.__class__ = PaddedHQQQuantizedLayer
+        self.backend = backend
+        self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
+
+    def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
+        super()._kvlab_check_crop(tokens_to_remove)
+        if tokens_to_remove == 0:
+            return
+        residual = min((layer.keys.shape[-2] if layer.keys.dim() == 4 else 0) for layer in self.layers)
+        if self.backend == "fp8" or -tokens_to_remove > residual:
+            held = "no full-precision residual (fp8 quantizes every token)" if self.backend == "fp8" else \
+                f"only {residual} tokens in its full-precision residual"
+            raise CacheCropError(
+                f"crop({tokens_to_remove}) refused: this QuantizedCache ({self.backend}) holds {held}; the other "
+                "tokens are already quantized and cannot be removed without re-quantizing. transformers would crop "
+                "the residual but keep counting the tokens, leaving get_seq_length() wrong."
+            )
+
+    def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
+        for layer in self.layers:
+            layer.cumulative_length += tokens_to_remove  # transformers' crop below only shortens the residual
+        super()._kvlab_crop_layers(tokens_to_remove)

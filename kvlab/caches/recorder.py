@@ -1,0 +1,70 @@
+"""The `Recorder` turns layer snapshots into trace events and keeps the step count.
+
+A cache never learns when a forward pass starts, so the step is derived from the update order: every layer
+updates once per forward, so seeing a (role, layer, op) again means a new step began. Step 0 is the prefill.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kvlab.layer_state import LayerState, read_layer
+from kvlab.trace import Trace
+
+
+class Recorder:
+    def __init__(self, trace: Trace | None = None):
+        self.trace = trace if trace is not None else Trace()
+        self.step = 0
+        self._seen: set[tuple] = set()
+        self._states: dict[tuple, LayerState] = {}
+
+    def begin(self, role: str, layer_idx: int, op: str) -> None:
+        key = (role, layer_idx, op)
+        if key in self._seen:
+            self.step += 1
+            self._seen.clear()
+        self._seen.add(key)
+
+    def state(self, role: str, layer_idx: int) -> LayerState | None:
+        return self._states.get((role, layer_idx))
+
+    def total_bytes(self) -> int:
+        return sum(s.bytes_held for s in self._states.values())
+
+    def record_update(self, role, layer_idx, layer, kind, op, tokens_added, seconds) -> LayerState:
+        before = self._states.get((role, layer_idx))
+        after = read_layer(layer, kind)
+        self._states[(role, layer_idx)] = after
+        evicted_now = after.tokens_evicted - (before.tokens_evicted if before else 0)
+        self.trace.events.append({
+            "type": "update", "step": self.step, "layer_idx": layer_idx, "role": role, "op": op,
+            "tokens_added": int(tokens_added), "tokens_evicted_now": max(evicted_now, 0),
+            "seconds": seconds, "cache_bytes": self.total_bytes(), **after.as_dict(),
+        })  # fmt: skip
+        if before is not None and after.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
+            self.trace.events.append({
+                "type": "flush", "step": self.step, "layer_idx": layer_idx, "role": role,
+                "residual_tokens_flushed": before.residual_tokens, "quantized_tokens": after.quantized_tokens,
+            })  # fmt: skip
+        return after
+
+    def record_crop(self, role, n, past_recording, before: list[int], after: list[int]) -> None:
+        self.trace.events.append({
+            "type": "crop", "step": self.step, "role": role, "n": int(n), "past_recording": past_recording,
+            "lengths_before": before, "lengths_after": after,
+        })  # fmt: skip
+
+    def refresh(self, role, layer_idx, layer, kind) -> None:
+        """Re-read a layer after an operation that is not an update (a crop), so bytes stay current."""
+        self._states[(role, layer_idx)] = read_layer(layer, kind)
+
+    def record_transfer(self, role, layer_idx, direction, nbytes, seconds, src, dst) -> None:
+        self.trace.events.append({
+            "type": "transfer", "step": self.step, "layer_idx": layer_idx, "role": role, "direction": direction,
+            "bytes": int(nbytes), "seconds": seconds, "src": src, "dst": dst, "moved": src != dst,
+        })  # fmt: skip
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,1 @@
+"""Subcommands of the `kvlab` command line, one module each."""

@@ -1,0 +1,90 @@
+"""`kvlab run`: greedy generation with an instrumented cache; a human summary or `--json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvlab.caches import CACHE_KINDS
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("run", help="generate greedily with an instrumented cache and report what it held")
+    p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
+    p.add_argument("--cache", required=True, choices=CACHE_KINDS, metavar="KIND", help=f"one of {', '.join(CACHE_KINDS)}")
+    p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
+    p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
+    p.add_argument("--axis-key", type=int, help="quantized: hqq 0,1; quanto 0,-1")
+    p.add_argument("--axis-value", type=int, help="quantized: hqq 0,1; quanto 0,-1")
+    p.add_argument("--q-group-size", type=int, help="quantized: group size")
+    p.add_argument("--residual-length", type=int, help="quantized: full-precision residual tokens")
+    p.add_argument("--max-cache-len", type=int, help="static, offloaded_static: slots per layer")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--offload-only-non-sliding", dest="offload_only_non_sliding", action="store_true",
+                       default=None, help="offloaded kinds: keep sliding layers resident")  # fmt: skip
+    group.add_argument("--offload-all", dest="offload_only_non_sliding", action="store_false",
+                       help="offloaded kinds: offload every layer")  # fmt: skip
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--prompt", help="prompt text")
+    prompt.add_argument("--prompt-file", help="read the prompt from a file")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.add_argument("--max-new-tokens", type=int, required=True)
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", help="also save the full trace as JSON to this file")
+    p.set_defaults(handler=handle)
+
+
+OPTION_NAMES = ("backend", "nbits", "axis_key", "axis_value", "q_group_size", "residual_length", "max_cache_len",
+                "offload_only_non_sliding")  # fmt: skip
+
+
+def _prompt(args) -> str:
+    from kvlab.cli import UsageError
+
+    if args.prompt_file:
+        path = Path(args.prompt_file)
+        if not path.is_file():
+            raise UsageError(f"prompt file {path} does not exist")
+        return path.read_text()
+    if args.prompt is None:
+        raise UsageError("give --prompt TEXT or --prompt-file FILE")
+    return args.prompt
+
+
+def handle(args) -> int:
+    from kvlab import models
+    from kvlab.caches import check_options
+    from kvlab.cli import UsageError
+    from kvlab.run import run, validate
+
+    if args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+    options = {name: getattr(args, name) for name in OPTION_NAMES}
+    check_options(args.cache, options)  # cheap checks before loading anything
+    prompt = _prompt(args)
+    models.resolve(args.model)
+    model, tokenizer = models.load(args.model, dtype=args.dtype)
+    from kvlab.run import encode
+
+    ids = encode(tokenizer, prompt, chat=args.chat)
+    validate(model, args.cache, options, ids.shape[-1], args.max_new_tokens)
+    result = run(model, tokenizer, ids, cache=args.cache, max_new_tokens=args.max_new_tokens, **options)
+    if args.trace:
+        result.trace.save(args.trace)
+    data = result.to_dict()
+    if args.json:
+        print(json.dumps(data))
+        return 0
+    print(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
+    print(f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
+          f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)")  # fmt: skip
+    print(f"text: {data['text']!r}")
+    print(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
+    print(f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
+          f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}")  # fmt: skip
+    print(f"{'layer':>5} {'kind':<8} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
+    for row in data["layers"]:
+        print(f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
+              f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}")  # fmt: skip
+    return 0

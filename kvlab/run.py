@@ -1,0 +1,112 @@
+"""`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
+
+This is what `kvlab run`, the notebooks and the Cache Explorer call. Every option is validated before the
+model runs, so a bad option costs nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import check_options, check_quantized_options, make_cache
+from kvlab.caches.options import CacheOptionError, check_static_length
+from kvlab.trace import Trace
+
+
+@dataclass
+class RunResult:
+    model: str
+    cache: str
+    options: dict
+    dtype: str
+    prompt_tokens: int
+    generated_token_ids: list[int]
+    text: str
+    seconds: float
+    trace: Trace
+    cache_object: object = field(default=None, repr=False)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.generated_token_ids) / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        summary = self.trace.summary()
+        return {
+            "model": self.model, "cache": self.cache, "options": self.options, "dtype": self.dtype,
+            "prompt_tokens": self.prompt_tokens, "generated_token_ids": self.generated_token_ids, "text": self.text,
+            "seconds": round(self.seconds, 4), "tokens_per_s": round(self.tokens_per_s, 3),
+            "peak_cache_bytes": summary["peak_bytes"], "final_cache_bytes": summary["final_bytes"],
+            "allocated_slots": summary["slots_allocated"], "live_slots": summary["slots_live"],
+            "masked_slots": summary["slots_masked"], "waste_pct": summary["waste_pct"],
+            "tokens_evicted": summary["tokens_evicted"], "flushes": summary["flushes"],
+            "transfers": summary["transfers"], "layers": self.trace.layer_table(),
+        }  # fmt: skip
+
+
+def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
+    """Prompt ids, shape (1, prompt_tokens). With `chat`, the model's chat template wraps a user turn."""
+    if chat:
+        if tokenizer.chat_template is None:
+            raise ValueError("this model has no chat template; run without chat")
+        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)  # fmt: skip
+        return tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids
+    return tokenizer(prompt, return_tensors="pt").input_ids
+
+
+def validate(model, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
+    """All checks `run` makes before generating; returns the options that are set."""
+    given = check_options(cache, options)
+    if cache == "quantized":
+        quantized = {k: v for k, v in given.items() if k != "backend"}
+        check_quantized_options(given.get("backend", "quanto"), model.config, **quantized)
+    if cache in ("static", "offloaded_static"):
+        check_static_length(given["max_cache_len"], prompt_tokens, max_new_tokens)
+        full_layers = [k for k in _kinds(model) if k == "full"]
+        if full_layers and prompt_tokens is not None and given["max_cache_len"] < prompt_tokens + max_new_tokens:
+            raise CacheOptionError(
+                f"max_cache_len={given['max_cache_len']} cannot hold the prompt ({prompt_tokens} tokens) plus "
+                f"{max_new_tokens} new tokens in the full-attention layers; use at least {prompt_tokens + max_new_tokens}."
+            )
+    return given
+
+
+def _kinds(model) -> list[str]:
+    from kvlab.layer_state import layer_kinds
+
+    return layer_kinds(model.config)
+
+
+def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", max_new_tokens: int = 32,
+        chat: bool = False, trace: Trace | None = None, generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
+    """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache)."""
+    input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
+    # input_ids: (1, prompt_tokens)
+    given = validate(model, cache, options, input_ids.shape[-1], max_new_tokens)
+    trace = trace if trace is not None else Trace()
+    cache_object = make_cache(cache, model.config, trace=trace, **given)
+    kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.pad_token_id
+              if tokenizer is not None and tokenizer.pad_token_id is not None else model.config.eos_token_id,
+              **(generate_kwargs or {})}  # fmt: skip
+    if cache_object is None:
+        kwargs["use_cache"] = False
+    else:
+        kwargs[_compat.CACHE_KWARG] = cache_object
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+    seconds = time.perf_counter() - started
+    new_ids = output[0, input_ids.shape[-1]:].tolist()
+    text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
+    name = getattr(model, "kvlab_name", model.config.model_type)
+    trace.meta.update({"model": name, "cache": cache, "options": given, "dtype": str(model.dtype).replace("torch.", ""),
+                       "prompt_tokens": int(input_ids.shape[-1]), "new_tokens": len(new_ids), "seconds": seconds,
+                       "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
+                       "layer_kinds": _kinds(model)})  # fmt: skip
+    return RunResult(name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds,
+                     trace, cache_object)  # fmt: skip
