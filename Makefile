@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.kvlab-installed
 TORCH ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: lab test install models clean-venv
+.PHONY: lab test install models browser clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ models: install
 lab: models
 	$(BIN)/jupyter lab notebooks/
 
-test: models
+# Headless Chromium for the Cache Explorer's browser tests (Debian's package; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || bash .ci/install-chromium || echo "WARNING: chromium could not be installed; browser tests will be skipped"
+
+test: models browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean-venv:
