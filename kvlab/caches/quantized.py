@@ -20,11 +20,13 @@ from kvlab.caches.options import check_quantized_options
 
 
 def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, axis: int) -> int:
-    """Zero tokens to append along the sequence axis so hqq can pack a (batch, heads, seq, dim) tensor."""
-    if axis == 0:
-        return 0  # hqq reshapes to (q_group_size, -1): the packed axis is the group, always packable here
+    """Zero tokens to append along the sequence axis so hqq can quantize a (batch, heads, seq, dim) tensor.
+
+    hqq needs the element count to divide by `q_group_size`, and at `axis=1` its packed axis (the
+    `numel / q_group_size` rows) to divide by the pack factor (4 values per byte at 2 bits, 2 at 4 bits...).
+    """
     batch, heads, seq, dim = shape
-    factor = _compat.HQQ_PACK_FACTOR[nbits]
+    factor = _compat.HQQ_PACK_FACTOR[nbits] if axis == 1 else 1  # at axis 0 the packed axis is the group
     for pad in range(0, q_group_size * factor + 1):
         numel = batch * heads * (seq + pad) * dim
         if numel % q_group_size == 0 and (numel // q_group_size) % factor == 0:
@@ -32,23 +34,38 @@ def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, 
     raise ValueError(f"hqq cannot pack a {shape} tensor with q_group_size={q_group_size} at {nbits} bits")
 
 
+def hqq_needs_flatten(nbits: int, axis: int) -> bool:
+    """hqq's 3-bit unpacking reads `shape[0] * shape[1]` as its row count, right only for 2-D tensors."""
+    return nbits == 3 and axis == 1
+
+
 class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
-    """HQQQuantizedLayer that pads the sequence so every length packs (see module docstring)."""
+    """HQQQuantizedLayer that quantizes every length (see module docstring).
+
+    Two fixes, each applied only where transformers' path fails, so every other case is bit-identical to it:
+    the sequence is padded until hqq's packed axis divides by its pack factor, and at 3 bits on axis 1 the
+    tensor is handed to hqq as 2-D (hqq's 3-bit unpacking reads `shape[0] * shape[1]` as the row count, which
+    is only right for 2-D weights). Flattening keeps hqq's grouping: it reshapes the flat order either way.
+    """
 
     def _quantize(self, tensor, axis):
         # tensor: (batch, kv_heads, seq, head_dim)
         pad = hqq_sequence_padding(tuple(tensor.shape), self.q_group_size, self.nbits, axis)
-        if pad == 0:
+        flatten = hqq_needs_flatten(self.nbits, axis)
+        if pad == 0 and not flatten:
             return super()._quantize(tensor, axis)
         padded = torch.nn.functional.pad(tensor, (0, 0, 0, pad))  # (batch, kv_heads, seq + pad, head_dim)
-        qtensor, meta = super()._quantize(padded.contiguous(), axis)
-        meta["kvlab_seq_len"] = tensor.shape[-2]
+        to_quantize = padded.reshape(-1, padded.shape[-1]) if flatten else padded  # (rows, head_dim) when flat
+        qtensor, meta = super()._quantize(to_quantize.contiguous(), axis)
+        meta["kvlab_seq_len"], meta["kvlab_shape"] = tensor.shape[-2], tuple(padded.shape)
         return qtensor, meta
 
     def _dequantize(self, qtensor):
         tensor = super()._dequantize(qtensor)
-        seq_len = qtensor[1].get("kvlab_seq_len")
-        return tensor if seq_len is None else tensor[:, :, :seq_len, :]
+        meta = qtensor[1]
+        if "kvlab_shape" not in meta:
+            return tensor
+        return tensor.reshape(meta["kvlab_shape"])[:, :, : meta["kvlab_seq_len"], :]
 
 
 class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache):

@@ -1,0 +1,100 @@
+"""Drop-in: an instrumented cache generates the same tokens and the same logits as the transformers class it
+instruments — single prompts, left-padded batches, beam search — on tiny random-weight models.
+
+transformers' offloaded caches cannot run on a CPU-only build, so kvlab's offloaded caches are compared with
+the same cache without offloading (the schedule moves tensors, it must not change a single number)."""
+
+import pytest
+import torch
+from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
+
+from kvlab import make_cache
+
+CASES = [  # (id, kind, options, reference builder, models)
+    ("dynamic", "dynamic", {}, lambda c: DynamicCache(config=c), ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba"]),
+    ("static", "static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48),
+     ["tiny-llama", "tiny-gemma3", "tiny-jamba"]),
+    ("offloaded", "offloaded", {}, lambda c: DynamicCache(config=c), ["tiny-llama", "tiny-gemma3"]),
+    ("offloaded-sliding-resident", "offloaded", {"offload_only_non_sliding": True}, lambda c: DynamicCache(config=c),
+     ["tiny-gemma3"]),
+    ("offloaded_static", "offloaded_static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48),
+     ["tiny-llama", "tiny-gemma3"]),
+    ("q-quanto-int4", "quantized", {"backend": "quanto", "nbits": 4, "residual_length": 4},
+     lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4), ["tiny-llama"]),
+    ("q-quanto-int2", "quantized", {"backend": "quanto", "nbits": 2, "residual_length": 4, "q_group_size": 16},
+     lambda c: QuantizedCache("quanto", c, nbits=2, residual_length=4, q_group_size=16), ["tiny-llama"]),
+    ("q-hqq-int4-axis0", "quantized", {"backend": "hqq", "nbits": 4, "residual_length": 4, "q_group_size": 16},
+     lambda c: QuantizedCache("hqq", c, nbits=4, residual_length=4, q_group_size=16), ["tiny-llama"]),
+    ("q-fp8", "quantized", {"backend": "fp8"}, lambda c: QuantizedCache("fp8", c), ["tiny-llama"]),
+]
+PARAMS = [pytest.param(kind, opts, ref, model, id=f"{cid}-{model}") for cid, kind, opts, ref, models in CASES
+          for model in models]
+
+
+def generate(model, ids, cache, **kwargs):
+    out = model.generate(ids, attention_mask=kwargs.pop("attention_mask", torch.ones_like(ids)), cache=cache,
+                         max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_logits=True,
+                         pad_token_id=0, **kwargs)
+    return out.sequences, torch.stack(out.logits)
+
+
+@pytest.mark.parametrize("kind, options, reference, model_name", PARAMS)
+def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, kind, options, reference, model_name):
+    model = tiny(model_name)
+    ids = prompt_ids(16)
+    ours = make_cache(kind, model.config, **options)
+    theirs = reference(model.config)
+    assert isinstance(ours, type(theirs))
+    seq_a, logits_a = generate(model, ids, ours)
+    seq_b, logits_b = generate(model, ids, theirs)
+    assert torch.equal(seq_a, seq_b)
+    torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
+    assert ours.trace.summary()["steps"] == 12
+
+
+@pytest.mark.parametrize("kind, options, reference", [
+    ("dynamic", {}, lambda c: DynamicCache(config=c)),
+    ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
+    ("quantized", {"backend": "quanto", "nbits": 4, "residual_length": 4},
+     lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4)),
+])  # fmt: skip
+def test_left_padded_batch_and_beam_search(tiny, prompt_ids, kind, options, reference):
+    model = tiny("tiny-gemma3" if kind != "quantized" else "tiny-llama")
+    ids = prompt_ids(14, batch=2)
+    mask = torch.ones_like(ids)
+    ids[1, :5], mask[1, :5] = 0, 0  # second row left-padded by 5
+    for extra in ({"attention_mask": mask}, {"attention_mask": mask, "num_beams": 2}):
+        seq_a, logits_a = generate(model, ids, make_cache(kind, model.config, **options), **dict(extra))
+        seq_b, logits_b = generate(model, ids, reference(model.config), **dict(extra))
+        assert torch.equal(seq_a, seq_b)
+        torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
+
+
+def test_encoder_decoder_self_grows_cross_stays_at_source_length(tiny, prompt_ids):
+    model = tiny("tiny-bart")
+    ids = prompt_ids(10)
+    ours = make_cache("dynamic", model.config)
+    theirs = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    assert isinstance(ours, EncoderDecoderCache)
+    kwargs = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, return_dict_in_generate=True, output_logits=True)
+    a = model.generate(ids, cache=ours, **kwargs)
+    b = model.generate(ids, cache=theirs, **kwargs)
+    assert torch.equal(a.sequences, b.sequences)
+    torch.testing.assert_close(torch.stack(a.logits), torch.stack(b.logits), rtol=0, atol=0)
+    table = ours.trace.layer_table()
+    self_rows = [r for r in table if r["role"] == "self"]
+    cross_rows = [r for r in table if r["role"] == "cross"]
+    assert [r["logical_length"] for r in cross_rows] == [10, 10]  # the source length, written once
+    assert {r["logical_length"] for r in self_rows} == {a.sequences.shape[1] - 1}
+    assert {e["step"] for e in ours.trace.updates if e["role"] == "cross"} == {0}
+
+
+def test_linear_attention_state_is_constant_while_kv_grows(tiny, prompt_ids):
+    mamba = make_cache("dynamic", tiny("tiny-mamba").config)
+    tiny("tiny-mamba").generate(prompt_ids(8), cache=mamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    assert len(set(mamba.trace.bytes_by_step())) == 1 and mamba.trace.summary()["steps"] == 6
+    assert {e["kind"] for e in mamba.trace.updates} == {"linear"}
+    jamba = make_cache("dynamic", tiny("tiny-jamba").config)
+    tiny("tiny-jamba").generate(prompt_ids(8), cache=jamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    by_step = jamba.trace.bytes_by_step()
+    assert by_step == sorted(by_step) and by_step[-1] > by_step[0]  # the attention layers grow

@@ -1,0 +1,103 @@
+"""The quantized cache: hqq lengths that do not pack, crops, refusals, and exact packed + residual bytes."""
+
+import pytest
+import torch
+from transformers.cache_utils import HQQQuantizedLayer
+
+from kvlab import make_cache
+from kvlab._compat import HQQ_NBITS
+from kvlab.caches import CacheCropError, CacheOptionError, PaddedHQQQuantizedLayer
+from kvlab.caches.quantized import hqq_needs_flatten, hqq_sequence_padding
+from kvlab.storage import storage_bytes
+
+
+def _states(seq, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(1, 3, seq, 64, generator=g), torch.randn(1, 3, seq, 64, generator=g)
+
+
+@pytest.mark.parametrize("nbits", HQQ_NBITS)
+@pytest.mark.parametrize("axis", [0, 1])
+def test_every_length_quantizes_and_equals_transformers_where_it_works(nbits, axis):
+    for seq in range(1, 13):
+        ours = PaddedHQQQuantizedLayer(nbits=nbits, axis_key=axis, axis_value=axis, residual_length=128)
+        theirs = HQQQuantizedLayer(nbits=nbits, axis_key=axis, axis_value=axis, residual_length=128)
+        keys, values = _states(seq)
+        ours.update(keys, values)
+        got = ours._dequantize(ours._quantized_keys)
+        assert got.shape == keys.shape
+        assert (got - keys).abs().mean() < (keys.abs().mean() if nbits > 1 else 2 * keys.abs().mean())
+        if hqq_sequence_padding(tuple(keys.shape), 64, nbits, axis) == 0 and not hqq_needs_flatten(nbits, axis):
+            theirs.update(keys, values)
+            assert torch.equal(got, theirs._dequantize(theirs._quantized_keys))
+
+
+def test_padding_is_the_smallest_that_packs():
+    # (1, 3, seq, 64) at axis 1 has 3 * seq rows: 4 bits need an even count, 2 bits a multiple of 4
+    assert [hqq_sequence_padding((1, 3, s, 64), 64, 4, 1) for s in (5, 6, 7)] == [1, 0, 1]
+    assert [hqq_sequence_padding((1, 3, s, 64), 64, 2, 1) for s in (5, 6, 8)] == [3, 2, 0]
+    assert hqq_sequence_padding((1, 3, 5, 64), 64, 4, 0) == 0
+    assert hqq_sequence_padding((1, 2, 17, 16), 64, 4, 0) == 1  # the element count must divide by the group
+
+
+def test_generation_at_4_bits_on_an_odd_prompt_runs(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = make_cache("quantized", model.config, backend="hqq", nbits=4, axis_key=1, axis_value=1,
+                       q_group_size=16, residual_length=4)
+    out = model.generate(prompt_ids(5), cache=cache, max_new_tokens=9, min_new_tokens=9, do_sample=False,
+                         pad_token_id=0)
+    assert out.shape[1] == 14 and cache.trace.flushes
+
+
+def test_bytes_are_packed_plus_residual_exactly(tiny, prompt_ids):
+    model = tiny("tiny-llama")  # 2 kv heads x 16
+    for options in ({"backend": "quanto", "nbits": 2, "q_group_size": 16}, {"backend": "hqq", "nbits": 4},
+                    {"backend": "fp8"}):
+        cache = make_cache("quantized", model.config, **({"residual_length": 5} if options["backend"] != "fp8" else {}),
+                           **options)
+        model.generate(prompt_ids(12), cache=cache, max_new_tokens=7, min_new_tokens=7, do_sample=False, pad_token_id=0)
+        for row, layer in zip(cache.trace.layer_table(), cache.layers):
+            packed = storage_bytes(layer._quantized_keys, layer._quantized_values)
+            residual = storage_bytes(layer.keys, layer.values)
+            assert (row["packed_bytes"], row["residual_bytes"], row["bytes_held"]) == (packed, residual, packed + residual)
+            assert row["quantized_tokens"] + row["residual_tokens"] == row["logical_length"] == 18
+        if options["backend"] == "quanto":  # 2 bits per value + a float32 scale and shift per group of 16
+            values = 2 * 1 * 2 * (18 - cache.layers[0].keys.shape[-2]) * 16
+            groups = values // 16
+            assert cache.trace.layer_table()[0]["packed_bytes"] >= values * 2 // 8 + groups * 4
+
+
+def test_crop_within_the_residual_keeps_the_length_consistent(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = make_cache("quantized", model.config, backend="quanto", nbits=4, residual_length=8)
+    model(prompt_ids(12), cache=cache)  # 12 tokens quantized, residual empty
+    model(prompt_ids(3, seed=1), cache=cache)  # 3 tokens in the residual
+    assert cache.get_seq_length() == 15
+    cache.crop(-2)
+    assert cache.get_seq_length() == 13 and cache.layers[0].keys.shape[-2] == 1
+    with pytest.raises(CacheCropError, match="only 1 tokens in its full-precision residual"):
+        cache.crop(-2)
+    assert cache.get_seq_length() == 13
+
+
+def test_refusals_name_what_is_valid(tiny, gemma3_config):
+    llama = tiny("tiny-llama").config
+    cases = [
+        ({"backend": "quanto", "nbits": 3}, "quanto nbits must be one of 2, 4"),
+        ({"backend": "hqq", "nbits": 5}, "hqq nbits must be one of 1, 2, 3, 4, 8"),
+        ({"backend": "hqq", "axis_key": -1}, "hqq axis_key must be one of 0, 1"),
+        ({"backend": "fp8", "nbits": 4}, "fp8 backend quantizes per tensor and takes none of"),
+        ({"backend": "int3"}, "valid: hqq, quanto, fp8"),
+    ]
+    for options, message in cases:
+        with pytest.raises(CacheOptionError, match=message):
+            make_cache("quantized", llama, **options)
+    with pytest.raises(CacheOptionError, match=r"12 sliding, 2 full|15 sliding, 3 full"):
+        make_cache("quantized", gemma3_config, backend="quanto")
+
+
+@pytest.fixture
+def gemma3_config():
+    import transformers
+
+    return transformers.Gemma3TextConfig(num_hidden_layers=18, sliding_window=512)

@@ -1,0 +1,35 @@
+import torch
+from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
+
+from kvlab.storage import storage_bytes, view_bytes
+
+
+def test_a_view_counts_its_whole_storage():
+    base = torch.zeros(1, 2, 10, 4)  # (batch, kv_heads, seq, head_dim), float32
+    window = base[:, :, -3:, :]
+    assert view_bytes(window) == 1 * 2 * 3 * 4 * 4
+    assert storage_bytes(window) == 1 * 2 * 10 * 4 * 4
+
+
+def test_shared_storage_is_counted_once():
+    base = torch.zeros(8, 8)
+    assert storage_bytes(base, base[:2], base[4:]) == 8 * 8 * 4
+    seen: set = set()
+    assert storage_bytes(base, seen=seen) == 256
+    assert storage_bytes(base[1:], seen=seen) == 0
+
+
+def test_nested_containers_and_empty_tensors():
+    a, b = torch.zeros(3, dtype=torch.float16), torch.zeros(5, dtype=torch.int8)
+    assert storage_bytes((a, {"scale": b, "meta": 3}), None, torch.tensor([])) == 3 * 2 + 5
+
+
+def test_quanto_packed_tensor_counts_packed_data_scale_and_shift():
+    x = torch.randn(1, 3, 128, 64)
+    for qtype, bits in ((qint4, 4), (qint2, 2)):
+        scale, shift = MaxOptimizer()(x, qtype, 0, 64)
+        q = quantize_weight(x, qtype, 0, scale, shift, 64)
+        packed = x.numel() * bits // 8
+        groups = x.numel() // 64
+        assert storage_bytes(q) == packed + groups * scale.element_size() + groups * shift.element_size()
+        assert storage_bytes(q) < q.numel() * q.element_size()  # what element_size() would claim
