@@ -1,0 +1,151 @@
+"""The transformers cache guide's comparison table, regenerated from measurements on this machine.
+
+The guide ("Cache strategies") rates three caches on four properties. Each claim here is replaced by a run:
+- sliding layers: on a model with sliding-window layers, does the cache build, and do its sliding layers stay
+  within the window while the full layers keep every token?
+- offloading: does an offloading variant of the cache exist, and does a run log layer transfers?
+- torch.compile: over the decoding steps, how many distinct forward-input signatures (shapes, dtypes, devices)
+  does `generate` produce? A traced backend compiles one graph per signature; a cache with fixed shapes
+  gives one signature for all decoding steps, a growing cache one per step.
+- memory: peak cache bytes for the same prompt and generation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import CacheOptionError
+from kvlab.devices import log_forward_inputs
+from kvlab.run import run
+
+# The guide's table (transformers docs, "Cache strategies"), as published.
+GUIDE = {
+    "dynamic": {"cache": "Dynamic Cache", "sliding layers": "Yes", "offloading": "Yes", "torch.compile": "No",
+                "memory": "Medium"},
+    "static": {"cache": "Static Cache", "sliding layers": "Yes", "offloading": "Yes", "torch.compile": "Yes",
+               "memory": "High"},
+    "quantized": {"cache": "Quantized Cache", "sliding layers": "No", "offloading": "No", "torch.compile": "No",
+                  "memory": "Low"},
+}  # fmt: skip
+OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
+MEMORY_RANKS = ("Low", "Medium", "High")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What each measurement runs. Static caches reserve `static_room` slots beyond what the run needs, as one
+    does when the final length is not known in advance; the quantized cache keeps `residual_length` tokens in
+    full precision and quantizes the rest."""
+
+    new_tokens: int = 12
+    static_room: int = 64
+    quantized: tuple = (("backend", "quanto"), ("nbits", 4), ("residual_length", 8), ("q_group_size", 32))
+
+    def options(self, kind: str, prompt_tokens: int) -> dict:
+        if kind in ("static", "offloaded_static"):
+            return {"max_cache_len": prompt_tokens + self.new_tokens + self.static_room}
+        if kind == "quantized":
+            return dict(self.quantized)
+        return {}
+
+
+def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
+    """Run `kind` on a model with sliding layers past its window; the largest sliding and full layer afterwards."""
+    window = model.config.sliding_window
+    try:
+        result = run(model, None, prompt_ids, cache=kind, max_new_tokens=setup.new_tokens,
+                     **setup.options(kind, prompt_ids.shape[-1]))  # fmt: skip
+    except (CacheOptionError, ValueError) as err:
+        return {"supported": False, "evidence": f"refused: {err}"}
+    layers = result.trace.layer_table()
+    sliding = max(row["slots_allocated"] for row in layers if row["kind"] == "sliding")
+    full = max(row["slots_allocated"] for row in layers if row["kind"] == "full")
+    tokens = prompt_ids.shape[-1] + setup.new_tokens
+    return {"supported": sliding <= window,
+            "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}"}
+
+
+def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
+    """Run the offloading variant of `kind`, if transformers has one, and count the logged layer transfers."""
+    offloaded = OFFLOADED_KIND[kind]
+    if offloaded is None:
+        takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
+        return {"supported": takes, "evidence": "QuantizedCache " + ("takes" if takes else "has no") +
+                " offloading argument and no offloaded variant exists"}  # fmt: skip
+    result = run(model, None, prompt_ids, cache=offloaded, max_new_tokens=setup.new_tokens,
+                 **setup.options(offloaded, prompt_ids.shape[-1]))  # fmt: skip
+    transfers = result.trace.transfers
+    moved = sum(1 for t in transfers if t["moved"])
+    devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
+    return {"supported": len(transfers) > 0,
+            "evidence": f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})"}
+
+
+def measure_compile_and_memory(model, tokenizer, prompt, kind: str, setup: Setup = Setup()) -> dict:
+    """One run: distinct forward signatures over the decoding steps, and the peak cache bytes.
+
+    `prompt` is text (encoded with `tokenizer`) or ids of shape (1, tokens)."""
+    ids = prompt if isinstance(prompt, torch.Tensor) else tokenizer(prompt, return_tensors="pt").input_ids
+    with log_forward_inputs(model) as log:
+        result = run(model, tokenizer, ids, cache=kind, max_new_tokens=setup.new_tokens,
+                     **setup.options(kind, ids.shape[-1]))  # fmt: skip
+    decode = log.signatures()[1:]  # call 0 is the prefill
+    return {"decode_steps": len(decode), "decode_signatures": len(set(decode)),
+            "peak_bytes": result.trace.summary()["peak_bytes"]}
+
+
+def measure(sliding_model, full_model, tokenizer, prompt, sliding_prompt_ids: torch.Tensor,
+            kinds=("dynamic", "static", "quantized"), setup: Setup = Setup()) -> list[dict]:  # fmt: skip
+    """The table, one row per cache kind, each cell with the measurement behind it.
+
+    `sliding_model` has sliding-window layers (the prompt should pass its window); `full_model`/`tokenizer`/
+    `prompt` drive the compile and memory runs.
+    """
+    rows = []
+    for kind in kinds:
+        sliding = measure_sliding(sliding_model, sliding_prompt_ids, kind, setup)
+        offload = measure_offloading(sliding_model, sliding_prompt_ids[:, :4], kind, setup)
+        run_facts = measure_compile_and_memory(full_model, tokenizer, prompt, kind, setup)
+        rows.append({"kind": kind, "sliding": sliding, "offloading": offload, **run_facts})
+    ranks = _memory_ranks([r["peak_bytes"] for r in rows])
+    return [_row(r, rank) for r, rank in zip(rows, ranks)]
+
+
+def _memory_ranks(peaks: list[int]) -> list[str]:
+    order = sorted(range(len(peaks)), key=lambda i: peaks[i])
+    names = MEMORY_RANKS if len(peaks) == 3 else tuple(f"#{i + 1}" for i in range(len(peaks)))
+    ranks = [""] * len(peaks)
+    for place, i in enumerate(order):
+        ranks[i] = names[place]
+    return ranks
+
+
+def _row(r: dict, memory_rank: str) -> dict:
+    compiles = r["decode_signatures"] == 1
+    return {
+        "cache": GUIDE[r["kind"]]["cache"],
+        "sliding layers": "Yes" if r["sliding"]["supported"] else "No",
+        "offloading": "Yes" if r["offloading"]["supported"] else "No",
+        "torch.compile": "Yes" if compiles else "No",
+        "memory": memory_rank,
+        "sliding evidence": r["sliding"]["evidence"],
+        "offloading evidence": r["offloading"]["evidence"],
+        "compile evidence": f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps",
+        "peak cache bytes": r["peak_bytes"],
+    }
+
+
+def compare_with_guide(rows: list[dict]) -> list[dict]:
+    """For each measured row: the guide's claim and ours, property by property."""
+    by_name = {g["cache"]: g for g in GUIDE.values()}
+    out = []
+    for row in rows:
+        guide = by_name[row["cache"]]
+        for prop in ("sliding layers", "offloading", "torch.compile", "memory"):
+            out.append({"cache": row["cache"], "property": prop, "guide": guide[prop], "measured": row[prop],
+                        "agrees": guide[prop] == row[prop]})  # fmt: skip
+    return out

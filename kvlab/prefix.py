@@ -1,0 +1,130 @@
+"""Prefix caching: prefill a shared prefix (a system prompt, a document) once, then answer many questions.
+
+Each question gets a `copy.deepcopy` of the prefilled cache, because generating into a cache changes it.
+`generate(full_ids, cache=copy)` then prefills only `full_ids[prefix_tokens:]`. That is only right when the
+prefix's ids are a *token* prefix of the full prompt's ids. Text concatenation does not guarantee it: BPE merges
+across the seam, so a prefix ending in a space ("Question: " + "Why?") tokenizes to a lone space token that the
+full prompt spells as " Why". Plain transformers then drops a token of the question without a word; kvlab
+checks the ids and raises `PrefixMismatchError` instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import make_cache
+from kvlab.storage import storage_bytes
+
+
+class PrefixMismatchError(ValueError):
+    """The cached prefix's ids are not the first ids of the prompt it is reused for."""
+
+
+@dataclass
+class PrefixCache:
+    """A cache prefilled with `text` and never generated into: copy it, do not use it directly."""
+
+    text: str
+    ids: list[int]
+    cache: object
+    seconds: float  # the prefill
+
+    @property
+    def bytes(self) -> int:
+        return cache_bytes(self.cache)
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    token_ids: tuple[int, ...]
+    text: str
+    prompt_tokens: int
+    prefilled_tokens: int  # what this answer's generate computed before its first new token
+    seconds: float  # deep copy (if any) + generate
+    copy_bytes: int  # storage of this answer's private copy of the prefix cache (0 without reuse)
+
+
+def cache_bytes(cache) -> int:
+    """Bytes of the distinct storages held by a cache's layers."""
+    seen: set = set()
+    return sum(storage_bytes(getattr(layer, "keys", None), getattr(layer, "values", None), seen=seen)
+               for layer in cache.layers)  # fmt: skip
+
+
+def encode(tokenizer, text: str) -> torch.Tensor:
+    return tokenizer(text, return_tensors="pt").input_ids  # (1, tokens)
+
+
+def prefill_prefix(model, tokenizer, text: str, cache: str = "dynamic", **cache_options) -> PrefixCache:
+    """One forward over the prefix into a fresh cache of `cache` kind (e.g. "static", max_cache_len=...)."""
+    ids = encode(tokenizer, text)
+    kv = make_cache(cache, model.config, **cache_options)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        model(ids, use_cache=True, **{_compat.CACHE_KWARG: kv})
+    return PrefixCache(text, ids[0].tolist(), kv, time.perf_counter() - started)
+
+
+def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
+    """Raise PrefixMismatchError unless `prefix_ids` are exactly the first ids of `full_ids` (with room to spare)."""
+    prefix, full = list(prefix_ids), list(full_ids)
+    for position, (a, b) in enumerate(zip(prefix, full)):
+        if a != b:
+            def show(token_id):
+                return f"{tokenizer.decode([token_id])!r} (id {token_id})" if tokenizer is not None else f"id {token_id}"
+
+            raise PrefixMismatchError(
+                f"the cached prefix is not a token prefix of the prompt: at position {position} the prefix has "
+                f"{show(a)} but prefix+question tokenizes to {show(b)}. The tokenizer merged across the seam "
+                "(typically a prefix ending in a space); reusing the cache would feed the model a prompt with a "
+                "token missing. End the prefix on a token boundary (no trailing space; a newline or a chat-template "
+                "turn end), or prefill prefix+question without reuse."
+            )
+    if len(full) <= len(prefix):
+        raise PrefixMismatchError(f"the prompt ({len(full)} tokens) adds nothing after the cached prefix "
+                                  f"({len(prefix)} tokens); generate needs at least one uncached token.")  # fmt: skip
+
+
+def answer(model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens: int = 16,
+           check: bool = True) -> Answer:  # fmt: skip
+    """Greedy answer to `prefix.text + question`, reusing a deep copy of the prefilled cache.
+
+    `check=False` does what plain transformers does: trusts that the prefix ids line up.
+    """
+    full = encode(tokenizer, prefix.text + question)  # (1, prompt_tokens)
+    if check:
+        check_token_prefix(prefix.ids, full[0].tolist(), tokenizer)
+    started = time.perf_counter()
+    kv = copy.deepcopy(prefix.cache)
+    copied = cache_bytes(kv)
+    output = _generate(model, tokenizer, full, kv, max_new_tokens)
+    seconds = time.perf_counter() - started
+    return _answer(tokenizer, question, full, output, full.shape[-1] - len(prefix.ids), seconds, copied)
+
+
+def answer_without_reuse(model, tokenizer, prefix_text: str, question: str, max_new_tokens: int = 16,
+                         cache: str = "dynamic", **cache_options) -> Answer:  # fmt: skip
+    """The reference: prefill the whole prompt into a fresh cache."""
+    full = encode(tokenizer, prefix_text + question)
+    started = time.perf_counter()
+    output = _generate(model, tokenizer, full, make_cache(cache, model.config, **cache_options), max_new_tokens)
+    return _answer(tokenizer, question, full, output, full.shape[-1], time.perf_counter() - started, 0)
+
+
+def _generate(model, tokenizer, ids, kv, max_new_tokens) -> torch.Tensor:
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.eos_token_id
+    with torch.inference_mode():
+        return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+                              pad_token_id=pad, **{_compat.CACHE_KWARG: kv})  # fmt: skip
+
+
+def _answer(tokenizer, question, full, output, prefilled, seconds, copied) -> Answer:
+    new = output[0, full.shape[-1]:].tolist()
+    return Answer(question, tuple(new), tokenizer.decode(new, skip_special_tokens=True), full.shape[-1], prefilled,
+                  seconds, copied)  # fmt: skip

@@ -1,0 +1,155 @@
+"""Rolling a cache back: which positions it holds, and a speculative-decoding loop that crops rejected drafts.
+
+Speculative decoding guesses several tokens cheaply, lets the model check them all in one forward, keeps the
+longest agreeing prefix and throws the rest away. The forward already wrote keys and values for every guess,
+so the rejected ones must leave the cache again: `cache.crop(-rejected)`. A full-attention layer just drops its
+last slots. A sliding layer past its window has already discarded the oldest tokens that the crop must bring
+back into view, so transformers refuses unless `cache.activate_past_recording()` made it keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import make_cache
+from kvlab.layer_state import read_layer
+
+Draft = Callable[[list[int], int], list[int]]
+
+
+# -- cached positions -----------------------------------------------------------------------------------------------
+def cached_positions(cache) -> list[dict]:
+    """Per layer: the absolute token positions it holds and the ones the next token can attend to.
+
+    `held` is what sits in the layer's storage now; `visible` is what the next query sees (a sliding layer sees
+    its last `window - 1` tokens plus itself; a full layer sees everything it holds).
+    """
+    rows = []
+    for idx, layer in enumerate(cache.layers):
+        kind = cache._kvlab_kind(idx) if hasattr(cache, "_kvlab_kind") else _kind(layer)
+        state = read_layer(layer, kind)
+        seen, live = state.logical_length, state.slots_live
+        held = list(range(seen - live, seen))
+        window = getattr(layer, "sliding_window", None) or (layer.max_cache_len if kind == "sliding" else None)
+        visible = held[-(window - 1):] if window and len(held) >= window else held
+        rows.append({"layer_idx": idx, "kind": kind, "seen": seen, "window": window, "held": held, "visible": visible})
+    return rows
+
+
+def _kind(layer) -> str:
+    return "sliding" if getattr(layer, "is_sliding", False) else "full"
+
+
+# -- drafts ---------------------------------------------------------------------------------------------------------
+def prompt_lookup_draft(ngram: int = 2) -> Draft:
+    """Prompt-lookup drafting: find the latest earlier occurrence of the last `ngram` tokens and propose the
+    tokens that followed it. Free to compute, and good on text that repeats itself (code, lists, quotes)."""
+
+    def draft(ids: list[int], k: int) -> list[int]:
+        tail = ids[-ngram:]
+        for start in range(len(ids) - ngram - 1, -1, -1):
+            if ids[start:start + ngram] == tail:
+                return ids[start + ngram:start + ngram + k]
+        return []
+
+    return draft
+
+
+def corrupted_draft(truth: list[int], every: int = 3, vocab_size: int | None = None) -> Draft:
+    """A draft that knows the true continuation `truth` (ids after the prompt) but gets every `every`-th
+    guess wrong: a controlled mix of accepts and rejects, for tests and demonstrations."""
+
+    def draft(ids: list[int], k: int) -> list[int]:
+        done = len(ids) - draft.prompt_length
+        guesses = list(truth[done:done + k])
+        for i in range(len(guesses)):
+            if (done + i) % every == every - 1:
+                wrong = guesses[i] + 1
+                guesses[i] = wrong % vocab_size if vocab_size else wrong
+        return guesses
+
+    draft.prompt_length = 0
+    return draft
+
+
+# -- the accept/reject loop -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeculativeStep:
+    drafted: tuple[int, ...]
+    accepted: int
+    rejected: int
+    cache_length_before_crop: int
+    cache_length_after_crop: int
+
+
+@dataclass
+class SpeculativeResult:
+    token_ids: list[int]  # the new tokens, after the prompt
+    steps: list[SpeculativeStep] = field(default_factory=list)
+    forwards: int = 0
+    cache: object = None
+
+    @property
+    def accepted(self) -> int:
+        return sum(s.accepted for s in self.steps)
+
+    @property
+    def rejected(self) -> int:
+        return sum(s.rejected for s in self.steps)
+
+
+def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, draft: Draft, k: int = 4,
+                         cache: str = "dynamic", past_recording: bool = False, eos_token_id: int | None = None,
+                         **cache_options) -> SpeculativeResult:  # fmt: skip
+    """Greedy decoding that verifies `k` drafted tokens per forward and crops the rejected ones from the cache.
+
+    The output equals plain greedy decoding: a draft token is kept only where it equals the model's own argmax.
+    Invariant between forwards: the cache holds every committed token except the last one.
+    """
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must have shape (1, tokens), got {tuple(input_ids.shape)}")
+    if k < 1:
+        raise ValueError(f"k={k}: draft at least one token per step")
+    kv = make_cache(cache, model.config, **cache_options)
+    if past_recording:
+        kv.activate_past_recording()
+    if hasattr(draft, "prompt_length"):
+        draft.prompt_length = input_ids.shape[-1]
+    committed = input_ids[0].tolist()
+    result = SpeculativeResult([], cache=kv)
+    with torch.inference_mode():
+        logits = _forward(model, input_ids, kv)  # prefill: (1, prompt_tokens, vocab)
+        result.forwards += 1
+        committed.append(int(logits[0, -1].argmax()))
+        while len(committed) - input_ids.shape[-1] < max_new_tokens and committed[-1] != eos_token_id:
+            room = max_new_tokens - (len(committed) - input_ids.shape[-1])
+            guesses = list(draft(committed, k))[: min(k, room - 1)] if room > 1 else []
+            feed = torch.tensor([[committed[-1], *guesses]])  # (1, 1 + drafted)
+            logits = _forward(model, feed, kv)
+            result.forwards += 1
+            predicted = logits[0].argmax(-1).tolist()  # the model's next token after each fed token
+            accepted = 0
+            while accepted < len(guesses) and guesses[accepted] == predicted[accepted]:
+                accepted += 1
+            before = kv.get_seq_length()
+            rejected = len(guesses) - accepted
+            if rejected:
+                kv.crop(-rejected)
+            elif past_recording:
+                kv.crop(0)  # nothing to undo, but let recording sliding layers drop what they no longer need
+            committed.extend([*guesses[:accepted], predicted[accepted]])
+            if guesses:
+                result.steps.append(SpeculativeStep(tuple(guesses), accepted, rejected, before, kv.get_seq_length()))
+    new = committed[input_ids.shape[-1]:][:max_new_tokens]
+    if eos_token_id is not None and eos_token_id in new:
+        new = new[: new.index(eos_token_id) + 1]
+    result.token_ids = new
+    return result
+
+
+def _forward(model, ids: torch.Tensor, kv) -> torch.Tensor:
+    return model(ids, use_cache=True, **{_compat.CACHE_KWARG: kv}).logits

@@ -1,0 +1,27 @@
+"""kvlab.plots.positions: the cached-positions picture."""
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+from kvlab.plots.positions import HELD, NOT_HELD, VISIBLE, plot_cached_positions, positions_grid
+
+ROWS = [
+    {"layer_idx": 0, "kind": "sliding", "seen": 6, "window": 3, "held": [2, 3, 4, 5], "visible": [4, 5]},
+    {"layer_idx": 1, "kind": "full", "seen": 6, "window": None, "held": list(range(6)), "visible": list(range(6))},
+]
+
+
+def test_grid_marks_held_and_visible_positions():
+    grid = positions_grid(ROWS)
+    assert grid.shape == (2, 6)
+    assert grid[0].tolist() == [NOT_HELD, NOT_HELD, HELD, HELD, VISIBLE, VISIBLE]
+    assert grid[1].tolist() == [VISIBLE] * 6
+
+
+def test_plot_returns_a_figure_with_one_row_per_layer():
+    matplotlib.use("Agg")
+    fig = plot_cached_positions(ROWS, title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0 sliding", "1 full"]
+    assert ax.get_title() == "t"
+    plt.close(fig)

@@ -1,0 +1,49 @@
+"""kvlab.guide_table: the cache guide's table from measurements."""
+
+from kvlab.guide_table import (
+    GUIDE,
+    Setup,
+    _memory_ranks,
+    compare_with_guide,
+    measure_compile_and_memory,
+    measure_offloading,
+    measure_sliding,
+)
+
+
+def test_memory_ranks_follow_the_bytes():
+    assert _memory_ranks([300, 100, 200]) == ["High", "Low", "Medium"]
+    assert _memory_ranks([5, 1]) == ["#2", "#1"]
+
+
+def test_sliding_layers_stay_in_the_window_and_quantized_is_refused(tiny, prompt_ids):
+    model, ids = tiny("tiny-gemma3"), prompt_ids(12)
+    setup = Setup(new_tokens=4)
+    dynamic = measure_sliding(model, ids, "dynamic", setup)
+    assert dynamic["supported"] and "sliding layers hold 7 slots (window 8), full layers 15" in dynamic["evidence"]
+    quantized = measure_sliding(model, ids, "quantized", setup)
+    assert not quantized["supported"] and quantized["evidence"].startswith("refused:")
+
+
+def test_offloading_logs_transfers_for_dynamic_and_static_only(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(4)
+    setup = Setup(new_tokens=2)
+    assert measure_offloading(model, ids, "dynamic", setup)["supported"]
+    assert measure_offloading(model, ids, "static", setup)["supported"]
+    assert not measure_offloading(model, ids, "quantized", setup)["supported"]
+
+
+def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(6)
+    setup = Setup(new_tokens=5, static_room=16)
+    dynamic = measure_compile_and_memory(model, None, ids, "dynamic", setup)
+    static = measure_compile_and_memory(model, None, ids, "static", setup)
+    assert (dynamic["decode_steps"], dynamic["decode_signatures"]) == (4, 4)
+    assert (static["decode_steps"], static["decode_signatures"]) == (4, 1)
+    assert static["peak_bytes"] > dynamic["peak_bytes"]
+
+
+def test_compare_with_guide_flags_each_disagreement():
+    row = {**GUIDE["dynamic"], "torch.compile": "Yes"}
+    verdicts = {c["property"]: c["agrees"] for c in compare_with_guide([row])}
+    assert verdicts == {"sliding layers": True, "offloading": True, "torch.compile": False, "memory": True}
