@@ -14,6 +14,7 @@ import torch
 from kvlab import _compat
 from kvlab.caches import check_options, check_quantized_options, make_cache
 from kvlab.caches.options import CacheOptionError, check_static_length
+from kvlab.layer_state import layer_kinds
 from kvlab.trace import Trace
 
 
@@ -59,15 +60,15 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
     return tokenizer(prompt, return_tensors="pt").input_ids
 
 
-def validate(model, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
-    """All checks `run` makes before generating; returns the options that are set."""
+def validate(config, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
+    """All checks `run` makes before generating, on the model's config; returns the options that are set."""
     given = check_options(cache, options)
     if cache == "quantized":
         quantized = {k: v for k, v in given.items() if k != "backend"}
-        check_quantized_options(given.get("backend", "quanto"), model.config, **quantized)
+        check_quantized_options(given.get("backend", "quanto"), config, **quantized)
     if cache in ("static", "offloaded_static"):
         check_static_length(given["max_cache_len"], prompt_tokens, max_new_tokens)
-        full_layers = [k for k in _kinds(model) if k == "full"]
+        full_layers = [k for k in layer_kinds(config) if k == "full"]
         if full_layers and prompt_tokens is not None and given["max_cache_len"] < prompt_tokens + max_new_tokens:
             raise CacheOptionError(
                 f"max_cache_len={given['max_cache_len']} cannot hold the prompt ({prompt_tokens} tokens) plus "
@@ -76,18 +77,12 @@ def validate(model, cache: str, options: dict, prompt_tokens: int | None = None,
     return given
 
 
-def _kinds(model) -> list[str]:
-    from kvlab.layer_state import layer_kinds
-
-    return layer_kinds(model.config)
-
-
 def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", max_new_tokens: int = 32,
         chat: bool = False, trace: Trace | None = None, generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
     """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache)."""
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     # input_ids: (1, prompt_tokens)
-    given = validate(model, cache, options, input_ids.shape[-1], max_new_tokens)
+    given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
     trace = trace if trace is not None else Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **given)
     kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.pad_token_id
@@ -107,6 +102,6 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     trace.meta.update({"model": name, "cache": cache, "options": given, "dtype": str(model.dtype).replace("torch.", ""),
                        "prompt_tokens": int(input_ids.shape[-1]), "new_tokens": len(new_ids), "seconds": seconds,
                        "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
-                       "layer_kinds": _kinds(model)})  # fmt: skip
+                       "layer_kinds": layer_kinds(model.config)})  # fmt: skip
     return RunResult(name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds,
                      trace, cache_object)  # fmt: skip

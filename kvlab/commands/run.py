@@ -56,19 +56,19 @@ def handle(args) -> int:
     from kvlab import models
     from kvlab.caches import check_options
     from kvlab.cli import UsageError
-    from kvlab.run import run, validate
+    from kvlab.run import encode, run, validate
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
     options = {name: getattr(args, name) for name in OPTION_NAMES}
-    check_options(args.cache, options)  # cheap checks before loading anything
+    # Every check runs before the weights load: options, prompt, model name, then the config and prompt length.
+    check_options(args.cache, options)
     prompt = _prompt(args)
-    models.resolve(args.model)
-    model, tokenizer = models.load(args.model, dtype=args.dtype)
-    from kvlab.run import encode
-
+    models.parse_dtype(args.dtype)
+    config, tokenizer = models.load_config_and_tokenizer(args.model)
     ids = encode(tokenizer, prompt, chat=args.chat)
-    validate(model, args.cache, options, ids.shape[-1], args.max_new_tokens)
+    validate(config, args.cache, options, ids.shape[-1], args.max_new_tokens)
+    model, tokenizer = models.load(args.model, dtype=args.dtype)
     result = run(model, tokenizer, ids, cache=args.cache, max_new_tokens=args.max_new_tokens, **options)
     if args.trace:
         result.trace.save(args.trace)

@@ -121,6 +121,17 @@ def resolve(name_or_path: str) -> tuple[str, str]:
                             "(or a local model directory, or a hub id such as org/name when you have hub access)")  # fmt: skip
 
 
+def load_config_and_tokenizer(name_or_path: str):
+    """The config and tokenizer alone (no weights), to validate a request before paying for the model."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    where, location = resolve(name_or_path)
+    if where == "bundled":
+        prepare(name_or_path, warm_quanto=False)
+    return (AutoConfig.from_pretrained(location, trust_remote_code=False),
+            AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
+
+
 def load(name_or_path: str, dtype="float32"):
     """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -148,4 +159,4 @@ def describe() -> list[dict]:
     return rows
 
 
-__all__ = ["BUNDLED", "BundledModel", "UnknownModelError", "bundled", "describe", "load", "parse_dtype", "prepare"]
+__all__ = ["BUNDLED", "BundledModel", "UnknownModelError", "bundled", "describe", "load", "load_config_and_tokenizer", "parse_dtype", "prepare"]

@@ -1,0 +1,85 @@
+"""`kvlab explore`: the Cache Explorer as a standalone web app (Voila), on 127.0.0.1 only.
+
+Voila runs a notebook and shows only its widgets. The notebook is written to a temporary directory (two cells:
+import, `explore(preload=True)`), so the command works from any directory and never touches the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NOTEBOOK_NAME = "kvlab_cache_explorer.ipynb"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("explore", help="serve the Cache Explorer in the browser (Voila, 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
+    p.add_argument("--no-browser", action="store_true", help="print the URL but do not open a browser")
+    p.add_argument("--token", help="access token (default: a random one, printed in the URL)")
+    p.add_argument("--model", default="smollm2", help="model selected (and loaded in the background) at start")
+    p.set_defaults(handler=handle)
+
+
+def explorer_notebook(model: str) -> dict:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import kvlab.explorer"),
+        nbformat.v4.new_code_cell(f"kvlab.explorer.explore(model_name={model!r}, preload=True)"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> list[str]:
+    return [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.ip=127.0.0.1",
+            "--Voila.port_retries=0", f"--Voila.token={token}", "--VoilaConfiguration.show_tracebacks=False",
+            *([] if open_browser else ["--no-browser"])]  # fmt: skip
+
+
+def handle(args) -> int:
+    import nbformat
+
+    from kvlab.cli import UsageError
+    from kvlab.explorer.models import model_choices
+
+    if args.model not in model_choices(False):
+        raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(model_choices(False))}")
+    if args.port < 0 or args.port > 65535:
+        raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
+    try:
+        import voila  # noqa: F401
+    except ImportError as err:
+        raise UsageError("kvlab explore needs voila: pip install voila (or install kvlab with its test extra)") from err
+    port = args.port or free_port()
+    token = args.token or secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="kvlab-explore-") as tmp:
+        notebook = Path(tmp) / NOTEBOOK_NAME
+        nbformat.write(explorer_notebook(args.model), notebook)
+        url = f"http://127.0.0.1:{port}/?token={token}"
+        print(f"kvlab explore: serving the Cache Explorer at {url}", flush=True)
+        print("kvlab explore: press Ctrl-C to stop", flush=True)
+        process = subprocess.Popen(voila_command(notebook, port, token, not args.no_browser), cwd=tmp,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            return 0
