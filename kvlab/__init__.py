@@ -18,6 +18,7 @@ from kvlab.caches import (
     InstrumentedStaticCache,
     make_cache,
 )
+from kvlab.generate import generate
 from kvlab.models import BUNDLED, UnknownModelError, load, prepare
 from kvlab.models.tiny import TINY_MODELS, tiny_model
 from kvlab.run import RunResult, run
@@ -41,6 +42,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "UnknownModelError",
+    "generate",
     "load",
     "make_cache",
     "prepare",

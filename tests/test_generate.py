@@ -1,0 +1,18 @@
+import torch
+
+import kvlab
+
+
+def test_by_name_matches_transformers_cache_implementation(tiny, prompt_ids):
+    model = tiny("tiny-gemma3")
+    ids = prompt_ids(12)
+    kwargs = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    for name, config in (("static", None), ("dynamic", None),
+                         ("quantized", {"backend": "quanto", "nbits": 2, "q_group_size": 16})):
+        target = tiny("tiny-llama") if name == "quantized" else model
+        ours, cache = kvlab.generate(target, ids, cache_implementation=name, cache_config=config, **kwargs)
+        theirs = target.generate(ids, cache_implementation=name, cache_config=config, **kwargs)
+        assert torch.equal(ours, theirs)
+        assert cache.trace.summary()["steps"] == 6
+    _, static = kvlab.generate(model, ids, cache_implementation="static", **kwargs)
+    assert static.layers[2].max_cache_len == 12 + 6  # sized like transformers: prompt + max_new_tokens
