@@ -1,0 +1,142 @@
+"""The explorer's input widgets, and which of them apply to which cache kind.
+
+A learner should only see the options a cache takes: `options_for(kind, backend)` is the rule (from
+`kvlab.caches.KIND_OPTIONS`, plus past recording for DynamicCache kinds, minus the group-wise options the fp8
+backend does not take), and `Controls` shows or hides the option widgets to match. Values that the rule
+allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on purpose: the message
+the explorer shows for them is part of the lesson.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from kvlab import _compat
+from kvlab.caches import CACHE_KINDS, KIND_OPTIONS
+from kvlab.explorer.generation import PAST_RECORDING_KINDS
+from kvlab.explorer.models import DTYPES, LOADED, model_choices
+from kvlab.explorer.prompts import presets
+from kvlab.explorer.session import RunRequest
+
+OPTION_NAMES = ("backend", "nbits", "axis_key", "axis_value", "q_group_size", "residual_length", "max_cache_len",
+                "offload_only_non_sliding", "past_recording")  # fmt: skip
+GROUPWISE = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+CUSTOM = "(your own text)"
+
+
+def options_for(kind: str, backend: str = "quanto") -> tuple[str, ...]:
+    """Names of the option widgets that apply to a cache `kind` (and quantization `backend`)."""
+    names = list(KIND_OPTIONS[kind])
+    if kind == "quantized" and backend == "fp8":
+        names = [n for n in names if n not in GROUPWISE]
+    if kind in PAST_RECORDING_KINDS:
+        names.append("past_recording")
+    return tuple(names)
+
+
+def _int_text(value: int, description: str) -> widgets.IntText:
+    return widgets.IntText(value=value, description=description, style={"description_width": "initial"},
+                           layout=widgets.Layout(width="190px"))  # fmt: skip
+
+
+class Controls:
+    """Every input of the explorer. `request()` turns the current values into a `RunRequest`."""
+
+    def __init__(self, has_loaded_model: bool = False, model: str | None = None, prompt_presets: dict | None = None):
+        wide = {"description_width": "initial"}
+        choices = model_choices(has_loaded_model)
+        self.model = widgets.Dropdown(options=choices, value=model or choices[0], description="model", style=wide)
+        self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
+        self.cache = widgets.Dropdown(options=CACHE_KINDS, value="dynamic", description="cache", style=wide)
+        self.backend = widgets.Dropdown(options=_compat.QUANTIZED_BACKENDS, value="quanto", description="backend",
+                                        style=wide)  # fmt: skip
+        defaults = _compat.QUANTIZED_DEFAULTS
+        self.nbits = widgets.Dropdown(options=sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)),
+                                      value=defaults["nbits"], description="nbits", style=wide)  # fmt: skip
+        axes = sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
+        self.axis_key = widgets.Dropdown(options=axes, value=defaults["axis_key"], description="axis_key", style=wide)
+        self.axis_value = widgets.Dropdown(options=axes, value=defaults["axis_value"], description="axis_value",
+                                           style=wide)  # fmt: skip
+        self.q_group_size = _int_text(defaults["q_group_size"], "q_group_size")
+        self.residual_length = _int_text(defaults["residual_length"], "residual_length")
+        self.max_cache_len = _int_text(256, "max_cache_len")
+        self.offload_only_non_sliding = widgets.Checkbox(value=True, description="offload_only_non_sliding",
+                                                         indent=False)  # fmt: skip
+        self.past_recording = widgets.Checkbox(value=False, description="past recording (keep evicted tokens "
+                                               "until a crop)", indent=False)  # fmt: skip
+        self.presets = dict(prompt_presets if prompt_presets is not None else presets())
+        first = next(iter(self.presets), None)
+        self.preset = widgets.Dropdown(options=[*self.presets, CUSTOM], value=first or CUSTOM, description="preset",
+                                       style=wide)  # fmt: skip
+        self.prompt = widgets.Textarea(value=self.presets.get(first, ""), description="prompt",
+                                       layout=widgets.Layout(width="98%", height="70px"))  # fmt: skip
+        self.prompt_tokens = widgets.IntSlider(value=0, min=0, max=4096, step=16, description="prompt tokens "
+                                               "(0 = as typed)", style=wide, layout=widgets.Layout(width="420px"))  # fmt: skip
+        self.chat = widgets.Checkbox(value=False, description="chat template", indent=False)
+        self.max_new_tokens = widgets.IntSlider(value=16, min=1, max=512, description="max new tokens", style=wide,
+                                                layout=widgets.Layout(width="420px"))  # fmt: skip
+        for name in ("model", "dtype", "cache", "backend", "prompt", "preset", "max_new_tokens", "prompt_tokens",
+                     *OPTION_NAMES):  # fmt: skip
+            getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
+        self.cache.observe(lambda _: self.sync_visibility(), names="value")
+        self.backend.observe(lambda _: self.sync_visibility(), names="value")
+        self.model.observe(lambda _: self.sync_visibility(), names="value")
+        self.preset.observe(self._on_preset, names="value")
+        self.prompt.observe(self._on_prompt_typed, names="value")
+        self.sync_visibility()
+
+    # -- rules --------------------------------------------------------------------------------------------------
+    def visible_options(self) -> tuple[str, ...]:
+        return options_for(self.cache.value, self.backend.value)
+
+    def sync_visibility(self) -> None:
+        """Show exactly the option widgets that apply to the chosen cache kind and backend."""
+        shown = self.visible_options()
+        for name in OPTION_NAMES:
+            getattr(self, name).layout.display = None if name in shown else "none"
+        self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
+
+    def _on_preset(self, change) -> None:
+        if change["new"] in self.presets:
+            self.prompt.value = self.presets[change["new"]]
+
+    def _on_prompt_typed(self, change) -> None:
+        if self.preset.value in self.presets and change["new"] != self.presets[self.preset.value]:
+            self.preset.value = CUSTOM
+
+    # -- values -------------------------------------------------------------------------------------------------
+    def options(self) -> dict:
+        """The cache options that apply, with their current values (past recording is not a cache option)."""
+        return {name: getattr(self, name).value for name in self.visible_options() if name != "past_recording"}
+
+    def request(self) -> RunRequest:
+        return RunRequest(model=self.model.value, dtype=self.dtype.value, cache=self.cache.value,
+                          options=self.options(), past_recording="past_recording" in self.visible_options()
+                          and self.past_recording.value, prompt=self.prompt.value,
+                          prompt_tokens=self.prompt_tokens.value, chat=self.chat.value,
+                          max_new_tokens=self.max_new_tokens.value)  # fmt: skip
+
+    def set(self, **values) -> Controls:
+        """Set widgets by name, as a learner would (for scripts, tests and the notebook): `set(cache="static")`."""
+        for name, value in values.items():
+            widget = getattr(self, name, None)
+            if not isinstance(widget, widgets.ValueWidget):
+                raise ValueError(f"no control named {name!r}; controls: {', '.join(self.names())}")
+            widget.value = value
+        return self
+
+    def names(self) -> list[str]:
+        return [n for n, w in vars(self).items() if isinstance(w, widgets.ValueWidget)]
+
+    # -- layout -------------------------------------------------------------------------------------------------
+    def option_box(self) -> widgets.Widget:
+        return widgets.HBox([getattr(self, n) for n in OPTION_NAMES], layout=widgets.Layout(flex_flow="row wrap"))
+
+    def layout(self) -> widgets.Widget:
+        return widgets.VBox([
+            widgets.HBox([self.model, self.dtype, self.cache], layout=widgets.Layout(flex_flow="row wrap")),
+            self.option_box(),
+            widgets.HBox([self.preset, self.chat]),
+            self.prompt,
+            widgets.HBox([self.prompt_tokens, self.max_new_tokens], layout=widgets.Layout(flex_flow="row wrap")),
+        ])  # fmt: skip

@@ -1,0 +1,154 @@
+"""The explorer's pictures: bytes per layer kind, slots, and a layer × position occupancy map.
+
+Drawn on `matplotlib.figure.Figure` objects directly (no pyplot): the generation thread redraws while the
+kernel's main thread serves clicks, and pyplot's global state is not safe for that. `png_bytes` turns a
+figure into the bytes of an `ipywidgets.Image`, which renders the same in JupyterLab and Voila.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from kvlab.trace import Trace
+
+# Occupancy map cell states, in drawing order.
+CELL_STATES = ("not allocated", "live", "masked (allocated, empty)", "evicted (seen, dropped)", "quantized",
+               "residual (full precision)", "cropped")  # fmt: skip
+EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
+CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
+KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354", "linear": "#756bb1", "dummy": "#999999"}
+COMPARISON_COLORS = ("#636363", "#8c6d31", "#7b4173", "#3182bd", "#31a354")
+
+
+def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
+    """{layer kind: [(step, bytes held by the layers of that kind at the end of the step)]}."""
+    held: dict[tuple, tuple[str, int]] = {}
+    series: dict[str, dict[int, int]] = {}
+    for e in trace.updates:
+        held[(e["role"], e["layer_idx"])] = (e["kind"], e["bytes_held"])
+        for kind in {k for k, _ in held.values()}:
+            series.setdefault(kind, {})[e["step"]] = sum(b for k, b in held.values() if k == kind)
+    return {kind: sorted(points.items()) for kind, points in series.items()}
+
+
+def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndarray:
+    """(layers, positions) grid of CELL_STATES codes from per-layer states (LayerState fields).
+
+    Position p of a layer that has seen L tokens: evicted before the live window, live (or quantized/residual)
+    inside it, masked in allocated slots past L, and "cropped" in [length after, length before) of `crop`.
+    """
+    width = max([r["logical_length"] + r["slots_masked"] for r in layer_rows] +
+                [max(crop["lengths_before"], default=0) if crop else 0, 1])  # fmt: skip
+    grid = np.full((len(layer_rows), width), EMPTY, dtype=np.int8)  # (layers, positions)
+    for i, r in enumerate(layer_rows):
+        length, live = r["logical_length"], r["slots_live"]
+        if r.get("quantized_tokens", 0) or r.get("residual_tokens", 0):
+            quantized = min(r["quantized_tokens"], length)
+            grid[i, :quantized] = QUANTIZED
+            grid[i, quantized:length] = RESIDUAL
+        else:
+            grid[i, : length - live] = EVICTED
+            grid[i, length - live : length] = LIVE
+            grid[i, length : length + r["slots_masked"]] = MASKED
+        if crop and i < len(crop["lengths_after"]):
+            grid[i, crop["lengths_after"][i] : crop["lengths_before"][i]] = CROPPED
+    return grid
+
+
+def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: str = "") -> None:
+    grid = occupancy_cells(layer_rows, crop)
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=ListedColormap(CELL_COLORS), vmin=0,
+              vmax=len(CELL_STATES) - 1)  # fmt: skip
+    ax.set_xlabel("token position")
+    ax.set_ylabel("layer")
+    labels = [f"{r['layer_idx']} {r['kind'][0]}" for r in layer_rows]
+    step = max(1, len(labels) // 12)
+    ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
+    ax.set_title(title or "what each layer holds (f = full, s = sliding)", fontsize=10)
+    shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
+    ax.legend(handles=[Patch(color=CELL_COLORS[s], label=CELL_STATES[s]) for s in shown], loc="upper left",
+              bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)  # fmt: skip
+
+
+def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
+    for n, (label, trace) in enumerate(comparison):
+        total = trace.bytes_by_step()
+        ax.plot(range(len(total)), total, "--", color=COMPARISON_COLORS[n % len(COMPARISON_COLORS)],
+                label=f"[{n + 1}] {label}: total")  # fmt: skip
+    if current is not None:
+        label, trace = current
+        series = bytes_by_kind(trace)
+        for kind, points in series.items():
+            ax.plot(*zip(*points), color=KIND_COLORS.get(kind, "#000000"), label=f"{kind} layers")
+        if len(series) > 1:
+            total = trace.bytes_by_step()
+            ax.plot(range(len(total)), total, color="#000000", linewidth=1, label="total")
+    ax.set_xlabel("step (0 = prefill)")
+    ax.set_ylabel("cache bytes")
+    ax.yaxis.set_major_formatter(FuncFormatter(human_bytes))
+    ax.set_title("bytes held, per layer kind", fontsize=10)
+    _legend(ax)
+
+
+def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
+    for n, (label, trace) in enumerate(comparison):
+        rows = trace.slots_by_step()
+        color = COMPARISON_COLORS[n % len(COMPARISON_COLORS)]
+        ax.plot([r["step"] for r in rows], [r["slots_allocated"] for r in rows], "--", color=color,
+                label=f"[{n + 1}] allocated")  # fmt: skip
+        ax.plot([r["step"] for r in rows], [r["slots_live"] for r in rows], ":", color=color, label=f"[{n + 1}] live")
+    if current is not None:
+        rows = current[1].slots_by_step()
+        steps = [r["step"] for r in rows]
+        for field, color in (("slots_allocated", "#000000"), ("slots_live", "#2b8cbe"), ("slots_masked", "#969696")):
+            ax.plot(steps, [r[field] for r in rows], color=color, label=field.removeprefix("slots_"))
+    ax.set_xlabel("step (0 = prefill)")
+    ax.set_ylabel("slots (all layers)")
+    ax.set_title("allocated vs live vs masked slots", fontsize=10)
+    _legend(ax)
+
+
+def human_bytes(value: float, _pos=None) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover
+
+
+def _legend(ax) -> None:
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, frameon=False, loc="lower right")
+
+
+def dashboard(current: tuple[str, Trace] | None, layer_rows: list[dict], comparison: list[tuple[str, Trace]] = (),
+              crop: dict | None = None, status: str = "") -> Figure:  # fmt: skip
+    """The explorer's one picture: bytes and slots per step on top, the occupancy map below."""
+    fig = Figure(figsize=(11, 6.4), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.1))
+    draw_bytes(fig.add_subplot(grid[0, 0]), current, comparison)
+    draw_slots(fig.add_subplot(grid[0, 1]), current, comparison)
+    occupancy = fig.add_subplot(grid[1, :])
+    if layer_rows:
+        draw_occupancy(occupancy, layer_rows, crop)
+    else:
+        occupancy.set_axis_off()
+        occupancy.text(0.5, 0.5, "no cache layers yet (kind 'none' keeps nothing)" if current else "press Run",
+                       ha="center", va="center", transform=occupancy.transAxes)  # fmt: skip
+    if status:
+        fig.suptitle(status, fontsize=10)
+    return fig
+
+
+def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()

@@ -1,0 +1,107 @@
+"""The models the explorer can run: the bundled real ones, two tiny random ones, or one the user already loaded.
+
+Loading is slow (seconds) and a model is large, so `ModelStore` loads each (name, dtype) once, under a lock, and
+can warm one up in the background while the learner is still choosing options.
+Tiny models have no tokenizer; `ByteTokenizer` maps text to their 128-token vocabulary so a text prompt still
+works (the text they generate is noise: they are there for cache *structure*, e.g. tiny-gemma3's window of 8).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+LOADED = "loaded"  # the choice shown for a model passed to `explore(model=..., tokenizer=...)`
+BUNDLED_CHOICES = ("smollm2", "gemma3")
+TINY_CHOICES = ("tiny-llama", "tiny-gemma3")
+DTYPES = ("float32", "bfloat16")
+
+
+class ByteTokenizer:
+    """UTF-8 bytes folded into the tiny models' ids 3..127 (0 pad, 1 bos, 2 eos); decodes ids as `‹id›`."""
+
+    pad_token_id = 0
+    eos_token_id = 2
+    chat_template = None
+    FIRST_ID, VOCAB = 3, 128
+
+    def encode(self, text: str) -> list[int]:
+        span = self.VOCAB - self.FIRST_ID
+        return [self.FIRST_ID + b % span for b in text.encode("utf-8")]
+
+    def __call__(self, text: str, return_tensors: str = "pt", add_special_tokens: bool = True):
+        ids = torch.tensor([self.encode(text)], dtype=torch.long)  # (1, prompt_tokens)
+        return _Encoding(ids)
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return "".join(f"‹{i}›" for i in ids)
+
+
+class _Encoding:
+    def __init__(self, input_ids: torch.Tensor):
+        self.input_ids = input_ids
+
+
+def model_choices(has_loaded: bool) -> list[str]:
+    return ([LOADED] if has_loaded else []) + list(BUNDLED_CHOICES) + list(TINY_CHOICES)
+
+
+class ModelStore:
+    """(model, tokenizer) by (name, dtype), each loaded once. Thread-safe: Run and a warm-up may race."""
+
+    def __init__(self, model=None, tokenizer=None):
+        self._lock = threading.Lock()
+        self._models: dict[tuple[str, str], tuple] = {}
+        self.loaded_dtype = None
+        if model is not None:
+            self.loaded_dtype = str(model.dtype).replace("torch.", "")
+            if not hasattr(model, "kvlab_name"):
+                model.kvlab_name = getattr(model.config, "model_type", LOADED)
+            self._models[(LOADED, self.loaded_dtype)] = (model, tokenizer if tokenizer is not None else ByteTokenizer())
+
+    @property
+    def has_loaded(self) -> bool:
+        return self.loaded_dtype is not None
+
+    def is_ready(self, name: str, dtype: str) -> bool:
+        return self._key(name, dtype) in self._models
+
+    def _key(self, name: str, dtype: str) -> tuple[str, str]:
+        if name == LOADED:
+            if not self.has_loaded:
+                raise ValueError("no model was passed to explore(); choose one of " + ", ".join(model_choices(False)))
+            return (LOADED, self.loaded_dtype)  # an already-loaded model keeps its own dtype
+        if name not in BUNDLED_CHOICES + TINY_CHOICES:
+            raise ValueError(f"unknown model {name!r}; valid: {', '.join(model_choices(self.has_loaded))}")
+        if dtype not in DTYPES:
+            raise ValueError(f"unsupported dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+        return (name, dtype)
+
+    def get(self, name: str, dtype: str = "float32"):
+        """(model, tokenizer), loading on first use."""
+        key = self._key(name, dtype)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = _load(name, dtype)
+            return self._models[key]
+
+    def warm_up(self, name: str, dtype: str = "float32") -> threading.Thread:
+        """Load in a daemon thread so the first Run does not wait for it."""
+        thread = threading.Thread(target=self.get, args=(name, dtype), daemon=True, name=f"kvlab-load-{name}")
+        thread.start()
+        return thread
+
+
+def _load(name: str, dtype: str):
+    if name in TINY_CHOICES:
+        from kvlab.models import parse_dtype
+        from kvlab.models.tiny import tiny_model
+
+        model = tiny_model(name, dtype=parse_dtype(dtype))
+        model.kvlab_name = name
+        return model, ByteTokenizer()
+    from kvlab.models import load
+
+    return load(name, dtype=dtype)

@@ -1,0 +1,44 @@
+"""Prompt presets (text files in the repository's `data/prompts/`) and long synthetic prompts of an exact length.
+
+A cache only shows its structure with enough tokens: Gemma 3's sliding layers wrap after 512, a quantized cache
+flushes its residual every `residual_length`. `synthetic_ids` repeats a text until it is exactly n tokens long,
+so "a 600-token prompt" means the same thing on every machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "data" / "prompts"
+FALLBACK = {"kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
+                                 "while it generates text.\n"}  # fmt: skip
+
+
+def presets() -> dict[str, str]:
+    """{name: text} for every `data/prompts/*.txt`, sorted by name (a built-in one when the folder is absent)."""
+    if not PROMPTS_DIR.is_dir():
+        return dict(FALLBACK)
+    found = {path.stem: path.read_text(encoding="utf-8") for path in sorted(PROMPTS_DIR.glob("*.txt"))}
+    return found or dict(FALLBACK)
+
+
+def encode_prompt(tokenizer, text: str, target_tokens: int = 0, chat: bool = False) -> torch.Tensor:
+    """Prompt ids, shape (1, n). With `target_tokens` > 0 the text is repeated or cut to exactly that many tokens."""
+    from kvlab.run import encode
+
+    if not text.strip():
+        raise ValueError("the prompt is empty; type some text or choose a preset")
+    if target_tokens < 0:
+        raise ValueError(f"prompt length must be 0 (use the text as is) or a positive token count; got {target_tokens}")
+    ids = encode(tokenizer, text, chat=chat)  # (1, n)
+    if target_tokens == 0:
+        return ids
+    return synthetic_ids(ids, target_tokens)
+
+
+def synthetic_ids(ids: torch.Tensor, target_tokens: int) -> torch.Tensor:
+    """`ids` (1, n) tiled along the sequence and cut to (1, target_tokens)."""
+    repeats = -(-target_tokens // ids.shape[-1])  # ceil
+    return ids.repeat(1, repeats)[:, :target_tokens]

@@ -1,0 +1,215 @@
+"""`Session`: one run at a time in a background thread, its live partial trace, the comparison list, and crops.
+
+The widget callbacks run on the kernel's main thread and must return at once (or the UI freezes), so `start`
+only checks the request and launches a daemon thread; Stop sets an event that `generate` polls after every
+token. Whatever happened (finished, stopped, failed), the thread ends by calling `on_done` (or `on_error`
+with a one-line message), and the trace recorded so far is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvlab.caches import CacheCropError, CacheOptionError, check_options, check_quantized_options
+from kvlab.explorer.generation import check_past_recording, generate_traced
+from kvlab.explorer.models import ModelStore
+from kvlab.explorer.prompts import encode_prompt
+from kvlab.layer_state import read_layer
+from kvlab.run import RunResult, validate
+from kvlab.trace import Trace
+
+# Errors a learner can cause with the controls: shown as a message, never as a traceback.
+USER_ERRORS = (CacheOptionError, CacheCropError, ValueError)
+
+
+@dataclass
+class RunRequest:
+    model: str = "smollm2"
+    dtype: str = "float32"
+    cache: str = "dynamic"
+    options: dict = field(default_factory=dict)
+    past_recording: bool = False
+    prompt: str = "The KV cache"
+    prompt_tokens: int = 0  # 0: the text as is; n > 0: repeated or cut to exactly n tokens
+    chat: bool = False
+    max_new_tokens: int = 16
+
+    def label(self) -> str:
+        options = ", ".join(f"{k}={v}" for k, v in self.options.items())
+        recording = ", past recording" if self.past_recording else ""
+        return f"{self.model} · {self.cache}" + (f" ({options}{recording})" if options or recording else recording)
+
+
+@dataclass
+class Run:
+    """A run in progress or finished: its request, its live trace and, once done, the `RunResult`."""
+
+    request: RunRequest
+    trace: Trace = field(default_factory=Trace)
+    new_ids: list[int] = field(default_factory=list)
+    result: RunResult | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    done: bool = False  # set by the generating thread once `generate` has returned (or failed)
+
+    @property
+    def label(self) -> str:
+        return self.request.label()
+
+    def snapshot(self) -> Trace:
+        """A copy of the trace that the generating thread cannot change under the reader."""
+        return Trace(list(self.trace.events), dict(self.trace.meta))
+
+    def layer_rows(self) -> list[dict]:
+        """What each layer holds now: read from the cache object (so crops show), else the trace's last updates."""
+        cache = self.result.cache_object if self.result is not None else None
+        if cache is None or self.result.trace.crops == []:
+            return [dict(row) for row in self.snapshot().final_layers()]
+        kinds = getattr(cache, "_kvlab_kinds", [])
+        return [{"layer_idx": i, "role": "self",
+                 **read_layer(layer, kinds[i] if i < len(kinds) else "full").as_dict()}
+                for i, layer in enumerate(cache.layers)]  # fmt: skip
+
+
+class Session:
+    def __init__(self, store: ModelStore | None = None):
+        self.store = store if store is not None else ModelStore()
+        self.current: Run | None = None
+        self.comparison: list[Run] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- running ------------------------------------------------------------------------------------------------
+    def check(self, request: RunRequest) -> None:
+        """Every check that needs no model work; with the model already loaded, all of `kvlab.run`'s checks."""
+        if request.max_new_tokens < 1:
+            raise ValueError(f"max new tokens must be at least 1; got {request.max_new_tokens}")
+        if not request.prompt.strip():
+            raise ValueError("the prompt is empty; type some text or choose a preset")
+        given = check_options(request.cache, request.options)
+        if request.cache == "quantized":  # the backend's rules; the model's layer kinds are checked once it is known
+            check_quantized_options(given.get("backend", "quanto"), None,
+                                    **{k: v for k, v in given.items() if k != "backend"})  # fmt: skip
+        check_past_recording(request.cache, request.past_recording)
+        if self.store.is_ready(request.model, request.dtype):
+            model, tokenizer = self.store.get(request.model, request.dtype)
+            ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)
+            validate(model.config, request.cache, request.options, ids.shape[-1], request.max_new_tokens)
+
+    def start(self, request: RunRequest, on_token: Callable[[Run], None] | None = None,
+              on_done: Callable[[Run], None] | None = None,
+              on_error: Callable[[Run, str], None] | None = None) -> Run | None:  # fmt: skip
+        """Start a run in the background; None (and nothing happens) while another run is in progress.
+
+        Raises the user's errors (CacheOptionError, ValueError) before starting when they can be seen cheaply.
+        """
+        if self.running:
+            return None
+        self.check(request)
+        run = Run(request)
+        self.current = run
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._work, args=(run, on_token, on_done, on_error), daemon=True,
+                                        name="kvlab-explorer-run")  # fmt: skip
+        self._thread.start()
+        return run
+
+    def _work(self, run: Run, on_token, on_done, on_error) -> None:
+        request = run.request
+        try:
+            model, tokenizer = self.store.get(request.model, request.dtype)
+            ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
+            run.prompt_tokens = int(ids.shape[-1])
+
+            def token(new_ids: list[int]) -> None:
+                run.new_ids = new_ids
+                if on_token is not None:
+                    on_token(run)
+
+            run.result = generate_traced(model, tokenizer, ids, request.cache, request.options,
+                                         request.max_new_tokens, past_recording=request.past_recording,
+                                         trace=run.trace, on_token=token, stop=self._stop)  # fmt: skip
+        except USER_ERRORS as err:
+            run.error = str(err)
+        except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
+            run.error = f"{type(err).__name__}: {err}"
+        run.done = True
+        if run.error is not None:
+            if on_error is not None:
+                on_error(run, run.error)
+        elif on_done is not None:
+            on_done(run)
+
+    def stop(self) -> bool:
+        """Ask the running generation to end after its current token; False when nothing runs."""
+        if not self.running:
+            return False
+        self._stop.set()
+        return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the current run ends (for scripts and tests); True when it has ended."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    # -- comparison ---------------------------------------------------------------------------------------------
+    def add_to_comparison(self) -> Run:
+        """Keep the last finished run overlaid on later plots and as a row of the table."""
+        run = self.current
+        if run is None or run.result is None:
+            raise ValueError("there is no finished run to add yet: press Run first")
+        if self.running:
+            raise ValueError("wait for the run to finish (or Stop it) before adding it to the comparison")
+        if any(r is run for r in self.comparison):
+            raise ValueError("this run is already in the comparison")
+        self.comparison.append(run)
+        return run
+
+    def clear_comparison(self) -> None:
+        self.comparison.clear()
+
+    # -- crop ---------------------------------------------------------------------------------------------------
+    def crop(self, n: int) -> dict:
+        """`cache.crop(-n)` on the last run's cache, refused (CacheCropError, with the rule) when it cannot be undone.
+
+        Returns the crop event (lengths before and after per layer).
+        """
+        if self.running:
+            raise CacheCropError("wait for the run to finish (or Stop it) before cropping its cache")
+        run = self.current
+        if run is None or run.result is None:
+            raise CacheCropError("there is no cache to crop yet: press Run first")
+        if not isinstance(n, int) or n < 1:
+            raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
+        cache = run.result.cache_object
+        if cache is None:
+            raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")
+        check_sliding_crop(cache, n)
+        cache.crop(-n)
+        return run.result.trace.crops[-1]
+
+
+def check_sliding_crop(cache, n: int) -> None:
+    """Refuse, in the guide's words, a crop of a dynamic sliding layer that has filled its window without recording.
+
+    transformers raises a RuntimeError from inside the layer loop in that case; kvlab explains it first.
+    """
+    for idx, layer in enumerate(cache.layers):
+        window = getattr(layer, "sliding_window", None)
+        if window is None or not hasattr(layer, "record_past"):
+            continue
+        seen = int(layer.get_seq_length())
+        if seen >= window and not layer.record_past:
+            raise CacheCropError(
+                f"crop(-{n}) refused: sliding layer {idx} has seen {seen} tokens and keeps only the last "
+                f"{window - 1}, so the tokens a crop must bring back are gone. The cache guide's rule: call "
+                "cache.activate_past_recording() before generating (tick 'past recording'); the sliding layers then "
+                "keep their past until a crop restricts them to the window again."
+            )

@@ -1,0 +1,70 @@
+"""The summary table: one row per run (the comparison runs, then the current one), as HTML for an ipywidget.
+
+Slot and byte columns describe what the cache holds *now* (after any crop); every number cell carries its raw
+value in `data-value` so tests (and a browser) can read it without parsing thousands separators.
+"""
+
+from __future__ import annotations
+
+import html
+
+COLUMNS = (
+    ("run", "run"), ("prompt_tokens", "prompt"), ("new_tokens", "new"), ("steps", "steps"),
+    ("peak_bytes", "peak bytes"), ("bytes_now", "bytes now"), ("slots_allocated", "allocated"),
+    ("slots_live", "live"), ("slots_masked", "masked"), ("waste_pct", "waste %"), ("tokens_evicted", "evicted"),
+    ("flushes", "flushes"), ("transfers", "transfers"), ("crops", "crops"), ("tokens_per_s", "tokens/s"),
+)  # fmt: skip
+
+
+def run_row(name: str, run) -> dict:
+    """The numbers of one `session.Run` (finished or partial)."""
+    trace = run.snapshot()
+    summary = trace.summary()
+    rows = run.layer_rows()
+    allocated = sum(r["slots_allocated"] for r in rows)
+    masked = sum(r["slots_masked"] for r in rows)
+    meta = trace.meta
+    return {
+        "run": name, "label": run.label, "prompt_tokens": run.prompt_tokens, "new_tokens": len(run.new_ids)
+        if run.result is None else len(run.result.generated_token_ids), "steps": summary["steps"],
+        "peak_bytes": summary["peak_bytes"], "bytes_now": sum(r["bytes_held"] for r in rows),
+        "slots_allocated": allocated, "slots_live": sum(r["slots_live"] for r in rows), "slots_masked": masked,
+        "waste_pct": round(100.0 * masked / allocated, 2) if allocated else 0.0,
+        "tokens_evicted": summary["tokens_evicted"], "flushes": summary["flushes"], "transfers": summary["transfers"],
+        "crops": summary["crops"], "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
+        "stopped": bool(meta.get("stopped")),
+    }  # fmt: skip
+
+
+def rows_for(session) -> list[dict]:
+    rows = [run_row(f"[{n + 1}]", run) for n, run in enumerate(session.comparison)]
+    current = session.current
+    if current is not None and not any(r is current for r in session.comparison):
+        rows.append(run_row("now", current))
+    return rows
+
+
+def _cell(field: str, value) -> str:
+    if isinstance(value, bool) or value is None:
+        return f'<td data-field="{field}">{"" if value is None else value}</td>'
+    if isinstance(value, (int, float)) and field != "run":
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        return f'<td data-field="{field}" data-value="{value}" style="text-align:right">{shown}</td>'
+    return f'<td data-field="{field}">{html.escape(str(value))}</td>'
+
+
+def to_html(rows: list[dict]) -> str:
+    if not rows:
+        return "<i>No runs yet: choose a cache and press Run.</i>"
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    body = []
+    for row in rows:
+        stopped = " (stopped)" if row["stopped"] else ""
+        cells = "".join(_cell(f, row[f]) for f, _ in COLUMNS)
+        body.append(f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">'
+                    f"{cells}</tr>")  # fmt: skip
+    labels = "".join(f"<li><b>{html.escape(r['run'])}</b> {html.escape(r['label'])}"
+                     f"{' (stopped)' if r['stopped'] else ''}</li>" for r in rows)  # fmt: skip
+    return (f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>')  # fmt: skip

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+import kvlab
+from kvlab.explorer import figures
+from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTIZED, RESIDUAL
+
+
+def row(kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
+    return {"layer_idx": idx, "role": "self", "kind": kind, "logical_length": length, "slots_allocated": allocated,
+            "slots_live": live, "slots_masked": masked, "tokens_evicted": length - live, "bytes_held": 0,
+            "quantized_tokens": quantized, "residual_tokens": residual}
+
+
+def test_cells_show_evicted_live_masked_quantized_and_cropped():
+    rows = [row("sliding", length=10, allocated=7, live=7),  # dynamic sliding: 3 evicted, 7 live
+            row("full", length=4, allocated=8, live=4, masked=4, idx=1),  # static: 4 live then 4 masked
+            row("full", length=9, allocated=9, live=9, quantized=6, residual=3, idx=2)]  # quantized + residual
+    grid = figures.occupancy_cells(rows)
+    assert grid.shape == (3, 10)
+    assert grid[0].tolist() == [EVICTED] * 3 + [LIVE] * 7
+    assert grid[1].tolist() == [LIVE] * 4 + [MASKED] * 4 + [EMPTY] * 2
+    assert grid[2].tolist() == [QUANTIZED] * 6 + [RESIDUAL] * 3 + [EMPTY]
+    crop = {"lengths_before": [12, 6, 9], "lengths_after": [10, 4, 9]}
+    cropped = figures.occupancy_cells(rows, crop)
+    assert cropped.shape == (3, 12)
+    assert (cropped[0, 10:] == CROPPED).all() and (cropped[1, 4:6] == CROPPED).all()
+    assert not (cropped[2] == CROPPED).any()
+
+
+def test_bytes_by_kind_adds_up_to_the_cache_total(tiny, prompt_ids):
+    trace = kvlab.run(tiny("tiny-gemma3"), None, prompt_ids(12), cache="dynamic", max_new_tokens=6).trace
+    series = figures.bytes_by_kind(trace)
+    assert set(series) == {"sliding", "full"}
+    totals = [sum(dict(points)[step] for points in series.values()) for step in range(6)]
+    assert totals == trace.bytes_by_step()
+
+
+def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
+    first = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="static", max_cache_len=32, max_new_tokens=4)
+    second = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="dynamic", max_new_tokens=4)
+    fig = figures.dashboard(("dynamic", second.trace), second.trace.final_layers(), [("static", first.trace)])
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels[0] == "[1] static: total" and "full layers" in labels
+    image = fig.axes[2].get_images()[0].get_array()
+    assert np.asarray(image).shape == (3, 8 + 3)  # 3 layers x the positions the cache holds
+    png = figures.png_bytes(figures.dashboard(None, []))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert figures.human_bytes(3 * 1024 * 1024) == "3.0 MiB" and figures.human_bytes(512) == "512 B"
