@@ -18,6 +18,7 @@ class Recorder:
         self.step = 0
         self._seen: set[tuple] = set()
         self._states: dict[tuple, LayerState] = {}
+        self._total_bytes = 0  # sum of bytes_held over self._states, kept current by _set_state
 
     def begin(self, role: str, layer_idx: int, op: str) -> None:
         key = (role, layer_idx, op)
@@ -30,12 +31,17 @@ class Recorder:
         return self._states.get((role, layer_idx))
 
     def total_bytes(self) -> int:
-        return sum(s.bytes_held for s in self._states.values())
+        return self._total_bytes
+
+    def _set_state(self, key: tuple, state: LayerState) -> None:
+        before = self._states.get(key)
+        self._total_bytes += state.bytes_held - (before.bytes_held if before else 0)
+        self._states[key] = state
 
     def record_update(self, role, layer_idx, layer, kind, op, tokens_added, seconds) -> LayerState:
         before = self._states.get((role, layer_idx))
         after = read_layer(layer, kind)
-        self._states[(role, layer_idx)] = after
+        self._set_state((role, layer_idx), after)
         evicted_now = after.tokens_evicted - (before.tokens_evicted if before else 0)
         self.trace.events.append({
             "type": "update", "step": self.step, "layer_idx": layer_idx, "role": role, "op": op,
@@ -57,7 +63,7 @@ class Recorder:
 
     def refresh(self, role, layer_idx, layer, kind) -> None:
         """Re-read a layer after an operation that is not an update (a crop), so bytes stay current."""
-        self._states[(role, layer_idx)] = read_layer(layer, kind)
+        self._set_state((role, layer_idx), read_layer(layer, kind))
 
     def record_transfer(self, role, layer_idx, direction, nbytes, seconds, src, dst) -> None:
         self.trace.events.append({
