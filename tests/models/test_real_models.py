@@ -7,7 +7,7 @@ from transformers import DynamicCache, QuantizedCache, StaticCache
 import kvlab
 from kvlab.caches import CacheCropError, CacheOptionError
 from kvlab.layer_state import layer_kinds
-from kvlab.storage import storage_bytes
+from kvlab.storage import storage_bytes, view_bytes
 
 PROMPT = "The key-value cache of a transformer stores, for every layer, the keys and values of past tokens."
 
@@ -38,20 +38,24 @@ def test_smollm2_bytes_follow_the_formula_and_the_storage(smollm2, kind, options
     assert summary["slots_masked"] == (0 if kind == "dynamic" else 30 * (40 - result.prompt_tokens - 5))
 
 
-def test_gemma3_sliding_layers_stop_at_the_window(gemma3):
+def test_gemma3_sliding_layers_stop_at_the_window_and_bytes_are_storage_not_views(gemma3):
     model, tok = gemma3
-    ids = torch.arange(1000, 1000 + 600).unsqueeze(0)  # 600 tokens: past the 512 window
+    ids = torch.arange(1000, 1000 + 700).unsqueeze(0)  # 700 tokens: past the 512 window
     cache = kvlab.make_cache("dynamic", model.config)
+    per_slot = 2 * 1 * 256 * 4  # keys + values, 1 kv head x 256, float32
     with torch.inference_mode():
         model(ids, cache=cache)
+        # right after the prefill the sliding layers keep 511-token views of the 700-token states
+        views = sum(view_bytes(layer.keys, layer.values) for layer in cache.layers)
+        assert views == (3 * 700 + 15 * 511) * per_slot  # 20.0 MB
+        assert cache.trace.summary()["final_bytes"] == 18 * 700 * per_slot  # 25.8 MB of storage
         model(torch.tensor([[1700]]), cache=cache)
     final = cache.trace.layer_table()
     assert {r["slots_live"] for r in final if r["kind"] == "sliding"} == {511}
-    assert {r["slots_live"] for r in final if r["kind"] == "full"} == {601}
-    assert {r["tokens_evicted"] for r in final if r["kind"] == "sliding"} == {601 - 511}
-    # exact bytes: full layers 601 slots; sliding layers keep a 511 view of a 512-token concatenation
-    per_slot = 2 * 1 * 256 * 4
-    assert cache.trace.summary()["final_bytes"] == 3 * 601 * per_slot + 15 * 512 * per_slot
+    assert {r["slots_live"] for r in final if r["kind"] == "full"} == {701}
+    assert {r["tokens_evicted"] for r in final if r["kind"] == "sliding"} == {701 - 511}
+    # a decode step concatenates 511 + 1 and keeps a 511 view of it
+    assert cache.trace.summary()["final_bytes"] == 3 * 701 * per_slot + 15 * 512 * per_slot
 
 
 def test_gemma3_static_cache_is_capped_by_the_window_and_refuses_wrapped_crops(gemma3):
