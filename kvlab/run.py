@@ -77,14 +77,30 @@ def validate(config, cache: str, options: dict, prompt_tokens: int | None = None
     return given
 
 
+PAST_RECORDING_KINDS = ("dynamic", "offloaded")
+
+
 def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", max_new_tokens: int = 32,
-        chat: bool = False, trace: Trace | None = None, generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
-    """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache)."""
+        chat: bool = False, trace: Trace | None = None, past_recording: bool = False,
+        generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
+    """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache).
+
+    `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
+    evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to
+    `generate` as they are (a streamer, stopping criteria...).
+    """
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     # input_ids: (1, prompt_tokens)
     given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
+    if past_recording and cache not in PAST_RECORDING_KINDS:
+        raise CacheOptionError(
+            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {cache!r} "
+            "cache cannot keep evicted tokens for a later crop."
+        )
     trace = trace if trace is not None else Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **given)
+    if past_recording:
+        cache_object.activate_past_recording()
     kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.pad_token_id
               if tokenizer is not None and tokenizer.pad_token_id is not None else model.config.eos_token_id,
               **(generate_kwargs or {})}  # fmt: skip
@@ -99,7 +115,7 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     new_ids = output[0, input_ids.shape[-1]:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
     name = getattr(model, "kvlab_name", model.config.model_type)
-    trace.meta.update({"model": name, "cache": cache, "options": given, "dtype": str(model.dtype).replace("torch.", ""),
+    trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording, "dtype": str(model.dtype).replace("torch.", ""),
                        "prompt_tokens": int(input_ids.shape[-1]), "new_tokens": len(new_ids), "seconds": seconds,
                        "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
                        "layer_kinds": layer_kinds(model.config)})  # fmt: skip
