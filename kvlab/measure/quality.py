@@ -1,0 +1,81 @@
+"""How much a cache changes what the model says, measured against a DynamicCache on the same tokens.
+
+Three measures, from coarse to fine:
+- greedy token agreement: generate freely with both caches and count the tokens that match (and the length of
+  the common prefix: after the first different token the two texts drift apart for good);
+- logit KL divergence: feed both caches the *same* tokens (teacher forcing) and compare the next-token
+  distributions at every position, KL(reference || cache), in nats;
+- perplexity of real text through the cache: exp(mean negative log-likelihood of each next token).
+
+Teacher forcing decodes one token per forward after a prefill, because that is when a cache is read: a
+QuantizedCache attends to full-precision keys during the prefill and to its packed copy only afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import make_cache
+from kvlab.trace import Trace
+
+
+def token_agreement(reference: list[int], other: list[int]) -> dict:
+    """Matching tokens of two greedy generations: common prefix length and position-wise matches."""
+    n = min(len(reference), len(other))
+    prefix = next((i for i in range(n) if reference[i] != other[i]), n)
+    matches = sum(1 for i in range(n) if reference[i] == other[i])
+    return {"tokens": n, "common_prefix": prefix, "matches": matches, "agreement": matches / n if n else 1.0}
+
+
+@dataclass
+class TeacherForced:
+    log_probs: torch.Tensor  # (positions, vocab): log-softmax of the logits predicting each scored token
+    targets: torch.Tensor  # (positions,): the tokens that actually follow
+    trace: Trace | None  # what the cache did while scoring
+
+    @property
+    def nll(self) -> float:
+        return float(-self.log_probs.gather(1, self.targets[:, None]).mean())
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll)
+
+
+def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic",
+                   **options) -> TeacherForced:  # fmt: skip
+    """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache
+    of kind `cache` (with `options`), scoring each next token. Positions scored: n - prefill_tokens."""
+    n = input_ids.shape[-1]
+    if not 1 <= prefill_tokens < n:
+        raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
+    trace = Trace()
+    cache_object = make_cache(cache, model.config, trace=trace, **options)
+    kwargs = {_compat.CACHE_KWARG: cache_object, "use_cache": True} if cache_object is not None else {"use_cache": False}
+    rows = []
+    with torch.inference_mode():
+        if cache_object is None:  # no cache: one causal forward over everything gives the same logits
+            logits = model(input_ids, **kwargs).logits[0, prefill_tokens - 1 : n - 1]  # (positions, vocab)
+            rows.append(logits)
+        else:
+            logits = model(input_ids[:, :prefill_tokens], **kwargs).logits  # (1, prefill_tokens, vocab)
+            rows.append(logits[0, -1:])
+            for t in range(prefill_tokens, n - 1):
+                rows.append(model(input_ids[:, t : t + 1], **kwargs).logits[0, -1:])  # (1, vocab)
+    log_probs = torch.log_softmax(torch.cat(rows).float(), dim=-1)  # (positions, vocab)
+    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace if cache_object is not None else None)
+
+
+def compare(reference: TeacherForced, other: TeacherForced) -> dict:
+    """KL(reference || other) averaged over positions, top-1 agreement, and both perplexities."""
+    if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
+        raise ValueError("compare needs two teacher-forced runs over the same tokens")
+    p, q = reference.log_probs, other.log_probs
+    kl = (p.exp() * (p - q)).sum(-1)  # (positions,)
+    top1 = (p.argmax(-1) == q.argmax(-1)).float()
+    return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "top1_agreement": float(top1.mean()),
+            "perplexity": other.perplexity, "reference_perplexity": reference.perplexity}  # fmt: skip

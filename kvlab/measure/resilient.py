@@ -1,0 +1,122 @@
+"""`resilient_generate` from transformers' cache guide, and a memory budget to try it on a CPU.
+
+The guide's recipe: call `generate`; if the accelerator runs out of memory, retry with the offloaded cache,
+which keeps only about one layer's keys and values on the accelerator at a time. On a GPU the error is a real
+`torch.OutOfMemoryError`. On a CPU nothing runs out, so `BudgetedCache` plays the accelerator: it tracks the
+bytes that would be resident on the compute device (every layer for an ordinary cache; for an offloaded one
+only the layers between their prefetch and their offload) and raises `SimulatedOutOfMemoryError`, a subclass
+of `torch.OutOfMemoryError`, once they exceed the budget. The same `except` catches both.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches import make_cache
+from kvlab.caches.factory import CACHE_CLASSES
+from kvlab.trace import Trace
+
+
+class SimulatedOutOfMemoryError(torch.OutOfMemoryError):
+    """The device bytes of a `BudgetedCache` went over its budget."""
+
+
+class BudgetMixin:
+    """Raises `SimulatedOutOfMemoryError` when the cache's device-resident bytes exceed `self.budget_bytes`."""
+
+    budget_bytes: int | None = None
+    peak_device_bytes: int = 0
+
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        # The layer just updated was on the device while it ran, even if it has been offloaded since.
+        held = self.device_bytes(also_resident=layer_idx)
+        self.peak_device_bytes = max(self.peak_device_bytes, held)
+        if self.budget_bytes is not None and held > self.budget_bytes:
+            raise SimulatedOutOfMemoryError(
+                f"simulated out of memory: the cache needs {held:,} bytes on the device at layer {layer_idx}, "
+                f"step {self.kvlab_recorder.step}; the budget is {self.budget_bytes:,} bytes"
+            )
+        return out
+
+    def device_bytes(self, also_resident: int | None = None) -> int:
+        """Bytes the cache would hold on the compute device now."""
+        states = {idx: self.kvlab_recorder.state(self.kvlab_role, idx) for idx in range(len(self.layers))}
+        if not getattr(self, "offloading", False):
+            return sum(s.bytes_held for s in states.values() if s is not None)
+        resident = resident_layers(self.trace, len(self.layers))
+        if also_resident is not None:
+            resident.add(also_resident)
+        return sum(states[i].bytes_held for i in resident if states.get(i) is not None)
+
+
+def resident_layers(trace: Trace, num_layers: int) -> set[int]:
+    """Layers on the compute device according to the trace: never offloaded, or prefetched since last offload."""
+    last: dict[int, str] = {}
+    for e in trace.transfers:
+        last[e["layer_idx"]] = e["direction"]
+    return {i for i in range(num_layers) if last.get(i, "prefetch") == "prefetch"}
+
+
+@functools.cache
+def _budgeted_class(cls: type) -> type:
+    return type(f"Budgeted{cls.__name__.removeprefix('Instrumented')}", (BudgetMixin, cls), {})
+
+
+def budgeted_cache(kind: str, config, budget_bytes: int | None, trace: Trace | None = None, **options):
+    """An instrumented cache of `kind` ("dynamic", "offloaded", ...) that enforces a device-memory budget."""
+    cache = make_cache(kind, config, trace=trace, **options)
+    if cache is None:
+        raise ValueError("a budget needs a cache; kind 'none' has none")
+    cache.__class__ = _budgeted_class(type(cache))
+    cache.budget_bytes = budget_bytes
+    cache.peak_device_bytes = 0
+    return cache
+
+
+def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None = None, log=print, **generate_kwargs):
+    """The guide's `resilient_generate`: try a DynamicCache, fall back to the offloaded cache on out-of-memory.
+
+    With `budget_bytes`, both attempts run a `BudgetedCache` (a simulated device of that size); without it the
+    caches are plain instrumented ones and only a real `torch.OutOfMemoryError` triggers the fallback.
+    Returns (output ids, the cache that finished, [attempt records]).
+    """
+    attempts = []
+    for kind in ("dynamic", "offloaded"):
+        if kind not in CACHE_CLASSES:  # pragma: no cover - both are always registered
+            raise ValueError(kind)
+        cache = budgeted_cache(kind, model.config, budget_bytes)
+        try:
+            with torch.inference_mode():
+                output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                                        **{_compat.CACHE_KWARG: cache}, **generate_kwargs)  # fmt: skip
+        except torch.OutOfMemoryError as err:
+            attempts.append({"cache": kind, "ok": False, "error": str(err), "peak_device_bytes": cache.peak_device_bytes})
+            log(f"{kind}: {err}")
+            log("retrying with the offloaded cache")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            continue
+        attempts.append({"cache": kind, "ok": True, "error": None, "peak_device_bytes": cache.peak_device_bytes})
+        return output, cache, attempts
+    raise torch.OutOfMemoryError(f"out of memory even with the offloaded cache: {attempts[-1]['error']}")
+
+
+def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int = 16, **options) -> dict:
+    """Greedy-generate with an unlimited `BudgetedCache` of `kind` and report what the device would have held.
+
+    Returns {"kind", "token_ids" (new tokens), "peak_device_bytes", "peak_cache_bytes", "transfers",
+    "transfer_bytes", "trace"}: the peak on the compute device next to the peak of the whole cache.
+    """
+    trace = Trace()
+    cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
+    with torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                                max_new_tokens=max_new_tokens, **{_compat.CACHE_KWARG: cache})  # fmt: skip
+    summary = trace.summary()
+    return {"kind": kind, "token_ids": output[0, input_ids.shape[-1]:].tolist(),
+            "peak_device_bytes": cache.peak_device_bytes, "peak_cache_bytes": summary["peak_bytes"],
+            "transfers": summary["transfers"], "transfer_bytes": summary["transfer_bytes"], "trace": trace}  # fmt: skip

@@ -1,0 +1,36 @@
+"""Per-step snapshots of a trace: the state every layer is in at the end of each step.
+
+Plots need "what does the whole cache hold after step s", while a trace records one event per layer update.
+A layer that is not updated at a step (a linear layer, a cross-attention layer after prefill) keeps its state.
+"""
+
+from __future__ import annotations
+
+from kvlab.trace import Trace
+
+
+def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:
+    """[(step, {(role, layer_idx): last update event so far}), ...] in step order."""
+    current: dict[tuple[str, int], dict] = {}
+    out: list[tuple[int, dict]] = []
+    step = None
+    for event in trace.updates:  # steps only increase along a trace
+        if step is not None and event["step"] != step:
+            out.append((step, dict(current)))
+        step = event["step"]
+        current[(event["role"], event["layer_idx"])] = event
+    if step is not None:
+        out.append((step, dict(current)))
+    return out
+
+
+def tokens_seen(layers: dict[tuple[str, int], dict]) -> int:
+    """Tokens the cache has seen: the longest logical length among its self-attention layers."""
+    lengths = [e["logical_length"] for (role, _), e in layers.items() if role == "self"]
+    return max(lengths, default=0)
+
+
+def layer_labels(trace: Trace) -> list[str]:
+    """'L3 sliding' style labels, in the row order of `Trace.occupancy()`."""
+    final = trace.final_layers()
+    return [f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {e['kind']}" for e in final]

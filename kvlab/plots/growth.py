@@ -1,0 +1,81 @@
+"""Cache bytes against tokens seen, split by layer kind: where a cache's memory goes as a sequence grows.
+
+Full-attention layers grow by one token's keys and values per step forever; sliding layers stop at their window;
+linear-attention layers hold a constant state. Plotting bytes per kind against tokens makes the three shapes
+(a ramp, a ramp that flattens, a flat line) visible at a glance.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+from kvlab.plots._snapshots import snapshots, tokens_seen
+from kvlab.trace import Trace
+
+
+def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
+    """{layer kind: [(tokens seen, bytes held by layers of that kind), ...]} at the end of every step.
+
+    Cross-attention layers are reported under the kind "cross".
+    """
+    series: dict[str, list[tuple[int, int]]] = {}
+    for _, layers in snapshots(trace):
+        tokens = tokens_seen(layers)
+        totals: dict[str, int] = {}
+        for (role, _), event in layers.items():
+            kind = "cross" if role == "cross" else event["kind"]
+            totals[kind] = totals.get(kind, 0) + event["bytes_held"]
+        for kind, total in totals.items():
+            series.setdefault(kind, []).append((tokens, total))
+    return series
+
+
+def total_bytes(trace: Trace) -> list[tuple[int, int]]:
+    """[(tokens seen, whole-cache bytes), ...] at the end of every step."""
+    return [(tokens_seen(layers), sum(e["bytes_held"] for e in layers.values())) for _, layers in snapshots(trace)]
+
+
+def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_bytes_per_token: float | None = None,
+                expected: dict[str, list[tuple[int, int]]] | None = None, title: str | None = None) -> Figure:  # fmt: skip
+    """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_kind`).
+
+    Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`
+    adds the dashed line `tokens * bytes_per_token` (the textbook estimate) for comparison. `expected`
+    ({label: [(tokens, bytes)]}, e.g. `kvlab.measure.formula.expected_curves`) adds dotted formula curves.
+    """
+    fig, ax = subplots(figsize=(7, 4))
+    named = {"cache": traces} if isinstance(traces, Trace) else dict(traces)
+    max_tokens = 0
+    for label, trace in named.items():
+        totals = total_bytes(trace)
+        if not totals:
+            continue
+        max_tokens = max(max_tokens, totals[-1][0])
+        xs, ys = zip(*totals)
+        ax.plot(xs, [y / 1e6 for y in ys], label=f"{label}: total" if by_kind and len(named) == 1 else label, lw=2)
+        if by_kind and len(named) == 1:
+            kinds = bytes_by_kind(trace)
+            if len(kinds) > 1:
+                for kind, points in kinds.items():
+                    kx, ky = zip(*points)
+                    count = sum(1 for e in trace.final_layers() if (e["role"] == "cross") == (kind == "cross")
+                                and (kind == "cross" or e["kind"] == kind))  # fmt: skip
+                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {kind} layers")
+    if formula_bytes_per_token:
+        ax.plot([0, max_tokens], [0, max_tokens * formula_bytes_per_token / 1e6], "k--", lw=1,
+                label=f"formula: {formula_bytes_per_token:,.0f} B/token")  # fmt: skip
+    for label, points in (expected or {}).items():
+        ex, ey = zip(*points)
+        ax.plot(ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color="grey", label=f"formula: {label}")
+        ax.annotate(label, (ex[-1], ey[-1] / 1e6), fontsize=7, color="grey", xytext=(2, 0), textcoords="offset points")
+    ax.set_xlabel("tokens seen (prompt + generated)")
+    ax.set_ylabel("cache bytes (MB)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "KV-cache bytes against tokens")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,32 @@
+"""Time per new token against position: the picture of why a KV cache exists (see `kvlab.measure.latency`)."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+from kvlab.measure.latency import TokenTimes
+
+
+def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> Figure:
+    """Seconds per token against position (left) and cumulative seconds against tokens generated (right)."""
+    fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.8))
+    for label, run in runs.items():
+        ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", label=label)
+        cumulative = [sum(run.seconds[: i + 1]) for i in range(len(run.seconds))]
+        ax_total.plot(range(1, len(cumulative) + 1), cumulative, label=label)
+    ax.set_xlabel("position (tokens in context)")
+    ax.set_ylabel("ms per new token")
+    ax.set_ylim(bottom=0)
+    ax.set_title("time per new token (after the prefill)")
+    ax_total.set_xlabel("tokens generated")
+    ax_total.set_ylabel("cumulative seconds")
+    ax_total.set_title("total time")
+    for a in (ax, ax_total):
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,48 @@
+"""Layer × step heatmaps: how many slots each layer holds live, and how many tokens it has evicted.
+
+A DynamicCache on a model with sliding layers shows two kinds of rows: full layers whose colour keeps
+deepening step after step, and sliding layers that saturate at the window while their eviction count climbs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+from kvlab.plots._snapshots import layer_labels
+from kvlab.trace import Trace
+
+
+def evictions(trace: Trace) -> list[list[int]]:
+    """Cumulative tokens evicted per layer (rows, `Trace.occupancy()` order) per step (columns)."""
+    rows = sorted({(e["role"], e["layer_idx"]) for e in trace.updates}, key=lambda k: (k[0] != "self", k[1]))
+    steps = sorted({e["step"] for e in trace.updates})
+    index, col = {k: i for i, k in enumerate(rows)}, {s: j for j, s in enumerate(steps)}
+    grid = [[0] * len(steps) for _ in rows]
+    for e in trace.updates:
+        grid[index[(e["role"], e["layer_idx"])]][col[e["step"]]] = e["tokens_evicted"]
+    for row in grid:
+        for j in range(1, len(row)):
+            row[j] = max(row[j], row[j - 1])
+    return grid
+
+
+def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None = None) -> Figure:
+    """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted."""
+    live = np.array(trace.occupancy())
+    panels = [("live slots", live, "viridis")]
+    if show_evictions:
+        panels.append(("tokens evicted (cumulative)", np.array(evictions(trace)), "magma"))
+    labels = layer_labels(trace)
+    fig, axes = subplots(1, len(panels), figsize=(5.5 * len(panels), 0.25 * len(labels) + 2), squeeze=False)
+    for ax, (name, grid, cmap) in zip(axes[0], panels):
+        image = ax.imshow(grid, aspect="auto", cmap=cmap, interpolation="nearest")
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_xlabel("step (0 = prefill)")
+        ax.set_title(name)
+        fig.colorbar(image, ax=ax, label="tokens")
+    fig.suptitle(title or "Cache occupancy per layer and step")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,61 @@
+"""Allocated vs live vs masked slots: the price of a fixed shape.
+
+A StaticCache allocates every slot up front; until the sequence fills them, the empty ones are *masked*
+(allocated memory the attention must skip). A DynamicCache allocates exactly what is live.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+from kvlab.trace import Trace
+
+
+def plot_slots(trace: Trace, title: str | None = None) -> Figure:
+    """Per step, summed over layers: live and masked slots stacked, allocated slots as a line on top."""
+    rows = trace.slots_by_step()
+    steps = [r["step"] for r in rows]
+    live = [r["slots_live"] for r in rows]
+    masked = [r["slots_masked"] for r in rows]
+    fig, ax = subplots(figsize=(7, 4))
+    ax.stackplot(steps, live, masked, labels=["live", "masked (allocated, empty)"], colors=["tab:green", "tab:red"],
+                 alpha=0.6)  # fmt: skip
+    ax.plot(steps, [r["slots_allocated"] for r in rows], "k-", lw=1.5, label="allocated")
+    ax.set_xlabel("step (0 = prefill)")
+    ax.set_ylabel("slots, summed over layers")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or "Allocated vs live vs masked slots")
+    fig.tight_layout()
+    return fig
+
+
+def run_slots(traces: dict[str, Trace]) -> list[dict]:
+    """Final allocated / live / masked slots and waste % of each run (one row per label)."""
+    rows = []
+    for label, trace in traces.items():
+        s = trace.summary()
+        rows.append({"run": label, "allocated": s["slots_allocated"], "live": s["slots_live"],
+                     "masked": s["slots_masked"], "waste_pct": s["waste_pct"], "bytes": s["final_bytes"]})  # fmt: skip
+    return rows
+
+
+def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
+    """One bar per run: live and masked slots at the end of the run (e.g. one long request, then short ones)."""
+    rows = run_slots(traces)
+    labels = [r["run"] for r in rows]
+    fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
+    ax.bar(labels, [r["live"] for r in rows], color="tab:green", alpha=0.7, label="live")
+    ax.bar(labels, [r["masked"] for r in rows], bottom=[r["live"] for r in rows], color="tab:red", alpha=0.6,
+           label="masked")  # fmt: skip
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['waste_pct']:.0f}% masked", (i, r["allocated"]), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("slots, summed over layers")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "Live vs masked slots per run")
+    ax.tick_params(axis="x", labelsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,46 @@
+from matplotlib.figure import Figure
+
+from kvlab.plots import growth
+
+
+def test_total_bytes_follow_the_trace(traces):
+    trace = traces["dynamic"]
+    totals = growth.total_bytes(trace)
+    assert [b for _, b in totals] == trace.bytes_by_step()
+    tokens = [t for t, _ in totals]
+    assert tokens == list(range(6, 6 + len(tokens)))  # prompt of 6, then one token per step
+
+
+def test_sliding_layers_stop_at_the_window_full_layers_keep_growing(traces):
+    kinds = growth.bytes_by_kind(traces["sliding"])
+    assert set(kinds) == {"sliding", "full"}
+    full = [b for _, b in kinds["full"]]
+    sliding = [b for _, b in kinds["sliding"][1:]]  # after the prefill the window is in force
+    assert all(b2 > b1 for b1, b2 in zip(full, full[1:]))
+    assert len(set(sliding)) == 1
+
+
+def test_cross_attention_is_its_own_kind(traces):
+    kinds = growth.bytes_by_kind(traces["bart"])
+    assert "cross" in kinds
+    assert len({b for _, b in kinds["cross"]}) == 1  # fixed at the source length
+
+
+def test_plot_growth_draws_one_line_per_kind_plus_total_and_formula(traces):
+    fig = growth.plot_growth(traces["sliding"], formula_bytes_per_token=1000)
+    assert isinstance(fig, Figure)
+    labels = [line.get_label() for line in fig.axes[0].lines]
+    assert labels[0] == "cache: total"
+    assert any("sliding" in label for label in labels) and any("full" in label for label in labels)
+    assert labels[-1].startswith("formula")
+
+
+def test_plot_growth_compares_several_traces(traces):
+    fig = growth.plot_growth({"a": traces["dynamic"], "b": traces["static"]})
+    assert [line.get_label() for line in fig.axes[0].lines] == ["a", "b"]
+
+
+def test_expected_curves_are_drawn_dotted(traces):
+    fig = growth.plot_growth(traces["dynamic"], expected={"total": [(0, 0), (10, 5000)]})
+    dotted = [line for line in fig.axes[0].lines if line.get_linestyle() == ":"]
+    assert [line.get_label() for line in dotted] == ["formula: total"]

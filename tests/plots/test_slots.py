@@ -1,0 +1,21 @@
+from kvlab.plots import slots
+
+
+def test_static_run_has_masked_slots_dynamic_has_none(traces):
+    rows = {r["run"]: r for r in slots.run_slots({"static": traces["static"], "dynamic": traces["dynamic"]})}
+    assert rows["static"]["allocated"] == 3 * 16  # 3 layers × max_cache_len
+    assert rows["static"]["masked"] == rows["static"]["allocated"] - rows["static"]["live"] > 0
+    assert rows["dynamic"]["masked"] == 0 and rows["dynamic"]["waste_pct"] == 0
+
+
+def test_plot_slots_stacks_live_and_masked_under_allocated(traces):
+    fig = slots.plot_slots(traces["static"])
+    ax = fig.axes[0]
+    allocated = ax.lines[0].get_ydata()
+    assert list(allocated) == [r["slots_allocated"] for r in traces["static"].slots_by_step()]
+    assert len(ax.collections) == 2  # live, masked
+
+
+def test_plot_runs_one_bar_pair_per_run(traces):
+    fig = slots.plot_runs({"long": traces["static"], "short": traces["dynamic"]})
+    assert len(fig.axes[0].patches) == 4

@@ -1,0 +1,31 @@
+"""kvlab.plots.turns: per-turn prefill bars and the id alignment strip."""
+
+from types import SimpleNamespace
+
+import matplotlib
+import matplotlib.pyplot as plt
+
+from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turns
+
+matplotlib.use("Agg")
+
+
+def session(prefilled):
+    return SimpleNamespace(turns=[SimpleNamespace(prefilled_tokens=p, prefill_seconds=p / 1000) for p in prefilled])
+
+
+def test_plot_turns_draws_one_bar_per_turn_and_session():
+    fig = plot_turns({"reuse": session([40, 20, 18]), "fresh": session([40, 80, 120])})
+    tokens_ax = fig.axes[0]
+    heights = sorted(p.get_height() for p in tokens_ax.patches)
+    assert heights == sorted([40, 20, 18, 40, 80, 120])
+    plt.close(fig)
+
+
+def test_alignment_counts_and_strip():
+    cached, prompt = [1, 2, 3, 4], [1, 2, 9, 4, 5, 6]
+    assert alignment_counts(cached, prompt) == {"match": 3, "differ": 1, "new": 2}
+    fig = plot_id_alignment(cached, prompt)
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches]
+    assert colours == ["#41ab5d", "#41ab5d", "#de2d26", "#41ab5d", "#bdbdbd", "#bdbdbd"]
+    plt.close(fig)
