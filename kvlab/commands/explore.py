@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -74,6 +75,8 @@ def handle(args) -> int:
         print("kvlab explore: press Ctrl-C to stop", flush=True)
         process = subprocess.Popen(voila_command(notebook, port, token, not args.no_browser), cwd=tmp,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        # `kill PID` of this command stops Voila too (and Voila shuts its kernel down cleanly).
+        signal.signal(signal.SIGTERM, lambda *_: process.terminate())
         try:
             return process.wait()
         except KeyboardInterrupt:

@@ -9,6 +9,7 @@ an `HTML`'s text), the one kind of widget update that is safe from another threa
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
 
@@ -82,6 +83,11 @@ class Explorer:
         color = "#b30000" if error else "#333333"
         kind = "error" if error else "info"
         self.message.value = f'<div class="kvlab-{kind}" style="color:{color};white-space:pre-wrap">{html.escape(text)}</div>'
+
+    @property
+    def message_text(self) -> str:
+        """The message shown now, as plain text."""
+        return html.unescape(re.sub(r"<[^>]+>", "", self.message.value))
 
     def _set_running(self, running: bool) -> None:
         self.run_button.disabled = running
@@ -194,7 +200,9 @@ class Explorer:
     def _show_text(self, run: Run) -> None:
         tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
         text = tokenizer.decode(run.new_ids, skip_special_tokens=True)
-        self.text.value = f'<pre style="white-space:pre-wrap;margin:0">{html.escape(text)}</pre>'
+        self.text.value = (f'<div style="font-size:12px;color:#555">generated text</div><pre style="white-space:'
+                           f'pre-wrap;margin:0;padding:4px;border:1px solid #ddd;max-height:8em;overflow:auto">'
+                           f"{html.escape(text)}</pre>")  # fmt: skip
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
         """Redraw the plots (and the table) from the current run, the comparison and the last crop."""

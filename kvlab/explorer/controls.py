@@ -78,6 +78,9 @@ class Controls:
         for name in ("model", "dtype", "cache", "backend", "prompt", "preset", "max_new_tokens", "prompt_tokens",
                      *OPTION_NAMES):  # fmt: skip
             getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
+        for dropdown in (self.model, self.dtype, self.cache, self.backend, self.nbits, self.axis_key, self.axis_value,
+                         self.preset):  # fmt: skip
+            dropdown.layout = widgets.Layout(width="max-content", min_width="150px")
         self.cache.observe(lambda _: self.sync_visibility(), names="value")
         self.backend.observe(lambda _: self.sync_visibility(), names="value")
         self.model.observe(lambda _: self.sync_visibility(), names="value")

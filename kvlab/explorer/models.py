@@ -48,12 +48,18 @@ def model_choices(has_loaded: bool) -> list[str]:
     return ([LOADED] if has_loaded else []) + list(BUNDLED_CHOICES) + list(TINY_CHOICES)
 
 
+# Bundled and tiny models are shared by every explorer in the process: two explorers in one notebook must not
+# hold two copies of the same weights.
+_SHARED_LOCK = threading.Lock()
+_SHARED: dict[tuple[str, str], tuple] = {}
+
+
 class ModelStore:
-    """(model, tokenizer) by (name, dtype), each loaded once. Thread-safe: Run and a warm-up may race."""
+    """(model, tokenizer) by (name, dtype), each loaded once per process. Thread-safe: Run and a warm-up may race."""
 
     def __init__(self, model=None, tokenizer=None):
-        self._lock = threading.Lock()
-        self._models: dict[tuple[str, str], tuple] = {}
+        self._lock = _SHARED_LOCK
+        self._models: dict[tuple[str, str], tuple] = _SHARED if model is None else dict(_SHARED)
         self.loaded_dtype = None
         if model is not None:
             self.loaded_dtype = str(model.dtype).replace("torch.", "")
@@ -66,7 +72,8 @@ class ModelStore:
         return self.loaded_dtype is not None
 
     def is_ready(self, name: str, dtype: str) -> bool:
-        return self._key(name, dtype) in self._models
+        key = self._key(name, dtype)
+        return key in self._models or key in _SHARED
 
     def _key(self, name: str, dtype: str) -> tuple[str, str]:
         if name == LOADED:
@@ -83,8 +90,10 @@ class ModelStore:
         """(model, tokenizer), loading on first use."""
         key = self._key(name, dtype)
         with self._lock:
+            if key not in self._models and key in _SHARED:  # loaded by another explorer since this one was made
+                self._models[key] = _SHARED[key]
             if key not in self._models:
-                self._models[key] = _load(name, dtype)
+                self._models[key] = _SHARED[key] = _load(name, dtype)
             return self._models[key]
 
     def warm_up(self, name: str, dtype: str = "float32") -> threading.Thread:

@@ -37,9 +37,8 @@ class RunRequest:
     max_new_tokens: int = 16
 
     def label(self) -> str:
-        options = ", ".join(f"{k}={v}" for k, v in self.options.items())
-        recording = ", past recording" if self.past_recording else ""
-        return f"{self.model} · {self.cache}" + (f" ({options}{recording})" if options or recording else recording)
+        parts = [f"{k}={v}" for k, v in self.options.items()] + (["past recording"] if self.past_recording else [])
+        return f"{self.model} · {self.cache}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 @dataclass

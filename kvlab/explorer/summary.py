@@ -44,19 +44,22 @@ def rows_for(session) -> list[dict]:
     return rows
 
 
+CELL = "padding:2px 8px;border-bottom:1px solid #ddd"
+
+
 def _cell(field: str, value) -> str:
     if isinstance(value, bool) or value is None:
         return f'<td data-field="{field}">{"" if value is None else value}</td>'
     if isinstance(value, (int, float)) and field != "run":
         shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
-        return f'<td data-field="{field}" data-value="{value}" style="text-align:right">{shown}</td>'
-    return f'<td data-field="{field}">{html.escape(str(value))}</td>'
+        return f'<td data-field="{field}" data-value="{value}" style="{CELL};text-align:right">{shown}</td>'
+    return f'<td data-field="{field}" style="{CELL}">{html.escape(str(value))}</td>'
 
 
 def to_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>No runs yet: choose a cache and press Run.</i>"
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    head = "".join(f'<th style="{CELL}">{html.escape(title)}</th>' for _, title in COLUMNS)
     body = []
     for row in rows:
         stopped = " (stopped)" if row["stopped"] else ""

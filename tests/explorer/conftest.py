@@ -29,3 +29,11 @@ def gate():
     yield make
     for opened in events:  # never leave a generating thread blocked
         opened.set()
+
+
+@pytest.fixture(autouse=True)
+def fresh_models(monkeypatch):
+    """Each test starts with no model loaded in the explorer's process-wide store (tiny models load in ms)."""
+    from kvlab.explorer import models
+
+    monkeypatch.setattr(models, "_SHARED", {})

@@ -19,6 +19,7 @@ def test_store_loads_a_model_once(tiny):
     first = store.get("tiny-llama")
     assert store.is_ready("tiny-llama", "float32") and store.get("tiny-llama") is first
     assert first[0].kvlab_name == "tiny-llama" and isinstance(first[1], ByteTokenizer)
+    assert ModelStore().get("tiny-llama") is first  # shared by every explorer of the process
 
 
 def test_store_keeps_an_already_loaded_model_with_its_dtype(tiny):

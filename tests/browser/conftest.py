@@ -1,0 +1,167 @@
+"""Servers and a headless Chromium for the explorer's browser tests.
+
+Every server binds 127.0.0.1 with a token and `port_retries=0` on a port picked free just before, runs from a
+temporary directory with temporary Jupyter config/data/runtime directories (Lab autosaves what it runs, so it
+gets a copy of the notebook), and is stopped by its pid in the fixture's teardown. The browser is Debian's
+chromium (`make test` installs it); without it every test here skips and says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("KVLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"BROWSER TESTS SKIPPED: no chromium at {CHROMIUM}. Install Debian's package "
+                    "(`bash .ci/install-chromium`, which `make test` runs) to test the Cache Explorer in a browser.")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.skip("BROWSER TESTS SKIPPED: the playwright Python package is missing (pip install -e '.[test]').")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A page that can only reach 127.0.0.1: every other request is aborted."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1500})
+    page = context.new_page()
+    page.route(lambda url: not url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:")), lambda route: route.abort())
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+def isolated_env(tmp: Path) -> dict:
+    """Environment for a server: temporary Jupyter/IPython dirs, the venv first on PATH, one torch thread."""
+    for name in ("config", "data", "runtime", "ipython"):
+        (tmp / name).mkdir(exist_ok=True)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
+           "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "IPYTHONDIR": str(tmp / "ipython"),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    # The explorer's model runs in the kernel while Chromium renders: on a small shared machine a single torch
+    # thread keeps generation from stalling on oversubscribed cores. Respect a value set by the caller.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+class Server:
+    def __init__(self, command: list[str], cwd: Path, env: dict, port: int, token: str, log: Path):
+        self.port, self.token, self.log = port, token, log
+        self._log_file = log.open("w")
+        self.process = subprocess.Popen(command, cwd=cwd, env=env, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # fmt: skip
+
+    def url(self, path: str = "/") -> str:
+        sep = "&" if "?" in path else "?"
+        return f"http://127.0.0.1:{self.port}{path}{sep}token={self.token}"
+
+    def wait_ready(self, path: str | None, timeout: float = 120) -> None:
+        """Until `path` answers 200 (None: until the log says the server is running; a Voila GET runs a kernel)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n{self.log.read_text()[-3000:]}")
+            if path is None:
+                if "is running at" in self.log.read_text():
+                    return
+                time.sleep(0.3)
+                continue
+            try:
+                with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"server not ready after {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        """SIGTERM to the pid we started (it shuts its kernels down), then SIGKILL to its own process group."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # leftovers of our own session only (start_new_session)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=10)
+        self._log_file.close()
+
+
+@pytest.fixture
+def voila_server(tmp_path):
+    """`kvlab explore` (Voila) with the tiny and bundled models available, stopped by pid."""
+    port, token = free_port(), "kvlab-test-token"
+    env = isolated_env(tmp_path)
+    command = [sys.executable, "-m", "kvlab.cli", "explore", "--port", str(port), "--no-browser", "--token", token]
+    server = Server(command, tmp_path, env, port, token, tmp_path / "voila.log")
+    try:
+        server.wait_ready(None)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def lab_server(tmp_path):
+    """JupyterLab serving a temporary copy of notebook 11 (Lab autosaves what it runs), stopped by pid."""
+    port, token = free_port(), "kvlab-test-token"
+    env = isolated_env(tmp_path)
+    root = tmp_path / "notebooks"
+    root.mkdir()
+    shutil.copy(REPO / "notebooks" / "11_cache_explorer.ipynb", root / "11_cache_explorer.ipynb")
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={root}"]  # fmt: skip
+    server = Server(command, tmp_path, env, port, token, tmp_path / "lab.log")
+    try:
+        server.wait_ready("/api/status")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def artifact():
+    """artifact(name) -> a path under test-artifacts/ (gitignored) for screenshots."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return lambda name: ARTIFACTS / name

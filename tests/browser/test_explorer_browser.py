@@ -1,0 +1,81 @@
+"""The Cache Explorer in a real browser: `kvlab explore` (Voila) and notebook 11 in JupyterLab.
+
+Each test chooses a static cache, presses Run, and checks the summary row against a direct `kvlab.run` with the
+same model, prompt and options, checks that the plot rendered and that an invalid option shows its message,
+and saves a screenshot under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kvlab
+from kvlab.explorer.prompts import presets
+
+pytestmark = [pytest.mark.browser, pytest.mark.real_model]
+
+MAX_CACHE_LEN = 64
+NEW_TOKENS = 16  # the explorer's default
+
+
+@pytest.fixture(scope="module")
+def expected(smollm2) -> dict:
+    """What the explorer must report for SmolLM2, the first preset, a static cache of 64 and 16 new tokens."""
+    prompt = next(iter(presets().values()))
+    return kvlab.run(*smollm2, prompt, cache="static", max_cache_len=MAX_CACHE_LEN,
+                     max_new_tokens=NEW_TOKENS).trace.summary()  # fmt: skip
+
+
+def summary_value(explorer, field: str) -> int:
+    cell = explorer.locator(f'.kvlab-summary tr[data-run="now"] td[data-field="{field}"]')
+    return int(cell.get_attribute("data-value"))
+
+
+def exercise(page, explorer, expected: dict, screenshot) -> None:
+    """Choose static, Run, check the table and the plot; then an invalid option; screenshots of both."""
+    explorer.locator(".kvlab-cache select").select_option("static")
+    explorer.locator(".kvlab-max-cache-len").wait_for(state="visible", timeout=30_000)
+    explorer.locator(".kvlab-nbits").wait_for(state="hidden", timeout=30_000)  # only the options that apply
+    length = explorer.locator(".kvlab-max-cache-len input")
+    length.fill(str(MAX_CACHE_LEN))
+    length.press("Enter")
+    explorer.locator("button.kvlab-run").click()
+    status = explorer.locator(".kvlab-status")
+    status.filter(has_text=re.compile(r"^done: ")).wait_for(timeout=150_000)
+    got = {f: summary_value(explorer, f) for f in ("slots_allocated", "slots_live", "slots_masked", "peak_bytes")}
+    assert got == {f: expected[f] for f in got}
+    assert got["slots_allocated"] == 30 * MAX_CACHE_LEN  # SmolLM2: 30 layers, every one static at 64 slots
+    plot = explorer.locator("img.kvlab-plot")
+    assert plot.evaluate("img => img.complete && img.naturalWidth > 400 && img.naturalHeight > 300")
+    page.screenshot(path=screenshot("run.png"), full_page=True)
+
+    explorer.locator(".kvlab-cache select").select_option("quantized")
+    explorer.locator(".kvlab-backend select").select_option("quanto")
+    explorer.locator(".kvlab-nbits select").select_option("3")
+    explorer.locator("button.kvlab-run").click()
+    message = explorer.locator(".kvlab-message")
+    message.filter(has_text="quanto nbits must be one of 2, 4; got 3").wait_for(timeout=30_000)
+    assert "Traceback" not in page.content()
+    page.screenshot(path=screenshot("invalid_option.png"), full_page=True)
+
+
+def test_kvlab_explore_in_voila(voila_server, page, expected, artifact):
+    page.goto(voila_server.url("/"))
+    explorer = page.locator(".kvlab-explorer").first
+    explorer.wait_for(timeout=120_000)
+    exercise(page, explorer, expected, lambda name: artifact(f"explorer_voila_{name}"))
+
+
+def test_notebook_11_in_jupyterlab(lab_server, page, expected, artifact):
+    page.goto(lab_server.url("/lab/tree/11_cache_explorer.ipynb"))
+    # Lab reads "Idle" before the kernel is connected: wait for "<kernel> | Idle" in the status bar.
+    idle = page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle"))
+    idle.wait_for(timeout=120_000)
+    first_code = page.locator(".jp-Notebook .jp-CodeCell").first
+    first_code.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    explorer = first_code.locator(".kvlab-explorer")
+    explorer.wait_for(timeout=120_000)
+    exercise(page, explorer, expected, lambda name: artifact(f"explorer_lab_{name}"))
