@@ -76,7 +76,7 @@ def handle(args) -> int:
         process = subprocess.Popen(voila_command(notebook, port, token, not args.no_browser), cwd=tmp,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
         # `kill PID` of this command stops Voila too (and Voila shuts its kernel down cleanly).
-        signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+        previous = signal.signal(signal.SIGTERM, lambda *_: process.terminate())
         try:
             return process.wait()
         except KeyboardInterrupt:
@@ -86,3 +86,5 @@ def handle(args) -> int:
             except subprocess.TimeoutExpired:
                 process.kill()
             return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
