@@ -14,6 +14,7 @@ QuantizedCache attends to full-precision keys during the prefill and to its pack
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +37,7 @@ class TeacherForced:
     log_probs: torch.Tensor  # (positions, vocab): log-softmax of the logits predicting each scored token
     targets: torch.Tensor  # (positions,): the tokens that actually follow
     trace: Trace | None  # what the cache did while scoring
+    decode_seconds: float = 0.0  # wall time of the one-token forwards after the prefill (not the prefill)
 
     @property
     def nll(self) -> float:
@@ -64,10 +66,13 @@ def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: s
         else:
             logits = model(input_ids[:, :prefill_tokens], **kwargs).logits  # (1, prefill_tokens, vocab)
             rows.append(logits[0, -1:])
+            started = time.perf_counter()
             for t in range(prefill_tokens, n - 1):
                 rows.append(model(input_ids[:, t : t + 1], **kwargs).logits[0, -1:])  # (1, vocab)
+            decode_seconds = time.perf_counter() - started
     log_probs = torch.log_softmax(torch.cat(rows).float(), dim=-1)  # (positions, vocab)
-    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace if cache_object is not None else None)
+    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace if cache_object is not None else None,
+                         decode_seconds if cache_object is not None else 0.0)  # fmt: skip
 
 
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
@@ -79,3 +84,38 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     top1 = (p.argmax(-1) == q.argmax(-1)).float()
     return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "top1_agreement": float(top1.mean()),
             "perplexity": other.perplexity, "reference_perplexity": reference.perplexity}  # fmt: skip
+
+
+def sweep(model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict]) -> tuple[list[dict], dict]:
+    """Teacher-force `input_ids` through a DynamicCache and through a QuantizedCache per entry of `configs`
+    ({label: quantized options}); one row per configuration, plus {label: TeacherForced} (with "dynamic").
+
+    Row fields: the `compare` measures; the cache at the end (cache_bytes, packed_bytes, residual_bytes);
+    `memory_ratio_16bit`, the cache over a 16-bit cache of the same tokens; `packed_ratio_16bit`, the packed
+    part over the 16-bit size of the tokens it holds (the ratio a sequence much longer than the residual
+    approaches); and `ms_per_token` (decode only; a timing, not reproducible).
+    """
+    from kvlab.measure.formula import bytes_per_token_per_layer
+
+    per_token_layer_16bit = bytes_per_token_per_layer(model.config, torch.float16)
+    reference = teacher_forced(model, input_ids, prefill_tokens, cache="dynamic")
+    runs = {"dynamic": reference}
+    rows = [_row("dynamic", {}, reference, reference, per_token_layer_16bit)]
+    for label, options in configs.items():
+        runs[label] = teacher_forced(model, input_ids, prefill_tokens, cache="quantized", **options)
+        rows.append(_row(label, options, reference, runs[label], per_token_layer_16bit))
+    return rows, runs
+
+
+def _row(label: str, options: dict, reference: TeacherForced, run: TeacherForced, per_token_layer_16bit: int) -> dict:
+    final = run.trace.final_layers()
+    tokens_16bit = sum(e["logical_length"] for e in final) * per_token_layer_16bit
+    quantized_16bit = sum(e["quantized_tokens"] for e in final) * per_token_layer_16bit
+    packed = sum(e["packed_bytes"] for e in final)
+    cache_bytes = sum(e["bytes_held"] for e in final)
+    positions = max(len(run.targets) - 1, 1)
+    return {"config": label, **options, **compare(reference, run), "cache_bytes": cache_bytes, "packed_bytes": packed,
+            "residual_bytes": sum(e["residual_bytes"] for e in final),
+            "memory_ratio_16bit": cache_bytes / tokens_16bit,
+            "packed_ratio_16bit": packed / quantized_16bit if quantized_16bit else cache_bytes / tokens_16bit,
+            "flushes": run.trace.summary()["flushes"], "ms_per_token": 1e3 * run.decode_seconds / positions}  # fmt: skip

@@ -109,14 +109,17 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
     """Greedy-generate with an unlimited `BudgetedCache` of `kind` and report what the device would have held.
 
     Returns {"kind", "token_ids" (new tokens), "peak_device_bytes", "peak_cache_bytes", "transfers",
-    "transfer_bytes", "trace"}: the peak on the compute device next to the peak of the whole cache.
+    "transfer_bytes", "trace"}: the peak on the compute device next to the peak of the whole cache, and the
+    moves that change where a layer lives (`kvlab.plots.timeline.effective_moves`; no-op prefetches left out).
     """
     trace = Trace()
     cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
     with torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                                 max_new_tokens=max_new_tokens, **{_compat.CACHE_KWARG: cache})  # fmt: skip
-    summary = trace.summary()
+    from kvlab.plots.timeline import effective_moves
+
+    moves = effective_moves(trace)
     return {"kind": kind, "token_ids": output[0, input_ids.shape[-1]:].tolist(),
-            "peak_device_bytes": cache.peak_device_bytes, "peak_cache_bytes": summary["peak_bytes"],
-            "transfers": summary["transfers"], "transfer_bytes": summary["transfer_bytes"], "trace": trace}  # fmt: skip
+            "peak_device_bytes": cache.peak_device_bytes, "peak_cache_bytes": trace.summary()["peak_bytes"],
+            "transfers": len(moves), "transfer_bytes": sum(e["bytes"] for e in moves), "trace": trace}  # fmt: skip

@@ -76,6 +76,7 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
 
 
 def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_label: str = "quality",
+                  memory_label: str = "KV memory relative to a 16-bit cache of the same tokens",
                   title: str | None = None) -> Figure:  # fmt: skip
     """Memory–quality frontier. `points`: [{"label", "memory_ratio", "quality"}] measured here (filled dots);
     `references`: published points (hollow diamonds, labelled "external"), `quality=None` drawn as a down arrow.
@@ -93,7 +94,7 @@ def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_l
                         arrowprops={"arrowstyle": "->", "color": "grey"})  # fmt: skip
         ax.annotate(f"external: {r['label']}", (r["memory_ratio"], y), fontsize=6.5, color="grey", rotation=20,
                     xytext=(4, -12), textcoords="offset points")  # fmt: skip
-    ax.set_xlabel("KV memory relative to a 16-bit cache of the same tokens")
+    ax.set_xlabel(memory_label)
     ax.set_ylabel(quality_label)
     ax.grid(alpha=0.3)
     ax.set_title(title or "Memory–quality frontier (filled: measured here; hollow: published, external)")

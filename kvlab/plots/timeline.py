@@ -8,6 +8,8 @@ so the picture is the same on any machine; a bar shows a layer resident on the c
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from kvlab.plots._figure import subplots
 
@@ -17,10 +19,10 @@ from kvlab.trace import Trace
 def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
     """Intervals during which each layer is resident on the compute device, in event order.
 
-    Returns [{"layer_idx", "start", "end", "step"}]: `start`/`end` index the update+transfer events kept.
+    Returns [{"layer_idx", "start", "end", "step"}]: `start`/`end` index the events of `_events`.
     Intervals still resident when the window ends carry "open": True (the last layer prefetches the first one
-    for the next step); a layer never offloaded (a sliding layer with `offload_only_non_sliding`) also has
-    "never_offloaded": True.
+    for the next step); a layer never offloaded in the window (a sliding layer with `offload_only_non_sliding`)
+    is resident throughout and has "never_offloaded": True.
     """
     events = _events(trace, steps)
     offloaded = {e["layer_idx"] for e in events if e["type"] == "transfer" and e["direction"] == "offload"}
@@ -28,8 +30,10 @@ def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
     intervals = []
     for i, e in enumerate(events):
         layer = e["layer_idx"]
-        if e["type"] == "update" and layer not in open_at:
-            open_at[layer] = i  # created or prefetched before this update without a recorded move
+        if layer not in offloaded:
+            open_at.setdefault(layer, 0)
+        elif e["type"] == "update" and layer not in open_at:
+            open_at[layer] = i  # created (prefill) or prefetched before the window
         elif e["type"] == "transfer" and e["direction"] == "prefetch" and layer not in open_at:
             open_at[layer] = i
         elif e["type"] == "transfer" and e["direction"] == "offload" and layer in open_at:
@@ -40,6 +44,36 @@ def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
     return sorted(intervals, key=lambda r: (r["start"], r["layer_idx"]))
 
 
+def effective_moves(trace: Trace) -> list[dict]:
+    """The transfers that change where a layer lives: a prefetch of a layer already on the device is a no-op.
+
+    transformers calls `prefetch(i + 1)` before every layer's update and it looks for the *next offloaded*
+    layer, so with `offload_only_non_sliding` each sliding layer asks again for the same full layer. On an
+    accelerator the repeated calls copy nothing; kvlab logs every call, and this keeps the real moves.
+    """
+    resident: set[int] = set()
+    seen: set[int] = set()
+    moves = []
+    for e in trace.events:
+        if e["type"] == "update":
+            if e["layer_idx"] not in seen:
+                resident.add(e["layer_idx"])  # a layer is created on the device
+                seen.add(e["layer_idx"])
+            continue
+        if e["type"] != "transfer":
+            continue
+        layer = e["layer_idx"]
+        first_time = layer not in seen  # its update is logged after this offload: it was created on the device
+        seen.add(layer)
+        if e["direction"] == "prefetch" and layer not in resident:
+            resident.add(layer)
+            moves.append(e)
+        elif e["direction"] == "offload" and (layer in resident or first_time):
+            resident.discard(layer)
+            moves.append(e)
+    return moves
+
+
 def _events(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
     """Updates and transfers in the order they happened on the device.
 
@@ -48,7 +82,10 @@ def _events(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
     offload i]. The update is moved back before its own offload.
     """
     kept: list[dict] = []
+    real = {id(e) for e in effective_moves(trace)}
     for e in trace.events:
+        if e["type"] == "transfer" and id(e) not in real:
+            continue  # a prefetch of a layer already on the device
         if e["type"] not in ("update", "transfer") or e.get("role", "self") != "self":
             continue
         if steps is not None and not steps[0] <= e["step"] <= steps[1]:
@@ -82,12 +119,14 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     for i in range(1, len(events)):
         if events[i]["step"] != events[i - 1]["step"]:
             ax.axvline(i - 0.5, color="grey", ls=":", lw=1)
-    ax.barh([], [], color="tab:blue", alpha=0.35, label="resident (offloaded between uses)")
-    ax.barh([], [], color="tab:orange", alpha=0.35, label="resident (never offloaded)")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Patch(color="tab:blue", alpha=0.35, label="resident (offloaded between uses)"),
+                Patch(color="tab:orange", alpha=0.35, label="resident (never offloaded)")]  # fmt: skip
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
     ax.set_xlabel("event order (dotted lines: step boundaries)")
     ax.set_ylabel("layer")
-    ax.legend(fontsize=7, loc="upper right", ncol=2)
+    ax.legend(handles=handles, fontsize=7, loc="upper right", ncol=2)
     ax.set_title(title or "Offload / prefetch timeline")
     fig.tight_layout()
     return fig

@@ -39,3 +39,16 @@ def test_compare_refuses_different_tokens_and_bad_prefill(tiny, prompt_ids):
         quality.compare(a, b)
     with pytest.raises(ValueError, match="prefill_tokens"):
         quality.teacher_forced(model, prompt_ids(10), 10)
+
+
+def test_sweep_rows_report_bytes_ratios_and_quality(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(40)
+    configs = {"hqq 2": {"backend": "hqq", "nbits": 2, "q_group_size": 16, "residual_length": 4},
+               "fp8": {"backend": "fp8"}}  # fmt: skip
+    rows, runs = quality.sweep(model, ids, 32, configs)
+    assert [r["config"] for r in rows] == ["dynamic", "hqq 2", "fp8"] and set(runs) == {"dynamic", "hqq 2", "fp8"}
+    dynamic, hqq, fp8 = rows
+    assert dynamic["kl_mean"] == 0 and dynamic["memory_ratio_16bit"] == 2.0  # float32 is twice 16-bit
+    assert hqq["packed_bytes"] + hqq["residual_bytes"] == hqq["cache_bytes"] < dynamic["cache_bytes"]
+    assert hqq["packed_ratio_16bit"] < fp8["packed_ratio_16bit"] < 1
+    assert fp8["residual_bytes"] == 0 and hqq["flushes"] > 0
