@@ -1,0 +1,33 @@
+"""`kvlab size`: the KV-cache bytes of every cache kind for an architecture, from its config alone.
+
+    from kvlab.size import architecture, cache_size
+    cache_size(architecture("llama-2-7b"), "dynamic", tokens=4096, dtype="float16").bytes   # 2 GiB
+
+The rules are transformers' own (see `kvlab.size.layers`), checked against live instrumented caches.
+"""
+
+from kvlab.size.architecture import (
+    Architecture,
+    UnknownArchitectureError,
+    architecture,
+    from_config,
+    from_config_file,
+    known_architectures,
+)
+from kvlab.size.calculator import DTYPE_BYTES, SIZE_KINDS, CacheSize, cache_size
+from kvlab.size.table import format_rows, size_rows
+
+__all__ = [
+    "Architecture",
+    "CacheSize",
+    "DTYPE_BYTES",
+    "SIZE_KINDS",
+    "UnknownArchitectureError",
+    "architecture",
+    "cache_size",
+    "format_rows",
+    "from_config",
+    "from_config_file",
+    "known_architectures",
+    "size_rows",
+]

@@ -1,0 +1,149 @@
+"""What the KV cache of a model looks like, from its config alone: layer kinds, KV heads, head size, windows.
+
+The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
+each names its hub repo under "source"). transformers itself turns the config keys into per-layer kinds
+(`AutoConfig.for_model` + the cache's own layer-type rules), so kvlab never re-implements which layer slides.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from kvlab.layer_state import layer_kinds
+
+
+class UnknownArchitectureError(ValueError):
+    """A model name that is not in kvlab's architecture facts."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    source: str  # where the facts come from: a hub repo, a config file, or a live config object
+    model_type: str
+    layer_kinds: tuple[str, ...]  # "full" | "sliding" | "chunked" | "linear" | "dummy", one per (decoder) layer
+    kv_heads: int
+    head_dim: int
+    attention_heads: int
+    sliding_window: int | None = None
+    chunk_size: int | None = None
+    is_encoder_decoder: bool = False
+    # linear-attention (Mamba-style) state per layer: (channels, conv_kernel, state_size)
+    linear_state: tuple[int, int, int] | None = None
+    dtype: str | None = None  # the dtype the published weights use
+    note: str = ""
+    config: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def window(self) -> dict[str, int | None]:
+        """The token cap of each capped layer kind (transformers caches a chunked layer like a sliding one)."""
+        return {"sliding": self.sliding_window, "chunked": self.chunk_size}
+
+    def counts(self) -> dict[str, int]:
+        return {kind: self.layer_kinds.count(kind) for kind in dict.fromkeys(self.layer_kinds)}
+
+    def describe(self) -> str:
+        layers = ", ".join(f"{n} {kind}" for kind, n in self.counts().items())
+        caps = []
+        if self.sliding_window and "sliding" in self.layer_kinds:
+            caps.append(f"sliding window {self.sliding_window}")
+        if self.chunk_size and "chunked" in self.layer_kinds:
+            caps.append(f"chunk {self.chunk_size}")
+        heads = f"; {self.attention_heads} attention heads, {self.kv_heads} KV heads x {self.head_dim}" \
+            if self.kv_heads else ""
+        if self.linear_state:
+            channels, conv_kernel, state_size = self.linear_state
+            heads += f"; linear state {channels} channels x (conv {conv_kernel} + state {state_size})"
+        extra = f" ({', '.join(caps)})" if caps else ""
+        return f"{self.name} [{self.source}]: {len(self.layer_kinds)} layers: {layers}{extra}{heads}"
+
+
+def _facts() -> dict:
+    text = resources.files("kvlab").joinpath("data/architectures.json").read_text()
+    return json.loads(text)["models"]
+
+
+def known_architectures() -> list[str]:
+    return list(_facts())
+
+
+def from_config(config, name: str | None = None, source: str = "config", dtype: str | None = None,
+                note: str = "") -> Architecture:  # fmt: skip
+    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too)."""
+    text = config.get_text_config(decoder=True)
+    kinds = tuple(layer_kinds(config))
+    heads = _first(text, "num_attention_heads", "decoder_attention_heads", default=0)
+    kv_heads = _first(text, "num_key_value_heads", default=None) or heads
+    hidden = _first(text, "hidden_size", "d_model", default=0)
+    head_dim = getattr(text, "head_dim", None) or (hidden // heads if heads else 0)
+    linear = None
+    if "linear" in kinds:
+        linear = _linear_state(text)
+    return Architecture(
+        name=name or getattr(config, "model_type", "model"), source=source, model_type=config.model_type,
+        layer_kinds=kinds, kv_heads=int(kv_heads), head_dim=int(head_dim), attention_heads=int(heads),
+        sliding_window=getattr(text, "sliding_window", None), chunk_size=getattr(text, "attention_chunk_size", None),
+        is_encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)), linear_state=linear, dtype=dtype,
+        note=note, config=config,
+    )  # fmt: skip
+
+
+def _first(obj, *names, default=None):
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _linear_state(text) -> tuple[int, int, int]:
+    """Mamba-style layers keep a conv state (batch, channels, conv_kernel) and an SSM state (batch, channels,
+    state_size); channels = expand * hidden_size. Mamba and Jamba name the same numbers differently."""
+    if getattr(text, "mamba_d_state", None) is not None:  # Jamba
+        channels = int(text.mamba_expand * text.hidden_size)
+        return channels, int(text.mamba_d_conv), int(text.mamba_d_state)
+    if getattr(text, "state_size", None) is not None and getattr(text, "conv_kernel", None) is not None:  # Mamba
+        return int(text.intermediate_size), int(text.conv_kernel), int(text.state_size)
+    raise ValueError(f"kvlab size does not know the linear-attention state of model type {text.model_type!r} "
+                     "(it knows Mamba and Jamba)")  # fmt: skip
+
+
+def _config_from_dict(data: dict):
+    import transformers
+
+    data = dict(data)
+    model_type = data.pop("model_type", None)
+    if model_type is None:
+        raise ValueError("the config has no 'model_type'; kvlab needs it to let transformers read the layer kinds")
+    try:
+        return transformers.AutoConfig.for_model(model_type, **data)
+    except ValueError as err:
+        raise ValueError(f"transformers {transformers.__version__} does not know model_type {model_type!r}: {err}") from err
+
+
+def architecture(name: str) -> Architecture:
+    """The architecture of a known model name (see `known_architectures()`)."""
+    facts = _facts()
+    if name not in facts:
+        raise UnknownArchitectureError(f"unknown model {name!r}; known: {', '.join(facts)} (or give --config FILE)")
+    entry = facts[name]
+    return from_config(_config_from_dict(entry["config"]), name=name, source=entry["source"],
+                       dtype=entry.get("dtype"), note=entry.get("note", ""))  # fmt: skip
+
+
+def from_config_file(path: str | Path) -> Architecture:
+    """The architecture of a config.json on disk (read as JSON; nothing is executed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} does not parse as JSON ({err.msg} at line {err.lineno})") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a config.json: expected a JSON object")
+    dtype = data.get("torch_dtype") or data.get("dtype")
+    return from_config(_config_from_dict(data), name=path.parent.name or path.stem, source=str(path), dtype=dtype)

@@ -1,0 +1,178 @@
+"""KV-cache bytes of every cache kind for an architecture, without running a model.
+
+`cache_size(arch, kind, tokens, ...)` adds up the per-layer rules of `kvlab.size.layers` for a generation that
+prefilled `prefill` tokens and then decoded one token per step up to `tokens` (default: all `tokens` in one
+prefill). It reports the bytes held at the end and the peak over the generation, counted the way a kvlab
+trace counts them (distinct storages, layer by layer in update order), so the two can be compared to the byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from kvlab import _compat
+from kvlab.caches.options import CacheOptionError, check_quantized_options
+from kvlab.size import layers as rules
+from kvlab.size.architecture import Architecture
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
+SIZE_KINDS = ("dynamic", "static", "offloaded", "offloaded_static", "quantized")
+QUANTIZED_KEYS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+
+
+@dataclass
+class CacheSize:
+    kind: str
+    options: dict
+    tokens: int
+    prefill: int
+    batch: int
+    dtype: str
+    bytes: int  # held after the last step
+    peak_bytes: int  # the most held at any point (after any single layer update)
+    live_slots: int
+    stored_slots: int
+    packed_bytes: int = 0
+    residual_bytes: int = 0
+    by_layer_kind: dict = field(default_factory=dict)
+    cross_bytes: int = 0  # encoder-decoder: the cross-attention cache (fixed at the source length)
+    note: str = ""
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / self.tokens if self.tokens else 0.0
+
+    @property
+    def waste_bytes(self) -> int:
+        """Bytes of allocated slots no query can attend (a static cache's price for its fixed shape)."""
+        if self.stored_slots == 0:
+            return 0
+        per_slot = (self.bytes - self.cross_bytes - self.by_layer_kind.get("linear", 0)) / self.stored_slots
+        return round(per_slot * max(self.stored_slots - self.live_slots, 0)) if self.kind.endswith("static") else 0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bytes_per_token": self.bytes_per_token, "waste_bytes": self.waste_bytes}
+
+
+def dtype_bytes(dtype: str) -> int:
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+def quantized_options(options: dict) -> dict:
+    """The quantized options with transformers' defaults filled in (fp8 takes none)."""
+    backend = options.get("backend", "quanto")
+    if backend == "fp8":
+        return {"backend": "fp8"}
+    return {"backend": backend, **{k: options.get(k, _compat.QUANTIZED_DEFAULTS[k]) for k in QUANTIZED_KEYS}}
+
+
+def _check(arch: Architecture, kind: str, tokens: int, prefill: int, options: dict) -> None:
+    if kind not in SIZE_KINDS:
+        raise CacheOptionError(f"unknown cache kind {kind!r}; valid kinds: {', '.join(SIZE_KINDS)}")
+    if tokens < 1 or not 1 <= prefill <= tokens:
+        raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
+    if kind.endswith("static"):
+        length = options.get("max_cache_len")
+        if not isinstance(length, int) or length < 1:
+            raise CacheOptionError(f"cache kind {kind!r} needs max_cache_len (a positive integer); got {length!r}")
+        if "full" in arch.layer_kinds and length < tokens:
+            raise CacheOptionError(f"max_cache_len={length} cannot hold {tokens} tokens in the full-attention layers")
+    if kind == "quantized":
+        given = {k: v for k, v in options.items() if k in QUANTIZED_KEYS}
+        backend = options.get("backend", "quanto")
+        if arch.config is not None:
+            check_quantized_options(backend, arch.config, **given)
+        elif any(k != "full" for k in arch.layer_kinds):
+            raise CacheOptionError("a quantized cache needs every layer to be full attention")
+
+
+def _layer(arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int,
+           options: dict) -> rules.LayerSize:  # fmt: skip
+    if layer_kind == "dummy":
+        return rules.LayerSize(0, 0, 0)
+    if layer_kind == "linear":
+        channels, conv_kernel, state_size = arch.linear_state
+        return rules.linear(shape.batch, shape.elem, channels, conv_kernel, state_size)
+    window = arch.window.get(layer_kind)
+    if kind in ("dynamic", "offloaded"):
+        if window:
+            return rules.dynamic_windowed(shape, prefill, step, window)
+        return rules.dynamic_full(shape, prefill, step)
+    if kind in ("static", "offloaded_static"):
+        return rules.static(shape, prefill, step, options["max_cache_len"], window)
+    q = quantized_options(options)
+    return rules.quantized(shape, prefill, step, q["backend"], q.get("nbits", 8), q.get("axis_key", 0),
+                           q.get("axis_value", 0), q.get("q_group_size", 1), q.get("residual_length", 1))  # fmt: skip
+
+
+def _step_layers(arch, kind, shape, prefill, step, options, source_tokens) -> list[tuple[str, rules.LayerSize]]:
+    """(layer kind or "cross", size) in the order the model updates them during one forward."""
+    out = []
+    for layer_kind in arch.layer_kinds:
+        out.append((layer_kind, _layer(arch, kind, layer_kind, shape, prefill, step, options)))
+        if arch.is_encoder_decoder:
+            # the cross-attention cache is filled once, at the first decoder step, with the encoder's states
+            out.append(("cross", rules.dynamic_full(shape, source_tokens, 0)))
+    return out
+
+
+def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
+    """Most bytes held after any single layer update, over the candidate steps.
+
+    Between the candidates every layer only grows, so the peak is at one of them: the prefill, the first
+    decode step (sliding layers drop their prefill concatenation), the last step, and the last step before a
+    quantized flush.
+    """
+    peak = 0
+    for step in steps:
+        now = step_sizes[step]
+        before = step_sizes.get(step - 1, [0] * len(now))
+        running = sum(before)
+        for old, new in zip(before, now):
+            running += new - old
+            peak = max(peak, running)
+    return peak
+
+
+def cache_size(arch: Architecture, kind: str = "dynamic", tokens: int = 1, *, prefill: int | None = None,
+               batch: int = 1, dtype: str = "float32", source_tokens: int | None = None, **options) -> CacheSize:  # fmt: skip
+    """Bytes a `kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
+    prefill = tokens if prefill is None else prefill
+    _check(arch, kind, tokens, prefill, options)
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1; got {batch}")
+    shape = rules.Shape(batch, arch.kv_heads, arch.head_dim, dtype_bytes(dtype))
+    source_tokens = tokens if source_tokens is None else source_tokens
+    last = tokens - prefill
+    steps = {0, min(1, last), last}
+    if kind == "quantized":
+        q = quantized_options(options)
+        residual_length = q.get("residual_length")
+        if residual_length and last >= residual_length:
+            steps.add(last - (last + 1) % residual_length)  # the last step whose residual is full but not flushed
+        options = {**options, **q}
+    candidate_steps = sorted(s for s in steps | {s - 1 for s in steps} if s >= 0)
+    sizes = {s: _step_layers(arch, kind, shape, prefill, s, options, source_tokens) for s in candidate_steps}
+    final = sizes[last]
+    by_kind: dict[str, int] = {}
+    for layer_kind, size in final:
+        by_kind[layer_kind] = by_kind.get(layer_kind, 0) + size.bytes
+    self_layers = [size for layer_kind, size in final if layer_kind != "cross"]
+    return CacheSize(
+        kind=kind, options={k: v for k, v in options.items() if v is not None}, tokens=tokens, prefill=prefill,
+        batch=batch, dtype=dtype, bytes=sum(size.bytes for _, size in final),
+        peak_bytes=_peak({s: [size.bytes for _, size in v] for s, v in sizes.items()}, sorted(steps)),
+        live_slots=sum(s.live for s in self_layers), stored_slots=sum(s.stored for s in self_layers),
+        packed_bytes=sum(s.packed_bytes for s in self_layers), residual_bytes=sum(s.residual_bytes for s in self_layers),
+        by_layer_kind=by_kind, cross_bytes=by_kind.get("cross", 0), note=_note(arch, kind, options),
+    )  # fmt: skip
+
+
+def _note(arch: Architecture, kind: str, options: dict) -> str:
+    if kind.startswith("offloaded"):
+        return ("same bytes, held in CPU memory; on an accelerator transformers keeps the layer in use and the one "
+                "prefetched ahead" + (" (sliding layers stay resident)" if options.get("offload_only_non_sliding", True)
+                                      and any(k != "full" for k in arch.layer_kinds) else ""))  # fmt: skip
+    return ""

@@ -1,0 +1,77 @@
+"""Bytes of one quantized tensor, as the quantization backends really store it (packed payload + scales).
+
+The rules below were read off the backends and checked against live caches to the byte (tests/test_size.py):
+- quanto groups a (batch, kv_heads, seq, head_dim) tensor into G = numel / group rows of `group` values
+  (axis 0: shape (G, group); axis -1: (group, G)), packs 8 / nbits values per uint8 along the first dim
+  (rounding up), and keeps one scale and one shift per group in the compute dtype.
+- hqq reshapes to (group, G) for axis 0 or (G, group) for axis 1 and packs along the first dim:
+  8 / nbits values per uint8 for 1, 2, 4, 8 bits; 3 bits go 10 to an int32 word, padded up to a multiple of 10.
+  One scale and one zero per group, in the compute dtype. With axis 1 kvlab pads the sequence first so that
+  the packed dim divides (see `kvlab.caches.quantized.hqq_sequence_padding`).
+- fp8 stores one byte per value and one float32 scale per tensor.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvlab.caches.options import CacheOptionError
+from kvlab.caches.quantized import hqq_sequence_padding
+
+QUANTO_VALUES_PER_BYTE = {2: 4, 4: 2}
+HQQ_UINT8_VALUES_PER_BYTE = {1: 8, 2: 4, 4: 2, 8: 1}
+HQQ_3BIT_VALUES_PER_WORD = 10  # int32 words
+FP8_SCALE_BYTES = 4  # one float32 per tensor
+
+
+def quanto_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group: int, elem: int) -> int:
+    """Packed data + scale + shift of one quanto-quantized (batch, kv_heads, seq, head_dim) tensor."""
+    numel = math.prod(shape)
+    axis_dim = shape[0] if axis == 0 else shape[-1]
+    axis_numel = numel // axis_dim
+    if group > axis_numel or axis_numel % group:
+        raise CacheOptionError(
+            f"quanto cannot quantize a {tuple(shape)} tensor along axis {axis} with q_group_size={group}: "
+            f"Group size ({group}) must be a divisor of ({axis_numel})"
+        )
+    groups = numel // group
+    per_byte = QUANTO_VALUES_PER_BYTE[nbits]
+    packed = math.ceil(groups / per_byte) * group if axis == 0 else math.ceil(group / per_byte) * groups
+    return packed + 2 * groups * elem
+
+
+def hqq_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group: int, elem: int) -> int:
+    """Packed data + scale + zero of one hqq-quantized tensor, after kvlab's sequence padding for axis 1."""
+    batch, heads, seq, dim = shape
+    if axis == 1:
+        seq += hqq_sequence_padding(tuple(shape), group, nbits, axis)
+    numel = batch * heads * seq * dim
+    if numel % group:
+        raise CacheOptionError(f"hqq needs q_group_size ({group}) to divide the tensor size ({numel})")
+    groups = numel // group
+    rows, cols = (group, groups) if axis == 0 else (groups, group)  # hqq packs along `rows`
+    if nbits == 3:
+        packed = math.ceil(rows / HQQ_3BIT_VALUES_PER_WORD) * cols * 4
+    else:
+        per_byte = HQQ_UINT8_VALUES_PER_BYTE[nbits]
+        if rows % per_byte:
+            raise CacheOptionError(f"hqq {nbits}-bit cannot pack {rows} rows (needs a multiple of {per_byte})")
+        packed = rows // per_byte * cols
+    return packed + 2 * groups * elem
+
+
+def fp8_bytes(shape: tuple[int, int, int, int]) -> int:
+    return math.prod(shape) + FP8_SCALE_BYTES
+
+
+def packed_bytes(backend: str, shape, nbits: int, axis: int, group: int, elem: int) -> int:
+    """Bytes of one quantized keys-or-values tensor of `shape` for `backend`."""
+    if shape[2] == 0:
+        return 0
+    if backend == "quanto":
+        return quanto_bytes(shape, nbits, axis, group, elem)
+    if backend == "hqq":
+        return hqq_bytes(shape, nbits, axis, group, elem)
+    if backend == "fp8":
+        return fp8_bytes(shape)
+    raise CacheOptionError(f"unknown quantization backend {backend!r}; valid: hqq, quanto, fp8")

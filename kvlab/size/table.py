@@ -1,0 +1,76 @@
+"""One row per cache kind (and per quantization backend and bit width) for an architecture: `kvlab size`."""
+
+from __future__ import annotations
+
+from kvlab import _compat
+from kvlab.caches.options import CacheOptionError
+from kvlab.size.architecture import Architecture
+from kvlab.size.calculator import cache_size
+
+# (label, kind, options) in the order of the guide's table
+QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
+
+
+def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "float32", prefill: int | None = None,
+              max_cache_len: int | None = None, source_tokens: int | None = None, axis: int = 0,
+              q_group_size: int | None = None, residual_length: int | None = None) -> list[dict]:  # fmt: skip
+    """Every cache kind's size as dicts: label, kind, options, bytes, peak_bytes, ... or `unsupported`."""
+    max_cache_len = max_cache_len or tokens
+    common = {"batch": batch, "dtype": dtype, "prefill": prefill, "source_tokens": source_tokens}
+    specs = [("dynamic", "dynamic", {}), (f"static (max_cache_len {max_cache_len})", "static",
+                                          {"max_cache_len": max_cache_len}),
+             ("offloaded", "offloaded", {}), ("offloaded_static", "offloaded_static", {"max_cache_len": max_cache_len})]
+    group = {k: v for k, v in (("q_group_size", q_group_size), ("residual_length", residual_length)) if v}
+    for backend, nbits in QUANTIZED_ROWS:
+        quanto_axis = -1 if backend == "quanto" and axis == 1 else axis
+        specs.append((f"quantized {backend} int{nbits}", "quantized",
+                      {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group}))
+    specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
+    rows = []
+    for label, kind, options in specs:
+        try:
+            size = cache_size(arch, kind, tokens, **common, **options)
+        except CacheOptionError as err:
+            rows.append({"label": label, "kind": kind, "options": options, "unsupported": str(err)})
+            continue
+        rows.append({"label": label, **size.to_dict()})
+    return rows
+
+
+def human_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
+    """A plain-text table; bytes exact, with a human-readable size beside them."""
+    dynamic = next((r for r in rows if r["kind"] == "dynamic" and "unsupported" not in r), None)
+    lines = [arch.describe()]
+    if arch.note:
+        lines.append(f"note: {arch.note}")
+    lines.append(f"{'cache':<32} {'bytes':>16} {'':>11} {'peak':>11} {'B/token':>10} {'vs dynamic':>10}  notes")
+    reasons: list[str] = []
+    for row in rows:
+        if "unsupported" in row:
+            if row["unsupported"] in reasons:  # said once, referred to after
+                lines.append(f"{row['label']:<32} unsupported: same reason as above")
+            else:
+                reasons.append(row["unsupported"])
+                lines.append(f"{row['label']:<32} unsupported: {row['unsupported']}")
+            continue
+        ratio = f"{row['bytes'] / dynamic['bytes']:.3f}x" if dynamic and dynamic["bytes"] else "-"
+        notes = []
+        if row["waste_bytes"]:
+            notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['stored_slots'] - row['live_slots']} slots)")
+        if row["kind"] == "quantized" and row["residual_bytes"]:
+            notes.append(f"packed {human_bytes(row['packed_bytes'])} + residual {human_bytes(row['residual_bytes'])}")
+        if len(row["by_layer_kind"]) > 1:
+            notes.append(", ".join(f"{k} {human_bytes(v)}" for k, v in row["by_layer_kind"].items()))
+        if row["note"]:
+            notes.append(row["note"])
+        lines.append(f"{row['label']:<32} {row['bytes']:>16,} {human_bytes(row['bytes']):>11} "
+                     f"{human_bytes(row['peak_bytes']):>11} {row['bytes_per_token']:>10,.0f} {ratio:>10}  "
+                     + "; ".join(notes))  # fmt: skip
+    return "\n".join(lines)
