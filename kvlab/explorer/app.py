@@ -107,6 +107,7 @@ class Explorer:
             run = self.session.start(request, on_token=self._on_token, on_done=self._on_done, on_error=self._on_error)
         except USER_ERRORS as err:
             self.show_message(str(err), error=True)
+            self.status.value = "not started: see the message below"
             return None
         self.show_message("")
         self.last_crop = None

@@ -64,7 +64,7 @@ def test_invalid_options_show_a_message_and_start_nothing(controls, message):
     ex.controls.max_new_tokens.min = 0
     assert ex.run_and_wait(**controls) is None
     assert message in ex.message.value and "kvlab-error" in ex.message.value
-    assert ex.session.current is None and not ex.run_button.disabled
+    assert ex.session.current is None and not ex.run_button.disabled and ex.status.value.startswith("not started")
 
 
 def test_errors_found_in_the_run_thread_show_a_message_too():

@@ -44,7 +44,7 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     fig = figures.dashboard(("dynamic", second.trace), second.trace.final_layers(), [("static", first.trace)])
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert labels[0] == "[1] static: total" and "full layers" in labels
+    assert labels[0] == "[1] total" and "full layers" in labels
     image = fig.axes[2].get_images()[0].get_array()
     assert np.asarray(image).shape == (3, 8 + 3)  # 3 layers x the positions the cache holds
     png = figures.png_bytes(figures.dashboard(None, []))
