@@ -82,7 +82,8 @@ class Explorer:
     def show_message(self, text: str, error: bool = False) -> None:
         color = "#b30000" if error else "#333333"
         kind = "error" if error else "info"
-        self.message.value = f'<div class="kvlab-{kind}" style="color:{color};white-space:pre-wrap">{html.escape(text)}</div>'
+        style = f"color:{color};white-space:pre-wrap"
+        self.message.value = f'<div class="kvlab-{kind}" style="{style}">{html.escape(text)}</div>'
 
     @property
     def message_text(self) -> str:

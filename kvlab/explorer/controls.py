@@ -70,8 +70,9 @@ class Controls:
                                        style=wide)  # fmt: skip
         self.prompt = widgets.Textarea(value=self.presets.get(first, ""), description="prompt",
                                        layout=widgets.Layout(width="98%", height="70px"))  # fmt: skip
-        self.prompt_tokens = widgets.IntSlider(value=0, min=0, max=4096, step=16, description="prompt tokens "
-                                               "(0 = as typed)", style=wide, layout=widgets.Layout(width="420px"))  # fmt: skip
+        self.prompt_tokens = widgets.IntSlider(value=0, min=0, max=4096, step=16, style=wide,
+                                               description="prompt tokens (0 = as typed)",
+                                               layout=widgets.Layout(width="420px"))  # fmt: skip
         self.chat = widgets.Checkbox(value=False, description="chat template", indent=False)
         self.max_new_tokens = widgets.IntSlider(value=16, min=1, max=512, description="max new tokens", style=wide,
                                                 layout=widgets.Layout(width="420px"))  # fmt: skip

@@ -59,7 +59,7 @@ def _cell(field: str, value) -> str:
 def to_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>No runs yet: choose a cache and press Run.</i>"
-    head = "".join(f'<th style="{CELL}">{html.escape(title)}</th>' for _, title in COLUMNS)
+    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(title)}</th>' for _, title in COLUMNS)
     body = []
     for row in rows:
         stopped = " (stopped)" if row["stopped"] else ""

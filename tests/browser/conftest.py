@@ -60,7 +60,8 @@ def page(browser):
     """A page that can only reach 127.0.0.1: every other request is aborted."""
     context = browser.new_context(viewport={"width": 1280, "height": 1500})
     page = context.new_page()
-    page.route(lambda url: not url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:")), lambda route: route.abort())
+    page.route(lambda url: not url.startswith("http://127.0.0.1:"), lambda route: route.abort())
+    page.route_web_socket(lambda url: not url.startswith("ws://127.0.0.1:"), lambda ws: ws.close())
     page.set_default_timeout(60_000)
     yield page
     context.close()

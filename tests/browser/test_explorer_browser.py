@@ -50,6 +50,7 @@ def exercise(page, explorer, expected: dict, screenshot) -> None:
     plot = explorer.locator("img.kvlab-plot")
     assert plot.evaluate("img => img.complete && img.naturalWidth > 400 && img.naturalHeight > 300")
     page.screenshot(path=screenshot("run.png"), full_page=True)
+    explorer.screenshot(path=screenshot("run_app.png"))  # the whole app, even where Lab scrolls it
 
     explorer.locator(".kvlab-cache select").select_option("quantized")
     explorer.locator(".kvlab-backend select").select_option("quanto")
