@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass
 
 import torch
+from transformers import LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.chat import FirstTokenClock
 from kvlab.storage import storage_bytes
 
 
@@ -47,6 +49,7 @@ class Answer:
     prompt_tokens: int
     prefilled_tokens: int  # what this answer's generate computed before its first new token
     seconds: float  # deep copy (if any) + generate
+    first_token_seconds: float  # deep copy (if any) + prefill: the part that reuse saves
     copy_bytes: int  # storage of this answer's private copy of the prefix cache (0 without reuse)
 
 
@@ -100,31 +103,32 @@ def answer(model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens:
     full = encode(tokenizer, prefix.text + question)  # (1, prompt_tokens)
     if check:
         check_token_prefix(prefix.ids, full[0].tolist(), tokenizer)
-    started = time.perf_counter()
+    clock = FirstTokenClock()
     kv = copy.deepcopy(prefix.cache)
     copied = cache_bytes(kv)
-    output = _generate(model, tokenizer, full, kv, max_new_tokens)
-    seconds = time.perf_counter() - started
-    return _answer(tokenizer, question, full, output, full.shape[-1] - len(prefix.ids), seconds, copied)
+    output = _generate(model, tokenizer, full, kv, max_new_tokens, clock)
+    return _answer(tokenizer, question, full, output, full.shape[-1] - len(prefix.ids), clock, copied)
 
 
 def answer_without_reuse(model, tokenizer, prefix_text: str, question: str, max_new_tokens: int = 16,
                          cache: str = "dynamic", **cache_options) -> Answer:  # fmt: skip
     """The reference: prefill the whole prompt into a fresh cache."""
     full = encode(tokenizer, prefix_text + question)
-    started = time.perf_counter()
-    output = _generate(model, tokenizer, full, make_cache(cache, model.config, **cache_options), max_new_tokens)
-    return _answer(tokenizer, question, full, output, full.shape[-1], time.perf_counter() - started, 0)
+    clock = FirstTokenClock()
+    output = _generate(model, tokenizer, full, make_cache(cache, model.config, **cache_options), max_new_tokens, clock)
+    return _answer(tokenizer, question, full, output, full.shape[-1], clock, 0)
 
 
-def _generate(model, tokenizer, ids, kv, max_new_tokens) -> torch.Tensor:
+def _generate(model, tokenizer, ids, kv, max_new_tokens, clock) -> torch.Tensor:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.eos_token_id
     with torch.inference_mode():
         return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-                              pad_token_id=pad, **{_compat.CACHE_KWARG: kv})  # fmt: skip
+                              pad_token_id=pad, logits_processor=LogitsProcessorList([clock]),
+                              **{_compat.CACHE_KWARG: kv})  # fmt: skip
 
 
-def _answer(tokenizer, question, full, output, prefilled, seconds, copied) -> Answer:
+def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answer:
+    seconds = time.perf_counter() - clock.started
     new = output[0, full.shape[-1]:].tolist()
     return Answer(question, tuple(new), tokenizer.decode(new, skip_special_tokens=True), full.shape[-1], prefilled,
-                  seconds, copied)  # fmt: skip
+                  seconds, clock.first_token - clock.started, copied)  # fmt: skip

@@ -40,6 +40,24 @@ def cached_positions(cache) -> list[dict]:
     return rows
 
 
+def holdings(cache) -> dict[str, dict]:
+    """Per layer kind: tokens seen, slots held and bytes of storage (the largest layer of that kind).
+
+    Slots and bytes can disagree: a crop slices the stored tensors, and a slice is a view that keeps the whole
+    storage alive until the next update concatenates into a fresh tensor.
+    """
+    out: dict[str, dict] = {}
+    for row in cached_positions(cache):
+        layer = cache.layers[row["layer_idx"]]
+        state = read_layer(layer, row["kind"])
+        current = out.setdefault(row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes": 0})
+        current["layers"] += 1
+        current["tokens"] = max(current["tokens"], state.logical_length)
+        current["slots"] = max(current["slots"], state.slots_live)
+        current["bytes"] = max(current["bytes"], state.bytes_held)
+    return out
+
+
 def _kind(layer) -> str:
     return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
@@ -149,6 +167,15 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, dr
         new = new[: new.index(eos_token_id) + 1]
     result.token_ids = new
     return result
+
+
+def continue_generation(model, ids: torch.Tensor, kv, max_new_tokens: int, pad_token_id: int | None = None) -> list[int]:
+    """Greedy `generate` on an existing cache (e.g. right after a crop): it feeds only `ids[cache_length:]`."""
+    with torch.inference_mode():
+        output = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+                                pad_token_id=pad_token_id if pad_token_id is not None else model.config.eos_token_id,
+                                **{_compat.CACHE_KWARG: kv})  # fmt: skip
+    return output[0, ids.shape[-1]:].tolist()
 
 
 def _forward(model, ids: torch.Tensor, kv) -> torch.Tensor:

@@ -1,9 +1,17 @@
 """kvlab.rollback: cached positions, and speculative decoding that crops rejected drafts."""
 
 import pytest
+import torch
 
 import kvlab
-from kvlab.rollback import cached_positions, corrupted_draft, prompt_lookup_draft, speculative_generate
+from kvlab.rollback import (
+    cached_positions,
+    continue_generation,
+    corrupted_draft,
+    holdings,
+    prompt_lookup_draft,
+    speculative_generate,
+)
 
 
 def greedy(model, ids, n):
@@ -60,3 +68,25 @@ def test_recorded_past_is_held_but_not_visible(tiny, prompt_ids):
     sliding = next(r for r in cached_positions(cache) if r["kind"] == "sliding")
     assert sliding["held"] == list(range(14))
     assert sliding["visible"] == list(range(7, 14))
+
+
+def test_crop_then_continue_regenerates_the_cropped_tokens(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(6)
+    first = kvlab.run(model, None, ids, max_new_tokens=8)
+    cache = first.cache_object
+    cache.crop(-3)
+    assert holdings(cache)["full"]["tokens"] == 6 + 7 - 3
+    kept = torch.tensor([ids[0].tolist() + first.generated_token_ids[:5]])
+    assert continue_generation(model, kept, cache, 3) == first.generated_token_ids[5:8]
+    assert cache.get_seq_length() == 6 + 7  # the same cache object was extended, not replaced
+
+
+def test_holdings_show_a_crop_keeps_the_storage_until_the_next_update(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(10)
+    cache = kvlab.run(model, None, ids, max_new_tokens=2).cache_object
+    before = holdings(cache)["full"]
+    cache.crop(-4)
+    after = holdings(cache)["full"]
+    assert (after["slots"], after["bytes"]) == (before["slots"] - 4, before["bytes"])
+    model(torch.tensor([[5]]), cache=cache)
+    assert holdings(cache)["full"]["bytes"] == before["bytes"] * 8 // 11  # 8 slots of 11

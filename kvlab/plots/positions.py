@@ -30,21 +30,22 @@ def positions_grid(rows: list[dict]) -> np.ndarray:
 def plot_cached_positions(rows: list[dict], title: str = "Cached positions per layer", ax=None):
     """Draw `cached_positions(cache)` rows; returns the Figure."""
     grid = positions_grid(rows)
-    with plt.ioff():
-        if ax is None:
+    if ax is None:
+        with plt.ioff():
             fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.6))
-        else:
-            fig = ax.figure
-        ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-        ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['kind']}" for r in rows])
-        ax.set_xlabel("token position")
-        ax.set_ylabel("layer")
-        ax.set_title(title)
-        ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
-        ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
-        ax.tick_params(which="minor", length=0)
-        ax.legend(handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12), ncol=3,
-                  fontsize="small", frameon=False)  # fmt: skip
-        fig.tight_layout()
+        plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    else:
+        fig = ax.figure
+    ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+    ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['kind']}" for r in rows])
+    ax.set_xlabel("token position")
+    ax.set_ylabel("layer")
+    ax.set_title(title)
+    ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
+    ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
+    ax.tick_params(which="minor", length=0)
+    ax.legend(handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
+              loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12), ncol=3,
+              fontsize="small", frameon=False)  # fmt: skip
+    fig.tight_layout()
     return fig

@@ -1,0 +1,38 @@
+"""What each forward call of a generate() receives: one line per input, its sequence length per call.
+
+A traced compiler keys a compiled graph on the shapes (and dtypes and devices) of the inputs. Inputs whose
+length changes every call mean a new trace every call; inputs of one fixed shape mean one trace for all of
+decoding. Plotting the length of each input per call shows which is which.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+
+STYLES = ("o-", "s--", "^:", "d-.", "v-")
+
+
+def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> Figure:
+    """From `{label: kvlab.devices.ForwardLog}`: one panel per log, a line per input name.
+
+    The y value is the input's sequence dimension: the last dim for ids, positions and masks, dim -2 for the
+    cache's keys (batch, kv_heads, seq, head_dim).
+    """
+    with plt.ioff():
+        fig, axes = plt.subplots(1, len(logs), figsize=(5 * len(logs), 3.6), sharey=True, squeeze=False)
+    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    for ax, (label, log) in zip(axes[0], logs.items()):
+        for i, name in enumerate(log.names()):
+            records = log.of(name)
+            lengths = [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]
+            # distinct markers and dashes, so inputs of the same length stay visible on top of each other
+            ax.plot([r.call for r in records], lengths, STYLES[i % len(STYLES)], label=name, markersize=7 - i)
+        ax.set_title(f"{label}: {log.distinct_signatures()} distinct signatures")
+        ax.set_xlabel("forward call (0 = prefill)")
+        ax.legend(fontsize="small")
+    axes[0][0].set_ylabel("sequence length of the input")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

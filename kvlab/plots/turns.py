@@ -1,0 +1,70 @@
+"""Per-turn pictures for multi-turn chat: tokens prefilled and time to first token, and where ids diverge.
+
+With one reused cache, each turn prefills only what is new since the cache was last fed (the end of the last
+reply, the new user message, the assistant header); with a fresh cache each turn prefills the whole
+conversation again, which grows turn after turn.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+
+def plot_turns(sessions: dict, title: str = "Prefill per turn") -> Figure:
+    """Two panels from `{label: ChatSession}`: tokens prefilled per turn and time to the first new token."""
+    with plt.ioff():
+        fig, (tokens_ax, time_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
+    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    width = 0.8 / max(len(sessions), 1)
+    for i, (label, session) in enumerate(sessions.items()):
+        turns = session.turns
+        x = np.arange(len(turns)) + (i - (len(sessions) - 1) / 2) * width
+        tokens_ax.bar(x, [t.prefilled_tokens for t in turns], width, label=label)
+        time_ax.bar(x, [t.prefill_seconds * 1e3 for t in turns], width, label=label)
+    count = max((len(s.turns) for s in sessions.values()), default=0)
+    for ax, ylabel in ((tokens_ax, "tokens prefilled"), (time_ax, "time to first token (ms)")):
+        ax.set_xticks(range(count), [f"turn {i + 1}" for i in range(count)])
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the new prompt") -> Figure:
+    """One strip per position: the cached id equals the prompt id (green), differs (red), or is new (grey)."""
+    cached, prompt = list(cached_ids), list(prompt_ids)
+    status = []
+    for position in range(max(len(cached), len(prompt))):
+        if position >= len(cached):
+            status.append(0)  # only in the prompt: to prefill
+        elif position >= len(prompt) or cached[position] != prompt[position]:
+            status.append(2)  # stale: the cache holds a token the prompt does not have here
+        else:
+            status.append(1)
+    with plt.ioff():
+        fig, ax = plt.subplots(figsize=(10, 2.0))
+    plt.close(fig)
+    colours = {0: "#bdbdbd", 1: "#41ab5d", 2: "#de2d26"}
+    ax.bar(range(len(status)), [1] * len(status), width=1.0, color=[colours[s] for s in status])
+    ax.set_yticks([])
+    ax.set_xlim(-0.5, len(status) - 0.5)
+    ax.set_xlabel("token position")
+    ax.set_title(title)
+    ax.legend(handles=[Patch(color=colours[1], label="cached = prompt"), Patch(color=colours[2], label="cached ≠ prompt"),
+                       Patch(color=colours[0], label="not cached yet")],
+              loc="upper center", bbox_to_anchor=(0.5, -0.9), ncol=3, fontsize="small", frameon=False)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def alignment_counts(cached_ids, prompt_ids) -> dict:
+    """How many positions match, differ, or are new: the numbers behind `plot_id_alignment`."""
+    cached, prompt = list(cached_ids), list(prompt_ids)
+    shared = min(len(cached), len(prompt))
+    differ = sum(1 for a, b in zip(cached, prompt) if a != b) + max(len(cached) - len(prompt), 0)
+    return {"match": shared - sum(1 for a, b in zip(cached, prompt) if a != b), "differ": differ,
+            "new": max(len(prompt) - len(cached), 0)}  # fmt: skip
