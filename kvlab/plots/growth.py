@@ -21,8 +21,8 @@ def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     Cross-attention layers are reported under the kind "cross".
     """
     series: dict[str, list[tuple[int, int]]] = {}
-    for _, layers in snapshots(trace):
-        tokens = tokens_seen(layers)
+    for step, layers in snapshots(trace):
+        tokens = tokens_seen(layers, trace, step)
         totals: dict[str, int] = {}
         for (role, _), event in layers.items():
             kind = "cross" if role == "cross" else event["kind"]
@@ -34,7 +34,8 @@ def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
 
 def total_bytes(trace: Trace) -> list[tuple[int, int]]:
     """[(tokens seen, whole-cache bytes), ...] at the end of every step."""
-    return [(tokens_seen(layers), sum(e["bytes_held"] for e in layers.values())) for _, layers in snapshots(trace)]
+    return [(tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
+            for step, layers in snapshots(trace)]
 
 
 def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_bytes_per_token: float | None = None,
@@ -62,7 +63,9 @@ def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_
                     kx, ky = zip(*points)
                     count = sum(1 for e in trace.final_layers() if (e["role"] == "cross") == (kind == "cross")
                                 and (kind == "cross" or e["kind"] == kind))  # fmt: skip
-                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {kind} layers")
+                    name = f"{kind}-attention" if kind == "cross" else (f"self-attention ({kind})" if "cross" in kinds
+                                                                         else kind)  # fmt: skip
+                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {name} layers")
     if formula_bytes_per_token:
         ax.plot([0, max_tokens], [0, max_tokens * formula_bytes_per_token / 1e6], "k--", lw=1,
                 label=f"formula: {formula_bytes_per_token:,.0f} B/token")  # fmt: skip

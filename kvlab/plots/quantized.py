@@ -33,7 +33,7 @@ def split_by_step(trace: Trace) -> list[dict]:
     rows = []
     for step, layers in snapshots(trace):
         events = layers.values()
-        rows.append({"step": step, "tokens": tokens_seen(layers),
+        rows.append({"step": step, "tokens": tokens_seen(layers, trace, step),
                      **{f: sum(e[f] for e in events) for f in ("packed_bytes", "residual_bytes", "quantized_tokens",
                                                                "residual_tokens")}})  # fmt: skip
     return rows
@@ -81,22 +81,29 @@ def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_l
     """Memory–quality frontier. `points`: [{"label", "memory_ratio", "quality"}] measured here (filled dots);
     `references`: published points (hollow diamonds, labelled "external"), `quality=None` drawn as a down arrow.
     """
-    fig, ax = subplots(figsize=(8, 4.8))
+    fig, ax = subplots(figsize=(8, 5.4))
     for p in points:
         ax.scatter(p["memory_ratio"], p["quality"], s=40, zorder=3)
         ax.annotate(p["label"], (p["memory_ratio"], p["quality"]), fontsize=7, xytext=(4, 3),
                     textcoords="offset points")  # fmt: skip
-    for r in references or ():
+    notes = []
+    for number, r in enumerate(references or (), start=1):
         y = r["quality"] if r["quality"] is not None else 1.0
         ax.scatter(r["memory_ratio"], y, marker="D", facecolors="none", edgecolors="grey", s=60, zorder=2)
         if r["quality"] is None:
-            ax.annotate("", (r["memory_ratio"], y - 0.08), (r["memory_ratio"], y),
+            ax.annotate("", (r["memory_ratio"], y - 0.1), (r["memory_ratio"], y),
                         arrowprops={"arrowstyle": "->", "color": "grey"})  # fmt: skip
-        ax.annotate(f"external: {r['label']}", (r["memory_ratio"], y), fontsize=6.5, color="grey", rotation=20,
-                    xytext=(4, -12), textcoords="offset points")  # fmt: skip
+        ax.annotate(f"external R{number}", (r["memory_ratio"], y), fontsize=7, color="grey", xytext=(0, 7 + 8 * (number % 2)),
+                    textcoords="offset points", ha="center")  # fmt: skip
+        notes.append(f"R{number} (external, not measured here): {r['label']}")
+    if notes:
+        fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, color="dimgrey", va="bottom")
+        fig.subplots_adjust(bottom=0.1 + 0.035 * len(notes))
     ax.set_xlabel(memory_label)
     ax.set_ylabel(quality_label)
     ax.grid(alpha=0.3)
+    ax.set_ylim(top=1.12)
     ax.set_title(title or "Memory–quality frontier (filled: measured here; hollow: published, external)")
-    fig.tight_layout()
+    if not notes:
+        fig.tight_layout()
     return fig

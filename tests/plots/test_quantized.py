@@ -23,4 +23,6 @@ def test_frontier_marks_references_as_external():
     fig = quantized.plot_frontier(points)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "hqq 4-bit" in texts
-    assert sum(t.startswith("external:") for t in texts) == len(quantized.PUBLISHED_REFERENCES)
+    assert sum(t.startswith("external R") for t in texts) == len(quantized.PUBLISHED_REFERENCES)
+    footnote = fig.texts[0].get_text()
+    assert all(f"R{i} (external, not measured here)" in footnote for i in range(1, 4))

@@ -1,0 +1,82 @@
+"""`torch.compile` with a StaticCache: compile time, steady speed, and when it compiles again.
+
+transformers compiles the *decoding* forward automatically when `generate` runs with a compileable cache
+(StaticCache) on an accelerator; `CompileConfig._compile_all_devices` turns it on for the CPU too. The prefill
+runs eagerly, so a new prompt length costs nothing; the decode graph is specialised to the cache's shape, so a
+new `max_cache_len` compiles again. The counts come from a backend that counts its own invocations (one per
+graph dynamo hands to inductor).
+
+The cache here is transformers' plain `StaticCache`: kvlab's instrumentation runs Python on every update, which
+would break the graph and measure the instrumentation instead of the model.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import CompileConfig, StaticCache
+
+
+class CountingBackend:
+    """A torch.compile backend that counts the graphs it compiles and passes them on (inductor or eager)."""
+
+    def __init__(self, inductor: bool = True):
+        self.inductor = inductor
+        self.graphs = 0
+
+    def __deepcopy__(self, memo):
+        return self  # generate deep-copies its CompileConfig; the copy must count into this instance
+
+    def __call__(self, graph_module, example_inputs):
+        self.graphs += 1
+        if not self.inductor:
+            return graph_module.forward
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(graph_module, example_inputs)
+
+
+def static_generate(model, input_ids: torch.Tensor, new_tokens: int, max_cache_len: int,
+                    backend: CountingBackend | None = None) -> tuple[list[int], float]:  # fmt: skip
+    """Greedy `generate` with a fresh StaticCache; compiled decoding when `backend` is given.
+    Returns (new token ids, seconds)."""
+    config = None
+    if backend is not None:
+        config = CompileConfig(backend=backend, mode=None, fullgraph=False, dynamic=False)
+        config._compile_all_devices = True  # transformers compiles only on accelerators unless told otherwise
+    cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    started = time.perf_counter()
+    with torch.inference_mode():
+        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,
+                                min_new_tokens=new_tokens, do_sample=False, cache=cache, compile_config=config,
+                                disable_compile=backend is None)  # fmt: skip
+    return output[0, input_ids.shape[-1]:].tolist(), time.perf_counter() - started
+
+
+def compile_report(model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int,
+                   inductor: bool = True) -> dict:  # fmt: skip
+    """Eager vs compiled generation with a StaticCache.
+
+    Runs: eager on prompts[0]; compiled on prompts[0] twice (first includes compiling, second is steady);
+    compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
+    Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
+    "same_tokens"}; each run records the graphs compiled during it.
+    """
+    torch._dynamo.reset()  # forget graphs from earlier calls, so counts start at zero
+    backend = CountingBackend(inductor)
+    eager_tokens, eager_seconds = static_generate(model, prompts[0], new_tokens, max_cache_len)
+    runs, same = [], True
+    plan = [(prompts[0], max_cache_len, "first compiled run"), (prompts[0], max_cache_len, "same prompt again")]
+    plan += [(p, max_cache_len, f"prompt of {p.shape[-1]} tokens") for p in prompts[1:]]
+    plan += [(prompts[0], max_cache_len * 2, f"max_cache_len {max_cache_len * 2}")]
+    for ids, cache_len, label in plan:
+        before = backend.graphs
+        tokens, seconds = static_generate(model, ids, new_tokens, cache_len, backend)
+        if ids is prompts[0]:
+            same &= tokens == eager_tokens
+        runs.append({"run": label, "prompt_tokens": ids.shape[-1], "max_cache_len": cache_len,
+                     "new_graphs": backend.graphs - before, "seconds": seconds})  # fmt: skip
+    return {"eager_seconds": eager_seconds, "first_compiled_seconds": runs[0]["seconds"],
+            "steady_seconds": runs[1]["seconds"], "graphs_first": runs[0]["new_graphs"], "runs": runs,
+            "same_tokens": same}  # fmt: skip
