@@ -1,0 +1,54 @@
+"""The configurations `kvlab bench` compares, and what transformers' cache guide says about each kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The guide's comparison table (transformers docs, "KV cache strategies"): what kvlab puts numbers next to.
+GUIDE = {
+    "none": {"sliding": "-", "offloading": "-", "compile": "-", "memory": "none"},
+    "dynamic": {"sliding": "yes", "offloading": "yes", "compile": "no", "memory": "medium"},
+    "static": {"sliding": "yes", "offloading": "yes", "compile": "yes", "memory": "high"},
+    "offloaded": {"sliding": "yes", "offloading": "yes", "compile": "no", "memory": "low (device)"},
+    "offloaded_static": {"sliding": "yes", "offloading": "yes", "compile": "yes", "memory": "low (device)"},
+    "quantized": {"sliding": "no", "offloading": "no", "compile": "no", "memory": "low"},
+}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One row of the bench: a cache kind with its options, run instrumented unless `plain`."""
+
+    label: str
+    kind: str
+    options: dict = field(default_factory=dict)
+    compile: bool = False  # static + torch.compile
+    plain: bool = False  # transformers' own cache class, not kvlab's instrumented one (overhead, reasons)
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "cache": self.kind, "options": dict(self.options), "compile": self.compile,
+                "instrumented": not self.plain}  # fmt: skip
+
+
+def default_configs(prompt_tokens: int, new_tokens: int, compile: bool = False) -> list[BenchConfig]:
+    """none, dynamic, static (+ compile), offloaded kinds, quantized hqq 2/4/8, quanto 2/4, fp8, plain dynamic."""
+    length = prompt_tokens + new_tokens
+    configs = [
+        BenchConfig("none", "none"),
+        BenchConfig("dynamic", "dynamic"),
+        BenchConfig("dynamic (plain transformers)", "dynamic", plain=True),
+        BenchConfig("static", "static", {"max_cache_len": length}),
+    ]
+    if compile:
+        configs.append(BenchConfig("static + torch.compile", "static", {"max_cache_len": length}, compile=True))
+    configs += [
+        BenchConfig("offloaded", "offloaded"),
+        BenchConfig("offloaded (plain transformers)", "offloaded", plain=True),
+        BenchConfig("offloaded_static", "offloaded_static", {"max_cache_len": length}),
+    ]
+    for nbits in (2, 4, 8):
+        configs.append(BenchConfig(f"quantized hqq int{nbits}", "quantized", {"backend": "hqq", "nbits": nbits}))
+    for nbits in (2, 4):
+        configs.append(BenchConfig(f"quantized quanto int{nbits}", "quantized", {"backend": "quanto", "nbits": nbits}))
+    configs.append(BenchConfig("quantized fp8", "quantized", {"backend": "fp8"}))
+    return configs

@@ -1,0 +1,108 @@
+"""The bench's results as a markdown table shaped like the guide's, and as JSON rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from kvlab.size.table import human_bytes
+
+COLUMNS = [
+    ("configuration", "label"), ("sliding layers", "guide_sliding"), ("offloading", "guide_offloading"),
+    ("torch.compile", "guide_compile"), ("expected memory (guide)", "guide_memory"),
+    ("peak cache", "peak_cache_bytes"), ("bytes/token", "bytes_per_token"), ("cache vs dynamic", "ratio_vs_dynamic"),
+    ("decode tok/s", "decode_tokens_per_s"), ("tok/s vs dynamic", "tokens_per_s_ratio_vs_dynamic"),
+    ("greedy agreement", "greedy_agreement"), ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
+    ("perplexity (Δ vs dynamic)", "perplexity"), ("roofline fraction", "roofline_fraction"),
+]  # fmt: skip
+
+
+def _fmt(key: str, row: dict) -> str:
+    value = row.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if key == "peak_cache_bytes":
+        return f"{human_bytes(value)} ({value:,} B)"
+    if key == "bytes_per_token":
+        return f"{value:,.0f}"
+    if key in ("ratio_vs_dynamic", "tokens_per_s_ratio_vs_dynamic"):
+        return f"{value:.2f}×"
+    if key == "decode_tokens_per_s":
+        return f"{value:.1f}"
+    if key == "greedy_agreement":
+        return f"{100 * value:.0f}%"
+    if key == "logit_kl_vs_dynamic":
+        return f"{value:.2e}"
+    if key == "perplexity":
+        delta = row.get("perplexity_delta_pct")
+        return f"{value:.3f} ({delta:+.2f}%)" if delta is not None else f"{value:.3f}"
+    if key == "roofline_fraction":
+        return f"{100 * value:.1f}%"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(result: dict) -> str:
+    meta = result["meta"]
+    lines = [
+        f"**{meta['model']}** ({meta['dtype']}, {meta['device']}), prompt {meta['prompt_tokens']} tokens + "
+        f"{meta['new_tokens']} new tokens, {meta['repeats']} interleaved repeats (medians), {meta.get('threads')} "
+        f"CPU thread(s), quality on "
+        f"{meta['quality_windows']} pydoc text windows; torch {meta['torch']}, transformers {meta['transformers']}.",
+        "",
+        "| " + " | ".join(title for title, _ in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    notes = []
+    for row in result["rows"]:
+        if row["status"] == "unsupported":
+            cells = [_fmt(key, row) for _, key in COLUMNS[:5]]
+            reason = row["unsupported"].splitlines()[0].replace("|", "\\|")
+            lines.append("| " + " | ".join(cells) + f" | unsupported: {reason} |" + " |" * (len(COLUMNS) - 6))
+            continue
+        if row.get("compile"):
+            if row["status"] != "measured":
+                lines.append(f"| {row['label']} |" + " |" * 4 + f" {row.get('note', '')} |" + " |" * (len(COLUMNS) - 6))
+                continue
+            notes.append(f"- **{row['label']}**: compile time {row['compile_seconds']:.1f} s; graphs compiled per "
+                         f"`generate` call {row['recompiles_per_call']} (call 2: same prompt length, call 3: a new "
+                         f"prompt length); {row.get('tokens_per_s_with_prefill') or float('nan'):.1f} tok/s "
+                         "including prefill once compiled. " + row.get("note", ""))  # fmt: skip
+        lines.append("| " + " | ".join(_fmt(key, row) for _, key in COLUMNS) + " |")
+    overhead = result.get("overhead") or {}
+    if overhead.get("time_ratio"):
+        notes.append(f"- **instrumentation overhead**: {overhead['time_ratio']:.3f}× the decode time of plain "
+                     f"transformers DynamicCache ({overhead['instrumented_decode_tokens_per_s']:.1f} vs "
+                     f"{overhead['plain_decode_tokens_per_s']:.1f} tok/s, same run, interleaved, medians).")  # fmt: skip
+    roof = result["roofline"]
+    notes.append(f"- **roofline**: measured copy bandwidth {roof['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; weights "
+                 f"{human_bytes(roof['weight_bytes'])}; roofline fraction = decode tok/s ÷ (bandwidth ÷ (weights + mean "
+                 "cache bytes per decode step)).")  # fmt: skip
+    notes.append("- peak cache = the most bytes the cache held (kvlab trace, distinct storages); bytes/token = peak ÷ "
+                 f"{meta['tokens_in_cache']} tokens held; KL and perplexity: teacher-forced through each cache, "
+                 "vs the instrumented dynamic cache.")  # fmt: skip
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
+def write_json(result: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(clean(result), indent=1, default=_jsonable, allow_nan=False))
+    return path
+
+
+def _jsonable(value):
+    return None if isinstance(value, float) else str(value)
+
+
+def clean(result: dict) -> dict:
+    """NaN becomes null so the JSON is strict."""
+    def fix(v):
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return fix(result)

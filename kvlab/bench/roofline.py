@@ -1,0 +1,43 @@
+"""The roofline of decoding: each new token reads every weight and the whole cache once, so
+tokens/s can never beat memory bandwidth / (weight bytes + cache bytes). kvlab measures the bandwidth here."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from kvlab.storage import storage_bytes
+
+
+def measure_bandwidth(mebibytes: int = 256, repeats: int = 7, device: str = "cpu") -> float:
+    """Bytes per second of a large tensor copy (each byte read once and written once), median of `repeats`."""
+    source = torch.ones(mebibytes * 2**20 // 4, dtype=torch.float32, device=device)
+    target = torch.empty_like(source)
+    target.copy_(source)  # warm-up: page in both buffers
+    rates = []
+    for _ in range(repeats):
+        if device != "cpu":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        target.copy_(source)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        rates.append(2 * source.numel() * 4 / (time.perf_counter() - started))
+    return sorted(rates)[len(rates) // 2]
+
+
+def weight_bytes(model) -> int:
+    """Bytes of the model's parameters and buffers, tied weights counted once."""
+    return storage_bytes(*model.parameters(), *model.buffers())
+
+
+def roofline_tokens_per_s(bandwidth: float, weights: int, cache_bytes: float) -> float:
+    return bandwidth / (weights + cache_bytes)
+
+
+def mean_decode_cache_bytes(trace) -> float:
+    """Cache bytes a decode step reads, averaged over the decode steps (the cache grows while decoding)."""
+    steps = trace.bytes_by_step()
+    decode = steps[:-1] if len(steps) > 1 else steps  # step s reads what steps before it stored
+    return sum(decode) / len(decode) if decode else 0.0

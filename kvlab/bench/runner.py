@@ -1,0 +1,232 @@
+"""`run_bench`: every configuration in one process, repeats interleaved, medians, quality, roofline.
+
+Order of work: check which configurations can run; time greedy generations (repeat r of every configuration
+before repeat r+1, so machine drift hits all alike); teacher-force the quality windows through each cache;
+optionally compile; measure the memory bandwidth; assemble one row per configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from kvlab import _compat
+from kvlab.bench import quality, roofline, timing
+from kvlab.bench.compile import compile_runs, compile_summary
+from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
+from kvlab.bench.support import unsupported_reason
+from kvlab.bench.text import token_windows
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    model: str = "smollm2"
+    prompt_tokens: int = 128
+    new_tokens: int = 32
+    repeats: int = 3
+    quality_windows: int = 2
+    seed: int = 0
+    compile: bool = False
+    dtype: str = "float32"
+    threads: int | None = None  # CPU threads for torch; 1 is far faster than 2 on a CPU other jobs share
+
+    def check(self) -> None:
+        for name in ("prompt_tokens", "new_tokens", "repeats", "quality_windows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+        if self.new_tokens < 2:
+            raise ValueError("new_tokens must be at least 2 (decode speed needs two decoded tokens)")
+
+
+def _plain_cache(model, config: BenchConfig):
+    """transformers' own class for a plain configuration (no kvlab recording)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config, offloading=config.kind == "offloaded")
+
+
+def _pad(model, tokenizer):
+    return tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None \
+        else model.config.eos_token_id  # fmt: skip
+
+
+def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
+    """One greedy generation of exactly `new_tokens` tokens; timing, tokens and (instrumented) the trace."""
+    import kvlab
+
+    clock = timing.DecodeClock()
+    cuda = ids.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    kwargs = {"streamer": clock, "min_new_tokens": new_tokens}
+    if config.plain:
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
+                                 pad_token_id=_pad(model, tokenizer), **kwargs,
+                                 **{_compat.CACHE_KWARG: _plain_cache(model, config)})  # fmt: skip
+        tokens, trace = out[0, ids.shape[-1]:].tolist(), None
+    else:
+        result = kvlab.run(model, tokenizer, ids, cache=config.kind, max_new_tokens=new_tokens,
+                           generate_kwargs=kwargs, **config.options)  # fmt: skip
+        tokens, trace = result.generated_token_ids, result.trace
+    clock.end()
+    return {"decode_tokens_per_s": clock.decode_tokens_per_s, "prefill_seconds": clock.prefill_seconds,
+            "seconds": clock.ended - clock.started, "tokens": tokens, "trace": trace,
+            "device_max_allocated": torch.cuda.max_memory_allocated() if cuda else None}  # fmt: skip
+
+
+def _new_cache(model, config: BenchConfig):
+    import kvlab
+
+    return kvlab.make_cache(config.kind, model.config, **config.options)
+
+
+def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], prefill: int) -> torch.Tensor:
+    """Teacher-forced log-probabilities over all windows, concatenated: (windows * continuation, vocab)."""
+    parts = []
+    for ids in windows:
+        cache = None if config.kind == "none" else _new_cache(model, config)
+        parts.append(quality.teacher_forced_logits(model, ids, prefill, cache))
+    return torch.cat(parts)
+
+
+def _progress(total: int, enabled: bool, description: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=description, unit="run", leave=True)
+
+
+def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConfig] | None = None,
+              progress: bool = True) -> dict:  # fmt: skip
+    """Measure every configuration; returns {"meta": ..., "rows": [...], "overhead": ..., "roofline": ...}."""
+    settings.check()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    configs = configs or default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
+    device = model.device
+    length = settings.prompt_tokens + settings.new_tokens
+    windows = [w.to(device) for w in token_windows(tokenizer, length, settings.quality_windows + 1, settings.seed)]
+    prompt = windows[0][:, :settings.prompt_tokens]  # (1, prompt_tokens): the timed generation's prompt
+    quality_windows = windows[1:]
+
+    reasons = {c.label: unsupported_reason(model, c, settings.prompt_tokens, settings.new_tokens) for c in configs}
+    timed = [c for c in configs if reasons[c.label] is None and not c.compile]
+    scored = [c for c in timed if not c.plain]
+    bar = _progress(len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1, progress,
+                    f"kvlab bench {settings.model}")  # fmt: skip
+
+    runs: dict[str, list[dict]] = {c.label: [] for c in timed}
+    by_label = {c.label: c for c in configs}
+    for _, label in timing.interleaved([c.label for c in timed], settings.repeats):
+        bar.set_postfix_str(label)
+        if label in reasons and reasons[label] is not None:
+            bar.update(1)
+            continue
+        try:
+            runs[label].append(generate_once(model, tokenizer, by_label[label], prompt, settings.new_tokens))
+        except Exception as err:  # a configuration that fails here is reported, not fatal
+            reasons[label] = f"{type(err).__name__}: {err}"
+        bar.update(1)
+
+    log_probs: dict[str, torch.Tensor] = {}
+    targets = torch.cat([w[0, settings.prompt_tokens:] for w in quality_windows]).cpu()
+    for config in scored:
+        bar.set_postfix_str(f"quality {config.label}")
+        if reasons[config.label] is None:
+            log_probs[config.label] = measure_quality(model, config, quality_windows, settings.prompt_tokens).cpu()
+        bar.update(1)
+
+    compiled = None
+    if settings.compile:
+        bar.set_postfix_str("torch.compile")
+        shorter = windows[1][:, :max(settings.prompt_tokens // 2, 1)]
+        try:
+            compiled = compile_summary(compile_runs(model, [prompt, prompt, shorter], settings.new_tokens,
+                                                    _pad(model, tokenizer)))  # fmt: skip
+            compiled["token_ids"] = None
+        except Exception as err:
+            for c in configs:
+                if c.compile:
+                    reasons[c.label] = f"{type(err).__name__}: {err}"
+        bar.update(1)
+
+    bar.set_postfix_str("memory bandwidth")
+    bandwidth = roofline.measure_bandwidth(device=device.type)
+    weights = roofline.weight_bytes(model)
+    bar.update(1)
+    bar.close()
+
+    rows = assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights)
+    plain, instrumented = _median_of(runs, "dynamic (plain transformers)"), _median_of(runs, "dynamic")
+    overhead = {"instrumented_decode_tokens_per_s": instrumented, "plain_decode_tokens_per_s": plain,
+                "time_ratio": plain / instrumented if plain and instrumented else None,
+                "how": "instrumented vs plain transformers DynamicCache, same run, interleaved repeats, median decode "
+                       "tokens/s; time_ratio = instrumented time / plain time"}  # fmt: skip
+    meta = {**asdict(settings), "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "transformers": _compat.TRANSFORMERS_VERSION, "text": "pydoc_data.topics (sorted topics), seeded windows",
+            "tokens_in_cache": length - 1, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    return {"meta": meta, "rows": rows, "overhead": overhead, "compile": compiled,
+            "roofline": {"bandwidth_bytes_per_s": bandwidth, "weight_bytes": weights}}
+
+
+def _median_of(runs: dict, label: str, key: str = "decode_tokens_per_s") -> float | None:
+    values = [r[key] for r in runs.get(label, []) if r.get(key) is not None]
+    return timing.median(values) if values else None
+
+
+def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights) -> list[dict]:
+    """One dict per configuration, every number relative to the instrumented dynamic cache where it says so."""
+    tokens_held = settings.prompt_tokens + settings.new_tokens - 1
+    reference = runs.get("dynamic", [{}])[0] if runs.get("dynamic") else {}
+    ref_tokens = reference.get("tokens", [])
+    ref_peak = reference["trace"].summary()["peak_bytes"] if reference.get("trace") else None
+    ref_speed = _median_of(runs, "dynamic")
+    ref_logp = log_probs.get("dynamic")
+    ref_ppl = quality.perplexity(ref_logp, targets) if ref_logp is not None else None
+    rows = []
+    for config in configs:
+        row = {**config.to_dict(), **{f"guide_{k}": v for k, v in GUIDE.get(config.kind, {}).items()}}
+        if config.compile:
+            row["guide_compile"] = "yes"
+        if reasons.get(config.label):
+            rows.append({**row, "status": "unsupported", "unsupported": reasons[config.label]})
+            continue
+        row["status"] = "measured"
+        if config.compile:
+            if compiled is None:
+                rows.append({**row, "status": "not run", "note": "pass --compile to measure"})
+                continue
+            steady = [c for c in compiled["calls"][1:] if c["graphs_compiled"] == 0]
+            row.update({"compile_seconds": compiled["compile_seconds"],
+                        "recompiles_per_call": compiled["recompiles_per_call"],
+                        "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
+                        "note": "transformers' StaticCache (compiled); bytes as the static row"})  # fmt: skip
+            rows.append(row)
+            continue
+        first = runs[config.label][0]
+        speed = _median_of(runs, config.label)
+        row.update({"decode_tokens_per_s": speed, "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
+                    "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
+                    "greedy_agreement": quality.token_agreement(ref_tokens, first["tokens"]),
+                    "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
+                    "device_max_allocated": first["device_max_allocated"]})  # fmt: skip
+        if first["trace"] is not None:
+            summary = first["trace"].summary()
+            cache_read = roofline.mean_decode_cache_bytes(first["trace"])
+            ceiling = roofline.roofline_tokens_per_s(bandwidth, weights, cache_read)
+            row.update({"peak_cache_bytes": summary["peak_bytes"], "final_cache_bytes": summary["final_bytes"],
+                        "bytes_per_token": summary["peak_bytes"] / tokens_held,
+                        "ratio_vs_dynamic": summary["peak_bytes"] / ref_peak if ref_peak else None,
+                        "transfers": summary["transfers"], "transfer_bytes": summary["transfer_bytes"],
+                        "flushes": summary["flushes"], "roofline_tokens_per_s": ceiling,
+                        "roofline_fraction": speed / ceiling if speed else None})  # fmt: skip
+        if config.label in log_probs:
+            logp = log_probs[config.label]
+            ppl = quality.perplexity(logp, targets)
+            row.update({"perplexity": ppl, "perplexity_delta_pct": 100 * (ppl / ref_ppl - 1) if ref_ppl else None,
+                        "logit_kl_vs_dynamic": quality.kl_divergence(ref_logp, logp) if ref_logp is not None else None})
+        rows.append(row)
+    return rows

@@ -1,0 +1,63 @@
+"""`kvlab bench`: every cache kind on one model, measured here: bytes, speed, quality, roofline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("bench", help="measure every cache kind: memory, speed, quality, roofline")
+    p.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (or a local model directory)")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--quality-windows", type=int, default=2, help="pydoc text windows for perplexity and KL")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--compile", action="store_true",
+                   help="also run static + torch.compile (compile time, recompiles; minutes on a CPU)")  # fmt: skip
+    p.add_argument("--json", help="write the result (rows under 'rows') to this JSON file")
+    p.add_argument("--markdown", help="write the markdown table to this file (default: print it)")
+    p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
+    p.add_argument("--threads", type=int, help="torch CPU threads (on a shared CPU, 1 can be much faster)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    import torch
+
+    from kvlab import models
+    from kvlab.bench import BenchSettings, markdown_table, run_bench, write_json
+    from kvlab.cli import UsageError
+
+    settings = BenchSettings(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
+                             repeats=args.repeats, quality_windows=args.quality_windows, compile=args.compile,
+                             dtype=args.dtype, threads=args.threads)  # fmt: skip
+    try:
+        settings.check()
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise UsageError(f"--device {device!r} is not available here; valid: cpu" + (", cuda" if torch.cuda.is_available() else ""))
+    models.resolve(args.model)
+    model, tokenizer = models.load(args.model, dtype=args.dtype)
+    model.to(device)
+    result = run_bench(model, tokenizer, settings, progress=not args.no_progress)
+    table = markdown_table(result)
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    else:
+        print(table)
+    if args.json:
+        write_json(result, args.json)
+    if args.plots:
+        from kvlab.plots.frontier import frontier
+
+        directory = Path(args.plots)
+        directory.mkdir(parents=True, exist_ok=True)
+        fig = frontier(result["rows"], title=f"{args.model}: quality–memory frontier "
+                                              "(blue: measured here; orange dashed: published, not kvlab)")  # fmt: skip
+        fig.savefig(directory / f"frontier_{args.model}.png", dpi=120)
+    return 0

@@ -1,0 +1,81 @@
+"""run_bench end to end on tiny-llama (seconds): structure and relations, never timings."""
+
+import pytest
+import torch
+
+import kvlab
+from kvlab.bench import BenchConfig, BenchSettings, run_bench
+from kvlab.size import cache_size, from_config
+
+
+def _rows(result):
+    return {r["label"]: r for r in result["rows"]}
+
+
+def test_every_configuration_gets_a_row_named_by_kind_and_options(tiny_bench):
+    settings, result = tiny_bench
+    rows = _rows(result)
+    assert list(rows) == ["none", "dynamic", "dynamic (plain transformers)", "static", "quantized quanto int4",
+                          "offloaded (plain transformers)", "static + torch.compile"]  # fmt: skip
+    assert rows["static"]["cache"] == "static" and rows["static"]["options"] == {"max_cache_len": 24}
+    assert rows["dynamic (plain transformers)"]["instrumented"] is False
+
+
+def test_dynamic_is_its_own_reference(tiny_bench):
+    _, result = tiny_bench
+    dynamic = _rows(result)["dynamic"]
+    assert dynamic["ratio_vs_dynamic"] == 1.0 and dynamic["greedy_agreement"] == 1.0
+    assert dynamic["logit_kl_vs_dynamic"] == 0.0 and dynamic["perplexity_delta_pct"] == 0.0
+
+
+def test_cache_bytes_agree_with_the_size_calculator(tiny_bench):
+    settings, result = tiny_bench
+    arch = from_config(kvlab.tiny_model("tiny-llama").config)
+    held = settings.prompt_tokens + settings.new_tokens - 1
+    rows = _rows(result)
+    assert rows["static"]["peak_cache_bytes"] == cache_size(arch, "static", held, prefill=settings.prompt_tokens,
+                                                            max_cache_len=24).peak_bytes  # fmt: skip
+    quanto = cache_size(arch, "quantized", held, prefill=settings.prompt_tokens, backend="quanto", nbits=4,
+                        q_group_size=16)  # fmt: skip
+    assert rows["quantized quanto int4"]["peak_cache_bytes"] == quanto.peak_bytes
+    assert rows["quantized quanto int4"]["ratio_vs_dynamic"] < 1
+
+
+def test_quality_of_the_uncached_reference_matches_dynamic(tiny_bench):
+    _, result = tiny_bench
+    none = _rows(result)["none"]
+    assert none["logit_kl_vs_dynamic"] < 1e-6 and none["peak_cache_bytes"] == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="transformers offloads for real on a GPU")
+def test_plain_offloaded_on_cpu_is_unsupported_with_transformers_reason(tiny_bench):
+    _, result = tiny_bench
+    row = _rows(result)["offloaded (plain transformers)"]
+    assert row["status"] == "unsupported" and "CUDA" in row["unsupported"]
+
+
+def test_compile_row_is_not_run_without_the_flag(tiny_bench):
+    _, result = tiny_bench
+    assert _rows(result)["static + torch.compile"]["status"] == "not run"
+
+
+def test_overhead_and_roofline_are_reported(tiny_bench):
+    _, result = tiny_bench
+    assert result["overhead"]["time_ratio"] > 0
+    assert result["roofline"]["bandwidth_bytes_per_s"] > 0 and result["roofline"]["weight_bytes"] > 0
+    assert 0 < _rows(result)["dynamic"]["roofline_fraction"]
+
+
+def test_quantized_on_a_sliding_model_carries_transformers_reason(byte_tokenizer):
+    model = kvlab.tiny_model("tiny-gemma3")
+    configs = [BenchConfig("dynamic", "dynamic"), BenchConfig("quantized hqq int4", "quantized",
+                                                              {"backend": "hqq", "nbits": 4})]  # fmt: skip
+    settings = BenchSettings(model="tiny-gemma3", prompt_tokens=6, new_tokens=2, repeats=1, quality_windows=1)
+    row = _rows(run_bench(model, byte_tokenizer, settings, configs, progress=False))["quantized hqq int4"]
+    assert row["status"] == "unsupported"
+    assert "only supported for models with only full attention layers" in row["unsupported"]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="new_tokens"):
+        BenchSettings(new_tokens=1).check()
