@@ -147,6 +147,10 @@ def lab_server(tmp_path):
     """JupyterLab serving a temporary copy of notebook 11 (Lab autosaves what it runs), stopped by pid."""
     port, token = free_port(), "kvlab-test-token"
     env = isolated_env(tmp_path)
+    # No "get Jupyter news?" toast over the screenshots (a setting in the temporary config directory).
+    settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     root = tmp_path / "notebooks"
     root.mkdir()
     shutil.copy(REPO / "notebooks" / "11_cache_explorer.ipynb", root / "11_cache_explorer.ipynb")
