@@ -66,7 +66,8 @@ def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = S
     full = max(row["slots_allocated"] for row in layers if row["kind"] == "full")
     tokens = prompt_ids.shape[-1] + setup.new_tokens
     return {"supported": sliding <= window,
-            "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}"}
+            "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}",
+            "live": _live(result)}
 
 
 def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
@@ -95,7 +96,16 @@ def measure_compile_and_memory(model, tokenizer, prompt, kind: str, setup: Setup
                      **setup.options(kind, ids.shape[-1]))  # fmt: skip
     decode = log.signatures()[1:]  # call 0 is the prefill
     return {"decode_steps": len(decode), "decode_signatures": len(set(decode)),
-            "peak_bytes": result.trace.summary()["peak_bytes"]}
+            "peak_bytes": result.trace.summary()["peak_bytes"], "live": _live(result)}
+
+
+def _live(result) -> dict:
+    """What a run's cache held, in the terms of `kvlab.size.cache_size`: tokens fed (the last new token never
+    is), the prefill, the options, and the bytes at the end and at the peak."""
+    summary = result.trace.summary()
+    return {"kind": result.cache, "options": dict(result.options), "prefill": result.prompt_tokens,
+            "tokens": result.prompt_tokens + len(result.generated_token_ids) - 1,
+            "final_bytes": summary["final_bytes"], "peak_bytes": summary["peak_bytes"]}
 
 
 def measure(sliding_model, full_model, tokenizer, prompt, sliding_prompt_ids: torch.Tensor,
@@ -113,6 +123,16 @@ def measure(sliding_model, full_model, tokenizer, prompt, sliding_prompt_ids: to
         rows.append({"kind": kind, "sliding": sliding, "offloading": offload, **run_facts})
     ranks = _memory_ranks([r["peak_bytes"] for r in rows])
     return [_row(r, rank) for r, rank in zip(rows, ranks)]
+
+
+def live_runs(rows: list[dict]) -> list[dict]:
+    """Every live cache behind a measured table, labelled by model role: for checking a size calculator."""
+    out = []
+    for row in rows:
+        for model_role, live in row["live"].items():
+            if live is not None:
+                out.append({"cache": row["cache"], "model": model_role, **live})
+    return out
 
 
 def _memory_ranks(peaks: list[int]) -> list[str]:
@@ -136,6 +156,7 @@ def _row(r: dict, memory_rank: str) -> dict:
         "offloading evidence": r["offloading"]["evidence"],
         "compile evidence": f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps",
         "peak cache bytes": r["peak_bytes"],
+        "live": {"sliding model": r["sliding"].get("live"), "full model": r["live"]},
     }
 
 

@@ -5,6 +5,7 @@ from kvlab.guide_table import (
     Setup,
     _memory_ranks,
     compare_with_guide,
+    live_runs,
     measure_compile_and_memory,
     measure_offloading,
     measure_sliding,
@@ -41,6 +42,17 @@ def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, p
     assert (dynamic["decode_steps"], dynamic["decode_signatures"]) == (4, 4)
     assert (static["decode_steps"], static["decode_signatures"]) == (4, 1)
     assert static["peak_bytes"] > dynamic["peak_bytes"]
+    # what the live cache held, in the terms of kvlab.size: the last new token is never fed back
+    assert dynamic["live"]["tokens"] == 6 + 5 - 1 and dynamic["live"]["prefill"] == 6
+    assert static["live"]["options"] == {"max_cache_len": 6 + 5 + 16}
+
+
+def test_live_runs_lists_every_cache_behind_the_table():
+    live = {"kind": "dynamic", "options": {}, "prefill": 4, "tokens": 7, "final_bytes": 10, "peak_bytes": 12}
+    rows = [{"cache": "Dynamic Cache", "live": {"sliding model": live, "full model": {**live, "final_bytes": 11}}},
+            {"cache": "Quantized Cache", "live": {"sliding model": None, "full model": live}}]
+    assert [(r["cache"], r["model"], r["final_bytes"]) for r in live_runs(rows)] == [
+        ("Dynamic Cache", "sliding model", 10), ("Dynamic Cache", "full model", 11), ("Quantized Cache", "full model", 10)]
 
 
 def test_compare_with_guide_flags_each_disagreement():

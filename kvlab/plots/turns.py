@@ -57,7 +57,7 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the ne
     ax.legend(handles=[Patch(color=colours[1], label="cached = prompt"), Patch(color=colours[2], label="cached ≠ prompt"),
                        Patch(color=colours[0], label="not cached yet")],
               loc="upper center", bbox_to_anchor=(0.5, -0.9), ncol=3, fontsize="small", frameon=False)  # fmt: skip
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.02, right=0.98, top=0.82, bottom=0.5)  # room for the legend below the axis
     return fig
 
 

@@ -1,0 +1,44 @@
+"""Bytes side by side: horizontal bars per label, one bar per series (e.g. per context length or per cache).
+
+Cache sizes span orders of magnitude between a 135M model and an 8B one, so the axis unit is picked from the
+largest value (B, KiB, MiB or GiB) and every bar is annotated with its size.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+
+
+def unit_for(largest: float) -> tuple[str, int]:
+    """The largest unit in which `largest` is at least 1 (bytes below 1 KiB stay bytes)."""
+    return next(((name, scale) for name, scale in UNITS if largest >= scale), UNITS[-1])
+
+
+def plot_bytes(values: dict[str, dict[str, int]], title: str = "KV cache bytes") -> Figure:
+    """`{label: {series: bytes}}`: one group of bars per label (top to bottom), one colour per series."""
+    labels = list(values)
+    series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
+    largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
+    unit, scale = unit_for(largest)
+    with plt.ioff():
+        fig, ax = plt.subplots(figsize=(9, 0.5 * len(labels) * max(len(series), 1) + 1.5))
+    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    height = 0.8 / max(len(series), 1)
+    y = np.arange(len(labels))
+    for i, name in enumerate(series):
+        sizes = [values[label].get(name, 0) / scale for label in labels]
+        bars = ax.barh(y + (i - (len(series) - 1) / 2) * height, sizes, height, label=name)
+        ax.bar_label(bars, labels=[f"{s:.2f} {unit}" if s else "" for s in sizes], fontsize="x-small", padding=2)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"bytes ({unit})")
+    ax.set_xlim(0, largest / scale * 1.2)
+    if len(series) > 1:
+        ax.legend(fontsize="small", loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
