@@ -99,7 +99,8 @@ layer0 = result.cache_object.layers[0]
 tokens = result.trace.final_layers()[0]["logical_length"]
 print("layer 0 keys:", tuple(layer0.keys.shape), layer0.keys.dtype, "  (batch, kv_heads, tokens, head_dim)")
 print(f"tokens in the cache: {tokens}  (the last generated token is never fed back)")
-print(f"measured: {result.trace.summary()['final_bytes']:,} bytes;  formula: {formula.kv_bytes(model.config, tokens):,} bytes")
+measured, expected = result.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
+print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
 
 # %% [markdown]
 # Measured and formula agree to the byte: a DynamicCache of full-attention layers holds exactly the keys and

@@ -97,7 +97,8 @@ occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evi
 summary = trace.summary()
 by_step = trace.bytes_by_step()
 print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
-print(f"peak: {summary['peak_bytes']:,} bytes at step {by_step.index(summary['peak_bytes'])};  tokens evicted: {summary['tokens_evicted']:,}")
+peak_step = by_step.index(summary["peak_bytes"])
+print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
 print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
       f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
 

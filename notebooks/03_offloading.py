@@ -82,9 +82,10 @@ timeline.plot_timeline(runs["offloaded"]["trace"], steps=(1, 2),
 
 # %%
 # NBVAL_CHECK_OUTPUT
-events = timeline._events(runs["offloaded"]["trace"], steps=(1, 1))
-print(" → ".join(f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}" for e in events[:7]), "…")
-print("…", " → ".join(f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}" for e in events[-4:]))
+names = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
+         for e in timeline.schedule(runs["offloaded"]["trace"], steps=(1, 1))]
+print(" → ".join(names[:7]), "…")
+print("…", " → ".join(names[-4:]))
 
 # %% [markdown]
 # Each layer is prefetched while the previous one computes, updated, then offloaded; the last layer prefetches
@@ -101,15 +102,15 @@ print("…", " → ".join(f"{e['direction'] if e['type'] == 'transfer' else 'upd
 
 # %%
 gemma_prompt = text.prompt_ids(gemma_tokenizer, 60)
-gemma_runs = {only: resilient.device_peak(gemma, gemma_prompt, "offloaded", max_new_tokens=6, offload_only_non_sliding=only)
-              for only in (True, False)}
+gemma_runs = {only: resilient.device_peak(gemma, gemma_prompt, "offloaded", max_new_tokens=6,
+                                          offload_only_non_sliding=only) for only in (True, False)}
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for only, r in gemma_runs.items():
     moved = sorted({e["layer_idx"] for e in r["trace"].transfers})
-    print(f"offload_only_non_sliding={only!s:>5}: device peak {r['peak_device_bytes']:>9,} of {r['peak_cache_bytes']:,} bytes, "
-          f"{r['transfers']} moves, layers moved: {moved}")
+    print(f"offload_only_non_sliding={only!s:>5}: device peak {r['peak_device_bytes']:>9,} of "
+          f"{r['peak_cache_bytes']:,} bytes, {r['transfers']} moves, layers moved: {moved}")
 
 # %%
 timeline.plot_timeline(gemma_runs[True]["trace"], steps=(1, 2),
@@ -118,8 +119,8 @@ timeline.plot_timeline(gemma_runs[True]["trace"], steps=(1, 2),
 # %% [markdown]
 # With `True`, only layers 5, 11 and 17 travel; the 15 sliding layers stay put (orange). (The moves counted
 # here are the ones that change where a layer lives: transformers asks to prefetch "the next offloaded layer"
-# before every update, so each sliding layer asks again for the same full layer; those repeats copy nothing.) At 60 tokens
-# that saves little, because every layer is the same size. Past the window the picture flips: the sliding layers
+# before every update, so each sliding layer asks again for the same full layer; those repeats copy nothing.)
+# At 60 tokens that saves little, because every layer is the same size. Past the window the picture flips: the sliding layers
 # stop at 512 tokens (15 × 1 MiB on Gemma 3) while each full layer keeps growing (at 10,000 tokens, 20 MB each),
 # and offloading just the full layers keeps the device share bounded for far fewer moves.
 #

@@ -121,7 +121,8 @@ for r in rows:
 # KL, perplexity and speed (not checked: floating-point sums, and timings depend on the machine and its load).
 print(f"{'config':>26} {'KL mean':>8} {'KL max':>7} {'perplexity':>11} {'ms/token':>9}")
 for r in rows:
-    print(f"{r['config']:>26} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f} {r['ms_per_token']:>9.1f}")
+    print(f"{r['config']:>26} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f} "
+          f"{r['ms_per_token']:>9.1f}")
 
 # %% [markdown]
 # 8-bit (hqq and fp8) is nearly indistinguishable from the DynamicCache; 4-bit moves the distribution a little

@@ -57,7 +57,7 @@ def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: s
         raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)
-    kwargs = {_compat.CACHE_KWARG: cache_object, "use_cache": True} if cache_object is not None else {"use_cache": False}
+    kwargs = {"use_cache": False} if cache_object is None else {_compat.CACHE_KWARG: cache_object, "use_cache": True}
     rows = []
     with torch.inference_mode():
         if cache_object is None:  # no cache: one causal forward over everything gives the same logits
@@ -118,4 +118,5 @@ def _row(label: str, options: dict, reference: TeacherForced, run: TeacherForced
             "residual_bytes": sum(e["residual_bytes"] for e in final),
             "memory_ratio_16bit": cache_bytes / tokens_16bit,
             "packed_ratio_16bit": packed / quantized_16bit if quantized_16bit else cache_bytes / tokens_16bit,
-            "flushes": run.trace.summary()["flushes"], "ms_per_token": 1e3 * run.decode_seconds / positions}  # fmt: skip
+            "flushes": run.trace.summary()["flushes"],
+            "ms_per_token": 1e3 * run.decode_seconds / positions}  # fmt: skip

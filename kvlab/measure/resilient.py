@@ -94,7 +94,8 @@ def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None 
                 output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                                         **{_compat.CACHE_KWARG: cache}, **generate_kwargs)  # fmt: skip
         except torch.OutOfMemoryError as err:
-            attempts.append({"cache": kind, "ok": False, "error": str(err), "peak_device_bytes": cache.peak_device_bytes})
+            attempts.append({"cache": kind, "ok": False, "error": str(err),
+                             "peak_device_bytes": cache.peak_device_bytes})  # fmt: skip
             log(f"{kind}: {err}")
             log("retrying with the offloaded cache")
             if torch.cuda.is_available():

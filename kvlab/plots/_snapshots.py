@@ -24,10 +24,17 @@ def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:
     return out
 
 
-def tokens_seen(layers: dict[tuple[str, int], dict]) -> int:
-    """Tokens the cache has seen: the longest logical length among its self-attention layers."""
+def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None, step: int = 0) -> int:
+    """Tokens the cache has seen: the longest logical length among its self-attention layers.
+
+    A model of linear-attention layers only (Mamba) keeps no per-token length; then, given the `trace` of a
+    `kvlab.run`, the count is the prompt length plus one token per decode step.
+    """
     lengths = [e["logical_length"] for (role, _), e in layers.items() if role == "self"]
-    return max(lengths, default=0)
+    seen = max(lengths, default=0)
+    if seen == 0 and trace is not None and trace.meta.get("prompt_tokens"):
+        return int(trace.meta["prompt_tokens"]) + step
+    return seen
 
 
 def layer_labels(trace: Trace) -> list[str]:

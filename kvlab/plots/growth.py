@@ -39,7 +39,8 @@ def total_bytes(trace: Trace) -> list[tuple[int, int]]:
 
 
 def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_bytes_per_token: float | None = None,
-                expected: dict[str, list[tuple[int, int]]] | None = None, title: str | None = None) -> Figure:  # fmt: skip
+                expected: dict[str, list[tuple[int, int]]] | None = None,
+                title: str | None = None) -> Figure:  # fmt: skip
     """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_kind`).
 
     Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`

@@ -93,8 +93,8 @@ def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_l
         if r["quality"] is None:
             ax.annotate("", (r["memory_ratio"], y - 0.1), (r["memory_ratio"], y),
                         arrowprops={"arrowstyle": "->", "color": "grey"})  # fmt: skip
-        ax.annotate(f"external R{number}", (r["memory_ratio"], y), fontsize=7, color="grey", xytext=(0, 7 + 8 * (number % 2)),
-                    textcoords="offset points", ha="center")  # fmt: skip
+        ax.annotate(f"external R{number}", (r["memory_ratio"], y), fontsize=7, color="grey",
+                    xytext=(0, 7 + 8 * (number % 2)), textcoords="offset points", ha="center")  # fmt: skip
         notes.append(f"R{number} (external, not measured here): {r['label']}")
     if notes:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, color="dimgrey", va="bottom")

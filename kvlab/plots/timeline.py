@@ -19,12 +19,12 @@ from kvlab.trace import Trace
 def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
     """Intervals during which each layer is resident on the compute device, in event order.
 
-    Returns [{"layer_idx", "start", "end", "step"}]: `start`/`end` index the events of `_events`.
+    Returns [{"layer_idx", "start", "end", "step"}]: `start`/`end` index the events of `schedule`.
     Intervals still resident when the window ends carry "open": True (the last layer prefetches the first one
     for the next step); a layer never offloaded in the window (a sliding layer with `offload_only_non_sliding`)
     is resident throughout and has "never_offloaded": True.
     """
-    events = _events(trace, steps)
+    events = schedule(trace, steps)
     offloaded = {e["layer_idx"] for e in events if e["type"] == "transfer" and e["direction"] == "offload"}
     open_at: dict[int, int] = {}
     intervals = []
@@ -40,7 +40,8 @@ def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
             intervals.append({"layer_idx": layer, "start": open_at.pop(layer), "end": i, "step": e["step"]})
     for layer, start in open_at.items():
         intervals.append({"layer_idx": layer, "start": start, "end": len(events) - 1,
-                          "step": events[-1]["step"], "open": True, "never_offloaded": layer not in offloaded})  # fmt: skip
+                          "step": events[-1]["step"], "open": True,
+                          "never_offloaded": layer not in offloaded})  # fmt: skip
     return sorted(intervals, key=lambda r: (r["start"], r["layer_idx"]))
 
 
@@ -74,7 +75,7 @@ def effective_moves(trace: Trace) -> list[dict]:
     return moves
 
 
-def _events(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
+def schedule(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
     """Updates and transfers in the order they happened on the device.
 
     The cache logs a layer's update after the update returns, by which time that layer has already been
@@ -105,7 +106,7 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
 
     `steps` picks a window of steps (default: two decode steps) so individual moves stay readable.
     """
-    events = _events(trace, steps)
+    events = schedule(trace, steps)
     fig, ax = subplots(figsize=(9, 0.22 * max(e["layer_idx"] for e in events) + 2.5) if events else (9, 3))
     for r in residency(trace, steps):
         colour = "tab:orange" if r.get("never_offloaded") else "tab:blue"
@@ -113,7 +114,8 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     styles = {"prefetch": ("^", "tab:green"), "offload": ("v", "tab:red")}
     for direction, (marker, colour) in styles.items():
         xs = [i for i, e in enumerate(events) if e["type"] == "transfer" and e["direction"] == direction]
-        ax.scatter(xs, [events[i]["layer_idx"] for i in xs], marker=marker, color=colour, s=22, label=direction, zorder=3)
+        layers = [events[i]["layer_idx"] for i in xs]
+        ax.scatter(xs, layers, marker=marker, color=colour, s=22, label=direction, zorder=3)
     xs = [i for i, e in enumerate(events) if e["type"] == "update"]
     ax.scatter(xs, [events[i]["layer_idx"] for i in xs], marker="o", color="k", s=8, label="update", zorder=3)
     for i in range(1, len(events)):

@@ -44,3 +44,13 @@ def test_expected_curves_are_drawn_dotted(traces):
     fig = growth.plot_growth(traces["dynamic"], expected={"total": [(0, 0), (10, 5000)]})
     dotted = [line for line in fig.axes[0].lines if line.get_linestyle() == ":"]
     assert [line.get_label() for line in dotted] == ["formula: total"]
+
+
+def test_a_linear_attention_model_counts_tokens_from_the_prompt(tiny, prompt_ids):
+    import kvlab
+
+    trace = kvlab.run(tiny("tiny-mamba"), None, prompt_ids(10), "dynamic", max_new_tokens=4).trace
+    totals = growth.total_bytes(trace)
+    assert [t for t, _ in totals] == [10, 11, 12, 13]
+    assert len({b for _, b in totals}) == 1  # the state does not grow
+    assert set(growth.bytes_by_kind(trace)) == {"linear"}

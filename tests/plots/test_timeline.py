@@ -2,11 +2,11 @@ from kvlab.plots import timeline
 
 
 def test_update_is_placed_between_prefetch_and_offload(traces):
-    events = timeline._events(traces["offloaded"], (1, 1))
+    events = timeline.schedule(traces["offloaded"], (1, 1))
     for i, e in enumerate(events):
         if e["type"] == "update":
             later = events[i + 1]
-            assert later["type"] == "transfer" and later["direction"] == "offload" and later["layer_idx"] == e["layer_idx"]
+            assert (later["type"], later["direction"], later["layer_idx"]) == ("transfer", "offload", e["layer_idx"])
 
 
 def test_each_decode_step_makes_every_layer_resident_once(traces):
