@@ -26,6 +26,14 @@ from kvlab.trace import Trace, TraceFormatError
 
 __version__ = "0.1.0"
 
+
+def explore(*args, **kwargs):
+    """The Cache Explorer (ipywidgets); imported on first use so `import kvlab` stays light."""
+    from kvlab.explorer import explore as _explore
+
+    return _explore(*args, **kwargs)
+
+
 __all__ = [
     "BUNDLED",
     "CACHE_KINDS",
@@ -42,6 +50,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "UnknownModelError",
+    "explore",
     "generate",
     "load",
     "make_cache",

@@ -13,7 +13,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import check_options, check_quantized_options, make_cache
-from kvlab.caches.options import CacheOptionError, check_static_length
+from kvlab.caches.options import CacheOptionError, check_past_recording, check_static_length
 from kvlab.layer_state import layer_kinds
 from kvlab.trace import Trace
 
@@ -77,9 +77,6 @@ def validate(config, cache: str, options: dict, prompt_tokens: int | None = None
     return given
 
 
-PAST_RECORDING_KINDS = ("dynamic", "offloaded")
-
-
 def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", max_new_tokens: int = 32,
         chat: bool = False, trace: Trace | None = None, past_recording: bool = False,
         generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
@@ -92,11 +89,7 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     # input_ids: (1, prompt_tokens)
     given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
-    if past_recording and cache not in PAST_RECORDING_KINDS:
-        raise CacheOptionError(
-            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {cache!r} "
-            "cache cannot keep evicted tokens for a later crop."
-        )
+    check_past_recording(cache, past_recording)
     trace = trace if trace is not None else Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **given)
     if past_recording:

@@ -10,6 +10,8 @@ from kvlab.layer_state import layer_kinds
 
 CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
 QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+# Kinds whose layers can record the past (DynamicCache-based: their sliding layers grow until a crop).
+PAST_RECORDING_KINDS = ("dynamic", "offloaded")
 
 
 class CacheOptionError(ValueError):
@@ -77,4 +79,13 @@ def check_static_length(max_cache_len: int | None, prompt_tokens: int | None = N
         raise CacheOptionError(
             f"max_cache_len={max_cache_len} is below the prompt length ({prompt_tokens} tokens); "
             f"use at least {prompt_tokens + (new_tokens or 0)} to hold the prompt and the new tokens."
+        )
+
+
+def check_past_recording(kind: str, past_recording: bool) -> None:
+    """Past recording keeps evicted tokens until a crop; only DynamicCache layers can do that."""
+    if past_recording and kind not in PAST_RECORDING_KINDS:
+        raise CacheOptionError(
+            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {kind!r} "
+            "cache cannot keep evicted tokens for a later crop."
         )

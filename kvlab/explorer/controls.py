@@ -13,7 +13,7 @@ import ipywidgets as widgets
 
 from kvlab import _compat
 from kvlab.caches import CACHE_KINDS, KIND_OPTIONS
-from kvlab.explorer.generation import PAST_RECORDING_KINDS
+from kvlab.caches.options import PAST_RECORDING_KINDS
 from kvlab.explorer.models import DTYPES, LOADED, model_choices
 from kvlab.explorer.prompts import presets
 from kvlab.explorer.session import RunRequest

@@ -1,7 +1,6 @@
-"""`kvlab.run` with three additions the explorer needs: a callback per token, a Stop switch, and past recording.
+"""`kvlab.run` with two additions the explorer needs: a callback per token and a Stop switch.
 
-It builds the same validated, instrumented cache and calls `generate` with the same greedy settings as
-`kvlab.run` (the tests check that the slot counts agree), but
+It is `kvlab.run` (same validation, cache and greedy settings), with
 - a transformers streamer reports every new token while the model works, so plots and text update live;
 - a `StoppingCriteria` ends generation cleanly when Stop is pressed: `generate` finishes the step in progress
   (it checks its criteria before streaming a token, so one more token may arrive), returns the tokens so far,
@@ -13,20 +12,14 @@ It builds the same validated, instrumented cache and calls `generate` with the s
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from kvlab import _compat
-from kvlab.caches import make_cache
-from kvlab.run import RunResult, validate
+from kvlab.run import RunResult, run
 from kvlab.trace import Trace
-
-# Kinds whose layers can record the past (DynamicCache-based: their sliding layers grow until a crop).
-PAST_RECORDING_KINDS = ("dynamic", "offloaded")
 
 
 class TokenStreamer(BaseStreamer):
@@ -60,50 +53,16 @@ class StopSwitch(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
-def check_past_recording(cache: str, past_recording: bool) -> None:
-    from kvlab.caches import CacheOptionError
-
-    if past_recording and cache not in PAST_RECORDING_KINDS:
-        raise CacheOptionError(
-            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {cache!r} "
-            "cache cannot keep evicted tokens for a later crop."
-        )
-
-
 def generate_traced(model, tokenizer, input_ids: torch.Tensor, cache: str, options: dict, max_new_tokens: int,
                     past_recording: bool = False, trace: Trace | None = None,
                     on_token: Callable[[list[int]], None] | None = None,
                     stop: threading.Event | None = None) -> RunResult:  # fmt: skip
-    """Greedy generation like `kvlab.run(model, tokenizer, input_ids, cache, max_new_tokens, **options)`."""
+    """`kvlab.run(model, tokenizer, input_ids, cache, max_new_tokens, **options)` with a per-token callback
+    and a Stop switch."""
     # input_ids: (1, prompt_tokens)
-    check_past_recording(cache, past_recording)
-    given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
-    trace = trace if trace is not None else Trace()
-    cache_object = make_cache(cache, model.config, trace=trace, **given)
-    if past_recording:
-        cache_object.activate_past_recording()
-    pad = tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None \
-        else model.config.eos_token_id  # fmt: skip
-    kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": pad,
-              "streamer": TokenStreamer(on_token),
-              "stopping_criteria": StoppingCriteriaList([StopSwitch(stop or threading.Event())])}  # fmt: skip
-    if cache_object is None:
-        kwargs["use_cache"] = False
-    else:
-        kwargs[_compat.CACHE_KWARG] = cache_object
-    started = time.perf_counter()
-    with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-    seconds = time.perf_counter() - started
-    new_ids = output[0, input_ids.shape[-1]:].tolist()
-    text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
-    name = getattr(model, "kvlab_name", model.config.model_type)
-    from kvlab.layer_state import layer_kinds
-
-    trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording,
-                       "dtype": str(model.dtype).replace("torch.", ""), "prompt_tokens": int(input_ids.shape[-1]),
-                       "new_tokens": len(new_ids), "seconds": seconds, "stopped": bool(stop and stop.is_set()),
-                       "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
-                       "layer_kinds": layer_kinds(model.config)})  # fmt: skip
-    return RunResult(name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds,
-                     trace, cache_object)  # fmt: skip
+    stop = stop or threading.Event()
+    generate_kwargs = {"streamer": TokenStreamer(on_token), "stopping_criteria": StoppingCriteriaList([StopSwitch(stop)])}
+    result = run(model, tokenizer, input_ids, cache=cache, max_new_tokens=max_new_tokens, trace=trace,
+                 past_recording=past_recording, generate_kwargs=generate_kwargs, **options)  # fmt: skip
+    result.trace.meta["stopped"] = stop.is_set()
+    return result

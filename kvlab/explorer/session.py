@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvlab.caches import CacheCropError, CacheOptionError, check_options, check_quantized_options
-from kvlab.explorer.generation import check_past_recording, generate_traced
+from kvlab.caches.options import check_past_recording
+from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
 from kvlab.explorer.prompts import encode_prompt
 from kvlab.layer_state import read_layer
@@ -190,25 +191,5 @@ class Session:
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")
-        check_sliding_crop(cache, n)
         cache.crop(-n)
         return run.result.trace.crops[-1]
-
-
-def check_sliding_crop(cache, n: int) -> None:
-    """Refuse, in the guide's words, a crop of a dynamic sliding layer that has filled its window without recording.
-
-    transformers raises a RuntimeError from inside the layer loop in that case; kvlab explains it first.
-    """
-    for idx, layer in enumerate(cache.layers):
-        window = getattr(layer, "sliding_window", None)
-        if window is None or not hasattr(layer, "record_past"):
-            continue
-        seen = int(layer.get_seq_length())
-        if seen >= window and not layer.record_past:
-            raise CacheCropError(
-                f"crop(-{n}) refused: sliding layer {idx} has seen {seen} tokens and keeps only the last "
-                f"{window - 1}, so the tokens a crop must bring back are gone. The cache guide's rule: call "
-                "cache.activate_past_recording() before generating (tick 'past recording'); the sliding layers then "
-                "keep their past until a crop restricts them to the window again."
-            )
