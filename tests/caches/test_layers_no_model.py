@@ -118,3 +118,17 @@ def test_offloaded_cache_runs_on_cpu_and_logs_every_move(config):
                      (1, 1, "prefetch"), (1, 0, "offload"), (1, 0, "prefetch"), (1, 1, "offload")]
     assert all(e["src"] == e["dst"] == "cpu" and not e["moved"] for e in cache.trace.transfers)
     assert cache.trace.transfers[-1]["bytes"] == 2 * 3 * 4
+
+
+def test_dynamic_crop_of_a_filled_window_is_refused_unless_past_recording(config):
+    config.layer_types = ["full_attention", "sliding_attention"]  # transformers would crop layer 0, then raise
+    cache = make_cache("dynamic", config)
+    feed(cache, 1, 2, 3, 4, 5)
+    with pytest.raises(CacheCropError, match="sliding layer 1 has seen 5 tokens.*activate_past_recording"):
+        cache.crop(-1)
+    assert cache.layers[0].get_seq_length() == 5  # nothing was cropped
+    recording = make_cache("dynamic", config)
+    recording.activate_past_recording()
+    feed(recording, 1, 2, 3, 4, 5)
+    recording.crop(-1)
+    assert listed(recording.layers[1].keys) == [2, 3, 4] and recording.trace.crops[0]["past_recording"] is True
