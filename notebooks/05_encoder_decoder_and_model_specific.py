@@ -67,7 +67,8 @@ for source in (12, 24):
     trace = generate("tiny-bart", source, 10).trace
     print(f"source of {source} tokens:")
     for row in trace.layer_table():
-        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, {row['bytes_held']:>6,} bytes")
+        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
+              f"{row['bytes_held']:>6,} bytes")
 
 # %%
 bart = generate("tiny-bart", 24, 24)
@@ -112,7 +113,8 @@ growth.plot_growth({name: r.trace for name, r in runs.items()}, by_kind=False,
 # %%
 # NBVAL_CHECK_OUTPUT
 for row in runs["tiny-jamba"].trace.layer_table():
-    print(f"layer {row['layer_idx']} {row['kind']:>6}: {row['logical_length']:>2} tokens, {row['bytes_held']:>6,} bytes")
+    print(f"layer {row['layer_idx']} {row['kind']:>6}: {row['logical_length']:>2} tokens, "
+          f"{row['bytes_held']:>6,} bytes")
 print({kind: points[-1][1] for kind, points in growth.bytes_by_kind(runs["tiny-jamba"].trace).items()})
 
 # %%
