@@ -13,7 +13,7 @@ COLUMNS = [
     ("torch.compile", "guide_compile"), ("expected memory (guide)", "guide_memory"),
     ("peak cache", "peak_cache_bytes"), ("bytes/token", "bytes_per_token"), ("cache vs dynamic", "ratio_vs_dynamic"),
     ("decode tok/s", "decode_tokens_per_s"), ("tok/s vs dynamic", "tokens_per_s_ratio_vs_dynamic"),
-    ("greedy agreement", "greedy_agreement"), ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
+    ("greedy tokens vs dynamic", "greedy_agreement"), ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
     ("perplexity (Δ vs dynamic)", "perplexity"), ("roofline fraction", "roofline_fraction"),
 ]  # fmt: skip
 
@@ -22,7 +22,7 @@ def _fmt(key: str, row: dict) -> str:
     value = row.get(key)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if key == "peak_cache_bytes":
+    if key in ("peak_cache_bytes", "device_max_allocated"):
         return f"{human_bytes(value)} ({value:,} B)"
     if key == "bytes_per_token":
         return f"{value:,.0f}"
@@ -31,7 +31,9 @@ def _fmt(key: str, row: dict) -> str:
     if key == "decode_tokens_per_s":
         return f"{value:.1f}"
     if key == "greedy_agreement":
-        return f"{100 * value:.0f}%"
+        prefix = row.get("greedy_identical_prefix")
+        same = f"{100 * value:.0f}% of positions"
+        return f"{prefix} identical, then {same}" if prefix is not None else same
     if key == "logit_kl_vs_dynamic":
         return f"{value:.2e}"
     if key == "perplexity":
@@ -42,8 +44,16 @@ def _fmt(key: str, row: dict) -> str:
     return str(value).replace("|", "\\|")
 
 
+def columns(result: dict) -> list[tuple[str, str]]:
+    """The guide-shaped columns, plus device memory when the run had an accelerator."""
+    if any(r.get("device_max_allocated") for r in result["rows"]):
+        return COLUMNS + [("device max allocated", "device_max_allocated")]
+    return COLUMNS
+
+
 def markdown_table(result: dict) -> str:
     meta = result["meta"]
+    COLUMNS = columns(result)  # noqa: N806 - shadows the module default for this table
     lines = [
         f"**{meta['model']}** ({meta['dtype']}, {meta['device']}), prompt {meta['prompt_tokens']} tokens + "
         f"{meta['new_tokens']} new tokens, {meta['repeats']} interleaved repeats (medians), {meta.get('threads')} "

@@ -177,6 +177,12 @@ def _median_of(runs: dict, label: str, key: str = "decode_tokens_per_s") -> floa
     return timing.median(values) if values else None
 
 
+def _identical_prefix(reference: list[int], other: list[int]) -> int:
+    """Greedy tokens identical to dynamic's before the first difference (after it the texts are unaligned)."""
+    divergence = quality.first_divergence(reference, other)
+    return min(len(reference), len(other)) if divergence is None else divergence
+
+
 def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights) -> list[dict]:
     """One dict per configuration, every number relative to the instrumented dynamic cache where it says so."""
     tokens_held = settings.prompt_tokens + settings.new_tokens - 1
@@ -212,6 +218,7 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
                     "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
                     "greedy_agreement": quality.token_agreement(ref_tokens, first["tokens"]),
                     "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
+                    "greedy_identical_prefix": _identical_prefix(ref_tokens, first["tokens"]),
                     "device_max_allocated": first["device_max_allocated"]})  # fmt: skip
         if first["trace"] is not None:
             summary = first["trace"].summary()

@@ -16,6 +16,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--compile", action="store_true",
                    help="also run static + torch.compile (compile time, recompiles; minutes on a CPU)")  # fmt: skip
+    p.add_argument("--only", help="comma-separated words: run only the configurations whose label contains one "
+                                  "(dynamic, the reference, always runs), e.g. --only quanto,hqq")  # fmt: skip
     p.add_argument("--json", help="write the result (rows under 'rows') to this JSON file")
     p.add_argument("--markdown", help="write the markdown table to this file (default: print it)")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
@@ -28,7 +30,7 @@ def handle(args) -> int:
     import torch
 
     from kvlab import models
-    from kvlab.bench import BenchSettings, markdown_table, run_bench, write_json
+    from kvlab.bench import BenchSettings, default_configs, markdown_table, run_bench, write_json
     from kvlab.cli import UsageError
 
     settings = BenchSettings(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
@@ -38,13 +40,21 @@ def handle(args) -> int:
         settings.check()
     except ValueError as err:
         raise UsageError(str(err)) from err
+    configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
+    if args.only:
+        words = [w.strip() for w in args.only.split(",") if w.strip()]
+        chosen = [c for c in configs if c.label == "dynamic" or any(w in c.label for w in words)]
+        if len(chosen) == 1:
+            raise UsageError(f"--only {args.only!r} matches no configuration; labels: "
+                             + ", ".join(c.label for c in configs))  # fmt: skip
+        configs = chosen
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise UsageError(f"--device {device!r} is not available here; valid: cpu" + (", cuda" if torch.cuda.is_available() else ""))
     models.resolve(args.model)
     model, tokenizer = models.load(args.model, dtype=args.dtype)
     model.to(device)
-    result = run_bench(model, tokenizer, settings, progress=not args.no_progress)
+    result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
     table = markdown_table(result)
     if args.markdown:
         Path(args.markdown).write_text(table)
@@ -57,7 +67,7 @@ def handle(args) -> int:
 
         directory = Path(args.plots)
         directory.mkdir(parents=True, exist_ok=True)
-        fig = frontier(result["rows"], title=f"{args.model}: quality–memory frontier "
-                                              "(blue: measured here; orange dashed: published, not kvlab)")  # fmt: skip
+        fig = frontier(result["rows"], title=f"{args.model}: quality–memory frontier\nblue: measured by kvlab here; "
+                                              "orange dashed: published, external references (not kvlab)")  # fmt: skip
         fig.savefig(directory / f"frontier_{args.model}.png", dpi=120)
     return 0

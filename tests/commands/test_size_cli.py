@@ -40,3 +40,8 @@ def test_bad_input_exits_2_with_one_line(argv, message, capsys):
 def test_bench_refuses_bad_sizes_before_loading_a_model(capsys):
     assert main(["bench", "--model", "smollm2", "--new-tokens", "1"]) == 2
     assert "new_tokens" in capsys.readouterr().err
+
+
+def test_bench_only_must_match_a_configuration(capsys):
+    assert main(["bench", "--model", "smollm2", "--only", "nothing-like-this"]) == 2
+    assert "matches no configuration" in capsys.readouterr().err
