@@ -30,6 +30,7 @@
 import sys
 
 import torch
+from transformers import DynamicCache
 
 import kvlab
 from kvlab.measure import text
@@ -87,15 +88,26 @@ print("after continuing:", holdings(cache))
 # %%
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 long_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
-plain = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4)
+bare = DynamicCache(config=gemma.config)  # transformers' own class, not instrumented
+new_ids = continue_generation(gemma, long_prompt, bare, max_new_tokens=4)  # generate(long_prompt, cache=bare)
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
-plain.cache_object.crop(-3)
+bare.crop(-3)
 
 # %% [markdown]
 # transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have
-# to restore 3 old ones it no longer has. Now the same run with past recording switched on *before* generating:
+# to restore 3 old ones it no longer has. It raises from inside its loop over the layers, so on a model whose
+# first layers were full attention, those would already be cropped when the error comes. kvlab's instrumented
+# cache checks every layer first and refuses before touching any:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+plain = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4)
+plain.cache_object.crop(-3)
+
+# %% [markdown]
+# Now the same run with past recording switched on *before* generating:
 
 # %%
 recording = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4, past_recording=True)

@@ -41,7 +41,7 @@ def test_speculative_output_equals_greedy_and_rejections_are_cropped(tiny, promp
 def test_sliding_layers_past_the_window_need_past_recording(tiny, prompt_ids):
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)  # window 8
     truth = greedy(model, ids, 12)
-    with pytest.raises(RuntimeError, match="does not track past states"):
+    with pytest.raises(kvlab.CacheCropError, match="activate_past_recording"):
         speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3)
     result = speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3, past_recording=True)
     assert result.token_ids == truth
