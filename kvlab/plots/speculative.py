@@ -24,7 +24,8 @@ def plot_speculative_steps(result, title: str = "Speculative decoding: accepted 
     bars.bar(x, [s.rejected for s in steps], bottom=accepted, color="#de2d26", label="rejected (cropped)")
     bars.set_xlabel("verification step")
     bars.set_ylabel("drafted tokens")
-    bars.legend(fontsize="small")
+    bars.set_ylim(0, max((len(s.drafted) for s in steps), default=1) * 1.35)  # headroom for the legend
+    bars.legend(fontsize="small", loc="upper left", ncol=2)
     before = [s.cache_length_before_crop for s in steps]
     after = [s.cache_length_after_crop for s in steps]
     lengths.plot(x, before, "o-", color="#de2d26", label="after the verify forward")
