@@ -150,7 +150,7 @@ for live in live_runs(rows):
 # Exact, to the byte, including the quantized cache's packed payload and the sliding layers' prefill
 # transient. That is what lets you trust the big-model numbers above: they come from the same rules, applied
 # to facts read from the models' public configs. The same calculator is on the command line:
-# `kvlab size llama-3-8b --tokens 32768`.
+# `kvlab size --model llama-3-8b --tokens 32768 --dtype bfloat16`.
 
 # %% [markdown]
 # ## Takeaway
