@@ -89,9 +89,9 @@ runs = {label: kvlab.run(model, tokenizer, text.prompt_ids(tokenizer, n), cache=
 # %%
 # NBVAL_CHECK_OUTPUT
 for row in slots.run_slots(runs):
-    live_tokens = row["live"] // 30
-    print(f"{row['run']:>17}: {row['bytes']:>10,} bytes allocated, {row['masked']:>5,} of {row['allocated']:,} slots masked "
-          f"({row['waste_pct']:5.1f} %); a DynamicCache would hold {formula.kv_bytes(model.config, live_tokens):>9,} bytes")
+    dynamic_bytes = formula.kv_bytes(model.config, row["live"] // 30)  # live slots of 30 layers → tokens
+    print(f"{row['run']:>17}: {row['bytes']:>10,} bytes allocated, {row['masked']:>5,} of {row['allocated']:,} slots "
+          f"masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold {dynamic_bytes:>9,} bytes")
 
 # %%
 slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
@@ -109,9 +109,10 @@ slots.plot_runs(runs, title="One StaticCache size (256) for every request: live 
 # **Predict first.** After compiling for a 40-token prompt, does a 60-token prompt compile again? Does a
 # different `max_cache_len`?
 #
-# Compiling with inductor takes tens of seconds on a CPU (38 s for a 3-layer random tiny Llama on this shared
-# machine), too long for the test suite, so this section runs only when `KVLAB_COMPILE=1` is set. Its numbers
-# are timings and are not checked.
+# Compiling with inductor takes tens of seconds on a CPU (for SmolLM2 on this shared machine: 92 s the first
+# time, 10 s once inductor's on-disk cache held the kernels), too long for the test suite, so this section runs
+# only when `KVLAB_COMPILE=1` is set. Its numbers are timings and are not checked; the output below is from a
+# run with the cache warm.
 
 # %%
 if os.environ.get("KVLAB_COMPILE") == "1":
@@ -129,9 +130,10 @@ else:
 # %% [markdown]
 # What to look for: the first compiled run pays the compilation; the same prompt again reuses the graph; a new
 # prompt length compiles **nothing** (the prefill is eager and the decode graph sees the same shapes); a new
-# `max_cache_len` changes the cache tensors' shape and compiles again. On a CPU expect a modest steady gain: the
-# matrix products dominate and inductor cannot make them faster. On a GPU, where launching many small kernels
-# dominates decoding, compiled decoding with CUDA graphs gains much more.
+# `max_cache_len` changes the cache tensors' shape and compiles again. The steady gain on this CPU was about a
+# quarter (16 tokens, eager prefill included; a timing on a shared machine, so take the size, not the digits).
+# On a GPU, where launching many small kernels dominates decoding, compiled decoding with CUDA graphs can gain
+# more.
 #
 # ## Takeaway
 #

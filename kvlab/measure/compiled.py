@@ -58,13 +58,14 @@ def compile_report(model, prompts: list[torch.Tensor], new_tokens: int, max_cach
                    inductor: bool = True) -> dict:  # fmt: skip
     """Eager vs compiled generation with a StaticCache.
 
-    Runs: eager on prompts[0]; compiled on prompts[0] twice (first includes compiling, second is steady);
+    Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second is steady);
     compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
     Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
     "same_tokens"}; each run records the graphs compiled during it.
     """
     torch._dynamo.reset()  # forget graphs from earlier calls, so counts start at zero
     backend = CountingBackend(inductor)
+    static_generate(model, prompts[0], new_tokens, max_cache_len)  # warm-up: first-call costs are not decoding
     eager_tokens, eager_seconds = static_generate(model, prompts[0], new_tokens, max_cache_len)
     runs, same = [], True
     plan = [(prompts[0], max_cache_len, "first compiled run"), (prompts[0], max_cache_len, "same prompt again")]
