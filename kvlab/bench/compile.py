@@ -52,4 +52,5 @@ def compile_summary(runs: list[dict]) -> dict:
         "calls": [{k: v for k, v in r.items() if k != "token_ids"} for r in runs],
         "compile_seconds": runs[0]["seconds"] - min(steady) if steady else runs[0]["seconds"],
         "recompiles_per_call": [r["graphs_compiled"] for r in runs],
+        "first_call_tokens": runs[0]["token_ids"],
     }

@@ -31,9 +31,11 @@ def _fmt(key: str, row: dict) -> str:
     if key == "decode_tokens_per_s":
         return f"{value:.1f}"
     if key == "greedy_agreement":
-        prefix = row.get("greedy_identical_prefix")
+        prefix, total = row.get("greedy_identical_prefix"), row.get("_new_tokens")
         same = f"{100 * value:.0f}% of positions"
-        return f"{prefix} identical, then {same}" if prefix is not None else same
+        if prefix is None or total is None:
+            return same
+        return f"{prefix}/{total} identical" if prefix == total else f"{prefix}/{total} identical ({same})"
     if key == "logit_kl_vs_dynamic":
         return f"{value:.2e}"
     if key == "perplexity":
@@ -65,6 +67,7 @@ def markdown_table(result: dict) -> str:
     ]
     notes = []
     for row in result["rows"]:
+        row = {**row, "_new_tokens": meta["new_tokens"]}
         if row["status"] == "unsupported":
             cells = [_fmt(key, row) for _, key in COLUMNS[:5]]
             reason = row["unsupported"].splitlines()[0].replace("|", "\\|")

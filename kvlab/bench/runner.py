@@ -146,7 +146,6 @@ def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConf
         try:
             compiled = compile_summary(compile_runs(model, [prompt, prompt, shorter], settings.new_tokens,
                                                     _pad(model, tokenizer)))  # fmt: skip
-            compiled["token_ids"] = None
         except Exception as err:
             for c in configs:
                 if c.compile:
@@ -209,6 +208,8 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
             row.update({"compile_seconds": compiled["compile_seconds"],
                         "recompiles_per_call": compiled["recompiles_per_call"],
                         "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
+                        "greedy_agreement": quality.token_agreement(ref_tokens, compiled["first_call_tokens"]),
+                        "greedy_identical_prefix": _identical_prefix(ref_tokens, compiled["first_call_tokens"]),
                         "note": "transformers' StaticCache (compiled); bytes as the static row"})  # fmt: skip
             rows.append(row)
             continue

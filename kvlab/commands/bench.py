@@ -22,6 +22,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--markdown", help="write the markdown table to this file (default: print it)")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
     p.add_argument("--threads", type=int, help="torch CPU threads (on a shared CPU, 1 can be much faster)")
+    p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=handle)
 
@@ -30,9 +31,11 @@ def handle(args) -> int:
     import torch
 
     from kvlab import models
-    from kvlab.bench import BenchSettings, default_configs, markdown_table, run_bench, write_json
+    from kvlab.bench import BenchSettings, default_configs, run_bench, write_json
     from kvlab.cli import UsageError
 
+    if args.from_json:
+        return render_saved(args)
     settings = BenchSettings(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                              repeats=args.repeats, quality_windows=args.quality_windows, compile=args.compile,
                              dtype=args.dtype, threads=args.threads)  # fmt: skip
@@ -55,19 +58,43 @@ def handle(args) -> int:
     model, tokenizer = models.load(args.model, dtype=args.dtype)
     model.to(device)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
+    if args.json:
+        write_json(result, args.json)
+    return render(result, args)
+
+
+def render_saved(args) -> int:
+    import json
+
+    from kvlab.cli import UsageError
+
+    path = Path(args.from_json)
+    if not path.is_file():
+        raise UsageError(f"--from-json {path}: no such file")
+    try:
+        result = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--from-json {path}: not JSON ({err.msg})") from err
+    if not isinstance(result, dict) or not {"meta", "rows", "roofline"} <= set(result):
+        raise UsageError(f"--from-json {path}: not a kvlab bench result (needs meta, rows, roofline)")
+    return render(result, args)
+
+
+def render(result: dict, args) -> int:
+    from kvlab.bench import markdown_table
+
+    model = result["meta"]["model"]
     table = markdown_table(result)
     if args.markdown:
         Path(args.markdown).write_text(table)
     else:
         print(table)
-    if args.json:
-        write_json(result, args.json)
     if args.plots:
         from kvlab.plots.frontier import frontier
 
         directory = Path(args.plots)
         directory.mkdir(parents=True, exist_ok=True)
-        fig = frontier(result["rows"], title=f"{args.model}: quality–memory frontier\nblue: measured by kvlab here; "
+        fig = frontier(result["rows"], title=f"{model}: quality–memory frontier\nblue: measured by kvlab here; "
                                               "orange dashed: published, external references (not kvlab)")  # fmt: skip
-        fig.savefig(directory / f"frontier_{args.model}.png", dpi=120)
+        fig.savefig(directory / f"frontier_{model}.png", dpi=120)
     return 0
