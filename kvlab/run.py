@@ -105,7 +105,9 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     with torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
     seconds = time.perf_counter() - started
-    new_ids = output[0, input_ids.shape[-1]:].tolist()
+    # a decoder-only output repeats the prompt; an encoder-decoder one starts with the decoder start token
+    first_new = 1 if model.config.is_encoder_decoder else input_ids.shape[-1]
+    new_ids = output[0, first_new:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
     name = getattr(model, "kvlab_name", model.config.model_type)
     trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording, "dtype": str(model.dtype).replace("torch.", ""),

@@ -16,3 +16,11 @@ def test_by_name_matches_transformers_cache_implementation(tiny, prompt_ids):
         assert cache.trace.summary()["steps"] == 6
     _, static = kvlab.generate(model, ids, cache_implementation="static", **kwargs)
     assert static.layers[2].max_cache_len == 12 + 6  # sized like transformers: prompt + max_new_tokens
+
+
+def test_run_reports_only_new_tokens_for_encoder_decoder_models(tiny, prompt_ids):
+    model = tiny("tiny-bart")
+    result = kvlab.run(model, None, prompt_ids(10), cache="dynamic", max_new_tokens=5,
+                       generate_kwargs={"min_new_tokens": 5})
+    assert len(result.generated_token_ids) == 5
+    assert result.trace.layer_table()[0]["logical_length"] == 5  # decoder start + 4 fed-back tokens

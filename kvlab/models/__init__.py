@@ -6,6 +6,7 @@ Both come from PyPI packages (see `sources.py`), are converted once into safeten
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -121,6 +122,19 @@ def resolve(name_or_path: str) -> tuple[str, str]:
                             "(or a local model directory, or a hub id such as org/name when you have hub access)")  # fmt: skip
 
 
+@contextlib.contextmanager
+def _quiet_progress():
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def load_config_and_tokenizer(name_or_path: str):
     """The config and tokenizer alone (no weights), to validate a request before paying for the model."""
     from transformers import AutoConfig, AutoTokenizer
@@ -140,8 +154,9 @@ def load(name_or_path: str, dtype="float32"):
     where, location = resolve(name_or_path)
     if where == "bundled":
         prepare(name_or_path, warm_quanto=False)
-    model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, use_safetensors=True,
-                                                 trust_remote_code=False)  # fmt: skip
+    with _quiet_progress():  # a saved directory loads in seconds: no progress bar widget in notebooks
+        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, use_safetensors=True,
+                                                     trust_remote_code=False)  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=False)
     model.eval()
     model.kvlab_name = name_or_path
