@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     model, tokenizer = kvlab.load(args.model)
     model.to(args.device)
     ids = token_windows(tokenizer, args.prompt_tokens, 1)[0].to(args.device)  # (1, prompt_tokens)
-    configs = {"plain": BenchConfig("plain", "dynamic", plain=True), "instrumented": BenchConfig("instrumented", "dynamic")}
+    configs = {"plain": BenchConfig("plain", "dynamic", plain=True),
+               "instrumented": BenchConfig("instrumented", "dynamic")}
     runs = {name: [] for name in configs}
     generate_once(model, tokenizer, configs["plain"], ids, args.new_tokens)  # warm-up, not counted
     for _, name in interleaved(list(configs), args.repeats):

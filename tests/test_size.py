@@ -66,7 +66,8 @@ def test_gemma3_generate_past_the_window_matches_calculator(gemma3, kind, option
     model, tokenizer = gemma3
     prompt = (torch.arange(530) % 5000 + 300).unsqueeze(0)  # (1, 530) ids
     result = kvlab.run(model, tokenizer, prompt, cache=kind, max_new_tokens=3, **options)
-    size = cache_size(from_config(model.config), kind, 530 + len(result.generated_token_ids) - 1, prefill=530, **options)
+    held = 530 + len(result.generated_token_ids) - 1
+    size = cache_size(from_config(model.config), kind, held, prefill=530, **options)
     assert_matches(result.trace.summary(), size)
     if kind == "dynamic":
         assert size.peak_bytes > size.bytes  # the prefill step held more than the window

@@ -70,7 +70,8 @@ def markdown_table(result: dict) -> str:
         row = {**row, "_new_tokens": meta["new_tokens"]}
         if row["status"] == "unsupported":
             cells = [_fmt(key, row) for _, key in COLUMNS[:5]]
-            reason = row["unsupported"].splitlines()[0].replace("|", "\\|")
+            # transformers' own reason in the table; kvlab's longer explanation stays in the JSON
+            reason = row["unsupported"].split(" (kvlab: ")[0].splitlines()[0].replace("|", "\\|")
             lines.append("| " + " | ".join(cells) + f" | unsupported: {reason} |" + " |" * (len(COLUMNS) - 6))
             continue
         if row.get("compile"):
@@ -84,13 +85,18 @@ def markdown_table(result: dict) -> str:
         lines.append("| " + " | ".join(_fmt(key, row) for _, key in COLUMNS) + " |")
     overhead = result.get("overhead") or {}
     if overhead.get("time_ratio"):
+        instrumented, plain = overhead["instrumented_decode_tokens_per_s"], overhead["plain_decode_tokens_per_s"]
         notes.append(f"- **instrumentation overhead**: {overhead['time_ratio']:.3f}× the decode time of plain "
-                     f"transformers DynamicCache ({overhead['instrumented_decode_tokens_per_s']:.1f} vs "
-                     f"{overhead['plain_decode_tokens_per_s']:.1f} tok/s, same run, interleaved, medians).")  # fmt: skip
+                     f"transformers DynamicCache ({instrumented:.1f} vs {plain:.1f} tok/s, same run, interleaved, "
+                     "medians).")  # fmt: skip
+    if any(r.get("cache") == "quantized" and r.get("status") == "measured" for r in result["rows"]):
+        notes.append("- quantized rows use transformers' defaults unless named (q_group_size 64, residual_length 128): "
+                     "the prompt is quantized at prefill, and decoded tokens wait in the full-precision residual "
+                     "until it fills, so a short generation keeps them all in full precision.")  # fmt: skip
     roof = result["roofline"]
     notes.append(f"- **roofline**: measured copy bandwidth {roof['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; weights "
-                 f"{human_bytes(roof['weight_bytes'])}; roofline fraction = decode tok/s ÷ (bandwidth ÷ (weights + mean "
-                 "cache bytes per decode step)).")  # fmt: skip
+                 f"{human_bytes(roof['weight_bytes'])}; roofline fraction = decode tok/s ÷ (bandwidth ÷ "
+                 "(weights + mean cache bytes per decode step)); the bandwidth of a shared CPU moves with its load.")
     notes.append("- peak cache = the most bytes the cache held (kvlab trace, distinct storages); bytes/token = peak ÷ "
                  f"{meta['tokens_in_cache']} tokens held; KL and perplexity: teacher-forced through each cache, "
                  "vs the instrumented dynamic cache.")  # fmt: skip

@@ -53,7 +53,8 @@ def handle(args) -> int:
         configs = chosen
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise UsageError(f"--device {device!r} is not available here; valid: cpu" + (", cuda" if torch.cuda.is_available() else ""))
+        valid = "cpu, cuda" if torch.cuda.is_available() else "cpu"
+        raise UsageError(f"--device {device!r} is not available here; valid: {valid}")
     models.resolve(args.model)
     model, tokenizer = models.load(args.model, dtype=args.dtype)
     model.to(device)

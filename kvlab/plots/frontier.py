@@ -49,7 +49,7 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         ax.axhline(0, color="grey", linewidth=0.5)
         ax.set_yscale("symlog", linthresh=1.0)
         if points and min(p["quality"] for p in points) >= 0:
-            ax.set_ylim(bottom=-0.3)
+            ax.set_ylim(bottom=-0.3, top=max(3 * max(p["quality"] for p in points), 10))
         ax.set_xlabel("peak cache bytes ÷ dynamic cache (kvlab measured)")
         ax.set_ylabel("perplexity change vs dynamic (%, symlog)")
         ax.set_xlim(0, max([1.5] + [p["memory_ratio"] * 1.5 for p in points]))

@@ -121,7 +121,8 @@ def _config_from_dict(data: dict):
     try:
         return transformers.AutoConfig.for_model(model_type, **data)
     except ValueError as err:
-        raise ValueError(f"transformers {transformers.__version__} does not know model_type {model_type!r}: {err}") from err
+        version = transformers.__version__
+        raise ValueError(f"transformers {version} does not know model_type {model_type!r}: {err}") from err
 
 
 def architecture(name: str) -> Architecture:

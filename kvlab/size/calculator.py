@@ -137,7 +137,8 @@ def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
 
 
 def cache_size(arch: Architecture, kind: str = "dynamic", tokens: int = 1, *, prefill: int | None = None,
-               batch: int = 1, dtype: str = "float32", source_tokens: int | None = None, **options) -> CacheSize:  # fmt: skip
+               batch: int = 1, dtype: str = "float32", source_tokens: int | None = None,
+               **options) -> CacheSize:  # fmt: skip
     """Bytes a `kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
     prefill = tokens if prefill is None else prefill
     _check(arch, kind, tokens, prefill, options)
@@ -165,7 +166,8 @@ def cache_size(arch: Architecture, kind: str = "dynamic", tokens: int = 1, *, pr
         batch=batch, dtype=dtype, bytes=sum(size.bytes for _, size in final),
         peak_bytes=_peak({s: [size.bytes for _, size in v] for s, v in sizes.items()}, sorted(steps)),
         live_slots=sum(s.live for s in self_layers), stored_slots=sum(s.stored for s in self_layers),
-        packed_bytes=sum(s.packed_bytes for s in self_layers), residual_bytes=sum(s.residual_bytes for s in self_layers),
+        packed_bytes=sum(s.packed_bytes for s in self_layers),
+        residual_bytes=sum(s.residual_bytes for s in self_layers),
         by_layer_kind=by_kind, cross_bytes=by_kind.get("cross", 0), note=_note(arch, kind, options),
     )  # fmt: skip
 

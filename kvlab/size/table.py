@@ -24,7 +24,8 @@ def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "
     for backend, nbits in QUANTIZED_ROWS:
         quanto_axis = -1 if backend == "quanto" and axis == 1 else axis
         specs.append((f"quantized {backend} int{nbits}", "quantized",
-                      {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group}))
+                      {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis,
+                       **group}))
     specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
     rows = []
     for label, kind, options in specs:
@@ -63,7 +64,7 @@ def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
         ratio = f"{row['bytes'] / dynamic['bytes']:.3f}x" if dynamic and dynamic["bytes"] else "-"
         notes = []
         if row["waste_bytes"]:
-            notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['stored_slots'] - row['live_slots']} slots)")
+            notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['stored_slots'] - row['live_slots']:,} slots)")
         if row["kind"] == "quantized" and row["residual_bytes"]:
             notes.append(f"packed {human_bytes(row['packed_bytes'])} + residual {human_bytes(row['residual_bytes'])}")
         if len(row["by_layer_kind"]) > 1:
