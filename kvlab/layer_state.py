@@ -9,15 +9,16 @@ Slots are token positions along the sequence axis of the stored tensors:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import functools
+from dataclasses import dataclass
 
 import torch
 
 from kvlab import _compat
-from kvlab.storage import storage_bytes
+from kvlab.storage import kv_storage_bytes, storage_bytes
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step
 class LayerState:
     kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
     logical_length: int  # tokens this layer has seen (its position count)
@@ -33,7 +34,7 @@ class LayerState:
     residual_bytes: int = 0
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return dict(vars(self))  # flat fields: a shallow copy (dataclasses.asdict deep-copies, 5x slower)
 
 
 def _seq_slots(tensor) -> int:
@@ -50,40 +51,83 @@ def _device(layer) -> str:
     return "none"
 
 
-def read_layer(layer, kind: str) -> LayerState:
-    """Snapshot `layer`. `kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
-    if isinstance(layer, _compat.DummyLayer):
-        return LayerState("dummy", 0, 0, 0, 0, 0, 0, "none")
-    if _compat.is_linear_layer(layer):
-        return LayerState("linear", 0, 0, 0, 0, 0, storage_bytes(*_compat.linear_states(layer)), _device(layer))
-    if not layer.is_initialized:
-        return LayerState(kind, 0, 0, 0, 0, 0, 0, "none")
+def _read_dummy(layer, kind: str) -> LayerState:
+    return LayerState("dummy", 0, 0, 0, 0, 0, 0, "none")
 
+
+def _read_linear(layer, kind: str) -> LayerState:
+    return LayerState("linear", 0, 0, 0, 0, 0, storage_bytes(*_compat.linear_states(layer)), _device(layer))
+
+
+def _empty(kind: str) -> LayerState:
+    return LayerState(kind, 0, 0, 0, 0, 0, 0, "none")
+
+
+def _read_quantized(layer, kind: str) -> LayerState:
+    if not layer.is_initialized:
+        return _empty(kind)
     length = int(layer.get_seq_length())
-    device = _device(layer)
-    if isinstance(layer, _compat.BaseQuantizedLayer):
-        packed = storage_bytes(*_compat.quantized_payload(layer))
-        residual_tokens = _seq_slots(layer.keys)
-        residual = storage_bytes(layer.keys, layer.values)
-        return LayerState(
-            kind, length, length, length, 0, 0, packed + residual, device,
-            quantized_tokens=length - residual_tokens if isinstance(layer, _compat.QuantizedLayer) else length,
-            residual_tokens=residual_tokens, packed_bytes=packed, residual_bytes=residual,
-        )  # fmt: skip
-    if isinstance(layer, _compat.StaticSlidingWindowLayer):
-        seen = _compat.static_sliding_length(layer)
-        allocated = int(layer.max_cache_len)
-        live = min(seen, allocated)
-        return LayerState(kind, seen, allocated, live, allocated - live, seen - live,
-                          storage_bytes(layer.keys, layer.values), device)  # fmt: skip
-    if isinstance(layer, _compat.StaticLayer):
-        allocated = int(layer.max_cache_len)
-        return LayerState(kind, length, allocated, length, allocated - length, 0,
-                          storage_bytes(layer.keys, layer.values), device)  # fmt: skip
-    # Dynamic layers, sliding or not: what is stored is what is attended.
+    packed = storage_bytes(*_compat.quantized_payload(layer))
+    residual_tokens = _seq_slots(layer.keys)
+    residual = kv_storage_bytes(layer.keys, layer.values)
+    return LayerState(
+        kind, length, length, length, 0, 0, packed + residual, str(layer.keys.device),
+        quantized_tokens=length - residual_tokens if isinstance(layer, _compat.QuantizedLayer) else length,
+        residual_tokens=residual_tokens, packed_bytes=packed, residual_bytes=residual,
+    )  # fmt: skip
+
+
+def _read_static_sliding(layer, kind: str) -> LayerState:
+    if not layer.is_initialized:
+        return _empty(kind)
+    seen = _compat.static_sliding_length(layer)
+    allocated = int(layer.max_cache_len)
+    live = min(seen, allocated)
+    return LayerState(kind, seen, allocated, live, allocated - live, seen - live,
+                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+
+
+def _read_static(layer, kind: str) -> LayerState:
+    if not layer.is_initialized:
+        return _empty(kind)
+    length = int(layer.get_seq_length())
+    allocated = int(layer.max_cache_len)
+    return LayerState(kind, length, allocated, length, allocated - length, 0,
+                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+
+
+def _read_dynamic(layer, kind: str) -> LayerState:
+    """Dynamic layers, sliding or not: what is stored is what is attended."""
+    if not layer.is_initialized:
+        return _empty(kind)
+    length = int(layer.get_seq_length())
     held = _seq_slots(layer.keys)
     return LayerState(kind, length, held, held, 0, max(length - held, 0),
-                      storage_bytes(layer.keys, layer.values), device)  # fmt: skip
+                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+
+
+@functools.cache
+def _reader_for(layer_type: type):
+    """The reader of a layer class, decided once per class (isinstance on transformers' ABCs is slow, and this
+    runs for every layer at every step)."""
+    if issubclass(layer_type, _compat.DummyLayer):
+        return _read_dummy
+    if issubclass(layer_type, _compat.LinearAttentionCacheLayerMixin) and not issubclass(
+        layer_type, _compat.CacheLayerMixin
+    ):
+        return _read_linear
+    if issubclass(layer_type, _compat.BaseQuantizedLayer):
+        return _read_quantized
+    if issubclass(layer_type, _compat.StaticSlidingWindowLayer):
+        return _read_static_sliding
+    if issubclass(layer_type, _compat.StaticLayer):
+        return _read_static
+    return _read_dynamic
+
+
+def read_layer(layer, kind: str) -> LayerState:
+    """Snapshot `layer`. `kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
+    return _reader_for(type(layer))(layer, kind)
 
 
 KIND_BY_LAYER_TYPE = {

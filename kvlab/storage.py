@@ -44,6 +44,14 @@ def _storage_key(tensor: torch.Tensor) -> tuple:
     return (tensor.device.type, tensor.device.index, storage.data_ptr())
 
 
+def kv_storage_bytes(keys: torch.Tensor, values: torch.Tensor) -> int:
+    """`storage_bytes(keys, values)` for two plain tensors: the per-layer, per-step hot path of a trace."""
+    if type(keys) is not torch.Tensor or type(values) is not torch.Tensor:
+        return storage_bytes(keys, values)
+    k, v = keys.untyped_storage(), values.untyped_storage()
+    return k.nbytes() + (v.nbytes() if v.data_ptr() != k.data_ptr() or k.nbytes() == 0 else 0)
+
+
 def storage_bytes(*objs, seen: set | None = None) -> int:
     """Bytes of the distinct storages behind `objs`, each storage counted once.
 

@@ -1,7 +1,7 @@
 import torch
 from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
 
-from kvlab.storage import storage_bytes, view_bytes
+from kvlab.storage import kv_storage_bytes, storage_bytes, view_bytes
 
 
 def test_a_view_counts_its_whole_storage():
@@ -33,3 +33,11 @@ def test_quanto_packed_tensor_counts_packed_data_scale_and_shift():
         groups = x.numel() // 64
         assert storage_bytes(q) == packed + groups * scale.element_size() + groups * shift.element_size()
         assert storage_bytes(q) < q.numel() * q.element_size()  # what element_size() would claim
+
+
+def test_the_key_value_fast_path_agrees_with_the_general_count():
+    base = torch.zeros(1, 2, 10, 4)
+    cases = [(base, torch.zeros(1, 2, 10, 4)), (base[:, :, 2:], base[:, :, :2]), (base, base),
+             (torch.tensor([]), torch.tensor([]))]
+    for keys, values in cases:
+        assert kv_storage_bytes(keys, values) == storage_bytes(keys, values)
