@@ -12,6 +12,16 @@ import kvlab
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread():
+    """One torch thread for the test process. On a CPU that other jobs share (browser-test servers, notebook
+    kernels, a busy CI host), a second thread made small-model generation 7-35x slower; alone it gains < 2x."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """(model, tokenizer) of SmolLM2-135M-Instruct in float32."""

@@ -21,14 +21,6 @@ from kvlab.size.table import format_rows
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: on a CPU shared with other jobs, two threads run these small models ~10x slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 def drive(cache, arch, prefill: int, steps: int, dtype: str = "float32", batch: int = 1, seed: int = 0):
     """Feed `cache` a prefill and `steps` one-token decode steps, layer by layer, like a model forward does."""

@@ -24,14 +24,6 @@ class ByteTokenizer:
         return ""
 
 
-@pytest.fixture(autouse=True, scope="package")
-def one_thread():
-    """One torch thread: on a CPU shared with other jobs, two threads run small models ~10x slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
 
 @pytest.fixture(scope="session")
 def byte_tokenizer():
