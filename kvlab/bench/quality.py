@@ -9,6 +9,7 @@ perplexity on the true tokens, and KL(reference || cache) against the dynamic ca
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -16,20 +17,24 @@ from kvlab import _compat
 
 
 @torch.inference_mode()
-def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache) -> torch.Tensor:
+def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing: dict | None = None) -> torch.Tensor:
     """Log-probabilities predicting ids[prefill:], shape (len - prefill, vocab); `cache=None` = no cache.
 
     With a cache: one prefill forward, then one forward per token. Without: one forward over the whole window
-    (the exact reference: every position attends to every earlier token, nothing is stored).
+    (the exact reference: every position attends to every earlier token, nothing is stored). When `timing` is
+    given, `timing["decode_seconds"]` receives the wall time of the one-token forwards (not the prefill).
     """
     # ids: (1, length)
     if cache is None:
         logits = model(ids, use_cache=False).logits[0, prefill - 1:-1]  # (length - prefill, vocab)
         return torch.log_softmax(logits.float(), dim=-1)
     steps = [model(ids[:, :prefill], **{_compat.CACHE_KWARG: cache}, use_cache=True).logits[0, -1]]
+    started = time.perf_counter()
     for t in range(prefill, ids.shape[-1] - 1):
         out = model(ids[:, t:t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
         steps.append(out.logits[0, -1])
+    if timing is not None:
+        timing["decode_seconds"] = time.perf_counter() - started
     return torch.log_softmax(torch.stack(steps).float(), dim=-1)  # (length - prefill, vocab)
 
 

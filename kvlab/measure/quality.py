@@ -14,12 +14,11 @@ QuantizedCache attends to full-precision keys during the prefill and to its pack
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
 
-from kvlab import _compat
+from kvlab.bench.quality import teacher_forced_logits
 from kvlab.caches import make_cache
 from kvlab.trace import Trace
 
@@ -57,22 +56,10 @@ def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: s
         raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)
-    kwargs = {"use_cache": False} if cache_object is None else {_compat.CACHE_KWARG: cache_object, "use_cache": True}
-    rows = []
-    with torch.inference_mode():
-        if cache_object is None:  # no cache: one causal forward over everything gives the same logits
-            logits = model(input_ids, **kwargs).logits[0, prefill_tokens - 1 : n - 1]  # (positions, vocab)
-            rows.append(logits)
-        else:
-            logits = model(input_ids[:, :prefill_tokens], **kwargs).logits  # (1, prefill_tokens, vocab)
-            rows.append(logits[0, -1:])
-            started = time.perf_counter()
-            for t in range(prefill_tokens, n - 1):
-                rows.append(model(input_ids[:, t : t + 1], **kwargs).logits[0, -1:])  # (1, vocab)
-            decode_seconds = time.perf_counter() - started
-    log_probs = torch.log_softmax(torch.cat(rows).float(), dim=-1)  # (positions, vocab)
+    timing = {"decode_seconds": 0.0}
+    log_probs = teacher_forced_logits(model, input_ids, prefill_tokens, cache_object, timing)  # (positions, vocab)
     return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace if cache_object is not None else None,
-                         decode_seconds if cache_object is not None else 0.0)  # fmt: skip
+                         timing["decode_seconds"])  # fmt: skip
 
 
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
