@@ -8,30 +8,17 @@ conversation again, which grows turn after turn.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+
+from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
 def plot_turns(sessions: dict, title: str = "Prefill per turn") -> Figure:
     """Two panels from `{label: ChatSession}`: tokens prefilled per turn and time to the first new token."""
-    with plt.ioff():
-        fig, (tokens_ax, time_ax) = plt.subplots(1, 2, figsize=(10, 3.6))
-    plt.close(fig)  # shown once, by its return value; no pyplot state left open
-    width = 0.8 / max(len(sessions), 1)
-    for i, (label, session) in enumerate(sessions.items()):
-        turns = session.turns
-        x = np.arange(len(turns)) + (i - (len(sessions) - 1) / 2) * width
-        tokens_ax.bar(x, [t.prefilled_tokens for t in turns], width, label=label)
-        time_ax.bar(x, [t.prefill_seconds * 1e3 for t in turns], width, label=label)
-    count = max((len(s.turns) for s in sessions.values()), default=0)
-    for ax, ylabel in ((tokens_ax, "tokens prefilled"), (time_ax, "time to first token (ms)")):
-        ax.set_xticks(range(count), [f"turn {i + 1}" for i in range(count)])
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small")
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    series = {label: [(t.prefilled_tokens, t.prefill_seconds) for t in session.turns]
+              for label, session in sessions.items()}  # fmt: skip
+    return plot_prefill_bars(series, "turn", "time to first token (ms)", title)
 
 
 def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the new prompt") -> Figure:

@@ -1,0 +1,31 @@
+"""Two panels of grouped bars, one group per request: tokens prefilled, and the time to the first new token.
+
+Chat turns (`turns.py`) and prefix-cached questions (`prefix.py`) ask the same question of reuse: how much of
+the prompt had to go through the model again, and what that cost before the first token appeared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+
+def plot_prefill_bars(series: dict[str, list[tuple[int, float]]], request_name: str, time_label: str,
+                      title: str) -> Figure:  # fmt: skip
+    """`series` maps a label to one (tokens prefilled, seconds to first token) pair per request."""
+    fig, (tokens_ax, time_ax) = subplots(1, 2, figsize=(10, 3.6))
+    width = 0.8 / max(len(series), 1)
+    for i, (label, requests) in enumerate(series.items()):
+        x = np.arange(len(requests)) + (i - (len(series) - 1) / 2) * width
+        tokens_ax.bar(x, [tokens for tokens, _ in requests], width, label=label)
+        time_ax.bar(x, [seconds * 1e3 for _, seconds in requests], width, label=label)
+    count = max((len(requests) for requests in series.values()), default=0)
+    for ax, ylabel in ((tokens_ax, "tokens prefilled"), (time_ax, time_label)):
+        ax.set_xticks(range(count), [f"{request_name} {i + 1}" for i in range(count)])
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
