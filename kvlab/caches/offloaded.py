@@ -48,10 +48,14 @@ class OffloadingMixin:
     """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it."""
 
     def _kvlab_watch_transfers(self) -> None:
-        for idx, layer in enumerate(self.layers):
-            if isinstance(layer, _compat.CacheLayerMixin) and not hasattr(layer, "_kvlab_recorder"):
+        """Swap in the recording class for layers not seen yet (new ones only: this runs on every update)."""
+        watched = getattr(self, "_kvlab_watched", 0)
+        for idx in range(watched, len(self.layers)):
+            layer = self.layers[idx]
+            if isinstance(layer, _compat.CacheLayerMixin):
                 layer.__class__ = _recording_class(type(layer))
                 layer._kvlab_recorder, layer._kvlab_idx, layer._kvlab_role = self.kvlab_recorder, idx, self.kvlab_role
+        self._kvlab_watched = len(self.layers)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
         self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
