@@ -23,6 +23,7 @@ from kvlab.models import BUNDLED, UnknownModelError, load, prepare
 from kvlab.models.tiny import TINY_MODELS, tiny_model
 from kvlab.run import RunResult, run
 from kvlab.trace import Trace, TraceFormatError
+from kvlab.watch import NoCacheSeenError, Watch, watch
 
 __version__ = "0.1.0"
 
@@ -45,11 +46,13 @@ __all__ = [
     "InstrumentedOffloadedStaticCache",
     "InstrumentedQuantizedCache",
     "InstrumentedStaticCache",
+    "NoCacheSeenError",
     "RunResult",
     "TINY_MODELS",
     "Trace",
     "TraceFormatError",
     "UnknownModelError",
+    "Watch",
     "explore",
     "generate",
     "load",
@@ -57,4 +60,5 @@ __all__ = [
     "prepare",
     "run",
     "tiny_model",
+    "watch",
 ]

@@ -138,3 +138,47 @@ def offloaded_update(cache: Cache, key_states, value_states, layer_idx: int, *ar
     keys, values = cache.layers[layer_idx].update(key_states, value_states, *args, **kwargs)
     cache.offload(layer_idx, cache.only_non_sliding)
     return keys, values
+
+
+# -- what `kvlab.watch` relies on ---------------------------------------------------------------------------------
+# A model's forward takes its cache as `cache`; `past_key_values` still works (deprecated until 5.40, with a warning),
+# and is the spelling of the cache guide's samples.
+FORWARD_CACHE_KWARGS = ("cache", "past_key_values")
+# The field of a model output that holds the cache the forward used (or created, with use_cache=True).
+OUTPUT_CACHE_FIELD = "cache"
+QUANTIZED_LAYER_BACKENDS = {QuantoQuantizedLayer: "quanto", HQQQuantizedLayer: "hqq", Fp8QuantizedLayer: "fp8"}
+
+
+def forward_cache(kwargs: dict):
+    """The cache object passed to a model's forward, under either spelling (None when there is none)."""
+    for name in FORWARD_CACHE_KWARGS:
+        if kwargs.get(name) is not None:
+            return kwargs[name]
+    return None
+
+
+def output_cache(output):
+    """The cache a forward returned (None for outputs without one, e.g. use_cache=False)."""
+    return getattr(output, OUTPUT_CACHE_FIELD, None)
+
+
+def is_offloading(cache: Cache) -> bool:
+    """Whether a Dynamic/StaticCache was built with `offloading=True` (an attribute, not a class, in 5.24)."""
+    return bool(getattr(cache, "offloading", False))
+
+
+def quantized_backend(cache: QuantizedCache) -> str:
+    """The backend name a QuantizedCache was built with; 5.24 keeps only its layer class, not the name."""
+    for layer_class, name in QUANTIZED_LAYER_BACKENDS.items():
+        if cache.layers and isinstance(cache.layers[0], layer_class):
+            return name
+    raise TypeError(f"unknown quantized layer class {type(cache.layers[0]).__name__}")
+
+
+def is_stream(value) -> bool:
+    return isinstance(value, torch.Stream)
+
+
+def new_stream_like(stream: torch.Stream) -> torch.Stream:
+    """A fresh stream on `stream`'s device: offloaded caches hold one for prefetching, and streams cannot be copied."""
+    return torch.Stream(device=stream.device)

@@ -8,11 +8,13 @@ are the transformers class's outputs, token for token.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import operator
 
 from kvlab import _compat
 from kvlab.caches.recorder import Recorder, now
-from kvlab.layer_state import layer_kinds
+from kvlab.layer_state import layer_kinds, read_layer
 from kvlab.trace import Trace
 
 
@@ -85,11 +87,46 @@ class InstrumentedCacheMixin:
         self._kvlab_record(layer_idx, "read", 0, started)
         return out
 
+    # -- methods that change what the layers hold without an update ---------------------------------------------
+    def _kvlab_refresh(self, op: str) -> None:
+        """Re-read every layer after `op` and log the layers whose state changed, so bytes stay exact."""
+        recorder = self.kvlab_recorder
+        for i, layer in enumerate(self.layers):
+            kind = self._kvlab_kind(i)
+            if read_layer(layer, kind) != recorder.state(self.kvlab_role, i):
+                recorder.record_update(self.kvlab_role, i, layer, kind, op, 0, 0.0)
+
+    def reset(self, *args, **kwargs):
+        out = super().reset(*args, **kwargs)
+        self._kvlab_refresh("reset")
+        return out
+
+    def reorder_cache(self, *args, **kwargs):
+        out = super().reorder_cache(*args, **kwargs)
+        self._kvlab_refresh("reorder")
+        return out
+
+    def batch_repeat_interleave(self, *args, **kwargs):
+        out = super().batch_repeat_interleave(*args, **kwargs)
+        self._kvlab_refresh("repeat")
+        return out
+
+    def batch_select_indices(self, *args, **kwargs):
+        out = super().batch_select_indices(*args, **kwargs)
+        self._kvlab_refresh("select")
+        return out
+
+    def activate_past_recording(self, *args, **kwargs):
+        out = super().activate_past_recording(*args, **kwargs)
+        self.trace.meta.setdefault("past_recording_from_step", self.kvlab_recorder.step)
+        return out
+
+    def __deepcopy__(self, memo):
+        return deepcopy_cache(self, memo)
+
     # -- crop ---------------------------------------------------------------------------------------------------
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         """Refuse a crop before any layer changes. Subclasses add the rules of their layer kinds."""
-        if not isinstance(tokens_to_remove, int) or isinstance(tokens_to_remove, bool):
-            raise CacheCropError(f"crop takes an int, got {tokens_to_remove!r}")
         if tokens_to_remove > 0:
             raise CacheCropError(
                 f"crop({tokens_to_remove}): transformers {_compat.TRANSFORMERS_VERSION} crops by a negative count; "
@@ -105,15 +142,49 @@ class InstrumentedCacheMixin:
     def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)  # transformers' own crop
 
-    def crop(self, tokens_to_remove: int) -> None:
+    def crop(self, tokens_to_remove) -> None:
+        tokens_to_remove = token_count(tokens_to_remove)
         self._kvlab_check_crop(tokens_to_remove)
         before = [int(layer.get_seq_length()) if _has_length(layer) else 0 for layer in self.layers]
         self._kvlab_crop_layers(tokens_to_remove)
         after = [int(layer.get_seq_length()) if _has_length(layer) else 0 for layer in self.layers]
         recording = any(self.is_recording_past(i) for i in range(len(self.layers)))
         self.kvlab_recorder.record_crop(self.kvlab_role, tokens_to_remove, recording, before, after)
-        for i, layer in enumerate(self.layers):
-            self.kvlab_recorder.refresh(self.kvlab_role, i, layer, self._kvlab_kind(i))
+        self._kvlab_refresh("crop")
+
+
+def deepcopy_cache(cache, memo: dict):
+    """A deep copy with its own trace (the history so far, then its own), for the prefix-cache recipe.
+
+    The default deep copy fails on offloaded caches: their prefetch `torch.Stream` cannot be pickled. The copy
+    gets a fresh stream on the same device instead. A watching `kvlab.watch` is shared, not copied, and told.
+    """
+    copied = type(cache).__new__(type(cache))
+    memo[id(cache)] = copied
+    for name, value in cache.__dict__.items():
+        if name == "_kvlab_watch":
+            copied.__dict__[name] = value
+        elif _compat.is_stream(value):
+            copied.__dict__[name] = _compat.new_stream_like(value)
+        else:
+            copied.__dict__[name] = copy.deepcopy(value, memo)
+    watch = cache.__dict__.get("_kvlab_watch")
+    if watch is not None:
+        watch._copied(cache, copied)
+    return copied
+
+
+def token_count(value) -> int:
+    """`value` as a plain int if it is an integral scalar (int, numpy integer, 0-d integer tensor), as transformers
+    accepts; bools and anything fractional are refused, since a crop by 0.5 or True is a bug, not a count."""
+    if isinstance(value, bool):
+        raise CacheCropError(f"crop takes an integer count of tokens (negative to remove), got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise CacheCropError(
+            f"crop takes an integer count of tokens (negative to remove), got {value!r}; e.g. crop(-3)"
+        ) from None
 
 
 def _has_length(layer) -> bool:

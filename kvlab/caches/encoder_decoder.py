@@ -4,7 +4,7 @@ cross-attention cache filled once with the encoder's keys and values (fixed at t
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.caches.base import InstrumentedCacheMixin
+from kvlab.caches.base import InstrumentedCacheMixin, deepcopy_cache
 from kvlab.caches.recorder import Recorder
 from kvlab.trace import Trace
 
@@ -32,3 +32,6 @@ class InstrumentedEncoderDecoderCache(_compat.EncoderDecoderCache):
     @property
     def trace(self) -> Trace:
         return self.self_attention_cache.trace
+
+    def __deepcopy__(self, memo):
+        return deepcopy_cache(self, memo)

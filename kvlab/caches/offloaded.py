@@ -41,7 +41,19 @@ def _recording_class(layer_class: type) -> type:
     def prefetch(self):
         _move_recorded(self, "prefetch", lambda: layer_class.prefetch(self))
 
-    return type(f"TransferRecording{layer_class.__name__}", (layer_class,), {"offload": offload, "prefetch": prefetch})
+    methods = {"offload": offload, "prefetch": prefetch, "kvlab_recorded_class": layer_class}
+    return type(f"TransferRecording{layer_class.__name__}", (layer_class,), methods)
+
+
+def stop_transfer_recording(cache) -> None:
+    """Give every layer back its own class (what `kvlab.watch` does when its block ends)."""
+    for layer in cache.layers:
+        original = getattr(type(layer), "kvlab_recorded_class", None)
+        if original is not None:
+            layer.__class__ = original
+            for name in ("_kvlab_recorder", "_kvlab_idx", "_kvlab_role"):
+                layer.__dict__.pop(name, None)
+    cache.__dict__.pop("_kvlab_watched", None)
 
 
 class OffloadingMixin:

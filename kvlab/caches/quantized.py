@@ -74,11 +74,21 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
     def __init__(self, backend: str, config, *args, trace=None, recorder=None, role: str = "self", **kwargs):
         check_quantized_options(backend, config, **kwargs)
         super().__init__(backend, config, *args, **kwargs)
-        if backend == "hqq":
+        self.backend = backend
+        self._kvlab_use_padded_hqq()
+        self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
+
+    def _kvlab_use_padded_hqq(self) -> None:
+        """hqq layers become `PaddedHQQQuantizedLayer` (same state, so the class can be switched in place)."""
+        if self.backend == "hqq":
             for layer in self.layers:
                 layer.__class__ = PaddedHQQQuantizedLayer
-        self.backend = backend
-        self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
+
+    def _kvlab_release_layers(self) -> None:
+        """Undo `_kvlab_use_padded_hqq` (used when `kvlab.watch` gives a cache back)."""
+        for layer in self.layers:
+            if type(layer) is PaddedHQQQuantizedLayer:
+                layer.__class__ = _compat.HQQQuantizedLayer
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)

@@ -1,0 +1,91 @@
+"""Live controls for the notebooks: move a control, a small real measurement re-runs, its figure is redrawn.
+
+    control = live(measure_tokens, new_tokens=IntSlider(value=16, min=4, max=64, description="new tokens"))
+    control   # last expression of the cell
+
+`measure(**values)` is a plain function returning a matplotlib `Figure` (tests call it without a browser, and
+`LiveControl.update` runs it). Controls should set `continuous_update=False`: one run per release, not per pixel.
+The figure is shown as PNG frames in an `ipywidgets.Image`, the explorer's way: no pyplot state, and the same
+image object is updated rather than outputs stacking up.
+
+A committed notebook cannot run a widget on a repository page. The cell's output is therefore one mime bundle
+holding both the widget view and a PNG of the default setting: JupyterLab renders the live widget, a page
+without a kernel (GitHub, nbviewer) falls back to the static image.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+from kvlab.explorer.figures import png_bytes
+
+DPI = 80
+
+
+class LiveControl:
+    """Controls, a status line and the figure `measure` draws for their values."""
+
+    def __init__(self, measure: Callable[..., Figure], controls: dict[str, widgets.ValueWidget], dpi: int = DPI):
+        self.measure = measure
+        self.controls = controls
+        self.dpi = dpi
+        self.status = widgets.HTML()
+        self.image = widgets.Image(format="png")
+        self.figure: Figure | None = None
+        for control in controls.values():
+            control.observe(self._on_change, names="value")
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.status, self.image])
+        self.update()
+
+    @property
+    def values(self) -> dict:
+        return {name: control.value for name, control in self.controls.items()}
+
+    def update(self, **values) -> Figure | None:
+        """Set the controls to `values` (if any), run the measurement and redraw; errors show as a message."""
+        for name, value in values.items():
+            if name not in self.controls:
+                raise KeyError(f"no control named {name!r}; controls: {', '.join(self.controls)}")
+            self.controls[name].unobserve(self._on_change, names="value")
+            self.controls[name].value = value
+            self.controls[name].observe(self._on_change, names="value")
+        self.status.value = "<i>running…</i>"
+        started = time.perf_counter()
+        try:
+            self.figure = self.measure(**self.values)
+        except Exception as err:  # a live control must stay usable: show the error, keep the last figure
+            self.status.value = (f"<b>error:</b> {type(err).__name__}: {err}"
+                                 f"<details><pre>{traceback.format_exc()}</pre></details>")  # fmt: skip
+            return None
+        self.image.value = png_bytes(self.figure, dpi=self.dpi)
+        self.status.value = f"<small>measured in {time.perf_counter() - started:.1f} s</small>"
+        return self.figure
+
+    def _on_change(self, change) -> None:
+        self.update()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle = dict(bundle)
+        bundle["image/png"] = png_bytes(self.figure, dpi=self.dpi) if self.figure is not None else b""
+        bundle["text/plain"] = f"live control ({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+        return bundle
+
+
+def live(measure: Callable[..., Figure], **controls: widgets.ValueWidget) -> LiveControl:
+    """A `LiveControl` running `measure(**values)`; each keyword names the argument a control sets."""
+    return LiveControl(measure, controls)
+
+
+def score_guess(guess: float, measured: float, unit: str = "") -> str:
+    """One line comparing a learner's prediction with the measurement (the "predict first" cells)."""
+    if measured == 0:
+        return f"your guess {guess:,}{unit}; measured {measured:,}{unit}"
+    off = 100.0 * (guess - measured) / measured
+    verdict = "spot on" if abs(off) < 5 else ("close" if abs(off) < 25 else "far off")
+    return f"your guess {guess:,}{unit}; measured {measured:,}{unit}: {off:+.0f}% ({verdict})"

@@ -1,0 +1,224 @@
+"""`kvlab.watch`: unchanged transformers code, recorded; the same tokens and logits; everything restored after.
+
+Guide-style code on tiny random-weight models (every cache kind) and on SmolLM2 (the guide's own samples)."""
+
+import copy
+
+import pytest
+import torch
+from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
+
+import kvlab
+from kvlab.storage import storage_bytes
+
+KINDS = [  # (id, generate kwargs, models)
+    ("default", {}, ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba", "tiny-bart"]),
+    ("dynamic", {"cache_implementation": "dynamic"}, ["tiny-llama", "tiny-gemma3"]),
+    ("static", {"cache_implementation": "static"}, ["tiny-llama", "tiny-gemma3", "tiny-bart"]),
+    ("quanto-int4", {"cache_implementation": "quantized", "cache_config": {"backend": "quanto", "residual_length": 4}},
+     ["tiny-llama"]),
+    ("hqq-int4-axis1", {"cache_implementation": "quantized",
+                        "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
+                                         "q_group_size": 16, "residual_length": 4}}, ["tiny-llama"]),
+    ("fp8", {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}}, ["tiny-llama"]),
+]  # fmt: skip
+PARAMS = [pytest.param(kwargs, name, id=f"{cid}-{name}") for cid, kwargs, names in KINDS for name in names]
+
+
+def generate(model, ids, **kwargs):
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, min_new_tokens=8,
+                         do_sample=False, return_dict_in_generate=True, output_logits=True, pad_token_id=0, **kwargs)
+    return out.sequences, torch.stack(out.logits)
+
+
+def kv_tensors(cache):
+    caches = [cache.self_attention_cache, cache.cross_attention_cache] if isinstance(cache, EncoderDecoderCache) \
+        else [cache]  # fmt: skip
+    return [t for c in caches for layer in c.layers for t in (layer.keys, layer.values) if isinstance(t, torch.Tensor)]
+
+
+def assert_released(model):
+    assert not model._forward_pre_hooks and not model._forward_hooks
+
+
+@pytest.mark.parametrize("kwargs, model_name", PARAMS)
+def test_generate_is_bit_identical_and_recorded(tiny, prompt_ids, kwargs, model_name):
+    model = tiny(model_name)
+    ids = prompt_ids(16)
+    plain_seq, plain_logits = generate(model, ids, **copy.deepcopy(kwargs))
+    with kvlab.watch(model) as watch:
+        seq, logits = generate(model, ids, **copy.deepcopy(kwargs))
+    assert torch.equal(seq, plain_seq)
+    torch.testing.assert_close(logits, plain_logits, rtol=0, atol=0)
+    assert len(watch.traces) == 1
+    summary = watch.trace.summary()
+    assert summary["steps"] == 8  # the prefill and 7 decoding steps
+    assert summary["peak_bytes"] > 0
+    assert watch.trace.meta["watched"] is True
+    assert_released(model)
+
+
+def test_bytes_match_the_storage_and_the_cache_goes_back(tiny, prompt_ids):
+    model = tiny("tiny-gemma3")
+    cache = StaticCache(config=model.config, max_cache_len=40)  # built by the user, as in the guide
+    with kvlab.watch(model) as watch:
+        assert type(cache) is StaticCache  # nothing happens before the model uses it
+        generate(model, prompt_ids(12), past_key_values=cache)
+        assert isinstance(cache, kvlab.InstrumentedStaticCache)
+        assert watch.trace.summary()["final_bytes"] == storage_bytes(*kv_tensors(cache))
+    assert type(cache) is StaticCache
+    assert not [name for name in vars(cache) if "kvlab" in name]
+    assert watch.trace.meta["cache"] == "static" and watch.trace.meta["cache_class"] == "StaticCache"
+    assert watch.trace.summary()["slots_masked"] > 0
+
+
+def test_restores_everything_when_the_block_raises(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = DynamicCache(config=model.config)
+    with pytest.raises(KeyboardInterrupt):
+        with kvlab.watch(model):
+            model(prompt_ids(6), past_key_values=cache)
+            assert isinstance(cache, kvlab.InstrumentedDynamicCache)
+            raise KeyboardInterrupt
+    assert type(cache) is DynamicCache
+    assert_released(model)
+    model(prompt_ids(6, seed=1), past_key_values=cache)  # a plain cache again, still usable
+
+
+def test_prefix_recipe_deep_copies_are_watched(smollm2):
+    model, tokenizer = smollm2
+    prefix = "You are a helpful assistant. "
+    questions = ["What is the capital of France?", "Name a color."]
+    prompt_cache = StaticCache(config=model.config, max_cache_len=48)
+    with kvlab.watch(model) as watch:
+        with torch.no_grad():
+            prompt_cache = model(**tokenizer(prefix, return_tensors="pt"), past_key_values=prompt_cache).cache
+        answers = []
+        for question in questions:
+            cache = copy.deepcopy(prompt_cache)
+            answers.append(model.generate(**tokenizer(prefix + question, return_tensors="pt"), past_key_values=cache,
+                                          max_new_tokens=4, do_sample=False))  # fmt: skip
+    plain = []
+    for question in questions:  # the same recipe, unwatched
+        cache = StaticCache(config=model.config, max_cache_len=48)
+        with torch.no_grad():
+            model(**tokenizer(prefix, return_tensors="pt"), past_key_values=cache)
+        plain.append(model.generate(**tokenizer(prefix + question, return_tensors="pt"), past_key_values=cache,
+                                    max_new_tokens=4, do_sample=False))  # fmt: skip
+    assert all(torch.equal(a, b) for a, b in zip(answers, plain))
+    assert len(watch.traces) == 3
+    assert [t.meta.get("copied_from") for t in watch.traces] == [None, 0, 0]
+    prefill_events = len(watch.traces[0].events)
+    assert all(t.meta["copied_at_event"] == prefill_events for t in watch.traces[1:])
+    assert type(prompt_cache) is StaticCache
+
+
+def test_a_cache_first_seen_filled_is_recorded_from_there(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = DynamicCache(config=model.config)
+    ids = prompt_ids(10)
+    model(ids, past_key_values=cache)  # filled before the watch
+    with kvlab.watch(model) as watch:
+        model(prompt_ids(1, seed=3), past_key_values=cache)
+    trace = watch.trace
+    assert trace.meta["first_seen_tokens"] == 10
+    attach = [e for e in trace.updates if e["op"] == "attach"]
+    assert len(attach) == len(cache.layers) and {e["step"] for e in attach} == {0}
+    assert {e["step"] for e in trace.updates if e["op"] == "kv"} == {1}
+    assert trace.final_layers()[0]["logical_length"] == 11
+
+
+def test_a_bare_forward_creates_its_cache_inside_and_is_seen(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    with kvlab.watch(model) as watch:
+        out = model(prompt_ids(5), use_cache=True)
+    assert type(out.cache) is DynamicCache
+    assert watch.trace.meta["first_seen_tokens"] == 5
+
+
+def test_crop_and_past_recording_are_recorded(tiny, prompt_ids):
+    model = tiny("tiny-gemma3")  # sliding window 8
+    cache = DynamicCache(config=model.config)
+    cache.activate_past_recording()
+    with kvlab.watch(model) as watch:
+        generate(model, prompt_ids(12), past_key_values=cache)
+        cache.crop(-3)
+    trace = watch.trace
+    assert [c["n"] for c in trace.crops] == [-3]
+    assert trace.crops[0]["past_recording"] is True
+    assert trace.final_layers()[0]["logical_length"] == cache.get_seq_length() == 12 + 8 - 1 - 3
+    assert trace.summary()["final_bytes"] == storage_bytes(*kv_tensors(cache))
+
+
+def test_nested_watches_share_one_trace_and_two_models_stay_apart(tiny, prompt_ids):
+    llama, gemma = tiny("tiny-llama"), tiny("tiny-gemma3")
+    with kvlab.watch(llama) as outer:
+        with kvlab.watch(llama) as inner, kvlab.watch(gemma) as other:
+            generate(llama, prompt_ids(6))
+            generate(gemma, prompt_ids(6))
+        assert isinstance(inner.caches[0], kvlab.InstrumentedDynamicCache)  # still the outer watch's
+    assert outer.traces[0] is inner.traces[0]
+    assert len(outer.traces) == 1 and len(other.traces) == 1
+    assert other.trace.meta["layer_kinds"] != outer.trace.meta["layer_kinds"]
+    assert_released(llama)
+    assert type(outer.caches[0]) is DynamicCache
+
+
+def test_kvlab_caches_are_listed_not_switched_back(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = kvlab.make_cache("dynamic", model.config)
+    with kvlab.watch(model) as watch:
+        generate(model, prompt_ids(6), past_key_values=cache)
+    assert watch.trace is cache.trace
+    assert isinstance(cache, kvlab.InstrumentedDynamicCache)
+
+
+def test_offloaded_runs_on_cpu_inside_a_watch(tiny, prompt_ids):
+    """transformers' own offloaded cache raises on a CPU-only torch; its instrumented twin skips the CUDA handshake."""
+    model = tiny("tiny-gemma3")
+    ids = prompt_ids(10)
+    dynamic_seq, dynamic_logits = generate(model, ids, cache_implementation="dynamic")
+    with kvlab.watch(model) as watch:
+        seq, logits = generate(model, ids, cache_implementation="offloaded")
+    assert torch.equal(seq, dynamic_seq)
+    torch.testing.assert_close(logits, dynamic_logits, rtol=0, atol=0)
+    assert watch.trace.meta["cache"] == "offloaded"
+    assert watch.trace.summary()["transfers"] > 0
+    assert not [layer for layer in watch.caches[0].layers if "TransferRecording" in type(layer).__name__]
+
+
+def test_quantized_cache_goes_back_with_its_own_layers(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = QuantizedCache("hqq", model.config, nbits=4, axis_key=1, axis_value=1, q_group_size=16, residual_length=4)
+    with kvlab.watch(model) as watch:
+        generate(model, prompt_ids(9), past_key_values=cache)
+    assert watch.trace.meta["options"] == {"backend": "hqq"}
+    assert watch.trace.summary()["flushes"] > 0
+    assert type(cache) is QuantizedCache
+    assert {type(layer).__name__ for layer in cache.layers} == {"HQQQuantizedLayer"}
+
+
+def test_no_cache_gives_a_clear_error(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    with kvlab.watch(model) as watch:
+        generate(model, prompt_ids(4), use_cache=False)
+    assert watch.traces == []
+    with pytest.raises(kvlab.NoCacheSeenError, match="no cache"):
+        watch.trace
+
+
+def test_guide_chat_loop_reuses_one_cache(smollm2):
+    model, tokenizer = smollm2
+    cache = DynamicCache(config=model.config)
+    messages = []
+    with kvlab.watch(model) as watch:
+        for prompt in ["Hello, what's your name?", "What is 2 + 2?"]:
+            messages.append({"role": "user", "content": prompt})
+            inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                   return_dict=True)  # fmt: skip
+            out = model.generate(**inputs, do_sample=False, max_new_tokens=6, past_key_values=cache)
+            completion = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            messages.append({"role": "assistant", "content": completion})
+    assert len(watch.traces) == 1
+    prefills = [e["tokens_added"] for e in watch.trace.updates if e["layer_idx"] == 0 and e["tokens_added"] > 1]
+    assert len(prefills) == 2 and prefills[1] < prefills[0] + 6  # the second turn prefills only what is new
