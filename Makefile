@@ -5,8 +5,14 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.kvlab-installed
-# The CPU wheel of torch; installed first, because a bare `torch` requirement pulls a multi-GB CUDA build.
+# torch is installed first, pinned, so that kvlab's own requirement (`torch>=2.7`) finds it and pulls nothing more.
+# Which build `torch==2.13.0` gives depends on the index pip uses: the default Linux wheel on PyPI bundles CUDA
+# (several GB); the registry this project's CI machines use serves the CPU build. Choose with TORCH (any pip
+# requirement or a wheel path) and TORCH_INDEX (an index URL, e.g. a CPU-only or a CUDA-version index).
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+# JupyterLab refuses to start as root (Docker images, Colab-like machines) unless told it may.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 
 .PHONY: lab test install models browser clean-venv
@@ -16,7 +22,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@
 
@@ -25,8 +31,9 @@ install: $(INSTALLED)
 models: install
 	$(BIN)/kvlab models prepare all
 
+# Serves JupyterLab on 127.0.0.1 and prints its URL (with a token); Ctrl-C twice stops it.
 lab: models
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/
 
 # Headless Chromium for the Cache Explorer's browser tests (Debian's package; no browser download).
 browser:

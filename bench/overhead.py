@@ -1,7 +1,9 @@
-"""Instrumentation overhead: kvlab's InstrumentedDynamicCache vs transformers' own DynamicCache.
+"""Instrumentation overhead: kvlab's InstrumentedDynamicCache, and plain `generate` inside `kvlab.watch`, vs
+transformers' own DynamicCache.
 
-Same process, same prompt (a pydoc text window), repeats interleaved (plain, instrumented, plain, ...),
-median decode tokens/s of each; prints the time ratio instrumented / plain. Greedy tokens must be identical.
+Same process, same prompt (a pydoc text window), repeats interleaved (plain, instrumented, watched, plain, ...),
+median decode tokens/s of each; prints the time ratios instrumented / plain and watched / plain. Greedy tokens
+must be identical in all three.
 
     .venv/bin/python bench/overhead.py --model smollm2 --prompt-tokens 128 --new-tokens 32 --repeats 7 --threads 1
 """
@@ -36,20 +38,29 @@ def main(argv=None) -> int:
     model, tokenizer = kvlab.load(args.model)
     model.to(args.device)
     ids = token_windows(tokenizer, args.prompt_tokens, 1)[0].to(args.device)  # (1, prompt_tokens)
-    configs = {"plain": BenchConfig("plain", "dynamic", plain=True),
-               "instrumented": BenchConfig("instrumented", "dynamic")}
+    plain = BenchConfig("plain", "dynamic", plain=True)
+    configs = {"plain": plain, "instrumented": BenchConfig("instrumented", "dynamic"), "watched": plain}
     runs = {name: [] for name in configs}
-    generate_once(model, tokenizer, configs["plain"], ids, args.new_tokens)  # warm-up, not counted
+    generate_once(model, tokenizer, plain, ids, args.new_tokens)  # warm-up, not counted
     for _, name in interleaved(list(configs), args.repeats):
-        runs[name].append(generate_once(model, tokenizer, configs[name], ids, args.new_tokens))
+        if name == "watched":  # transformers' own code and cache, recorded by kvlab.watch
+            with kvlab.watch(model) as watch:
+                runs[name].append(generate_once(model, tokenizer, plain, ids, args.new_tokens))
+            assert watch.trace.summary()["steps"] == args.new_tokens
+        else:
+            runs[name].append(generate_once(model, tokenizer, configs[name], ids, args.new_tokens))
     speed = {name: median([r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
-    same = runs["plain"][0]["tokens"] == runs["instrumented"][0]["tokens"]
+    same = all(runs[name][0]["tokens"] == runs["plain"][0]["tokens"] for name in runs)
     result = {"model": args.model, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
               "repeats": args.repeats, "threads": torch.get_num_threads(), "device": args.device,
               "plain_decode_tokens_per_s": speed["plain"], "instrumented_decode_tokens_per_s": speed["instrumented"],
-              "time_ratio": speed["plain"] / speed["instrumented"], "same_tokens": same}  # fmt: skip
-    print(f"instrumented / plain decode time: {result['time_ratio']:.3f}x  ({speed['instrumented']:.1f} vs "
-          f"{speed['plain']:.1f} tok/s, median of {args.repeats} interleaved repeats; same tokens: {same})")
+              "watched_decode_tokens_per_s": speed["watched"],
+              "time_ratio": speed["plain"] / speed["instrumented"],
+              "watched_time_ratio": speed["plain"] / speed["watched"], "same_tokens": same}  # fmt: skip
+    for name in ("instrumented", "watched"):
+        print(f"{name} / plain decode time: {speed['plain'] / speed[name]:.3f}x  ({speed[name]:.1f} vs "
+              f"{speed['plain']:.1f} tok/s, median of {args.repeats} interleaved repeats)")
+    print(f"same tokens: {same}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

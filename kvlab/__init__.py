@@ -6,6 +6,7 @@
     result.trace.summary()
 """
 
+from kvlab._version import __version__
 from kvlab.caches import (
     CACHE_KINDS,
     CacheCropError,
@@ -25,7 +26,6 @@ from kvlab.run import RunResult, run
 from kvlab.trace import Trace, TraceFormatError
 from kvlab.watch import NoCacheSeenError, Watch, watch
 
-__version__ = "0.1.0"
 
 
 def explore(*args, **kwargs):

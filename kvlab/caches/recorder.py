@@ -61,10 +61,6 @@ class Recorder:
             "lengths_before": before, "lengths_after": after,
         })  # fmt: skip
 
-    def refresh(self, role, layer_idx, layer, kind) -> None:
-        """Re-read a layer after an operation that is not an update (a crop), so bytes stay current."""
-        self._set_state((role, layer_idx), read_layer(layer, kind))
-
     def record_transfer(self, role, layer_idx, direction, nbytes, seconds, src, dst) -> None:
         self.trace.events.append({
             "type": "transfer", "step": self.step, "layer_idx": layer_idx, "role": role, "direction": direction,
