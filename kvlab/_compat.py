@@ -182,3 +182,119 @@ def is_stream(value) -> bool:
 def new_stream_like(stream: torch.Stream) -> torch.Stream:
     """A fresh stream on `stream`'s device: offloaded caches hold one for prefetching, and streams cannot be copied."""
     return torch.Stream(device=stream.device)
+
+
+# -- what kvlab's option checks and `kvlab.generate` rely on ------------------------------------------------------
+# hqq at axis 0 packs along each group (the `q_group_size` rows of its reshaped tensor): a group must hold a whole
+# number of packed words, else it fails at generate time ("The size of tensor a (3) must match the size of tensor b
+# (4)"). 3-bit packing pads its rows itself and 8-bit does not pack, so any group size works there (measured on 5.24
+# with hqq 0.2.8, group sizes 1..1000).
+HQQ_AXIS0_GROUP_MULTIPLE = {1: 8, 2: 4, 3: 1, 4: 2, 8: 1}
+
+
+class generate_cache_hook:  # noqa: N801 - used as a function: `with generate_cache_hook(model, before, after):`
+    """While the block runs, `model.generate` calls `before(generation_config, batch_size, max_cache_length)` just
+    before it builds its own cache, and `after(cache)` on the cache it built (the return value replaces it).
+
+    5.24 builds the cache in `_prepare_cache_for_generation(generation_config, model_kwargs, generation_mode,
+    batch_size, max_cache_length)`, after `max_length` is final: `max_cache_length` is `max_length - 1` (what a
+    static cache is sized for, before `max_cache_len` and the model's `_previous_max_cache_length`), and
+    `batch_size` is before beams. An instance attribute shadows the method for the block only.
+    """
+
+    name = "_prepare_cache_for_generation"
+
+    def __init__(self, model, before, after):
+        self.model, self.before, self.after = model, before, after
+
+    def _hooked(self, generation_config, model_kwargs, generation_mode, batch_size, max_cache_length):
+        self.before(generation_config, batch_size, max_cache_length)
+        out = self.original(generation_config, model_kwargs, generation_mode, batch_size, max_cache_length)
+        cache = model_kwargs.get(CACHE_KWARG)
+        if cache is not None and not getattr(cache, "_is_user_defined", False):
+            model_kwargs[CACHE_KWARG] = self.after(cache)
+        return out
+
+    def __enter__(self):
+        self.shadowed = self.name in vars(self.model)
+        self.original = getattr(self.model, self.name)
+        setattr(self.model, self.name, self._hooked)
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        if self.shadowed:
+            setattr(self.model, self.name, self.original)
+        else:
+            delattr(self.model, self.name)
+        return False
+
+
+# `offload_only_non_sliding` when a cache is built without it: DynamicCache (offloaded) offloads every layer,
+# StaticCache (offloaded_static) keeps sliding layers resident.
+OFFLOAD_ONLY_NON_SLIDING_DEFAULTS = {"offloaded": False, "offloaded_static": True}
+
+
+def static_cache_length(cache) -> int:
+    """The slots a StaticCache allocates per full-attention layer (its sliding layers hold min(window, that))."""
+    cache = getattr(cache, "self_attention_cache", cache)
+    return max(int(layer.max_cache_len) for layer in cache.layers if isinstance(layer, StaticLayer))
+
+
+# -- continuous batching (issue 12): transformers' paged cache, `model.generate_batch(...)` --------------------------
+# 5.24's ContinuousBatchingManager builds its cache as `continuous_api.PagedAttentionCache(...)` (a module global,
+# looked up when the batch processor is created), and passes it to each forward as `cache=`. One flat uint8 tensor
+# (`cache_tensor`) holds every block; its first two sectors are trash (padding reads and writes), never allocated.
+# Each attention type has one allocator; its `block_table` maps a request id to its block ids, its `ledger` keeps the
+# complete blocks cached for prefix sharing, and the shared `pool` holds free sectors and free blocks. A finished
+# request's blocks go back through `free_blocks(request_id)`; a preempted one (cache full) through
+# `free_blocks(request_id, no_cache=True)` (OffloadingManager.offload_requests), then it is re-queued.
+from transformers.generation.continuous_batching import continuous_api as _cb_api  # noqa: E402
+from transformers.generation.continuous_batching.cache import PagedAttentionCache  # noqa: E402
+from transformers.generation.continuous_batching.cache_allocators import FULL_ATTENTION  # noqa: E402
+
+PAGED_CACHE_MODULE = _cb_api
+PAGED_CACHE_NAME = "PagedAttentionCache"
+# The attention implementation that runs continuous batching without flash attention (CPU): paged cache + eager.
+PAGED_ATTN_IMPLEMENTATION = "paged|eager"
+PAGED_TRASH_SECTORS = 2
+
+
+def paged_full_allocator(cache):
+    """The full-attention allocator of a PagedAttentionCache whose layers are all full attention (else TypeError)."""
+    allocators = cache.cache_allocators
+    if list(allocators) != [FULL_ATTENTION]:
+        raise TypeError(f"paged cache with allocators {list(allocators)}: kvlab instruments full attention only")
+    return allocators[FULL_ATTENTION]
+
+
+def paged_geometry(cache) -> dict:
+    """Block geometry of a full-attention PagedAttentionCache: tokens per block, blocks, bytes."""
+    allocator = paged_full_allocator(cache)
+    return {
+        "page_size": int(allocator.tokens_per_page),
+        "num_layers": len(allocator.layer_indices),
+        "num_blocks": int(allocator.num_blocks),  # allocatable blocks (trash excluded)
+        "trash_blocks": PAGED_TRASH_SECTORS * int(allocator.blocks_per_sector),
+        "bytes_per_block": int(allocator.bytes_per_block),  # page_size tokens of K and V, every layer
+        "bytes_per_sector": int(cache.bytes_per_sector),
+        "max_batch_tokens": int(cache.max_batch_tokens),
+        "prefix_sharing": bool(cache.use_prefix_sharing),
+    }
+
+
+def paged_block_tables(cache) -> dict[str, list[int]]:
+    """request id -> its block ids, in order (a copy)."""
+    return {rid: list(blocks) for rid, blocks in paged_full_allocator(cache).block_table.items()}
+
+
+def paged_block_counts(cache) -> tuple[int, int]:
+    """(free, cached): blocks free in the pool (free sectors included) and complete blocks kept for prefix reuse."""
+    allocator = paged_full_allocator(cache)
+    pool = cache.pool
+    free = pool.count_free_blocks(allocator.index) + pool.num_free_sectors * allocator.blocks_per_sector
+    return int(free), len(allocator.ledger.cached_blocks)
+
+
+def paged_cached_block_ids(cache) -> list[int]:
+    """Ids of the complete blocks no request holds, kept (ledger.cached_blocks) for prefix reuse."""
+    return sorted(paged_full_allocator(cache).ledger.cached_blocks)

@@ -1,6 +1,8 @@
 """The `kvlab` command line. Each subcommand lives in `kvlab/commands/<name>.py` with `add_parser(subparsers)`.
 
-Invalid input exits with status 2 and one line that names what is valid; no traceback.
+Invalid input exits with status 2 and one line that names what is valid; no traceback. Ctrl-C exits with
+status 130 and one line (an interrupted `kvlab models prepare` leaves no partial directory: see
+`kvlab.models.convert`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import importlib
 import sys
 
 COMMANDS = ("models", "run", "size", "bench", "explore")
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 class UsageError(Exception):
@@ -30,17 +33,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Every exception a user's input or environment can cause: printed as one line, never a traceback."""
     from kvlab.caches import CacheCropError, CacheOptionError
-    from kvlab.models import UnknownModelError
+    from kvlab.models import ModelIntegrityError, ModelLoadError, UnknownModelError
+    from kvlab.models.sources import ModelSourceError
+    from kvlab.paths import KvlabHomeError
     from kvlab.trace import TraceFormatError
 
+    return (UsageError, CacheOptionError, CacheCropError, UnknownModelError, ModelLoadError, ModelIntegrityError,
+            ModelSourceError, KvlabHomeError, TraceFormatError, ValueError)  # fmt: skip
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.handler(args) or 0
-    except (UsageError, CacheOptionError, CacheCropError, UnknownModelError, TraceFormatError, ValueError) as err:
-        print(f"kvlab {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"kvlab {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except user_errors() as err:
+        print(f"kvlab {args.command}: error: {one_line(err)}", file=sys.stderr)
         return 2
 
 

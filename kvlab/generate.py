@@ -1,26 +1,89 @@
-"""`kvlab.generate`: `model.generate` with `cache_implementation=` / `cache_config=` answered by kvlab.
+"""`kvlab.generate`: `model.generate` with `cache_implementation=` / `cache_config=`, recorded by kvlab.
 
-The guide picks caches two ways: a cache object passed to `generate`, or a name
-(`cache_implementation="static"`, `cache_config={"backend": "hqq", "nbits": 4}`). This takes the second form
-with transformers' names and defaults, builds the instrumented equivalent and passes it as the first form.
+The guide picks caches two ways: a cache object passed to `generate`, or a name (`cache_implementation="static"`,
+`cache_config={"backend": "hqq", "nbits": 4}`). This takes the second form and lets transformers build the cache
+exactly as its `generate` does for the same arguments (`max_new_tokens`, `max_length`, a generation config,
+`max_cache_len`, beams, and the largest static size the model has used before), then instruments that very
+object in place (`kvlab.caches.adopt`). Sizing it here instead once allocated one slot more than transformers
+(27 vs 26 slots: 2,488,320 vs 2,396,160 B) and crashed with `max_length=`.
+
+What transformers would only find mid-generation is refused first, in one line, from inside `generate` after it
+has fixed `max_length` and before it builds the cache: quantized group sizes that do not divide the lengths the
+cache will quantize, and offloading with no layer to offload. Two kvlab options go beyond transformers' names:
+`max_cache_len` (also in `cache_config`) is passed on as generate's own `max_cache_len`, and
+`offload_only_non_sliding` (in `cache_config`) is applied to the offloaded cache transformers built.
 """
 
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.caches import make_cache
+from kvlab.caches.adopt import adopt
+from kvlab.caches.factory import check_options
+from kvlab.caches.options import check_cache_kind, check_offloading, check_quantized_options
+from kvlab.caches.recorder import Recorder
 from kvlab.trace import Trace
 
+OFFLOADED_KINDS = tuple(_compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS)
 
-def generate(model, input_ids, *, cache_implementation: str | None = "dynamic", cache_config: dict | None = None,
+
+def check_prompt(inputs) -> int | None:
+    """The prompt length of (batch, tokens) ids or (batch, tokens, hidden) embeddings; an empty prompt is refused
+    (transformers fails deep inside the first forward: "cannot reshape tensor of 0 elements")."""
+    length = int(inputs.shape[1]) if getattr(inputs, "ndim", 0) >= 2 else None
+    if length == 0:
+        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
+    return length
+
+
+def generate(model, input_ids, *, cache_implementation: str | None = None, cache_config: dict | None = None,
              max_cache_len: int | None = None, trace: Trace | None = None, **generate_kwargs):  # fmt: skip
-    """Returns (generate's output, the instrumented cache). `cache_implementation=None` means "dynamic"."""
-    kind = cache_implementation or "dynamic"
+    """Returns (generate's output, the instrumented cache it used); the cache is None with `use_cache=False`.
+
+    `cache_implementation=None` means what transformers picks: the generation config's, else "dynamic".
+    """
+    if any(name in generate_kwargs for name in (_compat.CACHE_KWARG, "past_key_values")):
+        raise ValueError("kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
+                         "call model.generate(..., cache=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)")
+    prompt_tokens = check_prompt(input_ids if input_ids is not None else generate_kwargs.get("inputs_embeds"))
+    if cache_implementation is not None:
+        check_cache_kind(cache_implementation)
+        generate_kwargs["cache_implementation"] = cache_implementation
     options = dict(cache_config or {})
-    if kind in ("static", "offloaded_static"):
-        # transformers sizes a static cache for this call's max_length unless told otherwise
-        new_tokens = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens or 0)
-        options.setdefault("max_cache_len", max_cache_len or input_ids.shape[-1] + new_tokens)
-    cache = make_cache(kind, model.config, trace=trace, **options)
-    output = model.generate(input_ids, **{_compat.CACHE_KWARG: cache}, **generate_kwargs)
-    return output, cache
+    length = options.pop("max_cache_len", None) if max_cache_len is None else max_cache_len
+    offload = options.pop("offload_only_non_sliding", None)
+    if length is not None:
+        generate_kwargs["max_cache_len"] = length
+    if options:
+        generate_kwargs["cache_config"] = options
+    built: dict = {}
+
+    def before(generation_config, batch_size: int, max_cache_length: int) -> None:
+        if generation_config.use_cache is False:
+            return
+        kind = generation_config.cache_implementation or "dynamic"
+        check_cache_kind(kind)
+        config = dict(generation_config.cache_config or {}) if kind == "quantized" else {}
+        # what this call set (a generation config's own max_cache_len is transformers' business, as in generate)
+        extra = {"max_cache_len": length, "offload_only_non_sliding": offload}
+        given = check_options(kind, {**config, **extra}, require_length=False)
+        if kind == "quantized":
+            beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
+            check_quantized_options(given.pop("backend", "quanto"), model.config, prompt_tokens=prompt_tokens,
+                                    cached_tokens=max_cache_length, batch=batch_size * beams, **given)  # fmt: skip
+        if kind in OFFLOADED_KINDS:
+            only = offload if offload is not None else _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[kind]
+            check_offloading(model.config, only, kind)
+        built["kind"] = kind
+
+    def after(cache):
+        adopt(cache, model.config, recorder=Recorder(trace))
+        if offload is not None:
+            target = getattr(cache, "self_attention_cache", cache)
+            target.only_non_sliding = offload
+        cache.trace.meta.setdefault("cache", built["kind"])
+        built["cache"] = cache
+        return cache
+
+    with _compat.generate_cache_hook(model, before, after):
+        output = model.generate(input_ids, **generate_kwargs)
+    return output, built.get("cache")

@@ -1,7 +1,8 @@
 """`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
 
 This is what `kvlab run`, the notebooks and the Cache Explorer call. Every option is validated before the
-model runs, so a bad option costs nothing.
+model runs, so a bad option costs nothing. A static kind without `max_cache_len` is left to transformers'
+`generate` to size and build (through `kvlab.generate`), so it matches transformers' allocation exactly.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import check_options, check_quantized_options, make_cache
-from kvlab.caches.options import CacheOptionError, check_past_recording, check_static_length
+from kvlab.caches.options import CacheOptionError, check_offloading, check_past_recording, check_static_length
+from kvlab.generate import generate
 from kvlab.layer_state import layer_kinds
 from kvlab.trace import Trace
 
@@ -61,12 +63,24 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
 
 
 def validate(config, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
-    """All checks `run` makes before generating, on the model's config; returns the options that are set."""
-    given = check_options(cache, options)
+    """All checks `run` makes before generating, on the model's config; returns the options that are set.
+
+    A static kind without max_cache_len is sized by transformers' `generate` itself (max_length - 1 slots, or
+    the largest static size this model used before), so it needs no length check.
+    """
+    if prompt_tokens == 0:
+        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
+    given = check_options(cache, options, require_length=False)
     if cache == "quantized":
         quantized = {k: v for k, v in given.items() if k != "backend"}
-        check_quantized_options(given.get("backend", "quanto"), config, **quantized)
-    if cache in ("static", "offloaded_static"):
+        # the most tokens the cache will hold (unknown without max_new_tokens: then every flush is checked)
+        cached = prompt_tokens + max_new_tokens - 1 if prompt_tokens is not None and max_new_tokens > 0 else None
+        check_quantized_options(given.get("backend", "quanto"), config, prompt_tokens=prompt_tokens,
+                                cached_tokens=cached, **quantized)  # fmt: skip
+    if cache in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
+        default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache]
+        check_offloading(config, given.get("offload_only_non_sliding", default), cache)
+    if cache in ("static", "offloaded_static") and "max_cache_len" in given:
         check_static_length(given["max_cache_len"], prompt_tokens, max_new_tokens)
         full_layers = [k for k in layer_kinds(config) if k == "full"]
         if full_layers and prompt_tokens is not None and given["max_cache_len"] < prompt_tokens + max_new_tokens:
@@ -86,24 +100,32 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to
     `generate` as they are (a streamer, stopping criteria...).
     """
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     # input_ids: (1, prompt_tokens)
     given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
     check_past_recording(cache, past_recording)
     trace = trace if trace is not None else Trace()
-    cache_object = make_cache(cache, model.config, trace=trace, **given)
-    if past_recording:
-        cache_object.activate_past_recording()
     kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.pad_token_id
               if tokenizer is not None and tokenizer.pad_token_id is not None else model.config.eos_token_id,
-              **(generate_kwargs or {})}  # fmt: skip
-    if cache_object is None:
+              "attention_mask": torch.ones_like(input_ids), **(generate_kwargs or {})}  # fmt: skip
+    sized_by_generate = cache in ("static", "offloaded_static") and "max_cache_len" not in given
+    cache_object = None if sized_by_generate else make_cache(cache, model.config, trace=trace, **given)
+    if past_recording:
+        cache_object.activate_past_recording()
+    if cache == "none":
         kwargs["use_cache"] = False
-    else:
+    elif cache_object is not None:
         kwargs[_compat.CACHE_KWARG] = cache_object
     started = time.perf_counter()
     with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+        if sized_by_generate:  # transformers sizes and builds it, kvlab records it
+            output, cache_object = generate(model, input_ids, cache_implementation=cache, cache_config=given,
+                                            trace=trace, **kwargs)  # fmt: skip
+            given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}
+        else:
+            output = model.generate(input_ids, **kwargs)
     seconds = time.perf_counter() - started
     # a decoder-only output repeats the prompt; an encoder-decoder one starts with the decoder start token
     first_new = 1 if model.config.is_encoder_decoder else input_ids.shape[-1]

@@ -144,24 +144,96 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data, source: str = "trace") -> Trace:
+        """A trace from its JSON form; anything else is refused in one line naming what is valid.
+
+        Every event is checked against `EVENT_FIELDS` here, so a malformed trace fails at load, not later in
+        `summary()` (a missing field used to load fine and raise KeyError there).
+        """
         if not isinstance(data, dict) or "kvlab_trace" not in data:
             raise TraceFormatError(f"{source} is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key.")
         version = data["kvlab_trace"]
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION or isinstance(version, bool):
             raise TraceFormatError(
-                f"{source} has trace schema version {version!r}; this kvlab reads version {SCHEMA_VERSION}."
+                f"{source} has trace schema version {_short(version)}; this kvlab reads version {SCHEMA_VERSION}."
             )
+        meta = data.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise TraceFormatError(f"{source}: 'meta' must be a JSON object (model, cache, options...); "
+                                   f"got {type(meta).__name__}.")  # fmt: skip
         events = data.get("events")
-        if not isinstance(events, list) or any(not isinstance(e, dict) or e.get("type") not in EVENT_TYPES for e in events):
-            raise TraceFormatError(f"{source}: 'events' must be a list of objects whose 'type' is one of {EVENT_TYPES}.")
-        return cls(events, data.get("meta") or {})
+        if not isinstance(events, list):
+            raise TraceFormatError(f"{source}: 'events' must be a list of event objects; got {type(events).__name__}.")
+        for index, event in enumerate(events):
+            problem = _event_problem(event)
+            if problem is not None:
+                raise TraceFormatError(f"{source}: event {index} {problem}.")
+        return cls(events, meta or {})
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
         path = Path(path)
         try:
-            data = json.loads(path.read_text())
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise TraceFormatError(f"{path} is not text (not UTF-8); a kvlab trace is the JSON written by "
+                                   "Trace.save().") from None  # fmt: skip
+        except OSError as err:
+            raise TraceFormatError(f"{path} cannot be read ({err.strerror or type(err).__name__}).") from None
+        try:
+            data = json.loads(text)
         except json.JSONDecodeError as err:
             raise TraceFormatError(f"{path} does not parse as JSON ({err.msg} at line {err.lineno}); "
                                    "a kvlab trace is the JSON written by Trace.save().") from err  # fmt: skip
+        except RecursionError:
+            raise TraceFormatError(f"{path} is nested too deeply to be a kvlab trace.") from None
         return cls.from_dict(data, source=str(path))
+
+
+# The fields every event of each type carries, as the recorder writes them, and their JSON types.
+_INT, _NUMBER, _STR, _BOOL, _INTS = "an integer", "a number", "a string", "true or false", "a list of integers"
+_COMMON = {"step": _INT, "role": _STR}
+_LAYER_STATE = {"kind": _STR, "logical_length": _INT, "slots_allocated": _INT, "slots_live": _INT,
+                "slots_masked": _INT, "tokens_evicted": _INT, "bytes_held": _INT, "device": _STR,
+                "quantized_tokens": _INT, "residual_tokens": _INT, "packed_bytes": _INT, "residual_bytes": _INT}
+EVENT_FIELDS = {
+    "update": {**_COMMON, "layer_idx": _INT, "op": _STR, "tokens_added": _INT, "tokens_evicted_now": _INT,
+               "seconds": _NUMBER, "cache_bytes": _INT, **_LAYER_STATE},
+    "crop": {**_COMMON, "n": _INT, "past_recording": _BOOL, "lengths_before": _INTS, "lengths_after": _INTS},
+    "flush": {**_COMMON, "layer_idx": _INT, "residual_tokens_flushed": _INT, "quantized_tokens": _INT},
+    "transfer": {**_COMMON, "layer_idx": _INT, "direction": _STR, "bytes": _INT, "seconds": _NUMBER, "src": _STR,
+                 "dst": _STR, "moved": _BOOL},
+}  # fmt: skip
+
+
+def _is(value, expected: str) -> bool:
+    if expected == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == _NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == _STR:
+        return isinstance(value, str)
+    if expected == _BOOL:
+        return isinstance(value, bool)
+    return isinstance(value, list) and all(_is(v, _INT) for v in value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _event_problem(event) -> str | None:
+    """What is wrong with one event (None when it has every field of its type, each of the right JSON type)."""
+    if not isinstance(event, dict):
+        return f"is {type(event).__name__}, not an object"
+    kind = event.get("type")
+    if not isinstance(kind, str) or kind not in EVENT_FIELDS:
+        return f"has type {_short(kind)}; valid types: {', '.join(EVENT_TYPES)}"
+    fields = EVENT_FIELDS[kind]
+    missing = [name for name in fields if name not in event]
+    if missing:
+        return f"({kind}) lacks {', '.join(missing)}; a {kind} event has {', '.join(fields)}"
+    for name, expected in fields.items():
+        if not _is(event[name], expected):
+            return f"({kind}) has {name}={_short(event[name])}; it must be {expected}"
+    return None

@@ -14,7 +14,6 @@ BAD_INPUT = [
     (["--cache", "quantized", "--backend", "fp8", "--nbits", "4"], "fp8 backend quantizes per tensor"),
     (["--cache", "quantized", "--backend", "fp8", "--residual-length", "4"], "fp8 backend quantizes per tensor"),
     (["--cache", "dynamic", "--nbits", "4"], "'dynamic' does not take nbits"),
-    (["--cache", "static"], "needs max_cache_len"),
     (["--cache", "static", "--max-cache-len", "4"], "max_cache_len=4 is below the prompt length"),
     (["--cache", "static", "--max-cache-len", "12"], "cannot hold the prompt"),
     (["--cache", "dynamic", "--prompt-file", "/nonexistent/prompt.txt"], "prompt file /nonexistent/prompt.txt does not exist"),

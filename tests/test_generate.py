@@ -15,7 +15,7 @@ def test_by_name_matches_transformers_cache_implementation(tiny, prompt_ids):
         assert torch.equal(ours, theirs)
         assert cache.trace.summary()["steps"] == 6
     _, static = kvlab.generate(model, ids, cache_implementation="static", **kwargs)
-    assert static.layers[2].max_cache_len == 12 + 6  # sized like transformers: prompt + max_new_tokens
+    assert static.layers[2].max_cache_len == 12 + 6 - 1  # sized like transformers: max_length - 1 (the last token is never cached)
 
 
 def test_run_reports_only_new_tokens_for_encoder_decoder_models(tiny, prompt_ids):

@@ -1,6 +1,13 @@
 """Validation of cache kinds and options, shared by the cache classes, `make_cache` and the command line.
 
-Every check runs before any model work, and every message names what is valid.
+Every check runs before any model work, and every message names what is valid. What transformers would only
+find mid-generation is checked here against the model's shapes, before anything is allocated:
+- quantized group sizes per backend (`check_quantized_options`): hqq at axis 0 packs along each group, so the
+  group must hold a whole number of packed words; quanto splits the values per channel into groups, at every
+  length it quantizes (the prefill, then prefill + k x residual_length), so the group size must divide them;
+- offloading with nothing to offload (`check_offloading`): with offload_only_non_sliding=True on a model whose
+  attention layers are all sliding, transformers' prefetch finds no layer and raises "True is not in list" in
+  the first forward.
 """
 
 from __future__ import annotations
@@ -32,8 +39,14 @@ def _describe_layers(config) -> str:
     return f"its {len(kinds)} layers are {text}" + (f" (sliding window {window})" if window and "sliding" in counts else "")
 
 
-def check_quantized_options(backend: str, config, **options) -> None:
-    """Refuse what QuantizedCache cannot do, in kvlab's words, before anything is allocated."""
+def check_quantized_options(backend: str, config, *, prompt_tokens: int | None = None, cached_tokens: int | None = None,
+                            batch: int = 1, **options) -> None:  # fmt: skip
+    """Refuse what QuantizedCache cannot do, in kvlab's words, before anything is allocated.
+
+    With the model's `config`, group sizes are checked against its shapes; with `prompt_tokens` (and
+    `cached_tokens`, the most tokens the cache will hold: prompt + new tokens - 1) also at every length the
+    cache will quantize, for `batch` sequences (beams and returned sequences included).
+    """
     if backend not in _compat.QUANTIZED_BACKENDS:
         raise CacheOptionError(f"unknown quantization backend {backend!r}; valid: {', '.join(_compat.QUANTIZED_BACKENDS)}")
     unknown = set(options) - set(QUANTIZED_OPTIONS)
@@ -66,6 +79,83 @@ def check_quantized_options(backend: str, config, **options) -> None:
             f"{_describe_layers(config)}. transformers' QuantizedCache does not support sliding or linear-attention "
             "layers (the cache guide's table: quantized does not support sliding layers); use dynamic, static or "
             "offloaded for this model."
+        )
+    if backend != "fp8":
+        settings = {**_compat.QUANTIZED_DEFAULTS, **given}
+        _check_group_size(backend, config, settings, prompt_tokens, cached_tokens, batch)
+
+
+def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: int | None = None) -> list[int]:
+    """The sequence lengths a QuantizedLayer quantizes at, as far as they matter for divisibility.
+
+    It quantizes the whole prefill, then everything whenever its residual fills: at prompt + k x residual_length
+    tokens. A group size that divides the values at the prompt and at the first flush divides them at every later
+    flush too (the difference is k times the same residual), so two lengths decide; one when the cache never
+    reaches its first flush (`cached_tokens`, when known).
+    """
+    first_flush = prompt_tokens + residual_length
+    return [prompt_tokens] + ([first_flush] if cached_tokens is None or cached_tokens >= first_flush else [])
+
+
+def _kv_shape(config) -> tuple[int, int]:
+    text = config.get_text_config(decoder=True)
+    heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    return int(heads), int(head_dim)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _check_group_size(backend: str, config, settings: dict, prompt_tokens, cached_tokens, batch: int) -> None:
+    group, nbits = settings["q_group_size"], settings["nbits"]
+    axes = {settings["axis_key"], settings["axis_value"]}
+    if backend == "hqq":
+        multiple = _compat.HQQ_AXIS0_GROUP_MULTIPLE[nbits]
+        if 0 in axes and group % multiple:
+            raise CacheOptionError(
+                f"hqq at {nbits} bits and axis 0 packs the q_group_size rows of each group {multiple} at a time, so "
+                f"q_group_size must be a multiple of {multiple}; got {group}. Valid: a multiple of {multiple} "
+                f"(the default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
+            )
+        return
+    if config is None or prompt_tokens is None:
+        return  # quanto's groups depend on the lengths: checked where they are known (run, generate, the CLI)
+    heads, head_dim = _kv_shape(config)
+    for axis in sorted(axes):
+        # quanto groups the values of each slice along `axis`: (kv_heads x tokens x head_dim) per sequence at
+        # axis 0, (batch x kv_heads x tokens) per channel at axis -1
+        per_token = heads * head_dim if axis == 0 else batch * heads
+        what = f"kv_heads x tokens x head_dim = {heads} x S x {head_dim}" if axis == 0 else \
+            f"batch x kv_heads x tokens = {batch} x {heads} x S"  # fmt: skip
+        for length in quantized_lengths(prompt_tokens, settings["residual_length"], cached_tokens):
+            values = per_token * length
+            if values % group:
+                raise CacheOptionError(
+                    f"quanto at axis {axis} quantizes groups of q_group_size={group} values out of {what}; at "
+                    f"S={length} tokens (the {'prompt' if length == prompt_tokens else 'first residual flush'}) that "
+                    f"is {values}, which {group} does not divide. Valid for every length: {_divisors(per_token)}."
+                )
+
+
+def check_offloading(config, offload_only_non_sliding: bool, kind: str = "offloaded") -> None:
+    """Refuse offloading that has no layer to offload: transformers' prefetch raises mid-generation.
+
+    Offloaded layers are the attention layers that are not sliding when `offload_only_non_sliding`
+    (transformers' default for offloaded_static, not for offloaded); linear-attention layers never are.
+    """
+    if config is None or not offload_only_non_sliding:
+        return
+    empty = _compat.DynamicCache(config=config.get_text_config(decoder=True))  # layers are lazy: nothing allocated
+    attention = [not (linear or dummy) for linear, dummy in zip(empty.is_linear, empty.is_dummy)]
+    offloadable = [a and not sliding for a, sliding in zip(attention, empty.is_sliding)]
+    if any(attention) and not any(offloadable):
+        raise CacheOptionError(
+            f"{kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
+            f"model has none ({_describe_layers(config)}): transformers' prefetch would fail in the first forward "
+            "('True is not in list'). "
+            "Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not offload."
         )
 
 

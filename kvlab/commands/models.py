@@ -1,15 +1,25 @@
-"""`kvlab models [list | prepare NAME|all]`."""
+"""`kvlab models [list | prepare NAME|all | verify NAME|all]`."""
 
 from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("models", help="list or prepare the bundled models")
+    parser = subparsers.add_parser("models", help="list, prepare or verify the bundled models")
     actions = parser.add_subparsers(dest="action")
     actions.add_parser("list", help="list the bundled models (default)")
     prepare = actions.add_parser("prepare", help="fetch, verify and convert a bundled model once")
     prepare.add_argument("name", help="a bundled model name, or 'all'")
+    verify = actions.add_parser("verify", help="check every byte of a prepared model against its manifest")
+    verify.add_argument("name", help="a bundled model name, 'all', or a prepared model directory")
     parser.set_defaults(handler=handle, action="list")
+
+
+def _names(name: str) -> list[str]:
+    from kvlab import models
+
+    if name == "all":
+        return list(models.BUNDLED)
+    return [name] if name not in models.BUNDLED else [models.bundled(name).name]
 
 
 def handle(args) -> int:
@@ -19,6 +29,10 @@ def handle(args) -> int:
         names = list(models.BUNDLED) if args.name == "all" else [models.bundled(args.name).name]
         for name in names:
             print(models.prepare(name, warm_quanto=name == names[-1]))
+        return 0
+    if args.action == "verify":
+        for name in _names(args.name):
+            print(models.verify(name))
         return 0
     for row in models.describe():
         state = "prepared" if row["prepared"] else "not prepared (kvlab models prepare " + row["name"] + ")"

@@ -18,7 +18,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--axis-value", type=int, help="quantized: hqq 0,1; quanto 0,-1")
     p.add_argument("--q-group-size", type=int, help="quantized: group size")
     p.add_argument("--residual-length", type=int, help="quantized: full-precision residual tokens")
-    p.add_argument("--max-cache-len", type=int, help="static, offloaded_static: slots per layer")
+    p.add_argument("--max-cache-len", type=int, help="static, offloaded_static: slots per layer (default: what "
+                                                     "transformers' generate allocates, prompt + new tokens - 1)")  # fmt: skip
     group = p.add_mutually_exclusive_group()
     group.add_argument("--offload-only-non-sliding", dest="offload_only_non_sliding", action="store_true",
                        default=None, help="offloaded kinds: keep sliding layers resident")  # fmt: skip
@@ -46,7 +47,12 @@ def _prompt(args) -> str:
         path = Path(args.prompt_file)
         if not path.is_file():
             raise UsageError(f"prompt file {path} does not exist")
-        return path.read_text()
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"prompt file {path} is not UTF-8 text") from None
+        except OSError as err:
+            raise UsageError(f"prompt file {path} cannot be read ({err.strerror})") from None
     if args.prompt is None:
         raise UsageError("give --prompt TEXT or --prompt-file FILE")
     return args.prompt
@@ -62,7 +68,7 @@ def handle(args) -> int:
         raise UsageError("--max-new-tokens must be at least 1")
     options = {name: getattr(args, name) for name in OPTION_NAMES}
     # Every check runs before the weights load: options, prompt, model name, then the config and prompt length.
-    check_options(args.cache, options)
+    check_options(args.cache, options, require_length=False)  # without it, generate sizes a static cache
     prompt = _prompt(args)
     models.parse_dtype(args.dtype)
     config, tokenizer = models.load_config_and_tokenizer(args.model)

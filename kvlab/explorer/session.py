@@ -18,11 +18,18 @@ from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
 from kvlab.explorer.prompts import encode_prompt
 from kvlab.layer_state import read_layer
+from kvlab.models.manifest import ModelIntegrityError
+from kvlab.paths import KvlabHomeError
 from kvlab.run import RunResult, validate
 from kvlab.trace import Trace
 
-# Errors a learner can cause with the controls: shown as a message, never as a traceback.
-USER_ERRORS = (CacheOptionError, CacheCropError, ValueError)
+# Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME): one line, no traceback.
+USER_ERRORS = (CacheOptionError, CacheCropError, ValueError, ModelIntegrityError, KvlabHomeError)
+
+
+def one_line(text: str) -> str:
+    """A message as the single line the explorer shows (some library errors span several)."""
+    return " ".join(text.split())
 
 
 @dataclass
@@ -136,9 +143,9 @@ class Session:
                                          request.max_new_tokens, past_recording=request.past_recording,
                                          trace=run.trace, on_token=token, stop=self._stop)  # fmt: skip
         except USER_ERRORS as err:
-            run.error = str(err)
+            run.error = one_line(str(err))
         except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
-            run.error = f"{type(err).__name__}: {err}"
+            run.error = one_line(f"{type(err).__name__}: {err}")
         run.done = True
         if run.error is not None:
             if on_error is not None:

@@ -2,6 +2,11 @@
 
 Both come from PyPI packages (see `sources.py`), are converted once into safetensors under `KVLAB_HOME`
 (see `convert.py`), and load from there in seconds afterwards.
+
+A prepared model is never used unchecked: its manifest (`manifest.py`) is checked on every load (milliseconds),
+and fully by `kvlab models verify`. A damaged model is converted again at once when its source is still on this
+machine, and otherwise refused with the command that re-prepares it. A model prepared by an earlier kvlab (no
+manifest yet) has its safetensors structure checked and its manifest recorded on the next prepare, load or verify.
 """
 
 from __future__ import annotations
@@ -17,14 +22,26 @@ from pathlib import Path
 import torch
 
 from kvlab.models import sources
-from kvlab.models.convert import MARKER, convert_gguf, is_converted
-from kvlab.paths import models_dir
+from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
+from kvlab.models.manifest import (
+    ModelIntegrityError,
+    check_safetensors_layout,
+    fast_check,
+    full_check,
+    has_manifest,
+    write_manifest,
+)
+from kvlab.paths import KvlabHomeError, check_writable, models_dir
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 
 class UnknownModelError(ValueError):
     """A model name that is neither bundled, nor a local directory, nor a hub id."""
+
+
+class ModelLoadError(ValueError):
+    """A model directory or hub id that transformers cannot load (no safetensors weights, no network...)."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +51,12 @@ class BundledModel:
     summary: str
     fetch_gguf: Callable[[Path], Path]
     gguf_sha256: str
+    source_at_hand: Callable[[Path], bool]  # whether a re-conversion can run without the network
     facts: dict = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
-        return models_dir() / self.name
+        return models_dir(create=False) / self.name
 
     @property
     def prepared(self) -> bool:
@@ -49,13 +67,13 @@ BUNDLED: dict[str, BundledModel] = {
     "smollm2": BundledModel(
         "smollm2", "SmolLM2-135M-Instruct",
         "llama architecture, 30 full-attention layers, 3 KV heads x 64, ChatML chat template",
-        sources.smollm2_gguf, sources.SMOLLM2_SHA256,
+        sources.smollm2_gguf, sources.SMOLLM2_SHA256, sources.smollm2_at_hand,
         {"layers": 30, "kv_heads": 3, "head_dim": 64, "sliding_window": None, "chat_template": True},
     ),
     "gemma3": BundledModel(
         "gemma3", "Gemma 3 270M",
         "18 layers, 5 sliding (window 512) : 1 full, 1 KV head x 256, no chat template",
-        sources.gemma3_gguf, sources.GEMMA_SHA256,
+        sources.gemma3_gguf, sources.GEMMA_SHA256, sources.gemma3_at_hand,
         {"layers": 18, "kv_heads": 1, "head_dim": 256, "sliding_window": 512, "chat_template": False},
     ),
 }  # fmt: skip
@@ -85,18 +103,95 @@ def warm_up_quanto() -> None:
     print(f"kvlab: optimum-quanto ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
-def prepare(name: str, warm_quanto: bool = True) -> Path:
-    """Fetch, verify and convert a bundled model once; later calls return at once."""
+def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
+    """Fetch, verify and convert a bundled model once; later calls check its manifest (milliseconds) and return.
+
+    A damaged model is converted again. With `refetch=False` (what `load` passes) that only happens when its
+    source is still on this machine; otherwise ModelIntegrityError says how to re-prepare it.
+    """
     spec = bundled(name)
-    if not spec.prepared:
-        gguf_dir = models_dir() / "gguf"
-        gguf_dir.mkdir(exist_ok=True)
-        print(f"kvlab: preparing {spec.title}", file=sys.stderr)
-        gguf = spec.fetch_gguf(gguf_dir)
-        convert_gguf(gguf, spec.directory, {"name": spec.name, "title": spec.title, "gguf_sha256": spec.gguf_sha256})
+    directory = spec.directory
+    if models_dir(create=False).is_dir():
+        remove_stale_partials(models_dir(create=False))
+        remove_stale_partials(_gguf_dir())
+    if spec.prepared:
+        problem = _problem(spec)
+        if problem is not None:
+            if not refetch and not spec.source_at_hand(_gguf_dir()):
+                raise ModelIntegrityError(f"{spec.title} at {directory} is damaged ({problem}); prepare it again: "
+                                          f"kvlab models prepare {spec.name}")  # fmt: skip
+            print(f"kvlab: {spec.title} is damaged ({problem}); converting it again", file=sys.stderr)
+            _convert(spec)
+    else:
+        _convert(spec)
     if warm_quanto:
         warm_up_quanto()
-    return spec.directory
+    return directory
+
+
+def _gguf_dir() -> Path:
+    return models_dir(create=False) / "gguf"
+
+
+def _convert(spec: BundledModel) -> None:
+    check_writable(models_dir())
+    gguf_dir = _gguf_dir()
+    gguf_dir.mkdir(exist_ok=True)
+    print(f"kvlab: preparing {spec.title}", file=sys.stderr)
+    gguf = spec.fetch_gguf(gguf_dir)
+    convert_gguf(gguf, spec.directory, {"name": spec.name, "title": spec.title, "gguf_sha256": spec.gguf_sha256})
+
+
+def _problem(spec: BundledModel) -> str | None:
+    """What is wrong with a prepared model's files (None when they match the manifest, or none can be written)."""
+    try:
+        if not has_manifest(spec.directory) and not record_manifest(spec.directory, spec.title):
+            return None
+        fast_check(spec.directory)
+    except ModelIntegrityError as err:
+        return str(err)
+    return None
+
+
+def record_manifest(directory: Path, title: str) -> bool:
+    """Give a directory prepared by an earlier kvlab (no manifest) one, after checking its safetensors structure.
+
+    Returns False when the directory is read-only (the model is then loaded without a manifest).
+    """
+    for path in sorted(directory.glob("*.safetensors")):
+        check_safetensors_layout(path)
+    try:
+        write_manifest(directory)
+    except OSError as err:
+        print(f"kvlab: {title} has no manifest and {directory} is read-only ({err.strerror}); loading it "
+              "unverified", file=sys.stderr)  # fmt: skip
+        return False
+    print(f"kvlab: {title} was prepared by an earlier kvlab; its structure is sound and its manifest is now "
+          f"recorded ({directory})", file=sys.stderr)  # fmt: skip
+    return True
+
+
+def verify(name_or_path: str) -> str:
+    """Check every byte of a prepared model against its manifest; returns a one-line verdict, raises on damage."""
+    if name_or_path in BUNDLED:
+        spec = bundled(name_or_path)
+        directory, title, fix = spec.directory, spec.title, f"kvlab models prepare {spec.name}"
+        if not spec.prepared:
+            raise ModelIntegrityError(f"{title} is not prepared yet; run: {fix}")
+    else:
+        directory, title, fix = Path(name_or_path).expanduser(), str(name_or_path), "re-create the directory"
+        if not directory.is_dir():
+            raise UnknownModelError(f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} "
+                                    "(or a prepared model directory)")  # fmt: skip
+    try:
+        recorded = not has_manifest(directory) and record_manifest(directory, title)
+        if not recorded and not has_manifest(directory):
+            raise ModelIntegrityError(f"{title} has no manifest and {directory} is read-only, so it cannot be verified")
+        full_check(directory)
+    except ModelIntegrityError as err:
+        raise ModelIntegrityError(f"{title} is damaged: {err}; to prepare it again: {fix}") from None
+    when = " (recorded just now)" if recorded else ""
+    return f"{title}: every file matches its manifest{when} ({directory})"
 
 
 def bundled(name: str) -> BundledModel:
@@ -135,29 +230,57 @@ def _quiet_progress():
             hf_logging.enable_progress_bar()
 
 
+def _checked_location(name_or_path: str) -> tuple[str, str]:
+    """resolve(), then the integrity check: bundled models are prepared (and checked), local ones checked."""
+    where, location = resolve(name_or_path)
+    if where == "bundled":
+        prepare(name_or_path, warm_quanto=False, refetch=False)
+    elif where == "local" and has_manifest(Path(location)):
+        try:
+            fast_check(Path(location))
+        except ModelIntegrityError as err:
+            raise ModelIntegrityError(f"{location} is damaged ({err}); re-create the directory") from None
+    return where, location
+
+
+def _loading(location: str, what: str, load: Callable):
+    """`load()`, with transformers' errors for a directory or hub id it cannot read as one line."""
+    try:
+        return load()
+    except OSError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"cannot load the {what} of {location}: {first} (kvlab loads safetensors weights only, "
+                             f"from a bundled model ({', '.join(BUNDLED)}), a local directory or a reachable hub id)"
+                             ) from None  # fmt: skip
+
+
 def load_config_and_tokenizer(name_or_path: str):
     """The config and tokenizer alone (no weights), to validate a request before paying for the model."""
     from transformers import AutoConfig, AutoTokenizer
 
-    where, location = resolve(name_or_path)
-    if where == "bundled":
-        prepare(name_or_path, warm_quanto=False)
-    return (AutoConfig.from_pretrained(location, trust_remote_code=False),
-            AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
+    _, location = _checked_location(name_or_path)
+    config = _loading(location, "config", lambda: AutoConfig.from_pretrained(location, trust_remote_code=False))
+    tokenizer = _loading(location, "tokenizer",
+                         lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
+    return config, tokenizer
 
 
 def load(name_or_path: str, dtype="float32"):
-    """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted."""
+    """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted.
+
+    A bundled model is checked against its manifest first (see the module docstring); so is a local directory
+    that has one. Every error a caller can cause is one line (UnknownModelError, ModelIntegrityError,
+    ModelLoadError, KvlabHomeError).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = parse_dtype(dtype)
-    where, location = resolve(name_or_path)
-    if where == "bundled":
-        prepare(name_or_path, warm_quanto=False)
+    _, location = _checked_location(name_or_path)
     with _quiet_progress():  # a saved directory loads in seconds: no progress bar widget in notebooks
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch_dtype, use_safetensors=True,
-                                                     trust_remote_code=False)  # fmt: skip
-    tokenizer = AutoTokenizer.from_pretrained(location, trust_remote_code=False)
+        model = _loading(location, "weights", lambda: AutoModelForCausalLM.from_pretrained(
+            location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False))  # fmt: skip
+    tokenizer = _loading(location, "tokenizer",
+                         lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
     model.eval()
     model.kvlab_name = name_or_path
     return model, tokenizer
@@ -168,10 +291,16 @@ def describe() -> list[dict]:
     rows = []
     for spec in BUNDLED.values():
         marker = spec.directory / MARKER
-        info = json.loads(marker.read_text()) if marker.exists() else {}
+        try:
+            info = json.loads(marker.read_text()) if marker.exists() else {}
+        except (OSError, ValueError):  # a damaged marker: `prepare` and `verify` say what is wrong
+            info = {}
+        info = info if isinstance(info, dict) else {}
         rows.append({"name": spec.name, "title": spec.title, "summary": spec.summary, "prepared": spec.prepared,
-                     "directory": str(spec.directory), "convert_seconds": info.get("convert_seconds")})  # fmt: skip
+                     "directory": str(spec.directory), "convert_seconds": info.get("convert_seconds"),
+                     "manifest": has_manifest(spec.directory)})  # fmt: skip
     return rows
 
 
-__all__ = ["BUNDLED", "BundledModel", "UnknownModelError", "bundled", "describe", "load", "load_config_and_tokenizer", "parse_dtype", "prepare"]
+__all__ = ["BUNDLED", "BundledModel", "KvlabHomeError", "ModelIntegrityError", "ModelLoadError", "UnknownModelError",
+           "bundled", "describe", "load", "load_config_and_tokenizer", "parse_dtype", "prepare", "verify"]

@@ -3,13 +3,20 @@
 transformers' GGUF loader dequantizes every tensor on every load (SmolLM2: 16 s from GGUF vs 3.6 s from a
 saved directory; Gemma 3: 40 s vs 6 s). The weights it produces are plain tensors, but the model keeps a GGUF
 quantizer marker that makes `save_pretrained` refuse ("The model is quantized with gguf and is not
-serializable"); the marker is dropped before saving. The directory is written under a temporary name and
-renamed when complete, so an interrupted conversion is never mistaken for a finished one.
+serializable"); the marker is dropped before saving.
+
+Interrupted work leaves nothing behind: the directory is written under a temporary name that carries this
+process's id (`smollm2.partial-1234`), removed if the conversion raises or is interrupted (Ctrl-C), and renamed
+when complete, so an unfinished conversion is never mistaken for a finished one. A process killed outright cannot
+clean up; `remove_stale_partials` deletes its leftovers on the next prepare (only those of processes that are no
+longer running, so two prepares at once do not delete each other's work). The manifest is written after the
+rename, from the files in their final place.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -17,11 +24,46 @@ from pathlib import Path
 
 import torch
 
+from kvlab.models.manifest import write_manifest
+
 MARKER = "kvlab-model.json"
+PARTIAL = ".partial"
+# A `NAME.partial` without a process id was left by an earlier kvlab; one untouched this long is abandoned.
+LEGACY_PARTIAL_AGE_S = 3600
 
 
 def is_converted(model_dir: Path) -> bool:
     return (model_dir / MARKER).exists() and (model_dir / "model.safetensors").exists()
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a process of another user
+        return True
+    return True
+
+
+def remove_stale_partials(directory: Path) -> list[Path]:
+    """Delete temporary conversion directories whose process is gone; returns what was removed."""
+    removed = []
+    for path in directory.glob(f"*{PARTIAL}*"):
+        suffix = path.name.rsplit(PARTIAL, 1)[1]
+        if suffix.startswith("-") and suffix[1:].isdigit():
+            stale = int(suffix[1:]) != os.getpid() and not _pid_running(int(suffix[1:]))
+        else:
+            stale = suffix == "" and time.time() - path.stat().st_mtime > LEGACY_PARTIAL_AGE_S
+        if stale:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def partial_path(final: Path) -> Path:
+    """Where `final` is written until it is complete."""
+    return final.with_name(f"{final.name}{PARTIAL}-{os.getpid()}")
 
 
 def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
@@ -29,19 +71,24 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
 
     print(f"kvlab: converting {gguf_path.name} to safetensors (once; later loads take seconds)", file=sys.stderr)
     started = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    # The weights are already dequantized; only the marker stands in the way of saving them.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    partial = model_dir.with_name(model_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.save_pretrained(partial, safe_serialization=True)
-    tokenizer.save_pretrained(partial)
-    seconds = round(time.perf_counter() - started, 1)
-    (partial / MARKER).write_text(json.dumps({**source, "gguf": gguf_path.name, "convert_seconds": seconds}, indent=1))
-    shutil.rmtree(model_dir, ignore_errors=True)
-    partial.rename(model_dir)
+    partial = partial_path(model_dir)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        # The weights are already dequantized; only the marker stands in the way of saving them.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(partial, safe_serialization=True)
+        tokenizer.save_pretrained(partial)
+        seconds = round(time.perf_counter() - started, 1)
+        marker = {**source, "gguf": gguf_path.name, "convert_seconds": seconds}
+        (partial / MARKER).write_text(json.dumps(marker, indent=1))
+        shutil.rmtree(model_dir, ignore_errors=True)
+        partial.rename(model_dir)
+    except BaseException:  # KeyboardInterrupt too: an interrupted conversion leaves no directory behind
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    write_manifest(model_dir)
     print(f"kvlab: converted in {seconds} s -> {model_dir}", file=sys.stderr)
     return model_dir

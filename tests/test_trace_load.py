@@ -1,0 +1,115 @@
+"""Trace.load refuses what is not a kvlab trace in one line, and whatever it accepts can be summarised.
+
+Before: a binary file raised UnicodeDecodeError, a list as meta raised TypeError, and events missing fields
+loaded, then summary() raised KeyError. The property test mutates a real trace at random (fixed seed)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+
+import kvlab
+from kvlab.trace import EVENT_FIELDS, Trace, TraceFormatError
+
+
+@pytest.fixture(scope="module")
+def recorded(prompt_ids_module) -> dict:
+    """A real trace with every event type a tiny model produces: updates, a crop, flushes, transfers."""
+    model = kvlab.tiny_model("tiny-llama")
+    cache = kvlab.make_cache("quantized", model.config, backend="quanto", nbits=4, q_group_size=16, residual_length=3)
+    model.generate(prompt_ids_module(8), cache=cache, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    cache.crop(-1)
+    offloaded = kvlab.make_cache("offloaded", model.config, trace=cache.trace)
+    model.generate(prompt_ids_module(8), cache=offloaded, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    data = cache.trace.to_dict()
+    assert {e["type"] for e in data["events"]} == set(EVENT_FIELDS)
+    return json.loads(json.dumps(data, default=str))
+
+
+@pytest.fixture(scope="module")
+def prompt_ids_module():
+    import torch
+
+    return lambda n: torch.randint(3, 128, (1, n), generator=torch.Generator().manual_seed(n))
+
+
+def refused(path) -> str:
+    with pytest.raises(TraceFormatError) as err:
+        Trace.load(path)
+    message = str(err.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+def test_the_reported_cases(tmp_path, recorded):
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(range(256)) * 4)
+    assert "is not text" in refused(path)
+    path.write_text(json.dumps({**recorded, "meta": [1, 2]}))
+    assert "'meta' must be a JSON object" in refused(path)
+    broken = copy.deepcopy(recorded)
+    del broken["events"][0]["cache_bytes"]
+    path.write_text(json.dumps(broken))
+    assert "event 0 (update) lacks cache_bytes; a update event has step, role, layer_idx" in refused(path)
+    broken["events"][0] = {**recorded["events"][0], "slots_live": "12"}
+    path.write_text(json.dumps(broken))
+    assert "event 0 (update) has slots_live='12'; it must be an integer" in refused(path)
+    path.write_text(json.dumps(recorded))
+    assert Trace.load(path).summary() == Trace.from_dict(recorded).summary()
+
+
+JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]
+
+
+def mutate(data: dict, rng: random.Random) -> dict | list | str:
+    data = copy.deepcopy(data)
+    choice = rng.randrange(9)
+    events = data["events"]
+    event = rng.choice(events)
+    if choice == 0:  # drop a field
+        del event[rng.choice(sorted(event))]
+    elif choice == 1:  # a field of the wrong JSON type
+        event[rng.choice(sorted(event))] = rng.choice(JUNK)
+    elif choice == 2:
+        event["type"] = rng.choice(JUNK + ["update", "crop", "flush", "transfer"])
+    elif choice == 3:
+        data["meta"] = rng.choice(JUNK)
+    elif choice == 4:
+        data["events"] = rng.choice(JUNK + [events[0]])
+    elif choice == 5:
+        data["kvlab_trace"] = rng.choice(JUNK + [1])
+    elif choice == 6:
+        events.insert(rng.randrange(len(events) + 1), rng.choice(JUNK))
+    elif choice == 7:
+        return rng.choice(JUNK)
+    else:  # a valid but odd trace: reordered, duplicated, truncated events
+        rng.shuffle(events)
+        data["events"] = events[: rng.randrange(len(events) + 1)] * rng.randrange(1, 3)
+    return data
+
+
+def test_malformed_traces_fail_at_load_with_one_line_or_summarise(tmp_path, recorded):
+    rng = random.Random(9)
+    path = tmp_path / "t.json"
+    outcomes = {"refused": 0, "loaded": 0}
+    for case in range(300):
+        mutated = mutate(recorded, rng)
+        if case % 3 == 0:  # as text, sometimes cut short or with bytes that are not UTF-8
+            text = json.dumps(mutated).encode()
+            text = text[: rng.randrange(len(text) + 1)] if case % 2 else text + bytes([0xFF, 0xFE])
+            path.write_bytes(text)
+        else:
+            path.write_text(json.dumps(mutated))
+        try:
+            trace = Trace.load(path)
+        except TraceFormatError as err:
+            assert "\n" not in str(err) and str(err).startswith(str(path)), err
+            outcomes["refused"] += 1
+            continue
+        outcomes["loaded"] += 1
+        trace.summary(), trace.layer_table(), trace.bytes_by_step(), trace.slots_by_step(), trace.occupancy()
+        repr(trace)
+    assert outcomes["refused"] > 150 and outcomes["loaded"] > 20  # both branches were exercised
