@@ -11,6 +11,11 @@ switched in place to its instrumented twin (`kvlab.caches.adopt`): the same obje
 recording added. Deep copies of a watched cache are watched too. On exit every hook is removed and every cache
 goes back to its own transformers class, also when the block raised.
 
+`model.generate_batch(...)` (continuous batching) builds a `PagedAttentionCache` inside its manager: for the
+block, transformers' manager builds kvlab's instrumented paged cache instead (`kvlab.caches.paged`), for models
+whose layers are all full attention (others run unrecorded, with a warning). That switch is a module global, so a
+paged cache any model builds inside the block is recorded here.
+
 Nesting and several models are defined: a cache belongs to the first watch that meets it (an outer watch on the
 same model attaches its hooks first); any other watch that sees it lists the same trace. Caches that are already
 kvlab's (`kvlab.make_cache`) are listed, never switched back.
@@ -24,8 +29,11 @@ changes.
 
 from __future__ import annotations
 
+import warnings
+
 from kvlab import _compat
 from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
+from kvlab.caches.paged import PagedLayoutError, adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.layer_state import layer_kinds
 from kvlab.trace import Trace
 
@@ -44,6 +52,8 @@ class Watch:
         self._index: dict[int, int] = {}  # id(cache) -> position in self.caches
         self._adopted: list = []  # the caches this watch switched, switched back on exit
         self._handles: list = []
+        self._paged_builder = None
+        self._paged_refused: str | None = None
         self._last: int | None = None  # position of the cache the model used last
 
     # -- the block ----------------------------------------------------------------------------------------------
@@ -52,6 +62,12 @@ class Watch:
             self.model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
             self.model.register_forward_hook(self._after_forward, with_kwargs=True),
         ]
+        try:  # `generate_batch` builds its paged cache inside its manager: have it build the instrumented one
+            check_paged_model(self.model)
+        except PagedLayoutError as err:
+            self._paged_refused = str(err)  # generate_batch still runs, unrecorded (a warning says so)
+        else:
+            self._paged_builder = building_instrumented(self._built_paged).__enter__()
         return self
 
     def __exit__(self, *exc_info) -> bool:
@@ -63,10 +79,16 @@ class Watch:
         try:
             for handle in self._handles:
                 handle.remove()
+            if self._paged_builder is not None:
+                self._paged_builder.__exit__(None, None, None)
         finally:
-            self._handles = []
+            self._handles, self._paged_builder = [], None
             while self._adopted:
-                release(self._adopted.pop())
+                cache = self._adopted.pop()
+                if isinstance(cache, _compat.PagedAttentionCache):
+                    release_paged(cache)
+                else:
+                    release(cache)
 
     # -- what the hooks see -------------------------------------------------------------------------------------
     def _before_forward(self, module, args, kwargs):
@@ -79,7 +101,23 @@ class Watch:
         if cache is not None:  # a bare forward with use_cache=True creates its cache inside
             self._see(cache)
 
+    def _built_paged(self, cache) -> None:
+        self._adopted.append(cache)
+        self._describe_paged(cache)
+        self._list(cache)
+
     def _see(self, cache) -> None:
+        if isinstance(cache, _compat.PagedAttentionCache):  # not a `Cache`: continuous batching's block pool
+            if self._paged_refused is not None:
+                warnings.warn(f"kvlab.watch does not record this paged cache: {self._paged_refused}", stacklevel=2)
+                self._paged_refused = None  # once per block
+                return
+            if self._paged_builder is None:
+                return
+            if id(cache) not in self._index:
+                self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
+            self._last = self._index[id(cache)]
+            return
         if not isinstance(cache, _compat.Cache):
             return
         if not is_instrumented(cache):
@@ -115,6 +153,10 @@ class Watch:
         })  # fmt: skip
         if meta["cache"] == "quantized":
             meta["options"] = {"backend": cache.backend}
+
+    def _describe_paged(self, cache) -> None:
+        cache.trace.meta["model"] = getattr(self.model, "kvlab_name", self.model.config.model_type)
+        cache.trace.meta["watched"] = True
 
     # -- results ------------------------------------------------------------------------------------------------
     @property

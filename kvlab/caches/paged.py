@@ -1,0 +1,319 @@
+"""transformers' paged cache (`model.generate_batch(...)`, continuous batching), instrumented.
+
+    with kvlab.watch(model) as watch:
+        out = model.generate_batch(inputs=prompts, generation_config=gen,
+                                   continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=64))
+    watch.trace.summary()          # the same vocabulary as every other cache
+    paged_steps(watch.trace)       # one row per forward: blocks in use / free / cached, requests in flight, ...
+
+`generate_batch` builds a `PagedAttentionCache` inside its manager: one flat tensor cut into blocks of `page_size`
+token slots (every layer's keys and values for those tokens), handed to requests as they grow and returned when
+they finish. Inside `kvlab.watch(model)`, the manager builds `InstrumentedPagedAttentionCache` instead, a subclass that
+calls transformers' own method for everything (`*args, **kwargs` untouched) and only reads the block tables
+afterwards, so the tokens are the ones plain `generate_batch` produces (tested). A paged cache the model meets
+already built (a persistent manager) is switched in place on its first forward, recorded from there.
+
+What the trace holds, in kvlab's words:
+- `update` events, one per layer per forward (`op` "kv"), and after a request's blocks are released (`op` "free").
+  `bytes_held`/`cache_bytes` are the storage of the whole pool (allocated up front: exact, tested);
+  `slots_allocated` the slots of blocks handed to requests, `slots_live` the token slots written in them (a block
+  shared by several requests counts once), `slots_masked` the rest of those blocks: the internal fragmentation of
+  each request's last block. Extra fields: `slots_free` (pool slots no request holds), `slots_cached` (complete
+  blocks kept for prefix reuse), `slots_trash` (transformers' two trash sectors), `blocks_in_use`,
+  `blocks_free`, `blocks_cached`, `requests`.
+- the first update of each forward (layer 0, op "kv") also carries the step: `block_tables` (request -> block
+  ids), `request_tokens` (request -> tokens in cache), `scheduled` (request -> tokens computed in this forward),
+  `cached_block_ids`, `admitted`, `refused` (requests whose blocks could not be allocated: they wait in the queue), `new_blocks`,
+  `prefix_hits` (request -> prompt tokens reused from cached blocks).
+- the first "free" event of a release carries `request_id`, `reason` ("finished", or "preempted" when the cache
+  ran out of blocks and transformers evicted the request to re-queue it), `blocks_released`, `blocks_to_pool`,
+  `blocks_kept_cached` (complete blocks kept for prefix reuse), `blocks_still_shared` (held by another request).
+
+kvlab instruments paged caches whose layers are all full attention (one allocator); a model with sliding layers
+is refused before anything runs (`PagedLayoutError`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from kvlab import _compat
+from kvlab.layer_state import layer_kinds
+from kvlab.storage import storage_bytes
+from kvlab.trace import Trace
+
+
+class PagedLayoutError(ValueError):
+    """A model whose paged cache kvlab does not instrument (layers other than full attention)."""
+
+
+class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
+    """`PagedAttentionCache` that records its blocks into `self.trace` (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _setup(self)
+
+    @property
+    def trace(self) -> Trace:
+        return self._kvlab_trace
+
+    # -- scheduling: which requests get blocks ----------------------------------------------------------------------
+    def can_store_request_tokens(self, state, request_len, *args, **kwargs):
+        dry_run = kwargs.get("dry_run", args[0] if args else False)
+        before = len(_compat.paged_full_allocator(self).block_table.get(state.request_id, []))
+        out = super().can_store_request_tokens(state, request_len, *args, **kwargs)
+        if not dry_run:
+            pending = self._kvlab_pending
+            if out:
+                after = len(_compat.paged_full_allocator(self).block_table.get(state.request_id, []))
+                if after > before:
+                    pending["new_blocks"][state.request_id] = pending["new_blocks"].get(state.request_id, 0) + after - before
+            else:
+                pending["refused"][state.request_id] = int(request_len)
+        return out
+
+    def search_prefix_match(self, request_id, *args, **kwargs):
+        matched = super().search_prefix_match(request_id, *args, **kwargs)
+        if matched:
+            self._kvlab_pending["prefix_hits"][request_id] = int(matched)
+        return matched
+
+    def extend_read_and_write_indices(self, request_id, past_length, query_length, *args, **kwargs):
+        out = super().extend_read_and_write_indices(request_id, past_length, query_length, *args, **kwargs)
+        self._kvlab_scheduled(request_id, past_length, query_length)
+        return out
+
+    def fill_block_table(self, request_id, past_length, query_length, *args, **kwargs):
+        out = super().fill_block_table(request_id, past_length, query_length, *args, **kwargs)
+        self._kvlab_scheduled(request_id, past_length, query_length)
+        return out
+
+    def _kvlab_scheduled(self, request_id, past_length, query_length) -> None:
+        if request_id not in self._kvlab_tokens:
+            self._kvlab_pending["admitted"].append(request_id)
+        self._kvlab_tokens[request_id] = int(past_length) + int(query_length)
+        self._kvlab_pending["scheduled"][request_id] = int(query_length)
+        self._kvlab_new_batch = True
+
+    # -- the forward: one update per layer ------------------------------------------------------------------------
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        if self._kvlab_new_batch or self._kvlab_step < 0:
+            self._kvlab_new_batch = False
+            self._kvlab_step += 1
+            self._kvlab_step_fields = self._kvlab_take_pending()
+            self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
+            self._kvlab_started = time.perf_counter()
+        started = time.perf_counter()
+        out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        extra = self._kvlab_step_fields
+        self._kvlab_step_fields = {}
+        self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), time.perf_counter() - started, extra)
+        return out
+
+    # -- blocks coming back ---------------------------------------------------------------------------------------
+    def free_blocks(self, request_id, *args, **kwargs):
+        no_cache = bool(kwargs.get("no_cache", args[0] if args else False))
+        blocks = list(_compat.paged_full_allocator(self).block_table.get(request_id, []))
+        _, cached_before = _compat.paged_block_counts(self)
+        out = super().free_blocks(request_id, *args, **kwargs)
+        self._kvlab_tokens.pop(request_id, None)
+        if blocks and self._kvlab_step >= 0:
+            free_after, cached_after = _compat.paged_block_counts(self)
+            kept = cached_after - cached_before
+            in_use = set().union(*_compat.paged_block_tables(self).values())
+            shared = sum(1 for b in blocks if b in in_use)  # still held by a request that shares the prefix
+            self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
+            detail = {"request_id": str(request_id), "reason": "preempted" if no_cache else "finished",
+                      "blocks_released": len(blocks), "blocks_to_pool": len(blocks) - shared - kept,
+                      "blocks_kept_cached": kept, "blocks_still_shared": shared}  # fmt: skip
+            for position, layer_idx in enumerate(self._kvlab_layers):
+                self._kvlab_record(layer_idx, "free", 0, 0.0, detail if position == 0 else {})
+        return out
+
+    def evict_cached_blocks(self, *args, **kwargs):
+        evicted = super().evict_cached_blocks(*args, **kwargs)
+        if evicted:
+            self._kvlab_pending["cached_evicted"] = True
+        return evicted
+
+    # -- recording ---------------------------------------------------------------------------------------------------
+    def _kvlab_take_pending(self) -> dict:
+        pending, self._kvlab_pending = self._kvlab_pending, _fresh_pending()
+        return {
+            "block_tables": _compat.paged_block_tables(self),
+            "cached_block_ids": _compat.paged_cached_block_ids(self),
+            "request_tokens": dict(self._kvlab_tokens),
+            "scheduled": pending["scheduled"],
+            "admitted": pending["admitted"],
+            "refused": pending["refused"],
+            "new_blocks": pending["new_blocks"],
+            "prefix_hits": pending["prefix_hits"],
+            "cached_evicted": pending["cached_evicted"],
+        }
+
+    def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, seconds: float, extra: dict) -> None:
+        state = self._kvlab_state
+        page = self._kvlab_geometry["page_size"]
+        self._kvlab_trace.events.append({
+            "type": "update", "step": max(self._kvlab_step, 0), "layer_idx": int(layer_idx), "role": "self",
+            "op": op, "tokens_added": tokens_added, "tokens_evicted_now": 0, "seconds": seconds,
+            "cache_bytes": self._kvlab_bytes, "kind": "full", "logical_length": state["tokens"],
+            "slots_allocated": state["blocks_in_use"] * page, "slots_live": state["slots_live"],
+            "slots_masked": state["blocks_in_use"] * page - state["slots_live"], "tokens_evicted": 0,
+            "bytes_held": self._kvlab_layer_bytes, "device": self._kvlab_device,
+            "quantized_tokens": 0, "residual_tokens": 0, "packed_bytes": 0, "residual_bytes": 0,
+            "slots_free": state["blocks_free"] * page, "slots_cached": state["blocks_cached"] * page,
+            "slots_trash": self._kvlab_geometry["trash_blocks"] * page,
+            "blocks_in_use": state["blocks_in_use"], "blocks_free": state["blocks_free"],
+            "blocks_cached": state["blocks_cached"], "requests": state["requests"], **extra,
+        })  # fmt: skip
+
+
+def _fresh_pending() -> dict:
+    return {"scheduled": {}, "admitted": [], "refused": {}, "new_blocks": {}, "prefix_hits": {},
+            "cached_evicted": False}  # fmt: skip
+
+
+def _read_blocks(cache, tokens: dict[str, int]) -> dict:
+    """Blocks in use / free / cached and the token slots written in the blocks in use, read from the allocator."""
+    page = cache._kvlab_geometry["page_size"]
+    tables = _compat.paged_full_allocator(cache).block_table
+    fill: dict[int, int] = {}
+    for request_id, blocks in tables.items():
+        length = tokens.get(request_id, 0)
+        for position, block in enumerate(blocks):
+            held = min(max(length - position * page, 0), page)
+            fill[block] = max(fill.get(block, 0), held)  # a shared block counts once
+    free, cached = _compat.paged_block_counts(cache)
+    return {"blocks_in_use": len(fill), "blocks_free": free, "blocks_cached": cached, "slots_live": sum(fill.values()),
+            "tokens": sum(tokens.get(r, 0) for r in tables), "requests": len(tables)}  # fmt: skip
+
+
+def _setup(cache, model=None, first_seen: bool = False) -> None:
+    geometry = _compat.paged_geometry(cache)
+    total = storage_bytes(cache.cache_tensor)
+    layers = list(_compat.paged_full_allocator(cache).layer_indices)
+    cache._kvlab_geometry = geometry
+    cache._kvlab_layers = layers
+    cache._kvlab_bytes = total
+    cache._kvlab_layer_bytes = total // len(layers)  # every block holds one page per layer: equal shares
+    cache._kvlab_device = str(cache.cache_tensor.device)
+    cache._kvlab_step = -1
+    cache._kvlab_new_batch = False
+    cache._kvlab_pending = _fresh_pending()
+    cache._kvlab_step_fields = {}
+    cache._kvlab_tokens = {}
+    cache._kvlab_trace = Trace(meta={
+        "cache": "paged", "cache_class": _compat.PAGED_CACHE_NAME, "dtype": str(cache.dtype).replace("torch.", ""),
+        "layer_kinds": ["full"] * len(layers), "paged": {**geometry, "storage_bytes": total},
+    })  # fmt: skip
+    if first_seen:
+        cache._kvlab_trace.meta["first_seen_requests"] = len(_compat.paged_block_tables(cache))
+    cache._kvlab_state = _read_blocks(cache, cache._kvlab_tokens)
+
+
+def adopt_paged(cache) -> InstrumentedPagedAttentionCache:
+    """Switch an existing PagedAttentionCache to the instrumented class, in place (recorded from now on)."""
+    if not isinstance(cache, InstrumentedPagedAttentionCache):
+        cache.__class__ = InstrumentedPagedAttentionCache
+        _setup(cache, first_seen=True)
+    return cache
+
+
+def release_paged(cache) -> None:
+    """Give an instrumented paged cache its own transformers class back (its trace stays readable via the watch)."""
+    if isinstance(cache, InstrumentedPagedAttentionCache):
+        cache.__class__ = _compat.PagedAttentionCache
+
+
+def check_paged_model(model) -> None:
+    """Refuse, in kvlab's words and before anything runs, a model whose paged cache kvlab cannot instrument."""
+    kinds = layer_kinds(model.config)
+    others = sorted({k for k in kinds if k != "full"})
+    if others:
+        raise PagedLayoutError(
+            f"kvlab instruments transformers' paged cache for models whose layers are all full attention; "
+            f"{getattr(model, 'kvlab_name', model.config.model_type)} has {', '.join(others)} layers "
+            f"({kinds.count('full')} of {len(kinds)} full). Plain model.generate_batch(...) still runs it."
+        )
+
+
+class building_instrumented:  # noqa: N801 - used as a function: `with building_instrumented(on_build):`
+    """While the block runs, transformers' continuous-batching manager builds `InstrumentedPagedAttentionCache`
+    (same arguments) and `on_build(cache)` is told of each one. The manager looks the class up as a module global
+    when it starts, so that global is switched for the block and restored in `finally`-like `__exit__`."""
+
+    def __init__(self, on_build):
+        self.on_build = on_build
+
+    def _build(self, *args, **kwargs):
+        cache = InstrumentedPagedAttentionCache(*args, **kwargs)
+        self.on_build(cache)
+        return cache
+
+    def __enter__(self):
+        self.original = getattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME)
+        setattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME, self._build)
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        setattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME, self.original)
+        return False
+
+
+def paged_steps(trace: Trace) -> list[dict]:
+    """One row per forward of a paged trace: blocks and slots after the forward, and the step's scheduling events.
+
+    Releases between two forwards (requests finishing, preemptions) are listed on the row of the forward before
+    them (`finished`, `preempted`, `blocks_to_pool`, `blocks_kept_cached`); `*_after_free` give the state after them.
+    """
+    rows: dict[int, dict] = {}
+    for e in trace.updates:
+        step = e["step"]
+        if e["op"] == "kv" and "block_tables" in e:
+            rows[step] = {
+                "step": step, "requests": e["requests"], "blocks_in_use": e["blocks_in_use"],
+                "blocks_free": e["blocks_free"], "blocks_cached": e["blocks_cached"],
+                "slots_allocated": e["slots_allocated"], "slots_live": e["slots_live"],
+                "slots_masked": e["slots_masked"], "block_tables": e["block_tables"],
+                "cached_block_ids": e["cached_block_ids"],
+                "request_tokens": e["request_tokens"], "scheduled": e["scheduled"], "admitted": e["admitted"],
+                "refused": e["refused"], "new_blocks": e["new_blocks"], "prefix_hits": e["prefix_hits"],
+                "finished": [], "preempted": [], "blocks_to_pool": 0, "blocks_kept_cached": 0,
+                "blocks_in_use_after_free": e["blocks_in_use"], "blocks_free_after_free": e["blocks_free"],
+            }  # fmt: skip
+        elif e["op"] == "free" and step in rows:
+            row = rows[step]
+            if "request_id" in e:
+                row["finished" if e["reason"] == "finished" else "preempted"].append(e["request_id"])
+                row["blocks_to_pool"] += e["blocks_to_pool"]
+                row["blocks_kept_cached"] += e["blocks_kept_cached"]
+            row["blocks_in_use_after_free"] = e["blocks_in_use"]
+            row["blocks_free_after_free"] = e["blocks_free"]
+    return [rows[s] for s in sorted(rows)]
+
+
+def paged_summary(trace: Trace) -> dict:
+    """Blocks over the whole run: peaks, internal fragmentation (time-averaged and at the peak), queueing."""
+    rows = paged_steps(trace)
+    meta = trace.meta.get("paged", {})
+    allocated = sum(r["slots_allocated"] for r in rows)
+    masked = sum(r["slots_masked"] for r in rows)
+    peak = max(rows, key=lambda r: r["blocks_in_use"], default=None)
+    return {
+        "forwards": len(rows),
+        "page_size": meta.get("page_size"),
+        "num_blocks": meta.get("num_blocks"),
+        "storage_bytes": meta.get("storage_bytes"),
+        "peak_blocks_in_use": peak["blocks_in_use"] if peak else 0,
+        "peak_requests": max((r["requests"] for r in rows), default=0),
+        "fragmentation_pct_mean": round(100.0 * masked / allocated, 2) if allocated else 0.0,
+        "fragmentation_pct_at_peak": round(100.0 * peak["slots_masked"] / peak["slots_allocated"], 2)
+        if peak and peak["slots_allocated"] else 0.0,
+        "refusals": sum(len(r["refused"]) for r in rows),
+        "requests_refused": len({rid for r in rows for rid in r["refused"]}),
+        "preemptions": sum(len(r["preempted"]) for r in rows),
+        "finished": sum(len(r["finished"]) for r in rows),
+        "prefix_hit_tokens": sum(sum(r["prefix_hits"].values()) for r in rows),
+    }

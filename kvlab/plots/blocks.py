@@ -1,0 +1,103 @@
+"""Figures of a paged cache's blocks (`kvlab.caches.paged`): who holds which block at every forward, and layouts.
+
+    block_grid(trace)          # blocks × forwards: -1 free, -2 cached for prefix reuse, else the owner's index
+    plot_block_timeline(trace) # that grid as an image, above blocks in use / cached / free per forward
+    plot_layouts(rows)         # reserved vs live bytes per layout (`kvlab.serving.layout_rows`)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+
+from kvlab.caches.paged import paged_steps
+from kvlab.plots._figure import subplots
+from kvlab.trace import Trace
+
+FREE, CACHED = -1, -2
+
+
+def request_order(trace: Trace) -> list[str]:
+    """Request ids in the order they were first given blocks."""
+    order: list[str] = []
+    for row in paged_steps(trace):
+        for rid in row["block_tables"]:
+            if rid not in order:
+                order.append(rid)
+    return order
+
+
+def block_grid(trace: Trace) -> np.ndarray:
+    """(num_blocks, forwards) grid, row i = block id trash_blocks + i: the index (in `request_order`) of the request holding each block at each
+    forward, FREE (-1) for a block in the pool, CACHED (-2) for a complete block kept only for prefix reuse.
+    A block shared by several requests shows its first holder."""
+    rows = paged_steps(trace)
+    num_blocks, first = trace.meta["paged"]["num_blocks"], trace.meta["paged"]["trash_blocks"]
+    order = {rid: i for i, rid in enumerate(request_order(trace))}
+    grid = np.full((num_blocks, len(rows)), FREE, dtype=int)
+    for col, row in enumerate(rows):
+        for block in row["cached_block_ids"]:
+            grid[block - first, col] = CACHED  # block ids start after transformers' two trash sectors
+        for rid, blocks in row["block_tables"].items():
+            for block in blocks:
+                if grid[block - first, col] < 0:
+                    grid[block - first, col] = order[rid]
+    return grid
+
+
+def plot_block_timeline(trace: Trace, title: str | None = None):
+    """Top: which request holds each block at each forward. Bottom: blocks in use, cached and free per forward,
+    with the forwards where a request was refused blocks (it waits) or preempted marked."""
+    rows = paged_steps(trace)
+    meta = trace.meta["paged"]
+    order = request_order(trace)
+    grid = block_grid(trace)
+    fig, (top, bottom) = subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    colors = [(0.93, 0.93, 0.93), (0.55, 0.55, 0.55)]  # free, cached
+    base = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
+            "#64b5cd"]  # fmt: skip
+    palette = ListedColormap([colors[1], colors[0]] + [base[i % len(base)] for i in range(max(len(order), 1))])
+    top.imshow(grid + 2, aspect="auto", interpolation="nearest", cmap=palette, vmin=0, vmax=len(order) + 1,
+               origin="lower")  # fmt: skip
+    top.set_ylabel(f"block id (of {meta['num_blocks']})")
+    top.set_title(title or f"{meta['num_blocks']} blocks of {meta['page_size']} tokens: who holds each block")
+    for i, rid in enumerate(order):
+        top.plot([], [], "s", color=base[i % len(base)], label=rid)
+    top.plot([], [], "s", color=colors[1], label="cached")
+    top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    steps = np.arange(len(rows))
+    in_use = np.array([r["blocks_in_use"] for r in rows])
+    cached = np.array([r["blocks_cached"] for r in rows])
+    free = np.array([r["blocks_free"] for r in rows])
+    bottom.stackplot(steps, in_use, cached, free, labels=["in use", "cached", "free"],
+                     colors=["#4c72b0", colors[1], colors[0]], step="mid")  # fmt: skip
+    refused = [i for i, r in enumerate(rows) if r["refused"]]
+    preempted = [i for i, r in enumerate(rows) if r["preempted"]]
+    if refused:
+        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color="#c44e52", label="request waits")
+    if preempted:
+        bottom.plot(preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color="k", label="preempted")
+    bottom.set_ylim(0, meta["num_blocks"] + 1.5)
+    bottom.set_xlabel("forward (one batch step of continuous batching)")
+    bottom.set_ylabel("blocks")
+    bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_layouts(rows: list[dict], title: str = "Same requests, every layout: reserved vs live KV bytes"):
+    """One bar pair per layout row (`kvlab.serving.layout_rows`): bytes reserved, bytes holding live tokens."""
+    fig, ax = subplots(figsize=(8, 3.6))
+    x = np.arange(len(rows))
+    reserved = [r["bytes_reserved"] / 2**20 for r in rows]
+    live = [r["bytes_live"] / 2**20 for r in rows]
+    ax.bar(x - 0.2, reserved, 0.4, label="reserved", color="#dd8452")
+    ax.bar(x + 0.2, live, 0.4, label="holding live tokens", color="#4c72b0")
+    for i, r in enumerate(rows):
+        ax.text(i - 0.2, reserved[i], f"{r['waste_pct']:.1f}% waste", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, [r["layout"] for r in rows])
+    ax.set_ylabel("MiB")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

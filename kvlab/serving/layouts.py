@@ -1,0 +1,78 @@
+"""What each cache layout reserves for the same requests, and how much of it holds live tokens.
+
+A request that ends with `h` tokens in its cache (prompt + answer - 1: the last answer token is never fed back):
+- "static":  one StaticCache per request, sized for the longest request the server accepts
+             (`max_cache_len` = longest prompt + max_new_tokens): reserves that many slots whatever `h` is;
+- "dynamic": one DynamicCache per request: reserves exactly `h` slots (the tensors grow by concatenation);
+- "paged B": blocks of B slots from a shared pool: reserves ceil(h / B) * B slots; only the last block is partly
+             empty (internal fragmentation, at most B - 1 slots per request).
+`waste_pct` = reserved slots not holding a token / reserved slots, over the requests at their final length.
+Slots become bytes with `bytes_per_token` (keys and values, every layer).
+"""
+
+from __future__ import annotations
+
+import math
+
+LAYOUTS = ("static", "dynamic", "paged")
+
+
+def request_lengths(prompt_lengths: list[int], answer_lengths: list[int]) -> list[int]:
+    """Tokens each request's cache holds when it finishes: prompt + answer - 1 (never below the prompt)."""
+    return [p + max(a - 1, 0) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
+
+
+def paged_blocks(length: int, block_size: int) -> int:
+    """Blocks of `block_size` slots a request holding `length` tokens occupies."""
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    return math.ceil(length / block_size)
+
+
+def reserved_slots(layout: str, lengths: list[int], *, max_cache_len: int | None = None,
+                   block_size: int | None = None) -> list[int]:  # fmt: skip
+    """Slots each request reserves under `layout` ("static" needs max_cache_len, "paged" block_size)."""
+    if layout == "static":
+        if max_cache_len is None or max_cache_len < max(lengths, default=0):
+            raise ValueError(f"static needs max_cache_len >= the longest request ({max(lengths, default=0)}), "
+                             f"got {max_cache_len}")  # fmt: skip
+        return [max_cache_len] * len(lengths)
+    if layout == "dynamic":
+        return list(lengths)
+    if layout == "paged":
+        if block_size is None:
+            raise ValueError("paged needs block_size")
+        return [paged_blocks(n, block_size) * block_size for n in lengths]
+    raise ValueError(f"unknown layout {layout!r}; layouts: {', '.join(LAYOUTS)}")
+
+
+def fits_in_budget(reserved_bytes: list[int], budget_bytes: int) -> int:
+    """How many of the requests, admitted in order, fit together in `budget_bytes`."""
+    used = 0
+    for count, size in enumerate(reserved_bytes):
+        if used + size > budget_bytes:
+            return count
+        used += size
+    return len(reserved_bytes)
+
+
+def layout_rows(lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,),
+                budget_bytes: int | None = None) -> list[dict]:  # fmt: skip
+    """One row per layout: reserved and live slots and bytes, waste %, and requests that fit in `budget_bytes`."""
+    layouts = [("static", {"max_cache_len": max_cache_len}), ("dynamic", {})]
+    layouts += [("paged", {"block_size": b}) for b in block_sizes]
+    live = sum(lengths)
+    rows = []
+    for layout, options in layouts:
+        reserved = reserved_slots(layout, lengths, **options)
+        total = sum(reserved)
+        name = f"paged {options['block_size']}" if layout == "paged" else layout
+        row = {
+            "layout": name, "requests": len(lengths), "slots_reserved": total, "slots_live": live,
+            "slots_wasted": total - live, "bytes_reserved": total * bytes_per_token,
+            "bytes_live": live * bytes_per_token, "waste_pct": round(100.0 * (total - live) / total, 1) if total else 0.0,
+        }  # fmt: skip
+        if budget_bytes is not None:
+            row["fit_in_budget"] = fits_in_budget([r * bytes_per_token for r in reserved], budget_bytes)
+        rows.append(row)
+    return rows
