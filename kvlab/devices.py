@@ -50,7 +50,19 @@ class ForwardLog(list):
         return [tuple(sorted(by_call[c])) for c in sorted(by_call)]
 
     def distinct_signatures(self) -> int:
+        """Distinct signatures over every call, the prefill (call 0) included."""
         return len(set(self.signatures()))
+
+    def decoding_signatures(self) -> tuple[int, int]:
+        """(distinct signatures, calls) over the decoding calls only: call 0, the prefill, is left out."""
+        decoding = self.signatures()[1:]
+        return len(set(decoding)), len(decoding)
+
+    def lengths(self, name: str, first_call: int = 1) -> list[int]:
+        """The sequence length (dim -2 for cache keys, else the last dim) of input `name` at every call from
+        `first_call` on; 0 where that call received no such tensor (e.g. an empty quantized residual)."""
+        by_call = {r.call: (r.shape[-2] if name.endswith("keys") else r.shape[-1]) for r in self.of(name)}
+        return [by_call.get(call, 0) for call in range(first_call, self.calls)]
 
     def table(self) -> list[dict]:
         return [{"call": r.call, "name": r.name, "device": r.device, "dtype": r.dtype, "shape": r.shape} for r in self]

@@ -170,3 +170,32 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
             out.append({"cache": row["cache"], "property": prop, "guide": guide[prop], "measured": row[prop],
                         "agrees": guide[prop] == row[prop]})  # fmt: skip
     return out
+
+
+# The guide's three caches, as `generate` keyword arguments: what a learner types. The quantized cache's
+# `cache_config` is the table's (quanto, 4 bits, an 8-token full-precision residual).
+QUANTIZED_CONFIG = {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}
+GUIDE_CALLS = {
+    "dynamic": {},  # the default cache
+    "static": {"cache_implementation": "static"},
+    "quantized": {"cache_implementation": "quantized", "cache_config": QUANTIZED_CONFIG},
+}
+
+
+def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = None):
+    """`kvlab.size.cache_size` for the cache a watched `generate` used (`kvlab.watch(...).trace`).
+
+    The kind comes from the trace; a static cache's `max_cache_len` is the slots its layers allocated (generate
+    sizes it itself); a quantized cache takes the `cache_config` it was built with. Tokens are those the cache
+    holds at the end (the last new token is never fed back)."""
+    from kvlab.size import cache_size  # kvlab.size is heavier than this module's other imports
+
+    kind = trace.meta["cache"]
+    first = trace.final_layers()[0]
+    options = {}
+    if kind in ("static", "offloaded_static"):
+        options = {"max_cache_len": first["slots_allocated"]}
+    elif kind == "quantized":
+        options = dict(cache_config or {})
+    tokens = max(layer["logical_length"] for layer in trace.final_layers())
+    return cache_size(arch, kind, tokens, prefill=prompt_tokens, dtype=trace.meta.get("dtype", "float32"), **options)

@@ -6,6 +6,11 @@ prefix's ids are a *token* prefix of the full prompt's ids. Text concatenation d
 across the seam, so a prefix ending in a space ("Question: " + "Why?") tokenizes to a lone space token that the
 full prompt spells as " Why". Plain transformers then drops a token of the question without a word; kvlab
 checks the ids and raises `PrefixMismatchError` instead.
+
+`token_prefix` lines up the ids of a prefix and of prefix + question (notebook 08 draws it); `tokens_fed_after_copy`
+reads, from a `kvlab.watch` trace of a deep copy, how many tokens that answer had to run itself. The notebook runs
+the guide's recipe itself (`StaticCache`, `torch.no_grad()` forward, `copy.deepcopy`, `generate`); `prefill_prefix`
+and `answer` are the same steps packaged with timings.
 """
 
 from __future__ import annotations
@@ -92,6 +97,48 @@ def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
     if len(full) <= len(prefix):
         raise PrefixMismatchError(f"the prompt ({len(full)} tokens) adds nothing after the cached prefix "
                                   f"({len(prefix)} tokens); generate needs at least one uncached token.")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TokenPrefix:
+    """The ids of a prefix alone and of prefix + question, side by side: is the first a prefix of the second?"""
+
+    prefix_ids: tuple[int, ...]
+    full_ids: tuple[int, ...]
+    prefix_tokens: tuple[str, ...]
+    full_tokens: tuple[str, ...]
+
+    @property
+    def mismatch(self) -> int | None:
+        """The first position where the prefix's ids and the full prompt's ids differ (None if none does)."""
+        for position, (a, b) in enumerate(zip(self.prefix_ids, self.full_ids)):
+            if a != b:
+                return position
+        return None if len(self.full_ids) > len(self.prefix_ids) else len(self.full_ids)
+
+    @property
+    def ok(self) -> bool:
+        """True when reusing a cache of the prefix for prefix + question feeds the model the right ids."""
+        return self.mismatch is None
+
+
+def token_prefix(tokenizer, prefix: str, question: str) -> TokenPrefix:
+    """Tokenize `prefix` and `prefix + question` the way the guide's recipe does, and line the ids up."""
+    prefix_ids = tokenizer(prefix).input_ids
+    full_ids = tokenizer(prefix + question).input_ids
+    return TokenPrefix(tuple(prefix_ids), tuple(full_ids), tuple(tokenizer.convert_ids_to_tokens(prefix_ids)),
+                       tuple(tokenizer.convert_ids_to_tokens(full_ids)))  # fmt: skip
+
+
+def tokens_fed_after_copy(trace) -> int:
+    """Tokens the first forward after a deep copy wrote into the copy (from a `kvlab.watch` trace with
+    `meta["copied_from"]`): how much of the prompt that answer had to prefill itself."""
+    start = trace.meta.get("copied_at_event", 0)
+    later = [e for e in trace.events[start:] if e.get("type") == "update" and e.get("op") == "kv"]
+    if not later:
+        return 0
+    first_step = later[0]["step"]
+    return sum(e["tokens_added"] for e in later if e["step"] == first_step and e["layer_idx"] == later[0]["layer_idx"])
 
 
 def answer(model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens: int = 16,

@@ -14,8 +14,9 @@
 # %% [markdown]
 # # 00 · Start here: what a KV cache stores, and why it exists
 #
-# **Learning goal.** After this notebook you can say what a KV cache holds (two tensors per attention layer),
-# compute its size from a model's config, and explain why generating without one gets slower with every token.
+# **Learning goal.** After this notebook you can turn the cache off and on in `generate` the way the cache guide
+# does, pass a `DynamicCache` you built yourself, record what it holds with `kvlab.watch`, compute its size from
+# a model's config, and explain why generating without one gets slower with every token.
 #
 # **In kvlab's words.** A decoder predicts token *t* by letting it attend to tokens *1…t−1*. Each attention
 # layer turns every token into a *key* (what it offers to be found by) and a *value* (what it hands over once
@@ -23,46 +24,166 @@
 # `(batch, kv_heads, tokens, head_dim)`. With the cache, a step runs **one** new token through the model and
 # reads the stored keys and values; without it, every step re-runs the model over the **whole** sequence.
 #
-# Everything below runs SmolLM2-135M-Instruct (30 layers, 3 KV heads × 64) on the CPU, greedy decoding, on
-# real English text: the prose of Python's own reference manual (`pydoc_data`, shipped with Python).
+# Everything below runs SmolLM2-135M-Instruct (30 layers, 3 KV heads × 64) on the CPU, float32, greedy decoding.
+#
+# ### The guide, section by section
+#
+# These notebooks follow transformers' "Cache strategies" guide; its pt-BR section titles stand beside the
+# English headings, so you can read the two side by side.
+#
+# | guide section (pt-BR) | what it teaches | notebook |
+# |---|---|---|
+# | Estratégias de cache (the table) | which cache to pick | [10 · choose your cache](10_choose_your_cache.ipynb) |
+# | Cache padrão | `DynamicCache`, `use_cache=False`, a cache passed to `generate` | **00** (here), [01 · DynamicCache](01_dynamic_cache.ipynb) (sliding and chunked layers) |
+# | Cache de tamanho fixo | `cache_implementation="static"`, `StaticCache`, compilation | [02 · StaticCache](02_static_cache.ipynb) |
+# | Mantenha os tensores de geração na CPU | where `generate`'s tensors live | [09 · where tensors live](09_where_tensors_live.ipynb) |
+# | Cache offloading | `"offloaded"`, `"offloaded_static"`, `offloading=True`, `resilient_generate` | [03 · offloading](03_offloading.ipynb) |
+# | Cache quantizado | `cache_implementation="quantized"` with a `cache_config` | [04 · quantized caches](04_quantized_caches.ipynb) |
+# | Cache de encoder-decoder; Caches específicos de modelo | `EncoderDecoderCache`, Mamba and hybrid state | [05 · encoder-decoder and model-specific](05_encoder_decoder_and_model_specific.ipynb) |
+# | Geração iterativa | one cache across chat turns | [06 · iterative chat](06_iterative_chat.ipynb) |
+# | Recortar um cache | `crop(-n)`, `activate_past_recording()` | [07 · crop and rollback](07_crop_and_rollback.ipynb) |
+# | Preencher um cache (cache de prefixo) | prefill a prefix once, `copy.deepcopy` per question | [08 · prefix caching](08_prefix_caching.ipynb) |
+#
+# [11 · Cache Explorer](11_cache_explorer.ipynb) puts every kind behind one set of controls.
 
 # %%
 # %matplotlib inline
 import os
 import sys
+import time
+import warnings
 
+import ipywidgets as widgets
 import torch
 import transformers
+from transformers import DynamicCache
 
 import kvlab
+from kvlab.live import live, score_guess
 from kvlab.measure import formula, latency, text
 from kvlab.plots import growth
 from kvlab.plots import latency as latency_plots
+from kvlab.plots.generate_time import plot_generate_time
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
-NEW_TOKENS = 16 if QUICK else 64
+NEW_TOKENS = 16 if QUICK else 32
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
-model, tokenizer = kvlab.load("smollm2")
-prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
-print(f"Python {sys.version.split()[0]}, prompt of {prompt.shape[-1]} tokens")
+model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
+print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}, torch {torch.__version__}")
 
 # %% [markdown]
-# ## 1. Time per new token, with and without a cache
+# ## 1. The default cache (Cache padrão)
 #
-# **Predict first.** Without a cache, the model re-reads the whole sequence for each new token. With one, it
-# reads one token plus the stored keys and values. As the sequence grows from 16 to 80 tokens, how does the
-# time *per new token* change in each case? And the *total* time: which one grows like the square of the length?
-
-# %%
-without_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=False)
-with_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=True)
+# `generate` uses a `DynamicCache` unless told otherwise: it starts empty and grows by one token per layer at
+# every step. The guide shows two calls: one with the cache switched off (`use_cache=False`), and one with a
+# `DynamicCache` you create and hand to `generate`.
+#
+# **Predict first.** Greedy decoding, same prompt, 20 new tokens: does switching the cache off change the text?
 
 # %%
 # NBVAL_CHECK_OUTPUT
-# Same model, same greedy decoding: the cache changes the cost, never the tokens.
-print("identical tokens:", with_cache.token_ids == without_cache.token_ids)
-print("first new tokens:", repr(tokenizer.decode(with_cache.token_ids[:12])))
+inputs = tokenizer("The best thing about learning to cook is", return_tensors="pt")
+no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cache=False)
+default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
+print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
+print("same tokens with use_cache=False:", torch.equal(no_cache, default))
+
+# %% [markdown]
+# **A spelling note, said once for all notebooks.** The guide passes a cache as `generate(past_key_values=...)`.
+# In the transformers release used here (5.24) that argument is spelled `cache=`; `past_key_values=` still works
+# and only prints a deprecation warning (silenced in the imports cell). These notebooks keep the guide's
+# spelling wherever it still works, so you can match each cell with the guide's code.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+past_key_values = DynamicCache(config=model.config)
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20, past_key_values=past_key_values)
+print("same tokens as the default:", torch.equal(out, default))
+print(f"{type(past_key_values).__name__}: {len(past_key_values.layers)} layers, "
+      f"{past_key_values.get_seq_length()} tokens cached "
+      f"({inputs.input_ids.shape[-1]} prompt + 20 new − 1: the last new token is never fed back)")
+print("layer 0 keys:", tuple(past_key_values.layers[0].keys.shape), "  (batch, kv_heads, tokens, head_dim)")
+
+# %% [markdown]
+# The same three calls inside `kvlab.watch`: the code is unchanged, and every cache the model used is recorded.
+# A run with `use_cache=False` records none.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(model) as watch:
+    past_key_values = DynamicCache(config=model.config)
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=20, past_key_values=past_key_values)
+with kvlab.watch(model) as watch_default:
+    model.generate(**inputs, do_sample=False, max_new_tokens=20)
+with kvlab.watch(model) as watch_off:
+    model.generate(**inputs, do_sample=False, max_new_tokens=4, use_cache=False)
+summary = watch.trace.summary()
+print("recorded the cache we passed:", watch.caches[0] is past_key_values, "| class:", watch.trace.meta["cache_class"])
+print(f"steps {summary['steps']}, final {summary['final_bytes']:,} bytes, live slots {summary['slots_live']:,} "
+      f"(30 layers × {summary['slots_live'] // 30} tokens)")
+print("the default generate built:", watch_default.trace.meta["cache_class"],
+      f"holding {watch_default.trace.summary()['final_bytes']:,} bytes")
+print("caches seen with use_cache=False:", len(watch_off.traces))
+
+# %% [markdown]
+# One step is the prefill (the 8-token prompt), then one per new token but the last: 20 steps. Each step adds
+# one token to each of the 30 layers, so the bytes grow in equal stairs.
+#
+# ## 2. Does the cache change the tokens?
+#
+# In exact arithmetic, reading a key from the cache or recomputing it gives the same number. In float32 the
+# order of operations differs (one query against stored keys, versus the whole sequence at once), so the logits
+# can differ in their last bits, and a greedy decode could flip where two tokens are nearly tied. So we check
+# rather than assume: four prompts (the sentence above and the first 16, 48 and 96 tokens of Python's reference
+# manual, from `pydoc_data`), 12 new tokens each, `use_cache=False` against the default.
+
+# %%
+prompts = {"cook sentence": inputs.input_ids, **{f"manual, {n} tokens": text.prompt_ids(tokenizer, n)
+                                                 for n in (16, 48, 96)}}  # fmt: skip
+agreement = {}
+for name, ids in prompts.items():
+    runs = [model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12,
+                           min_new_tokens=12, use_cache=use_cache, return_dict_in_generate=True, output_logits=True)
+            for use_cache in (False, True)]  # fmt: skip
+    logit_gap = max((a - b).abs().max().item() for a, b in zip(runs[0].logits, runs[1].logits))
+    top_two = min((lambda top: (top[0, 0] - top[0, 1]).item())(step.topk(2).values) for step in runs[1].logits)
+    agreement[name] = (torch.equal(runs[0].sequences, runs[1].sequences), logit_gap, top_two)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, (same, _, _) in agreement.items():
+    print(f"{name:>17}: 12 new tokens identical with and without the cache: {same}")
+
+# %%
+# Not checked: the size of the float32 rounding differences depends on the CPU's kernels.
+for name, (_, gap, top_two) in agreement.items():
+    print(f"{name:>17}: largest logit difference over the 12 steps {gap:.1e}; "
+          f"smallest gap between the top two logits {top_two:.3f}")
+
+# %% [markdown]
+# On these four prompts, in float32 with greedy decoding on this CPU, the cache did not change a single token;
+# the logits differ only by float32 rounding (the second printout), and the closest race between the top two
+# tokens at any step was far wider than that, so no token was near flipping.
+# That is evidence for these runs, not a guarantee: in bfloat16, or with a different kernel order on a GPU,
+# near-ties can flip, and a sampled decode is random anyway.
+#
+# ## 3. Time per new token, with and without a cache
+#
+# **Predict first.** Without a cache, the model re-reads the whole sequence for each new token. With one, it
+# reads one token plus the stored keys and values. As the sequence grows from 16 to 48 tokens, how does the
+# time *per new token* change in each case? And the *total* time: which one grows like the square of the length?
+#
+# `generate` reports only its total time, so to time each token on its own, `latency.time_per_token` runs the
+# same greedy decoding as a plain loop of forwards: the whole sequence each step (no cache), or one token plus a
+# `DynamicCache` (with cache).
+
+# %%
+prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
+without_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=False)
+with_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=True)
+print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
@@ -81,25 +202,60 @@ print(f"speed-up: {without_cache.total_seconds / with_cache.total_seconds:.1f}x"
 # does grow with length, but at these sizes it is small next to the per-token work of the 30 layers. (On a
 # shared CPU the points are noisy; the slope is what to look at.)
 #
-# ## 2. How many bytes does each token cost?
+# **Try it.** Move `new tokens`: the cell times the guide's two `generate` calls, `use_cache=False` and the
+# default, after the 8-token cooking prompt, and adds the point to the plot (every setting you tried stays on
+# it). About 1–3 s per move on a laptop CPU.
+#
+# The left panel divides each call's total time by its new tokens, so at small counts the fixed cost of a call
+# (the prefill, `generate`'s setup) weighs in. Without a cache every extra token costs a forward over the whole
+# sequence, so the `use_cache=False` total should bend upward as you add tokens, while the default's stays
+# close to a straight line. On a shared CPU single points are noisy: try a few settings.
+
+# %%
+generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
+
+
+def time_generate(new_tokens):
+    for label, options in (("use_cache=False", {"use_cache": False}), ("default (DynamicCache)", {})):
+        started = time.perf_counter()
+        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **options)
+        generate_seconds[label][new_tokens] = time.perf_counter() - started
+    return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
+                              title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+
+
+live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,
+                                                 description="new tokens"))
+
+# %% [markdown]
+# ## 4. How many bytes does each token cost?
 #
 # **Predict first.** Each token adds, in every one of the 30 layers, a key and a value of 3 heads × 64 numbers,
-# stored as float32 (4 bytes). How many bytes per token is that, and how many after a 128-token prompt and
-# 32 new tokens?
+# stored as float32 (4 bytes). How many bytes per token is that? Write your guess in the next cell.
+
+# %%
+guess = 23_040  # bytes per token: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
 print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
+print(score_guess(guess, per_token, " B"))
+
+# %% [markdown]
+# Now measure it: a 128-token prompt and 32 new tokens through `generate`'s default cache, inside `kvlab.watch`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-result = kvlab.run(model, tokenizer, text.prompt_ids(tokenizer, 128), cache="dynamic", max_new_tokens=32)
-layer0 = result.cache_object.layers[0]
-tokens = result.trace.final_layers()[0]["logical_length"]
-print("layer 0 keys:", tuple(layer0.keys.shape), layer0.keys.dtype, "  (batch, kv_heads, tokens, head_dim)")
-print(f"tokens in the cache: {tokens}  (the last generated token is never fed back)")
-measured, expected = result.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
+long_prompt = text.prompt_ids(tokenizer, 128)  # (1, 128)
+with kvlab.watch(model) as watch:
+    model.generate(input_ids=long_prompt, attention_mask=torch.ones_like(long_prompt), do_sample=False,
+                   max_new_tokens=32, min_new_tokens=32)
+cache = watch.caches[-1]  # the DynamicCache generate built (a plain DynamicCache again after the block)
+tokens = cache.get_seq_length()
+print("layer 0 keys:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
+print(f"tokens in the cache: {tokens}  (128 + 32 − 1)")
+measured, expected = watch.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
 print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
 
 # %% [markdown]
@@ -109,17 +265,21 @@ print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
 # is real memory, not bookkeeping.
 
 # %%
-growth.plot_growth(result.trace, formula_bytes_per_token=per_token,
+growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
                    title="SmolLM2 DynamicCache: measured bytes against the formula")
 
 # %% [markdown]
 # ## Takeaway
 #
+# - `generate` uses a `DynamicCache` by default; `use_cache=False` turns it off, and a
+#   `DynamicCache(config=model.config)` you build can be passed in (`past_key_values=`, spelled `cache=` in
+#   transformers 5.24). `kvlab.watch` records any of them without changing the code.
 # - A KV cache stores, for each attention layer, the keys and values of every token so far:
 #   `2 × layers × kv_heads × head_dim × bytes` per token (46,080 B for SmolLM2 in float32, ≈ 45 KiB).
 # - It trades that memory for time: a step processes one token instead of the whole sequence, so time per token
 #   stays nearly flat instead of growing with the position.
-# - It never changes the tokens a greedy decode produces.
+# - On the four prompts checked here (float32, greedy, 12 new tokens each) it did not change a single token; the
+#   logits differed only by float32 rounding.
 #
 # **Next:** [01 · DynamicCache](01_dynamic_cache.ipynb): how the cache grows layer by layer, and what happens
 # on Gemma 3, whose sliding-window layers stop growing at 512 tokens.

@@ -12,152 +12,296 @@
 # ---
 
 # %% [markdown]
-# # 03 · Offloading: keep the cache on the CPU, one layer on the accelerator at a time
+# # 03 · Offloading: keep the cache on the CPU, a layer or two on the accelerator at a time
 #
-# **Learning goal.** Know what `offloaded` and `offloaded_static` caches keep on the accelerator (about two
-# layers' worth), read their prefetch/offload schedule, choose `offload_only_non_sliding` on a sliding-window
-# model, and use the cache guide's `resilient_generate` to fall back to offloading when memory runs out.
+# **Learning goal.** Run the cache guide's offloaded caches (`cache_implementation="offloaded"` /
+# `"offloaded_static"`, `DynamicCache(..., offloading=True)`), know what they keep on the accelerator and
+# why plain transformers refuses them on this CPU-only machine, read their prefetch/offload schedule, measure
+# what `offload_only_non_sliding` keeps on the device on a sliding-window model, and fall back to offloading when
+# memory runs out.
 #
 # **In kvlab's words.** An offloaded cache stores every layer in CPU memory. While layer *i* computes, it copies
-# layer *i+1* to the accelerator (a *prefetch*, on a side stream so it overlaps compute) and, once layer *i* is
-# done, moves it back (an *offload*). The accelerator then holds about two layers instead of all of them; the
-# price is two copies per layer per step over the bus. `offloaded_static` does the same with StaticCache's
-# fixed-size layers.
+# the next offloaded layer to the accelerator (a *prefetch*, on a side stream so it overlaps compute) and, once
+# layer *i* is done, moves it back (an *offload*). The accelerator then holds about two layers instead of all of
+# them; the price is two copies per layer per step over the bus. `offloaded_static` does the same with
+# StaticCache's fixed-size layers.
 #
-# **On this machine there is no accelerator**, so the copies are CPU-to-CPU no-ops. kvlab runs transformers'
-# exact schedule anyway and records it, and computes the bytes that *would* be resident on the device: every
-# layer for an ordinary cache; for an offloaded one, only the layers between their prefetch and their offload.
+# **On this machine there is no accelerator**, so the copies are CPU-to-CPU no-ops. Inside `kvlab.watch`,
+# kvlab runs transformers' exact schedule anyway, records every move, and computes from the record the bytes
+# that *would* be resident on the device: every layer for an ordinary cache; for an offloaded one, only the
+# layers between their prefetch and their offload.
 
 # %%
 # %matplotlib inline
+import inspect
+import warnings
+from collections import Counter
+
+import ipywidgets as widgets
 import torch
 import transformers
+from transformers import DynamicCache, StaticCache
+from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.measure import resilient, text
+from kvlab.live import live, score_guess
+from kvlab.measure import residency, resilient, text
+from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
-smollm2, smollm2_tokenizer = kvlab.load("smollm2")
-gemma, gemma_tokenizer = kvlab.load("gemma3")
-prompt = text.prompt_ids(smollm2_tokenizer, 48)  # (1, 48)
+smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
+gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: 5 sliding (window 512), then 1 full, three times
 
 # %% [markdown]
-# ## 1. `offloaded` vs `offloaded_static` vs the plain DynamicCache
+# ## 1. Offloading the cache (Cache offloading)
 #
-# **Predict first.** SmolLM2 has 30 layers. With a 48-token prompt and 12 new tokens, what fraction of the cache
-# sits on the device at the peak for each kind? Do the generated tokens change?
+# The guide's call: name the offloaded cache in `generate`. On this CPU-only build of torch it fails:
 
-# %%
-runs = {
-    "dynamic": resilient.device_peak(smollm2, prompt, "dynamic", max_new_tokens=12),
-    "offloaded": resilient.device_peak(smollm2, prompt, "offloaded", max_new_tokens=12),
-    "offloaded_static": resilient.device_peak(smollm2, prompt, "offloaded_static", max_new_tokens=12, max_cache_len=64),
-}
+# %% tags=["raises-exception"]
+inputs = smollm2_tokenizer("Moving a layer's keys and values to the CPU between uses", return_tensors="pt")
+out = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="offloaded")
+
+# %% [markdown]
+# The error is transformers' own: whenever `offloading` is on, `Cache.update` first makes the CUDA default
+# stream wait for the prefetch stream, before every layer, whatever device the tensors are on. On a torch
+# without CUDA that call cannot run:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'kind':>17} {'device peak':>12} {'cache peak':>11} {'moves':>6} {'bytes moved':>12}  same tokens")
-for kind, r in runs.items():
-    print(f"{kind:>17} {r['peak_device_bytes']:>12,} {r['peak_cache_bytes']:>11,} {r['transfers']:>6} "
-          f"{r['transfer_bytes']:>12,}  {r['token_ids'] == runs['dynamic']['token_ids']}")
+print("torch.cuda.is_available():", torch.cuda.is_available())
+print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.update).splitlines()
+                               if "wait_stream" in line))
 
 # %% [markdown]
-# The offloaded cache peaks on the device at exactly two layers' worth (the one computing and the one being
-# prefetched): 2/30 of the DynamicCache. `offloaded_static` holds two *pre-allocated* layers (64 slots each), so
-# its device peak is two full-size layers whatever the sequence length, and every move copies the whole
-# allocation, empty slots included. The tokens are identical: offloading moves data, it never changes it.
-# The bill is the traffic: each decode step moves every layer twice (30 offloads at the prefill, then 60 moves
-# per decode step).
+# Inside `kvlab.watch` the same call runs: kvlab's twin of the offloaded cache runs transformers' schedule
+# (prefetch, update, offload, layer by layer) and synchronises streams only when the tensors are on an
+# accelerator. Below: the default cache, the guide's two names, and the cache built by hand as the guide also
+# shows, `DynamicCache(config=..., offloading=True)` passed as `past_key_values`.
 #
-# ## 2. The schedule, drawn
+# **Predict first.** SmolLM2 has 30 layers. What fraction of the cache sits on the device at the peak for each
+# kind? Do the generated tokens change?
+
+# %%
+guess = 50.0  # your prediction: % of the whole cache on the device at the peak, cache_implementation="offloaded"
+
+# %%
+with kvlab.watch(smollm2) as watch:
+    out_default = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8)
+    out_offloaded = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="offloaded")
+    out_own = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                               past_key_values=DynamicCache(config=smollm2.config, offloading=True))
+    out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                                  cache_implementation="offloaded_static")
+names = ["default", 'cache_implementation="offloaded"', "DynamicCache(offloading=True)",
+         'cache_implementation="offloaded_static"']
+runs = dict(zip(names, watch.traces))
+outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new")
+print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
+for name, trace in runs.items():
+    moves = timeline.effective_moves(trace)
+    print(f"{name:>40} {residency.device_peak(trace):>12,} {trace.summary()['peak_bytes']:>12,} {len(moves):>6} "
+          f"{sum(e['bytes'] for e in moves):>12,}  {torch.equal(outputs[name], out_default)}")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+offloaded = runs['cache_implementation="offloaded"']
+share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
+print(score_guess(guess, round(share, 2), " %"))
+
+# %% [markdown]
+# The offloaded cache peaks on the device at two layers' worth, 2/30 of the whole cache: the layer computing
+# and the one being prefetched. The hand-built `DynamicCache(offloading=True)` is the same cache as
+# `cache_implementation="offloaded"`, move for move. `offloaded_static` holds two *pre-allocated* layers
+# (`generate` sizes them for the prompt plus the new tokens), and every move copies the whole allocation, empty
+# slots included. The tokens are identical: offloading moves data, it never changes it.
+#
+# The bill is the traffic. Per step:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_step = Counter((e["step"], e["direction"]) for e in timeline.effective_moves(offloaded))
+for step in sorted({s for s, _ in per_step}):
+    print(f"step {step}: {per_step[(step, 'prefetch')]:>2} prefetches, {per_step[(step, 'offload')]:>2} offloads")
+
+# %% [markdown]
+# At the prefill each layer is created on the device and offloaded after its update (30 offloads); the last
+# layer then prefetches layer 0 for the next step (1 prefetch). Each decode step prefetches and offloads every
+# layer once (60 moves). 8 new tokens take the prefill and 7 decode steps: 31 + 7 × 60 = 451 moves, the count in
+# the table.
+#
+# ## 2. The schedule, drawn (Cache offloading)
 #
 # **Predict first.** In one decode step, in what order do the 30 prefetches, updates and offloads happen? Which
 # layer is prefetched while the last layer computes?
 
 # %%
-timeline.plot_timeline(runs["offloaded"]["trace"], steps=(1, 2),
-                       title="SmolLM2, offloaded: two decode steps")
+timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
 
 # %%
 # NBVAL_CHECK_OUTPUT
-names = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
-         for e in timeline.schedule(runs["offloaded"]["trace"], steps=(1, 1))]
-print(" → ".join(names[:7]), "…")
-print("…", " → ".join(names[-4:]))
+order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
+         for e in timeline.schedule(offloaded, steps=(1, 1))]
+print(" → ".join(order[:7]), "…")
+print("…", " → ".join(order[-4:]))
 
 # %% [markdown]
 # Each layer is prefetched while the previous one computes, updated, then offloaded; the last layer prefetches
 # layer 0 for the next step, so the schedule wraps around.
 #
-# ## 3. `offload_only_non_sliding` on Gemma 3
+# ## 3. `offload_only_non_sliding` on Gemma 3 (Cache offloading)
 #
-# Gemma 3's sliding layers never hold more than 512 tokens, so it can pay to keep them on the device and offload
-# only the 3 full layers, which grow without bound: `offload_only_non_sliding=True`. It is the default of
-# `offloaded_static` (StaticCache); `offloaded` (DynamicCache) defaults to `False` and moves every layer.
-#
-# **Predict first.** With a 60-token prompt (well inside the window), how much device memory does each setting
-# save? Would the answer change at 10,000 tokens?
+# The guide mentions one more option of `DynamicCache` and `StaticCache`: `offload_only_non_sliding`, which
+# leaves the sliding-window layers on the device and offloads only the others. What are its defaults in this
+# release? The signatures, and the caches `generate` builds for the two names:
 
 # %%
-gemma_prompt = text.prompt_ids(gemma_tokenizer, 60)
-gemma_runs = {only: resilient.device_peak(gemma, gemma_prompt, "offloaded", max_new_tokens=6,
-                                          offload_only_non_sliding=only) for only in (True, False)}
-
-# %%
-# NBVAL_CHECK_OUTPUT
-for only, r in gemma_runs.items():
-    moved = sorted({e["layer_idx"] for e in r["trace"].transfers})
-    print(f"offload_only_non_sliding={only!s:>5}: device peak {r['peak_device_bytes']:>9,} of "
-          f"{r['peak_cache_bytes']:,} bytes, {r['transfers']} moves, layers moved: {moved}")
-
-# %%
-timeline.plot_timeline(gemma_runs[True]["trace"], steps=(1, 2),
-                       title="Gemma 3, offload_only_non_sliding=True: sliding layers stay resident")
-
-# %% [markdown]
-# With `True`, only layers 5, 11 and 17 travel; the 15 sliding layers stay put (orange). (The moves counted
-# here are the ones that change where a layer lives: transformers asks to prefetch "the next offloaded layer"
-# before every update, so each sliding layer asks again for the same full layer; those repeats copy nothing.)
-# At 60 tokens that saves little, because every layer is the same size. Past the window the picture flips: the sliding layers
-# stop at 512 tokens (15 × 1 MiB on Gemma 3) while each full layer keeps growing (at 10,000 tokens, 20 MB each),
-# and offloading just the full layers keeps the device share bounded for far fewer moves.
-#
-# ## 4. `resilient_generate`: fall back to offloading when memory runs out
-#
-# The cache guide's recipe: try `generate`; on `torch.OutOfMemoryError`, retry with the offloaded cache. On a
-# GPU the error is real. Here kvlab simulates a device of a given size: a budgeted cache raises
-# `SimulatedOutOfMemoryError` (a subclass of `torch.OutOfMemoryError`, so the same `except` catches both).
-#
-# **Predict first.** The prompt fills 48 × 46,080 = 2.2 MB. With a 2.5 MB budget, at which step does the
-# DynamicCache run out, and does the offloaded retry fit?
-
-# %% tags=["raises-exception"]
-budgeted = resilient.budgeted_cache("dynamic", smollm2.config, budget_bytes=2_500_000)
-smollm2.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=12, do_sample=False, cache=budgeted)
+gemma_inputs = {"input_ids": text.prompt_ids(gemma_tokenizer, 600)}  # (1, 600): past the 512-token window
+gemma_inputs["attention_mask"] = torch.ones_like(gemma_inputs["input_ids"])
+with kvlab.watch(gemma) as watch:
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4, cache_implementation="offloaded")
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4,
+                   past_key_values=DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=True))
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4, cache_implementation="offloaded_static")
+gemma_runs = dict(zip(["offloaded", "DynamicCache(..., True)", "offloaded_static"], watch.traces))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-output, cache, attempts = resilient.resilient_generate(smollm2, prompt, budget_bytes=2_500_000, max_new_tokens=12)
-print("attempts:", [(a["cache"], a["ok"], f"{a['peak_device_bytes']:,} B") for a in attempts])
-print("same tokens as an unconstrained run:", output[0, 48:].tolist() == runs["dynamic"]["token_ids"])
+for cls in (DynamicCache, StaticCache):
+    default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
+    print(f"{cls.__name__}(offloading=True): offload_only_non_sliding defaults to {default}")
+for name, cache in zip(gemma_runs, watch.caches):
+    print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
 
 # %% [markdown]
-# On a GPU, the same function catches a real out-of-memory error; with no budget, only that triggers the retry:
+# So `True` is the default of `StaticCache` and therefore of `cache_implementation="offloaded_static"`;
+# `DynamicCache`, and with it `cache_implementation="offloaded"`, defaults to `False` and offloads every layer.
+# `generate` takes no option for it: to get `True` with a dynamic cache, build the cache yourself.
 #
-# ```python
-# model = model.to("cuda")
-# output, cache, attempts = resilient.resilient_generate(model, ids.to("cuda"), max_new_tokens=4096)
-# ```
+# **Predict first.** Gemma 3 with a 600-token prompt, past its 512-token window, 4 new tokens. How much of the
+# cache stays on the device with `True`, and with `False`?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
+            "True (offloaded_static)": gemma_runs["offloaded_static"]}
+for name, trace in settings.items():
+    moved = sorted({e["layer_idx"] for e in timeline.effective_moves(trace)})
+    print(f"offload_only_non_sliding={name}: layers moved {moved}, "
+          f"{len(timeline.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
+    for row in residency.device_bytes_by_step(trace):
+        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_kind"].items()))
+        print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
+              f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
+              f"{len(row['resident_at_peak'])} layers resident")
+
+# %%
+residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
+                                  "False (cache_implementation='offloaded')": settings["False (offloaded)"]},
+                                 title="Gemma 3, 600-token prompt: cache bytes on the device at each step's peak")
+
+# %% [markdown]
+# What the measurement shows, past the window:
+#
+# - With `True`, only layers 5, 11 and 17 travel. At each step's peak the device holds the 15 sliding layers
+#   *and* two of the three full layers (the one computing and the next one, prefetched): 17 of 18 layers,
+#   93.6-94.4 % of the cache. It saves one full layer (1,234,944 bytes at step 3), not most of the cache.
+# - With `False`, every layer travels and the device holds two layers at the peak (a full and a sliding one),
+#   11.1-11.8 % of the cache here, for 18 layers moved twice per step instead of 3 (127 moves against 22).
+# - A sliding layer stops growing at the window (1,048,576 bytes: 512 slots × 2,048 bytes from step 1 on), while
+#   a full layer grows by 2,048 bytes per token. At the prefill the sliding layers' buffers still hold the
+#   whole 600-token prompt (they keep a view of the last 511 tokens of it), which is why step 0 is the largest.
+# - `offloaded_static` (`True`) allocates its 3 full layers at the call's length and its sliding layers at the
+#   512-token window, and holds the same 17 of 18 layers on the device.
+#
+# So `True` does not keep the device share small or bounded: the 15 sliding layers stay, and the two resident
+# full layers keep growing with the sequence. It buys fewer copies (3 layers move instead of 18), which is the
+# guide's reason for it: the sliding layers are short, and offloading them costs time.
+#
+# **Try it.** Toggle `offload_only_non_sliding` and move the prompt length: each move generates 2 tokens on
+# Gemma 3 with `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` inside
+# `kvlab.watch` and draws the device-resident bytes of each step.
+
+# %%
+def measure_device_bytes(offload_only_non_sliding, prompt_tokens):
+    ids = text.prompt_ids(gemma_tokenizer, prompt_tokens)
+    cache = DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=offload_only_non_sliding)
+    with kvlab.watch(gemma) as watch:
+        gemma.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2,
+                       past_key_values=cache)
+    return residency_plot.plot_device_bytes(
+        {f"offload_only_non_sliding={offload_only_non_sliding}": watch.trace},
+        title=f"Gemma 3, {prompt_tokens}-token prompt: device peak per step (% of the whole cache)")
+
+
+live(measure_device_bytes,
+     offload_only_non_sliding=widgets.ToggleButtons(options=[True, False], value=True,
+                                                    description="only non-sliding"),
+     prompt_tokens=widgets.IntSlider(value=600, min=100, max=700, step=100, continuous_update=False,
+                                     description="prompt tokens"))
+
+# %% [markdown]
+# ## 4. Falling back to offloading when memory runs out (Cache offloading)
+#
+# The guide's idea: call `generate`; if the accelerator raises `torch.OutOfMemoryError`, free what can be freed
+# and call it again with `cache_implementation="offloaded"`. In our own words:
+
+# %%
+def generate_or_offload(model, **kwargs):
+    """`generate`; on an out-of-memory error, once more with the offloaded cache."""
+    try:
+        return model.generate(**kwargs)
+    except torch.OutOfMemoryError as err:
+        print(f"{type(err).__name__}: {err}")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # give the failed attempt's blocks back before retrying
+    print("retrying with cache_implementation='offloaded'")
+    return model.generate(**{**kwargs, "cache_implementation": "offloaded"})
+
+
+# %% [markdown]
+# **What is simulated.** Nothing runs out of memory on this CPU, so `resilient.simulated_device` plays a small
+# accelerator. After every decoder layer it adds up the KV-cache bytes that would be on the device (read from the
+# watch's record: all layers of an ordinary cache; for an offloaded one, the layer that just computed plus the one
+# prefetched) and raises `SimulatedOutOfMemoryError`, a subclass of `torch.OutOfMemoryError`, once they pass its
+# budget. Only the cache is counted, not the weights or activations. `generate_or_offload` is unchanged: its
+# `except torch.OutOfMemoryError` catches the simulated error as it would a real one.
+#
+# **Predict first.** The prompt above is 12 tokens, and SmolLM2's cache takes 46,080 bytes per token. With a
+# 600,000-byte budget, at which step does the default cache run out, and does the offloaded retry fit?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
+    out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
+print("caches used:", [t.meta["cache"] for t in watch.traces])
+print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
+print("same tokens as the unconstrained run:", torch.equal(out, out_default))
+
+# %% [markdown]
+# The default cache ran out at step 2, while adding the 14th token: 13 × 46,080 = 599,040 bytes fit, and the
+# 1,536 bytes of that token's layer 0 do not (600,576 > 600,000). The retry offloads, holds two layers on the
+# device (58,368 bytes, as in section 1), fits easily, and produces the same tokens. On a GPU, without
+# `simulated_device`, only a real `torch.OutOfMemoryError` triggers the retry (with `inputs` moved to the
+# model's device), and `torch.cuda.empty_cache()` gives the failed attempt's memory back first.
 #
 # ## Takeaway
 #
-# - Offloaded caches keep two layers on the device (the one computing and the one being prefetched) and move
-#   every layer twice per step; the tokens never change.
+# - `cache_implementation="offloaded"` / `"offloaded_static"` and `DynamicCache`/`StaticCache(...,
+#   offloading=True)`, when every layer is offloaded (SmolLM2 has only full layers), keep two layers on the
+#   device at the peak (the one computing and the one prefetched) and move every layer twice per step; the
+#   tokens never change. Plain transformers needs CUDA streams for them; `kvlab.watch` runs the schedule on a CPU.
 # - `offloaded_static` moves whole pre-allocated layers, empty slots included.
-# - On sliding-window models, `offload_only_non_sliding=True` (the default) moves only the full layers, which
-#   are the ones that grow.
-# - `resilient_generate` turns an out-of-memory into a slower, successful generation.
+# - `offload_only_non_sliding` defaults to `True` for `StaticCache` (so for `offloaded_static`) and to `False` for
+#   `DynamicCache` (so for `offloaded`). `True` moves only the full layers, far fewer copies, but keeps every
+#   sliding layer plus two full layers on the device: on Gemma 3 past the window, 17 of 18 layers.
+# - Catching `torch.OutOfMemoryError` and retrying with `cache_implementation="offloaded"` turns an
+#   out-of-memory into a slower, successful generation.
 #
 # **Next:** [04 · Quantized caches](04_quantized_caches.ipynb): shrink each token instead of moving it.

@@ -14,29 +14,39 @@
 # %% [markdown]
 # # 05 · Encoder-decoder and model-specific caches
 #
-# **Learning goal.** Tell apart the three shapes a cache can take: an encoder-decoder's cross-attention cache,
-# fixed at the source length; a decoder's self-attention cache, growing per token; and a state-space (Mamba)
-# layer's state, constant whatever the length. Recognise them mixed in one hybrid model (Jamba).
+# **Learning goal.** Build an `EncoderDecoderCache` from two caches and pass it to `generate`, the way the guide
+# describes it; tell apart the three shapes a cache can take: an encoder-decoder's cross-attention cache, fixed
+# at the source length; a decoder's self-attention cache, growing per token; and a state-space (Mamba) layer's
+# state, constant whatever the length. Recognise them mixed in one hybrid model (Jamba).
 #
 # **In kvlab's words.** An encoder-decoder (BART, T5, Whisper) runs its encoder once over the source. Every
 # decoder layer attends twice: to the decoder's own tokens (*self-attention*, which grows like any KV cache) and
 # to the encoder's output (*cross-attention*, whose keys and values are computed once and never change).
-# transformers' `EncoderDecoderCache` holds one cache for each. A Mamba layer is different in kind: it folds the
-# whole past into a fixed-size state (a short convolution window and a recurrent state) that it overwrites every
-# step, so there is nothing per token to keep.
+# transformers' `EncoderDecoderCache` is a thin wrapper around two ordinary caches, one for each, which the model
+# fills independently. A Mamba layer is different in kind: it folds the whole past into a fixed-size state (a
+# short convolution window and a recurrent state) that it overwrites every step, so there is nothing per token
+# to keep.
 #
 # **The models here have random weights** (`kvlab.tiny_model`, seeded, a vocabulary of 128): their text is noise.
 # They have the real architectures of BART, Llama, Mamba and Jamba at toy sizes, and the cache *structure*, not
 # the text, is the lesson. `min_new_tokens` keeps them from stopping early on a random end-of-sequence token.
+# The guide passes a cache as `past_key_values=`; transformers 5.24 calls that argument `cache=` and still
+# accepts the old name with a deprecation warning, silenced below.
 
 # %%
 # %matplotlib inline
+import warnings
+
+import ipywidgets as widgets
 import torch
 import transformers
+from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
+from kvlab.live import live, score_guess
 from kvlab.plots import growth
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*")
 torch.manual_seed(0)
 transformers.logging.set_verbosity_error()  # the tiny Mamba layers say they use the reference kernels
 
@@ -46,33 +56,65 @@ def random_prompt(n: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(3, 128, (1, n), generator=torch.Generator().manual_seed(seed))
 
 
-def generate(name: str, source_tokens: int, new_tokens: int):
-    model = kvlab.tiny_model(name)
-    return kvlab.run(model, None, random_prompt(source_tokens), "dynamic", max_new_tokens=new_tokens,
-                     generate_kwargs={"min_new_tokens": new_tokens})
-
-
 # %% [markdown]
-# ## 1. EncoderDecoderCache: self-attention grows, cross-attention is fixed
+# ## 1. EncoderDecoderCache (Cache de encoder-decoder)
 #
-# tiny-bart: 2 decoder layers, 4 heads × 16. We translate a 12-token source into 10 tokens, then a 24-token
-# source into 10 tokens.
-#
-# **Predict first.** For each run, how many tokens does each decoder layer's self-attention cache hold at the end,
-# and its cross-attention cache? Which of the two doubles with the longer source?
+# tiny-bart: 2 decoder layers, 4 heads × 16. The cache is built by hand, one `DynamicCache` for the decoder's
+# self-attention and one for its cross-attention, and handed to `generate`. We translate a 12-token source into
+# 10 tokens.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for source in (12, 24):
-    trace = generate("tiny-bart", source, 10).trace
-    print(f"source of {source} tokens:")
-    for row in trace.layer_table():
-        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
-              f"{row['bytes_held']:>6,} bytes")
+bart = kvlab.tiny_model("tiny-bart")
+source = random_prompt(12)
+past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+out = bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                    min_new_tokens=10, past_key_values=past_key_values)
+print(out)
+print(type(past_key_values).__name__, "after generate:")
+print("  self-attention cache: ", past_key_values.self_attention_cache.get_seq_length(), "tokens")
+print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_length(), "tokens")
+
+# %% [markdown]
+# The self-attention cache holds the decoder's tokens: the start token plus 9 generated ones fed back (the
+# 10th new token is never fed). The cross-attention cache holds the 12 source positions.
+#
+# **Predict first.** Now the same call inside `kvlab.watch`, for a 12-token and then a 24-token source. The
+# 12-token source gave each decoder layer's cross-attention 6,144 bytes (12 tokens × K and V × 4 heads × 16 ×
+# 4 bytes). How many bytes will the cross-attention hold in total, both layers, for the 24-token source?
 
 # %%
-bart = generate("tiny-bart", 24, 24)
-growth.plot_growth(bart.trace, title="tiny-bart (random weights): self- vs cross-attention bytes per decoder token")
+guess = 24_576  # bytes, both layers' cross-attention, 24-token source
+
+# %%
+# NBVAL_CHECK_OUTPUT
+bart_traces = {}
+for source_tokens in (12, 24):
+    source = random_prompt(source_tokens)
+    with kvlab.watch(bart) as watch:
+        past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+        bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                      min_new_tokens=10, past_key_values=past_key_values)
+    bart_traces[source_tokens] = watch.trace
+    print(f"source of {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
+    for row in watch.trace.layer_table():
+        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
+              f"{row['bytes_held']:>6,} bytes")
+cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
+print(score_guess(guess, cross_bytes, " B"))
+
+# %% [markdown]
+# The trace tags each layer with its role: `self` for the decoder's own tokens, `cross` for the encoder's. The
+# self-attention rows are the same for both sources (10 tokens, 5,120 bytes a layer); the cross-attention rows
+# doubled with the source. Step by step, with a longer generation:
+
+# %%
+source = random_prompt(24)
+with kvlab.watch(bart) as watch:
+    past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+    bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=24,
+                  min_new_tokens=24, past_key_values=past_key_values)
+growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cross-attention bytes per decoder token")
 
 # %% [markdown]
 # The self-attention part starts with one token (the decoder's start token) and grows by one per step; the
@@ -80,45 +122,139 @@ growth.plot_growth(bart.trace, title="tiny-bart (random weights): self- vs cross
 # source tokens, and then never changes. For a long source (a 30-second Whisper clip is 1,500 encoder frames)
 # the cross-attention part can be most of the cache, and it is the same size at the first token as at the last.
 #
-# ## 2. Mamba: a state that does not grow
-#
-# **Predict first.** Generate 64 tokens with tiny-llama (3 attention layers) and tiny-mamba (3 Mamba layers).
-# Sketch bytes against tokens for both.
-
-# %%
-runs = {name: generate(name, 8, 64) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
+# The two halves need not be the same kind of cache. Here the self-attention half is a `StaticCache`
+# (pre-allocated to 32 slots), the cross-attention half stays dynamic:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for name, result in runs.items():
-    by_step = result.trace.bytes_by_step()
-    kinds = sorted({row["kind"] for row in result.trace.layer_table()})
-    print(f"{name:>10} ({', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the prompt, {by_step[-1]:>6,} after "
-          f"{len(by_step) - 1} more tokens, +{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+source = random_prompt(12)
+with kvlab.watch(bart) as watch:
+    past_key_values = EncoderDecoderCache(StaticCache(config=bart.config, max_cache_len=32),
+                                          DynamicCache(config=bart.config))
+    bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                  min_new_tokens=10, past_key_values=past_key_values)
+for row in watch.trace.layer_table():
+    print(f"{row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
+          f"{row['slots_allocated']:>2} slots, {row['bytes_held']:>6,} bytes")
+
+# %% [markdown]
+# Each half behaves as its own class would alone: the static half holds 32 slots from the start (22 of them
+# masked), the dynamic half exactly the 12 source tokens.
+#
+# **Live.** Move the source length and the number of new tokens: the guide's `EncoderDecoderCache` call runs
+# again under `kvlab.watch` and the plot is redrawn.
 
 # %%
-growth.plot_growth({name: r.trace for name, r in runs.items()}, by_kind=False,
-                   title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
+def self_vs_cross(source_tokens, new_tokens):
+    source = random_prompt(source_tokens)
+    with kvlab.watch(bart) as watch:
+        past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+        bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False,
+                      max_new_tokens=new_tokens, min_new_tokens=new_tokens, past_key_values=past_key_values)
+    return growth.plot_growth(watch.trace, title=f"tiny-bart: {source_tokens}-token source, {new_tokens} new tokens")
+
+
+live(self_vs_cross,
+     source_tokens=widgets.IntSlider(value=24, min=4, max=128, step=4, continuous_update=False,
+                                     description="source tokens"),
+     new_tokens=widgets.IntSlider(value=24, min=4, max=96, step=4, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
+# ## 2. Mamba (Caches específicos de modelo)
+#
+# The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. In
+# transformers 5.24 there is no separate Mamba cache class any more: `generate` builds a plain `DynamicCache`
+# whose layers are `LinearAttentionLayer`s, each holding a convolution state and a recurrent state instead of
+# keys and values. Built by hand, the guide's way, and handed to tiny-mamba (3 Mamba layers):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mamba = kvlab.tiny_model("tiny-mamba")
+print("layer types:", mamba.config.layer_types)
+prompt = random_prompt(8)
+past_key_values = DynamicCache(config=mamba.config)
+mamba.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=16, min_new_tokens=16,
+               past_key_values=past_key_values)
+for idx, layer in enumerate(past_key_values.layers):
+    conv, recurrent = layer.conv_states[0], layer.recurrent_states[0]
+    print(f"layer {idx}: {type(layer).__name__}, conv state {tuple(conv.shape)}, recurrent state {tuple(recurrent.shape)}")
+
+# %% [markdown]
+# The convolution state keeps the last 4 inputs of each of the 128 inner channels (`conv_kernel=4`), the
+# recurrent state 8 numbers per channel (`state_size=8`): nothing in either shape counts tokens. Such a cache
+# cannot even say how many tokens it has seen:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+past_key_values.get_seq_length()
+
+# %% [markdown]
+# **Predict first.** Generate 64 tokens after an 8-token prompt with tiny-llama (3 attention layers), tiny-mamba
+# (3 Mamba layers) and tiny-jamba (a hybrid, below). Sketch bytes against tokens for each.
+
+# %%
+TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
+traces = {}
+for name, model in TINY.items():
+    with kvlab.watch(model) as watch:
+        model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=64,
+                       min_new_tokens=64)
+    traces[name] = watch.trace
+    traces[name].meta["prompt_tokens"] = prompt.shape[-1]  # a Mamba cache counts no tokens: tell the plot the x axis
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, trace in traces.items():
+    by_step = trace.bytes_by_step()
+    kinds = sorted({row["kind"] for row in trace.layer_table()})
+    print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
+          f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
+          f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+
+# %%
+growth.plot_growth(traces, by_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
 
 # %% [markdown]
 # tiny-llama grows by 768 bytes per token (3 layers × K and V × 2 heads × 16 × 4 bytes), forever. tiny-mamba's
-# state is the same size after 8 tokens as after 71: each layer keeps a convolution window of the last few
-# inputs and a recurrent state of fixed size, updated in place. (The tiny Mamba's state happens to be bigger
-# than a few tokens of the tiny Llama's KV cache; at real sizes and long contexts, the constant wins.)
+# state is the same 18,432 bytes after 8 tokens as after 71: each of its 3 layers keeps 128 channels × (4 + 8)
+# float32 numbers, 6,144 bytes, updated in place. The tiny Mamba's state is bigger than the tiny Llama's KV
+# cache up to 24 tokens (18,432 / 768); past that, and at real sizes and long contexts, the constant wins.
 #
+# **Live.** Move the number of new tokens: tiny-llama's line crosses tiny-mamba's flat one at 24 tokens seen,
+# whatever the length, and the gap after it widens by 768 bytes per token.
+
+# %%
+def mamba_vs_llama(new_tokens):
+    seen = {}
+    for name in ("tiny-llama", "tiny-mamba"):
+        with kvlab.watch(TINY[name]) as watch:
+            TINY[name].generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+        seen[name] = watch.trace
+        seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # for the Mamba state's x axis (it counts no tokens)
+    return growth.plot_growth(seen, by_kind=False, title=f"8-token prompt + {new_tokens} new tokens")
+
+
+live(mamba_vs_llama,
+     new_tokens=widgets.IntSlider(value=32, min=4, max=128, step=4, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
 # ## 3. A hybrid: Jamba
 #
-# tiny-jamba alternates Mamba and attention layers. **Predict first.** Which of its layers grow?
+# tiny-jamba alternates Mamba and attention layers; transformers gives it one `DynamicCache` with a
+# `LinearAttentionLayer` where the model has a Mamba layer and a `DynamicLayer` where it has attention.
+# **Predict first.** Which of its layers grow?
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for row in runs["tiny-jamba"].trace.layer_table():
+print("layer types:", TINY["tiny-jamba"].config.layer_types)
+for row in traces["tiny-jamba"].layer_table():
     print(f"layer {row['layer_idx']} {row['kind']:>6}: {row['logical_length']:>2} tokens, "
           f"{row['bytes_held']:>6,} bytes")
-print({kind: points[-1][1] for kind, points in growth.bytes_by_kind(runs["tiny-jamba"].trace).items()})
+print({kind: points[-1][1] for kind, points in growth.bytes_by_kind(traces["tiny-jamba"]).items()})
 
 # %%
-growth.plot_growth(runs["tiny-jamba"].trace, title="tiny-jamba (random weights): linear state vs attention KV")
+growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")
 
 # %% [markdown]
 # Only the attention layers grow; the Mamba layers' state stays flat. A hybrid's memory slope is set by its
@@ -126,10 +262,12 @@ growth.plot_growth(runs["tiny-jamba"].trace, title="tiny-jamba (random weights):
 #
 # ## Takeaway
 #
-# - `EncoderDecoderCache` = a self-attention cache that grows per generated token + a cross-attention cache fixed
-#   at the source length, filled once.
-# - Mamba/linear-attention layers keep a constant-size state; a KV cache grows linearly. Hybrids grow only in
-#   their attention layers.
-# - kvlab's instrumented caches record all three shapes in the same trace format.
+# - `EncoderDecoderCache(self_cache, cross_cache)` wraps two ordinary caches: a self-attention cache that grows
+#   per generated token, and a cross-attention cache fixed at the source length, filled once. The two can be
+#   different kinds (static and dynamic above).
+# - In transformers 5.24, Mamba's "model-specific cache" is a `DynamicCache` of `LinearAttentionLayer`s: a
+#   constant-size state per layer, no tokens to count. A KV cache grows linearly; hybrids grow only in their
+#   attention layers.
+# - `kvlab.watch` records all three shapes from unchanged transformers code, in the same trace format.
 #
 # **Next:** [06 · Iterative chat](06_iterative_chat.ipynb): reuse one cache across the turns of a conversation.

@@ -14,25 +14,36 @@
 # %% [markdown]
 # # 08 · Prefix caching: prefill a shared prefix once
 #
-# **Learning goal.** After this notebook you can prefill a long shared prefix (a system prompt, a document)
-# once, answer several questions from copies of that cache, say what each copy costs in memory for a
-# DynamicCache and a StaticCache, and avoid the one tokenization trap that makes the reuse silently wrong.
+# **Learning goal.** After this notebook you can run the transformers guide's prefix-cache recipe (prefill a
+# `StaticCache` under `torch.no_grad()`, then `copy.deepcopy` it for every question), say what each copy costs
+# in memory for a `StaticCache` and a `DynamicCache`, and spot the tokenization trap that makes the reuse
+# silently wrong: a prefix that ends in a space, like the guide's own.
 #
 # **In kvlab's words.** Many prompts start the same way. The keys and values of that common start do not
 # depend on what follows, so they can be computed once. Generating into a cache changes it, so each question
-# gets its own `copy.deepcopy` of the prefilled cache; `generate(prefix_and_question_ids, cache=copy)` then
-# prefills only the question. The shortcut is right only if the prefix's token ids are exactly the first ids
-# of the full prompt, and string concatenation does not promise that.
+# gets its own deep copy of the prefilled cache; `generate` then only has to run the part of the prompt the
+# copy does not hold yet. That is right only if the prefix's token ids are exactly the first ids of the full
+# prompt, and joining two strings does not promise that.
 #
 # SmolLM2-135M-Instruct, greedy decoding, CPU.
 
 # %%
+# %matplotlib inline
+import copy
+import warnings
+
+import ipywidgets as widgets
 import torch
+import transformers
+from transformers import DynamicCache, StaticCache
 
 import kvlab
-from kvlab.plots.prefix import plot_prefix_answers
-from kvlab.prefix import PrefixMismatchError, answer, answer_without_reuse, prefill_prefix
+from kvlab.live import live, score_guess
+from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
+from kvlab.prefix import check_token_prefix, token_prefix
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
 SHOP = (
@@ -42,117 +53,218 @@ SHOP = (
     "Brake pads cost 15 euros per pair, fitting included. A full service costs 65 euros and takes one day.\n"
     "We sell city bikes and cargo bikes, but no electric bikes. We rent cargo bikes for 30 euros a day.\n"
     "Payment by card or cash. Repairs are guaranteed for three months.\n"
-)
+)  # ends in a newline: a token boundary (section 3 shows why that matters)
 QUESTIONS = [
     "Question: How much does it cost to replace an inner tube?\nAnswer:",
     "Question: Do you sell electric bikes?\nAnswer:",
     "Question: Are you open on Sunday?\nAnswer:",
 ]
-NEW_TOKENS = 12
+NEW_TOKENS = 8
+MAX_CACHE_LEN = 224  # room for the prefix, the longest question and its answer
 
 # %% [markdown]
-# ## 1. Prefill once, into a DynamicCache and a StaticCache
+# ## 1. Prefill once, copy per question (Preencher um cache (cache de prefixo))
 #
-# **Predict first.** The shop text is about 150 tokens. SmolLM2 keeps, per token, 30 layers × (keys + values) ×
-# 3 heads × 64 dims × 4 bytes. How many bytes will the prefilled DynamicCache hold? A StaticCache sized for the
-# prefix plus room for a question and an answer (`max_cache_len=224`)?
+# The guide's recipe, on the shop text: build a `StaticCache` big enough for prefix + question + answer, run
+# one forward over the prefix without gradients (so the cache's tensors can be deep-copied), then for every
+# question tokenize the *whole* prompt (prefix + question), deep-copy the prefilled cache and pass the copy to
+# `generate` as `past_key_values=`.
 
 # %%
-dynamic_prefix = prefill_prefix(model, tokenizer, SHOP, cache="dynamic")
-static_prefix = prefill_prefix(model, tokenizer, SHOP, cache="static", max_cache_len=224)
+prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+inputs = tokenizer(SHOP, return_tensors="pt")
+with torch.no_grad():
+    output = model(**inputs, past_key_values=prompt_cache)
+prompt_cache = output.cache  # the guide reads `.past_key_values`; see the next cell
+
+answers = []
+for question in QUESTIONS:
+    new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+    past_key_values = copy.deepcopy(prompt_cache)
+    out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
+    answers.append(out[0, new_inputs.input_ids.shape[-1]:])  # the new tokens only
+
+# %% [markdown]
+# In transformers 5.24 the forward's output names its cache field `cache`. The guide's `.past_key_values` still
+# works: it is a deprecated property that returns the same object (and logs a one-time notice, silenced above).
 
 # %%
 # NBVAL_CHECK_OUTPUT
-per_token = 30 * 2 * 3 * 64 * 4
-print(f"prefix: {len(dynamic_prefix.ids)} tokens; {per_token:,} B per token")
-print(f"DynamicCache: {dynamic_prefix.bytes:>9,} B = {dynamic_prefix.bytes // per_token} tokens' worth")
-print(f"StaticCache:  {static_prefix.bytes:>9,} B = {static_prefix.bytes // per_token} slots' worth")
+print(type(output).__name__, "fields:", list(output.keys()))
+print("output.past_key_values is output.cache:", output.past_key_values is output.cache)
+print(f"prefix: {inputs.input_ids.shape[-1]} tokens; the prefilled cache reports {prompt_cache.get_seq_length()}")
+for question, new in zip(QUESTIONS, answers):
+    print(f"{question.splitlines()[0]!r} -> {tokenizer.decode(new, skip_special_tokens=True)!r}")
 
 # %% [markdown]
-# ## 2. Three questions, each from a deep copy
-#
-# **Predict first.** Without reuse, each question prefills the shop text again plus the question. With reuse,
-# how many tokens does each answer prefill? Will any answer differ from the one without reuse? What does each
-# copy cost in memory?
+# **Predict first.** SmolLM2 keeps, per token, 30 layers × (keys + values) × 3 heads × 64 dims × 4 bytes =
+# 46,080 B. How many bytes does each deep copy of the `StaticCache` hold? And a copy of a `DynamicCache`
+# prefilled with the same prefix? Write your guess for the static copy below (in bytes).
 
 # %%
-runs = {
-    "dynamic, reused prefix": [answer(model, tokenizer, dynamic_prefix, q, NEW_TOKENS) for q in QUESTIONS],
-    "static, reused prefix": [answer(model, tokenizer, static_prefix, q, NEW_TOKENS) for q in QUESTIONS],
-    "no reuse": [answer_without_reuse(model, tokenizer, SHOP, q, NEW_TOKENS) for q in QUESTIONS],
-}
+guess = 150 * 46_080  # "the prefix is about 150 tokens, so its keys and values"
+
+# %% [markdown]
+# ## 2. The same recipe, watched
+#
+# The same code again, inside `kvlab.watch`, once with the guide's `StaticCache` and once with a
+# `DynamicCache` (the guide's comment says either works). `watch.traces` lists every cache the model used: each
+# prefilled prefix cache, then one trace per deep copy, whose `meta["copied_from"]` names the trace it was copied
+# from. For reference, each question is also answered without reuse: plain `generate` on the whole prompt.
+
+# %%
+reused = {}
+with kvlab.watch(model) as watch:
+    for name, prompt_cache in {"StaticCache": StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN),
+                               "DynamicCache": DynamicCache(config=model.config)}.items():
+        inputs = tokenizer(SHOP, return_tensors="pt")
+        with torch.no_grad():
+            prompt_cache = model(**inputs, past_key_values=prompt_cache).cache
+        for question in QUESTIONS:
+            new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+            past_key_values = copy.deepcopy(prompt_cache)
+            out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS,
+                                 do_sample=False)  # fmt: skip
+            reused.setdefault(name, []).append(out[0, new_inputs.input_ids.shape[-1]:])
+
+no_reuse, prompt_tokens = [], []
+for question in QUESTIONS:
+    new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+    out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+    no_reuse.append(out[0, new_inputs.input_ids.shape[-1]:])
+    prompt_tokens.append(new_inputs.input_ids.shape[-1])
 
 # %%
 # NBVAL_CHECK_OUTPUT
-reference = runs["no reuse"]
-for name, answers in runs.items():
-    print(f"{name:>22}: prefilled {[a.prefilled_tokens for a in answers]}, copy bytes {answers[0].copy_bytes:,}, "
-          f"same tokens as no reuse: {[a.token_ids == r.token_ids for a, r in zip(answers, reference)]}")
-for q, a in zip(QUESTIONS, reference):
-    print(f"{q.splitlines()[0]!r} -> {a.text!r}")
-
-# %%
-plot_prefix_answers(runs, title=f"{len(dynamic_prefix.ids)}-token prefix, {NEW_TOKENS} new tokens per answer")
-
-# %%
-# Timings (not checked: they depend on the machine and its load).
-print(f"prefill of the prefix, once: dynamic {dynamic_prefix.seconds * 1e3:.0f} ms, static {static_prefix.seconds * 1e3:.0f} ms")
-for name, answers in runs.items():
-    firsts = ", ".join(f"{a.first_token_seconds * 1e3:.0f}" for a in answers)
-    print(f"{name:>22}: time to first token (copy + prefill) {firsts} ms; whole answers "
-          f"{sum(a.seconds for a in answers) * 1e3:.0f} ms")
-
-# %% [markdown]
-# Time to first token is where reuse pays: each reused answer copies the cache and prefills a dozen tokens
-# instead of ~170 (on a shared CPU the numbers are noisy; the full answers are dominated by decoding, which
-# reuse does not change). The copies hold exactly what was prefilled: the DynamicCache copy holds the prefix's tokens and nothing more
-# (it grows while that answer generates), the StaticCache copy holds all 224 slots from the start, filled or
-# not. Per question, that is the memory price of reuse: one copy alive while that answer is generated. The
-# tokens are the same with and without reuse, because the keys and values of the prefix do not depend on what
-# comes after it.
-
-# %% [markdown]
-# ## 3. The trailing-space trap
-#
-# A natural way to split a prompt is to keep `"...\nQuestion: "` as the prefix and append the question text.
-#
-# **Predict first.** The prefix now ends in a space. Tokenize prefix alone and prefix + question: do the ids
-# line up? If they do not, what does plain transformers do with the cache: raise, or answer?
+for i, trace in enumerate(watch.traces):
+    summary = trace.summary()
+    origin = "prefilled prefix" if trace.meta.get("copied_from") is None else f"copy of trace {trace.meta['copied_from']}"
+    print(f"trace {i}: {trace.meta['cache_class']:<12} {origin:<18} holds {summary['final_bytes']:>10,} B at the end, "
+          f"{summary['slots_live'] // 30} of {summary['slots_allocated'] // 30} slots per layer live")
+print("prompt tokens per question, no reuse:", prompt_tokens)
+for name, outs in reused.items():
+    print(f"{name}: same tokens as no reuse: {[torch.equal(a, b) for a, b in zip(outs, no_reuse)]}; "
+          f"same as section 1 (unwatched): {[torch.equal(a, b) for a, b in zip(outs, answers)]}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-spaced = prefill_prefix(model, tokenizer, SHOP + "Question: ")
-question = "How much does it cost to replace an inner tube?\nAnswer:"
-full = tokenizer(spaced.text + question).input_ids
-print(f"prefix: {len(spaced.ids)} ids, ending with", tokenizer.convert_ids_to_tokens(spaced.ids[-3:]))
-print("prefix+question has at the same place:", tokenizer.convert_ids_to_tokens(full[len(spaced.ids) - 3:len(spaced.ids) + 1]))
+static_copy = watch.traces[1]
+print(score_guess(guess, static_copy.summary()["peak_bytes"], " B"))
+
+# %%
+plot_prefix_copies(watch.traces, prompt_tokens,
+                   title=f"{len(QUESTIONS)} questions after a {watch.traces[0].summary()['slots_live'] // 30}-token prefix, "
+                         f"{NEW_TOKENS} new tokens each")  # fmt: skip
+
+# %% [markdown]
+# Reading the traces:
+#
+# - Every copy's first forward wrote only the question's tokens (left panel): the prefix's keys and values came
+#   with the copy. Without reuse, each answer runs the whole prompt through the model again.
+# - A `StaticCache` copy holds all `max_cache_len` slots from the moment it is copied, filled or not, so every
+#   copy costs the same 224 slots. A `DynamicCache` copy holds the prefix's tokens and grows only while its
+#   answer is generated. Per question, the memory price of reuse is one copy alive while that answer runs.
+# - The tokens are the same with and without reuse, and the same watched or not: the prefix's keys and values do
+#   not depend on what comes after it, and `kvlab.watch` only records.
+
+# %% [markdown]
+# ## 3. The trap in the guide's own prefix
+#
+# The guide's sample caches `"You are a helpful assistant. "`, with a space at the end, and then tokenizes
+# `INITIAL_PROMPT + prompt` for every question.
+#
+# **Predict first.** SmolLM2's tokenizer (byte-level BPE, like Llama's) attaches a space to the word after it.
+# Tokenized alone, how does the guide's prefix end? Tokenized together with `"What is the capital of France?"`,
+# are the prefix's ids still the first ids of the full prompt?
 
 # %%
 # NBVAL_CHECK_OUTPUT
-unchecked = answer(model, tokenizer, spaced, question, NEW_TOKENS, check=False)  # what plain transformers does
-correct = answer_without_reuse(model, tokenizer, spaced.text, question, NEW_TOKENS)
-print("plain reuse: ", repr(unchecked.text))
-print("no reuse:    ", repr(correct.text))
-print("same tokens:", unchecked.token_ids == correct.token_ids)
+INITIAL_PROMPT = "You are a helpful assistant. "
+question = "What is the capital of France?"
+check = token_prefix(tokenizer, INITIAL_PROMPT, question)
+print("prefix alone:       ", check.prefix_tokens)
+print("prefix + question:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
+print("ids of the prefix are a prefix of the full ids:", check.ok, "| first difference at position", check.mismatch)
 
 # %% [markdown]
-# The prefix was tokenized with a lone space token `Ġ` at its end; the full prompt spells the same space as
-# part of `ĠHow`. `generate` assumes the first 163 ids are cached and feeds from id 163 on, so the model never
-# sees the token `ĠHow`: position 162 holds the keys and values of a bare space instead. No error, a different
-# answer. kvlab compares the ids first:
+# Alone, the prefix ends in a lone space token `Ġ` (id shown above). Joined to the question, the same space is
+# spelled inside `ĠWhat`. The cache holds 7 positions, so `generate` treats the first 7 ids of the full prompt
+# as already cached and feeds the model from position 7 on: `ĠWhat` is never run, and position 6 holds the keys
+# and values of a bare space instead. What does that do to the answer? The guide's recipe, with its prefix:
+
+# %%
+prompt_cache = StaticCache(config=model.config, max_cache_len=64)
+inputs_initial_prompt = tokenizer(INITIAL_PROMPT, return_tensors="pt")
+with torch.no_grad():
+    prompt_cache = model(**inputs_initial_prompt, past_key_values=prompt_cache).cache
+
+new_inputs = tokenizer(INITIAL_PROMPT + question, return_tensors="pt")
+past_key_values = copy.deepcopy(prompt_cache)
+reused_out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
+fresh_out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)  # no reuse: the right answer
+
+# %%
+# NBVAL_CHECK_OUTPUT
+start = new_inputs.input_ids.shape[-1]
+print("reused prefix cache:", repr(tokenizer.decode(reused_out[0, start:], skip_special_tokens=True)))
+print("no reuse:           ", repr(tokenizer.decode(fresh_out[0, start:], skip_special_tokens=True)))
+print("same tokens:", torch.equal(reused_out[0, start:], fresh_out[0, start:]))
+
+# %% [markdown]
+# No error, no warning, and a different answer: the reused cache answered a prompt that reads "You are a helpful
+# assistant.␣ is the capital of France?" (the model never saw `ĠWhat`). In this small model neither answer says
+# "Paris" (the prompt has no chat template, and the model is small), but only the answer without reuse
+# is the model's answer to the prompt you wrote. The fix is to end the prefix on a token boundary: drop the
+# trailing space and start the question with it (`"You are a helpful assistant."` + `" What is…"`), or end the
+# prefix with a newline, or cache a whole chat-template turn.
+#
+# kvlab's `check_token_prefix` compares the ids before you reuse a cache and says where they part:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
-answer(model, tokenizer, spaced, question, NEW_TOKENS)
+check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
+
+# %% [markdown]
+# ### Try it: which prefixes are safe?
+#
+# Pick a prefix and type a question: the figure tokenizes prefix and prefix + question with SmolLM2's tokenizer
+# and lines the ids up around the seam. Green positions agree, red ones differ (the cache would hold the wrong
+# keys and values there), grey-blue ones are the question's own tokens, which the copy's first forward runs.
+
+# %%
+PREFIXES = {
+    "'You are a helpful assistant. ' (the guide's)": "You are a helpful assistant. ",
+    "'You are a helpful assistant.\\n'": "You are a helpful assistant.\n",
+    "a system turn of the chat template": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n",
+    "the shop text + 'Question: '": SHOP + "Question: ",
+}
+
+
+def prefix_check(prefix, question):
+    return plot_token_prefix(token_prefix(tokenizer, prefix, question))
+
+
+live(prefix_check,
+     prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefix"),
+     question=widgets.Text(value=question, continuous_update=False, description="question"))
+
+# %% [markdown]
+# The default is the guide's prefix: the red box at its last position is the lone space. Choose the prefix that
+# ends in a newline, or the chat-template turn, and every box of the prefix turns green, whatever question you
+# type. The shop text ending in `"Question: "` fails the same way as the guide's prefix.
 
 # %% [markdown]
 # ## Takeaway
 #
-# - Prefill a shared prefix once, `copy.deepcopy` the cache per question, pass the full prompt's ids: each answer
-#   prefills only its question, and the tokens equal those without reuse.
-# - A DynamicCache copy costs the prefix's tokens; a StaticCache copy costs every slot of `max_cache_len`.
-# - End the prefix on a token boundary (a newline, the end of a chat-template turn), never on a space. kvlab's
-#   `answer` checks that the prefix ids are a token prefix and raises `PrefixMismatchError` when they are not.
+# - The guide's recipe works as written: prefill a cache once under `torch.no_grad()`, `copy.deepcopy` it per
+#   question, pass the copy with the whole prompt. Each answer runs only its question's tokens, and the tokens
+#   equal those without reuse. In transformers 5.24 the forward's output field is `.cache`
+#   (`.past_key_values` is a deprecated alias for it).
+# - A `StaticCache` copy costs every slot of `max_cache_len`; a `DynamicCache` copy costs the prefix's tokens
+#   and grows with its answer.
+# - End the prefix on a token boundary, never on a space: the guide's own `"You are a helpful assistant. "`
+#   makes SmolLM2 skip the question's first word without a word of warning. Check the ids
+#   (`kvlab.prefix.check_token_prefix`) before reusing a cache.
 #
 # **Next:** [09 · Where tensors live](09_where_tensors_live.ipynb): what `generate` keeps on which device, and
 # what each forward call receives.

@@ -14,103 +14,161 @@
 # %% [markdown]
 # # 09 · Where tensors live during `generate`
 #
-# **Learning goal.** After this notebook you can say which tensors `generate` keeps for itself and which it
-# hands to each forward call, on which device, with which dtype and shape, and why that matters to compiler
-# backends that trace the forward.
+# **Learning goal.** After this notebook you can run the guide's "keep the inputs on the CPU" sample, say
+# which tensors `generate` keeps for itself and which it hands to each forward call (with their device, dtype
+# and shape), and count the input signatures a tracing compiler would meet with a growing and a fixed-size cache.
 #
 # **In kvlab's words.** `generate` is a loop around `forward`. It keeps its own bookkeeping (the growing
 # sequence of ids, the attention mask) on the device of the ids you passed in. Before each call it slices out
 # what that one forward consumes (the new ids, their positions, a mask) and moves only those onto the model's
-# device (transformers 5.24, `prepare_inputs_for_generation`, step 6). The cache is not an input that moves: it
-# lives where the layers wrote it. `kvlab.devices.log_forward_inputs` puts a forward pre-hook on the model
+# device (transformers 5.24, `prepare_inputs_for_generation`). The cache is not an input that moves: it lives
+# where the layers wrote it. `kvlab.devices.log_forward_inputs` puts a forward pre-hook on the model
 # (`register_forward_pre_hook(..., with_kwargs=True)`, removed when the block ends) and records every tensor
 # each call receives.
 #
-# SmolLM2-135M-Instruct, greedy decoding, CPU.
+# SmolLM2-135M-Instruct, greedy decoding, on a machine **without an accelerator**: everything here is on the
+# CPU, which limits what can be measured (section 1 says exactly what).
 
 # %%
+# %matplotlib inline
+import warnings
+
+import ipywidgets as widgets
 import torch
+import transformers
 
 import kvlab
 from kvlab.devices import log_forward_inputs
+from kvlab.live import live, score_guess
 from kvlab.plots.forward_inputs import plot_forward_shapes
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-prompt = tokenizer("A generation loop keeps its tensors on", return_tensors="pt").input_ids  # (1, 7)
-print("prompt ids:", tuple(prompt.shape), prompt.dtype, prompt.device, "| model:", model.device, model.dtype)
+print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available())
 
 # %% [markdown]
-# ## 1. Every forward input of one `generate`
+# ## 1. Keep the inputs on the CPU (Mantenha os tensores de geração na CPU)
 #
-# **Predict first.** We generate 5 tokens after a 7-token prompt. How many forward calls will there be?
-# What shape will `input_ids` have in the first call, and in the others? Does `forward` receive the growing
-# sequence at all?
-
-# %%
-with log_forward_inputs(model) as log:
-    result = kvlab.run(model, tokenizer, prompt, max_new_tokens=5)
+# The guide's sample tokenizes the prompt and does **not** call `.to(model.device)`: the inputs stay on the
+# CPU, `generate` moves to the model's device only what each forward consumes, and the output comes back on
+# the device of the inputs.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{log.calls} forward calls for {len(result.generated_token_ids)} new tokens")
+inputs = tokenizer("A generation loop keeps its tensors on", return_tensors="pt")  # no .to(model.device)
+output = model.generate(**inputs, do_sample=False, max_new_tokens=5)
+print(output.device)
+print(tokenizer.decode(output[0]))
+
+# %% [markdown]
+# **What this measures here, and what it does not.** On this machine the model is on the CPU too, so `cpu` is
+# the only answer possible: the output is on the inputs' device, but so is everything else. The guide's point is
+# about accelerators: on a GPU, Neuron or TPU device, the growing sequence and mask stay on the CPU while each
+# forward's inputs are moved to the device, and the output comes back to the CPU. That claim is **not measured
+# here** (no accelerator). What can be measured on a CPU is the other half: what each forward call receives,
+# and how its shapes change from call to call.
+#
+# **Predict first.** The same sample, now watched. We generate 5 tokens after a 7-token prompt. How many
+# forward calls will there be? What shape will `input_ids` have in the first call, and in the others? Does
+# `forward` receive the growing sequence at all?
+
+# %%
+with kvlab.watch(model) as watch, log_forward_inputs(model) as log:
+    output = model.generate(**inputs, do_sample=False, max_new_tokens=5)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{log.calls} forward calls for {output.shape[-1] - inputs.input_ids.shape[-1]} new tokens; "
+      f"the cache ({watch.trace.meta['cache_class']}) holds {watch.trace.final_layers()[0]['logical_length']} tokens per layer")
 for row in log.table():
     print(f"call {row['call']}: {row['name']:<22} {row['device']:<5} {row['dtype']:<8} {row['shape']}")
 print("devices seen, per input:", log.devices())
 
 # %% [markdown]
-# Five forwards for five tokens: the prefill produces the first token, each later call one more. `forward`
-# never sees the whole sequence again: after the prefill it gets one id `(1, 1)`, its position, and the cache,
-# whose keys (logged as the call begins) grow by one slot per call. The fifth token is never fed back. No attention
-# mask reaches the model at all: with a DynamicCache and no padding, `generate` leaves the causal mask to the
-# model. On this CPU-only machine every device is `cpu`; on a GPU the same log would show the model's device
-# for these forward inputs, while `generate`'s own sequence and mask stay on the device of `prompt`
-# (not measured here: this machine has no accelerator).
+# Five forwards for five tokens: the prefill produces the first token, each later call one more. `forward` never
+# sees the whole sequence again: after the prefill it gets one id `(1, 1)`, its position, and the cache, whose
+# keys (logged as the call begins) grow by one slot per call. The fifth token is never fed back, so the cache ends
+# holding 7 + 4 = 11 tokens per layer. No attention mask reaches the model at all: the prompt has no padding, so
+# `generate` leaves the causal mask to the model. On this CPU-only machine every device is `cpu`.
 
 # %% [markdown]
 # ## 2. A fixed-shape cache: what a tracing compiler sees
 #
 # A traced backend (`torch.compile`, and even more so CUDA graphs or XLA/Neuron devices) turns a forward into
 # a graph specialised to the shapes, dtypes and devices of its inputs. A new signature means a new trace or a
-# recompilation; an input on the wrong device means a copy inside every step.
+# recompilation.
 #
-# **Predict first.** Over 12 decoding steps, how many distinct input signatures will a DynamicCache produce?
-# A StaticCache with `max_cache_len=32`?
+# **Predict first.** We generate 13 new tokens: 13 forward calls, the prefill and then 12 decoding calls. Over
+# those 12 decoding calls, how many distinct input signatures will the default cache produce? And with
+# `cache_implementation="static"`? Write your guess for the static cache.
+
+# %%
+guess = 12  # "the mask and the cache change every step, static or not"
 
 # %%
 logs = {}
-for kind, options in {"dynamic": {}, "static": {"max_cache_len": 32}}.items():
-    with log_forward_inputs(model) as logs[kind]:
-        kvlab.run(model, tokenizer, prompt, cache=kind, max_new_tokens=13, **options)
+with log_forward_inputs(model) as logs["dynamic (default)"]:
+    model.generate(**inputs, do_sample=False, max_new_tokens=13)
+with log_forward_inputs(model) as logs['cache_implementation="static"']:
+    model.generate(**inputs, do_sample=False, max_new_tokens=13, cache_implementation="static")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for kind, kind_log in logs.items():
-    decoding = kind_log.signatures()[1:]  # call 0 is the prefill
-    print(f"{kind:>7}: {len(set(decoding))} distinct signatures over {len(decoding)} decoding calls; "
-          f"inputs: {kind_log.names()}")
-print("static call 1:", [(r.name, r.dtype, r.shape) for r in logs["static"] if r.call == 1])
+    distinct, calls = kind_log.decoding_signatures()
+    print(f"{kind:>29}: {distinct} distinct signature{'s' * (distinct != 1)} over {calls} decoding calls "
+          f"({kind_log.distinct_signatures()} counting the prefill); inputs: {kind_log.names()}")
+static_log = logs['cache_implementation="static"']
+print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
+print("static cache:", score_guess(guess, static_log.decoding_signatures()[0]))
 
 # %%
 plot_forward_shapes(logs, title="Sequence length of each forward input, per call")
 
 # %% [markdown]
-# With a DynamicCache the cache's keys grow by one slot per call, so every decoding call has a new signature:
-# a traced backend would re-trace every step (or fall back to dynamic shapes). The StaticCache allocates all 32
-# slots up front and `generate` builds a 4-D boolean mask of the same fixed width `(1, 1, 1, 32)`, so all 12
-# decoding calls share **one** signature: one graph, captured once, replayed every step. That is why the guide
-# recommends a static cache for `torch.compile`, and why `generate` keeps its own growing tensors off the
-# traced path.
+# With the default `DynamicCache` the cache's keys grow by one slot per call, so each of the 12 decoding calls
+# has a signature of its own: a traced backend would re-trace every step (or fall back to dynamic shapes). With
+# `cache_implementation="static"` the cache allocates its slots up front (19 here: the 7 prompt tokens and the 12
+# new ones fed back, as the call-1 shapes show) and `generate` builds a 4-D boolean mask of that same fixed width
+# `(1, 1, 1, 19)`, so all 12 decoding calls share
+# **one** signature: one graph, captured once, replayed every step. The prefill is the one call with a shape of
+# its own in both runs (the figure titles leave it out; counted, it makes 13 and 2). That is why the guide pairs
+# a static cache with `torch.compile`, and why `generate` keeps its own growing tensors off the traced path.
+
+# %% [markdown]
+# ### Try it: signatures per cache and length
+#
+# Choose a cache and a number of new tokens: the figure re-runs `generate` on the 7-token prompt under
+# `log_forward_inputs` and draws each input's length per call.
+#
+# With `"static"`, look at the width: `generate` builds each new static cache with the largest `max_cache_len` it
+# has used on this model so far (transformers keeps it, `_prepare_static_cache`, so that a compiled graph can be
+# reused). After section 2's 13-token run, the default 8 new tokens (which need 7 + 7 = 14 slots) still get 19.
+
+# %%
+def signatures(cache_implementation, new_tokens):
+    with log_forward_inputs(model) as run_log:
+        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, cache_implementation=cache_implementation)
+    return plot_forward_shapes({f'cache_implementation="{cache_implementation}"': run_log},
+                               title=f"{new_tokens} new tokens after a 7-token prompt")  # fmt: skip
+
+
+live(signatures,
+     cache_implementation=widgets.Dropdown(options=["dynamic", "static"], value="static", description="cache"),
+     new_tokens=widgets.IntSlider(value=8, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
 
 # %% [markdown]
 # ## Takeaway
 #
-# - `generate` keeps the growing sequence and mask on the input's device and moves only what one forward
-#   consumes (new ids, positions, mask) onto the model's device; the cache stays where its layers wrote it.
-# - After the prefill, each forward gets one id, its position and the cache. What varies between calls is the
-#   cache's length, and with a StaticCache even that is fixed.
-# - Fixed shapes (static cache, fixed-width mask) give one signature for all of decoding, which is what traced
-#   compiler backends need.
+# - Leave the inputs on the CPU and `generate` returns its output there: here `output.device` is `cpu`, as it
+#   must be on a machine without an accelerator. The guide's accelerator case (forward inputs moved to the
+#   device, the growing tensors left on the CPU) is not measured here.
+# - After the prefill, each forward gets one id, its position and the cache (and, with a static cache, a mask of
+#   fixed width). With the default cache the cache grows every call; with a static cache no input changes shape.
+# - Fixed shapes give one signature for all of decoding (12 decoding calls, 1 signature here; 2 with the
+#   prefill), which is what traced compiler backends need.
 #
 # **Next:** [10 · Choose your cache](10_choose_your_cache.ipynb): the guide's comparison table, measured here,
 # and a KV-size calculator for big models.

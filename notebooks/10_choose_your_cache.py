@@ -28,16 +28,25 @@
 # Gemma 3 270M (sliding window 512) and SmolLM2-135M-Instruct, greedy, CPU.
 
 # %%
+# %matplotlib inline
 import platform
+import warnings
 
+import ipywidgets as widgets
 import torch
+import transformers
 
 import kvlab
-from kvlab.guide_table import Setup, compare_with_guide, live_runs, measure
+from kvlab.devices import log_forward_inputs
+from kvlab.guide_table import GUIDE_CALLS, Setup, calculated_for, compare_with_guide, live_runs, measure
+from kvlab.live import live
 from kvlab.measure import text
+from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
 from kvlab.size import architecture, cache_size
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 model, tokenizer = kvlab.load("smollm2")
@@ -45,7 +54,47 @@ print(f"this machine: {platform.machine()}, {platform.python_version()}, torch {
       f"{torch.get_num_threads()} threads, accelerator: {torch.cuda.is_available()}")
 
 # %% [markdown]
-# ## 1. The guide's table, measured here
+# ## 1. The guide's three caches, called the guide's way (Estratégias de cache)
+#
+# The guide's table compares the default `DynamicCache`, the `StaticCache` and the `QuantizedCache`. In
+# `generate` they are one keyword away: nothing for the default, `cache_implementation="static"`, and
+# `cache_implementation="quantized"` with a `cache_config` dict (here quanto, 4 bits, an 8-token
+# full-precision residual). The same 48-token prompt, 8 new tokens each:
+
+# %%
+prompt = text.prompt_ids(tokenizer, 48)  # (1, 48): the first 48 tokens of Python's reference prose
+inputs = {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
+print(GUIDE_CALLS)
+outputs = {kind: model.generate(**inputs, do_sample=False, max_new_tokens=8, **kwargs) for kind, kwargs in GUIDE_CALLS.items()}
+
+# %% [markdown]
+# The same three calls inside `kvlab.watch`, which records each cache `generate` built, and kvlab's size
+# calculator asked for the same tokens:
+
+# %%
+watched = {}
+for kind, kwargs in GUIDE_CALLS.items():
+    with kvlab.watch(model) as watch:
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=8, **kwargs)
+    watched[kind] = (watch.trace, out)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+smollm2 = architecture("smollm2")
+for kind, (trace, out) in watched.items():
+    size = calculated_for(trace, smollm2, prompt_tokens=48, cache_config=GUIDE_CALLS[kind].get("cache_config"))
+    print(f"{trace.meta['cache_class']:<14} holds {trace.summary()['final_bytes']:>9,} B for {size.tokens} tokens "
+          f"(calculated {size.bytes:>9,} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
+          f"as the dynamic cache: {torch.equal(outputs[kind], outputs['dynamic'])}")
+
+# %% [markdown]
+# `generate` sized the static cache itself, to the prompt plus the new tokens it will feed back (55 slots), so
+# here it holds exactly what the dynamic cache holds. The 4-bit quantized cache is about 3.4 times smaller, and
+# its greedy tokens already differ from the others within 8 tokens. Those three runs are the memory column of
+# the guide's table; the next section measures all four columns.
+
+# %% [markdown]
+# ## 2. The guide's table, measured here
 #
 # **Predict first.** The guide says: Dynamic (sliding yes, offloading yes, compile no, memory medium), Static
 # (yes, yes, yes, high), Quantized (no, no, no, low). Which cells do you expect a measurement to overturn? For
@@ -89,10 +138,47 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 #   the tokens you need and it matches the dynamic cache; the price is paid when you guess high.
 #
 # The compile column is the forward-signature count of notebook 09: a static cache gives one signature for all
-# decoding steps, a growing cache one per step, and the quantized cache's residual buffer cycles through several.
+# 7 decoding steps, the dynamic cache one per step (7 of 7). The quantized cache also gives 7 of 7, like the
+# dynamic cache: the keys a forward receives are its full-precision residual, which grows by one token per step
+# and had not yet filled its 8 slots. Over longer runs the residual is packed every 8 tokens and starts again,
+# so its shapes repeat: the control below measures that (8 distinct signatures over 23 decoding calls with its
+# default of 24 new tokens).
 
 # %% [markdown]
-# ## 2. Sizing big models' caches before you download them
+# ### Try it: one cache, live, beside the calculator
+#
+# Choose a cache and a number of new tokens: the figure runs the guide's `generate` call for that cache on the
+# 48-token prompt inside `kvlab.watch` and `log_forward_inputs`. Left: the bytes the live cache holds at the
+# end (red diamond) on the bars `kvlab.size` calculates for each kind at the same tokens. Right: the length of
+# the cache's keys that each decoding forward received (0 when the quantized residual is empty), and the number
+# of distinct input signatures a tracing compiler would meet.
+#
+# The static bars are calculated for a cache of exactly the tokens held. `generate` never builds a static cache
+# smaller than the largest it built before on this model (notebook 09, last control), so after a longer static
+# run a shorter one shows its diamond above the bar: the live cache kept the extra slots.
+
+# %%
+KEYS = "cache.layers[0].keys"
+
+
+def cache_choice(cache, new_tokens):
+    with kvlab.watch(model) as run_watch, log_forward_inputs(model) as run_log:
+        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, **GUIDE_CALLS[cache])
+    trace = run_watch.trace
+    held = 48 + new_tokens - 1
+    calculated = {kind: cache_size(smollm2, kind, held, prefill=48, **options).bytes
+                  for kind, options in {"dynamic": {}, "static": {"max_cache_len": held},
+                                        "quantized": GUIDE_CALLS["quantized"]["cache_config"]}.items()}  # fmt: skip
+    return plot_cache_choice(cache, trace.summary()["final_bytes"], calculated, run_log.lengths(KEYS),
+                             run_log.decoding_signatures(), title=f"SmolLM2, 48-token prompt + {new_tokens} new tokens")  # fmt: skip
+
+
+live(cache_choice,
+     cache=widgets.Dropdown(options=list(GUIDE_CALLS), value="quantized", description="cache"),
+     new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
+# ## 3. Sizing big models' caches before you download them
 #
 # **Predict first.** Llama-2-7B has 32 KV heads per layer; Llama-3-8B has 8 (grouped-query attention). At 32k
 # tokens in their native 16-bit dtypes, how many GiB does each hold? And Gemma 3 12B, whose 48 layers are 40
@@ -131,9 +217,9 @@ plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.it
 # That transient, not the steady state, is what has to fit.
 
 # %% [markdown]
-# ## 3. Is the calculator right? Checked against the live caches above
+# ## 4. Is the calculator right? Checked against the live caches above
 #
-# **Predict first.** The calculator never runs a model. For the runs of section 1 (Gemma 3 past its window,
+# **Predict first.** The calculator never runs a model. For the runs of section 2 (Gemma 3 past its window,
 # SmolLM2 with three cache kinds), will it agree with the bytes kvlab counted in the live caches: roughly, or
 # exactly?
 
@@ -158,7 +244,10 @@ for live in live_runs(rows):
 # - DynamicCache: the default; handles sliding layers; one compiled graph per step; memory follows the tokens.
 # - StaticCache: one signature for all decoding, so it is the one for `torch.compile`; costs exactly what you
 #   reserve with `max_cache_len`.
-# - QuantizedCache: the smallest, for full-attention models only; its residual buffer makes shapes cycle.
+# - QuantizedCache: the smallest, for full-attention models only. Its forward inputs change shape every step
+#   like the dynamic cache's (7 signatures over 7 steps in the table); over longer runs the residual's length
+#   repeats with the period of `residual_length`, so the count stops at `residual_length` (8 distinct over
+#   23 decoding calls in the control).
 # - Offloading moves layers off the accelerator at a transfer per layer per step; it only saves memory where
 #   there is an accelerator.
 # - Before choosing, size it: KV heads × head_dim × layers × dtype × tokens, minus what sliding windows drop,

@@ -1,15 +1,24 @@
 """kvlab.guide_table: the cache guide's table from measurements."""
 
+import copy
+
+import pytest
+import torch
+
+import kvlab
 from kvlab.guide_table import (
     GUIDE,
+    GUIDE_CALLS,
     Setup,
     _memory_ranks,
+    calculated_for,
     compare_with_guide,
     live_runs,
     measure_compile_and_memory,
     measure_offloading,
     measure_sliding,
 )
+from kvlab.size import from_config
 
 
 def test_memory_ranks_follow_the_bytes():
@@ -59,3 +68,19 @@ def test_compare_with_guide_flags_each_disagreement():
     row = {**GUIDE["dynamic"], "torch.compile": "Yes"}
     verdicts = {c["property"]: c["agrees"] for c in compare_with_guide([row])}
     assert verdicts == {"sliding layers": True, "offloading": True, "torch.compile": False, "memory": True}
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static", "quantized"])
+def test_the_calculator_matches_a_watched_generate_of_each_guide_call(tiny, prompt_ids, kind):
+    model, ids = tiny("tiny-llama"), prompt_ids(20)
+    kwargs = copy.deepcopy(GUIDE_CALLS[kind])
+    if kind == "quantized":
+        kwargs["cache_config"]["q_group_size"] = 16  # the tiny model's head_dim
+    with kvlab.watch(model) as watch:
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12, **kwargs)
+    trace = watch.trace
+    assert trace.meta["cache"] == kind
+    predicted = calculated_for(trace, from_config(model.config), prompt_tokens=20, cache_config=kwargs.get("cache_config"))
+    assert predicted.bytes == trace.summary()["final_bytes"]
+    assert predicted.tokens == 20 + 12 - 1
+

@@ -1,8 +1,22 @@
 """kvlab.prefix: one prefilled prefix, a deep copy per question, and the trailing-space pitfall."""
 
-import pytest
+import copy
+from types import SimpleNamespace
 
-from kvlab.prefix import PrefixMismatchError, answer, answer_without_reuse, check_token_prefix, prefill_prefix
+import pytest
+import torch
+from transformers import StaticCache
+
+import kvlab
+from kvlab.prefix import (
+    PrefixMismatchError,
+    answer,
+    answer_without_reuse,
+    check_token_prefix,
+    prefill_prefix,
+    token_prefix,
+    tokens_fed_after_copy,
+)
 
 PREFIX = "Shop facts: a tube costs 12 euros, truing costs 18 euros, we close on Sundays.\n"
 QUESTION = "Question: How much is truing?\nAnswer:"
@@ -40,3 +54,48 @@ def test_a_prefix_ending_in_a_space_is_refused_and_would_have_answered_wrongly(s
     unchecked = answer(model, tok, prefix, question, max_new_tokens=4, check=False)
     reference = answer_without_reuse(model, tok, prefix.text, question, max_new_tokens=4)
     assert unchecked.token_ids != reference.token_ids
+
+
+class _SpaceTokenizer:
+    """Splits on spaces and keeps a trailing space as its own token, as byte-level BPE does."""
+
+    def __call__(self, text):
+        words = text.split(" ")
+        tokens = [words[0]] + [" " + w for w in words[1:] if w] + ([" "] if text.endswith(" ") else [])
+        return SimpleNamespace(input_ids=[sum(map(ord, t)) for t in tokens], tokens=tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return [f"t{i}" for i in ids]
+
+
+def test_token_prefix_finds_the_seam_a_trailing_space_breaks():
+    tok = _SpaceTokenizer()
+    clean = token_prefix(tok, "You help.", " Why?")
+    assert clean.ok and clean.mismatch is None and clean.full_ids[:2] == clean.prefix_ids
+    spaced = token_prefix(tok, "You help. ", "Why?")
+    assert not spaced.ok and spaced.mismatch == 2  # " " alone in the prefix, " Why?" in the full prompt
+    assert len(spaced.prefix_tokens) == 3 and len(spaced.full_tokens) == 3
+    assert token_prefix(tok, "You help.", "").mismatch == 2  # nothing after the prefix: not reusable either
+
+
+@pytest.mark.real_model
+def test_the_guides_own_prefix_ends_in_a_lone_space_token_with_smollm2(smollm2):
+    _, tok = smollm2
+    check = token_prefix(tok, "You are a helpful assistant. ", "What is the capital of France?")
+    assert check.mismatch == 6 and check.prefix_tokens[-2:] == (".", "Ġ") and check.full_tokens[6] == "ĠWhat"
+
+
+def test_tokens_fed_after_copy_counts_only_the_copys_own_prefill(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    ids = prompt_ids(6)
+    full = torch.cat([ids, prompt_ids(4, seed=1)], dim=-1)
+    prompt_cache = StaticCache(config=model.config, max_cache_len=16)
+    with kvlab.watch(model) as watch:
+        with torch.no_grad():
+            prompt_cache = model(input_ids=ids, past_key_values=prompt_cache).cache
+        model.generate(input_ids=full, attention_mask=torch.ones_like(full), past_key_values=copy.deepcopy(prompt_cache),
+                       max_new_tokens=3, do_sample=False)  # fmt: skip
+    original, copied = watch.traces
+    assert copied.meta["copied_from"] == 0
+    assert tokens_fed_after_copy(copied) == 4
+    assert tokens_fed_after_copy(original) == 6  # not a copy: its first forward

@@ -6,6 +6,10 @@ which keeps only about one layer's keys and values on the accelerator at a time.
 bytes that would be resident on the compute device (every layer for an ordinary cache; for an offloaded one
 only the layers between their prefetch and their offload) and raises `SimulatedOutOfMemoryError`, a subclass
 of `torch.OutOfMemoryError`, once they exceed the budget. The same `except` catches both.
+
+`simulated_device(model, budget_bytes)` does the same for code that is not kvlab's: inside `kvlab.watch`, it
+checks the cache `generate` (or the user) made after every decoder layer, so the guide's own `generate` calls,
+`cache_implementation="offloaded"` included, meet a pretend accelerator of that size.
 """
 
 from __future__ import annotations
@@ -44,13 +48,20 @@ class BudgetMixin:
 
     def device_bytes(self, also_resident: int | None = None) -> int:
         """Bytes the cache would hold on the compute device now."""
-        states = {idx: self.kvlab_recorder.state(self.kvlab_role, idx) for idx in range(len(self.layers))}
-        if not getattr(self, "offloading", False):
-            return sum(s.bytes_held for s in states.values() if s is not None)
-        resident = resident_layers(self.trace, len(self.layers))
-        if also_resident is not None:
-            resident.add(also_resident)
-        return sum(states[i].bytes_held for i in resident if states.get(i) is not None)
+        return device_bytes(self, also_resident)
+
+
+def device_bytes(cache, also_resident: int | None = None) -> int:
+    """Bytes an instrumented cache (kvlab's own, or one `kvlab.watch` adopted) would hold on the compute device
+    now: every layer for an ordinary cache; for an offloaded one, the layers not offloaded since their last use,
+    plus `also_resident` (the layer that just computed: offloaded already, but its tensors were still in use)."""
+    states = {idx: cache.kvlab_recorder.state(cache.kvlab_role, idx) for idx in range(len(cache.layers))}
+    if not getattr(cache, "offloading", False):
+        return sum(s.bytes_held for s in states.values() if s is not None)
+    resident = resident_layers(cache.trace, len(cache.layers))
+    if also_resident is not None:
+        resident.add(also_resident)
+    return sum(states[i].bytes_held for i in resident if states.get(i) is not None)
 
 
 def resident_layers(trace: Trace, num_layers: int) -> set[int]:
@@ -124,3 +135,67 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
     return {"kind": kind, "token_ids": output[0, input_ids.shape[-1]:].tolist(),
             "peak_device_bytes": cache.peak_device_bytes, "peak_cache_bytes": trace.summary()["peak_bytes"],
             "transfers": len(moves), "transfer_bytes": sum(e["bytes"] for e in moves), "trace": trace}  # fmt: skip
+
+
+class SimulatedDevice:
+    """A pretend accelerator with `budget_bytes` for the KV cache, for `generate` calls inside `kvlab.watch`.
+
+        with kvlab.watch(model) as watch, resilient.simulated_device(model, budget_bytes=1_000_000) as device:
+            model.generate(**inputs, max_new_tokens=8)      # raises SimulatedOutOfMemoryError past the budget
+
+    After every decoder layer it adds up the bytes the watched cache would hold on an accelerator now
+    (`device_bytes`: all layers of an ordinary cache; for an offloaded one the layer that just computed plus the
+    ones prefetched or never offloaded) and raises `SimulatedOutOfMemoryError`, a `torch.OutOfMemoryError`,
+    once they exceed the budget. Only the KV cache is counted: weights and activations are not. Enter it after
+    `kvlab.watch` (the watch must adopt the cache first); its hooks are removed on exit, also after an error.
+    """
+
+    def __init__(self, model, budget_bytes: int):
+        self.model = model
+        self.budget_bytes = budget_bytes
+        self.peak_bytes = 0  # largest device-resident cache bytes seen, across every generate in the block
+        self._cache = None
+        self._handles: list = []
+
+    def __enter__(self) -> SimulatedDevice:
+        self._handles = [self.model.register_forward_pre_hook(self._see_cache, with_kwargs=True)]
+        for idx, layer in enumerate(decoder_layers(self.model)):
+            self._handles.append(layer.register_forward_hook(functools.partial(self._check, idx)))
+        return self
+
+    def __exit__(self, *exc_info) -> bool:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        return False
+
+    def _see_cache(self, module, args, kwargs):
+        self._cache = _compat.forward_cache(kwargs)
+
+    def _check(self, layer_idx: int, module, args, output) -> None:
+        cache = self._cache
+        if cache is None:
+            return
+        if not hasattr(cache, "kvlab_recorder"):
+            raise RuntimeError("simulated_device reads the cache kvlab.watch records: enter kvlab.watch(model) first")
+        held = device_bytes(cache, also_resident=layer_idx)
+        self.peak_bytes = max(self.peak_bytes, held)
+        if held > self.budget_bytes:
+            raise SimulatedOutOfMemoryError(
+                f"simulated out of memory: the KV cache needs {held:,} bytes on the device at layer {layer_idx}, "
+                f"step {cache.kvlab_recorder.step}; the simulated device has {self.budget_bytes:,} bytes for it"
+            )
+
+
+def simulated_device(model, budget_bytes: int) -> SimulatedDevice:
+    """A context manager: `model`'s KV cache may hold at most `budget_bytes` on a pretend accelerator."""
+    return SimulatedDevice(model, budget_bytes)
+
+
+def decoder_layers(model) -> list:
+    """The model's decoder layers, in order (their index is the cache's `layer_idx`)."""
+    n = model.config.get_text_config(decoder=True).num_hidden_layers
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n:
+            return list(module)
+    raise ValueError(f"no list of {n} decoder layers found in {type(model).__name__}")

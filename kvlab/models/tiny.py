@@ -37,10 +37,14 @@ def _configs() -> dict:
             num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=4,
             expert_layer_offset=3, num_experts=2, mamba_d_state=8, mamba_expand=2, use_mamba_kernels=False,
             pad_token_id=0, bos_token_id=1, eos_token_id=2),  # fmt: skip
+        # llama4-like: chunked attention (chunks of 8 tokens) in 3 layers of 4, the 4th full; dense MLPs, no experts
+        "tiny-llama4": transformers.Llama4TextConfig(
+            num_hidden_layers=4, attention_chunk_size=8, layer_types=["chunked_attention"] * 3 + ["full_attention"],
+            intermediate_size_mlp=128, moe_layers=[], num_local_experts=2, **common),  # fmt: skip
     }
 
 
-TINY_MODELS = ("tiny-llama", "tiny-gemma3", "tiny-bart", "tiny-mamba", "tiny-jamba")
+TINY_MODELS = ("tiny-llama", "tiny-gemma3", "tiny-bart", "tiny-mamba", "tiny-jamba", "tiny-llama4")
 
 
 def tiny_config(name: str):

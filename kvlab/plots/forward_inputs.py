@@ -15,7 +15,9 @@ STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
 
 def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> Figure:
-    """From `{label: kvlab.devices.ForwardLog}`: one panel per log, a line per input name.
+    """From `{label: kvlab.devices.ForwardLog}`: one panel per log, a line per input name. Each panel's title
+    counts the distinct input signatures of the decoding calls, as a traced backend would meet them after the
+    prefill (call 0, drawn but not counted: it always has a signature of its own).
 
     The y value is the input's sequence dimension: the last dim for ids, positions and masks, dim -2 for the
     cache's keys (batch, kv_heads, seq, head_dim).
@@ -29,7 +31,9 @@ def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> F
             lengths = [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]
             # distinct markers and dashes, so inputs of the same length stay visible on top of each other
             ax.plot([r.call for r in records], lengths, STYLES[i % len(STYLES)], label=name, markersize=7 - i)
-        ax.set_title(f"{label}: {log.distinct_signatures()} distinct signatures")
+        distinct, calls = log.decoding_signatures()
+        ax.set_title(f"{label}: {distinct} distinct signature{'s' * (distinct != 1)}\nover {calls} decoding calls "
+                     "(prefill not counted)", fontsize=10)  # fmt: skip
         ax.set_xlabel("forward call (0 = prefill)")
         ax.legend(fontsize="small")
     axes[0][0].set_ylabel("sequence length of the input")

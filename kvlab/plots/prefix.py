@@ -1,13 +1,94 @@
-"""Prefix caching per question: tokens each answer prefilled and its time to first token, with and without reuse."""
+"""Prefix caching: tokens each answer prefilled (with and without reuse), and the token-prefix check drawn."""
 
 from __future__ import annotations
 
+import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
+from kvlab.plots._figure import subplots
 from kvlab.plots.prefill_bars import plot_prefill_bars
+from kvlab.prefix import tokens_fed_after_copy
 
 
 def plot_prefix_answers(runs: dict, title: str = "One prefix, several questions") -> Figure:
     """From `{label: [kvlab.prefix.Answer, ...]}` (same questions in each): prefilled tokens and first-token time."""
     series = {label: [(a.prefilled_tokens, a.first_token_seconds) for a in answers] for label, answers in runs.items()}
     return plot_prefill_bars(series, "question", "copy + prefill: time to first token (ms)", title)
+
+
+MATCH, DIFFERS, QUESTION = "#4c9a5f", "#d1495b", "#9db4c0"
+
+
+def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figure:
+    """From a `kvlab.prefix.TokenPrefix`: two rows of token boxes around the seam where the question begins.
+
+    Top row: the prefix tokenized alone; bottom row: prefix + question. A position whose ids agree is green,
+    the first one that differs (and everything after it in the prefix) red, the question's own tokens grey-blue.
+    Only the last `around` prefix positions and up to `around` more of the full prompt are drawn.
+    """
+    n_prefix, n_full = len(check.prefix_ids), len(check.full_ids)
+    mismatch = check.mismatch
+    start = max(0, n_prefix - around)
+    stop = min(max(n_prefix, n_full), n_prefix + around)
+    fig, ax = subplots(figsize=(min(1.1 * (stop - start) + 1.5, 14), 2.2))
+    rows = [("prefix alone", check.prefix_ids, check.prefix_tokens),
+            ("prefix + question", check.full_ids, check.full_tokens)]
+    for y, (_, ids, tokens) in zip((1, 0), rows):
+        for position in range(start, min(stop, len(ids))):
+            if mismatch is not None and position >= mismatch and position < n_prefix:
+                color = DIFFERS
+            elif position < n_prefix:
+                color = MATCH
+            else:
+                color = QUESTION
+            ax.add_patch(Rectangle((position - 0.45, y - 0.35), 0.9, 0.7, facecolor=color, edgecolor="white"))
+            ax.text(position, y, _show(tokens[position]), ha="center", va="center", fontsize=8, color="black")
+    ax.axvline(n_prefix - 0.5, color="black", linestyle="--", linewidth=1)
+    ax.set_xlim(start - 0.6, stop - 0.4)
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_yticks([1, 0], [label for label, _, _ in rows])
+    ax.set_xlabel("token position (dashed line: end of the cached prefix)")
+    verdict = ("ids line up: the cache can be reused" if check.ok else
+               f"ids differ at position {mismatch}: reuse would feed the model the wrong ids")  # fmt: skip
+    ax.set_title(title or verdict, fontsize=10)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def _show(token: str) -> str:
+    """A byte-level BPE token as a reader sees it: `Ġ` is a space, `Ċ` a newline."""
+    text = token.replace("Ġ", "␣").replace("Ċ", "↵")
+    return text if len(text) <= 9 else text[:8] + "…"
+
+
+def plot_prefix_copies(traces, prompt_tokens: list[int],
+                       title: str = "One prefilled prefix, a deep copy per question") -> Figure:
+    """From `kvlab.watch(...).traces` of the guide's prefix recipe (one prefix cache, then one deep copy per
+    question, possibly for several cache classes) and the full prompt length of each question: tokens each
+    answer had to prefill (reused copy vs no reuse), and the bytes each copy held at its peak."""
+    copies: dict[str, list] = {}
+    for trace in traces:
+        if trace.meta.get("copied_from") is not None:
+            copies.setdefault(trace.meta.get("cache_class", "cache"), []).append(trace)
+    fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(10, 3.6))
+    series = {"no reuse": list(prompt_tokens)}
+    series.update({f"{name} copy": [tokens_fed_after_copy(t) for t in group] for name, group in copies.items()})
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series.items()):
+        x = np.arange(len(values)) + (i - (len(series) - 1) / 2) * width
+        tokens_ax.bar(x, values, width, label=label)
+    width = 0.8 / max(len(copies), 1)
+    for i, (name, group) in enumerate(copies.items()):
+        x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
+        bytes_ax.bar(x, [t.summary()["peak_bytes"] / 2**20 for t in group], width, label=f"{name} copy",
+                     color=f"C{i + 1}")  # fmt: skip
+    for ax, ylabel in ((tokens_ax, "tokens prefilled for the answer"), (bytes_ax, "bytes held by the copy (MiB)")):
+        ax.set_xticks(range(len(prompt_tokens)), [f"question {i + 1}" for i in range(len(prompt_tokens))])
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -20,11 +20,12 @@ from kvlab.trace import Trace
 # source states only a direction. Nothing here is measured by kvlab.
 PUBLISHED_REFERENCES = (
     {"label": "HF blog: quanto int4 ≈ fp16 on LongBench", "memory_ratio": 4 / 16, "quality": 1.0,
-     "source": "https://huggingface.co/blog/kv-cache-quantization"},
+     "memory_meaning": "nominal: 4 of 16 bits per number", "source": "https://huggingface.co/blog/kv-cache-quantization"},
     {"label": "HF blog: quanto int2 degrades on LongBench", "memory_ratio": 2 / 16, "quality": None,
-     "source": "https://huggingface.co/blog/kv-cache-quantization"},
+     "memory_meaning": "nominal: 2 of 16 bits per number", "source": "https://huggingface.co/blog/kv-cache-quantization"},
     {"label": "KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)", "memory_ratio": 1 / 2.6,
-     "quality": 1.0, "source": "https://arxiv.org/abs/2402.02750"},
+     "quality": 1.0, "memory_meaning": "peak memory of the whole run, model weights included (1 / 2.6)",
+     "source": "https://arxiv.org/abs/2402.02750"},
 )  # fmt: skip
 
 
@@ -39,14 +40,25 @@ def split_by_step(trace: Trace) -> list[dict]:
     return rows
 
 
-def plot_split(trace: Trace, title: str | None = None) -> Figure:
-    """Stacked packed vs residual bytes against tokens for one quantized run; flushes show as drops."""
+def total_by_step(trace: Trace) -> list[tuple[int, int]]:
+    """[(tokens seen, whole-cache bytes)] at the end of every step, for any cache (the reference line)."""
+    return [(tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
+            for step, layers in snapshots(trace)]  # fmt: skip
+
+
+def plot_split(trace: Trace, title: str | None = None, reference_trace: Trace | None = None,
+               reference_label: str = "DynamicCache") -> Figure:  # fmt: skip
+    """Stacked packed vs residual bytes against tokens for one quantized run; flushes show as drops.
+    `reference_trace` (e.g. a DynamicCache on the same tokens) adds its total bytes as a dashed line."""
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
     fig, ax = subplots(figsize=(7, 4))
     ax.stackplot(tokens, [r["packed_bytes"] / 1e6 for r in rows], [r["residual_bytes"] / 1e6 for r in rows],
                  labels=["packed (quantized)", "residual (full precision)"], colors=["tab:purple", "tab:orange"],
                  alpha=0.7)  # fmt: skip
+    if reference_trace is not None:
+        xs, ys = zip(*total_by_step(reference_trace))
+        ax.plot(xs, [y / 1e6 for y in ys], color="k", ls="--", lw=1, label=reference_label)
     ax.set_xlabel("tokens seen")
     ax.set_ylabel("cache bytes (MB)")
     ax.grid(alpha=0.3)
@@ -107,3 +119,39 @@ def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_l
     if not notes:
         fig.tight_layout()
     return fig
+
+
+def plot_quality_vs_memory(rows: list[dict], quality_key: str = "top1_agreement",
+                           quality_label: str = "top-1 agreement with DynamicCache (1.0 = same)",
+                           title: str | None = None) -> Figure:  # fmt: skip
+    """Measured points only, each configuration at two memory ratios (both relative to a 16-bit cache):
+    filled, the whole cache at the length the quality was measured (`memory_ratio_16bit`, residual included);
+    hollow, the packed part alone (`packed_ratio_16bit`, what a sequence much longer than the residual
+    approaches). A thin line joins the two. `rows`: `kvlab.measure.quality.sweep` rows."""
+    fig, ax = subplots(figsize=(8, 5))
+    for number, r in enumerate(rows):
+        color = f"C{number % 10}"
+        whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
+        ax.plot([packed, whole], [y, y], color=color, lw=1, alpha=0.6)
+        ax.scatter(whole, y, s=45, color=color, zorder=3)
+        ax.scatter(packed, y, s=45, facecolors="none", edgecolors=color, zorder=3)
+        ax.annotate(r["config"], (whole, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.scatter([], [], s=45, color="grey", label="whole cache at the measured length (residual included)")
+    ax.scatter([], [], s=45, facecolors="none", edgecolors="grey", label="packed part alone (long-sequence limit)")
+    ax.set_xlabel("KV bytes relative to a 16-bit cache of the same tokens")
+    ax.set_ylabel(quality_label)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or "Measured here: quality against memory, two ways of counting the memory")
+    fig.tight_layout()
+    return fig
+
+
+def references_markdown(references=PUBLISHED_REFERENCES) -> str:
+    """The published results as a Markdown table of their own, marked external: other models, other benchmarks,
+    other measures of quality and memory, so they share no axis with kvlab's measurements."""
+    lines = ["| | external result (not measured by kvlab) | its memory figure | source |", "|---|---|---|---|"]
+    for number, r in enumerate(references, start=1):
+        meaning = r.get("memory_meaning", f"{r['memory_ratio']:.2f} of 16-bit")
+        lines.append(f"| R{number} | {r['label']} | {meaning} | {r['source']} |")
+    return "\n".join(lines)

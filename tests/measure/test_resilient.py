@@ -53,3 +53,29 @@ def test_device_peak_of_offloaded_static_is_a_fraction_of_its_allocation(tiny, p
     assert dynamic["token_ids"] == static["token_ids"]
     assert dynamic["peak_device_bytes"] == dynamic["peak_cache_bytes"] and dynamic["transfers"] == 0
     assert static["peak_device_bytes"] < static["peak_cache_bytes"] and static["transfers"] > 0
+
+
+def test_simulated_device_raises_an_out_of_memory_error_and_lets_offloading_retry(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(10)
+    kwargs = {"attention_mask": torch.ones_like(ids), "do_sample": False, "max_new_tokens": 6}
+    expected = model.generate(ids, **kwargs)
+    with kvlab.watch(model) as watch, resilient.simulated_device(model, budget_bytes=10**9) as roomy:
+        model.generate(ids, **kwargs)
+    budget = roomy.peak_bytes * 3 // 4  # offloaded holds 2 of the 3 layers: the current and the next
+    assert roomy.peak_bytes == watch.trace.summary()["peak_bytes"]
+    with kvlab.watch(model) as watch, resilient.simulated_device(model, budget_bytes=budget) as device:
+        with pytest.raises(torch.OutOfMemoryError, match=f"has {budget:,} bytes"):
+            model.generate(ids, **kwargs)
+        output = model.generate(ids, cache_implementation="offloaded", **kwargs)  # the guide's fallback
+    assert torch.equal(output, expected)
+    assert [t.meta["cache"] for t in watch.traces] == ["dynamic", "offloaded"]
+    assert budget < device.peak_bytes  # the failed attempt's
+    assert not model._forward_pre_hooks and not any(layer._forward_hooks for layer in resilient.decoder_layers(model))
+
+
+def test_simulated_device_needs_a_watch(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(5)
+    with pytest.raises(RuntimeError, match="kvlab.watch"):
+        with resilient.simulated_device(model, budget_bytes=10**9):
+            model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2)
+    assert not model._forward_pre_hooks

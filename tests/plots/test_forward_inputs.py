@@ -16,4 +16,11 @@ def test_one_line_per_input_with_its_sequence_length():
     ax = fig.axes[0]
     lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}
     assert lines == {"cache.layers[0].keys": ([1, 2], [5, 6]), "input_ids": ([0, 1, 2], [5, 1, 1])}
-    assert ax.get_title() == "dynamic: 3 distinct signatures"
+    assert ax.get_title() == "dynamic: 2 distinct signatures\nover 2 decoding calls (prefill not counted)"
+    assert log.distinct_signatures() == 3  # the prefill is a signature of its own
+
+
+def test_one_decoding_signature_is_singular_in_the_title():
+    log = ForwardLog([ForwardInput(c, "input_ids", "cpu", "int64", (1, 5 if c == 0 else 1)) for c in range(4)])
+    assert log.decoding_signatures() == (1, 3)
+    assert plot_forward_shapes({"static": log}).axes[0].get_title().startswith("static: 1 distinct signature\n")

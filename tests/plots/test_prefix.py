@@ -2,7 +2,15 @@
 
 from types import SimpleNamespace
 
-from kvlab.plots.prefix import plot_prefix_answers
+import copy
+
+import torch
+from matplotlib.colors import to_hex
+from transformers import DynamicCache, StaticCache
+
+import kvlab
+from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_answers, plot_prefix_copies, plot_token_prefix
+from kvlab.prefix import TokenPrefix
 
 
 def test_one_bar_per_question_and_run():
@@ -13,3 +21,38 @@ def test_one_bar_per_question_and_run():
     assert [p.get_height() for p in tokens_ax.patches] == [12, 9, 300, 297]
     assert [round(p.get_height()) for p in time_ax.patches] == [100, 200, 500, 600]
     assert [t.get_text() for t in tokens_ax.get_xticklabels()] == ["question 1", "question 2"]
+
+
+def test_token_prefix_boxes_are_coloured_by_the_check():
+    spaced = TokenPrefix((1, 2, 3), (1, 2, 9, 4), ("You", ".", "Ġ"), ("You", ".", "ĠWhy", "?"))
+    fig = plot_token_prefix(spaced)
+    ax = fig.axes[0]
+    colors = [to_hex(p.get_facecolor()) for p in ax.patches]
+    # prefix row: match, match, differs; full row: match, match, differs (inside the prefix), question
+    assert colors == [MATCH, MATCH, DIFFERS, MATCH, MATCH, DIFFERS, QUESTION]
+    assert "position 2" in ax.get_title()
+    assert [t.get_text() for t in ax.texts][2] == "␣"
+    clean = TokenPrefix((1, 2), (1, 2, 9), ("You", "."), ("You", ".", "ĠWhy"))
+    ax = plot_token_prefix(clean).axes[0]
+    assert [to_hex(p.get_facecolor()) for p in ax.patches] == [MATCH, MATCH, MATCH, MATCH, QUESTION]
+    assert ax.get_title().startswith("ids line up")
+
+
+def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    prefix = prompt_ids(6)
+    questions = [torch.cat([prefix, prompt_ids(n, seed=n)], dim=-1) for n in (3, 5)]
+    with kvlab.watch(model) as watch:
+        for prompt_cache in (StaticCache(config=model.config, max_cache_len=20), DynamicCache(config=model.config)):
+            with torch.no_grad():
+                prompt_cache = model(input_ids=prefix, past_key_values=prompt_cache).cache
+            for ids in questions:
+                model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=2, do_sample=False,
+                               past_key_values=copy.deepcopy(prompt_cache))  # fmt: skip
+    fig = plot_prefix_copies(watch.traces, [9, 11])
+    tokens_ax, bytes_ax = fig.axes
+    assert [p.get_height() for p in tokens_ax.patches] == [9, 11, 3, 5, 3, 5]  # no reuse, static copies, dynamic copies
+    static_bytes, dynamic_bytes = [p.get_height() for p in bytes_ax.patches[:2]], [p.get_height() for p in bytes_ax.patches[2:]]
+    assert static_bytes[0] == static_bytes[1] > max(dynamic_bytes)  # a static copy holds every slot of max_cache_len
+    assert dynamic_bytes[0] < dynamic_bytes[1]  # a dynamic copy holds only the tokens it has seen
+    assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == ["no reuse", "StaticCache copy", "DynamicCache copy"]

@@ -26,3 +26,29 @@ def test_frontier_marks_references_as_external():
     assert sum(t.startswith("external R") for t in texts) == len(quantized.PUBLISHED_REFERENCES)
     footnote = fig.texts[0].get_text()
     assert all(f"R{i} (external, not measured here)" in footnote for i in range(1, 4))
+
+
+def test_split_draws_the_reference_cache_as_a_line(traces):
+    fig = quantized.plot_split(traces["quantized"], reference_trace=traces["dynamic"])
+    line = fig.axes[0].lines[0]
+    expected = quantized.total_by_step(traces["dynamic"])
+    assert list(line.get_xdata()) == [t for t, _ in expected]
+    assert list(line.get_ydata()) == [b / 1e6 for _, b in expected]
+
+
+def test_quality_vs_memory_draws_both_ratios_and_no_reference():
+    rows = [{"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+            {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0}]
+    fig = quantized.plot_quality_vs_memory(rows)
+    ax = fig.axes[0]
+    offsets = [tuple(c.get_offsets()[0]) for c in ax.collections if len(c.get_offsets())]
+    assert (0.45, 0.9) in offsets and (0.31, 0.9) in offsets and (0.5, 1.0) in offsets
+    assert not any("external" in t.get_text() for t in ax.texts)
+
+
+def test_references_table_is_marked_external_and_cites_each_source():
+    table = quantized.references_markdown()
+    assert "not measured by kvlab" in table
+    assert table.count("| R") == len(quantized.PUBLISHED_REFERENCES)
+    assert all(r["source"] in table for r in quantized.PUBLISHED_REFERENCES)
+    assert "model weights included" in table  # KIVI's 2.6x is not a KV-cache ratio

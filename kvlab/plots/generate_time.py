@@ -1,0 +1,39 @@
+"""Time per new token of `generate` runs, with and without a cache, against the number of new tokens."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from kvlab.plots._figure import subplots
+
+
+def plot_generate_time(seconds: dict[str, dict[int, float]], current: int | None = None,
+                       max_tokens: int | None = None, title: str | None = None) -> Figure:  # fmt: skip
+    """`seconds[label][new_tokens]` = wall seconds of one `generate` call. Left: ms per new token (total / new
+    tokens); right: total seconds. Every setting measured so far is drawn; `current` is circled. `max_tokens`
+    fixes the x axis (a slider's maximum), so the picture keeps its scale as points are added."""
+    fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.6))
+    for label, runs in seconds.items():
+        tokens = sorted(runs)
+        line, = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", label=label)
+        ax_total.plot(tokens, [runs[n] for n in tokens], "o-", color=line.get_color(), label=label)
+        if current in runs:
+            ax.plot([current], [runs[current] / current * 1e3], "o", markersize=12, fillstyle="none",
+                    color=line.get_color())  # fmt: skip
+    ax.set_xlabel("new tokens (max_new_tokens)")
+    ax.set_ylabel("ms per new token")
+    ax.set_ylim(bottom=0)
+    ax.set_title("time per new token")
+    ax_total.set_xlabel("new tokens (max_new_tokens)")
+    ax_total.set_ylabel("seconds per generate call")
+    ax_total.set_ylim(bottom=0)
+    ax_total.set_title("total time")
+    for a in (ax, ax_total):
+        if max_tokens:
+            a.set_xlim(0, max_tokens * 1.05)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

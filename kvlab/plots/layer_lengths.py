@@ -1,0 +1,38 @@
+"""Tokens seen, live and stored per layer (see `kvlab.measure.layer_lengths`), with the window marked."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from kvlab.measure.layer_lengths import LayerLength
+from kvlab.plots._figure import subplots
+
+KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354"}
+
+
+def plot_layer_lengths(lengths: list[LayerLength], window: int | None = None, title: str | None = None,
+                       window_label: str = "window") -> Figure:  # fmt: skip
+    """Per layer: an outlined bar for tokens seen, a pale bar for storage held, a solid bar for live tokens;
+    the colour is the layer kind; `window` (e.g. a sliding window or a chunk size) is a dashed line."""
+    fig, ax = subplots(figsize=(9, 3.6))
+    x = [length.layer_idx for length in lengths]
+    colors = [KIND_COLORS.get(length.kind, "#999999") for length in lengths]
+    ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label="seen")
+    ax.bar(x, [length.stored for length in lengths], width=0.6, color=colors, alpha=0.35, label="stored (bytes)")
+    ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label="live")
+    if window:
+        ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{window_label} {window}")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Patch(color=color, label=f"{kind} layer") for kind, color in KIND_COLORS.items()
+                if any(length.kind == kind for length in lengths)]  # fmt: skip
+    ax.set_xticks(x)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("tokens")
+    ax.set_ylim(0, max(max(length.seen for length in lengths), window or 0) * 1.4)
+    ax.legend(handles=handles, fontsize=8, ncol=4, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
