@@ -37,6 +37,12 @@ class RunResult:
     def tokens_per_s(self) -> float:
         return len(self.generated_token_ids) / self.seconds if self.seconds > 0 else 0.0
 
+    def _repr_html_(self) -> str:
+        """Model, cache, options, text and the trace's summary when a notebook shows a result (`kvlab.html`)."""
+        from kvlab.html import run_result_html
+
+        return run_result_html(self)
+
     def to_dict(self) -> dict:
         summary = self.trace.summary()
         return {

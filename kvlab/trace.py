@@ -32,6 +32,12 @@ class Trace:
         return (f"Trace({len(self.events)} events, {s['steps']} steps, peak {s['peak_bytes']:,} B, "
                 f"final {s['final_bytes']:,} B)")  # fmt: skip
 
+    def _repr_html_(self) -> str:
+        """The summary as a table when a notebook shows a trace (`kvlab.html`)."""
+        from kvlab.html import trace_html
+
+        return trace_html(self)
+
     # -- selections -------------------------------------------------------------------------------------------
     def of_type(self, kind: str) -> list[dict]:
         return [e for e in self.events if e["type"] == kind]

@@ -1,9 +1,11 @@
 """`explore()`: the Cache Explorer's layout and its callbacks.
 
-Every callback is a plain method (`on_run`, `on_stop`, `on_add_to_comparison`, `on_crop`, ...) that tests call
-without a browser. Callbacks run on the kernel's main thread and return at once; the generation thread reports
-back through `_on_token` / `_on_done` / `_on_error`, which only assign widget values (an `Image`'s PNG bytes,
-an `HTML`'s text), the one kind of widget update that is safe from another thread in both JupyterLab and Voila.
+Every callback is a plain method (`on_run`, `on_stop`, `on_add_to_comparison`, `on_crop`, `on_save_trace`,
+`on_load_trace`, ...) that tests call without a browser. A user's mistake shows as one line; anything else a
+callback raises (a bug) shows its message with the traceback folded under it, never silently lost.
+Callbacks run on the kernel's main thread and return at once; the generation thread reports back through
+`_on_token` / `_on_done` / `_on_error`, which only assign widget values (an `Image`'s PNG bytes, an `HTML`'s
+text), the one kind of widget update that is safe from another thread in both JupyterLab and Voila.
 """
 
 from __future__ import annotations
@@ -12,26 +14,39 @@ import html
 import re
 import threading
 import time
+import traceback
+from pathlib import Path
 
 import ipywidgets as widgets
 
-from kvlab.explorer import figures, summary
+from kvlab.explorer import export, figures, summary
 from kvlab.explorer.controls import Controls
 from kvlab.explorer.models import LOADED, ModelStore
-from kvlab.explorer.session import USER_ERRORS, Run, Session
+from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
+from kvlab.trace import TraceFormatError
+
+# JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
+TEXT = "var(--jp-ui-font-color1, #333333)"
+MUTED = "var(--jp-ui-font-color2, #555555)"
+ERROR = "var(--jp-error-color1, #b30000)"
+BORDER = "var(--jp-border-color2, #dddddd)"
+EXPORT_DPI = 120  # a saved figure is drawn again, sharper than the 80 dpi live frames
 
 
 class Explorer:
     """The explorer's state and widgets; display it (it is the last expression of a cell) to see the app."""
 
     def __init__(self, model=None, tokenizer=None, *, model_name: str | None = None, preload: bool = False,
-                 min_redraw_s: float = 0.5, prompt_presets: dict | None = None):  # fmt: skip
+                 min_redraw_s: float = 0.5, prompt_presets: dict | None = None,
+                 save_dir: str | Path | None = None):  # fmt: skip
         self.store = ModelStore(model, tokenizer)
         self.session = Session(self.store)
         self.controls = Controls(self.store.has_loaded, model_name or (LOADED if self.store.has_loaded else None),
                                  prompt_presets)  # fmt: skip
         self.min_redraw_s = min_redraw_s
         self.last_crop: dict | None = None
+        self.save_dir = Path(save_dir) if save_dir is not None else None  # saved files are also written here
+        self.exports: list[export.Export] = []  # the files offered for download now
         self._draw_lock = threading.Lock()
         self._dirty = threading.Event()  # set per new token; the drawing thread redraws at most every min_redraw_s
         self._build_widgets()
@@ -42,7 +57,7 @@ class Explorer:
         def button(text: str, css: str, handler, style: str = "", disabled: bool = False) -> widgets.Button:
             b = widgets.Button(description=text, button_style=style, disabled=disabled)
             b.add_class(css)
-            b.on_click(lambda _: handler())
+            b.on_click(lambda _: self.guarded(handler))
             return b
 
         self.run_button = button("Run", "kvlab-run", self.on_run, "primary")
@@ -53,6 +68,15 @@ class Explorer:
                                              layout=widgets.Layout(width="150px"))  # fmt: skip
         self.crop_n.add_class("kvlab-crop-n")
         self.crop_button = button("Crop", "kvlab-crop", self.on_crop)
+        self.save_trace_button = button("Save trace (JSON)", "kvlab-save-trace", self.on_save_trace)
+        self.save_figure_button = button("Save figure (PNG)", "kvlab-save-figure", self.on_save_figure)
+        self.save_table_button = button("Save table (CSV)", "kvlab-save-table", self.on_save_table)
+        self.load_button = widgets.FileUpload(accept=".json,application/json", multiple=False,
+                                              description="Load trace")  # fmt: skip
+        self.load_button.add_class("kvlab-load-trace")
+        self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
+        self.downloads = widgets.HTML("")
+        self.downloads.add_class("kvlab-downloads")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="tokens")
         self.progress.add_class("kvlab-progress")
         self.status = widgets.HTML("Choose a model and a cache, then press Run.")
@@ -72,6 +96,9 @@ class Explorer:
                           self.crop_n, self.crop_button], layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([self.progress, self.status]),
             self.message, self.text, self.plot, self.table,
+            widgets.HBox([self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            self.downloads,
         ])  # fmt: skip
         self.widget.add_class("kvlab-explorer")
 
@@ -79,11 +106,35 @@ class Explorer:
         return self.widget._repr_mimebundle_(**kwargs)
 
     # -- messages -----------------------------------------------------------------------------------------------
-    def show_message(self, text: str, error: bool = False) -> None:
-        color = "#b30000" if error else "#333333"
+    def show_message(self, text: str, error: bool = False, details: str | None = None) -> None:
+        """One line of text (red for an error); `details` (a traceback) folds under it in a <details>."""
+        color = ERROR if error else TEXT
         kind = "error" if error else "info"
         style = f"color:{color};white-space:pre-wrap"
-        self.message.value = f'<div class="kvlab-{kind}" style="{style}">{html.escape(text)}</div>'
+        folded = ""
+        if details:
+            folded = (f'<details class="kvlab-traceback"><summary style="cursor:pointer;color:{MUTED}">traceback '
+                      "(a bug in kvlab or its libraries: please report it with this text)</summary>"
+                      f'<pre style="white-space:pre-wrap;font-size:11px;margin:2px 0;padding:4px;color:{TEXT};'
+                      f'border:1px solid {BORDER};max-height:24em;overflow:auto">{html.escape(details)}</pre>'
+                      "</details>")  # fmt: skip
+        self.message.value = f'<div class="kvlab-{kind}" style="{style}">{html.escape(text)}</div>{folded}'
+
+    def show_error(self, err: BaseException) -> None:
+        """A user's mistake as one line; any other exception (a bug) as its line plus a collapsible traceback."""
+        if isinstance(err, (*USER_ERRORS, TraceFormatError)):
+            self.show_message(one_line(str(err)), error=True)
+            return
+        text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+        self.show_message(one_line(f"{type(err).__name__}: {err}"), error=True, details=text)
+
+    def guarded(self, handler, *args):
+        """Call a widget callback; whatever it raises is shown in the app (ipywidgets would only log it)."""
+        try:
+            return handler(*args)
+        except Exception as err:  # noqa: BLE001 - shown to the user, with its traceback when it is a bug
+            self.show_error(err)
+            return None
 
     @property
     def message_text(self) -> str:
@@ -93,7 +144,8 @@ class Explorer:
     def _set_running(self, running: bool) -> None:
         self.run_button.disabled = running
         self.stop_button.disabled = not running
-        for b in (self.compare_button, self.clear_button, self.crop_button):
+        for b in (self.compare_button, self.clear_button, self.crop_button, self.save_trace_button,
+                  self.save_figure_button, self.save_table_button, self.load_button):  # fmt: skip
             b.disabled = running
 
     # -- callbacks (main thread) --------------------------------------------------------------------------------
@@ -104,21 +156,32 @@ class Explorer:
             return None
         request = self.controls.request()
         loading = not self.store.is_ready(request.model, request.dtype)
-        try:
-            run = self.session.start(request, on_token=self._on_token, on_done=self._on_done, on_error=self._on_error)
-        except USER_ERRORS as err:
-            self.show_message(str(err), error=True)
-            self.status.value = "not started: see the message below"
-            return None
+        # The running state is shown before the thread starts: a run that fails (or ends) at once reports from
+        # its thread, and that report must come after this, never be overwritten by it.
+        shown = (self.message.value, self.text.value, self.progress.value, self.progress.max, self.progress.bar_style,
+                 self.last_crop)  # fmt: skip
         self.show_message("")
         self.last_crop = None
-        self._dirty.clear()
-        threading.Thread(target=self._draw_live, args=(run,), daemon=True, name="kvlab-explorer-draw").start()
         self.progress.value, self.progress.max = 0, request.max_new_tokens
         self.progress.bar_style = ""
         self.text.value = ""
         self.status.value = f"loading {request.model} (first use takes a few seconds)…" if loading else "prefill…"
         self._set_running(True)
+        self._dirty.clear()
+        try:
+            run = self.session.start(request, on_token=self._on_token, on_done=self._on_done, on_error=self._on_error)
+        except USER_ERRORS as err:
+            message, text, value, maximum, style, self.last_crop = shown
+            self.message.value, self.text.value = message, text
+            self.progress.max, self.progress.value, self.progress.bar_style = maximum, value, style
+            self._set_running(False)
+            self.show_message(str(err), error=True)
+            self.status.value = "not started: see the message below"
+            return None
+        except BaseException:
+            self._set_running(False)
+            raise
+        threading.Thread(target=self._draw_live, args=(run,), daemon=True, name="kvlab-explorer-draw").start()
         return run
 
     def on_stop(self) -> None:
@@ -173,38 +236,53 @@ class Explorer:
                 continue
             time.sleep(max(0.0, self.min_redraw_s - (time.perf_counter() - drawn)))
             self._dirty.clear()
-            self.refresh(run, table=False, live=True)
+            try:
+                self.refresh(run, table=False, live=True)
+            except Exception as err:  # noqa: BLE001 - a drawing bug is shown, and the run goes on undrawn
+                self.show_error(err)
+                return
             drawn = time.perf_counter()
 
     def _on_done(self, run: Run) -> None:
-        result = run.result
-        stopped = result.trace.meta.get("stopped")
-        self._show_text(run)
-        self.progress.value = len(result.generated_token_ids)
-        self.progress.bar_style = "warning" if stopped else "success"
-        what = "stopped after" if stopped else "done:"
-        self.status.value = (f"{what} {len(result.generated_token_ids)} tokens ({run.prompt_tokens}-token prompt) "
-                             f"in {result.seconds:.2f} s")  # fmt: skip
-        if stopped:
-            self.show_message("Stopped: the partial trace is kept (plots and table show the steps that ran).")
-        self.refresh(run)
-        self._set_running(False)
+        try:
+            result = run.result
+            stopped = result.trace.meta.get("stopped")
+            self._show_text(run)
+            self.progress.value = len(result.generated_token_ids)
+            self.progress.bar_style = "warning" if stopped else "success"
+            what = "stopped after" if stopped else "done:"
+            self.status.value = (f"{what} {len(result.generated_token_ids)} tokens ({run.prompt_tokens}-token "
+                                 f"prompt) in {result.seconds:.2f} s")  # fmt: skip
+            if stopped:
+                self.show_message("Stopped: the partial trace is kept (plots and table show the steps that ran).")
+            self.refresh(run)
+        except Exception as err:  # noqa: BLE001 - in the generating thread: shown, or it would vanish
+            self.show_error(err)
+        finally:
+            self._set_running(False)
 
     def _on_error(self, run: Run, message: str) -> None:
-        self.show_message(message, error=True)
-        self.status.value = "failed"
-        self.progress.bar_style = "danger"
-        if run.trace.events:
-            self.refresh(run)
-        self._set_running(False)
+        try:
+            self.show_message(message, error=True, details=run.traceback)
+            self.status.value = "failed"
+            self.progress.bar_style = "danger"
+            if run.trace.events:
+                self.refresh(run)
+        finally:
+            self._set_running(False)
 
     # -- drawing ------------------------------------------------------------------------------------------------
     def _show_text(self, run: Run) -> None:
-        tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
-        text = tokenizer.decode(run.new_ids, skip_special_tokens=True)
-        self.text.value = (f'<div style="font-size:12px;color:#555">generated text</div><pre style="white-space:'
-                           f'pre-wrap;margin:0;padding:4px;border:1px solid #ddd;max-height:8em;overflow:auto">'
-                           f"{html.escape(text)}</pre>")  # fmt: skip
+        if run.loaded_from is not None:  # no tokenizer behind a saved trace: the text it carries, if any
+            saved = "text" in run.trace.meta
+            text = run.result.text
+            title = f"generated text ({'saved in' if saved else 'not saved in'} {run.loaded_from})"
+        else:
+            tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
+            text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), "generated text"
+        self.text.value = (f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
+                           f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
+                           f'overflow:auto">{html.escape(text)}</pre>')  # fmt: skip
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
         """Redraw the plots (and the table) from the current run, the comparison and the last crop."""
@@ -214,14 +292,88 @@ class Explorer:
                 return  # the final picture is drawn by `_on_done`; a late live frame must not replace it
             if live:
                 self._show_text(run)
-            current = (run.label, run.snapshot()) if run is not None else None
-            rows = run.layer_rows() if run is not None else []
-            comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]
-            status = f"{run.label}: {current[1].summary()['steps']} steps" if run is not None else ""
-            fig = figures.dashboard(current, rows, comparison, crop=self.last_crop, status=status)
-            self.plot.value = figures.png_bytes(fig)
+            self.plot.value = figures.png_bytes(self._figure(run))
             if table:
                 self.table.value = summary.to_html(summary.rows_for(self.session))
+
+    # -- saving and loading (main thread) -------------------------------------------------------------------------
+    def _finished_run(self) -> Run:
+        run = self.session.current
+        if run is None or run.result is None:
+            raise ValueError("there is nothing to save yet: press Run (or load a trace) first")
+        if self.session.running:
+            raise ValueError("wait for the run to finish (or Stop it) before saving")
+        return run
+
+    def _offer(self, item: export.Export) -> export.Export:
+        """Offer `item` as a download link (replacing an earlier file of the same name); write it to save_dir."""
+        where = ""
+        if self.save_dir is not None:
+            try:
+                where = f" and written to {item.write(self.save_dir)}"
+            except OSError as err:  # the user's directory, not a bug: one line, and the download still works
+                where = f"; it could not be written to {self.save_dir} ({err.strerror or type(err).__name__})"
+        self.exports = [e for e in self.exports if e.name != item.name] + [item]
+        self.downloads.value = export.links_html(self.exports)
+        self.show_message(f"{item.name} ({export.size_text(len(item.data))}) is ready: click its link below to "
+                          f"download it{where}.")  # fmt: skip
+        return item
+
+    def on_save_trace(self) -> export.Export:
+        """The current run's full trace as JSON (what `Trace.save` writes, plus the label, text and token ids)."""
+        return self._offer(export.trace_export(self._finished_run()))
+
+    def on_save_figure(self) -> export.Export:
+        """The picture shown now (runs, comparison, crop), drawn again at EXPORT_DPI, as PNG."""
+        run = self._finished_run()
+        with self._draw_lock:
+            png = figures.png_bytes(self._figure(run), dpi=EXPORT_DPI)
+        return self._offer(export.figure_export(png, run))
+
+    def on_save_table(self) -> export.Export:
+        """The summary table (one row per run, comparison runs first) as CSV."""
+        run = self._finished_run()
+        return self._offer(export.table_export(self.summary_rows(), run))
+
+    def _on_upload(self, value) -> None:
+        files = export.uploaded_files(value)
+        if not files:
+            return  # the widget was cleared
+        try:
+            for name, content in files:
+                self.on_load_trace(name, content)
+        finally:
+            self.load_button.value = ()  # the same file can be loaded again
+
+    def on_load_trace(self, name: str, content: bytes) -> Run | None:
+        """Show a saved trace (the explorer's Save trace, `kvlab run --trace`, `Trace.save`) as the current run.
+
+        A file that is not a trace is refused with one line (TraceFormatError). The loaded run is drawn and
+        tabled like a live one, can be added to the comparison and saved again; it has no cache to crop.
+        """
+        try:
+            trace = export.read_trace(name, content)
+            run = export.loaded_run(trace, name)
+            self.session.show_loaded(run)
+        except (TraceFormatError, ValueError) as err:
+            self.show_message(one_line(str(err)), error=True)
+            return None
+        self.last_crop = None
+        s = trace.summary()
+        self.progress.value, self.progress.max, self.progress.bar_style = 0, 1, ""
+        self._show_text(run)
+        self.refresh(run)
+        self.show_message(f"Loaded {name}: {run.request.label()}, {s['steps']} steps, peak {s['peak_bytes']:,} B. "
+                          "Add it to the comparison, then Run, to compare a new run with it.")  # fmt: skip
+        self.status.value = f"loaded {name}: {s['steps']} steps"  # last: the plot and table are drawn by now
+        return run
+
+    def _figure(self, run: Run | None):
+        current = (run.label, run.snapshot()) if run is not None else None
+        rows = run.layer_rows() if run is not None else []
+        comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]
+        status = f"{run.label}: {current[1].summary()['steps']} steps" if run is not None else ""
+        return figures.dashboard(current, rows, comparison, crop=self.last_crop, status=status)
 
     # -- scripting ----------------------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:
@@ -239,5 +391,7 @@ class Explorer:
 def explore(model=None, tokenizer=None, **kwargs) -> Explorer:
     """The Cache Explorer. Pass an already-loaded `model` (and its `tokenizer`) to explore it; otherwise choose a
     bundled model (SmolLM2, Gemma 3) or a tiny random one in the app. `preload=True` loads the default model in
-    the background so the first Run starts at once."""
+    the background so the first Run starts at once. Save trace / figure / table offer the file as a download
+    link; with `save_dir="."` they are also written there (the message prints the path). Load trace takes a
+    trace saved by the explorer, `kvlab run --trace` or `Trace.save`."""
     return Explorer(model, tokenizer, **kwargs)

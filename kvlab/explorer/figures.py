@@ -23,6 +23,7 @@ CELL_STATES = ("not allocated", "live", "masked (allocated, empty)", "evicted (s
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
 CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
 KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354", "linear": "#756bb1", "dummy": "#999999"}
+FACE = "#ffffff"  # the figure's background, opaque: black text on it reads the same on a light or dark page
 COMPARISON_COLORS = ("#636363", "#8c6d31", "#7b4173", "#3182bd", "#31a354")
 
 
@@ -133,7 +134,9 @@ def dashboard(current: tuple[str, Trace] | None, layer_rows: list[dict], compari
               crop: dict | None = None, status: str = "") -> Figure:  # fmt: skip
     """The explorer's one picture: bytes and slots per step on top, the occupancy map below."""
     # Fixed margins, not a layout engine: a frame must draw in well under a second (0.15 s vs 0.42 s measured).
-    fig = Figure(figsize=(11, 6.4))
+    # An explicit white face: the PNG is self-contained, readable on JupyterLab's dark theme and in a saved file
+    # (whatever the user's matplotlib style or `savefig.facecolor` says).
+    fig = Figure(figsize=(11, 6.4), facecolor=FACE)
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.1), left=0.1, right=0.84, top=0.91, bottom=0.08, hspace=0.38,
                             wspace=0.3)  # fmt: skip
     draw_bytes(fig.add_subplot(grid[0, 0]), current, comparison)
@@ -152,5 +155,5 @@ def dashboard(current: tuple[str, Trace] | None, layer_rows: list[dict], compari
 
 def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
+    fig.savefig(buffer, format="png", dpi=dpi, facecolor=FACE, transparent=False)
     return buffer.getvalue()

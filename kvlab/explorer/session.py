@@ -9,6 +9,7 @@ with a one-line message), and the trace recorded so far is kept.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -60,10 +61,19 @@ class Run:
     error: str | None = None
     prompt_tokens: int = 0
     done: bool = False  # set by the generating thread once `generate` has returned (or failed)
+    traceback: str | None = None  # set with `error` when the failure is a bug, not a user's mistake
+    loaded_from: str | None = None  # the file name of a run loaded from a saved trace (no model, no cache object)
+    new_tokens_loaded: int | None = None
 
     @property
     def label(self) -> str:
-        return self.request.label()
+        return self.request.label() + (f" [loaded from {self.loaded_from}]" if self.loaded_from else "")
+
+    @property
+    def new_tokens(self) -> int:
+        if self.new_tokens_loaded is not None:
+            return self.new_tokens_loaded
+        return len(self.new_ids) if self.result is None else len(self.result.generated_token_ids)
 
     def snapshot(self) -> Trace:
         """A copy of the trace that the generating thread cannot change under the reader."""
@@ -146,6 +156,7 @@ class Session:
             run.error = one_line(str(err))
         except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
             run.error = one_line(f"{type(err).__name__}: {err}")
+            run.traceback = traceback.format_exc()  # a bug, not a user's mistake: the explorer folds it under the line
         run.done = True
         if run.error is not None:
             if on_error is not None:
@@ -182,6 +193,12 @@ class Session:
     def clear_comparison(self) -> None:
         self.comparison.clear()
 
+    def show_loaded(self, run: Run) -> None:
+        """Make a run loaded from a saved trace the current one (drawn, tabled, ready to compare or save)."""
+        if self.running:
+            raise ValueError("wait for the run to finish (or Stop it) before loading a trace")
+        self.current = run
+
     # -- crop ---------------------------------------------------------------------------------------------------
     def crop(self, n: int) -> dict:
         """`cache.crop(-n)` on the last run's cache, refused (CacheCropError, with the rule) when it cannot be undone.
@@ -195,6 +212,9 @@ class Session:
             raise CacheCropError("there is no cache to crop yet: press Run first")
         if not isinstance(n, int) or n < 1:
             raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
+        if run.loaded_from is not None:
+            raise CacheCropError(f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
+                                 "run it again, then crop")  # fmt: skip
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")

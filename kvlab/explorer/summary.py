@@ -25,8 +25,8 @@ def run_row(name: str, run) -> dict:
     masked = sum(r["slots_masked"] for r in rows)
     meta = trace.meta
     return {
-        "run": name, "label": run.label, "prompt_tokens": run.prompt_tokens, "new_tokens": len(run.new_ids)
-        if run.result is None else len(run.result.generated_token_ids), "steps": summary["steps"],
+        "run": name, "label": run.label, "prompt_tokens": run.prompt_tokens, "new_tokens": run.new_tokens,
+        "steps": summary["steps"],
         "peak_bytes": summary["peak_bytes"], "bytes_now": sum(r["bytes_held"] for r in rows),
         "slots_allocated": allocated, "slots_live": sum(r["slots_live"] for r in rows), "slots_masked": masked,
         "waste_pct": round(100.0 * masked / allocated, 2) if allocated else 0.0,
@@ -44,7 +44,8 @@ def rows_for(session) -> list[dict]:
     return rows
 
 
-CELL = "padding:2px 8px;border-bottom:1px solid #ddd"
+# A theme variable (JupyterLab light or dark), with a fallback for Voila's page.
+CELL = "padding:2px 8px;border-bottom:1px solid var(--jp-border-color2, #ddd)"
 
 
 def _cell(field: str, value) -> str:

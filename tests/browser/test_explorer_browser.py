@@ -1,8 +1,9 @@
 """The Cache Explorer in a real browser: `kvlab explore` (Voila) and notebook 11 in JupyterLab.
 
 Each test chooses a static cache, presses Run, and checks the summary row against a direct `kvlab.run` with the
-same model, prompt and options, checks that the plot rendered and that an invalid option shows its message,
-and saves a screenshot under test-artifacts/.
+same model, prompt and options, checks that the plot rendered, saves the trace through the browser's download
+and loads that file back through the Load trace upload, checks that an invalid option shows its message, and
+saves screenshots under test-artifacts/.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 import kvlab
 from kvlab.explorer.prompts import presets
+from kvlab.trace import Trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
 
@@ -33,7 +35,29 @@ def summary_value(explorer, field: str) -> int:
     return int(cell.get_attribute("data-value"))
 
 
-def exercise(page, explorer, expected: dict, screenshot) -> None:
+def save_and_load_back(page, explorer, expected: dict, folder) -> None:
+    """Save trace -> click its download link -> the browser's file; then Load trace with that file."""
+    explorer.locator("button.kvlab-save-trace").click()
+    link = explorer.locator(".kvlab-downloads a.kvlab-download", has_text="kvlab_trace_smollm2_static.json")
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.suggested_filename == "kvlab_trace_smollm2_static.json"
+    path = folder / download.value.suggested_filename
+    download.value.save_as(path)
+    saved = Trace.load(path).summary()
+    assert {f: saved[f] for f in expected if f != "tokens_per_s"} == {f: v for f, v in expected.items()
+                                                                     if f != "tokens_per_s"}  # fmt: skip
+    with page.expect_file_chooser() as chooser:
+        explorer.locator(".kvlab-load-trace").click()
+    chooser.value.set_files(path)
+    status = explorer.locator(".kvlab-status")
+    status.filter(has_text="loaded kvlab_trace_smollm2_static.json").wait_for(timeout=30_000)
+    row = explorer.locator('.kvlab-summary tr[data-run="now"][title$="[loaded from kvlab_trace_smollm2_static.json]"]')
+    row.wait_for(timeout=30_000)
+    assert summary_value(explorer, "slots_allocated") == expected["slots_allocated"]
+
+
+def exercise(page, explorer, expected: dict, screenshot, folder) -> None:
     """Choose static, Run, check the table and the plot; then an invalid option; screenshots of both."""
     explorer.locator(".kvlab-cache select").select_option("static")
     explorer.locator(".kvlab-max-cache-len").wait_for(state="visible", timeout=30_000)
@@ -51,6 +75,7 @@ def exercise(page, explorer, expected: dict, screenshot) -> None:
     assert plot.evaluate("img => img.complete && img.naturalWidth > 400 && img.naturalHeight > 300")
     page.screenshot(path=screenshot("run.png"), full_page=True)
     explorer.screenshot(path=screenshot("run_app.png"))  # the whole app, even where Lab scrolls it
+    save_and_load_back(page, explorer, expected, folder)
 
     explorer.locator(".kvlab-cache select").select_option("quantized")
     explorer.locator(".kvlab-backend select").select_option("quanto")
@@ -62,14 +87,14 @@ def exercise(page, explorer, expected: dict, screenshot) -> None:
     page.screenshot(path=screenshot("invalid_option.png"), full_page=True)
 
 
-def test_kvlab_explore_in_voila(voila_server, page, expected, artifact):
+def test_kvlab_explore_in_voila(voila_server, page, expected, artifact, tmp_path):
     page.goto(voila_server.url("/"))
     explorer = page.locator(".kvlab-explorer").first
     explorer.wait_for(timeout=120_000)
-    exercise(page, explorer, expected, lambda name: artifact(f"explorer_voila_{name}"))
+    exercise(page, explorer, expected, lambda name: artifact(f"explorer_voila_{name}"), tmp_path)
 
 
-def test_notebook_11_in_jupyterlab(lab_server, page, expected, artifact):
+def test_notebook_11_in_jupyterlab(lab_server, page, expected, artifact, tmp_path):
     page.goto(lab_server.url("/lab/tree/11_cache_explorer.ipynb"))
     # Lab reads "Idle" before the kernel is connected: wait for "<kernel> | Idle" in the status bar.
     idle = page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle"))
@@ -79,4 +104,4 @@ def test_notebook_11_in_jupyterlab(lab_server, page, expected, artifact):
     page.keyboard.press("Shift+Enter")
     explorer = first_code.locator(".kvlab-explorer")
     explorer.wait_for(timeout=120_000)
-    exercise(page, explorer, expected, lambda name: artifact(f"explorer_lab_{name}"))
+    exercise(page, explorer, expected, lambda name: artifact(f"explorer_lab_{name}"), tmp_path)

@@ -50,3 +50,18 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     png = figures.png_bytes(figures.dashboard(None, []))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert figures.human_bytes(3 * 1024 * 1024) == "3.0 MiB" and figures.human_bytes(512) == "512 B"
+
+
+def test_the_png_has_its_own_opaque_white_background_whatever_the_matplotlib_style():
+    """JupyterLab's dark theme shows a transparent PNG's black text on black: the figure paints its own white."""
+    import io
+
+    import matplotlib
+    from matplotlib.image import imread
+
+    dark = {"figure.facecolor": "#111111", "savefig.facecolor": "none", "savefig.transparent": True}
+    with matplotlib.rc_context(dark):
+        png = figures.png_bytes(figures.dashboard(None, []))
+    pixels = imread(io.BytesIO(png))  # (height, width, RGBA) floats
+    assert pixels.shape[2] == 4 and (pixels[..., 3] == 1.0).all()  # opaque everywhere
+    assert pixels[0, 0].tolist() == [1.0, 1.0, 1.0, 1.0] and pixels[-1, -1].tolist() == [1.0, 1.0, 1.0, 1.0]
