@@ -8,32 +8,46 @@ so every attribute name and behaviour that kvlab depends on is named once, in th
 
 from __future__ import annotations
 
-import torch
-import transformers
-from transformers import cache_utils
-from transformers.cache_utils import (
-    BaseQuantizedLayer,
-    Cache,
-    CacheLayerMixin,
-    DummyLayer,
-    DynamicCache,
-    DynamicLayer,
-    DynamicSlidingWindowLayer,
-    EncoderDecoderCache,
-    Fp8QuantizedLayer,
-    HQQQuantizedLayer,
-    LinearAttentionCacheLayerMixin,
-    LinearAttentionLayer,
-    QuantizedCache,
-    QuantizedLayer,
-    QuantoQuantizedLayer,
-    StaticCache,
-    StaticLayer,
-    StaticSlidingWindowLayer,
-)
+import importlib
+from importlib import metadata
+
+# Importing this module imports neither torch nor transformers: `kvlab size`, `kvlab --help` and the option checks
+# read only the constants below. The transformers classes (`_compat.DynamicCache`, ...) are imported on first use,
+# by the module-level `__getattr__` at the end of the file; functions here import what they need.
+_LAZY = {
+    **{name: "transformers.cache_utils" for name in (
+        "BaseQuantizedLayer", "Cache", "CacheLayerMixin", "DummyLayer", "DynamicCache", "DynamicLayer",
+        "DynamicSlidingWindowLayer", "EncoderDecoderCache", "Fp8QuantizedLayer", "HQQQuantizedLayer",
+        "LinearAttentionCacheLayerMixin", "LinearAttentionLayer", "QuantizedCache", "QuantizedLayer",
+        "QuantoQuantizedLayer", "StaticCache", "StaticLayer", "StaticSlidingWindowLayer")},
+    "PagedAttentionCache": "transformers.generation.continuous_batching.cache",
+    "FULL_ATTENTION": "transformers.generation.continuous_batching.cache_allocators",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name == "cache_utils":
+        value = importlib.import_module("transformers.cache_utils")
+    elif name == "PAGED_CACHE_MODULE":
+        value = importlib.import_module("transformers.generation.continuous_batching.continuous_api")
+    elif name == "QUANTIZED_LAYER_BACKENDS":
+        value = {__getattr__("QuantoQuantizedLayer"): "quanto", __getattr__("HQQQuantizedLayer"): "hqq",
+                 __getattr__("Fp8QuantizedLayer"): "fp8"}  # fmt: skip
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def _cu():
+    """transformers.cache_utils (imported on first use)."""
+    return __getattr__("cache_utils")
+
 
 SUPPORTED_TRANSFORMERS = ">=5.24,<5.25"
-TRANSFORMERS_VERSION = transformers.__version__
+TRANSFORMERS_VERSION = metadata.version("transformers")
 
 # `generate`/`forward` take the cache under this keyword (it was `past_key_values` before 2026).
 CACHE_KWARG = "cache"
@@ -53,17 +67,20 @@ HQQ_PACK_FACTOR = {1: 8, 2: 4, 3: 10, 4: 2, 8: 1}
 
 def layer_types(config) -> list[str]:
     """The per-layer type names transformers derives from a config ("full_attention", "sliding_attention", ...)."""
-    types, _ = cache_utils.get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    types, _ = _cu().get_layer_types_and_kwargs(config.get_text_config(decoder=True))
     return list(types)
 
 
 def is_linear_layer(layer) -> bool:
     """A pure linear-attention (Mamba/SSM/conv) layer: a recurrent state, no per-token keys and values."""
-    return isinstance(layer, LinearAttentionCacheLayerMixin) and not isinstance(layer, CacheLayerMixin)
+    cu = _cu()
+    return isinstance(layer, cu.LinearAttentionCacheLayerMixin) and not isinstance(layer, cu.CacheLayerMixin)
 
 
 def linear_states(layer) -> list[torch.Tensor]:
     """The conv and recurrent state tensors a linear-attention layer holds (empty before its first update)."""
+    import torch
+
     states = []
     for name in ("conv_states", "recurrent_states"):
         value = getattr(layer, name, None)
@@ -90,38 +107,10 @@ def sync_offload_streams(cache: Cache, device: torch.device) -> None:
     """
     if device.type != "cuda":
         return
+    import torch
+
     torch.cuda.default_stream(device).wait_stream(cache.prefetch_stream)
     cache.prefetch_stream.wait_stream(torch.cuda.default_stream(device))
-
-
-__all__ = [
-    "BaseQuantizedLayer",
-    "CACHE_IMPLEMENTATIONS",
-    "CACHE_KWARG",
-    "Cache",
-    "CacheLayerMixin",
-    "DummyLayer",
-    "DynamicCache",
-    "DynamicLayer",
-    "DynamicSlidingWindowLayer",
-    "EncoderDecoderCache",
-    "Fp8QuantizedLayer",
-    "HQQQuantizedLayer",
-    "HQQ_AXES",
-    "HQQ_NBITS",
-    "HQQ_PACK_FACTOR",
-    "LinearAttentionLayer",
-    "QUANTIZED_BACKENDS",
-    "QUANTIZED_DEFAULTS",
-    "QUANTO_AXES",
-    "QUANTO_NBITS",
-    "QuantizedCache",
-    "QuantizedLayer",
-    "QuantoQuantizedLayer",
-    "StaticCache",
-    "StaticLayer",
-    "StaticSlidingWindowLayer",
-]
 
 
 def offloaded_update(cache: Cache, key_states, value_states, layer_idx: int, *args, **kwargs):
@@ -146,7 +135,7 @@ def offloaded_update(cache: Cache, key_states, value_states, layer_idx: int, *ar
 FORWARD_CACHE_KWARGS = ("cache", "past_key_values")
 # The field of a model output that holds the cache the forward used (or created, with use_cache=True).
 OUTPUT_CACHE_FIELD = "cache"
-QUANTIZED_LAYER_BACKENDS = {QuantoQuantizedLayer: "quanto", HQQQuantizedLayer: "hqq", Fp8QuantizedLayer: "fp8"}
+# QUANTIZED_LAYER_BACKENDS (layer class -> backend name) is built on first use by `__getattr__`.
 
 
 def forward_cache(kwargs: dict):
@@ -169,18 +158,22 @@ def is_offloading(cache: Cache) -> bool:
 
 def quantized_backend(cache: QuantizedCache) -> str:
     """The backend name a QuantizedCache was built with; 5.24 keeps only its layer class, not the name."""
-    for layer_class, name in QUANTIZED_LAYER_BACKENDS.items():
+    for layer_class, name in __getattr__("QUANTIZED_LAYER_BACKENDS").items():
         if cache.layers and isinstance(cache.layers[0], layer_class):
             return name
     raise TypeError(f"unknown quantized layer class {type(cache.layers[0]).__name__}")
 
 
 def is_stream(value) -> bool:
+    import torch
+
     return isinstance(value, torch.Stream)
 
 
 def new_stream_like(stream: torch.Stream) -> torch.Stream:
     """A fresh stream on `stream`'s device: offloaded caches hold one for prefetching, and streams cannot be copied."""
+    import torch
+
     return torch.Stream(device=stream.device)
 
 
@@ -237,7 +230,7 @@ OFFLOAD_ONLY_NON_SLIDING_DEFAULTS = {"offloaded": False, "offloaded_static": Tru
 def static_cache_length(cache) -> int:
     """The slots a StaticCache allocates per full-attention layer (its sliding layers hold min(window, that))."""
     cache = getattr(cache, "self_attention_cache", cache)
-    return max(int(layer.max_cache_len) for layer in cache.layers if isinstance(layer, StaticLayer))
+    return max(int(layer.max_cache_len) for layer in cache.layers if isinstance(layer, _cu().StaticLayer))
 
 
 # -- continuous batching (issue 12): transformers' paged cache, `model.generate_batch(...)` --------------------------
@@ -248,11 +241,7 @@ def static_cache_length(cache) -> int:
 # complete blocks cached for prefix sharing, and the shared `pool` holds free sectors and free blocks. A finished
 # request's blocks go back through `free_blocks(request_id)`; a preempted one (cache full) through
 # `free_blocks(request_id, no_cache=True)` (OffloadingManager.offload_requests), then it is re-queued.
-from transformers.generation.continuous_batching import continuous_api as _cb_api  # noqa: E402
-from transformers.generation.continuous_batching.cache import PagedAttentionCache  # noqa: E402
-from transformers.generation.continuous_batching.cache_allocators import FULL_ATTENTION  # noqa: E402
-
-PAGED_CACHE_MODULE = _cb_api
+# PAGED_CACHE_MODULE (continuous_api), PagedAttentionCache and FULL_ATTENTION are imported on first use.
 PAGED_CACHE_NAME = "PagedAttentionCache"
 # The attention implementation that runs continuous batching without flash attention (CPU): paged cache + eager.
 PAGED_ATTN_IMPLEMENTATION = "paged|eager"
@@ -262,9 +251,10 @@ PAGED_TRASH_SECTORS = 2
 def paged_full_allocator(cache):
     """The full-attention allocator of a PagedAttentionCache whose layers are all full attention (else TypeError)."""
     allocators = cache.cache_allocators
-    if list(allocators) != [FULL_ATTENTION]:
+    full = __getattr__("FULL_ATTENTION")
+    if list(allocators) != [full]:
         raise TypeError(f"paged cache with allocators {list(allocators)}: kvlab instruments full attention only")
-    return allocators[FULL_ATTENTION]
+    return allocators[full]
 
 
 def paged_geometry(cache) -> dict:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.layer_kinds import KIND_BY_LAYER_TYPE, layer_kinds  # noqa: F401 - re-exported
 from kvlab.storage import kv_storage_bytes, storage_bytes
 
 
@@ -128,21 +129,3 @@ def _reader_for(layer_type: type):
 def read_layer(layer, kind: str) -> LayerState:
     """Snapshot `layer`. `kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
     return _reader_for(type(layer))(layer, kind)
-
-
-KIND_BY_LAYER_TYPE = {
-    "full_attention": "full",
-    "sliding_attention": "sliding",
-    "chunked_attention": "chunked",
-    "linear_attention": "linear",
-    "conv": "linear",
-    "hybrid": "full",
-    "hybrid_sliding": "sliding",
-    "dummy": "dummy",
-}
-
-
-def layer_kinds(config, num_layers: int | None = None) -> list[str]:
-    """kvlab's layer kind for each layer of a model config."""
-    kinds = [KIND_BY_LAYER_TYPE.get(t, "full") for t in _compat.layer_types(config)]
-    return kinds if num_layers is None else (kinds + ["full"] * num_layers)[:num_layers]

@@ -1,29 +1,40 @@
-"""Instrumented drop-in replacements for every transformers cache kind."""
+"""Instrumented drop-in replacements for every transformers cache kind.
 
-from kvlab.caches.base import CacheCropError, InstrumentedCacheMixin
-from kvlab.caches.dynamic import InstrumentedDynamicCache
-from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
-from kvlab.caches.factory import CACHE_CLASSES, KIND_OPTIONS, check_options, make_cache
-from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache
-from kvlab.caches.options import CACHE_KINDS, CacheOptionError, check_quantized_options
-from kvlab.caches.quantized import InstrumentedQuantizedCache, PaddedHQQQuantizedLayer
-from kvlab.caches.static import InstrumentedStaticCache
+The names below are imported on first use, so that `kvlab.caches.options` (the option checks, which `kvlab size`
+and the command line use before any model exists) can be imported without torch or transformers.
+"""
 
-__all__ = [
-    "CACHE_CLASSES",
-    "CACHE_KINDS",
-    "KIND_OPTIONS",
-    "CacheCropError",
-    "CacheOptionError",
-    "InstrumentedCacheMixin",
-    "InstrumentedDynamicCache",
-    "InstrumentedEncoderDecoderCache",
-    "InstrumentedOffloadedCache",
-    "InstrumentedOffloadedStaticCache",
-    "InstrumentedQuantizedCache",
-    "InstrumentedStaticCache",
-    "PaddedHQQQuantizedLayer",
-    "check_options",
-    "check_quantized_options",
-    "make_cache",
-]
+import importlib
+
+_EXPORTS = {
+    "CacheCropError": "base",
+    "InstrumentedCacheMixin": "base",
+    "InstrumentedDynamicCache": "dynamic",
+    "InstrumentedEncoderDecoderCache": "encoder_decoder",
+    "CACHE_CLASSES": "factory",
+    "KIND_OPTIONS": "factory",
+    "check_options": "factory",
+    "make_cache": "factory",
+    "InstrumentedOffloadedCache": "offloaded",
+    "InstrumentedOffloadedStaticCache": "offloaded",
+    "CACHE_KINDS": "options",
+    "CacheOptionError": "options",
+    "check_quantized_options": "options",
+    "InstrumentedQuantizedCache": "quantized",
+    "PaddedHQQQuantizedLayer": "quantized",
+    "InstrumentedStaticCache": "static",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -13,7 +13,7 @@ find mid-generation is checked here against the model's shapes, before anything 
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.layer_state import layer_kinds
+from kvlab.layer_kinds import layer_kinds
 
 CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
 QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")

@@ -7,7 +7,7 @@ The rules below were read off the backends and checked against live caches to th
 - hqq reshapes to (group, G) for axis 0 or (G, group) for axis 1 and packs along the first dim:
   8 / nbits values per uint8 for 1, 2, 4, 8 bits; 3 bits go 10 to an int32 word, padded up to a multiple of 10.
   One scale and one zero per group, in the compute dtype. With axis 1 kvlab pads the sequence first so that
-  the packed dim divides (see `kvlab.caches.quantized.hqq_sequence_padding`).
+  the packed dim divides (see `kvlab.caches.hqq_packing.hqq_sequence_padding`).
 - fp8 stores one byte per value and one float32 scale per tensor.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from kvlab.caches.options import CacheOptionError
-from kvlab.caches.quantized import hqq_sequence_padding
+from kvlab.caches.hqq_packing import hqq_sequence_padding
 
 QUANTO_VALUES_PER_BYTE = {2: 4, 4: 2}
 HQQ_UINT8_VALUES_PER_BYTE = {1: 8, 2: 4, 4: 2, 8: 1}

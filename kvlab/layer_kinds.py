@@ -1,0 +1,26 @@
+"""kvlab's kind of each layer of a model config: "full", "sliding", "chunked", "linear" or "dummy".
+
+A config-level fact, needed before any tensor exists (option checks, `kvlab size`), so this module imports neither
+torch nor transformers until it reads a config.
+"""
+
+from __future__ import annotations
+
+from kvlab import _compat
+
+KIND_BY_LAYER_TYPE = {
+    "full_attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "conv": "linear",
+    "hybrid": "full",
+    "hybrid_sliding": "sliding",
+    "dummy": "dummy",
+}
+
+
+def layer_kinds(config, num_layers: int | None = None) -> list[str]:
+    """kvlab's layer kind for each layer of a model config."""
+    kinds = [KIND_BY_LAYER_TYPE.get(t, "full") for t in _compat.layer_types(config)]
+    return kinds if num_layers is None else (kinds + ["full"] * num_layers)[:num_layers]
