@@ -12,7 +12,7 @@ Slots become bytes with `bytes_per_token` (keys and values, every layer).
 
 from __future__ import annotations
 
-import math
+from kvlab.size.paged import paged_blocks
 
 LAYOUTS = ("static", "dynamic", "paged")
 
@@ -20,13 +20,6 @@ LAYOUTS = ("static", "dynamic", "paged")
 def request_lengths(prompt_lengths: list[int], answer_lengths: list[int]) -> list[int]:
     """Tokens each request's cache holds when it finishes: prompt + answer - 1 (never below the prompt)."""
     return [p + max(a - 1, 0) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
-
-
-def paged_blocks(length: int, block_size: int) -> int:
-    """Blocks of `block_size` slots a request holding `length` tokens occupies."""
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    return math.ceil(length / block_size)
 
 
 def reserved_slots(layout: str, lengths: list[int], *, max_cache_len: int | None = None,

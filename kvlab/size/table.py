@@ -6,6 +6,7 @@ from kvlab import _compat
 from kvlab.caches.options import CacheOptionError
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
+from kvlab.size.paged import paged_row
 
 # (label, kind, options) in the order of the guide's table
 QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
@@ -13,8 +14,12 @@ QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq"
 
 def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "float32", prefill: int | None = None,
               max_cache_len: int | None = None, source_tokens: int | None = None, axis: int = 0,
-              q_group_size: int | None = None, residual_length: int | None = None) -> list[dict]:  # fmt: skip
-    """Every cache kind's size as dicts: label, kind, options, bytes, peak_bytes, ... or `unsupported`."""
+              q_group_size: int | None = None, residual_length: int | None = None, page_size: int | None = None,
+              lengths: list[int] | None = None) -> list[dict]:  # fmt: skip
+    """Every cache kind's size as dicts: label, kind, options, bytes, peak_bytes, ... or `unsupported`.
+
+    With `page_size`, a last row gives the paged layout (`model.generate_batch`) for `lengths` (tokens each request
+    holds; default: `batch` requests of `tokens`)."""
     max_cache_len = max_cache_len or tokens
     common = {"batch": batch, "dtype": dtype, "prefill": prefill, "source_tokens": source_tokens}
     specs = [("dynamic", "dynamic", {}), (f"static (max_cache_len {max_cache_len})", "static",
@@ -35,6 +40,12 @@ def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "
             rows.append({"label": label, "kind": kind, "options": options, "unsupported": str(err)})
             continue
         rows.append({"label": label, **size.to_dict()})
+    if page_size is not None:
+        try:
+            rows.append(paged_row(arch, lengths or [tokens] * batch, page_size, dtype))
+        except CacheOptionError as err:
+            rows.append({"label": f"paged (page_size {page_size})", "kind": "paged", "options": {"page_size": page_size},
+                         "unsupported": str(err)})  # fmt: skip
     return rows
 
 
@@ -61,7 +72,8 @@ def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
                 reasons.append(row["unsupported"])
                 lines.append(f"{row['label']:<32} unsupported: {row['unsupported']}")
             continue
-        ratio = f"{row['bytes'] / dynamic['bytes']:.3f}x" if dynamic and dynamic["bytes"] else "-"
+        same_tokens = row["kind"] != "paged" or (dynamic and row["tokens"] == dynamic["tokens"] * dynamic["batch"])
+        ratio = f"{row['bytes'] / dynamic['bytes']:.3f}x" if same_tokens and dynamic and dynamic["bytes"] else "-"
         notes = []
         if row["waste_bytes"]:
             notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['stored_slots'] - row['live_slots']:,} slots)")

@@ -1,0 +1,50 @@
+"""The paged layout of transformers' continuous batching (`model.generate_batch`), as arithmetic.
+
+A `PagedAttentionCache` is one pool of blocks of `page_size` token slots (keys and values of every layer). A
+request holding `n` tokens occupies ceil(n / page_size) blocks: only its last block can be partly empty, so
+the waste per request is under one block (internal fragmentation), whatever the other requests do. The live
+trace of the same layout is `kvlab.caches.paged`; `kvlab.serving` compares it with static and dynamic caches.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvlab.caches.options import CacheOptionError
+from kvlab.size.architecture import Architecture
+from kvlab.size.calculator import cache_size
+
+# transformers 5.24's ContinuousBatchingConfig.page_size default
+DEFAULT_PAGE_SIZE = 256
+
+
+def paged_blocks(length: int, block_size: int) -> int:
+    """Blocks of `block_size` slots a request holding `length` tokens occupies."""
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    return math.ceil(length / block_size)
+
+
+def paged_row(arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE,
+              dtype: str = "float32") -> dict:  # fmt: skip
+    """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
+    label = f"paged (page_size {page_size})"
+    if any(kind != "full" for kind in arch.layer_kinds):
+        raise CacheOptionError(
+            f"{label}: kvlab computes the paged layout for models whose layers are all full attention; "
+            f"{arch.name} has {', '.join(f'{n} {k}' for k, n in arch.counts().items())} layers"
+        )
+    if not lengths or min(lengths) < 1:
+        raise ValueError(f"every request must hold at least one token; got lengths {lengths}")
+    per_token = cache_size(arch, "dynamic", 1, dtype=dtype).bytes  # keys and values of every layer
+    blocks = sum(paged_blocks(n, page_size) for n in lengths)
+    reserved, live = blocks * page_size, sum(lengths)
+    return {
+        "label": label, "kind": "paged", "options": {"page_size": page_size}, "tokens": live, "prefill": live,
+        "batch": len(lengths), "dtype": dtype, "bytes": reserved * per_token, "peak_bytes": reserved * per_token,
+        "live_slots": live, "stored_slots": reserved, "blocks": blocks, "packed_bytes": 0, "residual_bytes": 0,
+        "by_layer_kind": {"full": reserved * per_token}, "cross_bytes": 0,
+        "bytes_per_token": reserved * per_token / live, "waste_bytes": (reserved - live) * per_token,
+        "fragmentation_pct": round(100.0 * (reserved - live) / reserved, 2),
+        "note": f"{blocks} blocks of {page_size} slots for {len(lengths)} requests of {live:,} tokens in all",
+    }  # fmt: skip
