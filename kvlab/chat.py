@@ -204,3 +204,14 @@ def chat(model, tokenizer, questions: list[str], **session_options) -> ChatSessi
     for question in questions:
         session.ask(question)
     return session
+
+
+def turn_prefills(trace: Trace) -> list[int]:
+    """Tokens each `generate` call prefilled into the cache this trace records, one number per call (turn).
+
+    Read from the first layer's model updates: a call starts with one forward that feeds every uncached prompt
+    token, then decodes one token per forward. So a call starts at the trace's first update and at every update
+    that adds more than one token (a chat turn always feeds at least the new user message).
+    """
+    first_layer = [e for e in trace.updates if e["op"] == "kv" and e["role"] == "self" and e["layer_idx"] == 0]
+    return [e["tokens_added"] for i, e in enumerate(first_layer) if i == 0 or e["tokens_added"] > 1]

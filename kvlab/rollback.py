@@ -41,7 +41,8 @@ def cached_positions(cache) -> list[dict]:
 
 
 def holdings(cache) -> dict[str, dict]:
-    """Per layer kind: tokens seen, slots held and bytes of storage (the largest layer of that kind).
+    """Per layer kind: how many layers, and what they hold: tokens seen and slots held by one layer of that kind
+    (the largest), bytes of storage of that one layer (`bytes_per_layer`) and of all of them (`bytes_all_layers`).
 
     Slots and bytes can disagree: a crop slices the stored tensors, and a slice is a view that keeps the whole
     storage alive until the next update concatenates into a fresh tensor.
@@ -50,11 +51,13 @@ def holdings(cache) -> dict[str, dict]:
     for row in cached_positions(cache):
         layer = cache.layers[row["layer_idx"]]
         state = read_layer(layer, row["kind"])
-        current = out.setdefault(row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes": 0})
+        current = out.setdefault(row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes_per_layer": 0,
+                                               "bytes_all_layers": 0})  # fmt: skip
         current["layers"] += 1
         current["tokens"] = max(current["tokens"], state.logical_length)
         current["slots"] = max(current["slots"], state.slots_live)
-        current["bytes"] = max(current["bytes"], state.bytes_held)
+        current["bytes_per_layer"] = max(current["bytes_per_layer"], state.bytes_held)
+        current["bytes_all_layers"] += state.bytes_held
     return out
 
 

@@ -14,29 +14,37 @@
 # %% [markdown]
 # # 06 · Iterative chat: one cache for the whole conversation
 #
-# **Learning goal.** After this notebook you can reuse one cache across the turns of a chat, say how many
-# tokens each turn really prefills, and recognise the one way this silently goes wrong: a chat template that
-# renders earlier turns differently from how they were generated.
+# **Learning goal.** After this notebook you can run a chat loop that passes one `DynamicCache` to every
+# `generate` call, say how many tokens each turn really prefills, and recognise the one way this silently goes
+# wrong: a chat template that renders earlier turns differently from how they were generated.
 #
 # **In kvlab's words.** A chat prompt is the whole conversation so far. With a fresh cache every turn, the
 # model re-reads all of it each time. Pass the *same* cache to every `generate` call together with the whole
 # conversation's ids, and transformers prefills only `ids[cache_length:]`: the end of the last reply, the new
 # user message, the assistant header. That shortcut rests on one assumption nobody checks: that the first
 # `cache_length` ids of the new prompt are the very tokens the cache holds keys and values for.
-# `kvlab.chat.ChatSession` remembers the ids it fed into the cache and compares them every turn.
 #
 # SmolLM2-135M-Instruct with its ChatML template, greedy decoding, CPU.
 
 # %%
+# %matplotlib inline
+import time
+import warnings
+
+import ipywidgets as widgets
 import torch
+from transformers import DynamicCache
 
 import kvlab
-from kvlab.chat import THINK_DROPPING_TEMPLATE, ChatSession, chat, first_mismatch
-from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turns
+from kvlab.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
+from kvlab.live import live, score_guess
+from kvlab.plots.prefill_bars import plot_prefill_bars
+from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-QUESTIONS = [
+user_prompts = [
     "What does a KV cache store? One sentence.",
     "Why does that make generation faster?",
     "What does it cost in exchange?",
@@ -45,128 +53,211 @@ SYSTEM = ("You are a patient tutor who explains how language models run on ordin
           "answer short and concrete, avoid jargon where a plain word will do, and when you use a technical term, "
           "say in a few words what it means. The learner is a programmer who knows Python but has never looked "
           "inside a transformer. They care about memory, speed, and what can go wrong.")
-NEW_TOKENS = 16
+NEW_TOKENS = 16  # replies stop here, mid-sentence, to keep the notebook fast
 
 # %% [markdown]
-# ## 1. Three turns: one reused cache vs a fresh cache per turn
+# ## 1. One cache across the turns (Geração iterativa)
 #
-# **Predict first.** A system prompt of about 80 tokens opens the conversation, so by turn 3 it is well over a
-# hundred tokens long. With a fresh cache, turn 3 prefills all of it. With the reused cache, how many tokens
-# does turn 3 prefill? Roughly the new question plus what else? And will the answers differ?
+# The loop: create one empty `DynamicCache`, keep the conversation in a `messages` list, and each turn render
+# the whole list with the chat template, generate with the same cache, decode only the new tokens, and append
+# them as the assistant's message.
 
 # %%
-reused = chat(model, tokenizer, QUESTIONS, system=SYSTEM, max_new_tokens=NEW_TOKENS)
-fresh = chat(model, tokenizer, QUESTIONS, system=SYSTEM, max_new_tokens=NEW_TOKENS, reuse=False)
+past_key_values = DynamicCache(config=model.config)
+messages = [{"role": "system", "content": SYSTEM}]
+for prompt in user_prompts:
+    messages.append({"role": "user", "content": prompt})
+    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                           return_dict=True)
+    input_length = inputs["input_ids"].shape[1]
+    outputs = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, past_key_values=past_key_values)
+    completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
+    messages.append({"role": "assistant", "content": completion})
+    print(f"prompt {input_length} tokens, cache now {past_key_values.get_seq_length()}: {completion!r}")
+
+# %% [markdown]
+# **Predict first.** The system prompt alone is about 80 tokens, so turn 3's prompt is over a hundred. A fresh
+# cache would prefill all of it. How many tokens does turn 3 prefill with the reused cache?
+
+# %%
+guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
+
+# %% [markdown]
+# The same loop inside `kvlab.watch`, once with the reused cache and once with a fresh `DynamicCache` each turn
+# (the only change: the cache is created inside the loop). The timer around `generate` is the only addition.
+
+# %%
+def run_chat(prompts, new_tokens, reuse):
+    """The loop above; returns the replies and each turn's generate time in seconds."""
+    past_key_values = DynamicCache(config=model.config)
+    messages, replies, seconds = [{"role": "system", "content": SYSTEM}], [], []
+    for prompt in prompts:
+        if not reuse:
+            past_key_values = DynamicCache(config=model.config)
+        messages.append({"role": "user", "content": prompt})
+        inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                               return_dict=True)
+        input_length = inputs["input_ids"].shape[1]
+        started = time.perf_counter()
+        outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                 past_key_values=past_key_values)
+        seconds.append(time.perf_counter() - started)
+        replies.append(outputs[0, input_length:].tolist())
+        messages.append({"role": "assistant", "content": tokenizer.decode(replies[-1], skip_special_tokens=True)})
+    return replies, seconds
+
+
+with kvlab.watch(model) as reused:
+    reused_replies, reused_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
+with kvlab.watch(model) as fresh:
+    fresh_replies, fresh_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("turn  prompt  reused  prefilled(reuse)  prefilled(fresh)  same reply")
-for a, b in zip(reused.turns, fresh.turns):
-    print(f"{a.index + 1:>4}  {a.prompt_tokens:>6}  {a.reused_tokens:>6}  {a.prefilled_tokens:>16}  "
-          f"{b.prefilled_tokens:>16}  {a.reply_ids == b.reply_ids}")
-print("cache length after turn 3:", reused.cache.get_seq_length(), "= ids the session tracked:", len(reused.cached_ids))
+reused_prefill = turn_prefills(reused.trace)  # one cache: one trace, one prefill per turn
+fresh_prefill = [turn_prefills(trace)[0] for trace in fresh.traces]  # one cache (and trace) per turn
+print("caches seen:", len(reused.traces), "reused vs", len(fresh.traces), "fresh")
+print("tokens prefilled per turn, reused:", reused_prefill, "| fresh:", fresh_prefill)
+print("same replies:", reused_replies == fresh_replies)
+print("reused cache length at the end:", reused.caches[0].get_seq_length())
 
 # %%
-for turn in reused.turns:
-    print(f"turn {turn.index + 1}: {turn.reply!r}")
+# NBVAL_CHECK_OUTPUT
+print(score_guess(guess, reused_prefill[2], " tokens"))
 
 # %%
-plot_turns({"one reused cache": reused, "fresh cache per turn": fresh},
-           title=f"SmolLM2, {len(QUESTIONS)} turns, {NEW_TOKENS} new tokens each")
+plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_seconds)),
+                   "fresh cache per turn": list(zip(fresh_prefill, fresh_seconds))},
+                  "turn", "generate time (ms)", f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
 
 # %%
 # Timings (not checked: they depend on the machine and its load).
-for name, session in {"reused": reused, "fresh": fresh}.items():
-    firsts = ", ".join(f"{t.prefill_seconds * 1e3:.0f}" for t in session.turns)
-    print(f"{name:>6}: time to first token per turn (ms): {firsts}; whole chat {sum(t.seconds for t in session.turns):.2f} s")
-saved = sum(b.prefill_seconds - a.prefill_seconds for a, b in zip(reused.turns, fresh.turns))
-print(f"prefill time saved over the chat: {saved * 1e3:.0f} ms")
+for name, seconds in {"reused": reused_seconds, "fresh": fresh_seconds}.items():
+    print(f"{name:>6}: generate time per turn (ms): {', '.join(f'{s * 1e3:.0f}' for s in seconds)}")
+saved = sum(fresh_seconds[1:]) - sum(reused_seconds[1:])
+print(f"turns 2-{len(user_prompts)}: the reused cache took {saved * 1e3:,.0f} ms less in total "
+      f"(turn 1 differs by {abs(fresh_seconds[0] - reused_seconds[0]) * 1e3:,.0f} ms: the same work, so noise)")
 
 # %% [markdown]
-# The reused cache prefills the new user turn and the assistant header, plus two things from before: the last
-# token of the previous reply (`generate` produced it but never fed it back, so the cache does not hold it) and
-# the end-of-turn marker `<|im_end|>\n` the template closes that reply with. (Replies here stop at 16 tokens,
-# mid-sentence, to keep the notebook fast.) The fresh cache prefills the whole, growing conversation. Same tokens, less work. On a 135M model and a short chat the time
-# saved is milliseconds; it grows with the conversation and the model (notebook 08 makes the prefix long).
+# Turn 1 prefills the same tokens either way (the cache is empty), so whatever its two timings differ by is
+# noise. From turn 2 on, the reused cache prefills only the new user turn and the assistant header, plus two
+# things from before: the last token of the previous reply (`generate` produced it but never fed it back, so
+# the cache does not hold it) and the end-of-turn marker `<|im_end|>\n` the template closes that reply with. The
+# fresh cache prefills the whole, growing conversation. Same replies, less work. How much time that saves is
+# printed above and depends on this machine and its load; on a 135M model and a short chat it is a small part of
+# each turn, which is mostly the 16 decoding steps. It grows with the conversation and the model (notebook 08
+# makes a prefix long).
+
+# %% [markdown]
+# ## Live: turns and reply length
+#
+# Move the number of turns and the new tokens per turn: both loops run again (SmolLM2, 2 × turns `generate`
+# calls) and the bars show the tokens each turn prefilled, read from the watched traces. Longer replies make every
+# later fresh prefill longer; the reused cache's prefill stays at the new turn's size.
+
+# %%
+MORE_PROMPTS = user_prompts + ["Give one example.", "Summarise in five words."]
+
+
+def prefill_per_turn(turns, new_tokens):
+    with kvlab.watch(model) as reused:
+        run_chat(MORE_PROMPTS[:turns], new_tokens, reuse=True)
+    with kvlab.watch(model) as fresh:
+        run_chat(MORE_PROMPTS[:turns], new_tokens, reuse=False)
+    return plot_turn_prefills({"one reused cache": turn_prefills(reused.trace),
+                               "fresh cache per turn": [turn_prefills(trace)[0] for trace in fresh.traces]},
+                              title=f"SmolLM2, {turns} turns, {new_tokens} new tokens each")
+
+
+live(prefill_per_turn,
+     turns=widgets.IntSlider(value=3, min=1, max=len(MORE_PROMPTS), continuous_update=False, description="turns"),
+     new_tokens=widgets.IntSlider(value=4, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
 
 # %% [markdown]
 # ## 2. When the template rewrites history
 #
-# Some chat templates do not render a past assistant turn the way it was generated. Qwen3's, with thinking
-# disabled, opens every assistant turn with an empty `<think>\n\n</think>\n\n` block, but renders *earlier*
-# assistant turns without it. The guide warns about exactly this: re-encoding can drop or change such tokens,
-# and the cache then holds keys and values for tokens that are no longer in the prompt.
+# The guide warns that `apply_chat_template` may not render a past assistant turn the way it was generated:
+# models that reason inside `<think> ... </think>` can lose those tokens when the conversation is re-encoded, and
+# the cache then holds keys and values for tokens that are no longer in the prompt. Qwen3's template with
+# thinking disabled is one: it opens every assistant turn with an empty `<think>\n\n</think>\n\n` block, but
+# renders *earlier* assistant turns without it. `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave
+# that way, so we can watch it on our model. The loop is the one above with `chat_template=` added.
 #
-# `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave that way, so we can watch it on our model.
+# **Predict first.** Plain transformers prefills `prompt[cache_length:]` anyway. Does it raise? Does the answer
+# to question 2 change compared with a fresh cache?
+
+# %%
+past_key_values = DynamicCache(config=model.config)
+messages, prompts = [], []
+for prompt in user_prompts[:2]:
+    messages.append({"role": "user", "content": prompt})
+    inputs = tokenizer.apply_chat_template(messages, chat_template=THINK_DROPPING_TEMPLATE, add_generation_prompt=True,
+                                           return_tensors="pt", return_dict=True)
+    prompts.append(inputs["input_ids"][0].tolist())
+    cached_ids = outputs[0, :past_key_values.get_seq_length()].tolist() if len(prompts) > 1 else []
+    input_length = inputs["input_ids"].shape[1]
+    outputs = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, past_key_values=past_key_values)
+    completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
+    messages.append({"role": "assistant", "content": completion})
+stale_reply = completion
+# The turn-2 prompt again, on a fresh cache: what the answer should have been.
+reference = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
+                           past_key_values=DynamicCache(config=model.config))
+fresh_reply = tokenizer.decode(reference[0, input_length:], skip_special_tokens=True)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-probe = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, max_new_tokens=NEW_TOKENS)
-probe.ask(QUESTIONS[0])
-probe.messages.append({"role": "user", "content": QUESTIONS[1]})
-turn2_ids = probe.prompt_ids()[0].tolist()  # what turn 2 would feed generate
-part = first_mismatch(probe.cached_ids, turn2_ids).position
-print("the cache was fed:  ", repr(tokenizer.decode(probe.cached_ids[part - 5:part + 12])))
-print("turn 2 renders:     ", repr(tokenizer.decode(turn2_ids[part - 5:part + 12])))
-print(alignment_counts(probe.cached_ids, turn2_ids))
-
-# %%
-plot_id_alignment(probe.cached_ids, turn2_ids, title="Turn 2: the ids the cache holds vs the new prompt's ids")
-
-# %% [markdown]
-# **Predict first.** The cache holds turn 1 *with* the think block; the turn-2 prompt spells turn 1 *without*
-# it. Plain transformers prefills `prompt[cache_length:]` anyway. Does it raise? Does the answer to question 2
-# change compared with a fresh cache?
-
-# %%
-silent = chat(model, tokenizer, QUESTIONS[:2], chat_template=THINK_DROPPING_TEMPLATE, on_mismatch="ignore",
-              max_new_tokens=NEW_TOKENS)
-reference = chat(model, tokenizer, QUESTIONS[:2], chat_template=THINK_DROPPING_TEMPLATE, reuse=False,
-                 max_new_tokens=NEW_TOKENS)
-
-# %%
-# NBVAL_CHECK_OUTPUT
-stale = silent.turns[1].mismatch
+stale = first_mismatch(cached_ids, prompts[1])  # kvlab: the ids the cache was fed vs the turn-2 prompt
 print(f"no error raised; cached and prompt ids part at position {stale.position} of {stale.cached_tokens} cached")
-print("reused (stale) cache:", repr(silent.turns[1].reply))
-print("fresh cache:         ", repr(reference.turns[1].reply))
-print("same reply:", silent.turns[1].reply_ids == reference.turns[1].reply_ids)
+print("the cache was fed:", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
+print("turn 2 renders:   ", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
+print(alignment_counts(cached_ids, prompts[1]))
+print("reused (stale) cache:", repr(stale_reply))
+print("fresh cache:         ", repr(fresh_reply))
+print("same reply:", stale_reply == fresh_reply)
+
+# %%
+plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds vs the new prompt's ids")
 
 # %% [markdown]
 # Everything from the first red position on is stale: the model attends to keys and values computed for the
-# think block and for turn-1 text at shifted positions, and nothing tells you. kvlab compares the ids before
-# generating. By default it refuses, naming the position and both tokens:
+# think block and for turn-1 text at shifted positions, and nothing tells you. `kvlab.chat.ChatSession` keeps the
+# ids it fed into the cache and compares them before generating. By default it refuses, naming the position and
+# both tokens:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
 strict = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, max_new_tokens=NEW_TOKENS)
-strict.ask(QUESTIONS[0])
-strict.ask(QUESTIONS[1])
+strict.ask(user_prompts[0])
+strict.ask(user_prompts[1])
 
 # %% [markdown]
-# **Predict first.** `on_mismatch="crop"` crops the cache back to the last matching position and lets
-# `generate` prefill the rest. How many tokens will turn 2 prefill now, and will its answer match the fresh
-# cache?
+# **Predict first.** `on_mismatch="crop"` crops the cache back to the last matching position
+# (`past_key_values.crop(-n)`, notebook 07) and lets `generate` prefill the rest. How many tokens will turn 2
+# prefill now, and will its answer match the fresh cache?
 
 # %%
 # NBVAL_CHECK_OUTPUT
-repaired = chat(model, tokenizer, QUESTIONS[:2], chat_template=THINK_DROPPING_TEMPLATE, on_mismatch="crop",
-                max_new_tokens=NEW_TOKENS)
-turn = repaired.turns[1]
+repaired = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, on_mismatch="crop",
+                       max_new_tokens=NEW_TOKENS)
+repaired.ask(user_prompts[0])
+turn = repaired.ask(user_prompts[1])
 print(f"kept {turn.reused_tokens} cached tokens, cropped {turn.mismatch.cached_tokens - turn.mismatch.position}, "
       f"prefilled {turn.prefilled_tokens} of {turn.prompt_tokens}")
-print("same reply as the fresh cache:", turn.reply_ids == reference.turns[1].reply_ids)
+print("same reply as the fresh cache:", turn.reply == fresh_reply)
 print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops])
 
 # %% [markdown]
 # ## Takeaway
 #
-# - Reusing one cache across turns is one argument: `generate(conversation_ids, cache=cache)`. Each turn then
-#   prefills only what is new; the answers are the ones a fresh cache gives.
+# - Reusing one cache across turns is one argument: build a `DynamicCache` once and pass it as
+#   `past_key_values=` to every turn's `generate`, with the whole conversation's ids. Each turn then prefills
+#   only what is new; the replies are the ones a fresh cache gives.
 # - The reuse is only correct if the cached ids are a prefix of the new prompt's ids. A template that drops or
 #   rewrites tokens of earlier turns (think blocks, whitespace, a reply that re-tokenizes differently) breaks
 #   that **silently** in plain transformers.
-# - kvlab keeps the ids it fed into the cache and checks them: raise, warn, or crop back to the common prefix.
+# - Compare the ids the cache was fed with the new prompt before generating (`kvlab.chat.first_mismatch`), or let
+#   `ChatSession` do it: raise, warn, or crop back to the common prefix.
 #
 # **Next:** [07 · Crop and rollback](07_crop_and_rollback.ipynb): what `crop` does to each kind of layer, and a
 # speculative-decoding loop that rolls rejected tokens back out of the cache.

@@ -14,168 +14,309 @@
 # %% [markdown]
 # # 07 · Crop and rollback: taking tokens back out of a cache
 #
-# **Learning goal.** After this notebook you can roll a cache back by *n* tokens with `cache.crop(-n)`, know
-# why that fails on sliding-window layers past their window unless you asked for past recording, know what a
-# crop frees (less than you would think), and build the accept/reject loop of speculative decoding on it.
+# **Learning goal.** After this notebook you can roll a cache back by *n* tokens with `past_key_values.crop(-n)`,
+# say why that fails on sliding-window layers past their window and on linear-attention layers unless
+# `activate_past_recording()` ran before the forward, say what `crop(0)` frees and when, and build the
+# accept/reject loop of speculative decoding on it.
 #
-# **In kvlab's words.** A crop makes the cache forget its last *n* tokens, as if they had never been fed.
-# For a full-attention layer that is just dropping the last *n* slots. A sliding layer keeps only its last
-# `window - 1` tokens; once it has moved past its window, forgetting the newest tokens would have to bring the
-# oldest ones back into view, and those are gone. `cache.activate_past_recording()` makes sliding layers keep
-# everything until the next crop, which then trims them back to the window.
+# **In kvlab's words.** A crop makes the cache forget its last *n* tokens, as if they had never been fed. A
+# full-attention layer just drops its last *n* slots. A sliding layer keeps only its last `window - 1` tokens;
+# once it has moved past its window, forgetting the newest tokens would have to bring the oldest back into view,
+# and those are gone. A linear-attention layer (Mamba) folds every token into a fixed-size state, so it has
+# nothing to step back to at all. `activate_past_recording()` makes these layers keep what a crop needs.
 #
-# SmolLM2-135M-Instruct (30 full layers) and Gemma 3 270M (5 sliding : 1 full, window 512), greedy, CPU.
+# SmolLM2-135M-Instruct (30 full layers), Gemma 3 270M (5 sliding : 1 full, window 512) and two tiny
+# random-weight models, greedy, CPU. Each section first runs transformers' own calls, then the same calls inside
+# `kvlab.watch`, which records what every layer holds.
 
 # %%
 import sys
+import warnings
 
+import ipywidgets as widgets
 import torch
+import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.live import live, score_guess
 from kvlab.measure import text
-from kvlab.plots.positions import plot_cached_positions
+from kvlab.plots._figure import subplots
+from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
-from kvlab.rollback import cached_positions, continue_generation, holdings, prompt_lookup_draft, speculative_generate
+from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
 from kvlab.run import encode
 
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
 print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own reference text)")
 
 # %% [markdown]
-# ## 1. `crop(-3)` on SmolLM2
+# ## 1. `crop(-3)` on SmolLM2 (Recortar um cache)
 #
-# **Predict first.** After generating 8 tokens after a 6-token prompt, the cache holds 13 tokens (the 8th new
-# token was never fed back). After `crop(-3)`, how many tokens does each layer hold, and how many **bytes**?
-# If we then continue from the kept tokens, do we get the same three tokens back?
+# **Predict first.** A 6-token prompt, 8 new tokens: the cache holds 13 tokens (the 8th new token was never fed
+# back). After `crop(-3)`, how many does it hold? If we then resume from the kept tokens, do the same three
+# tokens come back?
 
 # %%
-prompt = tokenizer("The key-value cache stores", return_tensors="pt").input_ids  # (1, 6)
-first = kvlab.run(model, tokenizer, prompt, max_new_tokens=8)
-cache = first.cache_object
-before = holdings(cache)
-cache.crop(-3)
-after = holdings(cache)
+inputs = tokenizer("The key-value cache stores", return_tensors="pt")  # 6 ids
+past_key_values = DynamicCache(config=model.config)
+out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
+print("cache length after generate:", past_key_values.get_seq_length())
+past_key_values.crop(-3)  # forget the last three tokens
+print("cache length after crop(-3):", past_key_values.get_seq_length())
+
+# %%
+guess = 10  # your prediction: tokens held after crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("before crop(-3):", before)
-print("after  crop(-3):", after)
-
-# %%
-# NBVAL_CHECK_OUTPUT
-kept = torch.tensor([prompt[0].tolist() + first.generated_token_ids[:5]])  # 11 ids; the cache holds the first 10
-again = continue_generation(model, kept, cache, max_new_tokens=3)  # generate(kept, cache=cache): feeds 1 id
-print("regenerated:", again, "original:", first.generated_token_ids[5:8])
-print("same tokens:", again == first.generated_token_ids[5:8])
-print("after continuing:", holdings(cache))
+print(score_guess(guess, past_key_values.get_seq_length(), " tokens"))
 
 # %% [markdown]
-# The layers report 10 tokens at once, but the bytes do not move: 19,968 B is 13 slots' worth (10 slots would
-# be 15,360 B). `crop` slices the stored tensors, and a slice is a *view* that keeps the whole storage alive.
-# The memory is released only when the next update concatenates the kept slots with the new token into a fresh
-# tensor. Continuing feeds the one uncached id and decodes two more tokens: 13 tokens again, in new storage,
-# and the three regenerated tokens are the ones we cropped.
+# Generation resumes from position 10: give `generate` the 11 ids whose first 10 the cache holds, and it feeds
+# only the 11th.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+again = model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
+                       past_key_values=past_key_values)
+print("regenerated:", again[0, 11:].tolist(), "cropped:", out[0, 11:].tolist())
+print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_values.get_seq_length())
+
+# %% [markdown]
+# The same calls inside `kvlab.watch`, which records each layer's slots and storage bytes. `holdings` sums them
+# per layer kind: `slots` and `bytes_per_layer` are one layer's, `bytes_all_layers` is all 30 layers together.
+
+# %%
+with kvlab.watch(model) as watch:
+    past_key_values = DynamicCache(config=model.config)
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
+    stages = {"after generate": holdings(past_key_values)}
+    past_key_values.crop(-3)
+    stages["after crop(-3)"] = holdings(past_key_values)
+    model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
+                   past_key_values=past_key_values)
+    stages["after resuming"] = holdings(past_key_values)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for stage, held in stages.items():
+    print(f"{stage:>15}: {held['full']}")
+crop = watch.trace.crops[-1]
+print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
+
+# %%
+plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
+
+# %% [markdown]
+# The layers report 10 tokens at once, but the bytes do not move: 19,968 B per layer is 13 slots' worth (10 slots
+# would be 15,360 B), 599,040 B over the 30 layers. `crop` slices the stored tensors, and a slice is a *view*
+# that keeps the whole storage alive. The memory is released only when the next update concatenates the kept
+# slots with the new token into a fresh tensor. Resuming feeds one id and decodes two more tokens: 13 tokens
+# again, in new storage.
 
 # %% [markdown]
 # ## 2. Gemma 3 past its window
 #
-# **Predict first.** A 520-token prompt is longer than Gemma 3's 512-token window. After generating a few
-# tokens with a default DynamicCache, we ask for `crop(-3)`. Which layers can do it, and what happens to the
-# call as a whole?
+# **Predict first.** A 520-token prompt is longer than Gemma 3's 512-token window. We generate 4 tokens with a
+# `DynamicCache`, then call `crop(-3)`. Which layers can do it, and what happens to the call?
 
 # %%
 gemma, gemma_tokenizer = kvlab.load("gemma3")
-long_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
-bare = DynamicCache(config=gemma.config)  # transformers' own class, not instrumented
-new_ids = continue_generation(gemma, long_prompt, bare, max_new_tokens=4)  # generate(long_prompt, cache=bare)
+long_ids = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
+long_inputs = {"input_ids": long_ids, "attention_mask": torch.ones_like(long_ids)}
+past_key_values = DynamicCache(config=gemma.config)
+out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+print("cache length:", past_key_values.get_seq_length())
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
-bare.crop(-3)
+past_key_values.crop(-3)
 
 # %% [markdown]
 # transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have
 # to restore 3 old ones it no longer has. It raises from inside its loop over the layers, so on a model whose
-# first layers were full attention, those would already be cropped when the error comes. kvlab's instrumented
-# cache checks every layer first and refuses before touching any:
+# first layers were full attention, those would already be cropped when the error comes. Under `kvlab.watch`
+# the cache checks every layer first and refuses before touching any, naming the fix:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
-plain = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4)
-plain.cache_object.crop(-3)
+with kvlab.watch(gemma) as watch:
+    past_key_values = DynamicCache(config=gemma.config)
+    gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+    past_key_values.crop(-3)
 
 # %% [markdown]
-# Now the same run with past recording switched on *before* generating:
+# Now with past recording switched on *before* the forward. After `crop(-3)` we resume for 4 more tokens, and
+# then call `crop(0)`, which removes no token.
 
 # %%
-recording = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4, past_recording=True)
-gemma_cache = recording.cache_object
-print("holding before the crop:", holdings(gemma_cache))
+with kvlab.watch(gemma) as watch:
+    past_key_values = DynamicCache(config=gemma.config)
+    past_key_values.activate_past_recording()
+    out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+    stages = {"recording, 523 fed": holdings(past_key_values)}
+    past_key_values.crop(-3)
+    stages["crop(-3)"] = holdings(past_key_values)
+    kept = out[:, :521]  # the cache holds the first 520
+    more = gemma.generate(kept, attention_mask=torch.ones_like(kept), do_sample=False, max_new_tokens=4,
+                          past_key_values=past_key_values)
+    stages["4 more tokens"] = holdings(past_key_values)
+    past_key_values.crop(0)
+    stages["crop(0)"] = holdings(past_key_values)
+    gemma(more[:, -1:], past_key_values=past_key_values)  # one more forward: the next update
+    stages["next forward"] = holdings(past_key_values)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-gemma_cache.crop(-3)
-print("after crop(-3):", holdings(gemma_cache))
-print("crop event:", {k: gemma_cache.trace.crops[-1][k] for k in ("n", "past_recording")})
+for stage, held in stages.items():
+    sliding, full = held["sliding"], held["full"]
+    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots']} slots, {sliding['bytes_all_layers']:,} B | "
+          f"full x{full['layers']}: {full['slots']} slots, {full['bytes_all_layers']:,} B")
+print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
+print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
+
+# %%
+plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
 
 # %% [markdown]
-# With past recording the sliding layers kept all 523 tokens (that is the price: they grow like full layers
-# until a crop), so `crop(-3)` can step back to 520 tokens and trim the slots to the window's 511.
+# With past recording the sliding layers kept all 523 tokens (the price: they grow like full layers until a
+# crop; 523 slots x 2,048 B = 1,071,104 B per layer), so `crop(-3)` can step back to 520 tokens and trim the
+# slots to the window's 511, while the bytes stay: the slice is a view of the 523-slot storage. Recording stays on:
+# the 4 more tokens grow the sliding layers to 515 slots (in fresh storage: the old 523-slot tensors are gone).
+# `crop(0)` then removes no token but trims them back to 511, the part the next token can attend to. Again the
+# storage bytes drop only at the next forward, which concatenates into a fresh 512-slot tensor: that is when
+# `crop(0)` actually frees the recorded past. The full layers' slots do not change under `crop(0)`.
 
 # %% [markdown]
-# ## 3. What `crop(0)` does and does not free
+# ## 3. Linear-attention layers (Mamba, Jamba)
 #
-# **Predict first.** `crop(0)` removes no token. On a recording Gemma cache that holds 523 tokens in its
-# sliding layers, does it change the slots? The bytes? And one decoding step later?
+# A Mamba layer keeps two states, not keys and values: a short convolution window over the last few inputs and
+# a recurrent state that sums up every token so far. kvlab's tiny Jamba (random weights) alternates Mamba
+# layers with full-attention layers. **Predict first.** It has generated 4 tokens after a 10-token prompt, no
+# window was ever reached. Does `crop(-3)` work?
+
+# %%
+jamba = kvlab.tiny_model("tiny-jamba")
+print([type(layer).__name__ for layer in DynamicCache(config=jamba.config).layers])
+ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
+past_key_values = DynamicCache(config=jamba.config)
+out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
+                     past_key_values=past_key_values, pad_token_id=0)
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+past_key_values.crop(-3)
+
+# %% [markdown]
+# It raises at once: a linear-attention layer keeps no past unless asked, whatever the length. With
+# `activate_past_recording()` before the forward, the convolution state keeps every input until a crop:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-zero = kvlab.run(gemma, gemma_tokenizer, long_prompt, max_new_tokens=4, past_recording=True).cache_object
-print("before crop(0):       ", holdings(zero))
-zero.crop(0)
-print("after crop(0):        ", holdings(zero))
+with kvlab.watch(jamba) as watch:
+    past_key_values = DynamicCache(config=jamba.config)
+    past_key_values.activate_past_recording()
+    out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
+                         past_key_values=past_key_values, pad_token_id=0)
+    mamba = past_key_values.layers[0]
+    recurrent_before = mamba.recurrent_states[0].clone()
+    print("conv state before crop:", tuple(mamba.conv_states[0].shape), "| recurrent:", tuple(recurrent_before.shape))
+    past_key_values.crop(-3)
+    print("conv state after crop(-3):", tuple(mamba.conv_states[0].shape), "| attention layers hold",
+          past_key_values.get_seq_length(), "tokens")
+print("crop event lengths (attention layers only):", watch.trace.crops[-1]["lengths_after"])
+print("recurrent state changed by the crop:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
+print("is_croppable:", past_key_values.is_croppable)
+
+# %% [markdown]
+# The crop runs, but look at what it did: the convolution state went back 3 inputs (and was trimmed to the 4
+# the next step needs), the attention layers went back to 10 tokens, and the recurrent state is untouched: it
+# still sums up all 13 tokens. transformers says so itself with `is_croppable` (False once a layer has a
+# recurrent state) and refuses assisted decoding on such a cache. Does it matter? Compare the next-token logits
+# from the cropped cache with a fresh cache that never saw the 3 tokens:
+
+# %%
 with torch.inference_mode():
-    gemma(torch.tensor([[gemma_tokenizer.eos_token_id]]), cache=zero)  # one more step, any token
-print("after one more step:  ", holdings(zero))
+    cropped_next = jamba(out[:, 10:11], past_key_values=past_key_values).logits[0, -1]  # resume after the crop
+    fresh_next = jamba(out[:, :11], past_key_values=DynamicCache(config=jamba.config)).logits[0, -1]
+    step_by_step = DynamicCache(config=jamba.config)  # no crop: 10 tokens, then the 11th, as generate would
+    jamba(out[:, :10], past_key_values=step_by_step)
+    uncropped_next = jamba(out[:, 10:11], past_key_values=step_by_step).logits[0, -1]
+after_crop = (cropped_next - fresh_next).abs().max().item()
+rounding = (uncropped_next - fresh_next).abs().max().item()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("cropped cache gives a fresh cache's logits:", after_crop <= 10 * rounding + 1e-6)
+print("same next token anyway:", cropped_next.argmax().item() == fresh_next.argmax().item())
+
+# %%
+print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1e}; "
+      f"without any crop {rounding:.1e} (float rounding)")
 
 # %% [markdown]
-# `crop(0)` is not a no-op on a recording sliding layer: it trims the slots back to the window (523 → 511)
-# while the full layers are untouched. It frees **no bytes**, for the same reason as above: the trimmed tensors
-# are views of the old storage. The next update allocates a fresh 512-slot tensor and only then is the recorded
-# past released. On a layer that is not recording and is past its window, even `crop(0)` raises.
+# So on a model with a recurrent state, `crop` with past recording rolls back the parts it can and leaves the
+# recurrent state stale: the logits after the crop differ from a fresh cache's by far more than rounding. The
+# next token happens to be the same here because the tiny model's random weights are small (logits near zero);
+# the stale state is still 3 tokens too far along. Only linear-attention layers with a convolution state alone
+# (no recurrent state) can be rolled back exactly, which is what `is_croppable` tells you.
 
 # %% [markdown]
-# ## 4. The cached-positions picture, from a live cache
+# ## 4. Live: what each layer holds after `crop(-n)`
 #
-# **Predict first.** A model with a sliding window of 8 (kvlab's tiny Gemma 3: layers sliding, sliding, full ×
-# 2) reads 14 prompt tokens and generates 6. Which positions does a full layer hold, which a sliding one? And
-# with past recording on, before any crop?
+# kvlab's tiny Gemma 3 has a window of 8 and 6 layers (sliding, sliding, full, twice). It reads 14 prompt tokens
+# and generates 6, then `crop(-n)`. Move *n* and tick *past recording*: without it, any crop past the window is
+# refused; with it, the sliding layers hold the whole past until the crop trims them.
 
 # %%
 tiny = kvlab.tiny_model("tiny-gemma3")
-tiny_prompt = torch.randint(3, 128, (1, 14), generator=torch.Generator().manual_seed(0))
-windowed = kvlab.run(tiny, None, tiny_prompt, max_new_tokens=6).cache_object
-recorded = kvlab.run(tiny, None, tiny_prompt, max_new_tokens=6, past_recording=True).cache_object
+tiny_ids = torch.randint(3, 128, (1, 14), generator=torch.Generator().manual_seed(0))
+
+
+def crop_picture(n, past_recording):
+    """Generate on tiny Gemma 3 with a DynamicCache, crop(-n), draw the positions each layer holds."""
+    with kvlab.watch(tiny) as watch:
+        past_key_values = DynamicCache(config=tiny.config)
+        if past_recording:
+            past_key_values.activate_past_recording()
+        tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
+                      past_key_values=past_key_values, pad_token_id=0)
+        try:
+            past_key_values.crop(-n)
+            title = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens"
+        except kvlab.CacheCropError as err:
+            title = str(err).split(", so")[0]  # "crop(-n) refused: sliding layer 0 has seen ... keeps only ..."
+        rows = cached_positions(past_key_values)
+    fig, ax = subplots(figsize=(9, 3.2))
+    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax)
+    return fig
+
+
+live(crop_picture,
+     n=widgets.IntSlider(value=3, min=0, max=8, continuous_update=False, description="n in crop(-n)"),
+     past_recording=widgets.Checkbox(value=True, description="past recording"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for name, live in {"default": windowed, "past recording": recorded}.items():
-    rows = cached_positions(live)
-    print(f"{name:>14}:", {f"{r['layer_idx']} {r['kind']}": (r["held"][0], r["held"][-1], len(r["visible"]))
-                          for r in rows[:3]})
-
-# %%
-plot_cached_positions(cached_positions(windowed), title="Default DynamicCache: full layers vs a window of 8")
-
-# %%
-plot_cached_positions(cached_positions(recorded), title="With activate_past_recording(), before any crop")
+for recording in (False, True):
+    with kvlab.watch(tiny) as watch:
+        past_key_values = DynamicCache(config=tiny.config)
+        if recording:
+            past_key_values.activate_past_recording()
+        tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
+                      past_key_values=past_key_values, pad_token_id=0)
+        rows = cached_positions(past_key_values)
+    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['kind']}": (r["held"][0], r["held"][-1],
+                                                len(r["visible"])) for r in rows[:3]})
 
 # %% [markdown]
-# A full layer holds positions 0–18; a sliding layer holds only 12–18, the 7 that the next token (position 19)
-# will attend to together with itself. With past recording the sliding layers hold everything too, but the
-# next token still sees only the last 7: the rest is there only so that a crop can step back.
+# Before any crop, a full layer holds positions 0–18 and a sliding layer only 12–18, the 7 that the next token
+# (position 19) attends to together with itself. With past recording the sliding layers hold everything too,
+# but the next token still sees only the last 7: the rest is there only so that a crop can step back.
 
 # %% [markdown]
 # ## 5. Speculative decoding: accept, reject, roll back
@@ -183,22 +324,25 @@ plot_cached_positions(cached_positions(recorded), title="With activate_past_reco
 # Speculative decoding proposes several tokens cheaply, checks them all with **one** forward of the model, and
 # keeps the longest prefix that matches what greedy decoding would have chosen, plus the model's own token at
 # the first disagreement. The forward wrote keys and values for every proposal, so the rejected ones are
-# cropped out. Here the proposals come from *prompt lookup*: find the last token earlier in the text and
-# propose the 5 tokens that followed it, which is free and works when the output copies the input.
+# cropped out with `crop(-rejected)`. Here the proposals come from *prompt lookup*: find the last token earlier
+# in the text and propose the 5 tokens that followed it, which is free and works when the output copies the
+# input. (`kvlab.rollback.speculative_generate` is the loop, a few dozen lines.)
 #
 # **Predict first.** The model is asked to copy a 10-item list. Will the loop produce exactly the greedy
-# output? How many forwards will it need for 25 tokens, and how many proposals will it have to roll back?
+# output? How many forwards will it need (up to 48 tokens; the reply may end sooner), and how many
+# proposals will it roll back?
 
 # %%
 copy_prompt = encode(tokenizer, "Copy this list exactly, twice: red, orange, yellow, green, blue, indigo, "
                                 "violet, white, black, grey.", chat=True)
-greedy = kvlab.run(model, tokenizer, copy_prompt, max_new_tokens=48)
+greedy = model.generate(copy_prompt, attention_mask=torch.ones_like(copy_prompt), do_sample=False,
+                        max_new_tokens=48)[0, copy_prompt.shape[-1]:].tolist()
 spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1), k=5,
                             eos_token_id=tokenizer.eos_token_id)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("same tokens as greedy:", spec.token_ids == greedy.generated_token_ids)
+print("same tokens as greedy:", spec.token_ids == greedy)
 print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
       f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
 print("crops:", [c["n"] for c in spec.cache.trace.crops])
@@ -217,11 +361,13 @@ plot_speculative_steps(spec)
 # %% [markdown]
 # ## Takeaway
 #
-# - `cache.crop(-n)` forgets the last *n* tokens. Full layers always can; sliding layers past their window only
-#   if `activate_past_recording()` was called before generating, at the price of keeping the whole past until
-#   the next crop.
+# - `past_key_values.crop(-n)` forgets the last *n* tokens. Full layers always can. Sliding layers past their
+#   window, and linear-attention layers at any length, only if `activate_past_recording()` ran before the
+#   forward, at the price of keeping the past until the next crop.
+# - On a layer with a recurrent state (Mamba), even a recording crop rolls back only the convolution state:
+#   `is_croppable` is False and the continuation differs from a fresh run.
 # - A crop frees no memory by itself: it leaves views of the old storage, released by the next update.
-#   `crop(0)` trims recording sliding layers back to the window, but frees nothing either, until that update.
+#   `crop(0)` trims recording sliding layers back to the window; the bytes go at the next forward.
 # - Speculative decoding is crop in a loop: verify *k* proposals in one forward, keep what matches, crop the
 #   rest. The output equals greedy decoding.
 #

@@ -87,6 +87,20 @@ def test_holdings_show_a_crop_keeps_the_storage_until_the_next_update(tiny, prom
     before = holdings(cache)["full"]
     cache.crop(-4)
     after = holdings(cache)["full"]
-    assert (after["slots"], after["bytes"]) == (before["slots"] - 4, before["bytes"])
+    assert (after["slots"], after["bytes_per_layer"]) == (before["slots"] - 4, before["bytes_per_layer"])
     model(torch.tensor([[5]]), cache=cache)
-    assert holdings(cache)["full"]["bytes"] == before["bytes"] * 8 // 11  # 8 slots of 11
+    assert holdings(cache)["full"]["bytes_per_layer"] == before["bytes_per_layer"] * 8 // 11  # 8 slots of 11
+
+
+def test_holdings_total_the_bytes_of_every_layer_of_a_kind(tiny, prompt_ids):
+    model, ids = tiny("tiny-gemma3"), prompt_ids(12)
+    cache = kvlab.run(model, None, ids, max_new_tokens=2).cache_object
+    held = holdings(cache)
+    assert held["full"]["layers"] + held["sliding"]["layers"] == len(cache.layers)
+    for kind in ("full", "sliding"):
+        layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_kind(i) == kind]
+        # storage, not the view: a sliding layer's keys are a slice of the last update's concatenation
+        per_layer = [layer.keys.untyped_storage().nbytes() + layer.values.untyped_storage().nbytes()
+                     for layer in layers]
+        assert held[kind]["bytes_per_layer"] == max(per_layer)
+        assert held[kind]["bytes_all_layers"] == sum(per_layer)

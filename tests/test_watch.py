@@ -222,3 +222,17 @@ def test_guide_chat_loop_reuses_one_cache(smollm2):
     assert len(watch.traces) == 1
     prefills = [e["tokens_added"] for e in watch.trace.updates if e["layer_idx"] == 0 and e["tokens_added"] > 1]
     assert len(prefills) == 2 and prefills[1] < prefills[0] + 6  # the second turn prefills only what is new
+
+
+def test_crop_on_a_pure_linear_attention_cache_gets_transformers_own_answer(tiny, prompt_ids):
+    """Mamba layers hold a state, not tokens: kvlab has no length to check, so transformers' rule speaks."""
+    model = tiny("tiny-mamba")
+    plain = DynamicCache(config=model.config)
+    model(prompt_ids(6), past_key_values=plain)
+    with pytest.raises(RuntimeError) as theirs:
+        plain.crop(-3)
+    cache = DynamicCache(config=model.config)
+    with kvlab.watch(model), pytest.raises(RuntimeError) as ours:
+        model(prompt_ids(6), past_key_values=cache)
+        cache.crop(-3)
+    assert str(ours.value) == str(theirs.value)

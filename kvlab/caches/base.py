@@ -132,7 +132,10 @@ class InstrumentedCacheMixin:
                 f"crop({tokens_to_remove}): transformers {_compat.TRANSFORMERS_VERSION} crops by a negative count; "
                 f"use crop(-n) to remove the last n tokens."
             )
-        length = max([int(layer.get_seq_length()) for layer in self.layers if _has_length(layer)], default=0)
+        lengths = [int(layer.get_seq_length()) for layer in self.layers if _has_length(layer)]
+        if not lengths:
+            return  # only linear-attention states: no token count to check against; transformers' own rules apply
+        length = max(lengths)
         if -tokens_to_remove > length:
             raise CacheCropError(
                 f"crop({tokens_to_remove}) goes past the start: the cache holds {length} tokens, "

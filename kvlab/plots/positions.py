@@ -10,6 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 NOT_HELD, HELD, VISIBLE = 0, 1, 2
@@ -47,5 +48,33 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
     ax.legend(handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
               loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12), ncol=3,
               fontsize="small", frameon=False)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def plot_holdings(stages: dict[str, dict], title: str = "What each layer kind holds") -> Figure:
+    """Grouped bars from `{stage label: kvlab.rollback.holdings(cache)}`: slots one layer holds (left) and the
+    bytes of storage all layers of that kind keep alive (right). A crop shows as fewer slots, same bytes."""
+    kinds = sorted({kind for held in stages.values() for kind in held})
+    with plt.ioff():
+        fig, (slots_ax, bytes_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
+    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    width = 0.8 / max(len(kinds), 1)
+    x = np.arange(len(stages))
+    for i, kind in enumerate(kinds):
+        offset = x + (i - (len(kinds) - 1) / 2) * width
+        rows = [held.get(kind, {}) for held in stages.values()]
+        layers = next(row["layers"] for row in rows if row)
+        slots = slots_ax.bar(offset, [row.get("slots", 0) for row in rows], width, label=kind)
+        stored = bytes_ax.bar(offset, [row.get("bytes_all_layers", 0) / 1e6 for row in rows], width,
+                              label=f"{kind} ({layers} layers)")
+        slots_ax.bar_label(slots, fmt="%d", fontsize=7)  # small changes (523 -> 511) are read, not seen
+        bytes_ax.bar_label(stored, fmt="%.2f", fontsize=7)
+    for ax, ylabel in ((slots_ax, "slots held by one layer"), (bytes_ax, "storage, all layers (MB)")):
+        ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
+        ax.set_ylabel(ylabel)
+        ax.margins(y=0.12)
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=len(kinds), frameon=False)
+    fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -8,9 +8,11 @@ conversation again, which grows turn after turn.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from kvlab.plots._figure import subplots
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
@@ -55,3 +57,21 @@ def alignment_counts(cached_ids, prompt_ids) -> dict:
     differ = sum(1 for a, b in zip(cached, prompt) if a != b) + max(len(cached) - len(prompt), 0)
     return {"match": shared - sum(1 for a, b in zip(cached, prompt) if a != b), "differ": differ,
             "new": max(len(prompt) - len(cached), 0)}  # fmt: skip
+
+
+def plot_turn_prefills(series: dict[str, list[int]], title: str = "Tokens prefilled per turn") -> Figure:
+    """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.chat.turn_prefills`),
+    each bar labelled with its count."""
+    fig, ax = subplots(figsize=(7, 3.4))
+    width = 0.8 / max(len(series), 1)
+    for i, (label, counts) in enumerate(series.items()):
+        bars = ax.bar(np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width, counts, width, label=label)
+        ax.bar_label(bars, fontsize=7)
+    turns = max((len(counts) for counts in series.values()), default=0)
+    ax.set_xticks(range(turns), [f"turn {i + 1}" for i in range(turns)])
+    ax.set_ylabel("tokens prefilled")
+    ax.margins(y=0.12)
+    ax.legend(fontsize="small", loc="upper left")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

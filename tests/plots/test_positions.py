@@ -25,3 +25,20 @@ def test_plot_returns_a_figure_with_one_row_per_layer():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0 sliding", "1 full"]
     assert ax.get_title() == "t"
     plt.close(fig)
+
+
+def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
+    from kvlab.plots.positions import plot_holdings
+
+    stages = {
+        "before": {"full": {"layers": 2, "slots": 10, "bytes_all_layers": 4_000_000},
+                   "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000}},
+        "after crop(-3)": {"full": {"layers": 2, "slots": 7, "bytes_all_layers": 4_000_000},
+                           "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000}},
+    }  # fmt: skip
+    fig = plot_holdings(stages, title="t")
+    slots_ax, bytes_ax = fig.axes
+    assert [p.get_height() for p in slots_ax.patches] == [10, 7, 7, 7]  # full per stage, then sliding per stage
+    assert [p.get_height() for p in bytes_ax.patches] == [4.0, 4.0, 2.0, 2.0]
+    assert [t.get_text() for t in bytes_ax.get_legend().get_texts()] == ["full (2 layers)", "sliding (4 layers)"]
+    assert fig._suptitle.get_text() == "t"

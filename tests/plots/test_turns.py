@@ -29,3 +29,14 @@ def test_alignment_counts_and_strip():
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches]
     assert colours == ["#41ab5d", "#41ab5d", "#de2d26", "#41ab5d", "#bdbdbd", "#bdbdbd"]
     plt.close(fig)
+
+
+def test_plot_turn_prefills_labels_each_bar_with_its_count():
+    from kvlab.plots.turns import plot_turn_prefills
+
+    fig = plot_turn_prefills({"reused": [40, 20, 18], "fresh": [40, 80, 120]}, title="t")
+    ax = fig.axes[0]
+    assert [p.get_height() for p in ax.patches] == [40, 20, 18, 40, 80, 120]
+    assert [t.get_text() for t in ax.texts] == ["40", "20", "18", "40", "80", "120"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["turn 1", "turn 2", "turn 3"]
+    assert ax.get_title() == "t"
