@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+    from transformers.cache_utils import Cache, QuantizedCache, StaticSlidingWindowLayer
 
 # Importing this module imports neither torch nor transformers: `kvlab size`, `kvlab --help` and the option checks
 # read only the constants below. The transformers classes (`_compat.DynamicCache`, ...) are imported on first use,

@@ -28,6 +28,18 @@ def bound_argument(cls, name: str, args: tuple, kwargs: dict):
     return bound.arguments.get(name)
 
 
+def _then_refresh(name: str, op: str):
+    """A method that calls transformers' `name` with its arguments untouched, then logs what changed as `op`."""
+
+    def method(self, *args, **kwargs):
+        out = getattr(super(InstrumentedCacheMixin, self), name)(*args, **kwargs)
+        self._kvlab_refresh(op)
+        return out
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
 class InstrumentedCacheMixin:
     """Records every layer update into `self.trace`. Use through the concrete classes in `kvlab.caches`."""
 
@@ -96,25 +108,11 @@ class InstrumentedCacheMixin:
             if read_layer(layer, kind) != recorder.state(self.kvlab_role, i):
                 recorder.record_update(self.kvlab_role, i, layer, kind, op, 0, 0.0)
 
-    def reset(self, *args, **kwargs):
-        out = super().reset(*args, **kwargs)
-        self._kvlab_refresh("reset")
-        return out
-
-    def reorder_cache(self, *args, **kwargs):
-        out = super().reorder_cache(*args, **kwargs)
-        self._kvlab_refresh("reorder")
-        return out
-
-    def batch_repeat_interleave(self, *args, **kwargs):
-        out = super().batch_repeat_interleave(*args, **kwargs)
-        self._kvlab_refresh("repeat")
-        return out
-
-    def batch_select_indices(self, *args, **kwargs):
-        out = super().batch_select_indices(*args, **kwargs)
-        self._kvlab_refresh("select")
-        return out
+    # transformers' method, then a re-read of every layer (e.g. reset frees them, reorder_cache picks beams)
+    reset = _then_refresh("reset", "reset")
+    reorder_cache = _then_refresh("reorder_cache", "reorder")
+    batch_repeat_interleave = _then_refresh("batch_repeat_interleave", "repeat")
+    batch_select_indices = _then_refresh("batch_select_indices", "select")
 
     def activate_past_recording(self, *args, **kwargs):
         out = super().activate_past_recording(*args, **kwargs)

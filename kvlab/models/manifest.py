@@ -24,6 +24,8 @@ import os
 import struct
 from pathlib import Path
 
+from kvlab.models.sources import sha256_of
+
 MANIFEST = "kvlab-manifest.json"
 MANIFEST_VERSION = 1
 SAMPLE_BLOCKS = 64
@@ -34,14 +36,6 @@ LOADABLE_SUFFIXES = (".json", ".safetensors", ".jinja", ".model", ".txt", ".bin"
 
 class ModelIntegrityError(RuntimeError):
     """A prepared model whose files are not the ones its manifest recorded (damaged, truncated, edited)."""
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _header(f, size: int, name: str) -> tuple[bytes, dict]:
@@ -116,7 +110,7 @@ def write_manifest(model_dir: Path) -> dict:
     """Record every file of a finished model directory (written atomically: a reader sees the old one or the new)."""
     files = {}
     for path in _listed_files(model_dir):
-        entry = {"size": path.stat().st_size, "sha256": sha256_file(path)}
+        entry = {"size": path.stat().st_size, "sha256": sha256_of(path)}
         if path.suffix == ".safetensors":
             check_safetensors_layout(path)
             entry.update(_weights_fingerprint(path))
@@ -165,7 +159,7 @@ def _compare(model_dir: Path, full: bool) -> None:
         if size != entry["size"]:
             raise ModelIntegrityError(f"{path} is {size} bytes, the manifest says {entry['size']}")
         if full or not name.endswith(".safetensors"):  # the loader reads these whole anyway
-            if sha256_file(path) != entry["sha256"]:
+            if sha256_of(path) != entry["sha256"]:
                 raise ModelIntegrityError(f"{path} has a different sha256 than the manifest records")
         else:
             if "header_sha256" not in entry:

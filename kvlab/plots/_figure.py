@@ -13,3 +13,14 @@ def subplots(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (7, 
     """(Figure, axes) like `plt.subplots`, without pyplot."""
     fig = Figure(figsize=figsize)
     return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def finish(fig: Figure, axes, title: str | None = None) -> Figure:
+    """The last touches every two-panel kvlab figure shares: grid, legend, an optional title, tight layout."""
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

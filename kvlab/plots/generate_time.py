@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import finish, subplots
 
 
 def plot_generate_time(seconds: dict[str, dict[int, float]], current: int | None = None,
@@ -28,12 +28,7 @@ def plot_generate_time(seconds: dict[str, dict[int, float]], current: int | None
     ax_total.set_ylabel("seconds per generate call")
     ax_total.set_ylim(bottom=0)
     ax_total.set_title("total time")
-    for a in (ax, ax_total):
-        if max_tokens:
+    if max_tokens:
+        for a in (ax, ax_total):
             a.set_xlim(0, max_tokens * 1.05)
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish(fig, (ax, ax_total), title)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import finish, subplots
 
 from kvlab.measure.latency import TokenTimes
 
@@ -23,10 +23,4 @@ def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> F
     ax_total.set_xlabel("tokens generated")
     ax_total.set_ylabel("cumulative seconds")
     ax_total.set_title("total time")
-    for a in (ax, ax_total):
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    return finish(fig, (ax, ax_total), title)

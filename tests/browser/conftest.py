@@ -8,6 +8,8 @@ chromium (`make test` installs it); without it every test here skips and says wh
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -142,18 +144,21 @@ def voila_server(tmp_path):
         server.stop()
 
 
-@pytest.fixture
-def lab_server(tmp_path):
-    """JupyterLab serving a temporary copy of notebook 11 (Lab autosaves what it runs), stopped by pid."""
+@contextlib.contextmanager
+def serving_lab(tmp_path: Path, fill_root, settings: dict | None = None):
+    """JupyterLab on `tmp_path/notebooks` (filled by `fill_root(root)`: Lab autosaves, so tests serve copies), with
+    temporary Jupyter dirs, a token, 127.0.0.1 and `port_retries=0`; stopped by pid. `settings` maps an
+    apputils-extension settings name (e.g. "themes") to its JSON object."""
     port, token = free_port(), "kvlab-test-token"
     env = isolated_env(tmp_path)
-    # No "get Jupyter news?" toast over the screenshots (a setting in the temporary config directory).
-    settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    folder = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    folder.mkdir(parents=True)
+    # No "get Jupyter news?" toast over the screenshots.
+    for name, value in {"notification": {"fetchNews": "false"}, **(settings or {})}.items():
+        (folder / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
     root = tmp_path / "notebooks"
     root.mkdir()
-    shutil.copy(REPO / "notebooks" / "11_cache_explorer.ipynb", root / "11_cache_explorer.ipynb")
+    fill_root(root)
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={root}"]  # fmt: skip
@@ -163,6 +168,14 @@ def lab_server(tmp_path):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def lab_server(tmp_path):
+    """JupyterLab serving a temporary copy of notebook 11, stopped by pid."""
+    name = "11_cache_explorer.ipynb"
+    with serving_lab(tmp_path, lambda root: shutil.copy(REPO / "notebooks" / name, root / name)) as server:
+        yield server
 
 
 @pytest.fixture

@@ -11,10 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import sys
 from pathlib import Path
 
-from .conftest import REPO, Server, free_port, isolated_env
+from .conftest import REPO, serving_lab
 
 KERNEL_IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")
 
@@ -40,39 +39,7 @@ def trimmed_copy(src: Path, dst: Path, needles: list[str]) -> int:
 @contextlib.contextmanager
 def lab_on(tmp_path: Path, notebook: str, needles: list[str]):
     """Yield (server, number of code cells) for JupyterLab serving a trimmed copy of notebooks/`notebook`."""
-    port, token = free_port(), "kvlab-test-token"
-    env = isolated_env(tmp_path)
-    settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    root = tmp_path / "notebooks"
-    root.mkdir()
-    cells = trimmed_copy(REPO / "notebooks" / notebook, root / notebook, needles)
-    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}"]  # fmt: skip
-    server = Server(command, tmp_path, env, port, token, tmp_path / "lab.log")
-    try:
-        server.wait_ready("/api/status")
-        yield server, cells
-    finally:
-        server.stop()
-
-
-def run_all_cells(page, server, notebook: str, cells: int) -> None:
-    """Open `notebook` in Lab, wait for the kernel to be connected and idle, run its `cells` code cells in order."""
-    page.goto(server.url(f"/lab/tree/{notebook}"))
-    # Lab reads "Idle" before the kernel is connected: wait for "<kernel> | Idle" in the status bar.
-    page.get_by_text(KERNEL_IDLE).wait_for(timeout=120_000)
-    page.locator(".jp-Notebook .jp-CodeCell").first.locator(".jp-InputArea-editor").click()
-    for _ in range(cells):
-        page.keyboard.press("Shift+Enter")  # runs the cell and moves to the next
-
-
-def set_slider(control, value: int) -> None:
-    """Type `value` into an ipywidgets slider's readout and press Enter (one change, as on release)."""
-    readout = control.locator(".widget-readout")
-    readout.click()
-    readout.press("Control+a")
-    readout.type(str(value))
-    readout.press("Enter")
+    kept = []
+    with serving_lab(tmp_path, lambda root: kept.append(trimmed_copy(REPO / "notebooks" / notebook, root / notebook,
+                                                                     needles))) as server:  # fmt: skip
+        yield server, kept[0]

@@ -10,14 +10,12 @@ Screenshots: test-artifacts/explorer_lab_dark*.png.
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 
 import nbformat
 import pytest
 
-from .conftest import Server, free_port, isolated_env
+from .conftest import serving_lab
 
 pytestmark = [pytest.mark.browser]
 
@@ -105,30 +103,18 @@ READABLE = {
 }
 
 
-@pytest.fixture
-def dark_lab(tmp_path):
-    """JupyterLab in its dark theme on a two-cell notebook, 127.0.0.1 with a token, stopped by pid."""
-    port, token = free_port(), "kvlab-test-token"
-    env = isolated_env(tmp_path)
-    settings = tmp_path / "config" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": "JupyterLab Dark"}))
-    root = tmp_path / "notebooks"
-    root.mkdir()
+def write_notebook(root) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(EXPLORER_CELL), nbformat.v4.new_code_cell(RESULT_CELL)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(nb, root / "dark.ipynb")
-    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}"]  # fmt: skip
-    server = Server(command, tmp_path, env, port, token, tmp_path / "lab.log")
-    try:
-        server.wait_ready("/api/status")
+
+
+@pytest.fixture
+def dark_lab(tmp_path):
+    """JupyterLab in its dark theme on a two-cell notebook, 127.0.0.1 with a token, stopped by pid."""
+    with serving_lab(tmp_path, write_notebook, settings={"themes": {"theme": "JupyterLab Dark"}}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_explorer_and_run_result_are_readable_in_the_dark_theme(dark_lab, page, artifact):

@@ -8,7 +8,6 @@ import torch
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
 from kvlab import _compat
-import kvlab
 from kvlab.caches.paged import paged_steps
 from kvlab.plots import blocks
 from kvlab.serving import layout_rows
