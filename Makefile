@@ -23,7 +23,7 @@ $(BIN)/python:
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet "$(TORCH)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[lab,explore,models,test]"
 	touch $@
 
 install: $(INSTALLED)

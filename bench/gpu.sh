@@ -24,7 +24,7 @@ run() {  # run SECONDS NAME ARGS...
   local seconds=$1 name=$2; shift 2
   echo "== $name (limit ${seconds}s)"
   timeout "$seconds" "$PYTHON" -m kvlab.cli bench --device cuda --no-progress "$@" \
-      --json "$OUT/$name.json" --markdown "$OUT/$name.md" --plots "$OUT" \
+      --json --output "$OUT/$name.json" --markdown "$OUT/$name.md" --plots "$OUT" \
     || echo "!! $name did not finish (exit $?)"
 }
 run 130 smollm2 --model smollm2 --prompt-tokens 1024 --new-tokens 128 --repeats 3 --compile

@@ -4,28 +4,72 @@
     model, tokenizer = kvlab.load("smollm2")
     result = kvlab.run(model, tokenizer, "The KV cache", cache="static", max_cache_len=64, max_new_tokens=16)
     result.trace.summary()
+
+`import kvlab` is light: the names below are imported on first use (PEP 562), so `kvlab --help`, `kvlab size`
+and `import kvlab` itself do not pay for torch and transformers until something needs them.
 """
 
-from kvlab._version import __version__
-from kvlab.caches import (
-    CACHE_KINDS,
-    CacheCropError,
-    CacheOptionError,
-    InstrumentedDynamicCache,
-    InstrumentedEncoderDecoderCache,
-    InstrumentedOffloadedCache,
-    InstrumentedOffloadedStaticCache,
-    InstrumentedQuantizedCache,
-    InstrumentedStaticCache,
-    make_cache,
-)
-from kvlab.generate import generate
-from kvlab.models import BUNDLED, UnknownModelError, load, prepare
-from kvlab.models.tiny import TINY_MODELS, tiny_model
-from kvlab.run import RunResult, run
-from kvlab.trace import Trace, TraceFormatError
-from kvlab.watch import NoCacheSeenError, Watch, watch
+from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
+import types
+
+from typing import TYPE_CHECKING
+
+from kvlab._version import __version__
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these are imported on first use
+    from kvlab.caches import (
+        CACHE_KINDS,
+        CacheCropError,
+        CacheOptionError,
+        InstrumentedDynamicCache,
+        InstrumentedEncoderDecoderCache,
+        InstrumentedOffloadedCache,
+        InstrumentedOffloadedStaticCache,
+        InstrumentedQuantizedCache,
+        InstrumentedStaticCache,
+        make_cache,
+    )
+    from kvlab.generate import generate
+    from kvlab.models import BUNDLED, UnknownModelError, load, prepare
+    from kvlab.models.tiny import TINY_MODELS, tiny_model
+    from kvlab.run import RunResult, run
+    from kvlab.trace import Trace, TraceFormatError
+    from kvlab.watch import NoCacheSeenError, Watch, watch
+
+# public name -> the module that defines it
+_EXPORTS = {
+    "CACHE_KINDS": "kvlab.caches",
+    "CacheCropError": "kvlab.caches",
+    "CacheOptionError": "kvlab.caches",
+    "InstrumentedDynamicCache": "kvlab.caches",
+    "InstrumentedEncoderDecoderCache": "kvlab.caches",
+    "InstrumentedOffloadedCache": "kvlab.caches",
+    "InstrumentedOffloadedStaticCache": "kvlab.caches",
+    "InstrumentedQuantizedCache": "kvlab.caches",
+    "InstrumentedStaticCache": "kvlab.caches",
+    "make_cache": "kvlab.caches",
+    "generate": "kvlab.generate",
+    "BUNDLED": "kvlab.models",
+    "UnknownModelError": "kvlab.models",
+    "load": "kvlab.models",
+    "prepare": "kvlab.models",
+    "TINY_MODELS": "kvlab.models.tiny",
+    "tiny_model": "kvlab.models.tiny",
+    "RunResult": "kvlab.run",
+    "run": "kvlab.run",
+    "Trace": "kvlab.trace",
+    "TraceFormatError": "kvlab.trace",
+    "NoCacheSeenError": "kvlab.watch",
+    "Watch": "kvlab.watch",
+    "watch": "kvlab.watch",
+}
+# Names that are both a submodule and a function of that submodule: `kvlab.watch(model)`, `kvlab.run(...)`,
+# `kvlab.generate(...)` stay the functions even after `import kvlab.watch` (see _Package.__setattr__).
+_SHADOWED = {name for name, module in _EXPORTS.items() if module == f"kvlab.{name}"}
 
 
 def explore(*args, **kwargs):
@@ -35,30 +79,33 @@ def explore(*args, **kwargs):
     return _explore(*args, **kwargs)
 
 
-__all__ = [
-    "BUNDLED",
-    "CACHE_KINDS",
-    "CacheCropError",
-    "CacheOptionError",
-    "InstrumentedDynamicCache",
-    "InstrumentedEncoderDecoderCache",
-    "InstrumentedOffloadedCache",
-    "InstrumentedOffloadedStaticCache",
-    "InstrumentedQuantizedCache",
-    "InstrumentedStaticCache",
-    "NoCacheSeenError",
-    "RunResult",
-    "TINY_MODELS",
-    "Trace",
-    "TraceFormatError",
-    "UnknownModelError",
-    "Watch",
-    "explore",
-    "generate",
-    "load",
-    "make_cache",
-    "prepare",
-    "run",
-    "tiny_model",
-    "watch",
-]
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        # a submodule, as `import kvlab` made `kvlab.caches`, `kvlab.models`... available when it was eager
+        if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'kvlab' has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")
+    value = getattr(importlib.import_module(module), name)
+    types.ModuleType.__setattr__(sys.modules[__name__], name, value)  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule binds it on its package (`kvlab.watch = <module kvlab.watch>`). For the names in
+    _SHADOWED that would hide the function of the same name, so that binding is dropped: the function is what
+    `kvlab.watch` means (as it did when this package imported everything eagerly)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+__all__ = sorted([*_EXPORTS, "explore"])

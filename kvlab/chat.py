@@ -158,7 +158,7 @@ class ChatSession:
 
     def ask(self, content: str) -> Turn:
         self.messages.append({"role": "user", "content": content})
-        ids = self.prompt_ids()  # (1, prompt_tokens)
+        ids = self.prompt_ids().to(self.model.device)  # (1, prompt_tokens)
         mismatch = None
         if not self.reuse or self.cache is None:
             self.cache, self.cached_ids = self._new_cache(), []

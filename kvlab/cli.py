@@ -1,18 +1,23 @@
 """The `kvlab` command line. Each subcommand lives in `kvlab/commands/<name>.py` with `add_parser(subparsers)`.
 
-Invalid input exits with status 2 and one line that names what is valid; no traceback. Ctrl-C exits with
-status 130 and one line (an interrupted `kvlab models prepare` leaves no partial directory: see
-`kvlab.models.convert`).
+Building the parser imports no torch: `kvlab --help`, `kvlab --version` and `kvlab size` start in a fraction of a
+second; each handler imports what it needs. Invalid input exits with status 2 and one line that names what is
+valid; an environment failure (a failed download, a full or read-only disk) exits with status 1 and one line;
+Ctrl-C exits with status 130 and one line (an interrupted `kvlab models prepare` leaves no partial directory: see
+`kvlab.models.convert`). Only genuine bugs show a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = ("models", "run", "size", "bench", "explore")
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+USAGE = 2  # bad input, as argparse itself reports it
+ENVIRONMENT = 1  # the machine failed the command: network, disk, permissions
 
 
 class UsageError(Exception):
@@ -20,46 +25,71 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kvlab._version import __version__
+
     parser = argparse.ArgumentParser(prog="kvlab", description="See and measure what a transformer's KV cache does.")
+    parser.add_argument("--version", action="version", version=f"kvlab {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"kvlab.commands.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"kvlab.commands.{name}":
-                raise
-            continue  # a command not built yet
-        module.add_parser(subparsers)
+        importlib.import_module(f"kvlab.commands.{name}").add_parser(subparsers)
     return parser
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Every exception a user's input or environment can cause: printed as one line, never a traceback."""
-    from kvlab.caches import CacheCropError, CacheOptionError
-    from kvlab.models import ModelIntegrityError, ModelLoadError, UnknownModelError
-    from kvlab.models.sources import ModelSourceError
-    from kvlab.paths import KvlabHomeError
-    from kvlab.trace import TraceFormatError
+# Exceptions a user's input or environment can cause, by module: a module that was never imported cannot have
+# raised one, so matching them imports nothing (a `kvlab size` mistake stays torch-free).
+USER_ERRORS = {
+    "kvlab.caches.options": ("CacheOptionError",),
+    "kvlab.caches.base": ("CacheCropError",),
+    "kvlab.models": ("UnknownModelError", "ModelLoadError"),
+    "kvlab.models.manifest": ("ModelIntegrityError",),
+    "kvlab.paths": ("KvlabHomeError",),
+    "kvlab.trace": ("TraceFormatError",),
+}
+ENVIRONMENT_ERRORS = {"kvlab.models.sources": ("ModelSourceError",), "kvlab.extras": ("MissingExtraError",)}
 
-    return (UsageError, CacheOptionError, CacheCropError, UnknownModelError, ModelLoadError, ModelIntegrityError,
-            ModelSourceError, KvlabHomeError, TraceFormatError, ValueError)  # fmt: skip
+
+def _loaded(table: dict) -> tuple[type[BaseException], ...]:
+    return tuple(getattr(sys.modules[module], name) for module, names in table.items() if module in sys.modules
+                 for name in names)  # fmt: skip
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Every exception a user's input can cause: printed as one line, exit status 2, never a traceback."""
+    return (UsageError, ValueError, *_loaded(USER_ERRORS))
+
+
+def environment_errors() -> tuple[type[BaseException], ...]:
+    """A failed download, a disk that is full or read-only, a file that cannot be written: one line, status 1."""
+    return (OSError, *_loaded(ENVIRONMENT_ERRORS))
 
 
 def one_line(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.strerror:  # "No space left on device: /path", not "[Errno 28] ..."
+        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
     return " ".join(str(err).split()) or type(err).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("kvlab: interrupted", file=sys.stderr)
+        return INTERRUPTED
     try:
         return args.handler(args) or 0
     except KeyboardInterrupt:
         print(f"kvlab {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # `kvlab size --list | head`: the reader left; nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ENVIRONMENT
     except user_errors() as err:
         print(f"kvlab {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return 2
+        return USAGE
+    except environment_errors() as err:
+        print(f"kvlab {args.command}: error: {one_line(err)}", file=sys.stderr)
+        return ENVIRONMENT
 
 
 if __name__ == "__main__":

@@ -24,6 +24,16 @@ from kvlab.caches.recorder import Recorder
 from kvlab.trace import Trace
 
 OFFLOADED_KINDS = tuple(_compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS)
+INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
+
+
+def on_model_device(model, input_ids, generate_kwargs: dict):
+    """`input_ids` and the input tensors among `generate_kwargs`, moved to `model.device` (a no-op where they are)."""
+    device = model.device
+    for name in INPUT_TENSORS:
+        if hasattr(generate_kwargs.get(name), "to"):
+            generate_kwargs[name] = generate_kwargs[name].to(device)
+    return input_ids.to(device) if hasattr(input_ids, "to") else input_ids
 
 
 def check_prompt(inputs) -> int | None:
@@ -44,6 +54,7 @@ def generate(model, input_ids, *, cache_implementation: str | None = None, cache
     if any(name in generate_kwargs for name in (_compat.CACHE_KWARG, "past_key_values")):
         raise ValueError("kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
                          "call model.generate(..., cache=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)")
+    input_ids = on_model_device(model, input_ids, generate_kwargs)
     prompt_tokens = check_prompt(input_ids if input_ids is not None else generate_kwargs.get("inputs_embeds"))
     if cache_implementation is not None:
         check_cache_kind(cache_implementation)

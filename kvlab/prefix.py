@@ -71,7 +71,7 @@ def encode(tokenizer, text: str) -> torch.Tensor:
 
 def prefill_prefix(model, tokenizer, text: str, cache: str = "dynamic", **cache_options) -> PrefixCache:
     """One forward over the prefix into a fresh cache of `cache` kind (e.g. "static", max_cache_len=...)."""
-    ids = encode(tokenizer, text)
+    ids = encode(tokenizer, text).to(model.device)
     kv = make_cache(cache, model.config, **cache_options)
     started = time.perf_counter()
     with torch.inference_mode():
@@ -168,6 +168,7 @@ def answer_without_reuse(model, tokenizer, prefix_text: str, question: str, max_
 
 def _generate(model, tokenizer, ids, kv, max_new_tokens, clock) -> torch.Tensor:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.eos_token_id
+    ids = ids.to(model.device)
     with torch.inference_mode():
         return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
                               pad_token_id=pad, logits_processor=LogitsProcessorList([clock]),

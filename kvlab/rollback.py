@@ -133,6 +133,7 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, dr
     """
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, tokens), got {tuple(input_ids.shape)}")
+    input_ids = input_ids.to(model.device)
     if k < 1:
         raise ValueError(f"k={k}: draft at least one token per step")
     kv = make_cache(cache, model.config, **cache_options)
@@ -149,7 +150,7 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, dr
         while len(committed) - input_ids.shape[-1] < max_new_tokens and committed[-1] != eos_token_id:
             room = max_new_tokens - (len(committed) - input_ids.shape[-1])
             guesses = list(draft(committed, k))[: min(k, room - 1)] if room > 1 else []
-            feed = torch.tensor([[committed[-1], *guesses]])  # (1, 1 + drafted)
+            feed = torch.tensor([[committed[-1], *guesses]], device=model.device)  # (1, 1 + drafted)
             logits = _forward(model, feed, kv)
             result.forwards += 1
             predicted = logits[0].argmax(-1).tolist()  # the model's next token after each fed token
@@ -174,6 +175,7 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, dr
 
 def continue_generation(model, ids: torch.Tensor, kv, max_new_tokens: int, pad_token_id: int | None = None) -> list[int]:
     """Greedy `generate` on an existing cache (e.g. right after a crop): it feeds only `ids[cache_length:]`."""
+    ids = ids.to(model.device)
     with torch.inference_mode():
         output = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
                                 pad_token_id=pad_token_id if pad_token_id is not None else model.config.eos_token_id,

@@ -109,7 +109,7 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
-    # input_ids: (1, prompt_tokens)
+    input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
     given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
     check_past_recording(cache, past_recording)
     trace = trace if trace is not None else Trace()

@@ -47,6 +47,26 @@ def tiny():
     return get
 
 
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    """tiny-llama saved as a local model directory (config, safetensors, a word-level tokenizer over its 128 ids):
+    what `kvlab.load(path)` and `kvlab run --model PATH` take, in a second and with no download."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    path = tmp_path_factory.mktemp("models") / "tiny-llama"
+    words = "the cache holds keys and values hello".split()
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3} | {word: 4 + i for i, word in enumerate(words)}
+    vocab |= {f"w{i}": i for i in range(len(vocab), 128)}  # every id the model can generate decodes
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>",
+                                   bos_token="<s>", eos_token="</s>")  # fmt: skip
+    kvlab.tiny_model("tiny-llama").save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
 @pytest.fixture
 def prompt_ids():
     """prompt_ids(n, seed=0) -> (1, n) random token ids for the tiny models (vocab 128, ids 3..127)."""

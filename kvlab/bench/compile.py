@@ -33,6 +33,7 @@ def compile_runs(model, prompts: list[torch.Tensor], new_tokens: int, pad_token_
     config._compile_all_devices = True
     runs = []
     for ids in prompts:  # ids: (1, prompt_tokens)
+        ids = ids.to(model.device)
         cache = StaticCache(config=model.config, max_cache_len=ids.shape[-1] + new_tokens)
         before = _graphs()
         started = time.perf_counter()

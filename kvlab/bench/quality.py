@@ -24,7 +24,7 @@ def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing:
     (the exact reference: every position attends to every earlier token, nothing is stored). When `timing` is
     given, `timing["decode_seconds"]` receives the wall time of the one-token forwards (not the prefill).
     """
-    # ids: (1, length)
+    ids = ids.to(model.device)  # (1, length)
     if cache is None:
         logits = model(ids, use_cache=False).logits[0, prefill - 1:-1]  # (length - prefill, vocab)
         return torch.log_softmax(logits.float(), dim=-1)

@@ -103,9 +103,14 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines + [""] + notes) + "\n"
 
 
+def to_json(result: dict) -> str:
+    """The result as strict JSON (NaN as null), what `kvlab bench --json` prints and `--from-json` reads back."""
+    return json.dumps(clean(result), indent=1, default=_jsonable, allow_nan=False)
+
+
 def write_json(result: dict, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(clean(result), indent=1, default=_jsonable, allow_nan=False))
+    path.write_text(to_json(result))
     return path
 
 

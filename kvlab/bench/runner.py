@@ -57,6 +57,7 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
     import kvlab
 
     clock = timing.DecodeClock()
+    ids = ids.to(model.device)
     cuda = ids.device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()

@@ -31,12 +31,25 @@ def check_cache_kind(kind: str) -> str:
     return kind
 
 
-def _describe_layers(config) -> str:
-    kinds = layer_kinds(config)
-    window = getattr(config.get_text_config(decoder=True), "sliding_window", None)
+def _describe_kinds(kinds: list[str], window: int | None) -> str:
     counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
     text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     return f"its {len(kinds)} layers are {text}" + (f" (sliding window {window})" if window and "sliding" in counts else "")
+
+
+def _describe_layers(config) -> str:
+    return _describe_kinds(layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None))
+
+
+def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
+    """transformers' QuantizedCache takes full-attention layers only: refuse any other, naming what the model has."""
+    if any(k != "full" for k in kinds):
+        raise CacheOptionError(
+            "a quantized cache needs every layer to be full attention, and this model is not: "
+            f"{_describe_kinds(list(kinds), window)}. transformers' QuantizedCache does not support sliding or "
+            "linear-attention layers (the cache guide's table: quantized does not support sliding layers); use "
+            "dynamic, static or offloaded for this model."
+        )
 
 
 def check_quantized_options(backend: str, config, *, prompt_tokens: int | None = None, cached_tokens: int | None = None,
@@ -73,13 +86,8 @@ def check_quantized_options(backend: str, config, *, prompt_tokens: int | None =
         for name in ("q_group_size", "residual_length"):
             if name in given and (not isinstance(given[name], int) or given[name] < 1):
                 raise CacheOptionError(f"{name} must be a positive integer; got {given[name]!r}")
-    if config is not None and any(k != "full" for k in layer_kinds(config)):
-        raise CacheOptionError(
-            "a quantized cache needs every layer to be full attention, and this model is not: "
-            f"{_describe_layers(config)}. transformers' QuantizedCache does not support sliding or linear-attention "
-            "layers (the cache guide's table: quantized does not support sliding layers); use dynamic, static or "
-            "offloaded for this model."
-        )
+    if config is not None:
+        check_quantized_layers(layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None))
     if backend != "fp8":
         settings = {**_compat.QUANTIZED_DEFAULTS, **given}
         _check_group_size(backend, config, settings, prompt_tokens, cached_tokens, batch)

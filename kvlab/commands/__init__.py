@@ -1,1 +1,59 @@
-"""Subcommands of the `kvlab` command line, one module each."""
+"""Subcommands of the `kvlab` command line, one module each, and what they share.
+
+Every command that reports a result takes the same two options: `--json` prints one JSON object instead of the
+human report, and `--output FILE` writes what would be printed (JSON or report) to FILE instead of stdout.
+Nothing here imports torch: building the parser must stay light (`kvlab --help`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def add_output_options(parser, what: str = "the result") -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON object")
+    parser.add_argument("--output", metavar="FILE", help="write what would be printed (JSON or report) to FILE")
+
+
+class Output:
+    """Collects a command's report and writes it to stdout or to `--output FILE` (also on the error path: nothing)."""
+
+    def __init__(self, args):
+        self.path = getattr(args, "output", None)
+        self.lines: list[str] = []
+
+    def print(self, text: str = "") -> None:
+        if self.path is None:
+            print(text)
+        else:
+            self.lines.append(text)
+
+    def json(self, data, **kwargs) -> None:
+        self.print(json.dumps(data, **kwargs))
+
+    def close(self) -> None:
+        if self.path is not None:
+            Path(self.path).write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+            print(f"wrote {self.path}", file=sys.stderr)
+
+
+def read_text_argument(path: str, what: str = "prompt file") -> str:
+    """A file's text, or stdin's for `-`; a missing or unreadable file is a UsageError."""
+    from kvlab.cli import UsageError
+
+    if path == "-":
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError:
+            raise UsageError(f"{what} on stdin is not UTF-8 text") from None
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"{what} {file} does not exist")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {file} is not UTF-8 text") from None
+    except OSError as err:
+        raise UsageError(f"{what} {file} cannot be read ({err.strerror})") from None

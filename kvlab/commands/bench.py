@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvlab.commands import Output, add_output_options
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bench", help="measure every cache kind: memory, speed, quality, roofline")
@@ -13,13 +15,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--quality-windows", type=int, default=2, help="pydoc text windows for perplexity and KL")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when available, else cpu)")
     p.add_argument("--compile", action="store_true",
                    help="also run static + torch.compile (compile time, recompiles; minutes on a CPU)")  # fmt: skip
     p.add_argument("--only", help="comma-separated words: run only the configurations whose label contains one "
                                   "(dynamic, the reference, always runs), e.g. --only quanto,hqq")  # fmt: skip
-    p.add_argument("--json", help="write the result (rows under 'rows') to this JSON file")
-    p.add_argument("--markdown", help="write the markdown table to this file (default: print it)")
+    add_output_options(p, "the whole result (rows under 'rows') instead of the markdown table")
+    p.add_argument("--markdown", metavar="FILE", help="also write the markdown table to FILE")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
     p.add_argument("--threads", type=int, help="torch CPU threads (on a shared CPU, 1 can be much faster)")
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
@@ -28,10 +30,8 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    import torch
-
     from kvlab import models
-    from kvlab.bench import BenchSettings, default_configs, run_bench, write_json
+    from kvlab.bench import BenchSettings, default_configs, run_bench
     from kvlab.cli import UsageError
 
     if args.from_json:
@@ -51,16 +51,10 @@ def handle(args) -> int:
             raise UsageError(f"--only {args.only!r} matches no configuration; labels: "
                              + ", ".join(c.label for c in configs))  # fmt: skip
         configs = chosen
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        valid = "cpu, cuda" if torch.cuda.is_available() else "cpu"
-        raise UsageError(f"--device {device!r} is not available here; valid: {valid}")
+    device = models.parse_device(args.device)
     models.resolve(args.model)
-    model, tokenizer = models.load(args.model, dtype=args.dtype)
-    model.to(device)
+    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
-    if args.json:
-        write_json(result, args.json)
     return render(result, args)
 
 
@@ -83,13 +77,18 @@ def render_saved(args) -> int:
 
 def render(result: dict, args) -> int:
     from kvlab.bench import markdown_table
+    from kvlab.bench.report import to_json
 
     model = result["meta"]["model"]
     table = markdown_table(result)
     if args.markdown:
         Path(args.markdown).write_text(table)
+    out = Output(args)
+    if args.json:
+        out.print(to_json(result))
     else:
-        print(table)
+        out.print(table.rstrip("\n"))
+    out.close()
     if args.plots:
         from kvlab.plots.frontier import frontier
 

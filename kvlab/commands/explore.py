@@ -52,19 +52,17 @@ def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> 
 
 
 def handle(args) -> int:
-    import nbformat
-
     from kvlab.cli import UsageError
     from kvlab.explorer.models import model_choices
+    from kvlab.extras import require
 
     if args.model not in model_choices(False):
         raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(model_choices(False))}")
     if args.port < 0 or args.port > 65535:
         raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
-    try:
-        import voila  # noqa: F401
-    except ImportError as err:
-        raise UsageError("kvlab explore needs voila: pip install voila (or install kvlab with its test extra)") from err
+    require("voila", "explore", "kvlab explore")  # Voila brings nbformat too
+    import nbformat
+
     port = args.port or free_port()
     token = args.token or secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="kvlab-explore-") as tmp:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from kvlab.commands import Output, add_output_options, read_text_argument
 
-from kvlab.caches import CACHE_KINDS
+# kvlab.caches.CACHE_KINDS, written out so that building the parser imports no torch (tests/test_light_cli.py
+# checks the two agree)
+CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
 
 
 def add_parser(subparsers) -> None:
@@ -27,11 +28,12 @@ def add_parser(subparsers) -> None:
                        help="offloaded kinds: offload every layer")  # fmt: skip
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text")
-    prompt.add_argument("--prompt-file", help="read the prompt from a file")
+    prompt.add_argument("--prompt-file", help="read the prompt from a file ('-': from stdin)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.add_argument("--max-new-tokens", type=int, required=True)
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
+    add_output_options(p)
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
     p.set_defaults(handler=handle)
 
@@ -44,15 +46,7 @@ def _prompt(args) -> str:
     from kvlab.cli import UsageError
 
     if args.prompt_file:
-        path = Path(args.prompt_file)
-        if not path.is_file():
-            raise UsageError(f"prompt file {path} does not exist")
-        try:
-            return path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise UsageError(f"prompt file {path} is not UTF-8 text") from None
-        except OSError as err:
-            raise UsageError(f"prompt file {path} cannot be read ({err.strerror})") from None
+        return read_text_argument(args.prompt_file, "prompt file")
     if args.prompt is None:
         raise UsageError("give --prompt TEXT or --prompt-file FILE")
     return args.prompt
@@ -71,26 +65,35 @@ def handle(args) -> int:
     check_options(args.cache, options, require_length=False)  # without it, generate sizes a static cache
     prompt = _prompt(args)
     models.parse_dtype(args.dtype)
+    device = models.parse_device(args.device)
     config, tokenizer = models.load_config_and_tokenizer(args.model)
     ids = encode(tokenizer, prompt, chat=args.chat)
     validate(config, args.cache, options, ids.shape[-1], args.max_new_tokens)
-    model, tokenizer = models.load(args.model, dtype=args.dtype)
+    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
     result = run(model, tokenizer, ids, cache=args.cache, max_new_tokens=args.max_new_tokens, **options)
     if args.trace:
         result.trace.save(args.trace)
     data = result.to_dict()
+    out = Output(args)
     if args.json:
-        print(json.dumps(data))
+        out.json(data)
+        out.close()
         return 0
-    print(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
-    print(f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
-          f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)")  # fmt: skip
-    print(f"text: {data['text']!r}")
-    print(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
-    print(f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
-          f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}")  # fmt: skip
-    print(f"{'layer':>5} {'kind':<8} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
-    for row in data["layers"]:
-        print(f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
-              f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}")  # fmt: skip
+    report(out, data)
+    out.close()
     return 0
+
+
+def report(out: Output, data: dict) -> None:
+    say = out.print
+    say(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
+    say(f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
+          f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)")  # fmt: skip
+    say(f"text: {data['text']!r}")
+    say(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
+    say(f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
+          f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}")  # fmt: skip
+    say(f"{'layer':>5} {'kind':<8} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
+    for row in data["layers"]:
+        say(f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
+              f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}")  # fmt: skip

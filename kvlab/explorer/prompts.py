@@ -1,4 +1,4 @@
-"""Prompt presets (text files in the repository's `data/prompts/`) and long synthetic prompts of an exact length.
+"""Prompt presets (text files shipped in `kvlab/data/prompts/`) and long synthetic prompts of an exact length.
 
 A cache only shows its structure with enough tokens: Gemma 3's sliding layers wrap after 512, a quantized cache
 flushes its residual every `residual_length`. `synthetic_ids` repeats a text until it is exactly n tokens long,
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "data" / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parents[1] / "data" / "prompts"
 FALLBACK = {"kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
                                  "while it generates text.\n"}  # fmt: skip
 
 
 def presets() -> dict[str, str]:
-    """{name: text} for every `data/prompts/*.txt`, sorted by name (a built-in one when the folder is absent)."""
+    """{name: text} for every `kvlab/data/prompts/*.txt`, sorted by name (a built-in one when the folder is absent)."""
     if not PROMPTS_DIR.is_dir():
         return dict(FALLBACK)
     found = {path.stem: path.read_text(encoding="utf-8") for path in sorted(PROMPTS_DIR.glob("*.txt"))}

@@ -46,6 +46,7 @@ def static_generate(model, input_ids: torch.Tensor, new_tokens: int, max_cache_l
         config = CompileConfig(backend=backend, mode=None, fullgraph=False, dynamic=False)
         config._compile_all_devices = True  # transformers compiles only on accelerators unless told otherwise
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    input_ids = input_ids.to(model.device)
     started = time.perf_counter()
     with torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,

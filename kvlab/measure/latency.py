@@ -40,6 +40,7 @@ def time_per_token(model, input_ids: torch.Tensor, new_tokens: int, use_cache: b
     if new_tokens < 1:
         raise ValueError(f"new_tokens must be at least 1; got {new_tokens}")
     cache = make_cache("dynamic", model.config) if use_cache else None
+    input_ids = input_ids.to(model.device)
     sequence = input_ids  # (1, tokens so far)
     step_input = input_ids
     positions, seconds, token_ids = [], [], []

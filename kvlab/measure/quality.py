@@ -52,6 +52,7 @@ def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: s
     """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache
     of kind `cache` (with `options`), scoring each next token. Positions scored: n - prefill_tokens."""
     n = input_ids.shape[-1]
+    input_ids = input_ids.to(model.device)
     if not 1 <= prefill_tokens < n:
         raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
     trace = Trace()

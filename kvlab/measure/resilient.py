@@ -96,6 +96,7 @@ def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None 
     Returns (output ids, the cache that finished, [attempt records]).
     """
     attempts = []
+    input_ids = input_ids.to(model.device)
     for kind in ("dynamic", "offloaded"):
         if kind not in CACHE_CLASSES:  # pragma: no cover - both are always registered
             raise ValueError(kind)
@@ -126,6 +127,7 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
     """
     trace = Trace()
     cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
+    input_ids = input_ids.to(model.device)
     with torch.inference_mode():
         output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                                 max_new_tokens=max_new_tokens, **{_compat.CACHE_KWARG: cache})  # fmt: skip

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from kvlab.models import sources
+from kvlab.models import sources, tiny  # noqa: F401  (kvlab.models.tiny, as when `import kvlab` was eager)
 from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import (
     ModelIntegrityError,
@@ -88,6 +88,32 @@ def parse_dtype(dtype) -> torch.dtype:
     elif isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
     raise ValueError(f"unsupported dtype {dtype!r}; valid: float32, bfloat16")
+
+
+def parse_device(device=None) -> torch.device:
+    """A device this machine has. None picks the accelerator when there is one (cuda, then mps), else the CPU."""
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
+    valid = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        valid.append("mps")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}; valid here: {', '.join(valid)}") from None
+    if parsed.type in ("cpu", "meta"):
+        return parsed
+    backend = getattr(torch, parsed.type, None)
+    available = backend is not None and hasattr(backend, "is_available") and backend.is_available()
+    if parsed.type == "mps":
+        available = "mps" in valid
+    count = backend.device_count() if available and hasattr(backend, "device_count") else 1
+    if not available or (parsed.index is not None and parsed.index >= count):
+        raise ValueError(f"device {device!r} is not available here; valid here: {', '.join(valid)}")
+    return parsed
 
 
 def warm_up_quanto() -> None:
@@ -265,20 +291,32 @@ def load_config_and_tokenizer(name_or_path: str):
     return config, tokenizer
 
 
-def load(name_or_path: str, dtype="float32"):
+def load(name_or_path: str, dtype="float32", device=None, device_map=None):
     """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted.
+
+    `device` ("cpu", "cuda", "cuda:1", "mps", a torch.device) puts the whole model there (default: the CPU);
+    `device_map` is transformers' own (e.g. "auto" to spread a big model over GPUs and the CPU, with accelerate).
+    kvlab's helpers (`run`, the explorer, bench, the notebook helpers) put their inputs on `model.device`.
 
     A bundled model is checked against its manifest first (see the module docstring); so is a local directory
     that has one. Every error a caller can cause is one line (UnknownModelError, ModelIntegrityError,
-    ModelLoadError, KvlabHomeError).
+    ModelLoadError, KvlabHomeError, ValueError for a dtype or device this machine does not have).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = parse_dtype(dtype)
-    _, location = _checked_location(name_or_path)
-    with _quiet_progress():  # a saved directory loads in seconds: no progress bar widget in notebooks
+    if device is not None and device_map is not None:
+        raise ValueError("give device (one device for the whole model) or device_map (transformers'), not both")
+    placement = {}
+    if device_map is not None:
+        placement["device_map"] = device_map
+    elif device is not None and parse_device(device).type != "cpu":
+        placement["device_map"] = str(parse_device(device))  # load straight onto the device, not via the CPU
+    where, location = _checked_location(name_or_path)
+    # a saved directory loads in seconds: no progress bar widget in notebooks; a hub download shows its progress
+    with _quiet_progress() if where != "hub" else contextlib.nullcontext():
         model = _loading(location, "weights", lambda: AutoModelForCausalLM.from_pretrained(
-            location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False))  # fmt: skip
+            location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False, **placement))  # fmt: skip
     tokenizer = _loading(location, "tokenizer",
                          lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
     model.eval()
@@ -303,4 +341,5 @@ def describe() -> list[dict]:
 
 
 __all__ = ["BUNDLED", "BundledModel", "KvlabHomeError", "ModelIntegrityError", "ModelLoadError", "UnknownModelError",
-           "bundled", "describe", "load", "load_config_and_tokenizer", "parse_dtype", "prepare", "verify"]
+           "bundled", "describe", "load", "load_config_and_tokenizer", "parse_device", "parse_dtype", "prepare",
+           "verify"]

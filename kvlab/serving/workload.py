@@ -1,4 +1,4 @@
-"""The request workload of notebook 12: real chat prompts of varied length, kept in `data/requests/`."""
+"""The request workload of notebook 12: real chat prompts of varied length, in `kvlab/data/requests/` (package data)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-WORKLOAD_PATH = Path(__file__).resolve().parents[2] / "data" / "requests" / "chat_requests.json"
+WORKLOAD_PATH = Path(__file__).resolve().parents[1] / "data" / "requests" / "chat_requests.json"  # package data
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from kvlab import _compat
-from kvlab.caches.options import CacheOptionError, check_quantized_options
+from kvlab.caches.options import CacheOptionError, check_quantized_layers, check_quantized_options
 from kvlab.size import layers as rules
 from kvlab.size.architecture import Architecture
 
@@ -82,10 +82,8 @@ def _check(arch: Architecture, kind: str, tokens: int, prefill: int, options: di
     if kind == "quantized":
         given = {k: v for k, v in options.items() if k in QUANTIZED_KEYS}
         backend = options.get("backend", "quanto")
-        if arch.config is not None:
-            check_quantized_options(backend, arch.config, **given)
-        elif any(k != "full" for k in arch.layer_kinds):
-            raise CacheOptionError("a quantized cache needs every layer to be full attention")
+        check_quantized_options(backend, None, **given)
+        check_quantized_layers(arch.layer_kinds, arch.sliding_window)
 
 
 def _layer(arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int,

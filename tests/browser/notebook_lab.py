@@ -43,3 +43,22 @@ def lab_on(tmp_path: Path, notebook: str, needles: list[str]):
     with serving_lab(tmp_path, lambda root: kept.append(trimmed_copy(REPO / "notebooks" / notebook, root / notebook,
                                                                      needles))) as server:  # fmt: skip
         yield server, kept[0]
+
+
+def run_all_cells(page, server, notebook: str, cells: int) -> None:
+    """Open `notebook` in Lab, wait for the kernel to be connected and idle, run its `cells` code cells in order."""
+    page.goto(server.url(f"/lab/tree/{notebook}"))
+    # Lab reads "Idle" before the kernel is connected: wait for "<kernel> | Idle" in the status bar.
+    page.get_by_text(KERNEL_IDLE).wait_for(timeout=120_000)
+    page.locator(".jp-Notebook .jp-CodeCell").first.locator(".jp-InputArea-editor").click()
+    for _ in range(cells):
+        page.keyboard.press("Shift+Enter")  # runs the cell and moves to the next
+
+
+def set_slider(control, value: int) -> None:
+    """Type `value` into an ipywidgets slider's readout and press Enter (one change, as on release)."""
+    readout = control.locator(".widget-readout")
+    readout.click()
+    readout.press("Control+a")
+    readout.type(str(value))
+    readout.press("Enter")

@@ -66,3 +66,13 @@ def test_bench_renders_a_saved_result_without_measuring(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert main(["bench", "--from-json", str(bad)]) == 2
+
+
+def test_size_paged_layout_for_a_length_distribution(capsys):
+    assert main(["size", "--model", "llama-2-7b", "--tokens", "4096", "--dtype", "float16", "--page-size", "256",
+                 "--lengths", "100,900,4096", "--json"]) == 0  # fmt: skip
+    (paged,) = [row for row in json.loads(capsys.readouterr().out)["rows"] if row["kind"] == "paged"]
+    assert paged["blocks"] == 1 + 4 + 16 and paged["live_slots"] == 5096 and paged["stored_slots"] == 21 * 256
+    with pytest.raises(SystemExit) as refused:  # argparse: one line, status 2
+        main(["size", "--model", "llama-2-7b", "--tokens", "8", "--lengths", "3,0"])
+    assert refused.value.code == 2 and "every length must be at least 1" in capsys.readouterr().err

@@ -52,3 +52,11 @@ def test_references_table_is_marked_external_and_cites_each_source():
     assert table.count("| R") == len(quantized.PUBLISHED_REFERENCES)
     assert all(r["source"] in table for r in quantized.PUBLISHED_REFERENCES)
     assert "model weights included" in table  # KIVI's 2.6x is not a KV-cache ratio
+
+
+def test_quality_vs_memory_gives_configurations_on_the_same_point_one_label():
+    rows = [{"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+            {"config": "quanto 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+            {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0}]
+    texts = sorted(t.get_text() for t in quantized.plot_quality_vs_memory(rows).axes[0].texts)
+    assert texts == ["fp8", "hqq 4-bit, quanto 4-bit"]
