@@ -89,6 +89,14 @@ def markdown_table(result: dict) -> str:
         notes.append(f"- **instrumentation overhead**: {overhead['time_ratio']:.3f}× the decode time of plain "
                      f"transformers DynamicCache ({instrumented:.1f} vs {plain:.1f} tok/s, same run, interleaved, "
                      "medians).")  # fmt: skip
+    batching = result.get("batching")
+    if batching:
+        faster = "faster" if batching["speedup"] >= 1 else "slower"
+        notes.append(f"- **{batching['label']}**: `generate_batch` {batching['batched_seconds']:.2f} s against "
+                     f"{batching['sequential_seconds']:.2f} s for one `generate` per request, "
+                     f"{max(batching['speedup'], 1 / batching['speedup']):.2f}× {faster} (medians of "
+                     f"{batching['repeats']} interleaved repeats, this machine); same greedy tokens: "
+                     f"{batching['same_tokens']}.")  # fmt: skip
     if any(r.get("cache") == "quantized" and r.get("status") == "measured" for r in result["rows"]):
         notes.append("- quantized rows use transformers' defaults unless named (q_group_size 64, residual_length 128): "
                      "the prompt is quantized at prefill, and decoded tokens wait in the full-precision residual "

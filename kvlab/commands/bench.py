@@ -24,6 +24,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--markdown", metavar="FILE", help="also write the markdown table to FILE")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
     p.add_argument("--threads", type=int, help="torch CPU threads (on a shared CPU, 1 can be much faster)")
+    p.add_argument("--batching", type=int, metavar="N", help="also time continuous batching (generate_batch) of the "
+                                                            "first N workload requests against one generate each")  # fmt: skip
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=handle)
@@ -43,6 +45,8 @@ def handle(args) -> int:
         settings.check()
     except ValueError as err:
         raise UsageError(str(err)) from err
+    if args.batching is not None and args.batching < 1:
+        raise UsageError(f"--batching N needs N >= 1 requests; got {args.batching}")
     configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
     if args.only:
         words = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -55,6 +59,12 @@ def handle(args) -> int:
     models.resolve(args.model)
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
+    if args.batching:
+        from kvlab.bench.batching import batching_row
+        from kvlab.serving import load_workload
+
+        prompts = load_workload(tokenizer).input_ids[: args.batching]
+        result["batching"] = batching_row(model, prompts, settings.new_tokens, repeats=settings.repeats)
     return render(result, args)
 
 
