@@ -14,160 +14,344 @@
 # %% [markdown]
 # # 04 · Quantized caches: fewer bits per token, and what it costs
 #
-# **Learning goal.** Know how a `QuantizedCache` splits its memory between packed low-bit data and a
-# full-precision residual, predict when the compression actually shows, measure what each backend and bit width
-# does to the model's predictions, and know why Gemma 3 is refused.
+# **Learning goal.** Turn on a quantized cache the way the guide does (`cache_implementation="quantized"` plus a
+# `cache_config` dict, for the hqq, quanto and fp8 backends), know how a `QuantizedCache` splits its memory
+# between packed low-bit data and a full-precision residual, measure what each backend and bit width does to the
+# model's predictions, and know why Gemma 3 is refused.
 #
 # **In kvlab's words.** transformers' `QuantizedCache` follows KIVI: the newest `residual_length` tokens (128 by
 # default) stay in full precision, and everything older is packed to `nbits` per number in groups of
-# `q_group_size` with a scale and offset per group. When the residual is full, it is quantized and appended to
-# the packed part (a *flush*). Backends: **hqq** (1, 2, 3, 4 or 8 bits), **quanto** (2 or 4 bits) and **fp8**
-# (every token cast to 8-bit floats at once, no residual). The prefill attends to the full-precision keys; the
-# quantized copy is what every *later* step reads.
+# `q_group_size` (64 by default) with a scale and offset per group. The prompt is packed as soon as it is
+# prefilled; later tokens wait in the residual, and when it is full it is packed and appended (a *flush*).
+# Backends: **hqq** (1, 2, 3, 4 or 8 bits), **quanto** (2 or 4 bits) and **fp8** (every token cast to 8-bit
+# floats at once, no groups, no residual). The prefill attends to the full-precision keys; the quantized copy is
+# what every *later* step reads.
 #
-# **How quality is measured here.** We feed 154 tokens of real English (Python's reference manual, shipped with
-# Python) through each cache: a 106-token prefill, then one token per forward, scoring the 48 next-token
-# predictions against a DynamicCache fed the same tokens (teacher forcing). *Top-1 agreement*: how often the
-# greedy choice is the same. *KL*: how far the next-token distribution moved (nats). *Perplexity*: how well the
-# model still predicts the real text.
+# Everything runs SmolLM2-135M-Instruct (30 layers, 3 KV heads × 64, float32) on the CPU, greedy.
 
 # %%
 # %matplotlib inline
 import sys
 import warnings
 
+import ipywidgets as widgets
 import torch
 import transformers
+from IPython.display import Markdown
 
 import kvlab
-from kvlab.measure import quality, text
+from kvlab.caches.quantized import hqq_sequence_padding
+from kvlab.live import live, score_guess
+from kvlab.measure import quality, quality_chunked, text
 from kvlab.plots import quantized
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
-ids = text.prompt_ids(tokenizer, 154)  # (1, 154): prefill 106, then 48 scored one-token steps
-print(f"Python {sys.version.split()[0]} (the text comes from its pydoc_data)")
 
 # %% [markdown]
-# ## 1. Where the bytes go
+# ## 1. Turning it on (Cache quantizado)
 #
-# **Predict first.** After the 106-token prefill and 47 decode steps, the cache holds 153 tokens. With 4-bit
-# quanto and the default `residual_length=128`, which part is bigger: the 106 packed tokens or the 47 tokens of
-# full-precision residual? And what does fp8 (no residual) hold?
-
-# %%
-CONFIGS = {
-    "hqq 1-bit": {"backend": "hqq", "nbits": 1},
-    "hqq 2-bit": {"backend": "hqq", "nbits": 2},
-    "hqq 3-bit": {"backend": "hqq", "nbits": 3},
-    "hqq 4-bit": {"backend": "hqq", "nbits": 4},
-    "hqq 8-bit": {"backend": "hqq", "nbits": 8},
-    "quanto 2-bit": {"backend": "quanto", "nbits": 2},
-    "quanto 4-bit": {"backend": "quanto", "nbits": 4},
-    "fp8": {"backend": "fp8"},
-    "quanto 4-bit, residual 16": {"backend": "quanto", "nbits": 4, "residual_length": 16},
-}
-rows, runs = quality.sweep(model, ids, prefill_tokens=106, configs=CONFIGS)
+# The guide's prompt, and first what the default cache (a `DynamicCache`) generates from it, to compare with.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'config':>26} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit':>9} {'packed vs 16-bit':>17}")
+inputs = tokenizer("I like rock music because", return_tensors="pt")
+print(inputs["input_ids"].shape[-1], "prompt tokens")
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20)
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# The guide recommends `axis_key=1` and `axis_value=1` for hqq. On this prompt, plain transformers fails:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+out = model.generate(
+    **inputs,
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
+)
+
+# %% [markdown]
+# Why: the prompt is packed right after the prefill. Its keys are `(1 batch, 3 heads, 5 tokens, 64)` = 960
+# numbers, 15 groups of 64. At axis 1 hqq lays the groups out as rows and, at 4 bits, packs two rows into each
+# byte row by pairing the first half of the rows with the second half. 15 rows split into 7 and 8, and the
+# pairing fails: that is the `7` against `8` in the error. Any prompt whose group count is odd fails at 4 bits
+# (the guide's 7B Llama has 32 heads × 128, so its group count is always even). kvlab's hqq layers pad the sequence
+# with zero tokens until it packs, and remember the true length. How many it pads here:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("zero tokens kvlab adds to a 5-token prompt:", hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
+print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
+
+# %% [markdown]
+# For quanto the guide recommends axis 0, which is also transformers' default for both axes:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+out = model.generate(
+    **inputs,
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
+)
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# fp8 needs no extra package and takes only the backend:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+                     cache_config={"backend": "fp8"})
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# fp8 casts each whole tensor (one scale per tensor, not per group), so it has no use for `nbits`, the axes,
+# `q_group_size` or `residual_length`, and transformers refuses them rather than ignore them:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+               cache_config={"backend": "fp8", "nbits": 4})
+
+# %% [markdown]
+# ## 2. The same calls under `kvlab.watch`
+#
+# The three `generate` calls again, unchanged, inside one `kvlab.watch` block: one trace per cache.
+#
+# **Predict first.** After 20 new tokens the cache holds 24 tokens (the 20th new token is never fed back). With
+# the default `residual_length=128`, how many of them are packed, and how many wait in full precision?
+
+# %%
+CONFIGS_SHOWN = {
+    "hqq 4-bit, axis 1": {"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
+    "quanto 4-bit, axis 0": {"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
+    "fp8": {"backend": "fp8"},
+}
+texts = {}
+with kvlab.watch(model) as watch:
+    for label, cache_config in CONFIGS_SHOWN.items():
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+                             cache_config=cache_config)
+        texts[label] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default DynamicCache
+    texts["DynamicCache"] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(len(watch.traces), "caches seen")
+print(f"{'cache':>22} {'packed tok':>10} {'residual tok':>12} {'packed B':>9} {'residual B':>10} {'total B':>9}")
+for label, trace in zip(texts, watch.traces):
+    layers = trace.final_layers()
+    print(f"{label:>22} {layers[0]['quantized_tokens']:>10} {layers[0]['residual_tokens']:>12} "
+          f"{sum(e['packed_bytes'] for e in layers):>9,} {sum(e['residual_bytes'] for e in layers):>10,} "
+          f"{trace.summary()['final_bytes']:>9,}")
+print()
+for label, generated in texts.items():
+    print(f"{label:>22}: {generated}")
+
+# %% [markdown]
+# hqq at axis 1 runs under the watch (kvlab pads), and its text parts from the DynamicCache's after "it's a way
+# to connect with"; quanto's text is the DynamicCache's, and the quanto and fp8 texts are the ones the plain
+# calls printed above. Both group-wise backends pack the 5 prompt tokens and keep the 19 decoded ones in the
+# float32 residual, so at this length their caches are mostly residual and only about a sixth smaller than the
+# DynamicCache (918,720 and 913,440 B against 1,105,920 B). fp8 has no residual: all 24 tokens are stored in one
+# byte per number plus one scale per tensor (276,720 B), a quarter of the float32 cache from the first token.
+#
+# ## 3. Where the bytes go once the packed part dominates
+#
+# 24 tokens says little about compression. Here each backend is run over 280 tokens of real English (the prose
+# of Python's reference manual, shipped with Python): a 256-token prefill, packed at once, then the next 23
+# tokens fed to the model (teacher forcing), so that 24 predictions are scored: the one after the prefill and
+# one per token fed. `kvlab.measure.quality_chunked.sweep` does it with kvlab's instrumented `QuantizedCache`,
+# built from the same options as each `cache_config`. It feeds the 23 tokens in one forward instead of 23
+# decode steps, which is much faster on this CPU and predicts the same: attention is causal, so each of those
+# tokens reads the packed prefill dequantized, as a decode step would, and the tokens before it in full
+# precision, as the residual would hold them (the 23 tokens stay under the 128-token residual, so no flush
+# happens part-way; kvlab's tests check this against token-by-token decoding). At the end the cache holds 279
+# tokens: 256 packed, 23 in the residual. hqq runs at the guide's axis 1, quanto at axis 0 (hqq also takes 1
+# and 3 bits: try them in the live control below).
+#
+# **Predict first.** What share of the 4-bit hqq cache's bytes is the 23-token full-precision residual?
+
+# %%
+guess = 0.1  # a fraction of the whole cache's bytes
+
+# %%
+SWEEP = {
+    "hqq 2-bit": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1},
+    "hqq 4-bit": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1},
+    "hqq 8-bit": {"backend": "hqq", "nbits": 8, "axis_key": 1, "axis_value": 1},
+    "quanto 2-bit": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0},
+    "quanto 4-bit": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0},
+    "fp8": {"backend": "fp8"},
+}
+ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
+print(f"Python {sys.version.split()[0]} (the text comes from its pydoc_data)")
+rows, runs = quality_chunked.sweep(model, ids, prefill_tokens=256, configs=SWEEP)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit':>9} {'packed vs 16-bit':>17}")
 for r in rows:
-    print(f"{r['config']:>26} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
-          f"{r['memory_ratio_16bit']:>9.2f} {r['packed_ratio_16bit']:>17.3f}")
+    print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
+          f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
+print(score_guess(guess, round(hqq4["residual_bytes"] / hqq4["cache_bytes"], 2)))
 
 # %%
 quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
-                       title="SmolLM2 at 153 tokens: packed vs full-precision residual bytes")
+                       title="SmolLM2 at 279 tokens (256 packed): packed vs full-precision residual bytes")
 
 # %% [markdown]
-# At 153 tokens the residual dominates: with 4-bit quanto it is 2,165,760 of 2,928,960 bytes (47 tokens ×
-# 46,080 bytes in float32), so the "4-bit" cache is 83 % the size of a 16-bit one and 42 % of the float32
-# DynamicCache. The packed part alone is what the bit width promises (last column; scales and offsets add to the
-# nominal bits/16), and it is what a sequence much longer than the residual approaches. fp8 has no residual:
-# exactly half a 16-bit cache, from the first token.
+# Every group-wise configuration carries the same residual: 23 tokens × 46,080 B (30 layers × keys and values ×
+# 3 heads × 64 numbers × 4 bytes) = 1,059,840 B. In the 4-bit hqq cache that is 37 % of its 2,903,040 B, so
+# the whole cache is 0.452 of a 16-bit cache of the same tokens, far from the 0.25 that 4 of 16 bits suggest;
+# at 2 bits the residual is almost half the cache (1,059,840 of 2,165,760 B). The DynamicCache reads 2.000
+# because it stores float32, twice a 16-bit cache. hqq and quanto pack to the same bytes at the same bit
+# width. The packed part alone (last column) costs nbits + 1 bits per number: each group of 64 numbers adds a
+# float32 scale and offset, 64 bits, one per number (so 3/16, 5/16 and 9/16). That is the ratio a sequence much
+# longer than the residual approaches. fp8 has no residual: half a 16-bit cache (plus one scale per tensor), at
+# any length.
 #
-# **Predict first.** With `residual_length=16`, the residual flushes every 16 tokens. Draw the packed and residual
-# bytes against tokens in your head: a ramp, or a saw?
+# ## 4. The residual as a saw (live)
+#
+# **Predict first.** With `residual_length=8`, the residual flushes into the packed part every 8 tokens.
+# Draw the packed and residual bytes against tokens in your head: a ramp, or a saw?
+#
+# The control below runs the guide's call (`cache_implementation="quantized"` with the `cache_config` you pick)
+# inside `kvlab.watch` for 32 new tokens after the guide's prompt, and compares its greedy tokens with the
+# DynamicCache's. hqq runs at axis 1 and quanto at axis 0, as the guide recommends; fp8 takes only the backend.
+# quanto accepts 2 or 4 bits, hqq 1, 2, 3, 4 or 8: other choices show transformers' own error.
 
 # %%
-quantized.plot_split(runs["quanto 4-bit, residual 16"].trace, title="quanto 4-bit, residual_length=16")
+LIVE_NEW_TOKENS = 32
+prompt_length = inputs["input_ids"].shape[-1]
+with kvlab.watch(model) as reference_watch:
+    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS)
+reference_tokens = reference[0, prompt_length:].tolist()
 
-# %%
-# NBVAL_CHECK_OUTPUT
-for label in ("quanto 4-bit", "quanto 4-bit, residual 16"):
-    r = next(r for r in rows if r["config"] == label)
-    print(f"{label:>26}: {r['flushes']:>2} flushes (layer-level), {r['cache_bytes']:,} bytes at 153 tokens")
+
+def quantized_split(backend, nbits, residual_length):
+    if backend == "fp8":
+        cache_config = {"backend": "fp8"}  # per-tensor: refuses nbits, axes, q_group_size and residual_length
+    else:
+        axis = 1 if backend == "hqq" else 0  # the guide's recommended axes
+        cache_config = {"backend": backend, "nbits": nbits, "axis_key": axis, "axis_value": axis,
+                        "residual_length": residual_length}
+    with kvlab.watch(model) as watch:
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
+                             cache_implementation="quantized", cache_config=cache_config)
+    same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
+    name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
+    return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
+                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the DynamicCache's, "
+                                      f"the first {same['common_prefix']} identical")
+
+
+live(quantized_split,
+     backend=widgets.Dropdown(options=["hqq", "quanto", "fp8"], value="quanto", description="backend"),
+     nbits=widgets.Dropdown(options=[1, 2, 3, 4, 8], value=4, description="nbits"),
+     residual_length=widgets.IntSlider(value=8, min=8, max=64, step=8, continuous_update=False,
+                                       description="residual_length"))
 
 # %% [markdown]
-# A saw: the residual fills one token per step and empties into the packed part at each flush. A short residual
-# makes the cache smaller at short lengths, but more tokens are read back from their quantized copy, and each
-# flush re-quantizes on the critical path.
+# A saw: the residual fills one token per step and empties into the packed part at each flush, while the
+# DynamicCache (dashed) climbs in a straight line. A short residual makes the cache smaller sooner, but more of
+# the tokens are read back from their quantized copy, and each flush re-packs the whole cache (the packed part
+# is dequantized and quantized again with the residual) on the critical path. Move the
+# backend to fp8 to see the saw disappear, and nbits to 2 to see the greedy text part ways with the
+# DynamicCache's (with either backend at `residual_length=8`, after 3 tokens).
 #
-# ## 2. What quantization does to the predictions
+# ## 5. What quantization does to the predictions
 #
-# **Predict first.** Rank hqq 1, 2, 4 and 8 bits, quanto 2 and 4 bits and fp8 by how often the greedy next token
-# still matches the unquantized cache over 48 positions. Where does it fall off a cliff?
+# Back to the 280-token run of section 3: at each of the 24 scored positions, does the quantized cache's greedy
+# next token match the DynamicCache's fed the same tokens (*top-1 agreement*)? How far did the next-token
+# distribution move (*KL*, nats)? How well does the model still predict the real text (*perplexity*)?
+#
+# **Predict first.** Rank hqq 2, 4 and 8 bits, quanto 2 and 4 bits and fp8 by top-1 agreement. Where does it
+# fall off a cliff?
 
 # %%
 # NBVAL_CHECK_OUTPUT
 positions = len(runs["dynamic"].targets)
 for r in rows:
-    print(f"{r['config']:>26}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
+    print(f"{r['config']:>13}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
 
 # %%
-# KL, perplexity and speed (not checked: floating-point sums, and timings depend on the machine and its load).
-print(f"{'config':>26} {'KL mean':>8} {'KL max':>7} {'perplexity':>11} {'ms/token':>9}")
+# KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
+print(f"{'config':>13} {'KL mean':>8} {'KL max':>7} {'perplexity':>11}")
 for r in rows:
-    print(f"{r['config']:>26} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f} "
-          f"{r['ms_per_token']:>9.1f}")
+    print(f"{r['config']:>13} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f}")
 
 # %% [markdown]
-# 8-bit (hqq and fp8) is nearly indistinguishable from the DynamicCache; 4-bit moves the distribution a little
-# (quanto a little less than hqq on this text) and keeps most greedy choices; 3-bit loses more than a third; 2-bit
-# and below break the model on this text, with perplexity multiplied many times. Every decode step dequantizes
-# the packed part back to float before attention, so the work per token grows with the packed length; at 153
-# tokens that work is small next to the model itself, and on a shared CPU the per-token times above are too
-# noisy to rank the backends. The win of a quantized cache is memory, on long sequences.
+# fp8 agrees at all 24 positions, hqq 8-bit at 23, hqq 4-bit and quanto 4-bit at 22 each. The cliff is between
+# 4 and 2 bits: quanto 2-bit agrees at 10 positions and hqq 2-bit at 8, fewer than half. The finer measures
+# (printed above, not checked because they are floating-point sums) say the same: the mean KL is about 0.01
+# nats at 4 bits, below 0.003 at 8 bits and fp8, and above 1 nat at 2 bits, where the perplexity of the real
+# text also jumps from the DynamicCache's 15.25 to about 32 (hqq) and 51 (quanto); at 4 bits and above it stays
+# within 0.1 of it. 24 positions are few (one position is about 4 %): read 22 against 23 as a tie, and the
+# 2-bit fall as the finding.
 #
-# ## 3. The memory–quality frontier, next to published results
-#
-# kvlab's points (filled) use the packed part's size relative to 16-bit, the ratio a long sequence approaches,
-# and top-1 agreement on this text. The hollow diamonds are **external references**, not measured here, on other
-# models and benchmarks: Hugging Face's KV-cache quantization blog (quanto int4 ≈ fp16 on LongBench, int2
-# degrades) and KIVI (2-bit with almost the same quality and 2.6× less peak memory, model weights included).
+# The figure puts each configuration at two memory ratios, both relative to a 16-bit cache of the same tokens:
+# filled, the whole cache at 279 tokens as measured (residual included); hollow, the packed part alone, the
+# limit a much longer sequence approaches. Only kvlab's own measurements are on it.
 
 # %%
-points = [{"label": r["config"], "memory_ratio": r["packed_ratio_16bit"], "quality": r["top1_agreement"]}
-          for r in rows if r["config"] not in ("dynamic", "quanto 4-bit, residual 16")]  # dynamic: 1.0 by definition
-quantized.plot_frontier(points, quality_label="top-1 agreement with DynamicCache (1.0 = same)",
-                        memory_label="packed bytes relative to 16-bit (the long-sequence limit)")
+quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
+                                 title="SmolLM2, 256 packed + 23 residual tokens: top-1 agreement vs memory")
 
 # %% [markdown]
-# The shapes agree: 4-bit and above hold, 2-bit is where quality goes. That KIVI keeps quality at 2 bits and this
-# run does not is no contradiction: KIVI quantizes keys per channel and values per token with a residual of recent
-# tokens, on 7B-class models; a 135M model with 3 KV heads has far less redundancy to lose.
+# ### Published results (external, not measured here)
 #
-# ## 4. Why Gemma 3 is refused
+# These come from other models, other benchmarks and other measures of quality and of memory, so they get a
+# table of their own instead of a place on the axes above:
+
+# %%
+Markdown(quantized.references_markdown())
+
+# %% [markdown]
+# The Hugging Face blog's direction matches what we measured: 4-bit holds up, 2-bit is where quality goes.
+# KIVI keeps quality at 2 bits where this run does not, which need not contradict it: KIVI quantizes keys per
+# channel and values per token, on 7B-class models and long benchmarks; this is a 135M model with 3 KV heads,
+# scored at 24 positions.
 #
-# **Predict first.** Gemma 3's sliding layers drop tokens older than the window. What would a quantized layer
-# have to do that the QuantizedCache does not?
+# ## 6. Why Gemma 3 is refused
+#
+# The guide's table says the quantized cache does not support sliding-window layers. **Predict first.** Gemma
+# 3's sliding layers drop tokens older than their window. What would a quantized layer have to do that the
+# `QuantizedCache` does not? Here is the guide's call on tiny-gemma3 (random weights, Gemma 3's layout of
+# sliding and full layers at toy size):
 
 # %% tags=["raises-exception"]
-gemma_config = transformers.AutoConfig.from_pretrained(kvlab.BUNDLED["gemma3"].directory)
-kvlab.make_cache("quantized", gemma_config, backend="quanto", nbits=4)
+# NBVAL_CHECK_OUTPUT
+gemma = kvlab.tiny_model("tiny-gemma3")
+print(gemma.config.layer_types)
+source = torch.randint(3, 128, (1, 8), generator=torch.Generator().manual_seed(0))
+gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=4,
+               cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
 
 # %% [markdown]
 # transformers' `QuantizedCache` builds only full-attention quantized layers: it has no layer that evicts, so a
-# sliding model would keep (and attend to) tokens outside its window. kvlab refuses before allocating anything.
+# sliding model would keep (and attend to) tokens outside its window. It refuses before generating anything
+# (and `kvlab.make_cache("quantized", ...)` refuses the same way).
 #
 # ## Takeaway
 #
-# - A quantized cache is packed data plus a full-precision residual; below a few hundred tokens the residual
-#   dominates and the compression hardly shows. fp8 halves a 16-bit cache from the first token.
-# - On SmolLM2, 8-bit is free, 4-bit costs a little, 2-bit and below break the predictions.
-# - Quantized caches trade compute (dequantization every step) for memory; they pay off on long sequences.
+# - The guide's switch is `cache_implementation="quantized"` with a `cache_config` dict. hqq at the
+#   recommended axis 1 can crash plain transformers on short odd-sized prompts (kvlab pads); fp8 takes only
+#   `{"backend": "fp8"}` and refuses per-group options.
+# - A quantized cache is packed data plus a full-precision residual. At 24 tokens it is nearly all residual; at
+#   279 tokens the 23-token residual is still over a third of the 4-bit cache's bytes; only far past
+#   `residual_length` does the packed ratio (nbits + 1 bits per number here) show. fp8 halves a 16-bit cache
+#   from the first token.
+# - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
+#   next token at 22 to 24 of 24 positions; 2-bit ones at 8 (hqq) and 10 (quanto).
 #
 # **Next:** [05 · Encoder-decoder and model-specific caches](05_encoder_decoder_and_model_specific.ipynb).
