@@ -174,14 +174,6 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
 
 # The guide's three caches, as `generate` keyword arguments: what a learner types. The quantized cache's
 # `cache_config` is the table's (quanto, 4 bits, an 8-token full-precision residual).
-QUANTIZED_CONFIG = {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}
-GUIDE_CALLS = {
-    "dynamic": {},  # the default cache
-    "static": {"cache_implementation": "static"},
-    "quantized": {"cache_implementation": "quantized", "cache_config": QUANTIZED_CONFIG},
-}
-
-
 def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = None):
     """`kvlab.size.cache_size` for the cache a watched `generate` used (`kvlab.watch(...).trace`).
 

@@ -38,7 +38,7 @@ import transformers
 
 import kvlab
 from kvlab.devices import log_forward_inputs
-from kvlab.guide_table import GUIDE_CALLS, Setup, calculated_for, compare_with_guide, live_runs, measure
+from kvlab.guide_table import Setup, calculated_for, compare_with_guide, live_runs, measure
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.plots.cache_choice import plot_cache_choice
@@ -64,25 +64,32 @@ print(f"this machine: {platform.machine()}, {platform.python_version()}, torch {
 # %%
 prompt = text.prompt_ids(tokenizer, 48)  # (1, 48): the first 48 tokens of Python's reference prose
 inputs = {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
-print(GUIDE_CALLS)
-outputs = {kind: model.generate(**inputs, do_sample=False, max_new_tokens=8, **kwargs) for kind, kwargs in GUIDE_CALLS.items()}
+quanto_4bit = {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}
+out_dynamic = model.generate(**inputs, do_sample=False, max_new_tokens=8)  # the default: a DynamicCache
+out_static = model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="static")
+out_quantized = model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="quantized",
+                               cache_config=quanto_4bit)
+outputs = {"dynamic": out_dynamic, "static": out_static, "quantized": out_quantized}
 
 # %% [markdown]
 # The same three calls inside `kvlab.watch`, which records each cache `generate` built, and kvlab's size
 # calculator asked for the same tokens:
 
 # %%
-watched = {}
-for kind, kwargs in GUIDE_CALLS.items():
-    with kvlab.watch(model) as watch:
-        out = model.generate(**inputs, do_sample=False, max_new_tokens=8, **kwargs)
-    watched[kind] = (watch.trace, out)
+with kvlab.watch(model) as watch:
+    watched_outputs = {
+        "dynamic": model.generate(**inputs, do_sample=False, max_new_tokens=8),
+        "static": model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="static"),
+        "quantized": model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="quantized",
+                                    cache_config=quanto_4bit),
+    }
+watched = {kind: (trace, watched_outputs[kind]) for kind, trace in zip(watched_outputs, watch.traces)}
 
 # %%
 # NBVAL_CHECK_OUTPUT
 smollm2 = architecture("smollm2")
 for kind, (trace, out) in watched.items():
-    size = calculated_for(trace, smollm2, prompt_tokens=48, cache_config=GUIDE_CALLS[kind].get("cache_config"))
+    size = calculated_for(trace, smollm2, prompt_tokens=48, cache_config=quanto_4bit if kind == "quantized" else None)
     print(f"{trace.meta['cache_class']:<14} holds {trace.summary()['final_bytes']:>9,} B for {size.tokens} tokens "
           f"(calculated {size.bytes:>9,} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
           f"as the dynamic cache: {torch.equal(outputs[kind], outputs['dynamic'])}")
@@ -159,22 +166,25 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 
 # %%
 KEYS = "cache.layers[0].keys"
+# the guide's keywords for each cache, as in section 1
+guide_calls = {"dynamic": {}, "static": {"cache_implementation": "static"},
+               "quantized": {"cache_implementation": "quantized", "cache_config": quanto_4bit}}
 
 
 def cache_choice(cache, new_tokens):
     with kvlab.watch(model) as run_watch, log_forward_inputs(model) as run_log:
-        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, **GUIDE_CALLS[cache])
+        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, **guide_calls[cache])
     trace = run_watch.trace
     held = 48 + new_tokens - 1
     calculated = {kind: cache_size(smollm2, kind, held, prefill=48, **options).bytes
                   for kind, options in {"dynamic": {}, "static": {"max_cache_len": held},
-                                        "quantized": GUIDE_CALLS["quantized"]["cache_config"]}.items()}  # fmt: skip
+                                        "quantized": quanto_4bit}.items()}  # fmt: skip
     return plot_cache_choice(cache, trace.summary()["final_bytes"], calculated, run_log.lengths(KEYS),
                              run_log.decoding_signatures(), title=f"SmolLM2, 48-token prompt + {new_tokens} new tokens")  # fmt: skip
 
 
 live(cache_choice,
-     cache=widgets.Dropdown(options=list(GUIDE_CALLS), value="quantized", description="cache"),
+     cache=widgets.Dropdown(options=list(guide_calls), value="quantized", description="cache"),
      new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="new tokens"))
 
 # %% [markdown]

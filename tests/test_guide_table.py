@@ -8,7 +8,6 @@ import torch
 import kvlab
 from kvlab.guide_table import (
     GUIDE,
-    GUIDE_CALLS,
     Setup,
     _memory_ranks,
     calculated_for,
@@ -68,6 +67,14 @@ def test_compare_with_guide_flags_each_disagreement():
     row = {**GUIDE["dynamic"], "torch.compile": "Yes"}
     verdicts = {c["property"]: c["agrees"] for c in compare_with_guide([row])}
     assert verdicts == {"sliding layers": True, "offloading": True, "torch.compile": False, "memory": True}
+
+
+GUIDE_CALLS = {  # the guide's keywords for each of its table's caches
+    "dynamic": {},
+    "static": {"cache_implementation": "static"},
+    "quantized": {"cache_implementation": "quantized",
+                  "cache_config": {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}},
+}
 
 
 @pytest.mark.parametrize("kind", ["dynamic", "static", "quantized"])

@@ -22,6 +22,7 @@ import ipywidgets as widgets
 from kvlab.explorer import export, figures, summary
 from kvlab.explorer.controls import Controls
 from kvlab.explorer.models import LOADED, ModelStore
+from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
 from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
 from kvlab.trace import TraceFormatError
 
@@ -162,10 +163,12 @@ class Explorer:
                  self.last_crop)  # fmt: skip
         self.show_message("")
         self.last_crop = None
-        self.progress.value, self.progress.max = 0, request.max_new_tokens
+        paged = request.cache == PAGED
+        self.progress.value, self.progress.max = 0, request.options["requests"] if paged else request.max_new_tokens
         self.progress.bar_style = ""
         self.text.value = ""
-        self.status.value = f"loading {request.model} (first use takes a few seconds)…" if loading else "prefill…"
+        working = f"generate_batch: serving {request.options['requests']} requests…" if paged else "prefill…"
+        self.status.value = f"loading {request.model} (first use takes a few seconds)…" if loading else working
         self._set_running(True)
         self._dirty.clear()
         try:
@@ -185,6 +188,10 @@ class Explorer:
         return run
 
     def on_stop(self) -> None:
+        current = self.session.current
+        if self.session.running and current is not None and current.request.cache == PAGED:
+            self.show_message("generate_batch cannot be stopped midway: the paged run ends when every request is done.")
+            return
         if self.session.stop():
             self.status.value = "stopping after the current token…"
         else:
@@ -248,6 +255,14 @@ class Explorer:
             result = run.result
             stopped = result.trace.meta.get("stopped")
             self._show_text(run)
+            if run.request.cache == PAGED:
+                requests = len(result.trace.meta.get("paged_requests", []))
+                self.progress.value, self.progress.bar_style = requests, "success"
+                self.status.value = (f"done: {requests} requests, {len(result.generated_token_ids)} new tokens "
+                                     f"({run.prompt_tokens} prompt tokens) in {result.seconds:.2f} s, "
+                                     f"{result.trace.summary()['steps']} forwards")  # fmt: skip
+                self.refresh(run)
+                return
             self.progress.value = len(result.generated_token_ids)
             self.progress.bar_style = "warning" if stopped else "success"
             what = "stopped after" if stopped else "done:"
@@ -280,6 +295,8 @@ class Explorer:
         else:
             tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
             text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), "generated text"
+            if run.request.cache == PAGED:  # one line per request
+                text, title = (run.result.text if run.result is not None else ""), "generated text, per request"
         self.text.value = (f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
                            f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
                            f'overflow:auto">{html.escape(text)}</pre>')  # fmt: skip
@@ -369,6 +386,10 @@ class Explorer:
         return run
 
     def _figure(self, run: Run | None):
+        if run is not None and is_paged_trace(run.trace) and run.trace.updates:
+            # a paged run's picture is its block timeline; comparison runs stay rows of the table
+            also = " (comparison runs: rows of the table)" if any(r is not run for r in self.session.comparison) else ""
+            return paged_figure(run.snapshot(), title=run.label + also)
         current = (run.label, run.snapshot()) if run is not None else None
         rows = run.layer_rows() if run is not None else []
         comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]

@@ -5,6 +5,10 @@ A learner should only see the options a cache takes: `options_for(kind, backend)
 backend does not take), and `Controls` shows or hides the option widgets to match. Values that the rule
 allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on purpose: the message
 the explorer shows for them is part of the lesson.
+
+The explorer's own kind "paged (generate_batch)" (`kvlab.explorer.paged`) serves several requests through
+continuous batching: its options are page size, requests and pool blocks, and the prompt controls are hidden
+(its requests come from the workload, or are random token prompts for a tiny model).
 """
 
 from __future__ import annotations
@@ -15,17 +19,22 @@ from kvlab import _compat
 from kvlab.caches import CACHE_KINDS, KIND_OPTIONS
 from kvlab.caches.options import PAST_RECORDING_KINDS
 from kvlab.explorer.models import DTYPES, LOADED, model_choices
+from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
 from kvlab.explorer.prompts import presets
 from kvlab.explorer.session import RunRequest
 
 OPTION_NAMES = ("backend", "nbits", "axis_key", "axis_value", "q_group_size", "residual_length", "max_cache_len",
-                "offload_only_non_sliding", "past_recording")  # fmt: skip
+                "offload_only_non_sliding", "past_recording", *PAGED_OPTIONS)  # fmt: skip
 GROUPWISE = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
 CUSTOM = "(your own text)"
+KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
+PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for the paged kind: it brings its own requests
 
 
 def options_for(kind: str, backend: str = "quanto") -> tuple[str, ...]:
     """Names of the option widgets that apply to a cache `kind` (and quantization `backend`)."""
+    if kind == PAGED:
+        return PAGED_OPTIONS
     names = list(KIND_OPTIONS[kind])
     if kind == "quantized" and backend == "fp8":
         names = [n for n in names if n not in GROUPWISE]
@@ -47,7 +56,8 @@ class Controls:
         choices = model_choices(has_loaded_model)
         self.model = widgets.Dropdown(options=choices, value=model or choices[0], description="model", style=wide)
         self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
-        self.cache = widgets.Dropdown(options=CACHE_KINDS, value="dynamic", description="cache", style=wide)
+        self.cache = widgets.Dropdown(options=[(PAGED_LABEL if k == PAGED else k, k) for k in KINDS], value="dynamic",
+                                      description="cache", style=wide)  # fmt: skip
         self.backend = widgets.Dropdown(options=_compat.QUANTIZED_BACKENDS, value="quanto", description="backend",
                                         style=wide)  # fmt: skip
         defaults = _compat.QUANTIZED_DEFAULTS
@@ -62,6 +72,13 @@ class Controls:
         self.max_cache_len = _int_text(256, "max_cache_len")
         self.offload_only_non_sliding = widgets.Checkbox(value=True, description="offload_only_non_sliding",
                                                          indent=False)  # fmt: skip
+        self.page_size = widgets.Dropdown(options=PAGE_SIZES, value=PAGED_DEFAULTS["page_size"],
+                                          description="page_size (tokens per block)", style=wide)  # fmt: skip
+        self.requests = widgets.BoundedIntText(value=PAGED_DEFAULTS["requests"], min=1, max=MAX_REQUESTS,
+                                               description="requests", style=wide,
+                                               layout=widgets.Layout(width="150px"))  # fmt: skip
+        self.num_blocks = widgets.IntText(value=PAGED_DEFAULTS["num_blocks"], description="num_blocks (0 = room for all)",
+                                          style=wide, layout=widgets.Layout(width="260px"))  # fmt: skip
         self.past_recording = widgets.Checkbox(value=False, description="past recording (keep evicted tokens "
                                                "until a crop)", indent=False)  # fmt: skip
         self.presets = dict(prompt_presets if prompt_presets is not None else presets())
@@ -80,7 +97,7 @@ class Controls:
                      *OPTION_NAMES):  # fmt: skip
             getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
         for dropdown in (self.model, self.dtype, self.cache, self.backend, self.nbits, self.axis_key, self.axis_value,
-                         self.preset):  # fmt: skip
+                         self.preset, self.page_size):  # fmt: skip
             dropdown.layout = widgets.Layout(width="max-content", min_width="150px")
         self.cache.observe(lambda _: self.sync_visibility(), names="value")
         self.backend.observe(lambda _: self.sync_visibility(), names="value")
@@ -98,6 +115,8 @@ class Controls:
         shown = self.visible_options()
         for name in OPTION_NAMES:
             getattr(self, name).layout.display = None if name in shown else "none"
+        for name in PROMPT_NAMES:
+            getattr(self, name).layout.display = "none" if self.cache.value == PAGED else None
         self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
 
     def _on_preset(self, change) -> None:

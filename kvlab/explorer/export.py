@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvlab.explorer.session import Run, RunRequest
-from kvlab.explorer.summary import COLUMNS
+from kvlab.explorer.summary import columns_for
 from kvlab.run import RunResult
 from kvlab.trace import Trace, TraceFormatError
 
@@ -94,7 +94,7 @@ def trace_export(run: Run) -> Export:
 
 def table_csv(rows: list[dict]) -> bytes:
     """The summary table (`summary.rows_for`) as CSV: the table's columns, then the full run label."""
-    fields = [f for f, _ in COLUMNS] + ["label", "stopped"]
+    fields = [f for f, _ in columns_for(rows)] + ["label", "stopped"]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

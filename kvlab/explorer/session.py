@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 
 from kvlab.caches import CacheCropError, CacheOptionError, check_options, check_quantized_options
 from kvlab.caches.options import check_past_recording
+from kvlab.caches.paged import check_paged_model
 from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
+from kvlab.explorer.paged import PAGED, check_paged_options, generate_paged
 from kvlab.explorer.prompts import encode_prompt
 from kvlab.layer_state import read_layer
 from kvlab.models.manifest import ModelIntegrityError
@@ -107,6 +109,11 @@ class Session:
         """Every check that needs no model work; with the model already loaded, all of `kvlab.run`'s checks."""
         if request.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be at least 1; got {request.max_new_tokens}")
+        if request.cache == PAGED:  # its requests are its own (no prompt); the model's layers once it is known
+            check_paged_options(request.options)
+            if self.store.is_ready(request.model, request.dtype):
+                check_paged_model(self.store.get(request.model, request.dtype)[0])
+            return
         if not request.prompt.strip():
             raise ValueError("the prompt is empty; type some text or choose a preset")
         given = check_options(request.cache, request.options)
@@ -141,17 +148,22 @@ class Session:
         request = run.request
         try:
             model, tokenizer = self.store.get(request.model, request.dtype)
-            ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
-            run.prompt_tokens = int(ids.shape[-1])
+            if request.cache == PAGED:  # generate_batch: no report per token, no Stop; the trace is the pool's
+                result = generate_paged(model, tokenizer, request.options, request.max_new_tokens)
+                run.trace, run.prompt_tokens = result.trace, result.prompt_tokens
+                run.new_ids, run.result = list(result.generated_token_ids), result
+            else:
+                ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
+                run.prompt_tokens = int(ids.shape[-1])
 
-            def token(new_ids: list[int]) -> None:
-                run.new_ids = new_ids
-                if on_token is not None:
-                    on_token(run)
+                def token(new_ids: list[int]) -> None:
+                    run.new_ids = new_ids
+                    if on_token is not None:
+                        on_token(run)
 
-            run.result = generate_traced(model, tokenizer, ids, request.cache, request.options,
-                                         request.max_new_tokens, past_recording=request.past_recording,
-                                         trace=run.trace, on_token=token, stop=self._stop)  # fmt: skip
+                run.result = generate_traced(model, tokenizer, ids, request.cache, request.options,
+                                             request.max_new_tokens, past_recording=request.past_recording,
+                                             trace=run.trace, on_token=token, stop=self._stop)  # fmt: skip
         except USER_ERRORS as err:
             run.error = one_line(str(err))
         except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
@@ -215,6 +227,9 @@ class Session:
         if run.loaded_from is not None:
             raise CacheCropError(f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
                                  "run it again, then crop")  # fmt: skip
+        if run.request.cache == PAGED:
+            raise CacheCropError("a paged run's blocks went back to the pool when generate_batch returned: there is "
+                                 "no cache left to crop")  # fmt: skip
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")

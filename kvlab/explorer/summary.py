@@ -2,11 +2,18 @@
 
 Slot and byte columns describe what the cache holds *now* (after any crop); every number cell carries its raw
 value in `data-value` so tests (and a browser) can read it without parsing thousands separators.
+
+A paged run (`kvlab.explorer.paged`) has given every block back by the time it ends, so its slot columns read 0;
+its row adds the blocks in use at the peak, the requests that waited for blocks and the preemptions (columns
+shown only when the table has a paged row), and its waste % is the share of handed-out slots left empty,
+averaged over forwards (internal fragmentation).
 """
 
 from __future__ import annotations
 
 import html
+
+from kvlab.explorer.paged import is_paged_trace, paged_row_fields
 
 COLUMNS = (
     ("run", "run"), ("prompt_tokens", "prompt"), ("new_tokens", "new"), ("steps", "steps"),
@@ -14,6 +21,15 @@ COLUMNS = (
     ("slots_live", "live"), ("slots_masked", "masked"), ("waste_pct", "waste %"), ("tokens_evicted", "evicted"),
     ("flushes", "flushes"), ("transfers", "transfers"), ("crops", "crops"), ("tokens_per_s", "tokens/s"),
 )  # fmt: skip
+PAGED_COLUMNS = (("blocks_peak", "blocks peak"), ("num_blocks", "pool blocks"), ("requests_waited", "waited"),
+                 ("preemptions", "preempted"))  # fmt: skip
+PAGED_NOTE = ("paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
+              "handed-out blocks, averaged over forwards")  # fmt: skip
+
+
+def columns_for(rows: list[dict]) -> tuple[tuple[str, str], ...]:
+    """The table's columns: the paged ones only when a row is a paged run."""
+    return COLUMNS + (PAGED_COLUMNS if any(r.get("paged") for r in rows) else ())
 
 
 def run_row(name: str, run) -> dict:
@@ -24,7 +40,7 @@ def run_row(name: str, run) -> dict:
     allocated = sum(r["slots_allocated"] for r in rows)
     masked = sum(r["slots_masked"] for r in rows)
     meta = trace.meta
-    return {
+    row = {
         "run": name, "label": run.label, "prompt_tokens": run.prompt_tokens, "new_tokens": run.new_tokens,
         "steps": summary["steps"],
         "peak_bytes": summary["peak_bytes"], "bytes_now": sum(r["bytes_held"] for r in rows),
@@ -34,6 +50,9 @@ def run_row(name: str, run) -> dict:
         "crops": summary["crops"], "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
     }  # fmt: skip
+    if is_paged_trace(trace) and trace.updates:
+        row.update(paged_row_fields(trace), paged=True)
+    return row
 
 
 def rows_for(session) -> list[dict]:
@@ -60,15 +79,18 @@ def _cell(field: str, value) -> str:
 def to_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>No runs yet: choose a cache and press Run.</i>"
-    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(title)}</th>' for _, title in COLUMNS)
+    columns = columns_for(rows)
+    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(title)}</th>' for _, title in columns)
     body = []
     for row in rows:
         stopped = " (stopped)" if row["stopped"] else ""
-        cells = "".join(_cell(f, row[f]) for f, _ in COLUMNS)
+        cells = "".join(_cell(f, row.get(f)) for f, _ in columns)
         body.append(f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">'
                     f"{cells}</tr>")  # fmt: skip
     labels = "".join(f"<li><b>{html.escape(r['run'])}</b> {html.escape(r['label'])}"
                      f"{' (stopped)' if r['stopped'] else ''}</li>" for r in rows)  # fmt: skip
+    if any(r.get("paged") for r in rows):
+        labels += f"<li><i>{html.escape(PAGED_NOTE)}</i></li>"
     return (f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
             f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>')  # fmt: skip

@@ -137,7 +137,7 @@ def test_a_trace_from_kvlab_run_loads_into_the_explorer(tmp_path, monkeypatch, c
 
     model = kvlab.tiny_model("tiny-llama")
     monkeypatch.setattr(models, "load_config_and_tokenizer", lambda name: (model.config, ByteTokenizer()))
-    monkeypatch.setattr(models, "load", lambda name, dtype="float32": (model, ByteTokenizer()))
+    monkeypatch.setattr(models, "load", lambda name, dtype="float32", **kwargs: (model, ByteTokenizer()))
     path = tmp_path / "run.json"
     assert main(["run", "--model", "tiny-llama", "--cache", "static", "--max-cache-len", "32", "--prompt",
                  "abcdefgh", "--max-new-tokens", "4", "--trace", str(path)]) == 0  # fmt: skip

@@ -1,0 +1,160 @@
+"""The explorer's "paged (generate_batch)" kind, driven through its callbacks without a browser (tiny models)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from transformers import ContinuousBatchingConfig, GenerationConfig
+
+import kvlab
+from kvlab.caches import KIND_OPTIONS
+from kvlab.caches.paged import paged_steps, paged_summary
+from kvlab.explorer import Explorer, explore
+from kvlab.explorer.controls import OPTION_NAMES, PROMPT_NAMES, Controls
+from kvlab.explorer.paged import PAGED, PAGED_LABEL, PAGED_OPTIONS, TINY_LENGTHS, paged_requests
+
+from .conftest import PROMPT
+
+# 4 random requests (5, 19, 11 and 30 prompt tokens) x 12 new tokens in 16 blocks of 4: they do not all fit at
+# once, so some wait and one is preempted (the same workload as tests/caches/test_paged.py)
+PAGED_RUN = {"cache": PAGED, "page_size": 4, "requests": 4, "num_blocks": 16, "max_new_tokens": 12}
+
+
+def make(model: str = "tiny-llama") -> Explorer:
+    return explore(model_name=model, prompt_presets={"short": PROMPT})
+
+
+def hidden(controls: Controls, names) -> set[str]:
+    return {n for n in names if getattr(controls, n).layout.display == "none"}
+
+
+def test_the_paged_kind_shows_only_its_options_and_hides_the_prompt():
+    controls = Controls(prompt_presets={"p": "text"})
+    assert (PAGED_LABEL, PAGED) in controls.cache.options  # shown as "paged (generate_batch)", value "paged"
+    assert hidden(controls, PROMPT_NAMES) == set() and hidden(controls, PAGED_OPTIONS) == set(PAGED_OPTIONS)
+    controls.set(cache=PAGED)
+    assert set(OPTION_NAMES) - hidden(controls, OPTION_NAMES) == set(PAGED_OPTIONS)
+    assert hidden(controls, PROMPT_NAMES) == set(PROMPT_NAMES)
+    assert controls.request().options == {"page_size": 16, "requests": 4, "num_blocks": 0}
+    controls.set(cache="static")  # back to a cache kind: its options and the prompt again, nothing of paged
+    assert set(OPTION_NAMES) - hidden(controls, OPTION_NAMES) == set(KIND_OPTIONS["static"])
+    assert hidden(controls, PROMPT_NAMES) == set() and controls.request().options == {"max_cache_len": 256}
+
+
+def test_tiny_random_requests_have_varied_lengths():
+    from kvlab.explorer.models import ByteTokenizer
+
+    names, ids = paged_requests(ByteTokenizer(), 4)
+    assert [len(p) for p in ids] == list(TINY_LENGTHS[:4]) and len(names) == 4
+    assert paged_requests(ByteTokenizer(), 4)[1] == ids  # seeded: the same requests every run
+
+
+def test_a_paged_run_records_draws_and_tables_the_blocks():
+    ex = make()
+    run = ex.run_and_wait(**PAGED_RUN)
+    assert ex.session.wait(30) and run.error is None, ex.message_text
+    model, _ = ex.store.get("tiny-llama")
+    assert model.config._attn_implementation != "paged|eager"  # restored after generate_batch
+
+    # the trace is the paged cache's, the same as notebook 12's call under kvlab.watch with the same requests
+    trace = run.result.trace
+    assert trace.meta["cache"] == "paged" and trace.meta["paged"]["page_size"] == 4 and trace.updates
+    _, prompts = paged_requests(ex.store.get("tiny-llama")[1], 4)
+    model.set_attn_implementation("paged|eager")
+    try:
+        with kvlab.watch(model) as watch:
+            out = model.generate_batch(prompts, generation_config=GenerationConfig(max_new_tokens=12, do_sample=False,
+                                                                                   eos_token_id=-1),
+                                       continuous_batching_config=ContinuousBatchingConfig(
+                                           page_size=4, num_blocks=16, max_batch_tokens=max(sum(map(len, prompts)), 64)))  # fmt: skip
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert run.result.generated_token_ids == [t for i in range(4) for t in out[f"req_{i}"].generated_tokens]
+    assert paged_steps(trace) == paged_steps(watch.trace)
+    summary = paged_summary(trace)
+    assert summary["finished"] == 4 and summary["peak_blocks_in_use"] == 16 and summary["preemptions"] >= 1
+
+    # the figure is the block timeline; the row carries the blocks, the fragmentation and the queueing
+    assert ex.plot.value[:4] == b"\x89PNG"
+    (row,) = ex.summary_rows()
+    assert (row["prompt_tokens"], row["new_tokens"], row["steps"]) == (sum(TINY_LENGTHS[:4]), 48, summary["forwards"])
+    assert (row["blocks_peak"], row["num_blocks"]) == (16, 16)
+    assert (row["requests_waited"], row["preemptions"]) == (summary["requests_refused"], summary["preemptions"])
+    assert row["waste_pct"] == summary["fragmentation_pct_mean"] > 0
+    assert row["peak_bytes"] == trace.meta["paged"]["storage_bytes"] and row["slots_allocated"] == 0
+    assert 'data-field="requests_waited"' in ex.table.value and "blocks peak" in ex.table.value
+    assert ex.status.value.startswith("done: 4 requests, 48 new tokens") and not ex.run_button.disabled
+    assert ex.text.value.count("req_") == 4
+
+    # no cache to crop; the run can still be compared, saved and loaded again
+    ex.on_crop()
+    assert "went back to the pool" in ex.message_text and "kvlab-error" in ex.message.value
+    table = list(csv.DictReader(io.StringIO(ex.on_save_table().data.decode())))
+    assert table[0]["blocks_peak"] == "16" and table[0]["requests_waited"] == str(row["requests_waited"])
+    saved = ex.on_save_trace()
+    loaded = make().on_load_trace(saved.name, saved.data)
+    assert paged_steps(loaded.trace) == paged_steps(trace) and loaded.request.cache == PAGED
+
+
+def test_a_paged_run_beside_a_dynamic_one_in_the_comparison():
+    ex = make()
+    ex.run_and_wait(cache=PAGED, page_size=8, requests=2, max_new_tokens=4)  # num_blocks 0: room for both
+    ex.on_add_to_comparison()
+    ex.run_and_wait(cache="dynamic", max_new_tokens=4)
+    paged_row, dynamic_row = ex.summary_rows()
+    assert paged_row["paged"] and (paged_row["requests_waited"], paged_row["preemptions"]) == (0, 0)
+    assert "blocks_peak" not in dynamic_row and dynamic_row["new_tokens"] == 4
+    assert ex.plot.value[:4] == b"\x89PNG" and ex.table.value.count('class="kvlab-row"') == 2
+    ex.on_clear_comparison()  # without a paged row the table is the one every other kind has
+    assert "blocks peak" not in ex.table.value
+
+
+def test_models_with_sliding_layers_are_refused_in_one_line():
+    ex = make("tiny-gemma3")
+    ex.run_and_wait(cache=PAGED, max_new_tokens=4)  # the model loads in the run's thread: refused there
+    assert ex.status.value == "failed" and "kvlab-traceback" not in ex.message.value
+    message = ex.message_text
+    assert "\n" not in message and "all full attention" in message and "tiny-gemma3 has sliding layers" in message
+    ex.message.value = ""
+    assert ex.run_and_wait(cache=PAGED) is None  # now loaded: refused before anything starts
+    assert "tiny-gemma3 has sliding layers" in ex.message_text and ex.status.value.startswith("not started")
+
+
+@pytest.mark.parametrize(("controls", "message"), [
+    ({"num_blocks": 2}, "num_blocks=2 is too small"),
+    ({"num_blocks": -1}, "num_blocks must be 0"),
+])  # fmt: skip
+def test_bad_paged_options_are_one_line(controls, message):
+    ex = make()
+    ex.run_and_wait(**{**PAGED_RUN, **controls})
+    assert message in ex.message_text and "kvlab-traceback" not in ex.message.value
+    assert not ex.run_button.disabled
+
+
+def test_stop_during_a_paged_run_explains_it_cannot(monkeypatch):
+    import threading
+
+    from kvlab.explorer import session
+
+    release = threading.Event()
+    started = threading.Event()
+    real = session.generate_paged
+
+    def held(*args, **kwargs):
+        started.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session, "generate_paged", held)
+    ex = make()
+    ex.controls.set(**PAGED_RUN)
+    ex.on_run()
+    try:
+        assert started.wait(30)
+        ex.on_stop()
+        assert "cannot be stopped midway" in ex.message_text
+    finally:
+        release.set()
+    assert ex.session.wait(30) and ex.status.value.startswith("done: 4 requests")
