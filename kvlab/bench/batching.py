@@ -18,20 +18,27 @@ from kvlab.bench.timing import interleaved, median
 from kvlab.size.paged import paged_blocks
 
 
+def _greedy_config(new_tokens: int):
+    """Exactly `new_tokens` greedy tokens for both routes: no end-of-sequence token stops a request early."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0)
+
+
 def _sequential(model, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
     outputs = []
     for ids in prompts:
         ids_tensor = torch.tensor([ids], device=model.device)  # (1, prompt_tokens)
-        out = model.generate(ids_tensor, attention_mask=torch.ones_like(ids_tensor), max_new_tokens=new_tokens,
-                             min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)  # fmt: skip
+        out = model.generate(ids_tensor, attention_mask=torch.ones_like(ids_tensor),
+                             generation_config=_greedy_config(new_tokens))  # fmt: skip
         outputs.append(out[0, len(ids):].tolist())
     return outputs
 
 
 def _batched(model, prompts: list[list[int]], new_tokens: int, page_size: int) -> list[list[int]]:
-    from transformers import ContinuousBatchingConfig, GenerationConfig
+    from transformers import ContinuousBatchingConfig
 
-    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1)
+    config = _greedy_config(new_tokens)
     # room for every request at its final length: without num_blocks, transformers sizes the pool from free memory
     blocks = sum(paged_blocks(len(ids) + new_tokens, page_size) for ids in prompts)
     batching = ContinuousBatchingConfig(page_size=page_size, num_blocks=blocks,
