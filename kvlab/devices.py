@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.names import dtype_name
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class ForwardLog(list):
 
 def _records(call: int, name: str, value) -> list[ForwardInput]:
     if isinstance(value, torch.Tensor):
-        return [ForwardInput(call, name, str(value.device), str(value.dtype).replace("torch.", ""), tuple(value.shape))]
+        return [ForwardInput(call, name, str(value.device), dtype_name(value.dtype), tuple(value.shape))]
     if isinstance(value, _compat.Cache):
         # the cache's stored keys: (batch, kv_heads, seq, head_dim) per layer; log the first initialised layer
         for layer in value.layers:

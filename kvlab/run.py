@@ -17,6 +17,7 @@ from kvlab.caches import check_options, check_quantized_options, make_cache
 from kvlab.caches.options import CacheOptionError, check_offloading, check_past_recording, check_static_length
 from kvlab.generate import generate
 from kvlab.layer_state import layer_kinds
+from kvlab.names import dtype_name, model_name
 from kvlab.trace import Trace
 
 
@@ -137,8 +138,8 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     first_new = 1 if model.config.is_encoder_decoder else input_ids.shape[-1]
     new_ids = output[0, first_new:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
-    name = getattr(model, "kvlab_name", model.config.model_type)
-    trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording, "dtype": str(model.dtype).replace("torch.", ""),
+    name = model_name(model)
+    trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording, "dtype": dtype_name(model.dtype),
                        "prompt_tokens": int(input_ids.shape[-1]), "new_tokens": len(new_ids), "seconds": seconds,
                        "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
                        "layer_kinds": layer_kinds(model.config)})  # fmt: skip

@@ -35,6 +35,7 @@ from kvlab import _compat
 from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
 from kvlab.caches.paged import PagedLayoutError, adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.layer_state import layer_kinds
+from kvlab.names import dtype_name, model_name
 from kvlab.trace import Trace
 
 
@@ -103,7 +104,7 @@ class Watch:
 
     def _built_paged(self, cache) -> None:
         self._adopted.append(cache)
-        self._describe_paged(cache)
+        self._describe(cache)
         self._list(cache)
 
     def _see(self, cache) -> None:
@@ -143,20 +144,17 @@ class Watch:
     def _describe(self, cache) -> None:
         config = self.model.config
         meta = cache.trace.meta
+        meta.update({"model": model_name(self.model), "watched": True})
+        if isinstance(cache, _compat.PagedAttentionCache):
+            return  # its own setup recorded its kind, class, dtype, layer kinds and block geometry
         meta.update({
-            "model": getattr(self.model, "kvlab_name", config.model_type),
             "cache": cache_kind(cache),
             "cache_class": cache._kvlab_original_class.__name__,
-            "dtype": str(self.model.dtype).replace("torch.", ""),
+            "dtype": dtype_name(self.model.dtype),
             "layer_kinds": layer_kinds(config),
-            "watched": True,
         })  # fmt: skip
         if meta["cache"] == "quantized":
             meta["options"] = {"backend": cache.backend}
-
-    def _describe_paged(self, cache) -> None:
-        cache.trace.meta["model"] = getattr(self.model, "kvlab_name", self.model.config.model_type)
-        cache.trace.meta["watched"] = True
 
     # -- results ------------------------------------------------------------------------------------------------
     @property

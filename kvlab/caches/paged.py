@@ -39,6 +39,7 @@ import time
 
 from kvlab import _compat
 from kvlab.layer_state import layer_kinds
+from kvlab.names import dtype_name
 from kvlab.storage import storage_bytes
 from kvlab.trace import Trace
 
@@ -205,7 +206,7 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
     cache._kvlab_step_fields = {}
     cache._kvlab_tokens = {}
     cache._kvlab_trace = Trace(meta={
-        "cache": "paged", "cache_class": _compat.PAGED_CACHE_NAME, "dtype": str(cache.dtype).replace("torch.", ""),
+        "cache": "paged", "cache_class": _compat.PAGED_CACHE_NAME, "dtype": dtype_name(cache.dtype),
         "layer_kinds": ["full"] * len(layers), "paged": {**geometry, "storage_bytes": total},
     })  # fmt: skip
     if first_seen:

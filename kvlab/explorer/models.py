@@ -12,6 +12,8 @@ import threading
 
 import torch
 
+from kvlab.names import dtype_name
+
 LOADED = "loaded"  # the choice shown for a model passed to `explore(model=..., tokenizer=...)`
 BUNDLED_CHOICES = ("smollm2", "gemma3")
 TINY_CHOICES = ("tiny-llama", "tiny-gemma3")
@@ -62,7 +64,7 @@ class ModelStore:
         self._models: dict[tuple[str, str], tuple] = _SHARED if model is None else dict(_SHARED)
         self.loaded_dtype = None
         if model is not None:
-            self.loaded_dtype = str(model.dtype).replace("torch.", "")
+            self.loaded_dtype = dtype_name(model.dtype)
             if not hasattr(model, "kvlab_name"):
                 model.kvlab_name = getattr(model.config, "model_type", LOADED)
             self._models[(LOADED, self.loaded_dtype)] = (model, tokenizer if tokenizer is not None else ByteTokenizer())

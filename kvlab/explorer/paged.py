@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 
 from kvlab.caches.options import CacheOptionError
+from kvlab.names import dtype_name, model_name
 from kvlab.serving.workload import load_workload
 from kvlab.size.paged import paged_blocks
 
@@ -145,8 +146,8 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
         "paged_requests": [{"id": f"req_{i}", "name": name, "prompt_tokens": len(p), "new_tokens": len(t)}
                            for i, (name, p, t) in enumerate(zip(names, prompts, generated))],
     })  # fmt: skip
-    return RunResult(getattr(model, "kvlab_name", model.config.model_type), PAGED, dict(given),
-                     str(model.dtype).replace("torch.", ""), sum(len(p) for p in prompts),
+    return RunResult(model_name(model), PAGED, dict(given),
+                     dtype_name(model.dtype), sum(len(p) for p in prompts),
                      [t for tokens in generated for t in tokens], "\n".join(lines), seconds, trace)  # fmt: skip
 
 
