@@ -15,7 +15,7 @@ TORCH_INDEX ?=
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
 
-.PHONY: lab test install models browser clean-venv
+.PHONY: lab test lint install models browser clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,12 @@ lab: models
 browser:
 	@command -v chromium >/dev/null 2>&1 || bash .ci/install-chromium || echo "WARNING: chromium could not be installed; browser tests will be skipped"
 
-test: models browser
+# One formatter and one linter (ruff, pinned in the test extra; settings in pyproject.toml): a violation fails `make test`.
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: lint models browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean-venv:

@@ -51,15 +51,25 @@ def main(argv=None) -> int:
             runs[name].append(generate_once(model, tokenizer, configs[name], ids, args.new_tokens))
     speed = {name: median([r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
     same = all(runs[name][0]["tokens"] == runs["plain"][0]["tokens"] for name in runs)
-    result = {"model": args.model, "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
-              "repeats": args.repeats, "threads": torch.get_num_threads(), "device": args.device,
-              "plain_decode_tokens_per_s": speed["plain"], "instrumented_decode_tokens_per_s": speed["instrumented"],
-              "watched_decode_tokens_per_s": speed["watched"],
-              "time_ratio": speed["plain"] / speed["instrumented"],
-              "watched_time_ratio": speed["plain"] / speed["watched"], "same_tokens": same}  # fmt: skip
+    result = {
+        "model": args.model,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "plain_decode_tokens_per_s": speed["plain"],
+        "instrumented_decode_tokens_per_s": speed["instrumented"],
+        "watched_decode_tokens_per_s": speed["watched"],
+        "time_ratio": speed["plain"] / speed["instrumented"],
+        "watched_time_ratio": speed["plain"] / speed["watched"],
+        "same_tokens": same,
+    }
     for name in ("instrumented", "watched"):
-        print(f"{name} / plain decode time: {speed['plain'] / speed[name]:.3f}x  ({speed[name]:.1f} vs "
-              f"{speed['plain']:.1f} tok/s, median of {args.repeats} interleaved repeats)")
+        print(
+            f"{name} / plain decode time: {speed['plain'] / speed[name]:.3f}x  ({speed[name]:.1f} vs "
+            f"{speed['plain']:.1f} tok/s, median of {args.repeats} interleaved repeats)"
+        )
     print(f"same tokens: {same}")
     if args.json:
         with open(args.json, "w") as f:

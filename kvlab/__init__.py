@@ -15,7 +15,6 @@ import importlib
 import importlib.util
 import sys
 import types
-
 from typing import TYPE_CHECKING
 
 from kvlab._version import __version__

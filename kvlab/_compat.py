@@ -20,11 +20,29 @@ if TYPE_CHECKING:  # annotations only
 # read only the constants below. The transformers classes (`_compat.DynamicCache`, ...) are imported on first use,
 # by the module-level `__getattr__` at the end of the file; functions here import what they need.
 _LAZY = {
-    **{name: "transformers.cache_utils" for name in (
-        "BaseQuantizedLayer", "Cache", "CacheLayerMixin", "DummyLayer", "DynamicCache", "DynamicLayer",
-        "DynamicSlidingWindowLayer", "EncoderDecoderCache", "Fp8QuantizedLayer", "HQQQuantizedLayer",
-        "LinearAttentionCacheLayerMixin", "LinearAttentionLayer", "QuantizedCache", "QuantizedLayer",
-        "QuantoQuantizedLayer", "StaticCache", "StaticLayer", "StaticSlidingWindowLayer")},
+    **{
+        name: "transformers.cache_utils"
+        for name in (
+            "BaseQuantizedLayer",
+            "Cache",
+            "CacheLayerMixin",
+            "DummyLayer",
+            "DynamicCache",
+            "DynamicLayer",
+            "DynamicSlidingWindowLayer",
+            "EncoderDecoderCache",
+            "Fp8QuantizedLayer",
+            "HQQQuantizedLayer",
+            "LinearAttentionCacheLayerMixin",
+            "LinearAttentionLayer",
+            "QuantizedCache",
+            "QuantizedLayer",
+            "QuantoQuantizedLayer",
+            "StaticCache",
+            "StaticLayer",
+            "StaticSlidingWindowLayer",
+        )
+    },
     "PagedAttentionCache": "transformers.generation.continuous_batching.cache",
     "FULL_ATTENTION": "transformers.generation.continuous_batching.cache_allocators",
 }
@@ -38,8 +56,11 @@ def __getattr__(name: str):
     elif name == "PAGED_CACHE_MODULE":
         value = importlib.import_module("transformers.generation.continuous_batching.continuous_api")
     elif name == "QUANTIZED_LAYER_BACKENDS":
-        value = {__getattr__("QuantoQuantizedLayer"): "quanto", __getattr__("HQQQuantizedLayer"): "hqq",
-                 __getattr__("Fp8QuantizedLayer"): "fp8"}  # fmt: skip
+        value = {
+            __getattr__("QuantoQuantizedLayer"): "quanto",
+            __getattr__("HQQQuantizedLayer"): "hqq",
+            __getattr__("Fp8QuantizedLayer"): "fp8",
+        }
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later lookups are plain attribute reads

@@ -57,11 +57,13 @@ class Mismatch:
                 return "nothing (the prompt ends here)"
             return f"{tokenizer.decode([token_id])!r} (id {token_id})" if tokenizer is not None else f"id {token_id}"
 
-        return (f"the cache holds {self.cached_tokens} tokens, but the new prompt differs from them at position "
-                f"{self.position}: cached {show(self.cached_id)}, prompt {show(self.prompt_id)}. generate() would "
-                f"prefill only prompt[{self.cached_tokens}:] and attend to keys and values of tokens that are no "
-                f"longer in the prompt. Crop the cache to the common prefix (cache.crop(-"
-                f"{self.cached_tokens - self.position})) or start a fresh cache.")  # fmt: skip
+        return (
+            f"the cache holds {self.cached_tokens} tokens, but the new prompt differs from them at position "
+            f"{self.position}: cached {show(self.cached_id)}, prompt {show(self.prompt_id)}. generate() would "
+            f"prefill only prompt[{self.cached_tokens}:] and attend to keys and values of tokens that are no "
+            f"longer in the prompt. Crop the cache to the common prefix (cache.crop(-"
+            f"{self.cached_tokens - self.position})) or start a fresh cache."
+        )
 
 
 def first_mismatch(cached_ids, prompt_ids) -> Mismatch | None:
@@ -129,9 +131,18 @@ class ChatSession:
     "ignore" (what plain transformers does: reuse the cache anyway).
     """
 
-    def __init__(self, model, tokenizer, cache: str = "dynamic", reuse: bool = True, max_new_tokens: int = 32,
-                 chat_template: str | None = None, on_mismatch: str = "raise", system: str | None = None,
-                 **cache_options):  # fmt: skip
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        cache: str = "dynamic",
+        reuse: bool = True,
+        max_new_tokens: int = 32,
+        chat_template: str | None = None,
+        on_mismatch: str = "raise",
+        system: str | None = None,
+        **cache_options,
+    ):
         if on_mismatch not in ON_MISMATCH:
             raise ValueError(f"on_mismatch={on_mismatch!r}; valid: {', '.join(ON_MISMATCH)}")
         if chat_template is None and tokenizer.chat_template is None:
@@ -148,8 +159,9 @@ class ChatSession:
 
     def prompt_ids(self) -> torch.Tensor:
         """The whole conversation rendered by the template, ready for the assistant: (1, tokens)."""
-        encoded = self.tokenizer.apply_chat_template(self.messages, chat_template=self.chat_template,
-                                                     add_generation_prompt=True, return_tensors="pt")  # fmt: skip
+        encoded = self.tokenizer.apply_chat_template(
+            self.messages, chat_template=self.chat_template, add_generation_prompt=True, return_tensors="pt"
+        )
         # transformers 5 returns a BatchEncoding here (return_dict defaults to True)
         return encoded["input_ids"] if not isinstance(encoded, torch.Tensor) else encoded
 
@@ -170,18 +182,33 @@ class ChatSession:
         events_before = len(self.trace.events)
         clock = FirstTokenClock()
         with torch.inference_mode():
-            output = self.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                         max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                         logits_processor=LogitsProcessorList([clock]),
-                                         **{_compat.CACHE_KWARG: self.cache})  # fmt: skip
+            output = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                logits_processor=LogitsProcessorList([clock]),
+                **{_compat.CACHE_KWARG: self.cache},
+            )
         seconds = time.perf_counter() - clock.started
-        reply_ids = output[0, ids.shape[-1]:].tolist()
+        reply_ids = output[0, ids.shape[-1] :].tolist()
         reply = self.tokenizer.decode(reply_ids, skip_special_tokens=True)
         # The last generated token was never fed back, so the cache holds one id fewer than the output.
         self.cached_ids = output[0, : self.cache.get_seq_length()].tolist()
         first = next(e for e in self.trace.events[events_before:] if e["type"] == "update")
-        turn = Turn(len(self.turns), ids.shape[-1], reused, first["tokens_added"], len(reply_ids), seconds,
-                    clock.first_token - clock.started, reply, tuple(reply_ids), mismatch)  # fmt: skip
+        turn = Turn(
+            len(self.turns),
+            ids.shape[-1],
+            reused,
+            first["tokens_added"],
+            len(reply_ids),
+            seconds,
+            clock.first_token - clock.started,
+            reply,
+            tuple(reply_ids),
+            mismatch,
+        )
         self.turns.append(turn)
         self.messages.append({"role": "assistant", "content": reply})
         return turn

@@ -49,8 +49,9 @@ ENVIRONMENT_ERRORS = {"kvlab.models.sources": ("ModelSourceError",), "kvlab.extr
 
 
 def _loaded(table: dict) -> tuple[type[BaseException], ...]:
-    return tuple(getattr(sys.modules[module], name) for module, names in table.items() if module in sys.modules
-                 for name in names)  # fmt: skip
+    return tuple(
+        getattr(sys.modules[module], name) for module, names in table.items() if module in sys.modules for name in names
+    )
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

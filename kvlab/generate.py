@@ -45,15 +45,25 @@ def check_prompt(inputs) -> int | None:
     return length
 
 
-def generate(model, input_ids, *, cache_implementation: str | None = None, cache_config: dict | None = None,
-             max_cache_len: int | None = None, trace: Trace | None = None, **generate_kwargs):  # fmt: skip
+def generate(
+    model,
+    input_ids,
+    *,
+    cache_implementation: str | None = None,
+    cache_config: dict | None = None,
+    max_cache_len: int | None = None,
+    trace: Trace | None = None,
+    **generate_kwargs,
+):
     """Returns (generate's output, the instrumented cache it used); the cache is None with `use_cache=False`.
 
     `cache_implementation=None` means what transformers picks: the generation config's, else "dynamic".
     """
     if any(name in generate_kwargs for name in (_compat.CACHE_KWARG, "past_key_values")):
-        raise ValueError("kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
-                         "call model.generate(..., cache=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)")
+        raise ValueError(
+            "kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
+            "call model.generate(..., cache=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)"
+        )
     input_ids = on_model_device(model, input_ids, generate_kwargs)
     prompt_tokens = check_prompt(input_ids if input_ids is not None else generate_kwargs.get("inputs_embeds"))
     if cache_implementation is not None:
@@ -79,8 +89,14 @@ def generate(model, input_ids, *, cache_implementation: str | None = None, cache
         given = check_options(kind, {**config, **extra}, require_length=False)
         if kind == "quantized":
             beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
-            check_quantized_options(given.pop("backend", "quanto"), model.config, prompt_tokens=prompt_tokens,
-                                    cached_tokens=max_cache_length, batch=batch_size * beams, **given)  # fmt: skip
+            check_quantized_options(
+                given.pop("backend", "quanto"),
+                model.config,
+                prompt_tokens=prompt_tokens,
+                cached_tokens=max_cache_length,
+                batch=batch_size * beams,
+                **given,
+            )
         if kind in OFFLOADED_KINDS:
             only = offload if offload is not None else _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[kind]
             check_offloading(model.config, only, kind)

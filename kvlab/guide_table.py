@@ -24,13 +24,28 @@ from kvlab.run import run
 
 # The guide's table (transformers docs, "Cache strategies"), as published.
 GUIDE = {
-    "dynamic": {"cache": "Dynamic Cache", "sliding layers": "Yes", "offloading": "Yes", "torch.compile": "No",
-                "memory": "Medium"},
-    "static": {"cache": "Static Cache", "sliding layers": "Yes", "offloading": "Yes", "torch.compile": "Yes",
-               "memory": "High"},
-    "quantized": {"cache": "Quantized Cache", "sliding layers": "No", "offloading": "No", "torch.compile": "No",
-                  "memory": "Low"},
-}  # fmt: skip
+    "dynamic": {
+        "cache": "Dynamic Cache",
+        "sliding layers": "Yes",
+        "offloading": "Yes",
+        "torch.compile": "No",
+        "memory": "Medium",
+    },
+    "static": {
+        "cache": "Static Cache",
+        "sliding layers": "Yes",
+        "offloading": "Yes",
+        "torch.compile": "Yes",
+        "memory": "High",
+    },
+    "quantized": {
+        "cache": "Quantized Cache",
+        "sliding layers": "No",
+        "offloading": "No",
+        "torch.compile": "No",
+        "memory": "Low",
+    },
+}
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
 MEMORY_RANKS = ("Low", "Medium", "High")
 
@@ -57,17 +72,25 @@ def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = S
     """Run `kind` on a model with sliding layers past its window; the largest sliding and full layer afterwards."""
     window = model.config.sliding_window
     try:
-        result = run(model, None, prompt_ids, cache=kind, max_new_tokens=setup.new_tokens,
-                     **setup.options(kind, prompt_ids.shape[-1]))  # fmt: skip
+        result = run(
+            model,
+            None,
+            prompt_ids,
+            cache=kind,
+            max_new_tokens=setup.new_tokens,
+            **setup.options(kind, prompt_ids.shape[-1]),
+        )
     except (CacheOptionError, ValueError) as err:
         return {"supported": False, "evidence": f"refused: {err}"}
     layers = result.trace.layer_table()
     sliding = max(row["slots_allocated"] for row in layers if row["kind"] == "sliding")
     full = max(row["slots_allocated"] for row in layers if row["kind"] == "full")
     tokens = prompt_ids.shape[-1] + setup.new_tokens
-    return {"supported": sliding <= window,
-            "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}",
-            "live": _live(result)}
+    return {
+        "supported": sliding <= window,
+        "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}",
+        "live": _live(result),
+    }
 
 
 def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
@@ -75,15 +98,27 @@ def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup 
     offloaded = OFFLOADED_KIND[kind]
     if offloaded is None:
         takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
-        return {"supported": takes, "evidence": "QuantizedCache " + ("takes" if takes else "has no") +
-                " offloading argument and no offloaded variant exists"}  # fmt: skip
-    result = run(model, None, prompt_ids, cache=offloaded, max_new_tokens=setup.new_tokens,
-                 **setup.options(offloaded, prompt_ids.shape[-1]))  # fmt: skip
+        return {
+            "supported": takes,
+            "evidence": "QuantizedCache "
+            + ("takes" if takes else "has no")
+            + " offloading argument and no offloaded variant exists",
+        }
+    result = run(
+        model,
+        None,
+        prompt_ids,
+        cache=offloaded,
+        max_new_tokens=setup.new_tokens,
+        **setup.options(offloaded, prompt_ids.shape[-1]),
+    )
     transfers = result.trace.transfers
     moved = sum(1 for t in transfers if t["moved"])
     devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
-    return {"supported": len(transfers) > 0,
-            "evidence": f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})"}
+    return {
+        "supported": len(transfers) > 0,
+        "evidence": f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})",
+    }
 
 
 def measure_compile_and_memory(model, tokenizer, prompt, kind: str, setup: Setup = Setup()) -> dict:
@@ -92,24 +127,41 @@ def measure_compile_and_memory(model, tokenizer, prompt, kind: str, setup: Setup
     `prompt` is text (encoded with `tokenizer`) or ids of shape (1, tokens)."""
     ids = prompt if isinstance(prompt, torch.Tensor) else tokenizer(prompt, return_tensors="pt").input_ids
     with log_forward_inputs(model) as log:
-        result = run(model, tokenizer, ids, cache=kind, max_new_tokens=setup.new_tokens,
-                     **setup.options(kind, ids.shape[-1]))  # fmt: skip
+        result = run(
+            model, tokenizer, ids, cache=kind, max_new_tokens=setup.new_tokens, **setup.options(kind, ids.shape[-1])
+        )
     decode = log.signatures()[1:]  # call 0 is the prefill
-    return {"decode_steps": len(decode), "decode_signatures": len(set(decode)),
-            "peak_bytes": result.trace.summary()["peak_bytes"], "live": _live(result)}
+    return {
+        "decode_steps": len(decode),
+        "decode_signatures": len(set(decode)),
+        "peak_bytes": result.trace.summary()["peak_bytes"],
+        "live": _live(result),
+    }
 
 
 def _live(result) -> dict:
     """What a run's cache held, in the terms of `kvlab.size.cache_size`: tokens fed (the last new token never
     is), the prefill, the options, and the bytes at the end and at the peak."""
     summary = result.trace.summary()
-    return {"kind": result.cache, "options": dict(result.options), "prefill": result.prompt_tokens,
-            "tokens": result.prompt_tokens + len(result.generated_token_ids) - 1,
-            "final_bytes": summary["final_bytes"], "peak_bytes": summary["peak_bytes"]}
+    return {
+        "kind": result.cache,
+        "options": dict(result.options),
+        "prefill": result.prompt_tokens,
+        "tokens": result.prompt_tokens + len(result.generated_token_ids) - 1,
+        "final_bytes": summary["final_bytes"],
+        "peak_bytes": summary["peak_bytes"],
+    }
 
 
-def measure(sliding_model, full_model, tokenizer, prompt, sliding_prompt_ids: torch.Tensor,
-            kinds=("dynamic", "static", "quantized"), setup: Setup = Setup()) -> list[dict]:  # fmt: skip
+def measure(
+    sliding_model,
+    full_model,
+    tokenizer,
+    prompt,
+    sliding_prompt_ids: torch.Tensor,
+    kinds=("dynamic", "static", "quantized"),
+    setup: Setup = Setup(),
+) -> list[dict]:
     """The table, one row per cache kind, each cell with the measurement behind it.
 
     `sliding_model` has sliding-window layers (the prompt should pass its window); `full_model`/`tokenizer`/
@@ -154,7 +206,9 @@ def _row(r: dict, memory_rank: str) -> dict:
         "memory": memory_rank,
         "sliding evidence": r["sliding"]["evidence"],
         "offloading evidence": r["offloading"]["evidence"],
-        "compile evidence": f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps",
+        "compile evidence": (
+            f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps"
+        ),
         "peak cache bytes": r["peak_bytes"],
         "live": {"sliding model": r["sliding"].get("live"), "full model": r["live"]},
     }
@@ -167,8 +221,15 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
     for row in rows:
         guide = by_name[row["cache"]]
         for prop in ("sliding layers", "offloading", "torch.compile", "memory"):
-            out.append({"cache": row["cache"], "property": prop, "guide": guide[prop], "measured": row[prop],
-                        "agrees": guide[prop] == row[prop]})  # fmt: skip
+            out.append(
+                {
+                    "cache": row["cache"],
+                    "property": prop,
+                    "guide": guide[prop],
+                    "measured": row[prop],
+                    "agrees": guide[prop] == row[prop],
+                }
+            )
     return out
 
 

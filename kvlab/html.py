@@ -17,13 +17,30 @@ CELL = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:right"
 HEAD = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:left;font-weight:normal;color:{MUTED}"
 
 SUMMARY_ROWS = (
-    ("steps", "steps (0 = prefill)"), ("peak_bytes", "peak bytes"), ("final_bytes", "final bytes"),
-    ("slots_allocated", "slots allocated"), ("slots_live", "slots live"), ("slots_masked", "slots masked"),
-    ("waste_pct", "waste %"), ("tokens_evicted", "tokens evicted"), ("crops", "crops"), ("flushes", "flushes"),
+    ("steps", "steps (0 = prefill)"),
+    ("peak_bytes", "peak bytes"),
+    ("final_bytes", "final bytes"),
+    ("slots_allocated", "slots allocated"),
+    ("slots_live", "slots live"),
+    ("slots_masked", "slots masked"),
+    ("waste_pct", "waste %"),
+    ("tokens_evicted", "tokens evicted"),
+    ("crops", "crops"),
+    ("flushes", "flushes"),
     ("transfers", "transfers"),
-)  # fmt: skip
-LAYER_COLUMNS = ("layer_idx", "role", "kind", "logical_length", "slots_allocated", "slots_live", "slots_masked",
-                 "bytes_held", "tokens_evicted", "device")  # fmt: skip
+)
+LAYER_COLUMNS = (
+    "layer_idx",
+    "role",
+    "kind",
+    "logical_length",
+    "slots_allocated",
+    "slots_live",
+    "slots_masked",
+    "bytes_held",
+    "tokens_evicted",
+    "device",
+)
 
 
 def human_bytes(value: int) -> str:
@@ -49,11 +66,15 @@ def _number(field: str, value) -> str:
 
 def summary_table(summary: dict) -> str:
     """The summary numbers as a two-column table (name, value)."""
-    rows = "".join(f'<tr><th style="{HEAD}">{html.escape(title)}</th>{_number(field, summary.get(field))}</tr>'
-                   for field, title in SUMMARY_ROWS)  # fmt: skip
+    rows = "".join(
+        f'<tr><th style="{HEAD}">{html.escape(title)}</th>{_number(field, summary.get(field))}</tr>'
+        for field, title in SUMMARY_ROWS
+    )
     if summary.get("transfers"):
-        rows += (f'<tr><th style="{HEAD}">bytes transferred</th>'
-                 f"{_number('transfer_bytes', summary.get('transfer_bytes'))}</tr>")  # fmt: skip
+        rows += (
+            f'<tr><th style="{HEAD}">bytes transferred</th>'
+            f"{_number('transfer_bytes', summary.get('transfer_bytes'))}</tr>"
+        )
     return f'<table class="kvlab-html-summary" style="border-collapse:collapse;font-size:12px">{rows}</table>'
 
 
@@ -63,15 +84,22 @@ def layer_table(rows: list[dict]) -> str:
         return ""
     head = "".join(f'<th style="{HEAD}">{html.escape(c)}</th>' for c in LAYER_COLUMNS)
     body = "".join(
-        "<tr>" + "".join(_number(c, r.get(c)) if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
-                         else f'<td data-field="{c}" style="{CELL}">{html.escape(str(r.get(c, "")))}</td>'
-                         for c in LAYER_COLUMNS) + "</tr>"
+        "<tr>"
+        + "".join(
+            _number(c, r.get(c))
+            if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+            else f'<td data-field="{c}" style="{CELL}">{html.escape(str(r.get(c, "")))}</td>'
+            for c in LAYER_COLUMNS
+        )
+        + "</tr>"
         for r in rows
-    )  # fmt: skip
-    return (f'<details class="kvlab-html-layers"><summary style="cursor:pointer;font-size:12px;color:{MUTED}">'
-            f"{len(rows)} layers</summary>"
-            f'<table style="border-collapse:collapse;font-size:11px">{head and f"<tr>{head}</tr>"}{body}</table>'
-            "</details>")  # fmt: skip
+    )
+    return (
+        f'<details class="kvlab-html-layers"><summary style="cursor:pointer;font-size:12px;color:{MUTED}">'
+        f"{len(rows)} layers</summary>"
+        f'<table style="border-collapse:collapse;font-size:11px">{head and f"<tr>{head}</tr>"}{body}</table>'
+        "</details>"
+    )
 
 
 def _options(options) -> str:
@@ -104,21 +132,31 @@ def trace_html(trace) -> str:
     if isinstance(meta.get("tokens_per_s"), (int, float)):
         counts += f", {meta['tokens_per_s']:.1f} tokens/s"
     header = _title("kvlab Trace" + (": " + " · ".join(what) if what else ""))
-    return (f'<div class="kvlab-html kvlab-html-trace">{header}'
-            f'<div style="font-size:12px;color:{MUTED}">{counts}</div>'
-            f"{summary_table(summary)}{layer_table(trace.layer_table())}</div>")  # fmt: skip
+    return (
+        f'<div class="kvlab-html kvlab-html-trace">{header}'
+        f'<div style="font-size:12px;color:{MUTED}">{counts}</div>'
+        f"{summary_table(summary)}{layer_table(trace.layer_table())}</div>"
+    )
 
 
 def run_result_html(result) -> str:
     """A `RunResult` as HTML: model, cache, options, tokens and time, the generated text, and its trace's summary."""
     options = html.escape(_options(result.options))
-    header = _title(f"kvlab run: {html.escape(str(result.model))} · cache <code>{html.escape(str(result.cache))}"
-                    f"</code> ({options}) · {html.escape(str(result.dtype))}")  # fmt: skip
+    header = _title(
+        f"kvlab run: {html.escape(str(result.model))} · cache <code>{html.escape(str(result.cache))}"
+        f"</code> ({options}) · {html.escape(str(result.dtype))}"
+    )
     new = len(result.generated_token_ids)
-    timing = (f"prompt {result.prompt_tokens} tokens → {new} new tokens in {result.seconds:.2f} s "
-              f"({result.tokens_per_s:.1f} tokens/s)")  # fmt: skip
-    text = (f'<pre class="kvlab-html-text" style="white-space:pre-wrap;margin:4px 0;padding:4px;max-height:8em;'
-            f'overflow:auto;border:1px solid {BORDER}">{html.escape(result.text)}</pre>')  # fmt: skip
+    timing = (
+        f"prompt {result.prompt_tokens} tokens → {new} new tokens in {result.seconds:.2f} s "
+        f"({result.tokens_per_s:.1f} tokens/s)"
+    )
+    text = (
+        f'<pre class="kvlab-html-text" style="white-space:pre-wrap;margin:4px 0;padding:4px;max-height:8em;'
+        f'overflow:auto;border:1px solid {BORDER}">{html.escape(result.text)}</pre>'
+    )
     trace = result.trace
-    return (f'<div class="kvlab-html kvlab-html-run">{header}<div style="font-size:12px;color:{MUTED}">{timing}</div>'
-            f"{text}{summary_table(trace.summary())}{layer_table(trace.layer_table())}</div>")  # fmt: skip
+    return (
+        f'<div class="kvlab-html kvlab-html-run">{header}<div style="font-size:12px;color:{MUTED}">{timing}</div>'
+        f"{text}{summary_table(trace.summary())}{layer_table(trace.layer_table())}</div>"
+    )

@@ -72,10 +72,19 @@ def _read_quantized(layer, kind: str) -> LayerState:
     residual_tokens = _seq_slots(layer.keys)
     residual = kv_storage_bytes(layer.keys, layer.values)
     return LayerState(
-        kind, length, length, length, 0, 0, packed + residual, str(layer.keys.device),
+        kind,
+        length,
+        length,
+        length,
+        0,
+        0,
+        packed + residual,
+        str(layer.keys.device),
         quantized_tokens=length - residual_tokens if isinstance(layer, _compat.QuantizedLayer) else length,
-        residual_tokens=residual_tokens, packed_bytes=packed, residual_bytes=residual,
-    )  # fmt: skip
+        residual_tokens=residual_tokens,
+        packed_bytes=packed,
+        residual_bytes=residual,
+    )
 
 
 def _read_static_sliding(layer, kind: str) -> LayerState:
@@ -84,8 +93,16 @@ def _read_static_sliding(layer, kind: str) -> LayerState:
     seen = _compat.static_sliding_length(layer)
     allocated = int(layer.max_cache_len)
     live = min(seen, allocated)
-    return LayerState(kind, seen, allocated, live, allocated - live, seen - live,
-                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+    return LayerState(
+        kind,
+        seen,
+        allocated,
+        live,
+        allocated - live,
+        seen - live,
+        kv_storage_bytes(layer.keys, layer.values),
+        str(layer.keys.device),
+    )
 
 
 def _read_static(layer, kind: str) -> LayerState:
@@ -93,8 +110,16 @@ def _read_static(layer, kind: str) -> LayerState:
         return _empty(kind)
     length = int(layer.get_seq_length())
     allocated = int(layer.max_cache_len)
-    return LayerState(kind, length, allocated, length, allocated - length, 0,
-                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+    return LayerState(
+        kind,
+        length,
+        allocated,
+        length,
+        allocated - length,
+        0,
+        kv_storage_bytes(layer.keys, layer.values),
+        str(layer.keys.device),
+    )
 
 
 def _read_dynamic(layer, kind: str) -> LayerState:
@@ -103,8 +128,16 @@ def _read_dynamic(layer, kind: str) -> LayerState:
         return _empty(kind)
     length = int(layer.get_seq_length())
     held = _seq_slots(layer.keys)
-    return LayerState(kind, length, held, held, 0, max(length - held, 0),
-                      kv_storage_bytes(layer.keys, layer.values), str(layer.keys.device))  # fmt: skip
+    return LayerState(
+        kind,
+        length,
+        held,
+        held,
+        0,
+        max(length - held, 0),
+        kv_storage_bytes(layer.keys, layer.values),
+        str(layer.keys.device),
+    )
 
 
 @functools.cache

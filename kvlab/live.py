@@ -59,8 +59,9 @@ class LiveControl:
         try:
             self.figure = self.measure(**self.values)
         except Exception as err:  # a live control must stay usable: show the error, keep the last figure
-            self.status.value = (f"<b>error:</b> {type(err).__name__}: {err}"
-                                 f"<details><pre>{traceback.format_exc()}</pre></details>")  # fmt: skip
+            self.status.value = (
+                f"<b>error:</b> {type(err).__name__}: {err}<details><pre>{traceback.format_exc()}</pre></details>"
+            )
             return None
         self.image.value = png_bytes(self.figure, dpi=self.dpi)
         self.status.value = f"<small>measured in {time.perf_counter() - started:.1f} s</small>"

@@ -35,8 +35,10 @@ def _make(path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         home = kvlab_home(create=False)
-        raise KvlabHomeError(f"{_describe(home)} cannot be created ({err.strerror or type(err).__name__}: "
-                             f"{err.filename or path}); set KVLAB_HOME to a writable directory") from None  # fmt: skip
+        raise KvlabHomeError(
+            f"{_describe(home)} cannot be created ({err.strerror or type(err).__name__}: "
+            f"{err.filename or path}); set KVLAB_HOME to a writable directory"
+        ) from None
 
 
 def check_writable(path: Path | None = None) -> Path:
@@ -47,8 +49,10 @@ def check_writable(path: Path | None = None) -> Path:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:
-        raise KvlabHomeError(f"{_describe(kvlab_home(create=False))} is not writable ({err.strerror or err}); "
-                             "set KVLAB_HOME to a writable directory") from None  # fmt: skip
+        raise KvlabHomeError(
+            f"{_describe(kvlab_home(create=False))} is not writable ({err.strerror or err}); "
+            "set KVLAB_HOME to a writable directory"
+        ) from None
     return path
 
 

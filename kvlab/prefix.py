@@ -61,8 +61,9 @@ class Answer:
 def cache_bytes(cache) -> int:
     """Bytes of the distinct storages held by a cache's layers."""
     seen: set = set()
-    return sum(storage_bytes(getattr(layer, "keys", None), getattr(layer, "values", None), seen=seen)
-               for layer in cache.layers)  # fmt: skip
+    return sum(
+        storage_bytes(getattr(layer, "keys", None), getattr(layer, "values", None), seen=seen) for layer in cache.layers
+    )
 
 
 def encode(tokenizer, text: str) -> torch.Tensor:
@@ -84,8 +85,11 @@ def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
     prefix, full = list(prefix_ids), list(full_ids)
     for position, (a, b) in enumerate(zip(prefix, full)):
         if a != b:
+
             def show(token_id):
-                return f"{tokenizer.decode([token_id])!r} (id {token_id})" if tokenizer is not None else f"id {token_id}"
+                return (
+                    f"{tokenizer.decode([token_id])!r} (id {token_id})" if tokenizer is not None else f"id {token_id}"
+                )
 
             raise PrefixMismatchError(
                 f"the cached prefix is not a token prefix of the prompt: at position {position} the prefix has "
@@ -95,8 +99,10 @@ def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
                 "turn end), or prefill prefix+question without reuse."
             )
     if len(full) <= len(prefix):
-        raise PrefixMismatchError(f"the prompt ({len(full)} tokens) adds nothing after the cached prefix "
-                                  f"({len(prefix)} tokens); generate needs at least one uncached token.")  # fmt: skip
+        raise PrefixMismatchError(
+            f"the prompt ({len(full)} tokens) adds nothing after the cached prefix "
+            f"({len(prefix)} tokens); generate needs at least one uncached token."
+        )
 
 
 @dataclass(frozen=True)
@@ -126,8 +132,12 @@ def token_prefix(tokenizer, prefix: str, question: str) -> TokenPrefix:
     """Tokenize `prefix` and `prefix + question` the way the guide's recipe does, and line the ids up."""
     prefix_ids = tokenizer(prefix).input_ids
     full_ids = tokenizer(prefix + question).input_ids
-    return TokenPrefix(tuple(prefix_ids), tuple(full_ids), tuple(tokenizer.convert_ids_to_tokens(prefix_ids)),
-                       tuple(tokenizer.convert_ids_to_tokens(full_ids)))  # fmt: skip
+    return TokenPrefix(
+        tuple(prefix_ids),
+        tuple(full_ids),
+        tuple(tokenizer.convert_ids_to_tokens(prefix_ids)),
+        tuple(tokenizer.convert_ids_to_tokens(full_ids)),
+    )
 
 
 def tokens_fed_after_copy(trace) -> int:
@@ -141,8 +151,9 @@ def tokens_fed_after_copy(trace) -> int:
     return sum(e["tokens_added"] for e in later if e["step"] == first_step and e["layer_idx"] == later[0]["layer_idx"])
 
 
-def answer(model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens: int = 16,
-           check: bool = True) -> Answer:  # fmt: skip
+def answer(
+    model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens: int = 16, check: bool = True
+) -> Answer:
     """Greedy answer to `prefix.text + question`, reusing a deep copy of the prefilled cache.
 
     `check=False` does what plain transformers does: trusts that the prefix ids line up.
@@ -157,8 +168,9 @@ def answer(model, tokenizer, prefix: PrefixCache, question: str, max_new_tokens:
     return _answer(tokenizer, question, full, output, full.shape[-1] - len(prefix.ids), clock, copied)
 
 
-def answer_without_reuse(model, tokenizer, prefix_text: str, question: str, max_new_tokens: int = 16,
-                         cache: str = "dynamic", **cache_options) -> Answer:  # fmt: skip
+def answer_without_reuse(
+    model, tokenizer, prefix_text: str, question: str, max_new_tokens: int = 16, cache: str = "dynamic", **cache_options
+) -> Answer:
     """The reference: prefill the whole prompt into a fresh cache."""
     full = encode(tokenizer, prefix_text + question)
     clock = FirstTokenClock()
@@ -170,13 +182,27 @@ def _generate(model, tokenizer, ids, kv, max_new_tokens, clock) -> torch.Tensor:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.eos_token_id
     ids = ids.to(model.device)
     with torch.inference_mode():
-        return model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-                              pad_token_id=pad, logits_processor=LogitsProcessorList([clock]),
-                              **{_compat.CACHE_KWARG: kv})  # fmt: skip
+        return model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad,
+            logits_processor=LogitsProcessorList([clock]),
+            **{_compat.CACHE_KWARG: kv},
+        )
 
 
 def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answer:
     seconds = time.perf_counter() - clock.started
-    new = output[0, full.shape[-1]:].tolist()
-    return Answer(question, tuple(new), tokenizer.decode(new, skip_special_tokens=True), full.shape[-1], prefilled,
-                  seconds, clock.first_token - clock.started, copied)  # fmt: skip
+    new = output[0, full.shape[-1] :].tolist()
+    return Answer(
+        question,
+        tuple(new),
+        tokenizer.decode(new, skip_special_tokens=True),
+        full.shape[-1],
+        prefilled,
+        seconds,
+        clock.first_token - clock.started,
+        copied,
+    )

@@ -35,7 +35,7 @@ def cached_positions(cache) -> list[dict]:
         seen, live = state.logical_length, state.slots_live
         held = list(range(seen - live, seen))
         window = getattr(layer, "sliding_window", None) or (layer.max_cache_len if kind == "sliding" else None)
-        visible = held[-(window - 1):] if window and len(held) >= window else held
+        visible = held[-(window - 1) :] if window and len(held) >= window else held
         rows.append({"layer_idx": idx, "kind": kind, "seen": seen, "window": window, "held": held, "visible": visible})
     return rows
 
@@ -51,8 +51,9 @@ def holdings(cache) -> dict[str, dict]:
     for row in cached_positions(cache):
         layer = cache.layers[row["layer_idx"]]
         state = read_layer(layer, row["kind"])
-        current = out.setdefault(row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes_per_layer": 0,
-                                               "bytes_all_layers": 0})  # fmt: skip
+        current = out.setdefault(
+            row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes_per_layer": 0, "bytes_all_layers": 0}
+        )
         current["layers"] += 1
         current["tokens"] = max(current["tokens"], state.logical_length)
         current["slots"] = max(current["slots"], state.slots_live)
@@ -73,8 +74,8 @@ def prompt_lookup_draft(ngram: int = 2) -> Draft:
     def draft(ids: list[int], k: int) -> list[int]:
         tail = ids[-ngram:]
         for start in range(len(ids) - ngram - 1, -1, -1):
-            if ids[start:start + ngram] == tail:
-                return ids[start + ngram:start + ngram + k]
+            if ids[start : start + ngram] == tail:
+                return ids[start + ngram : start + ngram + k]
         return []
 
     return draft
@@ -86,7 +87,7 @@ def corrupted_draft(truth: list[int], every: int = 3, vocab_size: int | None = N
 
     def draft(ids: list[int], k: int) -> list[int]:
         done = len(ids) - draft.prompt_length
-        guesses = list(truth[done:done + k])
+        guesses = list(truth[done : done + k])
         for i in range(len(guesses)):
             if (done + i) % every == every - 1:
                 wrong = guesses[i] + 1
@@ -123,9 +124,17 @@ class SpeculativeResult:
         return sum(s.rejected for s in self.steps)
 
 
-def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, draft: Draft, k: int = 4,
-                         cache: str = "dynamic", past_recording: bool = False, eos_token_id: int | None = None,
-                         **cache_options) -> SpeculativeResult:  # fmt: skip
+def speculative_generate(
+    model,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    draft: Draft,
+    k: int = 4,
+    cache: str = "dynamic",
+    past_recording: bool = False,
+    eos_token_id: int | None = None,
+    **cache_options,
+) -> SpeculativeResult:
     """Greedy decoding that verifies `k` drafted tokens per forward and crops the rejected ones from the cache.
 
     The output equals plain greedy decoding: a draft token is kept only where it equals the model's own argmax.
@@ -166,21 +175,28 @@ def speculative_generate(model, input_ids: torch.Tensor, max_new_tokens: int, dr
             committed.extend([*guesses[:accepted], predicted[accepted]])
             if guesses:
                 result.steps.append(SpeculativeStep(tuple(guesses), accepted, rejected, before, kv.get_seq_length()))
-    new = committed[input_ids.shape[-1]:][:max_new_tokens]
+    new = committed[input_ids.shape[-1] :][:max_new_tokens]
     if eos_token_id is not None and eos_token_id in new:
         new = new[: new.index(eos_token_id) + 1]
     result.token_ids = new
     return result
 
 
-def continue_generation(model, ids: torch.Tensor, kv, max_new_tokens: int, pad_token_id: int | None = None) -> list[int]:
+def continue_generation(
+    model, ids: torch.Tensor, kv, max_new_tokens: int, pad_token_id: int | None = None
+) -> list[int]:
     """Greedy `generate` on an existing cache (e.g. right after a crop): it feeds only `ids[cache_length:]`."""
     ids = ids.to(model.device)
     with torch.inference_mode():
-        output = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-                                pad_token_id=pad_token_id if pad_token_id is not None else model.config.eos_token_id,
-                                **{_compat.CACHE_KWARG: kv})  # fmt: skip
-    return output[0, ids.shape[-1]:].tolist()
+        output = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=pad_token_id if pad_token_id is not None else model.config.eos_token_id,
+            **{_compat.CACHE_KWARG: kv},
+        )
+    return output[0, ids.shape[-1] :].tolist()
 
 
 def _forward(model, ids: torch.Tensor, kv) -> torch.Tensor:

@@ -47,15 +47,26 @@ class RunResult:
     def to_dict(self) -> dict:
         summary = self.trace.summary()
         return {
-            "model": self.model, "cache": self.cache, "options": self.options, "dtype": self.dtype,
-            "prompt_tokens": self.prompt_tokens, "generated_token_ids": self.generated_token_ids, "text": self.text,
-            "seconds": round(self.seconds, 4), "tokens_per_s": round(self.tokens_per_s, 3),
-            "peak_cache_bytes": summary["peak_bytes"], "final_cache_bytes": summary["final_bytes"],
-            "allocated_slots": summary["slots_allocated"], "live_slots": summary["slots_live"],
-            "masked_slots": summary["slots_masked"], "waste_pct": summary["waste_pct"],
-            "tokens_evicted": summary["tokens_evicted"], "flushes": summary["flushes"],
-            "transfers": summary["transfers"], "layers": self.trace.layer_table(),
-        }  # fmt: skip
+            "model": self.model,
+            "cache": self.cache,
+            "options": self.options,
+            "dtype": self.dtype,
+            "prompt_tokens": self.prompt_tokens,
+            "generated_token_ids": self.generated_token_ids,
+            "text": self.text,
+            "seconds": round(self.seconds, 4),
+            "tokens_per_s": round(self.tokens_per_s, 3),
+            "peak_cache_bytes": summary["peak_bytes"],
+            "final_cache_bytes": summary["final_bytes"],
+            "allocated_slots": summary["slots_allocated"],
+            "live_slots": summary["slots_live"],
+            "masked_slots": summary["slots_masked"],
+            "waste_pct": summary["waste_pct"],
+            "tokens_evicted": summary["tokens_evicted"],
+            "flushes": summary["flushes"],
+            "transfers": summary["transfers"],
+            "layers": self.trace.layer_table(),
+        }
 
 
 def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
@@ -63,8 +74,9 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
     if chat:
         if tokenizer.chat_template is None:
             raise ValueError("this model has no chat template; run without chat")
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
         return tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids
     return tokenizer(prompt, return_tensors="pt").input_ids
 
@@ -82,8 +94,9 @@ def validate(config, cache: str, options: dict, prompt_tokens: int | None = None
         quantized = {k: v for k, v in given.items() if k != "backend"}
         # the most tokens the cache will hold (unknown without max_new_tokens: then every flush is checked)
         cached = prompt_tokens + max_new_tokens - 1 if prompt_tokens is not None and max_new_tokens > 0 else None
-        check_quantized_options(given.get("backend", "quanto"), config, prompt_tokens=prompt_tokens,
-                                cached_tokens=cached, **quantized)  # fmt: skip
+        check_quantized_options(
+            given.get("backend", "quanto"), config, prompt_tokens=prompt_tokens, cached_tokens=cached, **quantized
+        )
     if cache in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
         default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache]
         check_offloading(config, given.get("offload_only_non_sliding", default), cache)
@@ -93,14 +106,24 @@ def validate(config, cache: str, options: dict, prompt_tokens: int | None = None
         if full_layers and prompt_tokens is not None and given["max_cache_len"] < prompt_tokens + max_new_tokens:
             raise CacheOptionError(
                 f"max_cache_len={given['max_cache_len']} cannot hold the prompt ({prompt_tokens} tokens) plus "
-                f"{max_new_tokens} new tokens in the full-attention layers; use at least {prompt_tokens + max_new_tokens}."
+                f"{max_new_tokens} new tokens in the full-attention layers; "
+                f"use at least {prompt_tokens + max_new_tokens}."
             )
     return given
 
 
-def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", max_new_tokens: int = 32,
-        chat: bool = False, trace: Trace | None = None, past_recording: bool = False,
-        generate_kwargs: dict | None = None, **options) -> RunResult:  # fmt: skip
+def run(
+    model,
+    tokenizer,
+    prompt: str | torch.Tensor,
+    cache: str = "dynamic",
+    max_new_tokens: int = 32,
+    chat: bool = False,
+    trace: Trace | None = None,
+    past_recording: bool = False,
+    generate_kwargs: dict | None = None,
+    **options,
+) -> RunResult:
     """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache).
 
     `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
@@ -114,9 +137,15 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
     check_past_recording(cache, past_recording)
     trace = trace if trace is not None else Trace()
-    kwargs = {"max_new_tokens": max_new_tokens, "do_sample": False, "pad_token_id": tokenizer.pad_token_id
-              if tokenizer is not None and tokenizer.pad_token_id is not None else model.config.eos_token_id,
-              "attention_mask": torch.ones_like(input_ids), **(generate_kwargs or {})}  # fmt: skip
+    kwargs = {
+        "max_new_tokens": max_new_tokens,
+        "do_sample": False,
+        "pad_token_id": tokenizer.pad_token_id
+        if tokenizer is not None and tokenizer.pad_token_id is not None
+        else model.config.eos_token_id,
+        "attention_mask": torch.ones_like(input_ids),
+        **(generate_kwargs or {}),
+    }
     sized_by_generate = cache in ("static", "offloaded_static") and "max_cache_len" not in given
     cache_object = None if sized_by_generate else make_cache(cache, model.config, trace=trace, **given)
     if past_recording:
@@ -128,8 +157,9 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     started = time.perf_counter()
     with torch.inference_mode():
         if sized_by_generate:  # transformers sizes and builds it, kvlab records it
-            output, cache_object = generate(model, input_ids, cache_implementation=cache, cache_config=given,
-                                            trace=trace, **kwargs)  # fmt: skip
+            output, cache_object = generate(
+                model, input_ids, cache_implementation=cache, cache_config=given, trace=trace, **kwargs
+            )
             given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}
         else:
             output = model.generate(input_ids, **kwargs)
@@ -139,9 +169,20 @@ def run(model, tokenizer, prompt: str | torch.Tensor, cache: str = "dynamic", ma
     new_ids = output[0, first_new:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
     name = model_name(model)
-    trace.meta.update({"model": name, "cache": cache, "options": given, "past_recording": past_recording, "dtype": dtype_name(model.dtype),
-                       "prompt_tokens": int(input_ids.shape[-1]), "new_tokens": len(new_ids), "seconds": seconds,
-                       "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
-                       "layer_kinds": layer_kinds(model.config)})  # fmt: skip
-    return RunResult(name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds,
-                     trace, cache_object)  # fmt: skip
+    trace.meta.update(
+        {
+            "model": name,
+            "cache": cache,
+            "options": given,
+            "past_recording": past_recording,
+            "dtype": dtype_name(model.dtype),
+            "prompt_tokens": int(input_ids.shape[-1]),
+            "new_tokens": len(new_ids),
+            "seconds": seconds,
+            "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
+            "layer_kinds": layer_kinds(model.config),
+        }
+    )
+    return RunResult(
+        name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds, trace, cache_object
+    )

@@ -29,8 +29,10 @@ class Trace:
 
     def __repr__(self) -> str:
         s = self.summary()
-        return (f"Trace({len(self.events)} events, {s['steps']} steps, peak {s['peak_bytes']:,} B, "
-                f"final {s['final_bytes']:,} B)")  # fmt: skip
+        return (
+            f"Trace({len(self.events)} events, {s['steps']} steps, peak {s['peak_bytes']:,} B, "
+            f"final {s['final_bytes']:,} B)"
+        )
 
     def _repr_html_(self) -> str:
         """The summary as a table when a notebook shows a trace (`kvlab.html`)."""
@@ -104,10 +106,25 @@ class Trace:
         for e in self.updates:
             key = (e["role"], e["layer_idx"])
             evicted[key] = evicted.get(key, 0) + e["tokens_evicted_now"]
-        fields = ("role", "layer_idx", "kind", "logical_length", "slots_allocated", "slots_live", "slots_masked",
-                  "bytes_held", "quantized_tokens", "residual_tokens", "packed_bytes", "residual_bytes", "device")
-        return [{**{f: e[f] for f in fields}, "tokens_evicted": evicted[(e["role"], e["layer_idx"])]}
-                for e in self.final_layers()]  # fmt: skip
+        fields = (
+            "role",
+            "layer_idx",
+            "kind",
+            "logical_length",
+            "slots_allocated",
+            "slots_live",
+            "slots_masked",
+            "bytes_held",
+            "quantized_tokens",
+            "residual_tokens",
+            "packed_bytes",
+            "residual_bytes",
+            "device",
+        )
+        return [
+            {**{f: e[f] for f in fields}, "tokens_evicted": evicted[(e["role"], e["layer_idx"])]}
+            for e in self.final_layers()
+        ]
 
     def summary(self) -> dict:
         updates = self.updates
@@ -164,8 +181,9 @@ class Trace:
             )
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
-            raise TraceFormatError(f"{source}: 'meta' must be a JSON object (model, cache, options...); "
-                                   f"got {type(meta).__name__}.")  # fmt: skip
+            raise TraceFormatError(
+                f"{source}: 'meta' must be a JSON object (model, cache, options...); got {type(meta).__name__}."
+            )
         events = data.get("events")
         if not isinstance(events, list):
             raise TraceFormatError(f"{source}: 'events' must be a list of event objects; got {type(events).__name__}.")
@@ -181,15 +199,18 @@ class Trace:
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise TraceFormatError(f"{path} is not text (not UTF-8); a kvlab trace is the JSON written by "
-                                   "Trace.save().") from None  # fmt: skip
+            raise TraceFormatError(
+                f"{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save()."
+            ) from None
         except OSError as err:
             raise TraceFormatError(f"{path} cannot be read ({err.strerror or type(err).__name__}).") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise TraceFormatError(f"{path} does not parse as JSON ({err.msg} at line {err.lineno}); "
-                                   "a kvlab trace is the JSON written by Trace.save().") from err  # fmt: skip
+            raise TraceFormatError(
+                f"{path} does not parse as JSON ({err.msg} at line {err.lineno}); "
+                "a kvlab trace is the JSON written by Trace.save()."
+            ) from err
         except RecursionError:
             raise TraceFormatError(f"{path} is nested too deeply to be a kvlab trace.") from None
         return cls.from_dict(data, source=str(path))
@@ -198,17 +219,44 @@ class Trace:
 # The fields every event of each type carries, as the recorder writes them, and their JSON types.
 _INT, _NUMBER, _STR, _BOOL, _INTS = "an integer", "a number", "a string", "true or false", "a list of integers"
 _COMMON = {"step": _INT, "role": _STR}
-_LAYER_STATE = {"kind": _STR, "logical_length": _INT, "slots_allocated": _INT, "slots_live": _INT,
-                "slots_masked": _INT, "tokens_evicted": _INT, "bytes_held": _INT, "device": _STR,
-                "quantized_tokens": _INT, "residual_tokens": _INT, "packed_bytes": _INT, "residual_bytes": _INT}
+_LAYER_STATE = {
+    "kind": _STR,
+    "logical_length": _INT,
+    "slots_allocated": _INT,
+    "slots_live": _INT,
+    "slots_masked": _INT,
+    "tokens_evicted": _INT,
+    "bytes_held": _INT,
+    "device": _STR,
+    "quantized_tokens": _INT,
+    "residual_tokens": _INT,
+    "packed_bytes": _INT,
+    "residual_bytes": _INT,
+}
 EVENT_FIELDS = {
-    "update": {**_COMMON, "layer_idx": _INT, "op": _STR, "tokens_added": _INT, "tokens_evicted_now": _INT,
-               "seconds": _NUMBER, "cache_bytes": _INT, **_LAYER_STATE},
+    "update": {
+        **_COMMON,
+        "layer_idx": _INT,
+        "op": _STR,
+        "tokens_added": _INT,
+        "tokens_evicted_now": _INT,
+        "seconds": _NUMBER,
+        "cache_bytes": _INT,
+        **_LAYER_STATE,
+    },
     "crop": {**_COMMON, "n": _INT, "past_recording": _BOOL, "lengths_before": _INTS, "lengths_after": _INTS},
     "flush": {**_COMMON, "layer_idx": _INT, "residual_tokens_flushed": _INT, "quantized_tokens": _INT},
-    "transfer": {**_COMMON, "layer_idx": _INT, "direction": _STR, "bytes": _INT, "seconds": _NUMBER, "src": _STR,
-                 "dst": _STR, "moved": _BOOL},
-}  # fmt: skip
+    "transfer": {
+        **_COMMON,
+        "layer_idx": _INT,
+        "direction": _STR,
+        "bytes": _INT,
+        "seconds": _NUMBER,
+        "src": _STR,
+        "dst": _STR,
+        "moved": _BOOL,
+    },
+}
 
 
 def _is(value, expected: str) -> bool:

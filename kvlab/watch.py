@@ -147,12 +147,14 @@ class Watch:
         meta.update({"model": model_name(self.model), "watched": True})
         if isinstance(cache, _compat.PagedAttentionCache):
             return  # its own setup recorded its kind, class, dtype, layer kinds and block geometry
-        meta.update({
-            "cache": cache_kind(cache),
-            "cache_class": cache._kvlab_original_class.__name__,
-            "dtype": dtype_name(self.model.dtype),
-            "layer_kinds": layer_kinds(config),
-        })  # fmt: skip
+        meta.update(
+            {
+                "cache": cache_kind(cache),
+                "cache_class": cache._kvlab_original_class.__name__,
+                "dtype": dtype_name(self.model.dtype),
+                "layer_kinds": layer_kinds(config),
+            }
+        )
         if meta["cache"] == "quantized":
             meta["options"] = {"backend": cache.backend}
 

@@ -60,8 +60,9 @@ def tiny_llama_dir(tmp_path_factory):
     vocab |= {f"w{i}": i for i in range(len(vocab), 128)}  # every id the model can generate decodes
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>",
-                                   bos_token="<s>", eos_token="</s>")  # fmt: skip
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
     kvlab.tiny_model("tiny-llama").save_pretrained(path)
     fast.save_pretrained(path)
     return path

@@ -71,17 +71,25 @@ def test_crop_on_mismatch_gives_the_fresh_cache_answer(smollm2):
 
 
 def test_turn_prefills_reads_one_prefill_per_generate_call_from_a_watched_trace(tiny, prompt_ids):
+    from transformers import DynamicCache
+
     import kvlab
     from kvlab.chat import turn_prefills
-    from transformers import DynamicCache
 
     model, ids = tiny("tiny-llama"), prompt_ids(12)
     with kvlab.watch(model) as watch:
         cache = DynamicCache(config=model.config)
-        first = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
-                               cache=cache, pad_token_id=0)  # fmt: skip
+        first = model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4, cache=cache, pad_token_id=0
+        )
         follow = torch.cat([first, prompt_ids(5, seed=1)], dim=-1)  # (1, 12 + 4 + 5)
-        model.generate(follow, attention_mask=torch.ones_like(follow), do_sample=False, max_new_tokens=3,
-                       cache=cache, pad_token_id=0)  # fmt: skip
+        model.generate(
+            follow,
+            attention_mask=torch.ones_like(follow),
+            do_sample=False,
+            max_new_tokens=3,
+            cache=cache,
+            pad_token_id=0,
+        )
     # turn 1 prefills the 12 prompt ids; turn 2 the last reply id the cache never saw, plus the 5 new ids
     assert turn_prefills(watch.trace) == [12, 1 + 5]

@@ -16,7 +16,10 @@ BAD_INPUT = [
     (["--cache", "dynamic", "--nbits", "4"], "'dynamic' does not take nbits"),
     (["--cache", "static", "--max-cache-len", "4"], "max_cache_len=4 is below the prompt length"),
     (["--cache", "static", "--max-cache-len", "12"], "cannot hold the prompt"),
-    (["--cache", "dynamic", "--prompt-file", "/nonexistent/prompt.txt"], "prompt file /nonexistent/prompt.txt does not exist"),
+    (
+        ["--cache", "dynamic", "--prompt-file", "/nonexistent/prompt.txt"],
+        "prompt file /nonexistent/prompt.txt does not exist",
+    ),
     (["--model", "llama-9000", "--cache", "dynamic"], "bundled models: smollm2, gemma3"),
     (["--model", "gemma3", "--cache", "quantized", "--backend", "quanto"], "15 sliding, 3 full"),
 ]
@@ -43,13 +46,44 @@ def test_models_list(capsys):
 
 def test_run_json_through_the_installed_command(tmp_path):
     trace_path = tmp_path / "trace.json"
-    cmd = [sys.executable, "-m", "kvlab.cli", "run", "--model", "smollm2", "--cache", "static", "--max-cache-len",
-           "32", "--prompt", "The cache holds", "--max-new-tokens", "5", "--json", "--trace", str(trace_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kvlab.cli",
+        "run",
+        "--model",
+        "smollm2",
+        "--cache",
+        "static",
+        "--max-cache-len",
+        "32",
+        "--prompt",
+        "The cache holds",
+        "--max-new-tokens",
+        "5",
+        "--json",
+        "--trace",
+        str(trace_path),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    required = {"model", "cache", "options", "dtype", "prompt_tokens", "generated_token_ids", "text", "tokens_per_s",
-                "peak_cache_bytes", "final_cache_bytes", "allocated_slots", "live_slots", "masked_slots", "layers"}
+    required = {
+        "model",
+        "cache",
+        "options",
+        "dtype",
+        "prompt_tokens",
+        "generated_token_ids",
+        "text",
+        "tokens_per_s",
+        "peak_cache_bytes",
+        "final_cache_bytes",
+        "allocated_slots",
+        "live_slots",
+        "masked_slots",
+        "layers",
+    }
     assert required <= set(data)
     live = data["prompt_tokens"] + 5 - 1
     assert (data["allocated_slots"], data["live_slots"], data["masked_slots"]) == (30 * 32, 30 * live, 30 * (32 - live))

@@ -32,8 +32,15 @@ def test_crop_takes_negative_counts_upstream():
 
 def test_upstream_offloading_still_needs_cuda_on_update():
     """If this starts passing, transformers fixed CPU offloading and `offloaded_update` can go."""
-    config = transformers.LlamaConfig(num_hidden_layers=2, num_key_value_heads=1, num_attention_heads=1,
-                                      hidden_size=8, intermediate_size=8, vocab_size=16, head_dim=8)
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2,
+        num_key_value_heads=1,
+        num_attention_heads=1,
+        hidden_size=8,
+        intermediate_size=8,
+        vocab_size=16,
+        head_dim=8,
+    )
     cache = transformers.DynamicCache(config=config, offloading=True)
     try:
         cache.update(torch.zeros(1, 1, 2, 8), torch.zeros(1, 1, 2, 8), 0)

@@ -84,26 +84,40 @@ def helper_calls():
     tok = Tokenizer()
     return {
         "kvlab.run (ids)": lambda m: kvlab.run(m, None, ids(), cache="dynamic", max_new_tokens=2),
-        "kvlab.run (text)": lambda m: kvlab.run(m, tok, "the cache holds keys", cache="quantized", backend="quanto",
-                                                nbits=4, q_group_size=16, max_new_tokens=2),  # fmt: skip
-        "kvlab.run (static, kvlab-sized)": lambda m: kvlab.run(m, None, ids(), cache="static", max_cache_len=16,
-                                                               max_new_tokens=2),  # fmt: skip
+        "kvlab.run (text)": lambda m: kvlab.run(
+            m,
+            tok,
+            "the cache holds keys",
+            cache="quantized",
+            backend="quanto",
+            nbits=4,
+            q_group_size=16,
+            max_new_tokens=2,
+        ),
+        "kvlab.run (static, kvlab-sized)": lambda m: kvlab.run(
+            m, None, ids(), cache="static", max_cache_len=16, max_new_tokens=2
+        ),
         "kvlab.generate": lambda m: kvlab.generate(m, ids(), max_new_tokens=2),
         "prefix.prefill_prefix + answer": lambda m: prefix.answer(
-            m, tok, prefix.prefill_prefix(m, tok, "the cache holds"), " keys and values", max_new_tokens=2),
-        "prefix.answer_without_reuse": lambda m: prefix.answer_without_reuse(m, tok, "the cache", " holds",
-                                                                             max_new_tokens=2),  # fmt: skip
+            m, tok, prefix.prefill_prefix(m, tok, "the cache holds"), " keys and values", max_new_tokens=2
+        ),
+        "prefix.answer_without_reuse": lambda m: prefix.answer_without_reuse(
+            m, tok, "the cache", " holds", max_new_tokens=2
+        ),
         "measure.latency.time_per_token": lambda m: latency.time_per_token(m, ids(), 2),
         "measure.quality.teacher_forced": lambda m: quality.teacher_forced(m, ids(), 3),
         "measure.compiled.static_generate (eager)": lambda m: compiled.static_generate(m, ids(), 2, 16),
-        "measure.resilient.resilient_generate": lambda m: resilient.resilient_generate(m, ids(), max_new_tokens=2,
-                                                                                       log=lambda *_: None),
+        "measure.resilient.resilient_generate": lambda m: resilient.resilient_generate(
+            m, ids(), max_new_tokens=2, log=lambda *_: None
+        ),
         "measure.resilient.device_peak": lambda m: resilient.device_peak(m, ids(), "offloaded", max_new_tokens=2),
         "bench.quality.teacher_forced_logits": lambda m: bench_quality.teacher_forced_logits(m, ids(), 3, None),
-        "bench.runner.generate_once (plain)": lambda m: generate_once(m, None, BenchConfig("dynamic", "dynamic", {},
-                                                                                          plain=True), ids(), 2),
-        "bench.runner.generate_once (kvlab)": lambda m: generate_once(m, None, BenchConfig("dynamic", "dynamic", {}),
-                                                                      ids(), 2),  # fmt: skip
+        "bench.runner.generate_once (plain)": lambda m: generate_once(
+            m, None, BenchConfig("dynamic", "dynamic", {}, plain=True), ids(), 2
+        ),
+        "bench.runner.generate_once (kvlab)": lambda m: generate_once(
+            m, None, BenchConfig("dynamic", "dynamic", {}), ids(), 2
+        ),
         "guide_table.measure_compile_and_memory": lambda m: measure_compile_and_memory(m, None, ids(), "dynamic"),
     }
 
@@ -116,8 +130,12 @@ def test_inputs_go_where_the_model_is(on_pretend_device, name):
 
 
 def test_traces_record_the_device_of_every_layer(tiny):
-    for name, cache, options in [("tiny-gemma3", "dynamic", {}), ("tiny-llama", "static", {"max_cache_len": 16}),
-                                 ("tiny-llama", "offloaded", {}), ("tiny-jamba", "dynamic", {})]:  # fmt: skip
+    for name, cache, options in [
+        ("tiny-gemma3", "dynamic", {}),
+        ("tiny-llama", "static", {"max_cache_len": 16}),
+        ("tiny-llama", "offloaded", {}),
+        ("tiny-jamba", "dynamic", {}),
+    ]:
         model = tiny(name)
         result = kvlab.run(model, None, torch.arange(3, 13).view(1, 10), cache=cache, max_new_tokens=3, **options)
         layers = result.trace.layer_table()
@@ -125,11 +143,13 @@ def test_traces_record_the_device_of_every_layer(tiny):
         assert {row["device"] for row in layers} == {str(model.device)}, (name, cache)
         updates = [e for e in result.trace.events if e.get("type") == "update"]
         assert updates and all("device" in e for e in updates), (name, cache)
-    transfers = kvlab.run(tiny("tiny-llama"), None, torch.arange(3, 13).view(1, 10), cache="offloaded",
-                          max_new_tokens=3).trace.transfers  # fmt: skip
+    transfers = kvlab.run(
+        tiny("tiny-llama"), None, torch.arange(3, 13).view(1, 10), cache="offloaded", max_new_tokens=3
+    ).trace.transfers
     # on a CPU an offload moves nothing; on a GPU src/dst say cuda:0 -> cpu and `moved` is true (bytes real)
-    assert transfers and all(t["src"] == "cpu" and t["dst"] == "cpu" and not t["moved"] and t["bytes"] > 0
-                             for t in transfers)  # fmt: skip
+    assert transfers and all(
+        t["src"] == "cpu" and t["dst"] == "cpu" and not t["moved"] and t["bytes"] > 0 for t in transfers
+    )
 
 
 def test_load_puts_the_model_on_the_device_asked(tiny_llama_dir):
@@ -157,16 +177,25 @@ def test_parse_device_picks_the_accelerator_when_there_is_one():
 def test_kvlab_run_device_option(tiny_llama_dir, capsys):
     from kvlab.cli import main
 
-    args = ["run", "--model", str(tiny_llama_dir), "--cache", "dynamic", "--prompt", "the cache holds",
-            "--max-new-tokens", "2", "--json"]  # fmt: skip
+    args = [
+        "run",
+        "--model",
+        str(tiny_llama_dir),
+        "--cache",
+        "dynamic",
+        "--prompt",
+        "the cache holds",
+        "--max-new-tokens",
+        "2",
+        "--json",
+    ]
     assert main(args + ["--device", "cpu"]) == 0
     import json
 
     assert {row["device"] for row in json.loads(capsys.readouterr().out)["layers"]} == {"cpu"}
     if not torch.cuda.is_available():
         assert main(args + ["--device", "cuda:1"]) == 2
-        assert capsys.readouterr().err == ("kvlab run: error: device 'cuda:1' is not available here; valid here: "
-                                           "cpu\n")  # fmt: skip
+        assert capsys.readouterr().err == ("kvlab run: error: device 'cuda:1' is not available here; valid here: cpu\n")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")

@@ -43,8 +43,13 @@ def test_hook_is_removed_even_when_the_block_raises(tiny):
 def test_decoding_signatures_leave_the_prefill_out(tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(6)
     with log_forward_inputs(model) as static:
-        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=5,
-                       cache_implementation="static")  # fmt: skip
+        model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=5,
+            cache_implementation="static",
+        )
     assert static.decoding_signatures() == (1, 4)
     assert static.distinct_signatures() == 2
 
@@ -52,7 +57,13 @@ def test_decoding_signatures_leave_the_prefill_out(tiny, prompt_ids):
 def test_lengths_per_call_fill_missing_inputs_with_zero():
     from kvlab.devices import ForwardInput, ForwardLog
 
-    log = ForwardLog([ForwardInput(0, "input_ids", "cpu", "int64", (1, 5)), ForwardInput(1, "input_ids", "cpu", "int64", (1, 1)),
-                      ForwardInput(2, "input_ids", "cpu", "int64", (1, 1)), ForwardInput(2, "cache.layers[0].keys", "cpu", "float32", (1, 2, 1, 8))])  # fmt: skip
+    log = ForwardLog(
+        [
+            ForwardInput(0, "input_ids", "cpu", "int64", (1, 5)),
+            ForwardInput(1, "input_ids", "cpu", "int64", (1, 1)),
+            ForwardInput(2, "input_ids", "cpu", "int64", (1, 1)),
+            ForwardInput(2, "cache.layers[0].keys", "cpu", "float32", (1, 2, 1, 8)),
+        ]
+    )
     assert log.lengths("cache.layers[0].keys") == [0, 1]
     assert log.lengths("input_ids", first_call=0) == [5, 1, 1]

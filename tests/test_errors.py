@@ -68,35 +68,70 @@ def test_group_sizes_are_checked_against_the_model_before_anything_is_allocated(
     model, tokenizer = smollm2
     with pytest.raises(CacheOptionError, match="q_group_size must be a multiple of 2; got 7"):
         kvlab.make_cache("quantized", model.config, backend="hqq", q_group_size=7)
-    with pytest.raises(CacheOptionError, match=r"quanto at axis 0 .* 3 x S x 64; at S=5 tokens \(the prompt\) that "
-                                               r"is 960, which 7 does not divide. Valid for every length: 1, 2, 3, 4"):
+    with pytest.raises(
+        CacheOptionError,
+        match=r"quanto at axis 0 .* 3 x S x 64; at S=5 tokens \(the prompt\) that "
+        r"is 960, which 7 does not divide. Valid for every length: 1, 2, 3, 4",
+    ):
         kvlab.run(model, tokenizer, "The cache holds a lot", cache="quantized", backend="quanto", q_group_size=7)
-    args = ["run", "--model", "smollm2", "--prompt", "The cache holds a lot", "--max-new-tokens", "3", "--cache",
-            "quantized", "--q-group-size", "7"]  # fmt: skip
+    args = [
+        "run",
+        "--model",
+        "smollm2",
+        "--prompt",
+        "The cache holds a lot",
+        "--max-new-tokens",
+        "3",
+        "--cache",
+        "quantized",
+        "--q-group-size",
+        "7",
+    ]
     assert main(args + ["--backend", "hqq"]) == 2
     assert "or axis_key=axis_value=1, where kvlab pads" in one_line(capsys, "run")
     assert main(args + ["--backend", "quanto"]) == 2
     assert "which 7 does not divide" in one_line(capsys, "run")
     # the same options work where they divide: at axis 1 hqq pads for any group size
-    result = kvlab.run(model, tokenizer, "The cache holds a lot", cache="quantized", backend="hqq", q_group_size=7,
-                       axis_key=1, axis_value=1, residual_length=2, max_new_tokens=4)  # fmt: skip
+    result = kvlab.run(
+        model,
+        tokenizer,
+        "The cache holds a lot",
+        cache="quantized",
+        backend="hqq",
+        q_group_size=7,
+        axis_key=1,
+        axis_value=1,
+        residual_length=2,
+        max_new_tokens=4,
+    )
     assert result.trace.summary()["flushes"] > 0
 
 
 def test_offloading_with_nothing_to_offload_is_refused_up_front(all_sliding, prompt_ids):
     # Before: ValueError: True is not in list, in the first forward of generate.
     ids = prompt_ids(10)
-    for call in (lambda: kvlab.make_cache("offloaded", all_sliding.config, offload_only_non_sliding=True),
-                 lambda: kvlab.make_cache("offloaded_static", all_sliding.config, max_cache_len=32),
-                 lambda: kvlab.run(all_sliding, None, ids, cache="offloaded_static", max_new_tokens=3),
-                 lambda: kvlab.generate(all_sliding, ids, cache_implementation="offloaded_static", max_new_tokens=3)):
+    for call in (
+        lambda: kvlab.make_cache("offloaded", all_sliding.config, offload_only_non_sliding=True),
+        lambda: kvlab.make_cache("offloaded_static", all_sliding.config, max_cache_len=32),
+        lambda: kvlab.run(all_sliding, None, ids, cache="offloaded_static", max_new_tokens=3),
+        lambda: kvlab.generate(all_sliding, ids, cache_implementation="offloaded_static", max_new_tokens=3),
+    ):
         with pytest.raises(CacheOptionError, match="offload_only_non_sliding=True offloads only the non-sliding"):
             call()
     # the valid choice named in the message works, and transformers' own class fails as kvlab said it would
-    result = kvlab.run(all_sliding, None, ids, cache="offloaded_static", offload_only_non_sliding=False, max_new_tokens=3)
+    result = kvlab.run(
+        all_sliding, None, ids, cache="offloaded_static", offload_only_non_sliding=False, max_new_tokens=3
+    )
     assert result.trace.summary()["transfers"] > 0
-    _, cache = kvlab.generate(all_sliding, ids, cache_implementation="offloaded_static", max_new_tokens=3,
-                              cache_config={"offload_only_non_sliding": False}, do_sample=False, pad_token_id=0)
+    _, cache = kvlab.generate(
+        all_sliding,
+        ids,
+        cache_implementation="offloaded_static",
+        max_new_tokens=3,
+        cache_config={"offload_only_non_sliding": False},
+        do_sample=False,
+        pad_token_id=0,
+    )
     assert cache.only_non_sliding is False and cache.trace.summary()["transfers"] > 0
     theirs = transformers.StaticCache(config=all_sliding.config, max_cache_len=32, offloading=True)
     with pytest.raises(Exception, match="True is not in list|CUDA"):
@@ -118,8 +153,16 @@ def test_the_explorer_reports_one_line(tiny):
         session.start(RunRequest(model="loaded", cache="quantized", options={"backend": "hqq", "q_group_size": 7}))
     errors = []
     session = Session()  # the model loads in the thread: the shape check runs there and reaches on_error
-    session.start(RunRequest(model="tiny-llama", prompt="The KV cache keeps keys.", cache="quantized", max_new_tokens=3,
-                             options={"backend": "quanto", "q_group_size": 7}), on_error=lambda r, m: errors.append(m))  # fmt: skip
+    session.start(
+        RunRequest(
+            model="tiny-llama",
+            prompt="The KV cache keeps keys.",
+            cache="quantized",
+            max_new_tokens=3,
+            options={"backend": "quanto", "q_group_size": 7},
+        ),
+        on_error=lambda r, m: errors.append(m),
+    )
     assert session.wait(60)
     assert len(errors) == 1 and "\n" not in errors[0] and "which 7 does not divide" in errors[0]
 
@@ -130,10 +173,14 @@ def draw_quantized(rng: random.Random) -> dict:
     if backend == "fp8":
         return {"backend": "fp8"}
     axes = (0, 1) if backend == "hqq" else (0, -1)
-    options = {"backend": backend, "nbits": rng.choice((1, 2, 3, 4, 8) if backend == "hqq" else (2, 4)),
-               "axis_key": rng.choice(axes), "axis_value": rng.choice(axes),
-               "q_group_size": rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128]),
-               "residual_length": rng.choice([1, 2, 3, 5, 8])}  # fmt: skip
+    options = {
+        "backend": backend,
+        "nbits": rng.choice((1, 2, 3, 4, 8) if backend == "hqq" else (2, 4)),
+        "axis_key": rng.choice(axes),
+        "axis_value": rng.choice(axes),
+        "q_group_size": rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 48, 64, 96, 128]),
+        "residual_length": rng.choice([1, 2, 3, 5, 8]),
+    }
     return {k: v for k, v in options.items() if k == "backend" or rng.random() < 0.8}
 
 
@@ -145,16 +192,29 @@ def test_random_option_sets_are_refused_in_one_line_or_generate(prompt_ids):
         options, prompt, new = draw_quantized(rng), rng.randint(1, 9), rng.randint(1, 7)
         ids = prompt_ids(prompt, seed=prompt)
         try:
-            result = kvlab.run(model, None, ids, cache="quantized", max_new_tokens=new,
-                               generate_kwargs={"min_new_tokens": new}, **options)  # fmt: skip
+            result = kvlab.run(
+                model,
+                None,
+                ids,
+                cache="quantized",
+                max_new_tokens=new,
+                generate_kwargs={"min_new_tokens": new},
+                **options,
+            )
         except CacheOptionError as err:
             assert "\n" not in str(err) and ("valid" in str(err).lower()), err
             seen["refused"] += 1
             if options["backend"] == "quanto" or "multiple of" in str(err):  # transformers' own class crashes
                 backend = options.pop("backend")
                 with pytest.raises((ValueError, RuntimeError)):
-                    model.generate(ids, cache=QuantizedCache(backend, model.config, **options), max_new_tokens=new,
-                                   min_new_tokens=new, do_sample=False, pad_token_id=0)  # fmt: skip
+                    model.generate(
+                        ids,
+                        cache=QuantizedCache(backend, model.config, **options),
+                        max_new_tokens=new,
+                        min_new_tokens=new,
+                        do_sample=False,
+                        pad_token_id=0,
+                    )
             continue
         assert len(result.generated_token_ids) == new and result.trace.summary()["steps"] == new
         seen["generated"] += 1

@@ -32,9 +32,15 @@ KINDS = [  # (id, kvlab kind, cache_config, the transformers kind it must equal,
 LENGTHS = [  # how the call says how long to generate (a 12-token prompt)
     ("max_new_tokens", lambda kind, config: {"max_new_tokens": 7}),
     ("max_length", lambda kind, config: {"max_length": 19}),
-    ("generation_config", lambda kind, config: {"generation_config": GenerationConfig(
-        max_new_tokens=7, cache_implementation=kind, cache_config=config, do_sample=False, pad_token_id=0)}),
-]  # fmt: skip
+    (
+        "generation_config",
+        lambda kind, config: {
+            "generation_config": GenerationConfig(
+                max_new_tokens=7, cache_implementation=kind, cache_config=config, do_sample=False, pad_token_id=0
+            )
+        },
+    ),
+]
 OUTPUT = {"return_dict_in_generate": True, "output_logits": True, "do_sample": False, "pad_token_id": 0}
 
 
@@ -63,8 +69,9 @@ def both(model_name, kind, config, reference, prompt, calls):
 
 @pytest.mark.parametrize("how, lengths", LENGTHS, ids=[h for h, _ in LENGTHS])
 @pytest.mark.parametrize("kind, config, reference, model_name", [k[1:] for k in KINDS], ids=[k[0] for k in KINDS])
-def test_same_tokens_logits_bytes_and_slots_as_transformers(prompt_ids, kind, config, reference, model_name, how,
-                                                            lengths):  # fmt: skip
+def test_same_tokens_logits_bytes_and_slots_as_transformers(
+    prompt_ids, kind, config, reference, model_name, how, lengths
+):
     prompt = prompt_ids(12)
     model_config, [(ours, cache, theirs)] = both(model_name, kind, config, reference, prompt, [lengths])
     assert torch.equal(ours.sequences, theirs.sequences) and ours.sequences.shape[1] == 19
@@ -79,9 +86,12 @@ def test_same_tokens_logits_bytes_and_slots_as_transformers(prompt_ids, kind, co
 
 def test_static_sizes_follow_transformers_across_calls_beams_and_max_cache_len(prompt_ids):
     prompt = prompt_ids(10)
-    calls = [{"max_new_tokens": 9}, {"max_new_tokens": 3},  # a later, shorter call reuses the larger size
-             {"max_new_tokens": 3, "max_cache_len": 40},  # a floor, not an exact size
-             {"max_new_tokens": 4, "num_beams": 2, "num_return_sequences": 2}]  # fmt: skip
+    calls = [
+        {"max_new_tokens": 9},
+        {"max_new_tokens": 3},  # a later, shorter call reuses the larger size
+        {"max_new_tokens": 3, "max_cache_len": 40},  # a floor, not an exact size
+        {"max_new_tokens": 4, "num_beams": 2, "num_return_sequences": 2},
+    ]
     calls = [lambda kind, config, kwargs=kwargs: dict(kwargs) for kwargs in calls]
     config, results = both("tiny-gemma3", "static", None, "static", prompt, calls)
     sizes = []
@@ -120,17 +130,25 @@ def test_kvlab_run_static_without_max_cache_len_is_sized_by_generate(smollm2, ca
     result = kvlab.run(model, tokenizer, prompt, cache="static", max_new_tokens=4)
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     with torch.inference_mode():
-        theirs = model.generate(ids, attention_mask=torch.ones_like(ids), cache_implementation="static",
-                                max_new_tokens=4, do_sample=False, return_dict_in_generate=True,
-                                pad_token_id=tokenizer.pad_token_id)  # fmt: skip
-    assert result.generated_token_ids == theirs.sequences[0, ids.shape[1]:].tolist()
+        theirs = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            cache_implementation="static",
+            max_new_tokens=4,
+            do_sample=False,
+            return_dict_in_generate=True,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    assert result.generated_token_ids == theirs.sequences[0, ids.shape[1] :].tolist()
     # this session's model may have run a larger static cache before: generate then keeps that size, both sides
     slots = theirs.cache.layers[0].max_cache_len
     assert slots >= ids.shape[1] + 4 - 1 and result.options == {"max_cache_len": slots}
     assert result.trace.summary()["final_bytes"] == held(theirs.cache, model.config)[0] == 2 * 30 * 3 * 64 * slots * 4
     # a freshly loaded model: exactly max_length - 1 slots
-    assert main(["run", "--model", "smollm2", "--cache", "static", "--prompt", prompt, "--max-new-tokens", "4",
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(["run", "--model", "smollm2", "--cache", "static", "--prompt", prompt, "--max-new-tokens", "4", "--json"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     fresh = ids.shape[1] + 4 - 1
     assert (data["allocated_slots"], data["final_cache_bytes"]) == (30 * fresh, 2 * 30 * 3 * 64 * fresh * 4)
@@ -142,13 +160,30 @@ def test_what_transformers_would_crash_on_is_refused_before_generation(prompt_id
     ids = prompt_ids(5)
     # quanto at axis 0 groups kv_heads x tokens x head_dim = 2 x 5 x 16 = 160 values: 64 does not divide them
     with pytest.raises(CacheOptionError, match=r"S=5 tokens \(the prompt\) that is 160, which 64 does not divide"):
-        kvlab.generate(model, ids, cache_implementation="quantized", cache_config={"backend": "quanto"},
-                       max_new_tokens=3)  # fmt: skip
+        kvlab.generate(
+            model, ids, cache_implementation="quantized", cache_config={"backend": "quanto"}, max_new_tokens=3
+        )
     # ... but transformers' own route crashes there, after the prefill started
     with pytest.raises(ValueError, match="must be a divisor"):
-        model.generate(ids, cache_implementation="quantized", cache_config={"backend": "quanto"}, max_new_tokens=3,
-                       do_sample=False, pad_token_id=0)  # fmt: skip
-    assert kvlab.generate(model, prompt_ids(8), cache_implementation="quantized", cache_config={"backend": "quanto"},
-                          max_new_tokens=3, do_sample=False, pad_token_id=0)[1].trace.summary()["steps"] == 3  # fmt: skip
+        model.generate(
+            ids,
+            cache_implementation="quantized",
+            cache_config={"backend": "quanto"},
+            max_new_tokens=3,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    assert (
+        kvlab.generate(
+            model,
+            prompt_ids(8),
+            cache_implementation="quantized",
+            cache_config={"backend": "quanto"},
+            max_new_tokens=3,
+            do_sample=False,
+            pad_token_id=0,
+        )[1].trace.summary()["steps"]
+        == 3
+    )
     with pytest.raises(ValueError, match="the prompt is empty"):
         kvlab.generate(model, ids[:, :0], max_new_tokens=3)

@@ -26,8 +26,13 @@ def code_lines(notebook: str) -> str:
 
 def headings(notebook: str) -> list[str]:
     nb = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
-    return [line for cell in nb.cells if cell.cell_type == "markdown" for line in cell.source.splitlines()
-            if line.startswith("#")]  # fmt: skip
+    return [
+        line
+        for cell in nb.cells
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if line.startswith("#")
+    ]
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s["english"])

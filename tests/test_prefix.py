@@ -24,7 +24,9 @@ QUESTION = "Question: How much is truing?\nAnswer:"
 
 def test_check_token_prefix_names_the_position_and_both_tokens():
     check_token_prefix([1, 2], [1, 2, 3])
-    with pytest.raises(PrefixMismatchError, match="at position 1 the prefix has id 5 but prefix\\+question tokenizes to id 2"):
+    with pytest.raises(
+        PrefixMismatchError, match="at position 1 the prefix has id 5 but prefix\\+question tokenizes to id 2"
+    ):
         check_token_prefix([1, 5], [1, 2, 3])
     with pytest.raises(PrefixMismatchError, match="adds nothing"):
         check_token_prefix([1, 2], [1, 2])
@@ -93,8 +95,13 @@ def test_tokens_fed_after_copy_counts_only_the_copys_own_prefill(tiny, prompt_id
     with kvlab.watch(model) as watch:
         with torch.no_grad():
             prompt_cache = model(input_ids=ids, past_key_values=prompt_cache).cache
-        model.generate(input_ids=full, attention_mask=torch.ones_like(full), past_key_values=copy.deepcopy(prompt_cache),
-                       max_new_tokens=3, do_sample=False)  # fmt: skip
+        model.generate(
+            input_ids=full,
+            attention_mask=torch.ones_like(full),
+            past_key_values=copy.deepcopy(prompt_cache),
+            max_new_tokens=3,
+            do_sample=False,
+        )
     original, copied = watch.traces
     assert copied.meta["copied_from"] == 0
     assert tokens_fed_after_copy(copied) == 4

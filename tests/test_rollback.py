@@ -100,7 +100,8 @@ def test_holdings_total_the_bytes_of_every_layer_of_a_kind(tiny, prompt_ids):
     for kind in ("full", "sliding"):
         layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_kind(i) == kind]
         # storage, not the view: a sliding layer's keys are a slice of the last update's concatenation
-        per_layer = [layer.keys.untyped_storage().nbytes() + layer.values.untyped_storage().nbytes()
-                     for layer in layers]
+        per_layer = [
+            layer.keys.untyped_storage().nbytes() + layer.values.untyped_storage().nbytes() for layer in layers
+        ]
         assert held[kind]["bytes_per_layer"] == max(per_layer)
         assert held[kind]["bytes_all_layers"] == sum(per_layer)

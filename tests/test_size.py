@@ -21,7 +21,6 @@ from kvlab.size.table import format_rows
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-
 def drive(cache, arch, prefill: int, steps: int, dtype: str = "float32", batch: int = 1, seed: int = 0):
     """Feed `cache` a prefill and `steps` one-token decode steps, layer by layer, like a model forward does."""
     gen = torch.Generator().manual_seed(seed)
@@ -107,8 +106,9 @@ QUANTIZED_CASES = [(o, "float32") for o in _quantized_cases()] + [
 ]
 
 
-@pytest.mark.parametrize("options,dtype", QUANTIZED_CASES,
-                         ids=["-".join(map(str, [*o.values(), d])) for o, d in QUANTIZED_CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    "options,dtype", QUANTIZED_CASES, ids=["-".join(map(str, [*o.values(), d])) for o, d in QUANTIZED_CASES]
+)
 def test_quantized_packed_plus_residual_to_the_byte(options, dtype):
     arch = two_layers_of("smollm2")
     for prefill, steps, residual in LENGTHS:
@@ -151,11 +151,19 @@ def test_quanto_axis_minus_one_fails_where_quanto_fails():
 LENGTHS_BY_MODEL = [("smollm2", 20, 3), ("smollm2", 700, 2), ("gemma3", 20, 3), ("gemma3", 505, 10), ("gemma3", 700, 2)]
 
 
-KINDS = [("dynamic", {}), ("offloaded", {}), ("static", {"max_cache_len": 700}),
-         ("offloaded_static", {"max_cache_len": 300})]
+KINDS = [
+    ("dynamic", {}),
+    ("offloaded", {}),
+    ("static", {"max_cache_len": 700}),
+    ("offloaded_static", {"max_cache_len": 300}),
+]
 # static caches must hold every token in their full-attention layers (both models have some)
-CAP_CASES = [(name, prefill, steps, kind, options) for name, prefill, steps in LENGTHS_BY_MODEL
-             for kind, options in KINDS if options.get("max_cache_len", prefill + steps) >= prefill + steps]
+CAP_CASES = [
+    (name, prefill, steps, kind, options)
+    for name, prefill, steps in LENGTHS_BY_MODEL
+    for kind, options in KINDS
+    if options.get("max_cache_len", prefill + steps) >= prefill + steps
+]
 
 
 @pytest.mark.parametrize("name,prefill,steps,kind,options", CAP_CASES)
@@ -177,8 +185,9 @@ def test_batch_and_bfloat16_scale_the_bytes():
 @pytest.mark.parametrize("name", ["tiny-bart", "tiny-mamba", "tiny-jamba"])
 def test_encoder_decoder_and_linear_attention_match_live_caches(tiny, prompt_ids, name):
     model = tiny(name)
-    result = kvlab.run(model, None, prompt_ids(9), cache="dynamic", max_new_tokens=4,
-                       generate_kwargs={"min_new_tokens": 4})  # fmt: skip
+    result = kvlab.run(
+        model, None, prompt_ids(9), cache="dynamic", max_new_tokens=4, generate_kwargs={"min_new_tokens": 4}
+    )
     arch = from_config(model.config)
     if arch.is_encoder_decoder:  # the decoder starts from one decoder_start token; the encoder saw 9
         decoded = result.trace.final_layers()[0]["logical_length"]
@@ -200,8 +209,18 @@ def test_shipped_facts_of_bundled_models_agree_with_their_real_configs(name, smo
 
 def test_every_shipped_architecture_builds_and_names_its_source():
     names = known_architectures()
-    for required in ("llama-2-7b", "llama-3-8b", "mistral-7b", "gemma-2-9b", "gemma-3-4b", "qwen3-0.6b", "qwen3-4b",
-                     "phi-3-mini", "smollm2", "gemma3"):  # fmt: skip
+    for required in (
+        "llama-2-7b",
+        "llama-3-8b",
+        "mistral-7b",
+        "gemma-2-9b",
+        "gemma-3-4b",
+        "qwen3-0.6b",
+        "qwen3-4b",
+        "phi-3-mini",
+        "smollm2",
+        "gemma3",
+    ):
         assert required in names
     for name in names:
         arch = architecture(name)
@@ -223,8 +242,17 @@ def test_chunked_layers_are_capped_at_the_chunk_size():
 
 def test_config_file_and_errors(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-                                "num_key_value_heads": 2, "hidden_size": 64}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "hidden_size": 64,
+            }
+        )
+    )
     arch = from_config_file(path)
     assert cache_size(arch, "dynamic", 10).bytes == 2 * 2 * 2 * 16 * 4 * 10
     with pytest.raises(ValueError, match="known: .*llama-2-7b"):

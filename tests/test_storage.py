@@ -37,7 +37,11 @@ def test_quanto_packed_tensor_counts_packed_data_scale_and_shift():
 
 def test_the_key_value_fast_path_agrees_with_the_general_count():
     base = torch.zeros(1, 2, 10, 4)
-    cases = [(base, torch.zeros(1, 2, 10, 4)), (base[:, :, 2:], base[:, :, :2]), (base, base),
-             (torch.tensor([]), torch.tensor([]))]
+    cases = [
+        (base, torch.zeros(1, 2, 10, 4)),
+        (base[:, :, 2:], base[:, :, :2]),
+        (base, base),
+        (torch.tensor([]), torch.tensor([])),
+    ]
     for keys, values in cases:
         assert kv_storage_bytes(keys, values) == storage_bytes(keys, values)

@@ -7,19 +7,42 @@ from kvlab.trace import SCHEMA_VERSION, Trace, TraceFormatError
 
 def _update(step, layer, live, allocated=None, nbytes=100, cache_bytes=0, evicted=0, role="self"):
     allocated = live if allocated is None else allocated
-    return {"type": "update", "step": step, "layer_idx": layer, "role": role, "op": "kv", "kind": "full",
-            "tokens_added": 1, "tokens_evicted_now": evicted, "seconds": 0.0, "cache_bytes": cache_bytes,
-            "logical_length": live, "slots_allocated": allocated, "slots_live": live,
-            "slots_masked": allocated - live, "tokens_evicted": evicted, "bytes_held": nbytes, "device": "cpu",
-            "quantized_tokens": 0, "residual_tokens": 0, "packed_bytes": 0, "residual_bytes": 0}
+    return {
+        "type": "update",
+        "step": step,
+        "layer_idx": layer,
+        "role": role,
+        "op": "kv",
+        "kind": "full",
+        "tokens_added": 1,
+        "tokens_evicted_now": evicted,
+        "seconds": 0.0,
+        "cache_bytes": cache_bytes,
+        "logical_length": live,
+        "slots_allocated": allocated,
+        "slots_live": live,
+        "slots_masked": allocated - live,
+        "tokens_evicted": evicted,
+        "bytes_held": nbytes,
+        "device": "cpu",
+        "quantized_tokens": 0,
+        "residual_tokens": 0,
+        "packed_bytes": 0,
+        "residual_bytes": 0,
+    }
 
 
 @pytest.fixture
 def trace():
-    return Trace([
-        _update(0, 0, 4, 10, cache_bytes=100), _update(0, 1, 4, 10, cache_bytes=200),
-        _update(1, 0, 5, 10, cache_bytes=210), _update(1, 1, 5, 10, cache_bytes=220, evicted=1),
-    ], {"tokens_per_s": 3.0})
+    return Trace(
+        [
+            _update(0, 0, 4, 10, cache_bytes=100),
+            _update(0, 1, 4, 10, cache_bytes=200),
+            _update(1, 0, 5, 10, cache_bytes=210),
+            _update(1, 1, 5, 10, cache_bytes=220, evicted=1),
+        ],
+        {"tokens_per_s": 3.0},
+    )
 
 
 def test_summary_reads_the_final_state(trace):

@@ -15,25 +15,50 @@ KINDS = [  # (id, generate kwargs, models)
     ("default", {}, ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba", "tiny-bart"]),
     ("dynamic", {"cache_implementation": "dynamic"}, ["tiny-llama", "tiny-gemma3"]),
     ("static", {"cache_implementation": "static"}, ["tiny-llama", "tiny-gemma3", "tiny-bart"]),
-    ("quanto-int4", {"cache_implementation": "quantized", "cache_config": {"backend": "quanto", "residual_length": 4}},
-     ["tiny-llama"]),
-    ("hqq-int4-axis1", {"cache_implementation": "quantized",
-                        "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
-                                         "q_group_size": 16, "residual_length": 4}}, ["tiny-llama"]),
+    (
+        "quanto-int4",
+        {"cache_implementation": "quantized", "cache_config": {"backend": "quanto", "residual_length": 4}},
+        ["tiny-llama"],
+    ),
+    (
+        "hqq-int4-axis1",
+        {
+            "cache_implementation": "quantized",
+            "cache_config": {
+                "backend": "hqq",
+                "nbits": 4,
+                "axis_key": 1,
+                "axis_value": 1,
+                "q_group_size": 16,
+                "residual_length": 4,
+            },
+        },
+        ["tiny-llama"],
+    ),
     ("fp8", {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}}, ["tiny-llama"]),
-]  # fmt: skip
+]
 PARAMS = [pytest.param(kwargs, name, id=f"{cid}-{name}") for cid, kwargs, names in KINDS for name in names]
 
 
 def generate(model, ids, **kwargs):
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, min_new_tokens=8,
-                         do_sample=False, return_dict_in_generate=True, output_logits=True, pad_token_id=0, **kwargs)
+    out = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=8,
+        min_new_tokens=8,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
+        pad_token_id=0,
+        **kwargs,
+    )
     return out.sequences, torch.stack(out.logits)
 
 
 def kv_tensors(cache):
-    caches = [cache.self_attention_cache, cache.cross_attention_cache] if isinstance(cache, EncoderDecoderCache) \
-        else [cache]  # fmt: skip
+    caches = (
+        [cache.self_attention_cache, cache.cross_attention_cache] if isinstance(cache, EncoderDecoderCache) else [cache]
+    )
     return [t for c in caches for layer in c.layers for t in (layer.keys, layer.values) if isinstance(t, torch.Tensor)]
 
 
@@ -96,15 +121,27 @@ def test_prefix_recipe_deep_copies_are_watched(smollm2):
         answers = []
         for question in questions:
             cache = copy.deepcopy(prompt_cache)
-            answers.append(model.generate(**tokenizer(prefix + question, return_tensors="pt"), past_key_values=cache,
-                                          max_new_tokens=4, do_sample=False))  # fmt: skip
+            answers.append(
+                model.generate(
+                    **tokenizer(prefix + question, return_tensors="pt"),
+                    past_key_values=cache,
+                    max_new_tokens=4,
+                    do_sample=False,
+                )
+            )
     plain = []
     for question in questions:  # the same recipe, unwatched
         cache = StaticCache(config=model.config, max_cache_len=48)
         with torch.no_grad():
             model(**tokenizer(prefix, return_tensors="pt"), past_key_values=cache)
-        plain.append(model.generate(**tokenizer(prefix + question, return_tensors="pt"), past_key_values=cache,
-                                    max_new_tokens=4, do_sample=False))  # fmt: skip
+        plain.append(
+            model.generate(
+                **tokenizer(prefix + question, return_tensors="pt"),
+                past_key_values=cache,
+                max_new_tokens=4,
+                do_sample=False,
+            )
+        )
     assert all(torch.equal(a, b) for a, b in zip(answers, plain))
     assert len(watch.traces) == 3
     assert [t.meta.get("copied_from") for t in watch.traces] == [None, 0, 0]
@@ -204,7 +241,7 @@ def test_no_cache_gives_a_clear_error(tiny, prompt_ids):
         generate(model, prompt_ids(4), use_cache=False)
     assert watch.traces == []
     with pytest.raises(kvlab.NoCacheSeenError, match="no cache"):
-        watch.trace
+        _ = watch.trace
 
 
 def test_guide_chat_loop_reuses_one_cache(smollm2):
@@ -214,10 +251,11 @@ def test_guide_chat_loop_reuses_one_cache(smollm2):
     with kvlab.watch(model) as watch:
         for prompt in ["Hello, what's your name?", "What is 2 + 2?"]:
             messages.append({"role": "user", "content": prompt})
-            inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                   return_dict=True)  # fmt: skip
+            inputs = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
             out = model.generate(**inputs, do_sample=False, max_new_tokens=6, past_key_values=cache)
-            completion = tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+            completion = tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
             messages.append({"role": "assistant", "content": completion})
     assert len(watch.traces) == 1
     prefills = [e["tokens_added"] for e in watch.trace.updates if e["layer_idx"] == 0 and e["tokens_added"] > 1]

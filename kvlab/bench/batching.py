@@ -29,9 +29,10 @@ def _sequential(model, prompts: list[list[int]], new_tokens: int) -> list[list[i
     outputs = []
     for ids in prompts:
         ids_tensor = torch.tensor([ids], device=model.device)  # (1, prompt_tokens)
-        out = model.generate(ids_tensor, attention_mask=torch.ones_like(ids_tensor),
-                             generation_config=_greedy_config(new_tokens))  # fmt: skip
-        outputs.append(out[0, len(ids):].tolist())
+        out = model.generate(
+            ids_tensor, attention_mask=torch.ones_like(ids_tensor), generation_config=_greedy_config(new_tokens)
+        )
+        outputs.append(out[0, len(ids) :].tolist())
     return outputs
 
 
@@ -41,8 +42,9 @@ def _batched(model, prompts: list[list[int]], new_tokens: int, page_size: int) -
     config = _greedy_config(new_tokens)
     # room for every request at its final length: without num_blocks, transformers sizes the pool from free memory
     blocks = sum(paged_blocks(len(ids) + new_tokens, page_size) for ids in prompts)
-    batching = ContinuousBatchingConfig(page_size=page_size, num_blocks=blocks,
-                                        max_batch_tokens=sum(len(ids) for ids in prompts))  # fmt: skip
+    batching = ContinuousBatchingConfig(
+        page_size=page_size, num_blocks=blocks, max_batch_tokens=sum(len(ids) for ids in prompts)
+    )
     previous = model.config._attn_implementation
     model.set_attn_implementation(_compat.PAGED_ATTN_IMPLEMENTATION)
     try:
@@ -67,7 +69,12 @@ def batching_row(model, prompts: list[list[int]], new_tokens: int, repeats: int 
     batched, sequential = median(runs["batched"]), median(runs["sequential"])
     return {
         "label": f"continuous batching ({len(prompts)} requests x {new_tokens} tokens, page_size {page_size})",
-        "requests": len(prompts), "new_tokens": new_tokens, "repeats": repeats, "page_size": page_size,
-        "batched_seconds": batched, "sequential_seconds": sequential, "speedup": sequential / batched,
+        "requests": len(prompts),
+        "new_tokens": new_tokens,
+        "repeats": repeats,
+        "page_size": page_size,
+        "batched_seconds": batched,
+        "sequential_seconds": sequential,
+        "speedup": sequential / batched,
         "same_tokens": tokens["batched"] == tokens["sequential"],
-    }  # fmt: skip
+    }

@@ -38,11 +38,24 @@ def compile_runs(model, prompts: list[torch.Tensor], new_tokens: int, pad_token_
         before = _graphs()
         started = time.perf_counter()
         with torch.inference_mode():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad_token_id,
-                                 compile_config=config, **{_compat.CACHE_KWARG: cache})  # fmt: skip
-        runs.append({"prompt_tokens": int(ids.shape[-1]), "seconds": time.perf_counter() - started,
-                     "graphs_compiled": _graphs() - before, "token_ids": out[0, ids.shape[-1]:].tolist()})  # fmt: skip
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=pad_token_id,
+                compile_config=config,
+                **{_compat.CACHE_KWARG: cache},
+            )
+        runs.append(
+            {
+                "prompt_tokens": int(ids.shape[-1]),
+                "seconds": time.perf_counter() - started,
+                "graphs_compiled": _graphs() - before,
+                "token_ids": out[0, ids.shape[-1] :].tolist(),
+            }
+        )
     return runs
 
 

@@ -26,8 +26,13 @@ class BenchConfig:
     plain: bool = False  # transformers' own cache class, not kvlab's instrumented one (overhead, reasons)
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "cache": self.kind, "options": dict(self.options), "compile": self.compile,
-                "instrumented": not self.plain}  # fmt: skip
+        return {
+            "label": self.label,
+            "cache": self.kind,
+            "options": dict(self.options),
+            "compile": self.compile,
+            "instrumented": not self.plain,
+        }
 
 
 def default_configs(prompt_tokens: int, new_tokens: int, compile: bool = False) -> list[BenchConfig]:

@@ -26,12 +26,12 @@ def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing:
     """
     ids = ids.to(model.device)  # (1, length)
     if cache is None:
-        logits = model(ids, use_cache=False).logits[0, prefill - 1:-1]  # (length - prefill, vocab)
+        logits = model(ids, use_cache=False).logits[0, prefill - 1 : -1]  # (length - prefill, vocab)
         return torch.log_softmax(logits.float(), dim=-1)
     steps = [model(ids[:, :prefill], **{_compat.CACHE_KWARG: cache}, use_cache=True).logits[0, -1]]
     started = time.perf_counter()
     for t in range(prefill, ids.shape[-1] - 1):
-        out = model(ids[:, t:t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
+        out = model(ids[:, t : t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
         steps.append(out.logits[0, -1])
     if timing is not None:
         timing["decode_seconds"] = time.perf_counter() - started

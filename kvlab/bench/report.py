@@ -9,13 +9,21 @@ from pathlib import Path
 from kvlab.size.table import human_bytes
 
 COLUMNS = [
-    ("configuration", "label"), ("sliding layers", "guide_sliding"), ("offloading", "guide_offloading"),
-    ("torch.compile", "guide_compile"), ("expected memory (guide)", "guide_memory"),
-    ("peak cache", "peak_cache_bytes"), ("bytes/token", "bytes_per_token"), ("cache vs dynamic", "ratio_vs_dynamic"),
-    ("decode tok/s", "decode_tokens_per_s"), ("tok/s vs dynamic", "tokens_per_s_ratio_vs_dynamic"),
-    ("greedy tokens vs dynamic", "greedy_agreement"), ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
-    ("perplexity (Δ vs dynamic)", "perplexity"), ("roofline fraction", "roofline_fraction"),
-]  # fmt: skip
+    ("configuration", "label"),
+    ("sliding layers", "guide_sliding"),
+    ("offloading", "guide_offloading"),
+    ("torch.compile", "guide_compile"),
+    ("expected memory (guide)", "guide_memory"),
+    ("peak cache", "peak_cache_bytes"),
+    ("bytes/token", "bytes_per_token"),
+    ("cache vs dynamic", "ratio_vs_dynamic"),
+    ("decode tok/s", "decode_tokens_per_s"),
+    ("tok/s vs dynamic", "tokens_per_s_ratio_vs_dynamic"),
+    ("greedy tokens vs dynamic", "greedy_agreement"),
+    ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
+    ("perplexity (Δ vs dynamic)", "perplexity"),
+    ("roofline fraction", "roofline_fraction"),
+]
 
 
 def _fmt(key: str, row: dict) -> str:
@@ -78,36 +86,48 @@ def markdown_table(result: dict) -> str:
             if row["status"] != "measured":
                 lines.append(f"| {row['label']} |" + " |" * 4 + f" {row.get('note', '')} |" + " |" * (len(COLUMNS) - 6))
                 continue
-            notes.append(f"- **{row['label']}**: compile time {row['compile_seconds']:.1f} s; graphs compiled per "
-                         f"`generate` call {row['recompiles_per_call']} (call 2: same prompt length, call 3: a new "
-                         f"prompt length); {row.get('tokens_per_s_with_prefill') or float('nan'):.1f} tok/s "
-                         "including prefill once compiled. " + row.get("note", ""))  # fmt: skip
+            notes.append(
+                f"- **{row['label']}**: compile time {row['compile_seconds']:.1f} s; graphs compiled per "
+                f"`generate` call {row['recompiles_per_call']} (call 2: same prompt length, call 3: a new "
+                f"prompt length); {row.get('tokens_per_s_with_prefill') or float('nan'):.1f} tok/s "
+                "including prefill once compiled. " + row.get("note", "")
+            )
         lines.append("| " + " | ".join(_fmt(key, row) for _, key in COLUMNS) + " |")
     overhead = result.get("overhead") or {}
     if overhead.get("time_ratio"):
         instrumented, plain = overhead["instrumented_decode_tokens_per_s"], overhead["plain_decode_tokens_per_s"]
-        notes.append(f"- **instrumentation overhead**: {overhead['time_ratio']:.3f}× the decode time of plain "
-                     f"transformers DynamicCache ({instrumented:.1f} vs {plain:.1f} tok/s, same run, interleaved, "
-                     "medians).")  # fmt: skip
+        notes.append(
+            f"- **instrumentation overhead**: {overhead['time_ratio']:.3f}× the decode time of plain "
+            f"transformers DynamicCache ({instrumented:.1f} vs {plain:.1f} tok/s, same run, interleaved, "
+            "medians)."
+        )
     batching = result.get("batching")
     if batching:
         faster = "faster" if batching["speedup"] >= 1 else "slower"
-        notes.append(f"- **{batching['label']}**: `generate_batch` {batching['batched_seconds']:.2f} s against "
-                     f"{batching['sequential_seconds']:.2f} s for one `generate` per request, "
-                     f"{max(batching['speedup'], 1 / batching['speedup']):.2f}× {faster} (medians of "
-                     f"{batching['repeats']} interleaved repeats, this machine); same greedy tokens: "
-                     f"{batching['same_tokens']}.")  # fmt: skip
+        notes.append(
+            f"- **{batching['label']}**: `generate_batch` {batching['batched_seconds']:.2f} s against "
+            f"{batching['sequential_seconds']:.2f} s for one `generate` per request, "
+            f"{max(batching['speedup'], 1 / batching['speedup']):.2f}× {faster} (medians of "
+            f"{batching['repeats']} interleaved repeats, this machine); same greedy tokens: "
+            f"{batching['same_tokens']}."
+        )
     if any(r.get("cache") == "quantized" and r.get("status") == "measured" for r in result["rows"]):
-        notes.append("- quantized rows use transformers' defaults unless named (q_group_size 64, residual_length 128): "
-                     "the prompt is quantized at prefill, and decoded tokens wait in the full-precision residual "
-                     "until it fills, so a short generation keeps them all in full precision.")  # fmt: skip
+        notes.append(
+            "- quantized rows use transformers' defaults unless named (q_group_size 64, residual_length 128): "
+            "the prompt is quantized at prefill, and decoded tokens wait in the full-precision residual "
+            "until it fills, so a short generation keeps them all in full precision."
+        )
     roof = result["roofline"]
-    notes.append(f"- **roofline**: measured copy bandwidth {roof['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; weights "
-                 f"{human_bytes(roof['weight_bytes'])}; roofline fraction = decode tok/s ÷ (bandwidth ÷ "
-                 "(weights + mean cache bytes per decode step)); the bandwidth of a shared CPU moves with its load.")
-    notes.append("- peak cache = the most bytes the cache held (kvlab trace, distinct storages); bytes/token = peak ÷ "
-                 f"{meta['tokens_in_cache']} tokens held; KL and perplexity: teacher-forced through each cache, "
-                 "vs the instrumented dynamic cache.")  # fmt: skip
+    notes.append(
+        f"- **roofline**: measured copy bandwidth {roof['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s; weights "
+        f"{human_bytes(roof['weight_bytes'])}; roofline fraction = decode tok/s ÷ (bandwidth ÷ "
+        "(weights + mean cache bytes per decode step)); the bandwidth of a shared CPU moves with its load."
+    )
+    notes.append(
+        "- peak cache = the most bytes the cache held (kvlab trace, distinct storages); bytes/token = peak ÷ "
+        f"{meta['tokens_in_cache']} tokens held; KL and perplexity: teacher-forced through each cache, "
+        "vs the instrumented dynamic cache."
+    )
     return "\n".join(lines + [""] + notes) + "\n"
 
 
@@ -128,6 +148,7 @@ def _jsonable(value):
 
 def clean(result: dict) -> dict:
     """NaN becomes null so the JSON is strict."""
+
     def fix(v):
         if isinstance(v, float) and math.isnan(v):
             return None

@@ -48,8 +48,11 @@ def _plain_cache(model, config: BenchConfig):
 
 
 def _pad(model, tokenizer):
-    return tokenizer.pad_token_id if tokenizer is not None and tokenizer.pad_token_id is not None \
-        else model.config.eos_token_id  # fmt: skip
+    return (
+        tokenizer.pad_token_id
+        if tokenizer is not None and tokenizer.pad_token_id is not None
+        else model.config.eos_token_id
+    )
 
 
 def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
@@ -65,18 +68,36 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
     kwargs = {"streamer": clock, "min_new_tokens": new_tokens}
     if config.plain:
         with torch.inference_mode():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
-                                 pad_token_id=_pad(model, tokenizer), **kwargs,
-                                 **{_compat.CACHE_KWARG: _plain_cache(model, config)})  # fmt: skip
-        tokens, trace = out[0, ids.shape[-1]:].tolist(), None
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=_pad(model, tokenizer),
+                **kwargs,
+                **{_compat.CACHE_KWARG: _plain_cache(model, config)},
+            )
+        tokens, trace = out[0, ids.shape[-1] :].tolist(), None
     else:
-        result = kvlab.run(model, tokenizer, ids, cache=config.kind, max_new_tokens=new_tokens,
-                           generate_kwargs=kwargs, **config.options)  # fmt: skip
+        result = kvlab.run(
+            model,
+            tokenizer,
+            ids,
+            cache=config.kind,
+            max_new_tokens=new_tokens,
+            generate_kwargs=kwargs,
+            **config.options,
+        )
         tokens, trace = result.generated_token_ids, result.trace
     clock.end()
-    return {"decode_tokens_per_s": clock.decode_tokens_per_s, "prefill_seconds": clock.prefill_seconds,
-            "seconds": clock.ended - clock.started, "tokens": tokens, "trace": trace,
-            "device_max_allocated": torch.cuda.max_memory_allocated() if cuda else None}  # fmt: skip
+    return {
+        "decode_tokens_per_s": clock.decode_tokens_per_s,
+        "prefill_seconds": clock.prefill_seconds,
+        "seconds": clock.ended - clock.started,
+        "tokens": tokens,
+        "trace": trace,
+        "device_max_allocated": torch.cuda.max_memory_allocated() if cuda else None,
+    }
 
 
 def _new_cache(model, config: BenchConfig):
@@ -100,8 +121,9 @@ def _progress(total: int, enabled: bool, description: str):
     return tqdm(total=total, disable=not enabled, desc=description, unit="run", leave=True)
 
 
-def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConfig] | None = None,
-              progress: bool = True) -> dict:  # fmt: skip
+def run_bench(
+    model, tokenizer, settings: BenchSettings, configs: list[BenchConfig] | None = None, progress: bool = True
+) -> dict:
     """Measure every configuration; returns {"meta": ..., "rows": [...], "overhead": ..., "roofline": ...}."""
     settings.check()
     if settings.threads:
@@ -110,14 +132,17 @@ def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConf
     device = model.device
     length = settings.prompt_tokens + settings.new_tokens
     windows = [w.to(device) for w in token_windows(tokenizer, length, settings.quality_windows + 1, settings.seed)]
-    prompt = windows[0][:, :settings.prompt_tokens]  # (1, prompt_tokens): the timed generation's prompt
+    prompt = windows[0][:, : settings.prompt_tokens]  # (1, prompt_tokens): the timed generation's prompt
     quality_windows = windows[1:]
 
     reasons = {c.label: unsupported_reason(model, c, settings.prompt_tokens, settings.new_tokens) for c in configs}
     timed = [c for c in configs if reasons[c.label] is None and not c.compile]
     scored = [c for c in timed if not c.plain]
-    bar = _progress(len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1, progress,
-                    f"kvlab bench {settings.model}")  # fmt: skip
+    bar = _progress(
+        len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1,
+        progress,
+        f"kvlab bench {settings.model}",
+    )
 
     runs: dict[str, list[dict]] = {c.label: [] for c in timed}
     by_label = {c.label: c for c in configs}
@@ -133,7 +158,7 @@ def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConf
         bar.update(1)
 
     log_probs: dict[str, torch.Tensor] = {}
-    targets = torch.cat([w[0, settings.prompt_tokens:] for w in quality_windows]).cpu()
+    targets = torch.cat([w[0, settings.prompt_tokens :] for w in quality_windows]).cpu()
     for config in scored:
         bar.set_postfix_str(f"quality {config.label}")
         if reasons[config.label] is None:
@@ -143,10 +168,11 @@ def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConf
     compiled = None
     if settings.compile:
         bar.set_postfix_str("torch.compile")
-        shorter = windows[1][:, :max(settings.prompt_tokens // 2, 1)]
+        shorter = windows[1][:, : max(settings.prompt_tokens // 2, 1)]
         try:
-            compiled = compile_summary(compile_runs(model, [prompt, prompt, shorter], settings.new_tokens,
-                                                    _pad(model, tokenizer)))  # fmt: skip
+            compiled = compile_summary(
+                compile_runs(model, [prompt, prompt, shorter], settings.new_tokens, _pad(model, tokenizer))
+            )
         except Exception as err:
             for c in configs:
                 if c.compile:
@@ -161,15 +187,30 @@ def run_bench(model, tokenizer, settings: BenchSettings, configs: list[BenchConf
 
     rows = assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights)
     plain, instrumented = _median_of(runs, "dynamic (plain transformers)"), _median_of(runs, "dynamic")
-    overhead = {"instrumented_decode_tokens_per_s": instrumented, "plain_decode_tokens_per_s": plain,
-                "time_ratio": plain / instrumented if plain and instrumented else None,
-                "how": "instrumented vs plain transformers DynamicCache, same run, interleaved repeats, median decode "
-                       "tokens/s; time_ratio = instrumented time / plain time"}  # fmt: skip
-    meta = {**asdict(settings), "device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "transformers": _compat.TRANSFORMERS_VERSION, "text": "pydoc_data.topics (sorted topics), seeded windows",
-            "tokens_in_cache": length - 1, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
-    return {"meta": meta, "rows": rows, "overhead": overhead, "compile": compiled,
-            "roofline": {"bandwidth_bytes_per_s": bandwidth, "weight_bytes": weights}}
+    overhead = {
+        "instrumented_decode_tokens_per_s": instrumented,
+        "plain_decode_tokens_per_s": plain,
+        "time_ratio": plain / instrumented if plain and instrumented else None,
+        "how": "instrumented vs plain transformers DynamicCache, same run, interleaved repeats, median decode "
+        "tokens/s; time_ratio = instrumented time / plain time",
+    }
+    meta = {
+        **asdict(settings),
+        "device": str(device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "transformers": _compat.TRANSFORMERS_VERSION,
+        "text": "pydoc_data.topics (sorted topics), seeded windows",
+        "tokens_in_cache": length - 1,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    return {
+        "meta": meta,
+        "rows": rows,
+        "overhead": overhead,
+        "compile": compiled,
+        "roofline": {"bandwidth_bytes_per_s": bandwidth, "weight_bytes": weights},
+    }
 
 
 def _median_of(runs: dict, label: str, key: str = "decode_tokens_per_s") -> float | None:
@@ -206,36 +247,57 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
                 rows.append({**row, "status": "not run", "note": "pass --compile to measure"})
                 continue
             steady = [c for c in compiled["calls"][1:] if c["graphs_compiled"] == 0]
-            row.update({"compile_seconds": compiled["compile_seconds"],
-                        "recompiles_per_call": compiled["recompiles_per_call"],
-                        "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
-                        "greedy_agreement": quality.token_agreement(ref_tokens, compiled["first_call_tokens"]),
-                        "greedy_identical_prefix": _identical_prefix(ref_tokens, compiled["first_call_tokens"]),
-                        "note": "transformers' StaticCache (compiled); bytes as the static row"})  # fmt: skip
+            row.update(
+                {
+                    "compile_seconds": compiled["compile_seconds"],
+                    "recompiles_per_call": compiled["recompiles_per_call"],
+                    "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
+                    "greedy_agreement": quality.token_agreement(ref_tokens, compiled["first_call_tokens"]),
+                    "greedy_identical_prefix": _identical_prefix(ref_tokens, compiled["first_call_tokens"]),
+                    "note": "transformers' StaticCache (compiled); bytes as the static row",
+                }
+            )
             rows.append(row)
             continue
         first = runs[config.label][0]
         speed = _median_of(runs, config.label)
-        row.update({"decode_tokens_per_s": speed, "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
-                    "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
-                    "greedy_agreement": quality.token_agreement(ref_tokens, first["tokens"]),
-                    "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
-                    "greedy_identical_prefix": _identical_prefix(ref_tokens, first["tokens"]),
-                    "device_max_allocated": first["device_max_allocated"]})  # fmt: skip
+        row.update(
+            {
+                "decode_tokens_per_s": speed,
+                "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
+                "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
+                "greedy_agreement": quality.token_agreement(ref_tokens, first["tokens"]),
+                "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
+                "greedy_identical_prefix": _identical_prefix(ref_tokens, first["tokens"]),
+                "device_max_allocated": first["device_max_allocated"],
+            }
+        )
         if first["trace"] is not None:
             summary = first["trace"].summary()
             cache_read = roofline.mean_decode_cache_bytes(first["trace"])
             ceiling = roofline.roofline_tokens_per_s(bandwidth, weights, cache_read)
-            row.update({"peak_cache_bytes": summary["peak_bytes"], "final_cache_bytes": summary["final_bytes"],
-                        "bytes_per_token": summary["peak_bytes"] / tokens_held,
-                        "ratio_vs_dynamic": summary["peak_bytes"] / ref_peak if ref_peak else None,
-                        "transfers": summary["transfers"], "transfer_bytes": summary["transfer_bytes"],
-                        "flushes": summary["flushes"], "roofline_tokens_per_s": ceiling,
-                        "roofline_fraction": speed / ceiling if speed else None})  # fmt: skip
+            row.update(
+                {
+                    "peak_cache_bytes": summary["peak_bytes"],
+                    "final_cache_bytes": summary["final_bytes"],
+                    "bytes_per_token": summary["peak_bytes"] / tokens_held,
+                    "ratio_vs_dynamic": summary["peak_bytes"] / ref_peak if ref_peak else None,
+                    "transfers": summary["transfers"],
+                    "transfer_bytes": summary["transfer_bytes"],
+                    "flushes": summary["flushes"],
+                    "roofline_tokens_per_s": ceiling,
+                    "roofline_fraction": speed / ceiling if speed else None,
+                }
+            )
         if config.label in log_probs:
             logp = log_probs[config.label]
             ppl = quality.perplexity(logp, targets)
-            row.update({"perplexity": ppl, "perplexity_delta_pct": 100 * (ppl / ref_ppl - 1) if ref_ppl else None,
-                        "logit_kl_vs_dynamic": quality.kl_divergence(ref_logp, logp) if ref_logp is not None else None})
+            row.update(
+                {
+                    "perplexity": ppl,
+                    "perplexity_delta_pct": 100 * (ppl / ref_ppl - 1) if ref_ppl else None,
+                    "logit_kl_vs_dynamic": quality.kl_divergence(ref_logp, logp) if ref_logp is not None else None,
+                }
+            )
         rows.append(row)
     return rows

@@ -26,4 +26,4 @@ def token_windows(tokenizer, length: int, count: int, seed: int = 0) -> list[tor
     if slots < count:
         raise ValueError(f"the pydoc text holds {slots} windows of {length} tokens; asked for {count}")
     starts = sorted(random.Random(seed).sample(range(slots), count))
-    return [ids[s * length:(s + 1) * length].unsqueeze(0) for s in starts]
+    return [ids[s * length : (s + 1) * length].unsqueeze(0) for s in starts]

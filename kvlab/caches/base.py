@@ -45,10 +45,13 @@ class InstrumentedCacheMixin:
 
     kvlab_role = "self"
 
-    def _kvlab_setup(self, config=None, trace: Trace | None = None, recorder: Recorder | None = None,
-                     role: str = "self") -> None:  # fmt: skip
+    def _kvlab_setup(
+        self, config=None, trace: Trace | None = None, recorder: Recorder | None = None, role: str = "self"
+    ) -> None:
         if not isinstance(self, _compat.Cache):
-            raise TypeError(f"{type(self).__name__}: InstrumentedCacheMixin must come before a transformers Cache class")
+            raise TypeError(
+                f"{type(self).__name__}: InstrumentedCacheMixin must come before a transformers Cache class"
+            )
         self.kvlab_recorder = recorder if recorder is not None else Recorder(trace)
         self.kvlab_role = role
         self._kvlab_kinds = layer_kinds(config) if config is not None else []
@@ -64,8 +67,15 @@ class InstrumentedCacheMixin:
         return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
     def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float) -> None:
-        self.kvlab_recorder.record_update(self.kvlab_role, layer_idx, self.layers[layer_idx],
-                                          self._kvlab_kind(layer_idx), op, tokens_added, now() - started)  # fmt: skip
+        self.kvlab_recorder.record_update(
+            self.kvlab_role,
+            layer_idx,
+            self.layers[layer_idx],
+            self._kvlab_kind(layer_idx),
+            op,
+            tokens_added,
+            now() - started,
+        )
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):

@@ -29,7 +29,7 @@ class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
             if seen >= layer.sliding_window:
                 raise CacheCropError(
                     f"crop({tokens_to_remove}) refused: {self._kvlab_kind(idx)} layer {idx} has seen {seen} tokens and "
-                    f"keeps only the last {layer.sliding_window - 1}, so the tokens a crop must bring back are gone. The cache "
-                    "guide's rule: call cache.activate_past_recording() before generating; sliding and chunked layers "
-                    "then keep their past until a crop restricts them to the window again."
+                    f"keeps only the last {layer.sliding_window - 1}, so the tokens a crop must bring back are gone. "
+                    "The cache guide's rule: call cache.activate_past_recording() before generating; sliding and "
+                    "chunked layers then keep their past until a crop restricts them to the window again."
                 )

@@ -15,7 +15,9 @@ class InstrumentedEncoderDecoderCache(_compat.EncoderDecoderCache):
     def __init__(self, self_attention_cache, cross_attention_cache):
         for cache in (self_attention_cache, cross_attention_cache):
             if not isinstance(cache, InstrumentedCacheMixin):
-                raise TypeError(f"InstrumentedEncoderDecoderCache needs instrumented caches, got {type(cache).__name__}")
+                raise TypeError(
+                    f"InstrumentedEncoderDecoderCache needs instrumented caches, got {type(cache).__name__}"
+                )
         super().__init__(self_attention_cache, cross_attention_cache)
 
     @classmethod

@@ -23,9 +23,14 @@ def _move_recorded(layer, direction: str, move) -> None:
     move()
     if layer.is_initialized:
         layer._kvlab_recorder.record_transfer(
-            layer._kvlab_role, layer._kvlab_idx, direction, storage_bytes(layer.keys, layer.values),
-            now() - started, src, str(layer.keys.device),
-        )  # fmt: skip
+            layer._kvlab_role,
+            layer._kvlab_idx,
+            direction,
+            storage_bytes(layer.keys, layer.values),
+            now() - started,
+            src,
+            str(layer.keys.device),
+        )
 
 
 @functools.cache

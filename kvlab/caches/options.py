@@ -34,7 +34,9 @@ def check_cache_kind(kind: str) -> str:
 def _describe_kinds(kinds: list[str], window: int | None) -> str:
     counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
     text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    return f"its {len(kinds)} layers are {text}" + (f" (sliding window {window})" if window and "sliding" in counts else "")
+    return f"its {len(kinds)} layers are {text}" + (
+        f" (sliding window {window})" if window and "sliding" in counts else ""
+    )
 
 
 def _describe_layers(config) -> str:
@@ -52,8 +54,15 @@ def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
         )
 
 
-def check_quantized_options(backend: str, config, *, prompt_tokens: int | None = None, cached_tokens: int | None = None,
-                            batch: int = 1, **options) -> None:  # fmt: skip
+def check_quantized_options(
+    backend: str,
+    config,
+    *,
+    prompt_tokens: int | None = None,
+    cached_tokens: int | None = None,
+    batch: int = 1,
+    **options,
+) -> None:
     """Refuse what QuantizedCache cannot do, in kvlab's words, before anything is allocated.
 
     With the model's `config`, group sizes are checked against its shapes; with `prompt_tokens` (and
@@ -61,10 +70,14 @@ def check_quantized_options(backend: str, config, *, prompt_tokens: int | None =
     cache will quantize, for `batch` sequences (beams and returned sequences included).
     """
     if backend not in _compat.QUANTIZED_BACKENDS:
-        raise CacheOptionError(f"unknown quantization backend {backend!r}; valid: {', '.join(_compat.QUANTIZED_BACKENDS)}")
+        raise CacheOptionError(
+            f"unknown quantization backend {backend!r}; valid: {', '.join(_compat.QUANTIZED_BACKENDS)}"
+        )
     unknown = set(options) - set(QUANTIZED_OPTIONS)
     if unknown:
-        raise CacheOptionError(f"unknown quantized cache options {sorted(unknown)}; valid: {', '.join(QUANTIZED_OPTIONS)}")
+        raise CacheOptionError(
+            f"unknown quantized cache options {sorted(unknown)}; valid: {', '.join(QUANTIZED_OPTIONS)}"
+        )
     given = {k: v for k, v in options.items() if v is not None}
     if backend == "fp8":
         if given:
@@ -87,7 +100,9 @@ def check_quantized_options(backend: str, config, *, prompt_tokens: int | None =
             if name in given and (not isinstance(given[name], int) or given[name] < 1):
                 raise CacheOptionError(f"{name} must be a positive integer; got {given[name]!r}")
     if config is not None:
-        check_quantized_layers(layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None))
+        check_quantized_layers(
+            layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None)
+        )
     if backend != "fp8":
         settings = {**_compat.QUANTIZED_DEFAULTS, **given}
         _check_group_size(backend, config, settings, prompt_tokens, cached_tokens, batch)
@@ -135,8 +150,11 @@ def _check_group_size(backend: str, config, settings: dict, prompt_tokens, cache
         # quanto groups the values of each slice along `axis`: (kv_heads x tokens x head_dim) per sequence at
         # axis 0, (batch x kv_heads x tokens) per channel at axis -1
         per_token = heads * head_dim if axis == 0 else batch * heads
-        what = f"kv_heads x tokens x head_dim = {heads} x S x {head_dim}" if axis == 0 else \
-            f"batch x kv_heads x tokens = {batch} x {heads} x S"  # fmt: skip
+        what = (
+            f"kv_heads x tokens x head_dim = {heads} x S x {head_dim}"
+            if axis == 0
+            else f"batch x kv_heads x tokens = {batch} x {heads} x S"
+        )
         for length in quantized_lengths(prompt_tokens, settings["residual_length"], cached_tokens):
             values = per_token * length
             if values % group:

@@ -23,7 +23,8 @@ What the trace holds, in kvlab's words:
   `blocks_free`, `blocks_cached`, `requests`.
 - the first update of each forward (layer 0, op "kv") also carries the step: `block_tables` (request -> block
   ids), `request_tokens` (request -> tokens in cache), `scheduled` (request -> tokens computed in this forward),
-  `cached_block_ids`, `admitted`, `refused` (requests whose blocks could not be allocated: they wait in the queue), `new_blocks`,
+  `cached_block_ids`, `admitted`, `refused` (requests whose blocks could not be allocated: they wait in the queue),
+  `new_blocks`,
   `prefix_hits` (request -> prompt tokens reused from cached blocks).
 - the first "free" event of a release carries `request_id`, `reason` ("finished", or "preempted" when the cache
   ran out of blocks and transformers evicted the request to re-queue it), `blocks_released`, `blocks_to_pool`,
@@ -69,7 +70,9 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             if out:
                 after = len(_compat.paged_full_allocator(self).block_table.get(state.request_id, []))
                 if after > before:
-                    pending["new_blocks"][state.request_id] = pending["new_blocks"].get(state.request_id, 0) + after - before
+                    pending["new_blocks"][state.request_id] = (
+                        pending["new_blocks"].get(state.request_id, 0) + after - before
+                    )
             else:
                 pending["refused"][state.request_id] = int(request_len)
         return out
@@ -125,9 +128,14 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             in_use = set().union(*_compat.paged_block_tables(self).values())
             shared = sum(1 for b in blocks if b in in_use)  # still held by a request that shares the prefix
             self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
-            detail = {"request_id": str(request_id), "reason": "preempted" if no_cache else "finished",
-                      "blocks_released": len(blocks), "blocks_to_pool": len(blocks) - shared - kept,
-                      "blocks_kept_cached": kept, "blocks_still_shared": shared}  # fmt: skip
+            detail = {
+                "request_id": str(request_id),
+                "reason": "preempted" if no_cache else "finished",
+                "blocks_released": len(blocks),
+                "blocks_to_pool": len(blocks) - shared - kept,
+                "blocks_kept_cached": kept,
+                "blocks_still_shared": shared,
+            }
             for position, layer_idx in enumerate(self._kvlab_layers):
                 self._kvlab_record(layer_idx, "free", 0, 0.0, detail if position == 0 else {})
         return out
@@ -156,24 +164,50 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
     def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, seconds: float, extra: dict) -> None:
         state = self._kvlab_state
         page = self._kvlab_geometry["page_size"]
-        self._kvlab_trace.events.append({
-            "type": "update", "step": max(self._kvlab_step, 0), "layer_idx": int(layer_idx), "role": "self",
-            "op": op, "tokens_added": tokens_added, "tokens_evicted_now": 0, "seconds": seconds,
-            "cache_bytes": self._kvlab_bytes, "kind": "full", "logical_length": state["tokens"],
-            "slots_allocated": state["blocks_in_use"] * page, "slots_live": state["slots_live"],
-            "slots_masked": state["blocks_in_use"] * page - state["slots_live"], "tokens_evicted": 0,
-            "bytes_held": self._kvlab_layer_bytes, "device": self._kvlab_device,
-            "quantized_tokens": 0, "residual_tokens": 0, "packed_bytes": 0, "residual_bytes": 0,
-            "slots_free": state["blocks_free"] * page, "slots_cached": state["blocks_cached"] * page,
-            "slots_trash": self._kvlab_geometry["trash_blocks"] * page,
-            "blocks_in_use": state["blocks_in_use"], "blocks_free": state["blocks_free"],
-            "blocks_cached": state["blocks_cached"], "requests": state["requests"], **extra,
-        })  # fmt: skip
+        self._kvlab_trace.events.append(
+            {
+                "type": "update",
+                "step": max(self._kvlab_step, 0),
+                "layer_idx": int(layer_idx),
+                "role": "self",
+                "op": op,
+                "tokens_added": tokens_added,
+                "tokens_evicted_now": 0,
+                "seconds": seconds,
+                "cache_bytes": self._kvlab_bytes,
+                "kind": "full",
+                "logical_length": state["tokens"],
+                "slots_allocated": state["blocks_in_use"] * page,
+                "slots_live": state["slots_live"],
+                "slots_masked": state["blocks_in_use"] * page - state["slots_live"],
+                "tokens_evicted": 0,
+                "bytes_held": self._kvlab_layer_bytes,
+                "device": self._kvlab_device,
+                "quantized_tokens": 0,
+                "residual_tokens": 0,
+                "packed_bytes": 0,
+                "residual_bytes": 0,
+                "slots_free": state["blocks_free"] * page,
+                "slots_cached": state["blocks_cached"] * page,
+                "slots_trash": self._kvlab_geometry["trash_blocks"] * page,
+                "blocks_in_use": state["blocks_in_use"],
+                "blocks_free": state["blocks_free"],
+                "blocks_cached": state["blocks_cached"],
+                "requests": state["requests"],
+                **extra,
+            }
+        )
 
 
 def _fresh_pending() -> dict:
-    return {"scheduled": {}, "admitted": [], "refused": {}, "new_blocks": {}, "prefix_hits": {},
-            "cached_evicted": False}  # fmt: skip
+    return {
+        "scheduled": {},
+        "admitted": [],
+        "refused": {},
+        "new_blocks": {},
+        "prefix_hits": {},
+        "cached_evicted": False,
+    }
 
 
 def _read_blocks(cache, tokens: dict[str, int]) -> dict:
@@ -187,8 +221,14 @@ def _read_blocks(cache, tokens: dict[str, int]) -> dict:
             held = min(max(length - position * page, 0), page)
             fill[block] = max(fill.get(block, 0), held)  # a shared block counts once
     free, cached = _compat.paged_block_counts(cache)
-    return {"blocks_in_use": len(fill), "blocks_free": free, "blocks_cached": cached, "slots_live": sum(fill.values()),
-            "tokens": sum(tokens.get(r, 0) for r in tables), "requests": len(tables)}  # fmt: skip
+    return {
+        "blocks_in_use": len(fill),
+        "blocks_free": free,
+        "blocks_cached": cached,
+        "slots_live": sum(fill.values()),
+        "tokens": sum(tokens.get(r, 0) for r in tables),
+        "requests": len(tables),
+    }
 
 
 def _setup(cache, model=None, first_seen: bool = False) -> None:
@@ -205,10 +245,15 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
     cache._kvlab_pending = _fresh_pending()
     cache._kvlab_step_fields = {}
     cache._kvlab_tokens = {}
-    cache._kvlab_trace = Trace(meta={
-        "cache": "paged", "cache_class": _compat.PAGED_CACHE_NAME, "dtype": dtype_name(cache.dtype),
-        "layer_kinds": ["full"] * len(layers), "paged": {**geometry, "storage_bytes": total},
-    })  # fmt: skip
+    cache._kvlab_trace = Trace(
+        meta={
+            "cache": "paged",
+            "cache_class": _compat.PAGED_CACHE_NAME,
+            "dtype": dtype_name(cache.dtype),
+            "layer_kinds": ["full"] * len(layers),
+            "paged": {**geometry, "storage_bytes": total},
+        }
+    )
     if first_seen:
         cache._kvlab_trace.meta["first_seen_requests"] = len(_compat.paged_block_tables(cache))
     cache._kvlab_state = _read_blocks(cache, cache._kvlab_tokens)
@@ -274,16 +319,29 @@ def paged_steps(trace: Trace) -> list[dict]:
         step = e["step"]
         if e["op"] == "kv" and "block_tables" in e:
             rows[step] = {
-                "step": step, "requests": e["requests"], "blocks_in_use": e["blocks_in_use"],
-                "blocks_free": e["blocks_free"], "blocks_cached": e["blocks_cached"],
-                "slots_allocated": e["slots_allocated"], "slots_live": e["slots_live"],
-                "slots_masked": e["slots_masked"], "block_tables": e["block_tables"],
+                "step": step,
+                "requests": e["requests"],
+                "blocks_in_use": e["blocks_in_use"],
+                "blocks_free": e["blocks_free"],
+                "blocks_cached": e["blocks_cached"],
+                "slots_allocated": e["slots_allocated"],
+                "slots_live": e["slots_live"],
+                "slots_masked": e["slots_masked"],
+                "block_tables": e["block_tables"],
                 "cached_block_ids": e["cached_block_ids"],
-                "request_tokens": e["request_tokens"], "scheduled": e["scheduled"], "admitted": e["admitted"],
-                "refused": e["refused"], "new_blocks": e["new_blocks"], "prefix_hits": e["prefix_hits"],
-                "finished": [], "preempted": [], "blocks_to_pool": 0, "blocks_kept_cached": 0,
-                "blocks_in_use_after_free": e["blocks_in_use"], "blocks_free_after_free": e["blocks_free"],
-            }  # fmt: skip
+                "request_tokens": e["request_tokens"],
+                "scheduled": e["scheduled"],
+                "admitted": e["admitted"],
+                "refused": e["refused"],
+                "new_blocks": e["new_blocks"],
+                "prefix_hits": e["prefix_hits"],
+                "finished": [],
+                "preempted": [],
+                "blocks_to_pool": 0,
+                "blocks_kept_cached": 0,
+                "blocks_in_use_after_free": e["blocks_in_use"],
+                "blocks_free_after_free": e["blocks_free"],
+            }
         elif e["op"] == "free" and step in rows:
             row = rows[step]
             if "request_id" in e:
@@ -311,7 +369,8 @@ def paged_summary(trace: Trace) -> dict:
         "peak_requests": max((r["requests"] for r in rows), default=0),
         "fragmentation_pct_mean": round(100.0 * masked / allocated, 2) if allocated else 0.0,
         "fragmentation_pct_at_peak": round(100.0 * peak["slots_masked"] / peak["slots_allocated"], 2)
-        if peak and peak["slots_allocated"] else 0.0,
+        if peak and peak["slots_allocated"]
+        else 0.0,
         "refusals": sum(len(r["refused"]) for r in rows),
         "requests_refused": len({rid for r in rows for rid in r["refused"]}),
         "preemptions": sum(len(r["preempted"]) for r in rows),

@@ -77,8 +77,11 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
             return
         residual = min((layer.keys.shape[-2] if layer.keys.dim() == 4 else 0) for layer in self.layers)
         if self.backend == "fp8" or -tokens_to_remove > residual:
-            held = "no full-precision residual (fp8 quantizes every token)" if self.backend == "fp8" else \
-                f"only {residual} tokens in its full-precision residual"
+            held = (
+                "no full-precision residual (fp8 quantizes every token)"
+                if self.backend == "fp8"
+                else f"only {residual} tokens in its full-precision residual"
+            )
             raise CacheCropError(
                 f"crop({tokens_to_remove}) refused: this QuantizedCache ({self.backend}) holds {held}; the other "
                 "tokens are already quantized and cannot be removed without re-quantizing. transformers would crop "

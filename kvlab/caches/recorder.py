@@ -43,29 +43,61 @@ class Recorder:
         after = read_layer(layer, kind)
         self._set_state((role, layer_idx), after)
         evicted_now = after.tokens_evicted - (before.tokens_evicted if before else 0)
-        self.trace.events.append({
-            "type": "update", "step": self.step, "layer_idx": layer_idx, "role": role, "op": op,
-            "tokens_added": int(tokens_added), "tokens_evicted_now": max(evicted_now, 0),
-            "seconds": seconds, "cache_bytes": self.total_bytes(), **after.as_dict(),
-        })  # fmt: skip
+        self.trace.events.append(
+            {
+                "type": "update",
+                "step": self.step,
+                "layer_idx": layer_idx,
+                "role": role,
+                "op": op,
+                "tokens_added": int(tokens_added),
+                "tokens_evicted_now": max(evicted_now, 0),
+                "seconds": seconds,
+                "cache_bytes": self.total_bytes(),
+                **after.as_dict(),
+            }
+        )
         if before is not None and after.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
-            self.trace.events.append({
-                "type": "flush", "step": self.step, "layer_idx": layer_idx, "role": role,
-                "residual_tokens_flushed": before.residual_tokens, "quantized_tokens": after.quantized_tokens,
-            })  # fmt: skip
+            self.trace.events.append(
+                {
+                    "type": "flush",
+                    "step": self.step,
+                    "layer_idx": layer_idx,
+                    "role": role,
+                    "residual_tokens_flushed": before.residual_tokens,
+                    "quantized_tokens": after.quantized_tokens,
+                }
+            )
         return after
 
     def record_crop(self, role, n, past_recording, before: list[int], after: list[int]) -> None:
-        self.trace.events.append({
-            "type": "crop", "step": self.step, "role": role, "n": int(n), "past_recording": past_recording,
-            "lengths_before": before, "lengths_after": after,
-        })  # fmt: skip
+        self.trace.events.append(
+            {
+                "type": "crop",
+                "step": self.step,
+                "role": role,
+                "n": int(n),
+                "past_recording": past_recording,
+                "lengths_before": before,
+                "lengths_after": after,
+            }
+        )
 
     def record_transfer(self, role, layer_idx, direction, nbytes, seconds, src, dst) -> None:
-        self.trace.events.append({
-            "type": "transfer", "step": self.step, "layer_idx": layer_idx, "role": role, "direction": direction,
-            "bytes": int(nbytes), "seconds": seconds, "src": src, "dst": dst, "moved": src != dst,
-        })  # fmt: skip
+        self.trace.events.append(
+            {
+                "type": "transfer",
+                "step": self.step,
+                "layer_idx": layer_idx,
+                "role": role,
+                "direction": direction,
+                "bytes": int(nbytes),
+                "seconds": seconds,
+                "src": src,
+                "dst": dst,
+                "moved": src != dst,
+            }
+        )
 
 
 def now() -> float:

@@ -16,16 +16,27 @@ def add_parser(subparsers) -> None:
     p.add_argument("--quality-windows", type=int, default=2, help="pydoc text windows for perplexity and KL")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when available, else cpu)")
-    p.add_argument("--compile", action="store_true",
-                   help="also run static + torch.compile (compile time, recompiles; minutes on a CPU)")  # fmt: skip
-    p.add_argument("--only", help="comma-separated words: run only the configurations whose label contains one "
-                                  "(dynamic, the reference, always runs), e.g. --only quanto,hqq")  # fmt: skip
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="also run static + torch.compile (compile time, recompiles; minutes on a CPU)",
+    )
+    p.add_argument(
+        "--only",
+        help="comma-separated words: run only the configurations whose label contains one "
+        "(dynamic, the reference, always runs), e.g. --only quanto,hqq",
+    )
     add_output_options(p, "the whole result (rows under 'rows') instead of the markdown table")
     p.add_argument("--markdown", metavar="FILE", help="also write the markdown table to FILE")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
     p.add_argument("--threads", type=int, help="torch CPU threads (on a shared CPU, 1 can be much faster)")
-    p.add_argument("--batching", type=int, metavar="N", help="also time continuous batching (generate_batch) of the "
-                                                            "first N workload requests against one generate each")  # fmt: skip
+    p.add_argument(
+        "--batching",
+        type=int,
+        metavar="N",
+        help="also time continuous batching (generate_batch) of the "
+        "first N workload requests against one generate each",
+    )
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=handle)
@@ -38,9 +49,16 @@ def handle(args) -> int:
 
     if args.from_json:
         return render_saved(args)
-    settings = BenchSettings(model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
-                             repeats=args.repeats, quality_windows=args.quality_windows, compile=args.compile,
-                             dtype=args.dtype, threads=args.threads)  # fmt: skip
+    settings = BenchSettings(
+        model=args.model,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.new_tokens,
+        repeats=args.repeats,
+        quality_windows=args.quality_windows,
+        compile=args.compile,
+        dtype=args.dtype,
+        threads=args.threads,
+    )
     try:
         settings.check()
     except ValueError as err:
@@ -52,8 +70,9 @@ def handle(args) -> int:
         words = [w.strip() for w in args.only.split(",") if w.strip()]
         chosen = [c for c in configs if c.label == "dynamic" or any(w in c.label for w in words)]
         if len(chosen) == 1:
-            raise UsageError(f"--only {args.only!r} matches no configuration; labels: "
-                             + ", ".join(c.label for c in configs))  # fmt: skip
+            raise UsageError(
+                f"--only {args.only!r} matches no configuration; labels: " + ", ".join(c.label for c in configs)
+            )
         configs = chosen
     device = models.parse_device(args.device)
     models.resolve(args.model)
@@ -104,7 +123,10 @@ def render(result: dict, args) -> int:
 
         directory = Path(args.plots)
         directory.mkdir(parents=True, exist_ok=True)
-        fig = frontier(result["rows"], title=f"{model}: quality–memory frontier\nblue: measured by kvlab here; "
-                                              "orange dashed: published, external references (not kvlab)")  # fmt: skip
+        fig = frontier(
+            result["rows"],
+            title=f"{model}: quality–memory frontier\nblue: measured by kvlab here; "
+            "orange dashed: published, external references (not kvlab)",
+        )
         fig.savefig(directory / f"frontier_{model}.png", dpi=120)
     return 0

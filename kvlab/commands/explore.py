@@ -46,9 +46,18 @@ def free_port() -> int:
 
 
 def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> list[str]:
-    return [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.ip=127.0.0.1",
-            "--Voila.port_retries=0", f"--Voila.token={token}", "--VoilaConfiguration.show_tracebacks=False",
-            *([] if open_browser else ["--no-browser"])]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "voila",
+        str(notebook),
+        f"--port={port}",
+        "--Voila.ip=127.0.0.1",
+        "--Voila.port_retries=0",
+        f"--Voila.token={token}",
+        "--VoilaConfiguration.show_tracebacks=False",
+        *([] if open_browser else ["--no-browser"]),
+    ]
 
 
 def handle(args) -> int:
@@ -71,8 +80,11 @@ def handle(args) -> int:
         url = f"http://127.0.0.1:{port}/?token={token}"
         print(f"kvlab explore: serving the Cache Explorer at {url}", flush=True)
         print("kvlab explore: press Ctrl-C to stop", flush=True)
-        process = subprocess.Popen(voila_command(notebook, port, token, not args.no_browser), cwd=tmp,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        process = subprocess.Popen(
+            voila_command(notebook, port, token, not args.no_browser),
+            cwd=tmp,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         # `kill PID` of this command stops Voila too (and Voila shuts its kernel down cleanly).
         previous = signal.signal(signal.SIGTERM, lambda *_: process.terminate())
         try:

@@ -12,20 +12,35 @@ CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "qu
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("run", help="generate greedily with an instrumented cache and report what it held")
     p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
-    p.add_argument("--cache", required=True, choices=CACHE_KINDS, metavar="KIND", help=f"one of {', '.join(CACHE_KINDS)}")
+    p.add_argument(
+        "--cache", required=True, choices=CACHE_KINDS, metavar="KIND", help=f"one of {', '.join(CACHE_KINDS)}"
+    )
     p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
     p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
     p.add_argument("--axis-key", type=int, help="quantized: hqq 0,1; quanto 0,-1")
     p.add_argument("--axis-value", type=int, help="quantized: hqq 0,1; quanto 0,-1")
     p.add_argument("--q-group-size", type=int, help="quantized: group size")
     p.add_argument("--residual-length", type=int, help="quantized: full-precision residual tokens")
-    p.add_argument("--max-cache-len", type=int, help="static, offloaded_static: slots per layer (default: what "
-                                                     "transformers' generate allocates, prompt + new tokens - 1)")  # fmt: skip
+    p.add_argument(
+        "--max-cache-len",
+        type=int,
+        help="static, offloaded_static: slots per layer (default: what "
+        "transformers' generate allocates, prompt + new tokens - 1)",
+    )
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--offload-only-non-sliding", dest="offload_only_non_sliding", action="store_true",
-                       default=None, help="offloaded kinds: keep sliding layers resident")  # fmt: skip
-    group.add_argument("--offload-all", dest="offload_only_non_sliding", action="store_false",
-                       help="offloaded kinds: offload every layer")  # fmt: skip
+    group.add_argument(
+        "--offload-only-non-sliding",
+        dest="offload_only_non_sliding",
+        action="store_true",
+        default=None,
+        help="offloaded kinds: keep sliding layers resident",
+    )
+    group.add_argument(
+        "--offload-all",
+        dest="offload_only_non_sliding",
+        action="store_false",
+        help="offloaded kinds: offload every layer",
+    )
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", help="read the prompt from a file ('-': from stdin)")
@@ -38,8 +53,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(handler=handle)
 
 
-OPTION_NAMES = ("backend", "nbits", "axis_key", "axis_value", "q_group_size", "residual_length", "max_cache_len",
-                "offload_only_non_sliding")  # fmt: skip
+OPTION_NAMES = (
+    "backend",
+    "nbits",
+    "axis_key",
+    "axis_value",
+    "q_group_size",
+    "residual_length",
+    "max_cache_len",
+    "offload_only_non_sliding",
+)
 
 
 def _prompt(args) -> str:
@@ -87,13 +110,19 @@ def handle(args) -> int:
 def report(out: Output, data: dict) -> None:
     say = out.print
     say(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
-    say(f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
-          f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)")  # fmt: skip
+    say(
+        f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
+        f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)"
+    )
     say(f"text: {data['text']!r}")
     say(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
-    say(f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
-          f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}")  # fmt: skip
+    say(
+        f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
+        f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}"
+    )
     say(f"{'layer':>5} {'kind':<8} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
     for row in data["layers"]:
-        say(f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
-              f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}")  # fmt: skip
+        say(
+            f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
+            f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}"
+        )

@@ -16,19 +16,29 @@ def add_parser(subparsers) -> None:
     which.add_argument("--config", help="a config.json file")
     which.add_argument("--list", action="store_true", help="list the known architectures and their sources")
     p.add_argument("--tokens", type=int, help="tokens held in the cache")
-    p.add_argument("--prefill", type=int, help="tokens of the first forward (default: all --tokens); "
-                                               "the rest arrive one per decode step")  # fmt: skip
+    p.add_argument(
+        "--prefill",
+        type=int,
+        help="tokens of the first forward (default: all --tokens); the rest arrive one per decode step",
+    )
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--dtype", default=None, choices=DTYPES,
-                   help="cache dtype (default: the dtype of the published weights, else float32)")  # fmt: skip
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=DTYPES,
+        help="cache dtype (default: the dtype of the published weights, else float32)",
+    )
     p.add_argument("--max-cache-len", type=int, help="static kinds: slots per layer (default: --tokens)")
     p.add_argument("--source-tokens", type=int, help="encoder-decoder: encoder tokens (default: --tokens)")
     p.add_argument("--axis", type=int, choices=(0, 1), default=0, help="quantized: hqq axis 0 or 1 (quanto 0 or -1)")
     p.add_argument("--q-group-size", type=int, help="quantized: group size (default 64)")
     p.add_argument("--residual-length", type=int, help="quantized: residual tokens (default 128)")
     p.add_argument("--page-size", type=int, help="add the paged layout (generate_batch): blocks of this many slots")
-    p.add_argument("--lengths", type=_lengths, help="paged: tokens each request holds, e.g. 120,800,37 "
-                                                    "(default: --batch requests of --tokens)")  # fmt: skip
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        help="paged: tokens each request holds, e.g. 120,800,37 (default: --batch requests of --tokens)",
+    )
     add_output_options(p)
     p.set_defaults(handler=handle)
 
@@ -39,8 +49,15 @@ def handle(args) -> int:
     if not args.list:  # bad input is refused before anything heavy is imported
         if args.tokens is None or args.tokens < 1:
             raise UsageError("--tokens N (N >= 1) is required")
-        for name in ("batch", "prefill", "max_cache_len", "source_tokens", "q_group_size", "residual_length",
-                     "page_size"):
+        for name in (
+            "batch",
+            "prefill",
+            "max_cache_len",
+            "source_tokens",
+            "q_group_size",
+            "residual_length",
+            "page_size",
+        ):
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
@@ -58,13 +75,25 @@ def handle(args) -> int:
         return 0
     arch = architecture(args.model) if args.model else from_config_file(args.config)
     dtype = args.dtype or (arch.dtype if arch.dtype in ("float32", "float16", "bfloat16") else "float32")
-    rows = size_rows(arch, args.tokens, batch=args.batch, dtype=dtype, prefill=args.prefill,
-                     max_cache_len=args.max_cache_len, source_tokens=args.source_tokens, axis=args.axis,
-                     q_group_size=args.q_group_size, residual_length=args.residual_length, page_size=args.page_size,
-                     lengths=args.lengths)  # fmt: skip
+    rows = size_rows(
+        arch,
+        args.tokens,
+        batch=args.batch,
+        dtype=dtype,
+        prefill=args.prefill,
+        max_cache_len=args.max_cache_len,
+        source_tokens=args.source_tokens,
+        axis=args.axis,
+        q_group_size=args.q_group_size,
+        residual_length=args.residual_length,
+        page_size=args.page_size,
+        lengths=args.lengths,
+    )
     if args.json:
-        out.json({"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype,
-                  "rows": rows}, default=list)  # fmt: skip
+        out.json(
+            {"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype, "rows": rows},
+            default=list,
+        )
     else:
         out.print(f"{args.tokens:,} tokens, batch {args.batch}, {dtype}")
         out.print(format_rows(arch, rows, args.tokens))
@@ -85,7 +114,9 @@ def _lengths(text: str) -> list[int]:
     try:
         lengths = [int(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated token counts like 120,800,37; got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated token counts like 120,800,37; got {text!r}"
+        ) from None
     if not lengths or min(lengths) < 1:
         raise argparse.ArgumentTypeError(f"every length must be at least 1; got {text!r}")
     return lengths

@@ -37,13 +37,22 @@ EXPORT_DPI = 120  # a saved figure is drawn again, sharper than the 80 dpi live 
 class Explorer:
     """The explorer's state and widgets; display it (it is the last expression of a cell) to see the app."""
 
-    def __init__(self, model=None, tokenizer=None, *, model_name: str | None = None, preload: bool = False,
-                 min_redraw_s: float = 0.5, prompt_presets: dict | None = None,
-                 save_dir: str | Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model=None,
+        tokenizer=None,
+        *,
+        model_name: str | None = None,
+        preload: bool = False,
+        min_redraw_s: float = 0.5,
+        prompt_presets: dict | None = None,
+        save_dir: str | Path | None = None,
+    ):
         self.store = ModelStore(model, tokenizer)
         self.session = Session(self.store)
-        self.controls = Controls(self.store.has_loaded, model_name or (LOADED if self.store.has_loaded else None),
-                                 prompt_presets)  # fmt: skip
+        self.controls = Controls(
+            self.store.has_loaded, model_name or (LOADED if self.store.has_loaded else None), prompt_presets
+        )
         self.min_redraw_s = min_redraw_s
         self.last_crop: dict | None = None
         self.save_dir = Path(save_dir) if save_dir is not None else None  # saved files are also written here
@@ -65,15 +74,15 @@ class Explorer:
         self.stop_button = button("Stop", "kvlab-stop", self.on_stop, "warning", disabled=True)
         self.compare_button = button("Add to comparison", "kvlab-compare", self.on_add_to_comparison)
         self.clear_button = button("Clear comparison", "kvlab-clear", self.on_clear_comparison)
-        self.crop_n = widgets.BoundedIntText(value=1, min=1, max=1_000_000, description="crop −n",
-                                             layout=widgets.Layout(width="150px"))  # fmt: skip
+        self.crop_n = widgets.BoundedIntText(
+            value=1, min=1, max=1_000_000, description="crop −n", layout=widgets.Layout(width="150px")
+        )
         self.crop_n.add_class("kvlab-crop-n")
         self.crop_button = button("Crop", "kvlab-crop", self.on_crop)
         self.save_trace_button = button("Save trace (JSON)", "kvlab-save-trace", self.on_save_trace)
         self.save_figure_button = button("Save figure (PNG)", "kvlab-save-figure", self.on_save_figure)
         self.save_table_button = button("Save table (CSV)", "kvlab-save-table", self.on_save_table)
-        self.load_button = widgets.FileUpload(accept=".json,application/json", multiple=False,
-                                              description="Load trace")  # fmt: skip
+        self.load_button = widgets.FileUpload(accept=".json,application/json", multiple=False, description="Load trace")
         self.load_button.add_class("kvlab-load-trace")
         self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
         self.downloads = widgets.HTML("")
@@ -90,17 +99,33 @@ class Explorer:
         self.plot.add_class("kvlab-plot")
         self.table = widgets.HTML(summary.to_html([]))
         self.table.add_class("kvlab-summary")
-        self.widget = widgets.VBox([
-            widgets.HTML("<b>kvlab Cache Explorer</b>: pick a model and a cache, press Run, watch the cache."),
-            self.controls.layout(),
-            widgets.HBox([self.run_button, self.stop_button, self.compare_button, self.clear_button,
-                          self.crop_n, self.crop_button], layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HBox([self.progress, self.status]),
-            self.message, self.text, self.plot, self.table,
-            widgets.HBox([self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button],
-                         layout=widgets.Layout(flex_flow="row wrap")),
-            self.downloads,
-        ])  # fmt: skip
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML("<b>kvlab Cache Explorer</b>: pick a model and a cache, press Run, watch the cache."),
+                self.controls.layout(),
+                widgets.HBox(
+                    [
+                        self.run_button,
+                        self.stop_button,
+                        self.compare_button,
+                        self.clear_button,
+                        self.crop_n,
+                        self.crop_button,
+                    ],
+                    layout=widgets.Layout(flex_flow="row wrap"),
+                ),
+                widgets.HBox([self.progress, self.status]),
+                self.message,
+                self.text,
+                self.plot,
+                self.table,
+                widgets.HBox(
+                    [self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button],
+                    layout=widgets.Layout(flex_flow="row wrap"),
+                ),
+                self.downloads,
+            ]
+        )
         self.widget.add_class("kvlab-explorer")
 
     def _repr_mimebundle_(self, **kwargs):
@@ -114,11 +139,13 @@ class Explorer:
         style = f"color:{color};white-space:pre-wrap"
         folded = ""
         if details:
-            folded = (f'<details class="kvlab-traceback"><summary style="cursor:pointer;color:{MUTED}">traceback '
-                      "(a bug in kvlab or its libraries: please report it with this text)</summary>"
-                      f'<pre style="white-space:pre-wrap;font-size:11px;margin:2px 0;padding:4px;color:{TEXT};'
-                      f'border:1px solid {BORDER};max-height:24em;overflow:auto">{html.escape(details)}</pre>'
-                      "</details>")  # fmt: skip
+            folded = (
+                f'<details class="kvlab-traceback"><summary style="cursor:pointer;color:{MUTED}">traceback '
+                "(a bug in kvlab or its libraries: please report it with this text)</summary>"
+                f'<pre style="white-space:pre-wrap;font-size:11px;margin:2px 0;padding:4px;color:{TEXT};'
+                f'border:1px solid {BORDER};max-height:24em;overflow:auto">{html.escape(details)}</pre>'
+                "</details>"
+            )
         self.message.value = f'<div class="kvlab-{kind}" style="{style}">{html.escape(text)}</div>{folded}'
 
     def show_error(self, err: BaseException) -> None:
@@ -145,8 +172,15 @@ class Explorer:
     def _set_running(self, running: bool) -> None:
         self.run_button.disabled = running
         self.stop_button.disabled = not running
-        for b in (self.compare_button, self.clear_button, self.crop_button, self.save_trace_button,
-                  self.save_figure_button, self.save_table_button, self.load_button):  # fmt: skip
+        for b in (
+            self.compare_button,
+            self.clear_button,
+            self.crop_button,
+            self.save_trace_button,
+            self.save_figure_button,
+            self.save_table_button,
+            self.load_button,
+        ):
             b.disabled = running
 
     # -- callbacks (main thread) --------------------------------------------------------------------------------
@@ -159,8 +193,14 @@ class Explorer:
         loading = not self.store.is_ready(request.model, request.dtype)
         # The running state is shown before the thread starts: a run that fails (or ends) at once reports from
         # its thread, and that report must come after this, never be overwritten by it.
-        shown = (self.message.value, self.text.value, self.progress.value, self.progress.max, self.progress.bar_style,
-                 self.last_crop)  # fmt: skip
+        shown = (
+            self.message.value,
+            self.text.value,
+            self.progress.value,
+            self.progress.max,
+            self.progress.bar_style,
+            self.last_crop,
+        )
         self.show_message("")
         self.last_crop = None
         paged = request.cache == PAGED
@@ -203,8 +243,10 @@ class Explorer:
         except ValueError as err:
             self.show_message(str(err), error=True)
             return
-        self.show_message(f"Added [{len(self.session.comparison)}] {run.label} to the comparison; it stays drawn "
-                          "dashed on the plots and as a row of the table.")  # fmt: skip
+        self.show_message(
+            f"Added [{len(self.session.comparison)}] {run.label} to the comparison; it stays drawn "
+            "dashed on the plots and as a row of the table."
+        )
         self.refresh()
 
     def on_clear_comparison(self) -> None:
@@ -258,16 +300,20 @@ class Explorer:
             if run.request.cache == PAGED:
                 requests = len(result.trace.meta.get("paged_requests", []))
                 self.progress.value, self.progress.bar_style = requests, "success"
-                self.status.value = (f"done: {requests} requests, {len(result.generated_token_ids)} new tokens "
-                                     f"({run.prompt_tokens} prompt tokens) in {result.seconds:.2f} s, "
-                                     f"{result.trace.summary()['steps']} forwards")  # fmt: skip
+                self.status.value = (
+                    f"done: {requests} requests, {len(result.generated_token_ids)} new tokens "
+                    f"({run.prompt_tokens} prompt tokens) in {result.seconds:.2f} s, "
+                    f"{result.trace.summary()['steps']} forwards"
+                )
                 self.refresh(run)
                 return
             self.progress.value = len(result.generated_token_ids)
             self.progress.bar_style = "warning" if stopped else "success"
             what = "stopped after" if stopped else "done:"
-            self.status.value = (f"{what} {len(result.generated_token_ids)} tokens ({run.prompt_tokens}-token "
-                                 f"prompt) in {result.seconds:.2f} s")  # fmt: skip
+            self.status.value = (
+                f"{what} {len(result.generated_token_ids)} tokens ({run.prompt_tokens}-token "
+                f"prompt) in {result.seconds:.2f} s"
+            )
             if stopped:
                 self.show_message("Stopped: the partial trace is kept (plots and table show the steps that ran).")
             self.refresh(run)
@@ -297,9 +343,11 @@ class Explorer:
             text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), "generated text"
             if run.request.cache == PAGED:  # one line per request
                 text, title = (run.result.text if run.result is not None else ""), "generated text, per request"
-        self.text.value = (f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
-                           f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
-                           f'overflow:auto">{html.escape(text)}</pre>')  # fmt: skip
+        self.text.value = (
+            f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
+            f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
+            f'overflow:auto">{html.escape(text)}</pre>'
+        )
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
         """Redraw the plots (and the table) from the current run, the comparison and the last crop."""
@@ -332,8 +380,9 @@ class Explorer:
                 where = f"; it could not be written to {self.save_dir} ({err.strerror or type(err).__name__})"
         self.exports = [e for e in self.exports if e.name != item.name] + [item]
         self.downloads.value = export.links_html(self.exports)
-        self.show_message(f"{item.name} ({export.size_text(len(item.data))}) is ready: click its link below to "
-                          f"download it{where}.")  # fmt: skip
+        self.show_message(
+            f"{item.name} ({export.size_text(len(item.data))}) is ready: click its link below to download it{where}."
+        )
         return item
 
     def on_save_trace(self) -> export.Export:
@@ -380,8 +429,10 @@ class Explorer:
         self.progress.value, self.progress.max, self.progress.bar_style = 0, 1, ""
         self._show_text(run)
         self.refresh(run)
-        self.show_message(f"Loaded {name}: {run.request.label()}, {s['steps']} steps, peak {s['peak_bytes']:,} B. "
-                          "Add it to the comparison, then Run, to compare a new run with it.")  # fmt: skip
+        self.show_message(
+            f"Loaded {name}: {run.request.label()}, {s['steps']} steps, peak {s['peak_bytes']:,} B. "
+            "Add it to the comparison, then Run, to compare a new run with it."
+        )
         self.status.value = f"loaded {name}: {s['steps']} steps"  # last: the plot and table are drawn by now
         return run
 

@@ -23,8 +23,18 @@ from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS
 from kvlab.explorer.prompts import presets
 from kvlab.explorer.session import RunRequest
 
-OPTION_NAMES = ("backend", "nbits", "axis_key", "axis_value", "q_group_size", "residual_length", "max_cache_len",
-                "offload_only_non_sliding", "past_recording", *PAGED_OPTIONS)  # fmt: skip
+OPTION_NAMES = (
+    "backend",
+    "nbits",
+    "axis_key",
+    "axis_value",
+    "q_group_size",
+    "residual_length",
+    "max_cache_len",
+    "offload_only_non_sliding",
+    "past_recording",
+    *PAGED_OPTIONS,
+)
 GROUPWISE = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
 CUSTOM = "(your own text)"
 KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
@@ -44,8 +54,12 @@ def options_for(kind: str, backend: str = "quanto") -> tuple[str, ...]:
 
 
 def _int_text(value: int, description: str) -> widgets.IntText:
-    return widgets.IntText(value=value, description=description, style={"description_width": "initial"},
-                           layout=widgets.Layout(width="190px"))  # fmt: skip
+    return widgets.IntText(
+        value=value,
+        description=description,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="190px"),
+    )
 
 
 class Controls:
@@ -56,48 +70,100 @@ class Controls:
         choices = model_choices(has_loaded_model)
         self.model = widgets.Dropdown(options=choices, value=model or choices[0], description="model", style=wide)
         self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
-        self.cache = widgets.Dropdown(options=[(PAGED_LABEL if k == PAGED else k, k) for k in KINDS], value="dynamic",
-                                      description="cache", style=wide)  # fmt: skip
-        self.backend = widgets.Dropdown(options=_compat.QUANTIZED_BACKENDS, value="quanto", description="backend",
-                                        style=wide)  # fmt: skip
+        self.cache = widgets.Dropdown(
+            options=[(PAGED_LABEL if k == PAGED else k, k) for k in KINDS],
+            value="dynamic",
+            description="cache",
+            style=wide,
+        )
+        self.backend = widgets.Dropdown(
+            options=_compat.QUANTIZED_BACKENDS, value="quanto", description="backend", style=wide
+        )
         defaults = _compat.QUANTIZED_DEFAULTS
-        self.nbits = widgets.Dropdown(options=sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)),
-                                      value=defaults["nbits"], description="nbits", style=wide)  # fmt: skip
+        self.nbits = widgets.Dropdown(
+            options=sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)),
+            value=defaults["nbits"],
+            description="nbits",
+            style=wide,
+        )
         axes = sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
         self.axis_key = widgets.Dropdown(options=axes, value=defaults["axis_key"], description="axis_key", style=wide)
-        self.axis_value = widgets.Dropdown(options=axes, value=defaults["axis_value"], description="axis_value",
-                                           style=wide)  # fmt: skip
+        self.axis_value = widgets.Dropdown(
+            options=axes, value=defaults["axis_value"], description="axis_value", style=wide
+        )
         self.q_group_size = _int_text(defaults["q_group_size"], "q_group_size")
         self.residual_length = _int_text(defaults["residual_length"], "residual_length")
         self.max_cache_len = _int_text(256, "max_cache_len")
-        self.offload_only_non_sliding = widgets.Checkbox(value=True, description="offload_only_non_sliding",
-                                                         indent=False)  # fmt: skip
-        self.page_size = widgets.Dropdown(options=PAGE_SIZES, value=PAGED_DEFAULTS["page_size"],
-                                          description="page_size (tokens per block)", style=wide)  # fmt: skip
-        self.requests = widgets.BoundedIntText(value=PAGED_DEFAULTS["requests"], min=1, max=MAX_REQUESTS,
-                                               description="requests", style=wide,
-                                               layout=widgets.Layout(width="150px"))  # fmt: skip
-        self.num_blocks = widgets.IntText(value=PAGED_DEFAULTS["num_blocks"], description="num_blocks (0 = room for all)",
-                                          style=wide, layout=widgets.Layout(width="260px"))  # fmt: skip
-        self.past_recording = widgets.Checkbox(value=False, description="past recording (keep evicted tokens "
-                                               "until a crop)", indent=False)  # fmt: skip
+        self.offload_only_non_sliding = widgets.Checkbox(
+            value=True, description="offload_only_non_sliding", indent=False
+        )
+        self.page_size = widgets.Dropdown(
+            options=PAGE_SIZES,
+            value=PAGED_DEFAULTS["page_size"],
+            description="page_size (tokens per block)",
+            style=wide,
+        )
+        self.requests = widgets.BoundedIntText(
+            value=PAGED_DEFAULTS["requests"],
+            min=1,
+            max=MAX_REQUESTS,
+            description="requests",
+            style=wide,
+            layout=widgets.Layout(width="150px"),
+        )
+        self.num_blocks = widgets.IntText(
+            value=PAGED_DEFAULTS["num_blocks"],
+            description="num_blocks (0 = room for all)",
+            style=wide,
+            layout=widgets.Layout(width="260px"),
+        )
+        self.past_recording = widgets.Checkbox(
+            value=False, description="past recording (keep evicted tokens until a crop)", indent=False
+        )
         self.presets = dict(prompt_presets if prompt_presets is not None else presets())
         first = next(iter(self.presets), None)
-        self.preset = widgets.Dropdown(options=[*self.presets, CUSTOM], value=first or CUSTOM, description="preset",
-                                       style=wide)  # fmt: skip
-        self.prompt = widgets.Textarea(value=self.presets.get(first, ""), description="prompt",
-                                       layout=widgets.Layout(width="98%", height="70px"))  # fmt: skip
-        self.prompt_tokens = widgets.IntSlider(value=0, min=0, max=4096, step=16, style=wide,
-                                               description="prompt tokens (0 = as typed)",
-                                               layout=widgets.Layout(width="420px"))  # fmt: skip
+        self.preset = widgets.Dropdown(
+            options=[*self.presets, CUSTOM], value=first or CUSTOM, description="preset", style=wide
+        )
+        self.prompt = widgets.Textarea(
+            value=self.presets.get(first, ""), description="prompt", layout=widgets.Layout(width="98%", height="70px")
+        )
+        self.prompt_tokens = widgets.IntSlider(
+            value=0,
+            min=0,
+            max=4096,
+            step=16,
+            style=wide,
+            description="prompt tokens (0 = as typed)",
+            layout=widgets.Layout(width="420px"),
+        )
         self.chat = widgets.Checkbox(value=False, description="chat template", indent=False)
-        self.max_new_tokens = widgets.IntSlider(value=16, min=1, max=512, description="max new tokens", style=wide,
-                                                layout=widgets.Layout(width="420px"))  # fmt: skip
-        for name in ("model", "dtype", "cache", "backend", "prompt", "preset", "max_new_tokens", "prompt_tokens",
-                     *OPTION_NAMES):  # fmt: skip
+        self.max_new_tokens = widgets.IntSlider(
+            value=16, min=1, max=512, description="max new tokens", style=wide, layout=widgets.Layout(width="420px")
+        )
+        for name in (
+            "model",
+            "dtype",
+            "cache",
+            "backend",
+            "prompt",
+            "preset",
+            "max_new_tokens",
+            "prompt_tokens",
+            *OPTION_NAMES,
+        ):
             getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
-        for dropdown in (self.model, self.dtype, self.cache, self.backend, self.nbits, self.axis_key, self.axis_value,
-                         self.preset, self.page_size):  # fmt: skip
+        for dropdown in (
+            self.model,
+            self.dtype,
+            self.cache,
+            self.backend,
+            self.nbits,
+            self.axis_key,
+            self.axis_value,
+            self.preset,
+            self.page_size,
+        ):
             dropdown.layout = widgets.Layout(width="max-content", min_width="150px")
         self.cache.observe(lambda _: self.sync_visibility(), names="value")
         self.backend.observe(lambda _: self.sync_visibility(), names="value")
@@ -133,11 +199,17 @@ class Controls:
         return {name: getattr(self, name).value for name in self.visible_options() if name != "past_recording"}
 
     def request(self) -> RunRequest:
-        return RunRequest(model=self.model.value, dtype=self.dtype.value, cache=self.cache.value,
-                          options=self.options(), past_recording="past_recording" in self.visible_options()
-                          and self.past_recording.value, prompt=self.prompt.value,
-                          prompt_tokens=self.prompt_tokens.value, chat=self.chat.value,
-                          max_new_tokens=self.max_new_tokens.value)  # fmt: skip
+        return RunRequest(
+            model=self.model.value,
+            dtype=self.dtype.value,
+            cache=self.cache.value,
+            options=self.options(),
+            past_recording="past_recording" in self.visible_options() and self.past_recording.value,
+            prompt=self.prompt.value,
+            prompt_tokens=self.prompt_tokens.value,
+            chat=self.chat.value,
+            max_new_tokens=self.max_new_tokens.value,
+        )
 
     def set(self, **values) -> Controls:
         """Set widgets by name, as a learner would (for scripts, tests and the notebook): `set(cache="static")`."""
@@ -156,10 +228,12 @@ class Controls:
         return widgets.HBox([getattr(self, n) for n in OPTION_NAMES], layout=widgets.Layout(flex_flow="row wrap"))
 
     def layout(self) -> widgets.Widget:
-        return widgets.VBox([
-            widgets.HBox([self.model, self.dtype, self.cache], layout=widgets.Layout(flex_flow="row wrap")),
-            self.option_box(),
-            widgets.HBox([self.preset, self.chat]),
-            self.prompt,
-            widgets.HBox([self.prompt_tokens, self.max_new_tokens], layout=widgets.Layout(flex_flow="row wrap")),
-        ])  # fmt: skip
+        return widgets.VBox(
+            [
+                widgets.HBox([self.model, self.dtype, self.cache], layout=widgets.Layout(flex_flow="row wrap")),
+                self.option_box(),
+                widgets.HBox([self.preset, self.chat]),
+                self.prompt,
+                widgets.HBox([self.prompt_tokens, self.max_new_tokens], layout=widgets.Layout(flex_flow="row wrap")),
+            ]
+        )

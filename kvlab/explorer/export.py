@@ -44,10 +44,12 @@ class Export:
         """An HTML link that makes the browser save `data` as `name` (a data: URI, so no server is involved)."""
         encoded = base64.b64encode(self.data).decode("ascii")
         name = html.escape(self.name)
-        return (f'<a class="kvlab-download" download="{name}" data-mime="{self.mime}" '
-                f'href="data:{self.mime};base64,{encoded}" style="margin-right:4px;color:{LINK}">⬇ {name}</a>'
-                f'<span style="opacity:0.7;margin-right:16px;white-space:nowrap">({size_text(len(self.data))})'
-                "</span>")  # fmt: skip
+        return (
+            f'<a class="kvlab-download" download="{name}" data-mime="{self.mime}" '
+            f'href="data:{self.mime};base64,{encoded}" style="margin-right:4px;color:{LINK}">⬇ {name}</a>'
+            f'<span style="opacity:0.7;margin-right:16px;white-space:nowrap">({size_text(len(self.data))})'
+            "</span>"
+        )
 
     def write(self, directory: str | Path) -> Path:
         directory = Path(directory)
@@ -114,8 +116,11 @@ def figure_export(png: bytes, run: Run) -> Export:
 def links_html(exports: list[Export]) -> str:
     if not exports:
         return ""
-    return ('<div class="kvlab-downloads-list" style="font-size:12px">ready to save (click to download): '
-            + "".join(e.link() for e in exports) + "</div>")  # fmt: skip
+    return (
+        '<div class="kvlab-downloads-list" style="font-size:12px">ready to save (click to download): '
+        + "".join(e.link() for e in exports)
+        + "</div>"
+    )
 
 
 # -- loading -----------------------------------------------------------------------------------------------------
@@ -124,14 +129,18 @@ def read_trace(name: str, content: bytes) -> Trace:
     try:
         text = bytes(content).decode("utf-8")
     except UnicodeDecodeError:
-        raise TraceFormatError(f"{name} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), "
-                               "`kvlab run --trace` or the explorer's Save trace.") from None  # fmt: skip
+        raise TraceFormatError(
+            f"{name} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), "
+            "`kvlab run --trace` or the explorer's Save trace."
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise TraceFormatError(f"{name} does not parse as JSON ({err.msg} at line {err.lineno}); a kvlab trace is "
-                               "the JSON written by Trace.save(), `kvlab run --trace` or the explorer's Save "
-                               "trace.") from None  # fmt: skip
+        raise TraceFormatError(
+            f"{name} does not parse as JSON ({err.msg} at line {err.lineno}); a kvlab trace is "
+            "the JSON written by Trace.save(), `kvlab run --trace` or the explorer's Save "
+            "trace."
+        ) from None
     except RecursionError:
         raise TraceFormatError(f"{name} is nested too deeply to be a kvlab trace.") from None
     return Trace.from_dict(data, source=name)
@@ -150,18 +159,39 @@ def loaded_run(trace: Trace, name: str) -> Run:
     """
     meta = trace.meta
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
-    request = RunRequest(model=str(meta.get("model", "?")), dtype=str(meta.get("dtype", "float32")),
-                         cache=str(meta.get("cache", "?")), options=dict(options),
-                         past_recording=bool(meta.get("past_recording", False)),
-                         max_new_tokens=_int(meta.get("new_tokens")))  # fmt: skip
+    request = RunRequest(
+        model=str(meta.get("model", "?")),
+        dtype=str(meta.get("dtype", "float32")),
+        cache=str(meta.get("cache", "?")),
+        options=dict(options),
+        past_recording=bool(meta.get("past_recording", False)),
+        max_new_tokens=_int(meta.get("new_tokens")),
+    )
     ids = meta.get("generated_token_ids")
     ids = [int(i) for i in ids] if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else []
     new_tokens = _int(meta.get("new_tokens"), len(ids))
     seconds = meta.get("seconds") if isinstance(meta.get("seconds"), (int, float)) else 0.0
-    result = RunResult(request.model, request.cache, request.options, request.dtype, _int(meta.get("prompt_tokens")),
-                       ids, str(meta.get("text", "")), float(seconds), trace)  # fmt: skip
-    run = Run(request, trace=trace, new_ids=ids, result=result, prompt_tokens=_int(meta.get("prompt_tokens")),
-              done=True, loaded_from=name, new_tokens_loaded=new_tokens)  # fmt: skip
+    result = RunResult(
+        request.model,
+        request.cache,
+        request.options,
+        request.dtype,
+        _int(meta.get("prompt_tokens")),
+        ids,
+        str(meta.get("text", "")),
+        float(seconds),
+        trace,
+    )
+    run = Run(
+        request,
+        trace=trace,
+        new_ids=ids,
+        result=result,
+        prompt_tokens=_int(meta.get("prompt_tokens")),
+        done=True,
+        loaded_from=name,
+        new_tokens_loaded=new_tokens,
+    )
     return run
 
 

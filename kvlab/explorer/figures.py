@@ -18,8 +18,15 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from kvlab.trace import Trace
 
 # Occupancy map cell states, in drawing order.
-CELL_STATES = ("not allocated", "live", "masked (allocated, empty)", "evicted (seen, dropped)", "quantized",
-               "residual (full precision)", "cropped")  # fmt: skip
+CELL_STATES = (
+    "not allocated",
+    "live",
+    "masked (allocated, empty)",
+    "evicted (seen, dropped)",
+    "quantized",
+    "residual (full precision)",
+    "cropped",
+)
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
 CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
 KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354", "linear": "#756bb1", "dummy": "#999999"}
@@ -44,8 +51,10 @@ def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndar
     Position p of a layer that has seen L tokens: evicted before the live window, live (or quantized/residual)
     inside it, masked in allocated slots past L, and "cropped" in [length after, length before) of `crop`.
     """
-    width = max([r["logical_length"] + r["slots_masked"] for r in layer_rows] +
-                [max(crop["lengths_before"], default=0) if crop else 0, 1])  # fmt: skip
+    width = max(
+        [r["logical_length"] + r["slots_masked"] for r in layer_rows]
+        + [max(crop["lengths_before"], default=0) if crop else 0, 1]
+    )
     grid = np.full((len(layer_rows), width), EMPTY, dtype=np.int8)  # (layers, positions)
     for i, r in enumerate(layer_rows):
         length, live = r["logical_length"], r["slots_live"]
@@ -64,8 +73,14 @@ def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndar
 
 def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: str = "") -> None:
     grid = occupancy_cells(layer_rows, crop)
-    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=ListedColormap(CELL_COLORS), vmin=0,
-              vmax=len(CELL_STATES) - 1)  # fmt: skip
+    ax.imshow(
+        grid,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=ListedColormap(CELL_COLORS),
+        vmin=0,
+        vmax=len(CELL_STATES) - 1,
+    )
     ax.set_xlabel("token position")
     ax.set_ylabel("layer")
     labels = [f"{r['layer_idx']} {r['kind'][0]}" for r in layer_rows]
@@ -73,15 +88,25 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
     ax.set_title(title or "what each layer holds (f = full, s = sliding)", fontsize=10)
     shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
-    ax.legend(handles=[Patch(color=CELL_COLORS[s], label=CELL_STATES[s]) for s in shown], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)  # fmt: skip
+    ax.legend(
+        handles=[Patch(color=CELL_COLORS[s], label=CELL_STATES[s]) for s in shown],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=7,
+        frameon=False,
+    )
 
 
 def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
-    for n, (label, trace) in enumerate(comparison):
+    for n, (_label, trace) in enumerate(comparison):
         total = trace.bytes_by_step()
-        ax.plot(range(len(total)), total, "--", color=COMPARISON_COLORS[n % len(COMPARISON_COLORS)],
-                label=f"[{n + 1}] total")  # fmt: skip
+        ax.plot(
+            range(len(total)),
+            total,
+            "--",
+            color=COMPARISON_COLORS[n % len(COMPARISON_COLORS)],
+            label=f"[{n + 1}] total",
+        )
     if current is not None:
         label, trace = current
         series = bytes_by_kind(trace)
@@ -98,11 +123,16 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
 
 
 def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
-    for n, (label, trace) in enumerate(comparison):
+    for n, (_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()
         color = COMPARISON_COLORS[n % len(COMPARISON_COLORS)]
-        ax.plot([r["step"] for r in rows], [r["slots_allocated"] for r in rows], "--", color=color,
-                label=f"[{n + 1}] allocated")  # fmt: skip
+        ax.plot(
+            [r["step"] for r in rows],
+            [r["slots_allocated"] for r in rows],
+            "--",
+            color=color,
+            label=f"[{n + 1}] allocated",
+        )
         ax.plot([r["step"] for r in rows], [r["slots_live"] for r in rows], ":", color=color, label=f"[{n + 1}] live")
     if current is not None:
         rows = current[1].slots_by_step()
@@ -130,15 +160,21 @@ def _legend(ax) -> None:
         ax.legend(fontsize=7, frameon=False, loc="lower right")
 
 
-def dashboard(current: tuple[str, Trace] | None, layer_rows: list[dict], comparison: list[tuple[str, Trace]] = (),
-              crop: dict | None = None, status: str = "") -> Figure:  # fmt: skip
+def dashboard(
+    current: tuple[str, Trace] | None,
+    layer_rows: list[dict],
+    comparison: list[tuple[str, Trace]] = (),
+    crop: dict | None = None,
+    status: str = "",
+) -> Figure:
     """The explorer's one picture: bytes and slots per step on top, the occupancy map below."""
     # Fixed margins, not a layout engine: a frame must draw in well under a second (0.15 s vs 0.42 s measured).
     # An explicit white face: the PNG is self-contained, readable on JupyterLab's dark theme and in a saved file
     # (whatever the user's matplotlib style or `savefig.facecolor` says).
     fig = Figure(figsize=(11, 6.4), facecolor=FACE)
-    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.1), left=0.1, right=0.84, top=0.91, bottom=0.08, hspace=0.38,
-                            wspace=0.3)  # fmt: skip
+    grid = fig.add_gridspec(
+        2, 2, height_ratios=(1, 1.1), left=0.1, right=0.84, top=0.91, bottom=0.08, hspace=0.38, wspace=0.3
+    )
     draw_bytes(fig.add_subplot(grid[0, 0]), current, comparison)
     draw_slots(fig.add_subplot(grid[0, 1]), current, comparison)
     occupancy = fig.add_subplot(grid[1, :])
@@ -146,8 +182,14 @@ def dashboard(current: tuple[str, Trace] | None, layer_rows: list[dict], compari
         draw_occupancy(occupancy, layer_rows, crop)
     else:
         occupancy.set_axis_off()
-        occupancy.text(0.5, 0.5, "no cache layers yet (kind 'none' keeps nothing)" if current else "press Run",
-                       ha="center", va="center", transform=occupancy.transAxes)  # fmt: skip
+        occupancy.text(
+            0.5,
+            0.5,
+            "no cache layers yet (kind 'none' keeps nothing)" if current else "press Run",
+            ha="center",
+            va="center",
+            transform=occupancy.transAxes,
+        )
     if status:
         fig.suptitle(status, fontsize=10)
     return fig

@@ -53,16 +53,36 @@ class StopSwitch(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
-def generate_traced(model, tokenizer, input_ids: torch.Tensor, cache: str, options: dict, max_new_tokens: int,
-                    past_recording: bool = False, trace: Trace | None = None,
-                    on_token: Callable[[list[int]], None] | None = None,
-                    stop: threading.Event | None = None) -> RunResult:  # fmt: skip
+def generate_traced(
+    model,
+    tokenizer,
+    input_ids: torch.Tensor,
+    cache: str,
+    options: dict,
+    max_new_tokens: int,
+    past_recording: bool = False,
+    trace: Trace | None = None,
+    on_token: Callable[[list[int]], None] | None = None,
+    stop: threading.Event | None = None,
+) -> RunResult:
     """`kvlab.run(model, tokenizer, input_ids, cache, max_new_tokens, **options)` with a per-token callback
     and a Stop switch."""
     # input_ids: (1, prompt_tokens)
     stop = stop or threading.Event()
-    generate_kwargs = {"streamer": TokenStreamer(on_token), "stopping_criteria": StoppingCriteriaList([StopSwitch(stop)])}
-    result = run(model, tokenizer, input_ids, cache=cache, max_new_tokens=max_new_tokens, trace=trace,
-                 past_recording=past_recording, generate_kwargs=generate_kwargs, **options)  # fmt: skip
+    generate_kwargs = {
+        "streamer": TokenStreamer(on_token),
+        "stopping_criteria": StoppingCriteriaList([StopSwitch(stop)]),
+    }
+    result = run(
+        model,
+        tokenizer,
+        input_ids,
+        cache=cache,
+        max_new_tokens=max_new_tokens,
+        trace=trace,
+        past_recording=past_recording,
+        generate_kwargs=generate_kwargs,
+        **options,
+    )
     result.trace.meta["stopped"] = stop.is_set()
     return result

@@ -43,8 +43,9 @@ def check_paged_options(options: dict) -> dict:
     """The paged options with their values checked (one-line CacheOptionError), defaults filled in."""
     wrong = sorted(set(options) - set(PAGED_OPTIONS))
     if wrong:
-        raise CacheOptionError(f"cache kind {PAGED!r} does not take {', '.join(wrong)}; it takes "
-                               f"{', '.join(PAGED_OPTIONS)}")  # fmt: skip
+        raise CacheOptionError(
+            f"cache kind {PAGED!r} does not take {', '.join(wrong)}; it takes {', '.join(PAGED_OPTIONS)}"
+        )
     given = {**PAGED_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
     if given["page_size"] not in PAGE_SIZES:
         raise CacheOptionError(
@@ -53,8 +54,9 @@ def check_paged_options(options: dict) -> dict:
     if not isinstance(given["requests"], int) or not 1 <= given["requests"] <= MAX_REQUESTS:
         raise CacheOptionError(f"requests must be between 1 and {MAX_REQUESTS}; got {given['requests']!r}")
     if not isinstance(given["num_blocks"], int) or given["num_blocks"] < 0:
-        raise CacheOptionError(f"num_blocks must be 0 (room for every request) or a positive number of blocks; "
-                               f"got {given['num_blocks']!r}")  # fmt: skip
+        raise CacheOptionError(
+            f"num_blocks must be 0 (room for every request) or a positive number of blocks; got {given['num_blocks']!r}"
+        )
     return given
 
 
@@ -70,8 +72,10 @@ def paged_requests(tokenizer, n: int) -> tuple[list[str], list[list[int]]]:
         import torch
 
         generator = torch.Generator().manual_seed(TINY_SEED)
-        ids = [torch.randint(3, 120, (TINY_LENGTHS[i % len(TINY_LENGTHS)],), generator=generator).tolist()
-               for i in range(n)]  # fmt: skip
+        ids = [
+            torch.randint(3, 120, (TINY_LENGTHS[i % len(TINY_LENGTHS)],), generator=generator).tolist()
+            for i in range(n)
+        ]
         return [f"random {len(p)} tokens" for p in ids], ids
     if getattr(tokenizer, "chat_template", None):
         workload = load_workload(tokenizer).first(n)
@@ -114,18 +118,22 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     blocks = pool_blocks(prompts, max_new_tokens, given["page_size"], given["num_blocks"])
     tiny = _is_byte_tokenizer(tokenizer)
     generation_config = GenerationConfig(
-        max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=-1 if tiny else tokenizer.eos_token_id,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        eos_token_id=-1 if tiny else tokenizer.eos_token_id,
         pad_token_id=getattr(tokenizer, "pad_token_id", None),
-    )  # fmt: skip
-    batching = ContinuousBatchingConfig(page_size=given["page_size"], num_blocks=blocks,
-                                        max_batch_tokens=max(sum(len(p) for p in prompts), 64))  # fmt: skip
+    )
+    batching = ContinuousBatchingConfig(
+        page_size=given["page_size"], num_blocks=blocks, max_batch_tokens=max(sum(len(p) for p in prompts), 64)
+    )
     previous = model.config._attn_implementation
     model.set_attn_implementation(_compat.PAGED_ATTN_IMPLEMENTATION)
     started = time.perf_counter()
     try:
         with kvlab.watch(model) as watch:
-            outputs = model.generate_batch(prompts, generation_config=generation_config,
-                                           continuous_batching_config=batching)  # fmt: skip
+            outputs = model.generate_batch(
+                prompts, generation_config=generation_config, continuous_batching_config=batching
+            )
     finally:
         model.set_attn_implementation(previous)
     seconds = time.perf_counter() - started
@@ -136,19 +144,37 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     trace = watch.trace
     # request ids are "req_0", "req_1", ... in the order of `prompts`
     generated = [list(outputs[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
-    lines = [f"req_{i} ({name}): {tokenizer.decode(tokens, skip_special_tokens=True)}"
-             for i, (name, tokens) in enumerate(zip(names, generated))]  # fmt: skip
+    lines = [
+        f"req_{i} ({name}): {tokenizer.decode(tokens, skip_special_tokens=True)}"
+        for i, (name, tokens) in enumerate(zip(names, generated))
+    ]
     new_tokens = sum(len(t) for t in generated)
-    trace.meta.update({
-        "options": dict(given), "pool_blocks": blocks,
-        "prompt_tokens": sum(len(p) for p in prompts), "new_tokens": new_tokens, "seconds": seconds,
-        "tokens_per_s": new_tokens / seconds if seconds > 0 else 0.0, "max_new_tokens": max_new_tokens,
-        "paged_requests": [{"id": f"req_{i}", "name": name, "prompt_tokens": len(p), "new_tokens": len(t)}
-                           for i, (name, p, t) in enumerate(zip(names, prompts, generated))],
-    })  # fmt: skip
-    return RunResult(model_name(model), PAGED, dict(given),
-                     dtype_name(model.dtype), sum(len(p) for p in prompts),
-                     [t for tokens in generated for t in tokens], "\n".join(lines), seconds, trace)  # fmt: skip
+    trace.meta.update(
+        {
+            "options": dict(given),
+            "pool_blocks": blocks,
+            "prompt_tokens": sum(len(p) for p in prompts),
+            "new_tokens": new_tokens,
+            "seconds": seconds,
+            "tokens_per_s": new_tokens / seconds if seconds > 0 else 0.0,
+            "max_new_tokens": max_new_tokens,
+            "paged_requests": [
+                {"id": f"req_{i}", "name": name, "prompt_tokens": len(p), "new_tokens": len(t)}
+                for i, (name, p, t) in enumerate(zip(names, prompts, generated))
+            ],
+        }
+    )
+    return RunResult(
+        model_name(model),
+        PAGED,
+        dict(given),
+        dtype_name(model.dtype),
+        sum(len(p) for p in prompts),
+        [t for tokens in generated for t in tokens],
+        "\n".join(lines),
+        seconds,
+        trace,
+    )
 
 
 def paged_row_fields(trace) -> dict:
@@ -157,10 +183,13 @@ def paged_row_fields(trace) -> dict:
 
     s = paged_summary(trace)
     return {
-        "waste_pct": s["fragmentation_pct_mean"], "blocks_peak": s["peak_blocks_in_use"],
-        "num_blocks": s["num_blocks"], "requests_waited": s["requests_refused"], "preemptions": s["preemptions"],
+        "waste_pct": s["fragmentation_pct_mean"],
+        "blocks_peak": s["peak_blocks_in_use"],
+        "num_blocks": s["num_blocks"],
+        "requests_waited": s["requests_refused"],
+        "preemptions": s["preemptions"],
         "requests_finished": s["finished"],
-    }  # fmt: skip
+    }
 
 
 def paged_figure(trace, title: str = ""):
@@ -169,6 +198,8 @@ def paged_figure(trace, title: str = ""):
     from kvlab.plots.blocks import plot_block_timeline
 
     s = paged_summary(trace)
-    detail = (f"{s['num_blocks']} blocks of {s['page_size']}: peak {s['peak_blocks_in_use']} in use, "
-              f"{s['fragmentation_pct_mean']} % of handed-out slots empty")  # fmt: skip
+    detail = (
+        f"{s['num_blocks']} blocks of {s['page_size']}: peak {s['peak_blocks_in_use']} in use, "
+        f"{s['fragmentation_pct_mean']} % of handed-out slots empty"
+    )
     return plot_block_timeline(trace, title=f"{title}\n{detail}" if title else detail)

@@ -12,8 +12,10 @@ from pathlib import Path
 import torch
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "data" / "prompts"
-FALLBACK = {"kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
-                                 "while it generates text.\n"}  # fmt: skip
+FALLBACK = {
+    "kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
+    "while it generates text.\n"
+}
 
 
 def presets() -> dict[str, str]:

@@ -87,9 +87,10 @@ class Run:
         if cache is None or self.result.trace.crops == []:
             return [dict(row) for row in self.snapshot().final_layers()]
         kinds = getattr(cache, "_kvlab_kinds", [])
-        return [{"layer_idx": i, "role": "self",
-                 **read_layer(layer, kinds[i] if i < len(kinds) else "full").as_dict()}
-                for i, layer in enumerate(cache.layers)]  # fmt: skip
+        return [
+            {"layer_idx": i, "role": "self", **read_layer(layer, kinds[i] if i < len(kinds) else "full").as_dict()}
+            for i, layer in enumerate(cache.layers)
+        ]
 
 
 class Session:
@@ -118,17 +119,22 @@ class Session:
             raise ValueError("the prompt is empty; type some text or choose a preset")
         given = check_options(request.cache, request.options)
         if request.cache == "quantized":  # the backend's rules; the model's layer kinds are checked once it is known
-            check_quantized_options(given.get("backend", "quanto"), None,
-                                    **{k: v for k, v in given.items() if k != "backend"})  # fmt: skip
+            check_quantized_options(
+                given.get("backend", "quanto"), None, **{k: v for k, v in given.items() if k != "backend"}
+            )
         check_past_recording(request.cache, request.past_recording)
         if self.store.is_ready(request.model, request.dtype):
             model, tokenizer = self.store.get(request.model, request.dtype)
             ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)
             validate(model.config, request.cache, request.options, ids.shape[-1], request.max_new_tokens)
 
-    def start(self, request: RunRequest, on_token: Callable[[Run], None] | None = None,
-              on_done: Callable[[Run], None] | None = None,
-              on_error: Callable[[Run, str], None] | None = None) -> Run | None:  # fmt: skip
+    def start(
+        self,
+        request: RunRequest,
+        on_token: Callable[[Run], None] | None = None,
+        on_done: Callable[[Run], None] | None = None,
+        on_error: Callable[[Run, str], None] | None = None,
+    ) -> Run | None:
         """Start a run in the background; None (and nothing happens) while another run is in progress.
 
         Raises the user's errors (CacheOptionError, ValueError) before starting when they can be seen cheaply.
@@ -139,8 +145,9 @@ class Session:
         run = Run(request)
         self.current = run
         self._stop.clear()
-        self._thread = threading.Thread(target=self._work, args=(run, on_token, on_done, on_error), daemon=True,
-                                        name="kvlab-explorer-run")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._work, args=(run, on_token, on_done, on_error), daemon=True, name="kvlab-explorer-run"
+        )
         self._thread.start()
         return run
 
@@ -161,9 +168,18 @@ class Session:
                     if on_token is not None:
                         on_token(run)
 
-                run.result = generate_traced(model, tokenizer, ids, request.cache, request.options,
-                                             request.max_new_tokens, past_recording=request.past_recording,
-                                             trace=run.trace, on_token=token, stop=self._stop)  # fmt: skip
+                run.result = generate_traced(
+                    model,
+                    tokenizer,
+                    ids,
+                    request.cache,
+                    request.options,
+                    request.max_new_tokens,
+                    past_recording=request.past_recording,
+                    trace=run.trace,
+                    on_token=token,
+                    stop=self._stop,
+                )
         except USER_ERRORS as err:
             run.error = one_line(str(err))
         except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
@@ -225,11 +241,15 @@ class Session:
         if not isinstance(n, int) or n < 1:
             raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
         if run.loaded_from is not None:
-            raise CacheCropError(f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
-                                 "run it again, then crop")  # fmt: skip
+            raise CacheCropError(
+                f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
+                "run it again, then crop"
+            )
         if run.request.cache == PAGED:
-            raise CacheCropError("a paged run's blocks went back to the pool when generate_batch returned: there is "
-                                 "no cache left to crop")  # fmt: skip
+            raise CacheCropError(
+                "a paged run's blocks went back to the pool when generate_batch returned: there is "
+                "no cache left to crop"
+            )
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")

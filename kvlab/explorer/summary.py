@@ -16,15 +16,32 @@ import html
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
 
 COLUMNS = (
-    ("run", "run"), ("prompt_tokens", "prompt"), ("new_tokens", "new"), ("steps", "steps"),
-    ("peak_bytes", "peak bytes"), ("bytes_now", "bytes now"), ("slots_allocated", "allocated"),
-    ("slots_live", "live"), ("slots_masked", "masked"), ("waste_pct", "waste %"), ("tokens_evicted", "evicted"),
-    ("flushes", "flushes"), ("transfers", "transfers"), ("crops", "crops"), ("tokens_per_s", "tokens/s"),
-)  # fmt: skip
-PAGED_COLUMNS = (("blocks_peak", "blocks peak"), ("num_blocks", "pool blocks"), ("requests_waited", "waited"),
-                 ("preemptions", "preempted"))  # fmt: skip
-PAGED_NOTE = ("paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
-              "handed-out blocks, averaged over forwards")  # fmt: skip
+    ("run", "run"),
+    ("prompt_tokens", "prompt"),
+    ("new_tokens", "new"),
+    ("steps", "steps"),
+    ("peak_bytes", "peak bytes"),
+    ("bytes_now", "bytes now"),
+    ("slots_allocated", "allocated"),
+    ("slots_live", "live"),
+    ("slots_masked", "masked"),
+    ("waste_pct", "waste %"),
+    ("tokens_evicted", "evicted"),
+    ("flushes", "flushes"),
+    ("transfers", "transfers"),
+    ("crops", "crops"),
+    ("tokens_per_s", "tokens/s"),
+)
+PAGED_COLUMNS = (
+    ("blocks_peak", "blocks peak"),
+    ("num_blocks", "pool blocks"),
+    ("requests_waited", "waited"),
+    ("preemptions", "preempted"),
+)
+PAGED_NOTE = (
+    "paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
+    "handed-out blocks, averaged over forwards"
+)
 
 
 def columns_for(rows: list[dict]) -> tuple[tuple[str, str], ...]:
@@ -41,15 +58,24 @@ def run_row(name: str, run) -> dict:
     masked = sum(r["slots_masked"] for r in rows)
     meta = trace.meta
     row = {
-        "run": name, "label": run.label, "prompt_tokens": run.prompt_tokens, "new_tokens": run.new_tokens,
+        "run": name,
+        "label": run.label,
+        "prompt_tokens": run.prompt_tokens,
+        "new_tokens": run.new_tokens,
         "steps": summary["steps"],
-        "peak_bytes": summary["peak_bytes"], "bytes_now": sum(r["bytes_held"] for r in rows),
-        "slots_allocated": allocated, "slots_live": sum(r["slots_live"] for r in rows), "slots_masked": masked,
+        "peak_bytes": summary["peak_bytes"],
+        "bytes_now": sum(r["bytes_held"] for r in rows),
+        "slots_allocated": allocated,
+        "slots_live": sum(r["slots_live"] for r in rows),
+        "slots_masked": masked,
         "waste_pct": round(100.0 * masked / allocated, 2) if allocated else 0.0,
-        "tokens_evicted": summary["tokens_evicted"], "flushes": summary["flushes"], "transfers": summary["transfers"],
-        "crops": summary["crops"], "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
+        "tokens_evicted": summary["tokens_evicted"],
+        "flushes": summary["flushes"],
+        "transfers": summary["transfers"],
+        "crops": summary["crops"],
+        "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
-    }  # fmt: skip
+    }
     if is_paged_trace(trace) and trace.updates:
         row.update(paged_row_fields(trace), paged=True)
     return row
@@ -85,12 +111,17 @@ def to_html(rows: list[dict]) -> str:
     for row in rows:
         stopped = " (stopped)" if row["stopped"] else ""
         cells = "".join(_cell(f, row.get(f)) for f, _ in columns)
-        body.append(f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">'
-                    f"{cells}</tr>")  # fmt: skip
-    labels = "".join(f"<li><b>{html.escape(r['run'])}</b> {html.escape(r['label'])}"
-                     f"{' (stopped)' if r['stopped'] else ''}</li>" for r in rows)  # fmt: skip
+        body.append(
+            f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">{cells}</tr>'
+        )
+    labels = "".join(
+        f"<li><b>{html.escape(r['run'])}</b> {html.escape(r['label'])}{' (stopped)' if r['stopped'] else ''}</li>"
+        for r in rows
+    )
     if any(r.get("paged") for r in rows):
         labels += f"<li><i>{html.escape(PAGED_NOTE)}</i></li>"
-    return (f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>')  # fmt: skip
+    return (
+        f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>'
+    )

@@ -37,8 +37,9 @@ class CountingBackend:
         return compile_fx(graph_module, example_inputs)
 
 
-def static_generate(model, input_ids: torch.Tensor, new_tokens: int, max_cache_len: int,
-                    backend: CountingBackend | None = None) -> tuple[list[int], float]:  # fmt: skip
+def static_generate(
+    model, input_ids: torch.Tensor, new_tokens: int, max_cache_len: int, backend: CountingBackend | None = None
+) -> tuple[list[int], float]:
     """Greedy `generate` with a fresh StaticCache; compiled decoding when `backend` is given.
     Returns (new token ids, seconds)."""
     config = None
@@ -49,17 +50,26 @@ def static_generate(model, input_ids: torch.Tensor, new_tokens: int, max_cache_l
     input_ids = input_ids.to(model.device)
     started = time.perf_counter()
     with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,
-                                min_new_tokens=new_tokens, do_sample=False, cache=cache, compile_config=config,
-                                disable_compile=backend is None)  # fmt: skip
-    return output[0, input_ids.shape[-1]:].tolist(), time.perf_counter() - started
+        output = model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            cache=cache,
+            compile_config=config,
+            disable_compile=backend is None,
+        )
+    return output[0, input_ids.shape[-1] :].tolist(), time.perf_counter() - started
 
 
-def compile_report(model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int,
-                   inductor: bool = True) -> dict:  # fmt: skip
+def compile_report(
+    model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int, inductor: bool = True
+) -> dict:
     """Eager vs compiled generation with a StaticCache.
 
-    Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second is steady);
+    Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second
+    is steady);
     compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
     Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
     "same_tokens"}; each run records the graphs compiled during it.
@@ -77,8 +87,20 @@ def compile_report(model, prompts: list[torch.Tensor], new_tokens: int, max_cach
         tokens, seconds = static_generate(model, ids, new_tokens, cache_len, backend)
         if ids is prompts[0]:
             same &= tokens == eager_tokens
-        runs.append({"run": label, "prompt_tokens": ids.shape[-1], "max_cache_len": cache_len,
-                     "new_graphs": backend.graphs - before, "seconds": seconds})  # fmt: skip
-    return {"eager_seconds": eager_seconds, "first_compiled_seconds": runs[0]["seconds"],
-            "steady_seconds": runs[1]["seconds"], "graphs_first": runs[0]["new_graphs"], "runs": runs,
-            "same_tokens": same}  # fmt: skip
+        runs.append(
+            {
+                "run": label,
+                "prompt_tokens": ids.shape[-1],
+                "max_cache_len": cache_len,
+                "new_graphs": backend.graphs - before,
+                "seconds": seconds,
+            }
+        )
+    return {
+        "eager_seconds": eager_seconds,
+        "first_compiled_seconds": runs[0]["seconds"],
+        "steady_seconds": runs[1]["seconds"],
+        "graphs_first": runs[0]["new_graphs"],
+        "runs": runs,
+        "same_tokens": same,
+    }

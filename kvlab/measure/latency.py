@@ -56,4 +56,3 @@ def time_per_token(model, input_ids: torch.Tensor, new_tokens: int, use_cache: b
             sequence = torch.cat([sequence, next_id], dim=-1)
             step_input = next_id
     return TokenTimes(positions, seconds, token_ids, use_cache)
-

@@ -47,8 +47,9 @@ class TeacherForced:
         return math.exp(self.nll)
 
 
-def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic",
-                   **options) -> TeacherForced:  # fmt: skip
+def teacher_forced(
+    model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic", **options
+) -> TeacherForced:
     """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache
     of kind `cache` (with `options`), scoring each next token. Positions scored: n - prefill_tokens."""
     n = input_ids.shape[-1]
@@ -59,8 +60,12 @@ def teacher_forced(model, input_ids: torch.Tensor, prefill_tokens: int, cache: s
     cache_object = make_cache(cache, model.config, trace=trace, **options)
     timing = {"decode_seconds": 0.0}
     log_probs = teacher_forced_logits(model, input_ids, prefill_tokens, cache_object, timing)  # (positions, vocab)
-    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace if cache_object is not None else None,
-                         timing["decode_seconds"])  # fmt: skip
+    return TeacherForced(
+        log_probs,
+        input_ids[0, prefill_tokens:].clone(),
+        trace if cache_object is not None else None,
+        timing["decode_seconds"],
+    )
 
 
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
@@ -70,8 +75,13 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     p, q = reference.log_probs, other.log_probs
     kl = (p.exp() * (p - q)).sum(-1)  # (positions,)
     top1 = (p.argmax(-1) == q.argmax(-1)).float()
-    return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "top1_agreement": float(top1.mean()),
-            "perplexity": other.perplexity, "reference_perplexity": reference.perplexity}  # fmt: skip
+    return {
+        "kl_mean": float(kl.mean()),
+        "kl_max": float(kl.max()),
+        "top1_agreement": float(top1.mean()),
+        "perplexity": other.perplexity,
+        "reference_perplexity": reference.perplexity,
+    }
 
 
 def sweep(model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict]) -> tuple[list[dict], dict]:
@@ -102,9 +112,15 @@ def _row(label: str, options: dict, reference: TeacherForced, run: TeacherForced
     packed = sum(e["packed_bytes"] for e in final)
     cache_bytes = sum(e["bytes_held"] for e in final)
     positions = max(len(run.targets) - 1, 1)
-    return {"config": label, **options, **compare(reference, run), "cache_bytes": cache_bytes, "packed_bytes": packed,
-            "residual_bytes": sum(e["residual_bytes"] for e in final),
-            "memory_ratio_16bit": cache_bytes / tokens_16bit,
-            "packed_ratio_16bit": packed / quantized_16bit if quantized_16bit else cache_bytes / tokens_16bit,
-            "flushes": run.trace.summary()["flushes"],
-            "ms_per_token": 1e3 * run.decode_seconds / positions}  # fmt: skip
+    return {
+        "config": label,
+        **options,
+        **compare(reference, run),
+        "cache_bytes": cache_bytes,
+        "packed_bytes": packed,
+        "residual_bytes": sum(e["residual_bytes"] for e in final),
+        "memory_ratio_16bit": cache_bytes / tokens_16bit,
+        "packed_ratio_16bit": packed / quantized_16bit if quantized_16bit else cache_bytes / tokens_16bit,
+        "flushes": run.trace.summary()["flushes"],
+        "ms_per_token": 1e3 * run.decode_seconds / positions,
+    }

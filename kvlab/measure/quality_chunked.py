@@ -28,8 +28,9 @@ from kvlab.trace import Trace
 DEFAULT_RESIDUAL_LENGTH = 128  # transformers' QuantizedCache default
 
 
-def teacher_forced_chunk(model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic",
-                         **options) -> quality.TeacherForced:  # fmt: skip
+def teacher_forced_chunk(
+    model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic", **options
+) -> quality.TeacherForced:
     """Prefill `prefill_tokens` of `input_ids` (1, n) into a cache of kind `cache` ("dynamic" or "quantized",
     with `options`), then feed the remaining tokens but the last in one forward. Scores n - prefill_tokens
     positions, like `quality.teacher_forced`. Refuses a quantized residual the chunk would fill (a flush)."""
@@ -41,9 +42,11 @@ def teacher_forced_chunk(model, input_ids: torch.Tensor, prefill_tokens: int, ca
     chunk = n - prefill_tokens - 1
     residual_length = options.get("residual_length", DEFAULT_RESIDUAL_LENGTH)
     if cache == "quantized" and options.get("backend") != "fp8" and chunk >= residual_length:
-        raise ValueError(f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which "
-                         "decoding one token at a time would do part-way; score fewer tokens or use "
-                         "quality.teacher_forced")  # fmt: skip
+        raise ValueError(
+            f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which "
+            "decoding one token at a time would do part-way; score fewer tokens or use "
+            "quality.teacher_forced"
+        )
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)
     ids = input_ids.to(model.device)  # (1, n)

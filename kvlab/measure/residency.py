@@ -49,8 +49,14 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
             by_kind: dict[str, int] = {}
             for i in resident:
                 by_kind[kind.get(i, "full")] = by_kind.get(kind.get(i, "full"), 0) + held.get(i, 0)
-            row.update({"device_peak_bytes": total, "cache_bytes_at_peak": sum(held.values()),
-                        "resident_at_peak": sorted(resident), "device_bytes_by_kind": by_kind})  # fmt: skip
+            row.update(
+                {
+                    "device_peak_bytes": total,
+                    "cache_bytes_at_peak": sum(held.values()),
+                    "resident_at_peak": sorted(resident),
+                    "device_bytes_by_kind": by_kind,
+                }
+            )
     for step, row in rows.items():
         row["cache_bytes"] = cache_bytes.get(step, 0)
     return [rows[s] for s in sorted(rows)]

@@ -103,11 +103,17 @@ def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None 
         cache = budgeted_cache(kind, model.config, budget_bytes)
         try:
             with torch.inference_mode():
-                output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                                        **{_compat.CACHE_KWARG: cache}, **generate_kwargs)  # fmt: skip
+                output = model.generate(
+                    input_ids,
+                    attention_mask=torch.ones_like(input_ids),
+                    do_sample=False,
+                    **{_compat.CACHE_KWARG: cache},
+                    **generate_kwargs,
+                )
         except torch.OutOfMemoryError as err:
-            attempts.append({"cache": kind, "ok": False, "error": str(err),
-                             "peak_device_bytes": cache.peak_device_bytes})  # fmt: skip
+            attempts.append(
+                {"cache": kind, "ok": False, "error": str(err), "peak_device_bytes": cache.peak_device_bytes}
+            )
             log(f"{kind}: {err}")
             log("retrying with the offloaded cache")
             if torch.cuda.is_available():
@@ -129,14 +135,25 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
     cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
     input_ids = input_ids.to(model.device)
     with torch.inference_mode():
-        output = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                                max_new_tokens=max_new_tokens, **{_compat.CACHE_KWARG: cache})  # fmt: skip
+        output = model.generate(
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            **{_compat.CACHE_KWARG: cache},
+        )
     from kvlab.plots.timeline import effective_moves
 
     moves = effective_moves(trace)
-    return {"kind": kind, "token_ids": output[0, input_ids.shape[-1]:].tolist(),
-            "peak_device_bytes": cache.peak_device_bytes, "peak_cache_bytes": trace.summary()["peak_bytes"],
-            "transfers": len(moves), "transfer_bytes": sum(e["bytes"] for e in moves), "trace": trace}  # fmt: skip
+    return {
+        "kind": kind,
+        "token_ids": output[0, input_ids.shape[-1] :].tolist(),
+        "peak_device_bytes": cache.peak_device_bytes,
+        "peak_cache_bytes": trace.summary()["peak_bytes"],
+        "transfers": len(moves),
+        "transfer_bytes": sum(e["bytes"] for e in moves),
+        "trace": trace,
+    }
 
 
 class SimulatedDevice:

@@ -65,18 +65,24 @@ class BundledModel:
 
 BUNDLED: dict[str, BundledModel] = {
     "smollm2": BundledModel(
-        "smollm2", "SmolLM2-135M-Instruct",
+        "smollm2",
+        "SmolLM2-135M-Instruct",
         "llama architecture, 30 full-attention layers, 3 KV heads x 64, ChatML chat template",
-        sources.smollm2_gguf, sources.SMOLLM2_SHA256, sources.smollm2_at_hand,
+        sources.smollm2_gguf,
+        sources.SMOLLM2_SHA256,
+        sources.smollm2_at_hand,
         {"layers": 30, "kv_heads": 3, "head_dim": 64, "sliding_window": None, "chat_template": True},
     ),
     "gemma3": BundledModel(
-        "gemma3", "Gemma 3 270M",
+        "gemma3",
+        "Gemma 3 270M",
         "18 layers, 5 sliding (window 512) : 1 full, 1 KV head x 256, no chat template",
-        sources.gemma3_gguf, sources.GEMMA_SHA256, sources.gemma3_at_hand,
+        sources.gemma3_gguf,
+        sources.GEMMA_SHA256,
+        sources.gemma3_at_hand,
         {"layers": 18, "kv_heads": 1, "head_dim": 256, "sliding_window": 512, "chat_template": False},
     ),
-}  # fmt: skip
+}
 
 
 def parse_dtype(dtype) -> torch.dtype:
@@ -144,8 +150,10 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
         problem = _problem(spec)
         if problem is not None:
             if not refetch and not spec.source_at_hand(_gguf_dir()):
-                raise ModelIntegrityError(f"{spec.title} at {directory} is damaged ({problem}); prepare it again: "
-                                          f"kvlab models prepare {spec.name}")  # fmt: skip
+                raise ModelIntegrityError(
+                    f"{spec.title} at {directory} is damaged ({problem}); prepare it again: "
+                    f"kvlab models prepare {spec.name}"
+                )
             print(f"kvlab: {spec.title} is damaged ({problem}); converting it again", file=sys.stderr)
             _convert(spec)
     else:
@@ -189,11 +197,16 @@ def record_manifest(directory: Path, title: str) -> bool:
     try:
         write_manifest(directory)
     except OSError as err:
-        print(f"kvlab: {title} has no manifest and {directory} is read-only ({err.strerror}); loading it "
-              "unverified", file=sys.stderr)  # fmt: skip
+        print(
+            f"kvlab: {title} has no manifest and {directory} is read-only ({err.strerror}); loading it unverified",
+            file=sys.stderr,
+        )
         return False
-    print(f"kvlab: {title} was prepared by an earlier kvlab; its structure is sound and its manifest is now "
-          f"recorded ({directory})", file=sys.stderr)  # fmt: skip
+    print(
+        f"kvlab: {title} was prepared by an earlier kvlab; its structure is sound and its manifest is now "
+        f"recorded ({directory})",
+        file=sys.stderr,
+    )
     return True
 
 
@@ -207,8 +220,9 @@ def verify(name_or_path: str) -> str:
     else:
         directory, title, fix = Path(name_or_path).expanduser(), str(name_or_path), "re-create the directory"
         if not directory.is_dir():
-            raise UnknownModelError(f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} "
-                                    "(or a prepared model directory)")  # fmt: skip
+            raise UnknownModelError(
+                f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} (or a prepared model directory)"
+            )
     try:
         recorded = not has_manifest(directory) and record_manifest(directory, title)
         if not recorded and not has_manifest(directory):
@@ -222,8 +236,9 @@ def verify(name_or_path: str) -> str:
 
 def bundled(name: str) -> BundledModel:
     if name not in BUNDLED:
-        raise UnknownModelError(f"unknown model {name!r}; bundled models: {', '.join(BUNDLED)} "
-                                "(or pass a local model directory)")  # fmt: skip
+        raise UnknownModelError(
+            f"unknown model {name!r}; bundled models: {', '.join(BUNDLED)} (or pass a local model directory)"
+        )
     return BUNDLED[name]
 
 
@@ -234,13 +249,17 @@ def resolve(name_or_path: str) -> tuple[str, str]:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise UnknownModelError(f"{path} is a directory but has no config.json; bundled models: {', '.join(BUNDLED)}")
+            raise UnknownModelError(
+                f"{path} is a directory but has no config.json; bundled models: {', '.join(BUNDLED)}"
+            )
         return "local", str(path)
     parts = name_or_path.split("/")
     if len(parts) == 2 and all(parts) and not path.exists():
         return "hub", name_or_path
-    raise UnknownModelError(f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} "
-                            "(or a local model directory, or a hub id such as org/name when you have hub access)")  # fmt: skip
+    raise UnknownModelError(
+        f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} "
+        "(or a local model directory, or a hub id such as org/name when you have hub access)"
+    )
 
 
 @contextlib.contextmanager
@@ -275,9 +294,10 @@ def _loading(location: str, what: str, load: Callable):
         return load()
     except OSError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"cannot load the {what} of {location}: {first} (kvlab loads safetensors weights only, "
-                             f"from a bundled model ({', '.join(BUNDLED)}), a local directory or a reachable hub id)"
-                             ) from None  # fmt: skip
+        raise ModelLoadError(
+            f"cannot load the {what} of {location}: {first} (kvlab loads safetensors weights only, "
+            f"from a bundled model ({', '.join(BUNDLED)}), a local directory or a reachable hub id)"
+        ) from None
 
 
 def load_config_and_tokenizer(name_or_path: str):
@@ -286,8 +306,9 @@ def load_config_and_tokenizer(name_or_path: str):
 
     _, location = _checked_location(name_or_path)
     config = _loading(location, "config", lambda: AutoConfig.from_pretrained(location, trust_remote_code=False))
-    tokenizer = _loading(location, "tokenizer",
-                         lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
+    tokenizer = _loading(
+        location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
+    )
     return config, tokenizer
 
 
@@ -315,10 +336,16 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None):
     where, location = _checked_location(name_or_path)
     # a saved directory loads in seconds: no progress bar widget in notebooks; a hub download shows its progress
     with _quiet_progress() if where != "hub" else contextlib.nullcontext():
-        model = _loading(location, "weights", lambda: AutoModelForCausalLM.from_pretrained(
-            location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False, **placement))  # fmt: skip
-    tokenizer = _loading(location, "tokenizer",
-                         lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False))  # fmt: skip
+        model = _loading(
+            location,
+            "weights",
+            lambda: AutoModelForCausalLM.from_pretrained(
+                location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False, **placement
+            ),
+        )
+    tokenizer = _loading(
+        location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
+    )
     model.eval()
     model.kvlab_name = name_or_path
     return model, tokenizer
@@ -334,12 +361,33 @@ def describe() -> list[dict]:
         except (OSError, ValueError):  # a damaged marker: `prepare` and `verify` say what is wrong
             info = {}
         info = info if isinstance(info, dict) else {}
-        rows.append({"name": spec.name, "title": spec.title, "summary": spec.summary, "prepared": spec.prepared,
-                     "directory": str(spec.directory), "convert_seconds": info.get("convert_seconds"),
-                     "manifest": has_manifest(spec.directory)})  # fmt: skip
+        rows.append(
+            {
+                "name": spec.name,
+                "title": spec.title,
+                "summary": spec.summary,
+                "prepared": spec.prepared,
+                "directory": str(spec.directory),
+                "convert_seconds": info.get("convert_seconds"),
+                "manifest": has_manifest(spec.directory),
+            }
+        )
     return rows
 
 
-__all__ = ["BUNDLED", "BundledModel", "KvlabHomeError", "ModelIntegrityError", "ModelLoadError", "UnknownModelError",
-           "bundled", "describe", "load", "load_config_and_tokenizer", "parse_device", "parse_dtype", "prepare",
-           "verify"]
+__all__ = [
+    "BUNDLED",
+    "BundledModel",
+    "KvlabHomeError",
+    "ModelIntegrityError",
+    "ModelLoadError",
+    "UnknownModelError",
+    "bundled",
+    "describe",
+    "load",
+    "load_config_and_tokenizer",
+    "parse_device",
+    "parse_dtype",
+    "prepare",
+    "verify",
+]

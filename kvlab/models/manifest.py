@@ -73,12 +73,16 @@ def check_safetensors_layout(path: Path) -> None:
     position = 0
     for start, end in sorted(spans):
         if start != position or end < start:
-            raise ModelIntegrityError(f"{path.name}: its tensors do not tile the data region (gap or overlap at byte "
-                                      f"{start}); the file is damaged")  # fmt: skip
+            raise ModelIntegrityError(
+                f"{path.name}: its tensors do not tile the data region (gap or overlap at byte "
+                f"{start}); the file is damaged"
+            )
         position = end
     if position != data:
-        raise ModelIntegrityError(f"{path.name}: its header describes {position} bytes of tensors but the file holds "
-                                  f"{data}; the file is truncated or padded")  # fmt: skip
+        raise ModelIntegrityError(
+            f"{path.name}: its header describes {position} bytes of tensors but the file holds "
+            f"{data}; the file is truncated or padded"
+        )
 
 
 def _sample_offsets(start: int, size: int) -> list[int]:
@@ -136,10 +140,14 @@ def read_manifest(model_dir: Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ModelIntegrityError(f"{path} cannot be read ({type(err).__name__})") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    if manifest.get("kvlab_manifest") != MANIFEST_VERSION or not isinstance(files, dict) or not all(
-        isinstance(e, dict) and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str)
-        for e in files.values()
-    ):  # fmt: skip
+    if (
+        manifest.get("kvlab_manifest") != MANIFEST_VERSION
+        or not isinstance(files, dict)
+        or not all(
+            isinstance(e, dict) and isinstance(e.get("size"), int) and isinstance(e.get("sha256"), str)
+            for e in files.values()
+        )
+    ):
         raise ModelIntegrityError(f"{path} is not a kvlab manifest (version {MANIFEST_VERSION})")
     return manifest
 

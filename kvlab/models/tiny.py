@@ -13,34 +13,86 @@ TINY_VOCAB = 128
 
 
 def _configs() -> dict:
-    common = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=16, max_position_embeddings=512, pad_token_id=0,
-                  bos_token_id=1, eos_token_id=2)  # fmt: skip
+    common = dict(
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     return {
         # llama-like: every layer full attention
         "tiny-llama": transformers.LlamaConfig(num_hidden_layers=3, **common),
         # gemma3-like: sliding window 8, pattern 2 sliding : 1 full
         "tiny-gemma3": transformers.Gemma3TextConfig(
-            num_hidden_layers=6, sliding_window=8, layer_types=["sliding_attention", "sliding_attention",
-            "full_attention"] * 2, query_pre_attn_scalar=16, **common),  # fmt: skip
+            num_hidden_layers=6,
+            sliding_window=8,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+            query_pre_attn_scalar=16,
+            **common,
+        ),
         # encoder-decoder
         "tiny-bart": transformers.BartConfig(
-            vocab_size=TINY_VOCAB, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-            decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256,
-            pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None),
+            vocab_size=TINY_VOCAB,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_position_embeddings=256,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            decoder_start_token_id=2,
+            forced_eos_token_id=None,
+        ),
         # linear attention (state space)
-        "tiny-mamba": transformers.MambaConfig(vocab_size=TINY_VOCAB, hidden_size=64, state_size=8, num_hidden_layers=3,
-                                               pad_token_id=0, bos_token_id=1, eos_token_id=2),  # fmt: skip
+        "tiny-mamba": transformers.MambaConfig(
+            vocab_size=TINY_VOCAB,
+            hidden_size=64,
+            state_size=8,
+            num_hidden_layers=3,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
         # hybrid: mamba layers with one attention layer
         "tiny-jamba": transformers.JambaConfig(
-            vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-            num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=4,
-            expert_layer_offset=3, num_experts=2, mamba_d_state=8, mamba_expand=2, use_mamba_kernels=False,
-            pad_token_id=0, bos_token_id=1, eos_token_id=2),  # fmt: skip
+            vocab_size=TINY_VOCAB,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            attn_layer_period=2,
+            attn_layer_offset=1,
+            expert_layer_period=4,
+            expert_layer_offset=3,
+            num_experts=2,
+            mamba_d_state=8,
+            mamba_expand=2,
+            use_mamba_kernels=False,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+        ),
         # llama4-like: chunked attention (chunks of 8 tokens) in 3 layers of 4, the 4th full; dense MLPs, no experts
         "tiny-llama4": transformers.Llama4TextConfig(
-            num_hidden_layers=4, attention_chunk_size=8, layer_types=["chunked_attention"] * 3 + ["full_attention"],
-            intermediate_size_mlp=128, moe_layers=[], num_local_experts=2, **common),  # fmt: skip
+            num_hidden_layers=4,
+            attention_chunk_size=8,
+            layer_types=["chunked_attention"] * 3 + ["full_attention"],
+            intermediate_size_mlp=128,
+            moe_layers=[],
+            num_local_experts=2,
+            **common,
+        ),
     }
 
 

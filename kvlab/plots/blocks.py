@@ -1,8 +1,8 @@
 """Figures of a paged cache's blocks (`kvlab.caches.paged`): who holds which block at every forward, and layouts.
 
-    block_grid(trace)          # blocks × forwards: -1 free, -2 cached for prefix reuse, else the owner's index
-    plot_block_timeline(trace) # that grid as an image, above blocks in use / cached / free per forward
-    plot_layouts(rows)         # reserved vs live bytes per layout (`kvlab.serving.layout_rows`)
+block_grid(trace)          # blocks × forwards: -1 free, -2 cached for prefix reuse, else the owner's index
+plot_block_timeline(trace) # that grid as an image, above blocks in use / cached / free per forward
+plot_layouts(rows)         # reserved vs live bytes per layout (`kvlab.serving.layout_rows`)
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ def request_order(trace: Trace) -> list[str]:
 
 
 def block_grid(trace: Trace) -> np.ndarray:
-    """(num_blocks, forwards) grid, row i = block id trash_blocks + i: the index (in `request_order`) of the request holding each block at each
-    forward, FREE (-1) for a block in the pool, CACHED (-2) for a complete block kept only for prefix reuse.
-    A block shared by several requests shows its first holder."""
+    """(num_blocks, forwards) grid, row i = block id trash_blocks + i: the index (in `request_order`) of the request
+    holding each block at each forward, FREE (-1) for a block in the pool, CACHED (-2) for a complete block kept only
+    for prefix reuse. A block shared by several requests shows its first holder."""
     rows = paged_steps(trace)
     num_blocks, first = trace.meta["paged"]["num_blocks"], trace.meta["paged"]["trash_blocks"]
     order = {rid: i for i, rid in enumerate(request_order(trace))}
@@ -54,11 +54,22 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     grid = block_grid(trace)
     fig, (top, bottom) = subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     colors = [(0.93, 0.93, 0.93), (0.55, 0.55, 0.55)]  # free, cached
-    base = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974",
-            "#64b5cd"]  # fmt: skip
+    base = [
+        "#4c72b0",
+        "#dd8452",
+        "#55a868",
+        "#c44e52",
+        "#8172b3",
+        "#937860",
+        "#da8bc3",
+        "#8c8c8c",
+        "#ccb974",
+        "#64b5cd",
+    ]
     palette = ListedColormap([colors[1], colors[0]] + [base[i % len(base)] for i in range(max(len(order), 1))])
-    top.imshow(grid + 2, aspect="auto", interpolation="nearest", cmap=palette, vmin=0, vmax=len(order) + 1,
-               origin="lower")  # fmt: skip
+    top.imshow(
+        grid + 2, aspect="auto", interpolation="nearest", cmap=palette, vmin=0, vmax=len(order) + 1, origin="lower"
+    )
     top.set_ylabel(f"block id (of {meta['num_blocks']})")
     top.set_title(title or f"{meta['num_blocks']} blocks of {meta['page_size']} tokens: who holds each block")
     for i, rid in enumerate(order):
@@ -69,8 +80,15 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     in_use = np.array([r["blocks_in_use"] for r in rows])
     cached = np.array([r["blocks_cached"] for r in rows])
     free = np.array([r["blocks_free"] for r in rows])
-    bottom.stackplot(steps, in_use, cached, free, labels=["in use", "cached", "free"],
-                     colors=["#4c72b0", colors[1], colors[0]], step="mid")  # fmt: skip
+    bottom.stackplot(
+        steps,
+        in_use,
+        cached,
+        free,
+        labels=["in use", "cached", "free"],
+        colors=["#4c72b0", colors[1], colors[0]],
+        step="mid",
+    )
     refused = [i for i, r in enumerate(rows) if r["refused"]]
     preempted = [i for i, r in enumerate(rows) if r["preempted"]]
     if refused:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
 
@@ -32,8 +31,11 @@ def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> F
             # distinct markers and dashes, so inputs of the same length stay visible on top of each other
             ax.plot([r.call for r in records], lengths, STYLES[i % len(STYLES)], label=name, markersize=7 - i)
         distinct, calls = log.decoding_signatures()
-        ax.set_title(f"{label}: {distinct} distinct signature{'s' * (distinct != 1)}\nover {calls} decoding calls "
-                     "(prefill not counted)", fontsize=10)  # fmt: skip
+        ax.set_title(
+            f"{label}: {distinct} distinct signature{'s' * (distinct != 1)}\nover {calls} decoding calls "
+            "(prefill not counted)",
+            fontsize=10,
+        )
         ax.set_xlabel("forward call (0 = prefill)")
         ax.legend(fontsize="small")
     axes[0][0].set_ylabel("sequence length of the input")

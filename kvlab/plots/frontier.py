@@ -10,9 +10,11 @@ from kvlab.bench.published import PUBLISHED
 
 def frontier_points(rows: list[dict]) -> list[dict]:
     """(label, memory ratio vs dynamic, perplexity change %) of every measured row holding a cache."""
-    return [{"label": r["label"], "memory_ratio": r["ratio_vs_dynamic"], "quality": r["perplexity_delta_pct"]}
-            for r in rows if r.get("status") == "measured" and r.get("ratio_vs_dynamic")
-            and r.get("perplexity_delta_pct") is not None]  # fmt: skip
+    return [
+        {"label": r["label"], "memory_ratio": r["ratio_vs_dynamic"], "quality": r["perplexity_delta_pct"]}
+        for r in rows
+        if r.get("status") == "measured" and r.get("ratio_vs_dynamic") and r.get("perplexity_delta_pct") is not None
+    ]
 
 
 def _grouped(points: list[dict]) -> list[dict]:
@@ -34,18 +36,35 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         fig, ax = plt.subplots(figsize=(9, 5.5))
         for p in points:
             ax.scatter(p["memory_ratio"], p["quality"], s=40, color="tab:blue", zorder=3)
-            ax.annotate(p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3),
-                        fontsize=7.5)  # fmt: skip
+            ax.annotate(
+                p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3), fontsize=7.5
+            )
         lines = []
         for ref in published or []:
             ax.axvline(ref["memory_ratio"], color="tab:orange", linestyle="--", linewidth=1, zorder=1)
-            ax.text(ref["memory_ratio"], 0.02, f" external: {ref['label']}", rotation=90, fontsize=7,
-                    transform=ax.get_xaxis_transform(), color="tab:orange", va="bottom", ha="right")  # fmt: skip
+            ax.text(
+                ref["memory_ratio"],
+                0.02,
+                f" external: {ref['label']}",
+                rotation=90,
+                fontsize=7,
+                transform=ax.get_xaxis_transform(),
+                color="tab:orange",
+                va="bottom",
+                ha="right",
+            )
             lines.append(f"{ref['label']} (x = {ref['memory_ratio']:.2f}): {ref['claim']}")
         if lines:
-            ax.text(0.45, 0.97, "External references (orange dashed, published, not measured by kvlab):\n"
-                    + "\n".join(lines), transform=ax.transAxes, fontsize=7, color="tab:orange", va="top",
-                    bbox={"facecolor": "white", "edgecolor": "tab:orange", "alpha": 0.9})  # fmt: skip
+            ax.text(
+                0.45,
+                0.97,
+                "External references (orange dashed, published, not measured by kvlab):\n" + "\n".join(lines),
+                transform=ax.transAxes,
+                fontsize=7,
+                color="tab:orange",
+                va="top",
+                bbox={"facecolor": "white", "edgecolor": "tab:orange", "alpha": 0.9},
+            )
         ax.axhline(0, color="grey", linewidth=0.5)
         ax.set_yscale("symlog", linthresh=1.0)
         if points and min(p["quality"] for p in points) >= 0:
@@ -53,7 +72,11 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         ax.set_xlabel("peak cache bytes ÷ dynamic cache (kvlab measured)")
         ax.set_ylabel("perplexity change vs dynamic (%, symlog)")
         ax.set_xlim(0, max([1.5] + [p["memory_ratio"] * 1.5 for p in points]))
-        ax.set_title(title or "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
-                              "external references (not kvlab measurements)", fontsize=10)  # fmt: skip
+        ax.set_title(
+            title
+            or "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
+            "external references (not kvlab measurements)",
+            fontsize=10,
+        )
         fig.tight_layout()
     return fig

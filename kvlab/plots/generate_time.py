@@ -7,19 +7,24 @@ from matplotlib.figure import Figure
 from kvlab.plots._figure import finish, subplots
 
 
-def plot_generate_time(seconds: dict[str, dict[int, float]], current: int | None = None,
-                       max_tokens: int | None = None, title: str | None = None) -> Figure:  # fmt: skip
+def plot_generate_time(
+    seconds: dict[str, dict[int, float]],
+    current: int | None = None,
+    max_tokens: int | None = None,
+    title: str | None = None,
+) -> Figure:
     """`seconds[label][new_tokens]` = wall seconds of one `generate` call. Left: ms per new token (total / new
     tokens); right: total seconds. Every setting measured so far is drawn; `current` is circled. `max_tokens`
     fixes the x axis (a slider's maximum), so the picture keeps its scale as points are added."""
     fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.6))
     for label, runs in seconds.items():
         tokens = sorted(runs)
-        line, = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", label=label)
+        (line,) = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", label=label)
         ax_total.plot(tokens, [runs[n] for n in tokens], "o-", color=line.get_color(), label=label)
         if current in runs:
-            ax.plot([current], [runs[current] / current * 1e3], "o", markersize=12, fillstyle="none",
-                    color=line.get_color())  # fmt: skip
+            ax.plot(
+                [current], [runs[current] / current * 1e3], "o", markersize=12, fillstyle="none", color=line.get_color()
+            )
     ax.set_xlabel("new tokens (max_new_tokens)")
     ax.set_ylabel("ms per new token")
     ax.set_ylim(bottom=0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.plots._figure import subplots
-
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.trace import Trace
 
@@ -34,13 +33,19 @@ def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
 
 def total_bytes(trace: Trace) -> list[tuple[int, int]]:
     """[(tokens seen, whole-cache bytes), ...] at the end of every step."""
-    return [(tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
-            for step, layers in snapshots(trace)]
+    return [
+        (tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
+        for step, layers in snapshots(trace)
+    ]
 
 
-def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_bytes_per_token: float | None = None,
-                expected: dict[str, list[tuple[int, int]]] | None = None,
-                title: str | None = None) -> Figure:  # fmt: skip
+def plot_growth(
+    traces: Trace | dict[str, Trace],
+    by_kind: bool = True,
+    formula_bytes_per_token: float | None = None,
+    expected: dict[str, list[tuple[int, int]]] | None = None,
+    title: str | None = None,
+) -> Figure:
     """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_kind`).
 
     Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`
@@ -62,14 +67,25 @@ def plot_growth(traces: Trace | dict[str, Trace], by_kind: bool = True, formula_
             if len(kinds) > 1:
                 for kind, points in kinds.items():
                     kx, ky = zip(*points)
-                    count = sum(1 for e in trace.final_layers() if (e["role"] == "cross") == (kind == "cross")
-                                and (kind == "cross" or e["kind"] == kind))  # fmt: skip
-                    name = f"{kind}-attention" if kind == "cross" else (f"self-attention ({kind})" if "cross" in kinds
-                                                                         else kind)  # fmt: skip
+                    count = sum(
+                        1
+                        for e in trace.final_layers()
+                        if (e["role"] == "cross") == (kind == "cross") and (kind == "cross" or e["kind"] == kind)
+                    )
+                    name = (
+                        f"{kind}-attention"
+                        if kind == "cross"
+                        else (f"self-attention ({kind})" if "cross" in kinds else kind)
+                    )
                     ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {name} layers")
     if formula_bytes_per_token:
-        ax.plot([0, max_tokens], [0, max_tokens * formula_bytes_per_token / 1e6], "k--", lw=1,
-                label=f"formula: {formula_bytes_per_token:,.0f} B/token")  # fmt: skip
+        ax.plot(
+            [0, max_tokens],
+            [0, max_tokens * formula_bytes_per_token / 1e6],
+            "k--",
+            lw=1,
+            label=f"formula: {formula_bytes_per_token:,.0f} B/token",
+        )
     for label, points in (expected or {}).items():
         ex, ey = zip(*points)
         ax.plot(ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color="grey", label=f"formula: {label}")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from kvlab.plots._figure import finish, subplots
-
 from kvlab.measure.latency import TokenTimes
+from kvlab.plots._figure import finish, subplots
 
 
 def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> Figure:

@@ -11,8 +11,9 @@ from kvlab.plots._figure import subplots
 KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354"}
 
 
-def plot_layer_lengths(lengths: list[LayerLength], window: int | None = None, title: str | None = None,
-                       window_label: str = "window") -> Figure:  # fmt: skip
+def plot_layer_lengths(
+    lengths: list[LayerLength], window: int | None = None, title: str | None = None, window_label: str = "window"
+) -> Figure:
     """Per layer: an outlined bar for tokens seen, a pale bar for storage held, a solid bar for live tokens;
     the colour is the layer kind; `window` (e.g. a sliding window or a chunk size) is a dashed line."""
     fig, ax = subplots(figsize=(9, 3.6))
@@ -24,8 +25,11 @@ def plot_layer_lengths(lengths: list[LayerLength], window: int | None = None, ti
     if window:
         ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{window_label} {window}")
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Patch(color=color, label=f"{kind} layer") for kind, color in KIND_COLORS.items()
-                if any(length.kind == kind for length in lengths)]  # fmt: skip
+    handles += [
+        Patch(color=color, label=f"{kind} layer")
+        for kind, color in KIND_COLORS.items()
+        if any(length.kind == kind for length in lengths)
+    ]
     ax.set_xticks(x)
     ax.set_xlabel("layer")
     ax.set_ylabel("tokens")

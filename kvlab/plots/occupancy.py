@@ -10,7 +10,6 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.plots._figure import subplots
-
 from kvlab.plots._snapshots import layer_labels
 from kvlab.trace import Trace
 

@@ -45,9 +45,14 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
     ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
     ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
-    ax.legend(handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
-              loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12), ncol=3,
-              fontsize="small", frameon=False)  # fmt: skip
+    ax.legend(
+        handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12),
+        ncol=3,
+        fontsize="small",
+        frameon=False,
+    )
     fig.tight_layout()
     return fig
 
@@ -66,8 +71,9 @@ def plot_holdings(stages: dict[str, dict], title: str = "What each layer kind ho
         rows = [held.get(kind, {}) for held in stages.values()]
         layers = next(row["layers"] for row in rows if row)
         slots = slots_ax.bar(offset, [row.get("slots", 0) for row in rows], width, label=kind)
-        stored = bytes_ax.bar(offset, [row.get("bytes_all_layers", 0) / 1e6 for row in rows], width,
-                              label=f"{kind} ({layers} layers)")
+        stored = bytes_ax.bar(
+            offset, [row.get("bytes_all_layers", 0) / 1e6 for row in rows], width, label=f"{kind} ({layers} layers)"
+        )
         slots_ax.bar_label(slots, fmt="%d", fontsize=7)  # small changes (523 -> 511) are read, not seen
         bytes_ax.bar_label(stored, fmt="%.2f", fontsize=7)
     for ax, ylabel in ((slots_ax, "slots held by one layer"), (bytes_ax, "storage, all layers (MB)")):

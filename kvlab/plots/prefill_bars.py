@@ -12,8 +12,9 @@ from matplotlib.figure import Figure
 from kvlab.plots._figure import subplots
 
 
-def plot_prefill_bars(series: dict[str, list[tuple[int, float]]], request_name: str, time_label: str,
-                      title: str) -> Figure:  # fmt: skip
+def plot_prefill_bars(
+    series: dict[str, list[tuple[int, float]]], request_name: str, time_label: str, title: str
+) -> Figure:
     """`series` maps a label to one (tokens prefilled, seconds to first token) pair per request."""
     fig, (tokens_ax, time_ax) = subplots(1, 2, figsize=(10, 3.6))
     width = 0.8 / max(len(series), 1)

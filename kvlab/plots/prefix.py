@@ -32,8 +32,10 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     start = max(0, n_prefix - around)
     stop = min(max(n_prefix, n_full), n_prefix + around)
     fig, ax = subplots(figsize=(min(1.1 * (stop - start) + 1.5, 14), 2.2))
-    rows = [("prefix alone", check.prefix_ids, check.prefix_tokens),
-            ("prefix + question", check.full_ids, check.full_tokens)]
+    rows = [
+        ("prefix alone", check.prefix_ids, check.prefix_tokens),
+        ("prefix + question", check.full_ids, check.full_tokens),
+    ]
     for y, (_, ids, tokens) in zip((1, 0), rows):
         for position in range(start, min(stop, len(ids))):
             if mismatch is not None and position >= mismatch and position < n_prefix:
@@ -49,8 +51,11 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     ax.set_ylim(-0.6, 1.6)
     ax.set_yticks([1, 0], [label for label, _, _ in rows])
     ax.set_xlabel("token position (dashed line: end of the cached prefix)")
-    verdict = ("ids line up: the cache can be reused" if check.ok else
-               f"ids differ at position {mismatch}: reuse would feed the model the wrong ids")  # fmt: skip
+    verdict = (
+        "ids line up: the cache can be reused"
+        if check.ok
+        else f"ids differ at position {mismatch}: reuse would feed the model the wrong ids"
+    )
     ax.set_title(title or verdict, fontsize=10)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
@@ -64,8 +69,9 @@ def _show(token: str) -> str:
     return text if len(text) <= 9 else text[:8] + "…"
 
 
-def plot_prefix_copies(traces, prompt_tokens: list[int],
-                       title: str = "One prefilled prefix, a deep copy per question") -> Figure:
+def plot_prefix_copies(
+    traces, prompt_tokens: list[int], title: str = "One prefilled prefix, a deep copy per question"
+) -> Figure:
     """From `kvlab.watch(...).traces` of the guide's prefix recipe (one prefix cache, then one deep copy per
     question, possibly for several cache classes) and the full prompt length of each question: tokens each
     answer had to prefill (reused copy vs no reuse), and the bytes each copy held at its peak."""
@@ -83,8 +89,9 @@ def plot_prefix_copies(traces, prompt_tokens: list[int],
     width = 0.8 / max(len(copies), 1)
     for i, (name, group) in enumerate(copies.items()):
         x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
-        bytes_ax.bar(x, [t.summary()["peak_bytes"] / 2**20 for t in group], width, label=f"{name} copy",
-                     color=f"C{i + 1}")  # fmt: skip
+        bytes_ax.bar(
+            x, [t.summary()["peak_bytes"] / 2**20 for t in group], width, label=f"{name} copy", color=f"C{i + 1}"
+        )
     for ax, ylabel in ((tokens_ax, "tokens prefilled for the answer"), (bytes_ax, "bytes held by the copy (MiB)")):
         ax.set_xticks(range(len(prompt_tokens)), [f"question {i + 1}" for i in range(len(prompt_tokens))])
         ax.set_ylabel(ylabel)

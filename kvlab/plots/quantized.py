@@ -11,7 +11,6 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.plots._figure import subplots
-
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.trace import Trace
 
@@ -19,14 +18,28 @@ from kvlab.trace import Trace
 # x: KV memory relative to a 16-bit cache; y: quality relative to the 16-bit cache (1.0 = same), None when the
 # source states only a direction. Nothing here is measured by kvlab.
 PUBLISHED_REFERENCES = (
-    {"label": "HF blog: quanto int4 ≈ fp16 on LongBench", "memory_ratio": 4 / 16, "quality": 1.0,
-     "memory_meaning": "nominal: 4 of 16 bits per number", "source": "https://huggingface.co/blog/kv-cache-quantization"},
-    {"label": "HF blog: quanto int2 degrades on LongBench", "memory_ratio": 2 / 16, "quality": None,
-     "memory_meaning": "nominal: 2 of 16 bits per number", "source": "https://huggingface.co/blog/kv-cache-quantization"},
-    {"label": "KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)", "memory_ratio": 1 / 2.6,
-     "quality": 1.0, "memory_meaning": "peak memory of the whole run, model weights included (1 / 2.6)",
-     "source": "https://arxiv.org/abs/2402.02750"},
-)  # fmt: skip
+    {
+        "label": "HF blog: quanto int4 ≈ fp16 on LongBench",
+        "memory_ratio": 4 / 16,
+        "quality": 1.0,
+        "memory_meaning": "nominal: 4 of 16 bits per number",
+        "source": "https://huggingface.co/blog/kv-cache-quantization",
+    },
+    {
+        "label": "HF blog: quanto int2 degrades on LongBench",
+        "memory_ratio": 2 / 16,
+        "quality": None,
+        "memory_meaning": "nominal: 2 of 16 bits per number",
+        "source": "https://huggingface.co/blog/kv-cache-quantization",
+    },
+    {
+        "label": "KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)",
+        "memory_ratio": 1 / 2.6,
+        "quality": 1.0,
+        "memory_meaning": "peak memory of the whole run, model weights included (1 / 2.6)",
+        "source": "https://arxiv.org/abs/2402.02750",
+    },
+)
 
 
 def split_by_step(trace: Trace) -> list[dict]:
@@ -34,28 +47,43 @@ def split_by_step(trace: Trace) -> list[dict]:
     rows = []
     for step, layers in snapshots(trace):
         events = layers.values()
-        rows.append({"step": step, "tokens": tokens_seen(layers, trace, step),
-                     **{f: sum(e[f] for e in events) for f in ("packed_bytes", "residual_bytes", "quantized_tokens",
-                                                               "residual_tokens")}})  # fmt: skip
+        rows.append(
+            {
+                "step": step,
+                "tokens": tokens_seen(layers, trace, step),
+                **{
+                    f: sum(e[f] for e in events)
+                    for f in ("packed_bytes", "residual_bytes", "quantized_tokens", "residual_tokens")
+                },
+            }
+        )
     return rows
 
 
 def total_by_step(trace: Trace) -> list[tuple[int, int]]:
     """[(tokens seen, whole-cache bytes)] at the end of every step, for any cache (the reference line)."""
-    return [(tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
-            for step, layers in snapshots(trace)]  # fmt: skip
+    return [
+        (tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
+        for step, layers in snapshots(trace)
+    ]
 
 
-def plot_split(trace: Trace, title: str | None = None, reference_trace: Trace | None = None,
-               reference_label: str = "DynamicCache") -> Figure:  # fmt: skip
+def plot_split(
+    trace: Trace, title: str | None = None, reference_trace: Trace | None = None, reference_label: str = "DynamicCache"
+) -> Figure:
     """Stacked packed vs residual bytes against tokens for one quantized run; flushes show as drops.
     `reference_trace` (e.g. a DynamicCache on the same tokens) adds its total bytes as a dashed line."""
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
     fig, ax = subplots(figsize=(7, 4))
-    ax.stackplot(tokens, [r["packed_bytes"] / 1e6 for r in rows], [r["residual_bytes"] / 1e6 for r in rows],
-                 labels=["packed (quantized)", "residual (full precision)"], colors=["tab:purple", "tab:orange"],
-                 alpha=0.7)  # fmt: skip
+    ax.stackplot(
+        tokens,
+        [r["packed_bytes"] / 1e6 for r in rows],
+        [r["residual_bytes"] / 1e6 for r in rows],
+        labels=["packed (quantized)", "residual (full precision)"],
+        colors=["tab:purple", "tab:orange"],
+        alpha=0.7,
+    )
     if reference_trace is not None:
         xs, ys = zip(*total_by_step(reference_trace))
         ax.plot(xs, [y / 1e6 for y in ys], color="k", ls="--", lw=1, label=reference_label)
@@ -75,8 +103,14 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2), 4))
     packed = [r["packed_bytes"] / 1e6 for r in finals]
     ax.bar(labels, packed, color="tab:purple", alpha=0.7, label="packed")
-    ax.bar(labels, [r["residual_bytes"] / 1e6 for r in finals], bottom=packed, color="tab:orange", alpha=0.7,
-           label="residual (full precision)")  # fmt: skip
+    ax.bar(
+        labels,
+        [r["residual_bytes"] / 1e6 for r in finals],
+        bottom=packed,
+        color="tab:orange",
+        alpha=0.7,
+        label="residual (full precision)",
+    )
     if reference_bytes:
         ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
     ax.set_ylabel("cache bytes (MB)")
@@ -87,26 +121,42 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     return fig
 
 
-def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_label: str = "quality",
-                  memory_label: str = "KV memory relative to a 16-bit cache of the same tokens",
-                  title: str | None = None) -> Figure:  # fmt: skip
+def plot_frontier(
+    points: list[dict],
+    references=PUBLISHED_REFERENCES,
+    quality_label: str = "quality",
+    memory_label: str = "KV memory relative to a 16-bit cache of the same tokens",
+    title: str | None = None,
+) -> Figure:
     """Memory–quality frontier. `points`: [{"label", "memory_ratio", "quality"}] measured here (filled dots);
     `references`: published points (hollow diamonds, labelled "external"), `quality=None` drawn as a down arrow.
     """
     fig, ax = subplots(figsize=(8, 5.4))
     for p in points:
         ax.scatter(p["memory_ratio"], p["quality"], s=40, zorder=3)
-        ax.annotate(p["label"], (p["memory_ratio"], p["quality"]), fontsize=7, xytext=(4, 3),
-                    textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            p["label"], (p["memory_ratio"], p["quality"]), fontsize=7, xytext=(4, 3), textcoords="offset points"
+        )
     notes = []
     for number, r in enumerate(references or (), start=1):
         y = r["quality"] if r["quality"] is not None else 1.0
         ax.scatter(r["memory_ratio"], y, marker="D", facecolors="none", edgecolors="grey", s=60, zorder=2)
         if r["quality"] is None:
-            ax.annotate("", (r["memory_ratio"], y - 0.1), (r["memory_ratio"], y),
-                        arrowprops={"arrowstyle": "->", "color": "grey"})  # fmt: skip
-        ax.annotate(f"external R{number}", (r["memory_ratio"], y), fontsize=7, color="grey",
-                    xytext=(0, 7 + 8 * (number % 2)), textcoords="offset points", ha="center")  # fmt: skip
+            ax.annotate(
+                "",
+                (r["memory_ratio"], y - 0.1),
+                (r["memory_ratio"], y),
+                arrowprops={"arrowstyle": "->", "color": "grey"},
+            )
+        ax.annotate(
+            f"external R{number}",
+            (r["memory_ratio"], y),
+            fontsize=7,
+            color="grey",
+            xytext=(0, 7 + 8 * (number % 2)),
+            textcoords="offset points",
+            ha="center",
+        )
         notes.append(f"R{number} (external, not measured here): {r['label']}")
     if notes:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, color="dimgrey", va="bottom")
@@ -121,9 +171,12 @@ def plot_frontier(points: list[dict], references=PUBLISHED_REFERENCES, quality_l
     return fig
 
 
-def plot_quality_vs_memory(rows: list[dict], quality_key: str = "top1_agreement",
-                           quality_label: str = "top-1 agreement with DynamicCache (1.0 = same)",
-                           title: str | None = None) -> Figure:  # fmt: skip
+def plot_quality_vs_memory(
+    rows: list[dict],
+    quality_key: str = "top1_agreement",
+    quality_label: str = "top-1 agreement with DynamicCache (1.0 = same)",
+    title: str | None = None,
+) -> Figure:
     """Measured points only, each configuration at two memory ratios (both relative to a 16-bit cache):
     filled, the whole cache at the length the quality was measured (`memory_ratio_16bit`, residual included);
     hollow, the packed part alone (`packed_ratio_16bit`, what a sequence much longer than the residual

@@ -39,8 +39,10 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
             share = 100 * r["device_peak_bytes"] / r["cache_bytes_at_peak"] if r["cache_bytes_at_peak"] else 0
             ax.annotate(f"{share:.0f}%", (x, r["device_peak_bytes"] / 1e6), ha="center", va="bottom", fontsize=8)
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Patch(facecolor="white", edgecolor="grey", hatch="//", label="sliding layers' part"),
-                Line2D([], [], color="k", lw=2, label="whole cache at that moment")]  # fmt: skip
+    handles += [
+        Patch(facecolor="white", edgecolor="grey", hatch="//", label="sliding layers' part"),
+        Line2D([], [], color="k", lw=2, label="whole cache at that moment"),
+    ]
     ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=2)
     ax.set_xlabel("step (0 = prefill)")
     ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.plots._figure import subplots
-
 from kvlab.trace import Trace
 
 
@@ -20,8 +19,9 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     live = [r["slots_live"] for r in rows]
     masked = [r["slots_masked"] for r in rows]
     fig, ax = subplots(figsize=(7, 4))
-    ax.stackplot(steps, live, masked, labels=["live", "masked (allocated, empty)"], colors=["tab:green", "tab:red"],
-                 alpha=0.6)  # fmt: skip
+    ax.stackplot(
+        steps, live, masked, labels=["live", "masked (allocated, empty)"], colors=["tab:green", "tab:red"], alpha=0.6
+    )
     ax.plot(steps, [r["slots_allocated"] for r in rows], "k-", lw=1.5, label="allocated")
     ax.set_xlabel("step (0 = prefill)")
     ax.set_ylabel("slots, summed over layers")
@@ -38,8 +38,16 @@ def run_slots(traces: dict[str, Trace]) -> list[dict]:
     rows = []
     for label, trace in traces.items():
         s = trace.summary()
-        rows.append({"run": label, "allocated": s["slots_allocated"], "live": s["slots_live"],
-                     "masked": s["slots_masked"], "waste_pct": s["waste_pct"], "bytes": s["final_bytes"]})  # fmt: skip
+        rows.append(
+            {
+                "run": label,
+                "allocated": s["slots_allocated"],
+                "live": s["slots_live"],
+                "masked": s["slots_masked"],
+                "waste_pct": s["waste_pct"],
+                "bytes": s["final_bytes"],
+            }
+        )
     return rows
 
 
@@ -49,8 +57,14 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     labels = [r["run"] for r in rows]
     fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
     ax.bar(labels, [r["live"] for r in rows], color="tab:green", alpha=0.7, label="live")
-    ax.bar(labels, [r["masked"] for r in rows], bottom=[r["live"] for r in rows], color="tab:red", alpha=0.6,
-           label="masked")  # fmt: skip
+    ax.bar(
+        labels,
+        [r["masked"] for r in rows],
+        bottom=[r["live"] for r in rows],
+        color="tab:red",
+        alpha=0.6,
+        label="masked",
+    )
     for i, r in enumerate(rows):
         ax.annotate(f"{r['waste_pct']:.0f}% masked", (i, r["allocated"]), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("slots, summed over layers")

@@ -12,7 +12,6 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from kvlab.plots._figure import subplots
-
 from kvlab.trace import Trace
 
 
@@ -39,9 +38,16 @@ def residency(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
         elif e["type"] == "transfer" and e["direction"] == "offload" and layer in open_at:
             intervals.append({"layer_idx": layer, "start": open_at.pop(layer), "end": i, "step": e["step"]})
     for layer, start in open_at.items():
-        intervals.append({"layer_idx": layer, "start": start, "end": len(events) - 1,
-                          "step": events[-1]["step"], "open": True,
-                          "never_offloaded": layer not in offloaded})  # fmt: skip
+        intervals.append(
+            {
+                "layer_idx": layer,
+                "start": start,
+                "end": len(events) - 1,
+                "step": events[-1]["step"],
+                "open": True,
+                "never_offloaded": layer not in offloaded,
+            }
+        )
     return sorted(intervals, key=lambda r: (r["start"], r["layer_idx"]))
 
 
@@ -92,9 +98,14 @@ def schedule(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
         if steps is not None and not steps[0] <= e["step"] <= steps[1]:
             continue
         previous = kept[-1] if kept else None
-        if (e["type"] == "update" and previous is not None and previous["type"] == "transfer"
-                and previous["direction"] == "offload" and previous["layer_idx"] == e["layer_idx"]
-                and previous["step"] == e["step"]):  # fmt: skip
+        if (
+            e["type"] == "update"
+            and previous is not None
+            and previous["type"] == "transfer"
+            and previous["direction"] == "offload"
+            and previous["layer_idx"] == e["layer_idx"]
+            and previous["step"] == e["step"]
+        ):
             kept.insert(len(kept) - 1, e)
         else:
             kept.append(e)
@@ -122,8 +133,10 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
         if events[i]["step"] != events[i - 1]["step"]:
             ax.axvline(i - 0.5, color="grey", ls=":", lw=1)
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Patch(color="tab:blue", alpha=0.35, label="resident (offloaded between uses)"),
-                Patch(color="tab:orange", alpha=0.35, label="resident (never offloaded)")]  # fmt: skip
+    handles += [
+        Patch(color="tab:blue", alpha=0.35, label="resident (offloaded between uses)"),
+        Patch(color="tab:orange", alpha=0.35, label="resident (never offloaded)"),
+    ]
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
     ax.set_xlabel("event order (dotted lines: step boundaries)")

@@ -18,8 +18,9 @@ from kvlab.plots.prefill_bars import plot_prefill_bars
 
 def plot_turns(sessions: dict, title: str = "Prefill per turn") -> Figure:
     """Two panels from `{label: ChatSession}`: tokens prefilled per turn and time to the first new token."""
-    series = {label: [(t.prefilled_tokens, t.prefill_seconds) for t in session.turns]
-              for label, session in sessions.items()}  # fmt: skip
+    series = {
+        label: [(t.prefilled_tokens, t.prefill_seconds) for t in session.turns] for label, session in sessions.items()
+    }
     return plot_prefill_bars(series, "turn", "time to first token (ms)", title)
 
 
@@ -43,9 +44,18 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the ne
     ax.set_xlim(-0.5, len(status) - 0.5)
     ax.set_xlabel("token position")
     ax.set_title(title)
-    ax.legend(handles=[Patch(color=colours[1], label="cached = prompt"), Patch(color=colours[2], label="cached ≠ prompt"),
-                       Patch(color=colours[0], label="not cached yet")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.9), ncol=3, fontsize="small", frameon=False)  # fmt: skip
+    ax.legend(
+        handles=[
+            Patch(color=colours[1], label="cached = prompt"),
+            Patch(color=colours[2], label="cached ≠ prompt"),
+            Patch(color=colours[0], label="not cached yet"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.9),
+        ncol=3,
+        fontsize="small",
+        frameon=False,
+    )
     fig.subplots_adjust(left=0.02, right=0.98, top=0.82, bottom=0.5)  # room for the legend below the axis
     return fig
 
@@ -55,8 +65,11 @@ def alignment_counts(cached_ids, prompt_ids) -> dict:
     cached, prompt = list(cached_ids), list(prompt_ids)
     shared = min(len(cached), len(prompt))
     differ = sum(1 for a, b in zip(cached, prompt) if a != b) + max(len(cached) - len(prompt), 0)
-    return {"match": shared - sum(1 for a, b in zip(cached, prompt) if a != b), "differ": differ,
-            "new": max(len(prompt) - len(cached), 0)}  # fmt: skip
+    return {
+        "match": shared - sum(1 for a, b in zip(cached, prompt) if a != b),
+        "differ": differ,
+        "new": max(len(prompt) - len(cached), 0),
+    }
 
 
 def plot_turn_prefills(series: dict[str, list[int]], title: str = "Tokens prefilled per turn") -> Figure:

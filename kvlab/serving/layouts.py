@@ -22,13 +22,15 @@ def request_lengths(prompt_lengths: list[int], answer_lengths: list[int]) -> lis
     return [p + max(a - 1, 0) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
 
 
-def reserved_slots(layout: str, lengths: list[int], *, max_cache_len: int | None = None,
-                   block_size: int | None = None) -> list[int]:  # fmt: skip
+def reserved_slots(
+    layout: str, lengths: list[int], *, max_cache_len: int | None = None, block_size: int | None = None
+) -> list[int]:
     """Slots each request reserves under `layout` ("static" needs max_cache_len, "paged" block_size)."""
     if layout == "static":
         if max_cache_len is None or max_cache_len < max(lengths, default=0):
-            raise ValueError(f"static needs max_cache_len >= the longest request ({max(lengths, default=0)}), "
-                             f"got {max_cache_len}")  # fmt: skip
+            raise ValueError(
+                f"static needs max_cache_len >= the longest request ({max(lengths, default=0)}), got {max_cache_len}"
+            )
         return [max_cache_len] * len(lengths)
     if layout == "dynamic":
         return list(lengths)
@@ -49,8 +51,9 @@ def fits_in_budget(reserved_bytes: list[int], budget_bytes: int) -> int:
     return len(reserved_bytes)
 
 
-def layout_rows(lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,),
-                budget_bytes: int | None = None) -> list[dict]:  # fmt: skip
+def layout_rows(
+    lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,), budget_bytes: int | None = None
+) -> list[dict]:
     """One row per layout: reserved and live slots and bytes, waste %, and requests that fit in `budget_bytes`."""
     layouts = [("static", {"max_cache_len": max_cache_len}), ("dynamic", {})]
     layouts += [("paged", {"block_size": b}) for b in block_sizes]
@@ -61,10 +64,15 @@ def layout_rows(lengths: list[int], bytes_per_token: int, *, max_cache_len: int,
         total = sum(reserved)
         name = f"paged {options['block_size']}" if layout == "paged" else layout
         row = {
-            "layout": name, "requests": len(lengths), "slots_reserved": total, "slots_live": live,
-            "slots_wasted": total - live, "bytes_reserved": total * bytes_per_token,
-            "bytes_live": live * bytes_per_token, "waste_pct": round(100.0 * (total - live) / total, 1) if total else 0.0,
-        }  # fmt: skip
+            "layout": name,
+            "requests": len(lengths),
+            "slots_reserved": total,
+            "slots_live": live,
+            "slots_wasted": total - live,
+            "bytes_reserved": total * bytes_per_token,
+            "bytes_live": live * bytes_per_token,
+            "waste_pct": round(100.0 * (total - live) / total, 1) if total else 0.0,
+        }
         if budget_bytes is not None:
             row["fit_in_budget"] = fits_in_budget([r * bytes_per_token for r in reserved], budget_bytes)
         rows.append(row)

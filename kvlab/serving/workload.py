@@ -31,11 +31,13 @@ def load_workload(tokenizer=None, path: str | Path = WORKLOAD_PATH) -> Workload:
     """The requests of `path`; with a tokenizer, each prompt as token ids through the tokenizer's chat template."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     requests = data["requests"]
-    workload = Workload([r["id"] for r in requests], [r["prompt"] for r in requests],
-                        max_new_tokens=int(data["max_new_tokens"]))  # fmt: skip
+    workload = Workload(
+        [r["id"] for r in requests], [r["prompt"] for r in requests], max_new_tokens=int(data["max_new_tokens"])
+    )
     if tokenizer is not None:
         for prompt in workload.prompts:
-            encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                                    tokenize=True, return_dict=True)  # fmt: skip
+            encoded = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=True
+            )
             workload.input_ids.append(list(encoded["input_ids"]))
     return workload

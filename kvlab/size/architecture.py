@@ -62,8 +62,11 @@ class Architecture:
             caps.append(f"sliding window {self.sliding_window}")
         if self.chunk_size and "chunked" in self.layer_kinds:
             caps.append(f"chunk {self.chunk_size}")
-        heads = f"; {self.attention_heads} attention heads, {self.kv_heads} KV heads x {self.head_dim}" \
-            if self.kv_heads else ""
+        heads = (
+            f"; {self.attention_heads} attention heads, {self.kv_heads} KV heads x {self.head_dim}"
+            if self.kv_heads
+            else ""
+        )
         if self.linear_state:
             channels, conv_kernel, state_size = self.linear_state
             heads += f"; linear state {channels} channels x (conv {conv_kernel} + state {state_size})"
@@ -80,8 +83,9 @@ def known_architectures() -> list[str]:
     return list(_facts())
 
 
-def from_config(config, name: str | None = None, source: str = "config", dtype: str | None = None,
-                note: str = "") -> Architecture:  # fmt: skip
+def from_config(
+    config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
+) -> Architecture:
     """The cache-relevant facts of a transformers config object (a live model's `model.config` works too)."""
     text = config.get_text_config(decoder=True)
     kinds = tuple(layer_kinds(config))
@@ -93,12 +97,21 @@ def from_config(config, name: str | None = None, source: str = "config", dtype: 
     if "linear" in kinds:
         linear = _linear_state(text)
     return Architecture(
-        name=name or getattr(config, "model_type", "model"), source=source, model_type=config.model_type,
-        layer_kinds=kinds, kv_heads=int(kv_heads), head_dim=int(head_dim), attention_heads=int(heads),
-        sliding_window=getattr(text, "sliding_window", None), chunk_size=getattr(text, "attention_chunk_size", None),
-        is_encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)), linear_state=linear, dtype=dtype,
-        note=note, config_source=config,
-    )  # fmt: skip
+        name=name or getattr(config, "model_type", "model"),
+        source=source,
+        model_type=config.model_type,
+        layer_kinds=kinds,
+        kv_heads=int(kv_heads),
+        head_dim=int(head_dim),
+        attention_heads=int(heads),
+        sliding_window=getattr(text, "sliding_window", None),
+        chunk_size=getattr(text, "attention_chunk_size", None),
+        is_encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
+        linear_state=linear,
+        dtype=dtype,
+        note=note,
+        config_source=config,
+    )
 
 
 def _first(obj, *names, default=None):
@@ -117,8 +130,10 @@ def _linear_state(text) -> tuple[int, int, int]:
         return channels, int(text.mamba_d_conv), int(text.mamba_d_state)
     if getattr(text, "state_size", None) is not None and getattr(text, "conv_kernel", None) is not None:  # Mamba
         return int(text.intermediate_size), int(text.conv_kernel), int(text.state_size)
-    raise ValueError(f"kvlab size does not know the linear-attention state of model type {text.model_type!r} "
-                     "(it knows Mamba and Jamba)")  # fmt: skip
+    raise ValueError(
+        f"kvlab size does not know the linear-attention state of model type {text.model_type!r} "
+        "(it knows Mamba and Jamba)"
+    )
 
 
 def _config_from_dict(data: dict):
@@ -142,13 +157,27 @@ def architecture(name: str) -> Architecture:
         raise UnknownArchitectureError(f"unknown model {name!r}; known: {', '.join(facts)} (or give --config FILE)")
     entry = facts[name]
     derived = _derived()[name]  # transformers' reading of entry["config"], stored by write_derived_facts
-    return Architecture(name=name, source=entry["source"], dtype=entry.get("dtype"), note=entry.get("note", ""),
-                        config_source=entry["config"], **{k: tuple(v) if isinstance(v, list) else v
-                                                          for k, v in derived.items()})  # fmt: skip
+    return Architecture(
+        name=name,
+        source=entry["source"],
+        dtype=entry.get("dtype"),
+        note=entry.get("note", ""),
+        config_source=entry["config"],
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in derived.items()},
+    )
 
 
-DERIVED_FIELDS = ("model_type", "layer_kinds", "kv_heads", "head_dim", "attention_heads", "sliding_window",
-                  "chunk_size", "is_encoder_decoder", "linear_state")  # fmt: skip
+DERIVED_FIELDS = (
+    "model_type",
+    "layer_kinds",
+    "kv_heads",
+    "head_dim",
+    "attention_heads",
+    "sliding_window",
+    "chunk_size",
+    "is_encoder_decoder",
+    "linear_state",
+)
 
 
 DERIVED_FILE = "data/architectures_derived.json"
@@ -172,12 +201,13 @@ def write_derived_facts(path: Path | None = None) -> Path:
 
     path = path or Path(str(resources.files("kvlab").joinpath(DERIVED_FILE)))
     models = {name: derived_facts(_config_from_dict(entry["config"])) for name, entry in _facts().items()}
-    about = (f"Generated by kvlab.size.architecture.write_derived_facts() with transformers {transformers.__version__}: "
-             "what transformers derives from each 'config' of architectures.json, so `kvlab size` needs no transformers.")
+    about = (
+        f"Generated by kvlab.size.architecture.write_derived_facts() with transformers {transformers.__version__}: "
+        "what transformers derives from each 'config' of architectures.json, so `kvlab size` needs no transformers."
+    )
     rows = ",\n".join(f"  {json.dumps(name)}: {json.dumps(facts)}" for name, facts in models.items())
     path.write_text(f'{{\n "about": {json.dumps(about)},\n "models": {{\n{rows}\n }}\n}}\n')
     return path
-
 
 
 def from_config_file(path: str | Path) -> Architecture:

@@ -86,8 +86,9 @@ def _check(arch: Architecture, kind: str, tokens: int, prefill: int, options: di
         check_quantized_layers(arch.layer_kinds, arch.sliding_window)
 
 
-def _layer(arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int,
-           options: dict) -> rules.LayerSize:  # fmt: skip
+def _layer(
+    arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int, options: dict
+) -> rules.LayerSize:
     if layer_kind == "dummy":
         return rules.LayerSize(0, 0, 0)
     if layer_kind == "linear":
@@ -101,8 +102,17 @@ def _layer(arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, p
     if kind in ("static", "offloaded_static"):
         return rules.static(shape, prefill, step, options["max_cache_len"], window)
     q = quantized_options(options)
-    return rules.quantized(shape, prefill, step, q["backend"], q.get("nbits", 8), q.get("axis_key", 0),
-                           q.get("axis_value", 0), q.get("q_group_size", 1), q.get("residual_length", 1))  # fmt: skip
+    return rules.quantized(
+        shape,
+        prefill,
+        step,
+        q["backend"],
+        q.get("nbits", 8),
+        q.get("axis_key", 0),
+        q.get("axis_value", 0),
+        q.get("q_group_size", 1),
+        q.get("residual_length", 1),
+    )
 
 
 def _step_layers(arch, kind, shape, prefill, step, options, source_tokens) -> list[tuple[str, rules.LayerSize]]:
@@ -134,9 +144,17 @@ def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
     return peak
 
 
-def cache_size(arch: Architecture, kind: str = "dynamic", tokens: int = 1, *, prefill: int | None = None,
-               batch: int = 1, dtype: str = "float32", source_tokens: int | None = None,
-               **options) -> CacheSize:  # fmt: skip
+def cache_size(
+    arch: Architecture,
+    kind: str = "dynamic",
+    tokens: int = 1,
+    *,
+    prefill: int | None = None,
+    batch: int = 1,
+    dtype: str = "float32",
+    source_tokens: int | None = None,
+    **options,
+) -> CacheSize:
     """Bytes a `kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
     prefill = tokens if prefill is None else prefill
     _check(arch, kind, tokens, prefill, options)
@@ -160,19 +178,33 @@ def cache_size(arch: Architecture, kind: str = "dynamic", tokens: int = 1, *, pr
         by_kind[layer_kind] = by_kind.get(layer_kind, 0) + size.bytes
     self_layers = [size for layer_kind, size in final if layer_kind != "cross"]
     return CacheSize(
-        kind=kind, options={k: v for k, v in options.items() if v is not None}, tokens=tokens, prefill=prefill,
-        batch=batch, dtype=dtype, bytes=sum(size.bytes for _, size in final),
+        kind=kind,
+        options={k: v for k, v in options.items() if v is not None},
+        tokens=tokens,
+        prefill=prefill,
+        batch=batch,
+        dtype=dtype,
+        bytes=sum(size.bytes for _, size in final),
         peak_bytes=_peak({s: [size.bytes for _, size in v] for s, v in sizes.items()}, sorted(steps)),
-        live_slots=sum(s.live for s in self_layers), stored_slots=sum(s.stored for s in self_layers),
+        live_slots=sum(s.live for s in self_layers),
+        stored_slots=sum(s.stored for s in self_layers),
         packed_bytes=sum(s.packed_bytes for s in self_layers),
         residual_bytes=sum(s.residual_bytes for s in self_layers),
-        by_layer_kind=by_kind, cross_bytes=by_kind.get("cross", 0), note=_note(arch, kind, options),
-    )  # fmt: skip
+        by_layer_kind=by_kind,
+        cross_bytes=by_kind.get("cross", 0),
+        note=_note(arch, kind, options),
+    )
 
 
 def _note(arch: Architecture, kind: str, options: dict) -> str:
     if kind.startswith("offloaded"):
-        return ("same bytes, held in CPU memory; on an accelerator transformers keeps the layer in use and the one "
-                "prefetched ahead" + (" (sliding layers stay resident)" if options.get("offload_only_non_sliding", True)
-                                      and any(k != "full" for k in arch.layer_kinds) else ""))  # fmt: skip
+        return (
+            "same bytes, held in CPU memory; on an accelerator transformers keeps the layer in use and the one "
+            "prefetched ahead"
+            + (
+                " (sliding layers stay resident)"
+                if options.get("offload_only_non_sliding", True) and any(k != "full" for k in arch.layer_kinds)
+                else ""
+            )
+        )
     return ""

@@ -68,13 +68,24 @@ def static(shape: Shape, prefill: int, step: int, max_cache_len: int, window: in
     return LayerSize(shape.kv_bytes(allocated), min(seen, allocated), allocated)
 
 
-def quantized(shape: Shape, prefill: int, step: int, backend: str, nbits: int, axis_key: int, axis_value: int,
-              q_group_size: int, residual_length: int) -> LayerSize:  # fmt: skip
+def quantized(
+    shape: Shape,
+    prefill: int,
+    step: int,
+    backend: str,
+    nbits: int,
+    axis_key: int,
+    axis_value: int,
+    q_group_size: int,
+    residual_length: int,
+) -> LayerSize:
     seen = prefill + step
     residual = 0 if backend == "fp8" else step % residual_length
     quantized_tokens = seen - residual
-    packed = sum(packed_bytes(backend, shape.tensor(quantized_tokens), nbits, axis, q_group_size, shape.elem)
-                 for axis in (axis_key, axis_value))  # fmt: skip
+    packed = sum(
+        packed_bytes(backend, shape.tensor(quantized_tokens), nbits, axis, q_group_size, shape.elem)
+        for axis in (axis_key, axis_value)
+    )
     residual_bytes = shape.kv_bytes(residual)
     return LayerSize(packed + residual_bytes, seen, seen, packed, residual_bytes, residual)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from kvlab.caches.options import CacheOptionError
 from kvlab.caches.hqq_packing import hqq_sequence_padding
+from kvlab.caches.options import CacheOptionError
 
 QUANTO_VALUES_PER_BYTE = {2: 4, 4: 2}
 HQQ_UINT8_VALUES_PER_BYTE = {1: 8, 2: 4, 4: 2, 8: 1}

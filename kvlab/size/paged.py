@@ -25,8 +25,9 @@ def paged_blocks(length: int, block_size: int) -> int:
     return math.ceil(length / block_size)
 
 
-def paged_row(arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE,
-              dtype: str = "float32") -> dict:  # fmt: skip
+def paged_row(
+    arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE, dtype: str = "float32"
+) -> dict:
     """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
     label = f"paged (page_size {page_size})"
     if any(kind != "full" for kind in arch.layer_kinds):
@@ -40,11 +41,24 @@ def paged_row(arch: Architecture, lengths: list[int], page_size: int = DEFAULT_P
     blocks = sum(paged_blocks(n, page_size) for n in lengths)
     reserved, live = blocks * page_size, sum(lengths)
     return {
-        "label": label, "kind": "paged", "options": {"page_size": page_size}, "tokens": live, "prefill": live,
-        "batch": len(lengths), "dtype": dtype, "bytes": reserved * per_token, "peak_bytes": reserved * per_token,
-        "live_slots": live, "stored_slots": reserved, "blocks": blocks, "packed_bytes": 0, "residual_bytes": 0,
-        "by_layer_kind": {"full": reserved * per_token}, "cross_bytes": 0,
-        "bytes_per_token": reserved * per_token / live, "waste_bytes": (reserved - live) * per_token,
+        "label": label,
+        "kind": "paged",
+        "options": {"page_size": page_size},
+        "tokens": live,
+        "prefill": live,
+        "batch": len(lengths),
+        "dtype": dtype,
+        "bytes": reserved * per_token,
+        "peak_bytes": reserved * per_token,
+        "live_slots": live,
+        "stored_slots": reserved,
+        "blocks": blocks,
+        "packed_bytes": 0,
+        "residual_bytes": 0,
+        "by_layer_kind": {"full": reserved * per_token},
+        "cross_bytes": 0,
+        "bytes_per_token": reserved * per_token / live,
+        "waste_bytes": (reserved - live) * per_token,
         "fragmentation_pct": round(100.0 * (reserved - live) / reserved, 2),
         "note": f"{blocks} blocks of {page_size} slots for {len(lengths)} requests of {live:,} tokens in all",
-    }  # fmt: skip
+    }

@@ -12,25 +12,43 @@ from kvlab.size.paged import paged_row
 QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
 
 
-def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "float32", prefill: int | None = None,
-              max_cache_len: int | None = None, source_tokens: int | None = None, axis: int = 0,
-              q_group_size: int | None = None, residual_length: int | None = None, page_size: int | None = None,
-              lengths: list[int] | None = None) -> list[dict]:  # fmt: skip
+def size_rows(
+    arch: Architecture,
+    tokens: int,
+    *,
+    batch: int = 1,
+    dtype: str = "float32",
+    prefill: int | None = None,
+    max_cache_len: int | None = None,
+    source_tokens: int | None = None,
+    axis: int = 0,
+    q_group_size: int | None = None,
+    residual_length: int | None = None,
+    page_size: int | None = None,
+    lengths: list[int] | None = None,
+) -> list[dict]:
     """Every cache kind's size as dicts: label, kind, options, bytes, peak_bytes, ... or `unsupported`.
 
     With `page_size`, a last row gives the paged layout (`model.generate_batch`) for `lengths` (tokens each request
     holds; default: `batch` requests of `tokens`)."""
     max_cache_len = max_cache_len or tokens
     common = {"batch": batch, "dtype": dtype, "prefill": prefill, "source_tokens": source_tokens}
-    specs = [("dynamic", "dynamic", {}), (f"static (max_cache_len {max_cache_len})", "static",
-                                          {"max_cache_len": max_cache_len}),
-             ("offloaded", "offloaded", {}), ("offloaded_static", "offloaded_static", {"max_cache_len": max_cache_len})]
+    specs = [
+        ("dynamic", "dynamic", {}),
+        (f"static (max_cache_len {max_cache_len})", "static", {"max_cache_len": max_cache_len}),
+        ("offloaded", "offloaded", {}),
+        ("offloaded_static", "offloaded_static", {"max_cache_len": max_cache_len}),
+    ]
     group = {k: v for k, v in (("q_group_size", q_group_size), ("residual_length", residual_length)) if v}
     for backend, nbits in QUANTIZED_ROWS:
         quanto_axis = -1 if backend == "quanto" and axis == 1 else axis
-        specs.append((f"quantized {backend} int{nbits}", "quantized",
-                      {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis,
-                       **group}))
+        specs.append(
+            (
+                f"quantized {backend} int{nbits}",
+                "quantized",
+                {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group},
+            )
+        )
     specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
     rows = []
     for label, kind, options in specs:
@@ -44,8 +62,14 @@ def size_rows(arch: Architecture, tokens: int, *, batch: int = 1, dtype: str = "
         try:
             rows.append(paged_row(arch, lengths or [tokens] * batch, page_size, dtype))
         except CacheOptionError as err:
-            rows.append({"label": f"paged (page_size {page_size})", "kind": "paged", "options": {"page_size": page_size},
-                         "unsupported": str(err)})  # fmt: skip
+            rows.append(
+                {
+                    "label": f"paged (page_size {page_size})",
+                    "kind": "paged",
+                    "options": {"page_size": page_size},
+                    "unsupported": str(err),
+                }
+            )
     return rows
 
 
@@ -83,7 +107,8 @@ def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
             notes.append(", ".join(f"{k} {human_bytes(v)}" for k, v in row["by_layer_kind"].items()))
         if row["note"]:
             notes.append(row["note"])
-        lines.append(f"{row['label']:<32} {row['bytes']:>16,} {human_bytes(row['bytes']):>11} "
-                     f"{human_bytes(row['peak_bytes']):>11} {row['bytes_per_token']:>10,.0f} {ratio:>10}  "
-                     + "; ".join(notes))  # fmt: skip
+        lines.append(
+            f"{row['label']:<32} {row['bytes']:>16,} {human_bytes(row['bytes']):>11} "
+            f"{human_bytes(row['peak_bytes']):>11} {row['bytes_per_token']:>10,.0f} {ratio:>10}  " + "; ".join(notes)
+        )
     return "\n".join(lines)

@@ -24,7 +24,6 @@ class ByteTokenizer:
         return ""
 
 
-
 @pytest.fixture(scope="session")
 def byte_tokenizer():
     return ByteTokenizer()

@@ -23,8 +23,14 @@ def test_json_is_strict_and_keeps_rows(tiny_bench, tmp_path):
 
 def test_the_batching_row_is_reported_with_its_direction(tiny_bench):
     _, result = tiny_bench
-    row = {"label": "continuous batching (4 requests x 16 tokens, page_size 16)", "batched_seconds": 8.0,
-           "sequential_seconds": 4.0, "speedup": 0.5, "repeats": 3, "same_tokens": True}  # fmt: skip
+    row = {
+        "label": "continuous batching (4 requests x 16 tokens, page_size 16)",
+        "batched_seconds": 8.0,
+        "sequential_seconds": 4.0,
+        "speedup": 0.5,
+        "repeats": 3,
+        "same_tokens": True,
+    }
     table = markdown_table({**result, "batching": row})
     assert "`generate_batch` 8.00 s against 4.00 s for one `generate` per request, 2.00× slower" in table
     assert "batching" not in markdown_table(result)

@@ -19,7 +19,9 @@ def test_weight_bytes_count_tied_weights_once():
 
 
 def test_decode_reads_the_cache_stored_by_earlier_steps():
-    events = [{"type": "update", "step": s, "layer_idx": 0, "role": "self", "cache_bytes": b}
-              for s, b in enumerate([100, 110, 120])]
+    events = [
+        {"type": "update", "step": s, "layer_idx": 0, "role": "self", "cache_bytes": b}
+        for s, b in enumerate([100, 110, 120])
+    ]
     assert mean_decode_cache_bytes(Trace(events)) == 105
     assert roofline_tokens_per_s(1000.0, 90, 10) == 10.0

@@ -15,8 +15,15 @@ def _rows(result):
 def test_every_configuration_gets_a_row_named_by_kind_and_options(tiny_bench):
     settings, result = tiny_bench
     rows = _rows(result)
-    assert list(rows) == ["none", "dynamic", "dynamic (plain transformers)", "static", "quantized quanto int4",
-                          "offloaded (plain transformers)", "static + torch.compile"]  # fmt: skip
+    assert list(rows) == [
+        "none",
+        "dynamic",
+        "dynamic (plain transformers)",
+        "static",
+        "quantized quanto int4",
+        "offloaded (plain transformers)",
+        "static + torch.compile",
+    ]
     assert rows["static"]["cache"] == "static" and rows["static"]["options"] == {"max_cache_len": 24}
     assert rows["dynamic (plain transformers)"]["instrumented"] is False
 
@@ -33,10 +40,13 @@ def test_cache_bytes_agree_with_the_size_calculator(tiny_bench):
     arch = from_config(kvlab.tiny_model("tiny-llama").config)
     held = settings.prompt_tokens + settings.new_tokens - 1
     rows = _rows(result)
-    assert rows["static"]["peak_cache_bytes"] == cache_size(arch, "static", held, prefill=settings.prompt_tokens,
-                                                            max_cache_len=24).peak_bytes  # fmt: skip
-    quanto = cache_size(arch, "quantized", held, prefill=settings.prompt_tokens, backend="quanto", nbits=4,
-                        q_group_size=16)  # fmt: skip
+    assert (
+        rows["static"]["peak_cache_bytes"]
+        == cache_size(arch, "static", held, prefill=settings.prompt_tokens, max_cache_len=24).peak_bytes
+    )
+    quanto = cache_size(
+        arch, "quantized", held, prefill=settings.prompt_tokens, backend="quanto", nbits=4, q_group_size=16
+    )
     assert rows["quantized quanto int4"]["peak_cache_bytes"] == quanto.peak_bytes
     assert rows["quantized quanto int4"]["ratio_vs_dynamic"] < 1
 
@@ -68,8 +78,10 @@ def test_overhead_and_roofline_are_reported(tiny_bench):
 
 def test_quantized_on_a_sliding_model_carries_transformers_reason(byte_tokenizer):
     model = kvlab.tiny_model("tiny-gemma3")
-    configs = [BenchConfig("dynamic", "dynamic"), BenchConfig("quantized hqq int4", "quantized",
-                                                              {"backend": "hqq", "nbits": 4})]  # fmt: skip
+    configs = [
+        BenchConfig("dynamic", "dynamic"),
+        BenchConfig("quantized hqq int4", "quantized", {"backend": "hqq", "nbits": 4}),
+    ]
     settings = BenchSettings(model="tiny-gemma3", prompt_tokens=6, new_tokens=2, repeats=1, quality_windows=1)
     row = _rows(run_bench(model, byte_tokenizer, settings, configs, progress=False))["quantized hqq int4"]
     assert row["status"] == "unsupported"

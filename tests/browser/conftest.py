@@ -38,8 +38,10 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"BROWSER TESTS SKIPPED: no chromium at {CHROMIUM}. Install Debian's package "
-                    "(`bash .ci/install-chromium`, which `make test` runs) to test the Cache Explorer in a browser.")
+        pytest.skip(
+            f"BROWSER TESTS SKIPPED: no chromium at {CHROMIUM}. Install Debian's package "
+            "(`bash .ci/install-chromium`, which `make test` runs) to test the Cache Explorer in a browser."
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -73,10 +75,15 @@ def isolated_env(tmp: Path) -> dict:
     """Environment for a server: temporary Jupyter/IPython dirs, the venv first on PATH, one torch thread."""
     for name in ("config", "data", "runtime", "ipython"):
         (tmp / name).mkdir(exist_ok=True)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
-           "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "IPYTHONDIR": str(tmp / "ipython"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+        "JUPYTER_DATA_DIR": str(tmp / "data"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "IPYTHONDIR": str(tmp / "ipython"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONUNBUFFERED": "1",
+    }
     # The explorer's model runs in the kernel while Chromium renders: on a small shared machine a single torch
     # thread keeps generation from stalling on oversubscribed cores. Respect a value set by the caller.
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -87,8 +94,9 @@ class Server:
     def __init__(self, command: list[str], cwd: Path, env: dict, port: int, token: str, log: Path):
         self.port, self.token, self.log = port, token, log
         self._log_file = log.open("w")
-        self.process = subprocess.Popen(command, cwd=cwd, env=env, stdout=self._log_file, stderr=subprocess.STDOUT,
-                                        start_new_session=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=self._log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def url(self, path: str = "/") -> str:
         sep = "&" if "?" in path else "?"
@@ -159,9 +167,19 @@ def serving_lab(tmp_path: Path, fill_root, settings: dict | None = None):
     root = tmp_path / "notebooks"
     root.mkdir()
     fill_root(root)
-    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+    ]
     server = Server(command, tmp_path, env, port, token, tmp_path / "lab.log")
     try:
         server.wait_ready("/api/status")

@@ -40,8 +40,9 @@ def trimmed_copy(src: Path, dst: Path, needles: list[str]) -> int:
 def lab_on(tmp_path: Path, notebook: str, needles: list[str]):
     """Yield (server, number of code cells) for JupyterLab serving a trimmed copy of notebooks/`notebook`."""
     kept = []
-    with serving_lab(tmp_path, lambda root: kept.append(trimmed_copy(REPO / "notebooks" / notebook, root / notebook,
-                                                                     needles))) as server:  # fmt: skip
+    with serving_lab(
+        tmp_path, lambda root: kept.append(trimmed_copy(REPO / "notebooks" / notebook, root / notebook, needles))
+    ) as server:
         yield server, kept[0]
 
 

@@ -26,8 +26,9 @@ NEW_TOKENS = 16  # the explorer's default
 def expected(smollm2) -> dict:
     """What the explorer must report for SmolLM2, the first preset, a static cache of 64 and 16 new tokens."""
     prompt = next(iter(presets().values()))
-    return kvlab.run(*smollm2, prompt, cache="static", max_cache_len=MAX_CACHE_LEN,
-                     max_new_tokens=NEW_TOKENS).trace.summary()  # fmt: skip
+    return kvlab.run(
+        *smollm2, prompt, cache="static", max_cache_len=MAX_CACHE_LEN, max_new_tokens=NEW_TOKENS
+    ).trace.summary()
 
 
 def summary_value(explorer, field: str) -> int:
@@ -45,8 +46,9 @@ def save_and_load_back(page, explorer, expected: dict, folder) -> None:
     path = folder / download.value.suggested_filename
     download.value.save_as(path)
     saved = Trace.load(path).summary()
-    assert {f: saved[f] for f in expected if f != "tokens_per_s"} == {f: v for f, v in expected.items()
-                                                                     if f != "tokens_per_s"}  # fmt: skip
+    assert {f: saved[f] for f in expected if f != "tokens_per_s"} == {
+        f: v for f, v in expected.items() if f != "tokens_per_s"
+    }
     with page.expect_file_chooser() as chooser:
         explorer.locator(".kvlab-load-trace").click()
     chooser.value.set_files(path)

@@ -43,8 +43,9 @@ def test_moving_the_live_control_redraws_the_plot(notebook, tmp_path, page, arti
         page.screenshot(path=artifact(f"notebook_{stem}_default.png"), full_page=True)
 
         set_slider(output.locator(".widget-slider"), new_value)
-        page.wait_for_function("([img, old]) => img.getAttribute('src') !== old", arg=[image.element_handle(), before],
-                               timeout=60_000)  # fmt: skip
+        page.wait_for_function(
+            "([img, old]) => img.getAttribute('src') !== old", arg=[image.element_handle(), before], timeout=60_000
+        )
         status.wait_for(timeout=60_000)
         assert output.locator(".widget-readout").inner_text().strip() == str(new_value) != old_value
         assert image.evaluate("img => img.complete && img.naturalWidth > 400")

@@ -11,30 +11,77 @@ from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, Stat
 from kvlab import make_cache
 
 CASES = [  # (id, kind, options, reference builder, models)
-    ("dynamic", "dynamic", {}, lambda c: DynamicCache(config=c), ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba"]),
-    ("static", "static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48),
-     ["tiny-llama", "tiny-gemma3", "tiny-jamba"]),
+    (
+        "dynamic",
+        "dynamic",
+        {},
+        lambda c: DynamicCache(config=c),
+        ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba"],
+    ),
+    (
+        "static",
+        "static",
+        {"max_cache_len": 48},
+        lambda c: StaticCache(config=c, max_cache_len=48),
+        ["tiny-llama", "tiny-gemma3", "tiny-jamba"],
+    ),
     ("offloaded", "offloaded", {}, lambda c: DynamicCache(config=c), ["tiny-llama", "tiny-gemma3"]),
-    ("offloaded-sliding-resident", "offloaded", {"offload_only_non_sliding": True}, lambda c: DynamicCache(config=c),
-     ["tiny-gemma3"]),
-    ("offloaded_static", "offloaded_static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48),
-     ["tiny-llama", "tiny-gemma3"]),
-    ("q-quanto-int4", "quantized", {"backend": "quanto", "nbits": 4, "residual_length": 4},
-     lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4), ["tiny-llama"]),
-    ("q-quanto-int2", "quantized", {"backend": "quanto", "nbits": 2, "residual_length": 4, "q_group_size": 16},
-     lambda c: QuantizedCache("quanto", c, nbits=2, residual_length=4, q_group_size=16), ["tiny-llama"]),
-    ("q-hqq-int4-axis0", "quantized", {"backend": "hqq", "nbits": 4, "residual_length": 4, "q_group_size": 16},
-     lambda c: QuantizedCache("hqq", c, nbits=4, residual_length=4, q_group_size=16), ["tiny-llama"]),
+    (
+        "offloaded-sliding-resident",
+        "offloaded",
+        {"offload_only_non_sliding": True},
+        lambda c: DynamicCache(config=c),
+        ["tiny-gemma3"],
+    ),
+    (
+        "offloaded_static",
+        "offloaded_static",
+        {"max_cache_len": 48},
+        lambda c: StaticCache(config=c, max_cache_len=48),
+        ["tiny-llama", "tiny-gemma3"],
+    ),
+    (
+        "q-quanto-int4",
+        "quantized",
+        {"backend": "quanto", "nbits": 4, "residual_length": 4},
+        lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4),
+        ["tiny-llama"],
+    ),
+    (
+        "q-quanto-int2",
+        "quantized",
+        {"backend": "quanto", "nbits": 2, "residual_length": 4, "q_group_size": 16},
+        lambda c: QuantizedCache("quanto", c, nbits=2, residual_length=4, q_group_size=16),
+        ["tiny-llama"],
+    ),
+    (
+        "q-hqq-int4-axis0",
+        "quantized",
+        {"backend": "hqq", "nbits": 4, "residual_length": 4, "q_group_size": 16},
+        lambda c: QuantizedCache("hqq", c, nbits=4, residual_length=4, q_group_size=16),
+        ["tiny-llama"],
+    ),
     ("q-fp8", "quantized", {"backend": "fp8"}, lambda c: QuantizedCache("fp8", c), ["tiny-llama"]),
 ]
-PARAMS = [pytest.param(kind, opts, ref, model, id=f"{cid}-{model}") for cid, kind, opts, ref, models in CASES
-          for model in models]
+PARAMS = [
+    pytest.param(kind, opts, ref, model, id=f"{cid}-{model}")
+    for cid, kind, opts, ref, models in CASES
+    for model in models
+]
 
 
 def generate(model, ids, cache, **kwargs):
-    out = model.generate(ids, attention_mask=kwargs.pop("attention_mask", torch.ones_like(ids)), cache=cache,
-                         max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_logits=True,
-                         pad_token_id=0, **kwargs)
+    out = model.generate(
+        ids,
+        attention_mask=kwargs.pop("attention_mask", torch.ones_like(ids)),
+        cache=cache,
+        max_new_tokens=12,
+        do_sample=False,
+        return_dict_in_generate=True,
+        output_logits=True,
+        pad_token_id=0,
+        **kwargs,
+    )
     return out.sequences, torch.stack(out.logits)
 
 
@@ -52,12 +99,18 @@ def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, kind, options,
     assert ours.trace.summary()["steps"] == 12
 
 
-@pytest.mark.parametrize("kind, options, reference", [
-    ("dynamic", {}, lambda c: DynamicCache(config=c)),
-    ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
-    ("quantized", {"backend": "quanto", "nbits": 4, "residual_length": 4},
-     lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, options, reference",
+    [
+        ("dynamic", {}, lambda c: DynamicCache(config=c)),
+        ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
+        (
+            "quantized",
+            {"backend": "quanto", "nbits": 4, "residual_length": 4},
+            lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4),
+        ),
+    ],
+)
 def test_left_padded_batch_and_beam_search(tiny, prompt_ids, kind, options, reference):
     model = tiny("tiny-gemma3" if kind != "quantized" else "tiny-llama")
     ids = prompt_ids(14, batch=2)

@@ -24,9 +24,12 @@ KINDS = [  # (kind, kvlab options, transformers reference)
     ("dynamic", {}, lambda c: DynamicCache(config=c)),
     ("static", {"max_cache_len": 24}, lambda c: StaticCache(config=c, max_cache_len=24)),
     ("offloaded", {}, lambda c: DynamicCache(config=c)),
-    ("quantized", {"backend": "quanto", "nbits": 4, "q_group_size": 32, "residual_length": 2},
-     lambda c: QuantizedCache("quanto", c, nbits=4, q_group_size=32, residual_length=2)),
-]  # fmt: skip
+    (
+        "quantized",
+        {"backend": "quanto", "nbits": 4, "q_group_size": 32, "residual_length": 2},
+        lambda c: QuantizedCache("quanto", c, nbits=4, q_group_size=32, residual_length=2),
+    ),
+]
 
 
 def held(cache, config) -> int:
@@ -36,8 +39,17 @@ def held(cache, config) -> int:
 
 def generate(model, inputs, cache, new=4, **kwargs):
     with torch.inference_mode():
-        out = model.generate(**inputs, cache=cache, max_new_tokens=new, min_new_tokens=new, do_sample=False,
-                             return_dict_in_generate=True, output_logits=True, pad_token_id=2, **kwargs)  # fmt: skip
+        out = model.generate(
+            **inputs,
+            cache=cache,
+            max_new_tokens=new,
+            min_new_tokens=new,
+            do_sample=False,
+            return_dict_in_generate=True,
+            output_logits=True,
+            pad_token_id=2,
+            **kwargs,
+        )
     return out.sequences, torch.stack(out.logits)
 
 
@@ -78,9 +90,14 @@ def test_beam_search_reorders_the_cache(smollm2, batch, kind, options, reference
 
 def test_extra_left_padding_changes_nothing(smollm2, batch):
     model, _ = smollm2
-    extra = {"input_ids": torch.nn.functional.pad(batch.input_ids, (3, 0), value=2),
-             "attention_mask": torch.nn.functional.pad(batch.attention_mask, (3, 0), value=0)}  # fmt: skip
-    ours, theirs = kvlab.make_cache("static", model.config, max_cache_len=24), StaticCache(config=model.config, max_cache_len=24)
+    extra = {
+        "input_ids": torch.nn.functional.pad(batch.input_ids, (3, 0), value=2),
+        "attention_mask": torch.nn.functional.pad(batch.attention_mask, (3, 0), value=0),
+    }
+    ours, theirs = (
+        kvlab.make_cache("static", model.config, max_cache_len=24),
+        StaticCache(config=model.config, max_cache_len=24),
+    )
     padded = generate(model, extra, ours)
     assert_same(model, ours, theirs, padded, generate(model, extra, theirs))
     plain = generate(model, batch, kvlab.make_cache("static", model.config, max_cache_len=24))
@@ -95,7 +112,11 @@ def test_deep_copy_per_question(smollm2, kind):
     options = {"max_cache_len": 32} if kind == "offloaded_static" else {}
     prefix = tokenizer("You answer briefly.", return_tensors="pt").input_ids
     ours = kvlab.make_cache(kind, model.config, **options)
-    theirs = StaticCache(config=model.config, max_cache_len=32) if kind == "offloaded_static" else DynamicCache(config=model.config)  # fmt: skip
+    theirs = (
+        StaticCache(config=model.config, max_cache_len=32)
+        if kind == "offloaded_static"
+        else DynamicCache(config=model.config)
+    )
     with torch.inference_mode():
         model(prefix, cache=ours)
         model(prefix, cache=theirs)
@@ -105,8 +126,9 @@ def test_deep_copy_per_question(smollm2, kind):
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         mine, reference = copy.deepcopy(ours), copy.deepcopy(theirs)
         assert mine.trace is not ours.trace and mine.trace.events == ours.trace.events
-        assert_same(model, mine, reference, generate(model, inputs, mine, new=3),
-                    generate(model, inputs, reference, new=3))  # fmt: skip
+        assert_same(
+            model, mine, reference, generate(model, inputs, mine, new=3), generate(model, inputs, reference, new=3)
+        )
     assert ours.trace.summary()["final_bytes"] == prefilled == held(ours, model.config)  # the prefix is untouched
 
 

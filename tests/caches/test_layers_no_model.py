@@ -14,9 +14,17 @@ WINDOW = 4
 @pytest.fixture
 def config():
     # layer 0 sliding (window 4), layer 1 full attention; 1 kv head of dim 1 so a tensor reads as a list
-    return transformers.Gemma3TextConfig(num_hidden_layers=2, sliding_window=WINDOW, num_key_value_heads=1,
-                                         num_attention_heads=1, head_dim=1, hidden_size=8, intermediate_size=8,
-                                         vocab_size=16, layer_types=["sliding_attention", "full_attention"])
+    return transformers.Gemma3TextConfig(
+        num_hidden_layers=2,
+        sliding_window=WINDOW,
+        num_key_value_heads=1,
+        num_attention_heads=1,
+        head_dim=1,
+        hidden_size=8,
+        intermediate_size=8,
+        vocab_size=16,
+        layer_types=["sliding_attention", "full_attention"],
+    )
 
 
 def tokens(*positions):
@@ -43,8 +51,12 @@ def test_static_sliding_window_of_4_turns_1234_into_2345(config):
     assert listed(cache.layers[0].keys) == [2, 3, 4, 5]
     assert listed(cache.layers[1].keys) == [1, 2, 3, 4, 5, 0, 0, 0]
     sliding, full = cache.trace.final_layers()
-    assert (sliding["kind"], sliding["slots_allocated"], sliding["slots_live"], sliding["tokens_evicted"]) == \
-        ("sliding", 4, 4, 1)
+    assert (sliding["kind"], sliding["slots_allocated"], sliding["slots_live"], sliding["tokens_evicted"]) == (
+        "sliding",
+        4,
+        4,
+        1,
+    )
     assert (full["kind"], full["slots_allocated"], full["slots_live"], full["slots_masked"]) == ("full", 8, 5, 3)
     assert [e["tokens_evicted_now"] for e in cache.trace.updates if e["layer_idx"] == 0] == [0, 1]
     # bytes are the pre-allocated storage: (1 x 1 x slots x 1) float32, keys and values
@@ -58,8 +70,10 @@ def test_dynamic_sliding_layer_keeps_window_minus_one_and_counts_evictions(confi
     assert listed(cache.layers[0].keys) == [2, 3, 4]  # keeps window - 1 for the next token
     out = feed(cache, 5)
     assert listed(out[0][0]) == [2, 3, 4, 5]
-    steps = [(e["step"], e["layer_idx"], e["logical_length"], e["slots_live"], e["tokens_evicted_now"])
-             for e in cache.trace.updates]
+    steps = [
+        (e["step"], e["layer_idx"], e["logical_length"], e["slots_live"], e["tokens_evicted_now"])
+        for e in cache.trace.updates
+    ]
     assert steps == [(0, 0, 4, 3, 1), (0, 1, 4, 4, 0), (1, 0, 5, 3, 1), (1, 1, 5, 5, 0)]
     # the prefill's kept window is a view into the 4-token concatenation: its storage is counted
     assert cache.trace.updates[0]["bytes_held"] == 2 * 4 * 4
@@ -84,7 +98,12 @@ def test_crop_is_recorded_with_lengths_before_and_after(config):
     feed(cache, 3)
     cache.crop(-2)
     (crop,) = cache.trace.crops
-    assert (crop["n"], crop["lengths_before"], crop["lengths_after"], crop["past_recording"]) == (-2, [3, 3], [1, 1], False)
+    assert (crop["n"], crop["lengths_before"], crop["lengths_after"], crop["past_recording"]) == (
+        -2,
+        [3, 3],
+        [1, 1],
+        False,
+    )
     assert listed(cache.layers[1].keys) == [1]
 
 
@@ -114,8 +133,15 @@ def test_offloaded_cache_runs_on_cpu_and_logs_every_move(config):
     feed(cache, 3)
     moves = [(e["step"], e["layer_idx"], e["direction"]) for e in cache.trace.transfers]
     # each update prefetches the next layer (wrapping around) and offloads its own
-    assert moves == [(0, 0, "offload"), (0, 0, "prefetch"), (0, 1, "offload"),
-                     (1, 1, "prefetch"), (1, 0, "offload"), (1, 0, "prefetch"), (1, 1, "offload")]
+    assert moves == [
+        (0, 0, "offload"),
+        (0, 0, "prefetch"),
+        (0, 1, "offload"),
+        (1, 1, "prefetch"),
+        (1, 0, "offload"),
+        (1, 0, "prefetch"),
+        (1, 1, "offload"),
+    ]
     assert all(e["src"] == e["dst"] == "cpu" and not e["moved"] for e in cache.trace.transfers)
     assert cache.trace.transfers[-1]["bytes"] == 2 * 3 * 4
 

@@ -42,24 +42,34 @@ def test_padding_is_the_smallest_that_packs():
 
 def test_generation_at_4_bits_on_an_odd_prompt_runs(tiny, prompt_ids):
     model = tiny("tiny-llama")
-    cache = make_cache("quantized", model.config, backend="hqq", nbits=4, axis_key=1, axis_value=1,
-                       q_group_size=16, residual_length=4)
-    out = model.generate(prompt_ids(5), cache=cache, max_new_tokens=9, min_new_tokens=9, do_sample=False,
-                         pad_token_id=0)
+    cache = make_cache(
+        "quantized", model.config, backend="hqq", nbits=4, axis_key=1, axis_value=1, q_group_size=16, residual_length=4
+    )
+    out = model.generate(
+        prompt_ids(5), cache=cache, max_new_tokens=9, min_new_tokens=9, do_sample=False, pad_token_id=0
+    )
     assert out.shape[1] == 14 and cache.trace.flushes
 
 
 def test_bytes_are_packed_plus_residual_exactly(tiny, prompt_ids):
     model = tiny("tiny-llama")  # 2 kv heads x 16
-    for options in ({"backend": "quanto", "nbits": 2, "q_group_size": 16}, {"backend": "hqq", "nbits": 4},
-                    {"backend": "fp8"}):
-        cache = make_cache("quantized", model.config, **({"residual_length": 5} if options["backend"] != "fp8" else {}),
-                           **options)
+    for options in (
+        {"backend": "quanto", "nbits": 2, "q_group_size": 16},
+        {"backend": "hqq", "nbits": 4},
+        {"backend": "fp8"},
+    ):
+        cache = make_cache(
+            "quantized", model.config, **({"residual_length": 5} if options["backend"] != "fp8" else {}), **options
+        )
         model.generate(prompt_ids(12), cache=cache, max_new_tokens=7, min_new_tokens=7, do_sample=False, pad_token_id=0)
         for row, layer in zip(cache.trace.layer_table(), cache.layers):
             packed = storage_bytes(layer._quantized_keys, layer._quantized_values)
             residual = storage_bytes(layer.keys, layer.values)
-            assert (row["packed_bytes"], row["residual_bytes"], row["bytes_held"]) == (packed, residual, packed + residual)
+            assert (row["packed_bytes"], row["residual_bytes"], row["bytes_held"]) == (
+                packed,
+                residual,
+                packed + residual,
+            )
             assert row["quantized_tokens"] + row["residual_tokens"] == row["logical_length"] == 18
         if options["backend"] == "quanto":  # 2 bits per value + a float32 scale and shift per group of 16
             values = 2 * 1 * 2 * (18 - cache.layers[0].keys.shape[-2]) * 16

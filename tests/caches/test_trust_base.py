@@ -17,9 +17,13 @@ import kvlab
 from kvlab.caches import CacheCropError
 from kvlab.layer_state import layer_kinds, read_layer
 
-KINDS = [("dynamic", {}), ("static", {"max_cache_len": 32}), ("offloaded", {}),
-         ("offloaded_static", {"max_cache_len": 32}),
-         ("quantized", {"backend": "quanto", "nbits": 4, "q_group_size": 16, "residual_length": 4})]  # fmt: skip
+KINDS = [
+    ("dynamic", {}),
+    ("static", {"max_cache_len": 32}),
+    ("offloaded", {}),
+    ("offloaded_static", {"max_cache_len": 32}),
+    ("quantized", {"backend": "quanto", "nbits": 4, "q_group_size": 16, "residual_length": 4}),
+]
 
 
 def held(cache, config) -> int:
@@ -34,7 +38,9 @@ def prefilled(model, kind, options, ids):
     return cache
 
 
-@pytest.mark.parametrize("count", [torch.tensor(-3), np.int64(-3), np.int32(-3), -3], ids=["torch", "np64", "np32", "int"])
+@pytest.mark.parametrize(
+    "count", [torch.tensor(-3), np.int64(-3), np.int32(-3), -3], ids=["torch", "np64", "np32", "int"]
+)
 def test_crop_takes_any_integral_scalar(tiny, prompt_ids, count):
     model = tiny("tiny-llama")
     ours = prefilled(model, "dynamic", {}, prompt_ids(10))
@@ -48,8 +54,11 @@ def test_crop_takes_any_integral_scalar(tiny, prompt_ids, count):
     assert ours.trace.summary()["final_bytes"] == held(ours, model.config) == held(theirs, model.config)
 
 
-@pytest.mark.parametrize("count", [torch.tensor(-1.5), -1.5, True, "3", torch.tensor([-1, -2])],
-                         ids=["float-tensor", "float", "bool", "str", "1-d"])  # fmt: skip
+@pytest.mark.parametrize(
+    "count",
+    [torch.tensor(-1.5), -1.5, True, "3", torch.tensor([-1, -2])],
+    ids=["float-tensor", "float", "bool", "str", "1-d"],
+)
 def test_crop_refuses_what_is_not_a_count_in_one_line(tiny, prompt_ids, count):
     cache = prefilled(tiny("tiny-llama"), "dynamic", {}, prompt_ids(6))
     with pytest.raises(CacheCropError, match="crop takes an integer count of tokens") as err:
@@ -92,11 +101,19 @@ def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, kind, opt
     if getattr(cache, "offloading", False):
         assert copied.prefetch_stream is not cache.prefetch_stream
     full = torch.cat([ids, prompt_ids(3, seed=1)], dim=1)
-    reference = StaticCache(config=model.config, max_cache_len=32) if "static" in kind else DynamicCache(config=model.config)
+    reference = (
+        StaticCache(config=model.config, max_cache_len=32) if "static" in kind else DynamicCache(config=model.config)
+    )
     with torch.inference_mode():
         model(ids, cache=reference)
-    kwargs = dict(attention_mask=torch.ones_like(full), max_new_tokens=4, do_sample=False, pad_token_id=0,
-                  return_dict_in_generate=True, output_logits=True)  # fmt: skip
+    kwargs = dict(
+        attention_mask=torch.ones_like(full),
+        max_new_tokens=4,
+        do_sample=False,
+        pad_token_id=0,
+        return_dict_in_generate=True,
+        output_logits=True,
+    )
     ours = model.generate(full, cache=copied, **kwargs)
     theirs = model.generate(full, cache=copy.deepcopy(reference), **kwargs)
     assert torch.equal(ours.sequences, theirs.sequences)

@@ -10,10 +10,13 @@ from kvlab.cli import main
 from kvlab.commands import explore
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--model", "gpt5"], "unknown model 'gpt5'; valid: smollm2, gemma3, tiny-llama, tiny-gemma3"),
-    (["--port", "70000"], "--port must be between 1 and 65535"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "gpt5"], "unknown model 'gpt5'; valid: smollm2, gemma3, tiny-llama, tiny-gemma3"),
+        (["--port", "70000"], "--port must be between 1 and 65535"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert main(["explore", "--no-browser", *args]) == 2
     err = capsys.readouterr().err

@@ -15,9 +15,20 @@ def test_size_prints_every_kind_for_the_guide_example(capsys):
 
 def test_size_json_from_a_config_file(tmp_path, capsys):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "gemma3_text", "num_hidden_layers": 6, "num_attention_heads": 2,
-                                "num_key_value_heads": 1, "head_dim": 8, "hidden_size": 16, "sliding_window": 4,
-                                "sliding_window_pattern": 3}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "gemma3_text",
+                "num_hidden_layers": 6,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 8,
+                "hidden_size": 16,
+                "sliding_window": 4,
+                "sliding_window_pattern": 3,
+            }
+        )
+    )
     assert main(["size", "--config", str(path), "--tokens", "10", "--prefill", "5", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     dynamic = next(r for r in data["rows"] if r["kind"] == "dynamic")
@@ -25,12 +36,15 @@ def test_size_json_from_a_config_file(tmp_path, capsys):
     assert all("unsupported" in r for r in data["rows"] if r["kind"] == "quantized")
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["size", "--model", "nope", "--tokens", "3"], "known:"),
-    (["size", "--model", "smollm2"], "--tokens"),
-    (["size", "--model", "smollm2", "--tokens", "3", "--batch", "0"], "--batch"),
-    (["size", "--config", "/no/such/config.json", "--tokens", "3"], "does not exist"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["size", "--model", "nope", "--tokens", "3"], "known:"),
+        (["size", "--model", "smollm2"], "--tokens"),
+        (["size", "--model", "smollm2", "--tokens", "3", "--batch", "0"], "--batch"),
+        (["size", "--config", "/no/such/config.json", "--tokens", "3"], "does not exist"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -48,16 +62,43 @@ def test_bench_only_must_match_a_configuration(capsys):
 
 
 def test_bench_renders_a_saved_result_without_measuring(tmp_path):
-    meta = {"model": "m", "dtype": "float32", "device": "cpu", "prompt_tokens": 8, "new_tokens": 4, "repeats": 1,
-            "threads": 1, "quality_windows": 1, "torch": "t", "transformers": "x", "tokens_in_cache": 11}
-    rows = [{"label": "dynamic", "cache": "dynamic", "options": {}, "status": "measured", "peak_cache_bytes": 1024,
-             "ratio_vs_dynamic": 1.0, "perplexity_delta_pct": 0.0, "greedy_agreement": 1.0,
-             "greedy_identical_prefix": 4},
-            {"label": "quantized x", "cache": "quantized", "options": {}, "status": "unsupported",
-             "unsupported": "transformers: no sliding layers"}]  # fmt: skip
+    meta = {
+        "model": "m",
+        "dtype": "float32",
+        "device": "cpu",
+        "prompt_tokens": 8,
+        "new_tokens": 4,
+        "repeats": 1,
+        "threads": 1,
+        "quality_windows": 1,
+        "torch": "t",
+        "transformers": "x",
+        "tokens_in_cache": 11,
+    }
+    rows = [
+        {
+            "label": "dynamic",
+            "cache": "dynamic",
+            "options": {},
+            "status": "measured",
+            "peak_cache_bytes": 1024,
+            "ratio_vs_dynamic": 1.0,
+            "perplexity_delta_pct": 0.0,
+            "greedy_agreement": 1.0,
+            "greedy_identical_prefix": 4,
+        },
+        {
+            "label": "quantized x",
+            "cache": "quantized",
+            "options": {},
+            "status": "unsupported",
+            "unsupported": "transformers: no sliding layers",
+        },
+    ]
     saved = tmp_path / "r.json"
-    saved.write_text(json.dumps({"meta": meta, "rows": rows, "roofline": {"bandwidth_bytes_per_s": 1e9,
-                                                                          "weight_bytes": 10}}))  # fmt: skip
+    saved.write_text(
+        json.dumps({"meta": meta, "rows": rows, "roofline": {"bandwidth_bytes_per_s": 1e9, "weight_bytes": 10}})
+    )
     md = tmp_path / "r.md"
     assert main(["bench", "--from-json", str(saved), "--markdown", str(md), "--plots", str(tmp_path)]) == 0
     text = md.read_text()
@@ -69,8 +110,25 @@ def test_bench_renders_a_saved_result_without_measuring(tmp_path):
 
 
 def test_size_paged_layout_for_a_length_distribution(capsys):
-    assert main(["size", "--model", "llama-2-7b", "--tokens", "4096", "--dtype", "float16", "--page-size", "256",
-                 "--lengths", "100,900,4096", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "size",
+                "--model",
+                "llama-2-7b",
+                "--tokens",
+                "4096",
+                "--dtype",
+                "float16",
+                "--page-size",
+                "256",
+                "--lengths",
+                "100,900,4096",
+                "--json",
+            ]
+        )
+        == 0
+    )
     (paged,) = [row for row in json.loads(capsys.readouterr().out)["rows"] if row["kind"] == "paged"]
     assert paged["blocks"] == 1 + 4 + 16 and paged["live_slots"] == 5096 and paged["stored_slots"] == 21 * 256
     with pytest.raises(SystemExit) as refused:  # argparse: one line, status 2

@@ -38,7 +38,7 @@ def test_run_summary_matches_a_direct_kvlab_run(cache, options):
     direct = kvlab.run(model, tokenizer, PROMPT, cache=cache, max_new_tokens=10, **options).trace.summary()
     assert slot_counts(row) == (direct["slots_allocated"], direct["slots_live"], direct["slots_masked"])
     assert (row["peak_bytes"], row["tokens_evicted"]) == (direct["peak_bytes"], direct["tokens_evicted"])
-    assert ex.plot.value[:4] == b"\x89PNG" and 'data-value="%d"' % direct["slots_allocated"] in ex.table.value
+    assert ex.plot.value[:4] == b"\x89PNG" and f'data-value="{direct["slots_allocated"]}"' in ex.table.value
     assert ex.status.value.startswith("done: 10 tokens") and not ex.run_button.disabled
 
 
@@ -52,13 +52,16 @@ def test_run_summary_matches_kvlab_run_on_smollm2(smollm2):
     assert row["slots_allocated"] == 30 * 32
 
 
-@pytest.mark.parametrize(("controls", "message"), [
-    ({"cache": "quantized", "backend": "quanto", "nbits": 3}, "quanto nbits must be one of 2, 4; got 3"),
-    ({"cache": "static", "max_cache_len": 0}, "max_cache_len must be a positive integer"),
-    ({"cache": "quantized", "backend": "hqq", "q_group_size": -1}, "q_group_size must be a positive integer"),
-    ({"max_new_tokens": 0}, "at least 1"),
-    ({"prompt": "   "}, "the prompt is empty"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("controls", "message"),
+    [
+        ({"cache": "quantized", "backend": "quanto", "nbits": 3}, "quanto nbits must be one of 2, 4; got 3"),
+        ({"cache": "static", "max_cache_len": 0}, "max_cache_len must be a positive integer"),
+        ({"cache": "quantized", "backend": "hqq", "q_group_size": -1}, "q_group_size must be a positive integer"),
+        ({"max_new_tokens": 0}, "at least 1"),
+        ({"prompt": "   "}, "the prompt is empty"),
+    ],
+)
 def test_invalid_options_show_a_message_and_start_nothing(controls, message):
     ex = make()
     ex.controls.max_new_tokens.min = 0

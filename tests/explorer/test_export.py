@@ -9,7 +9,7 @@ import io
 import json
 import re
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -35,8 +35,15 @@ def links(html_text: str) -> dict[str, bytes]:
 
 def upload(content: bytes, name: str = "trace.json") -> tuple[dict]:
     """A FileUpload value as ipywidgets 8 sets it when the browser sends a file."""
-    return ({"name": name, "type": "application/json", "size": len(content), "content": memoryview(content),
-             "last_modified": datetime(2025, 1, 1, tzinfo=timezone.utc)},)  # fmt: skip
+    return (
+        {
+            "name": name,
+            "type": "application/json",
+            "size": len(content),
+            "content": memoryview(content),
+            "last_modified": datetime(2025, 1, 1, tzinfo=UTC),
+        },
+    )
 
 
 def test_save_buttons_offer_the_trace_the_figure_and_the_table_as_downloads(tmp_path):
@@ -45,8 +52,11 @@ def test_save_buttons_offer_the_trace_the_figure_and_the_table_as_downloads(tmp_
     for button in (ex.save_trace_button, ex.save_figure_button, ex.save_table_button):
         button.click()  # the buttons' own handlers, as a browser click runs them
     files = links(ex.downloads.value)
-    assert set(files) == {"kvlab_trace_tiny-gemma3_static.json", "kvlab_figure_tiny-gemma3_static.png",
-                          "kvlab_table_tiny-gemma3_static.csv"}  # fmt: skip
+    assert set(files) == {
+        "kvlab_trace_tiny-gemma3_static.json",
+        "kvlab_figure_tiny-gemma3_static.png",
+        "kvlab_table_tiny-gemma3_static.csv",
+    }
     for name, data in files.items():  # save_dir gets the same bytes, and the message says where
         assert (tmp_path / name).read_bytes() == data
     assert str(tmp_path / "kvlab_table_tiny-gemma3_static.csv") in ex.message_text
@@ -62,8 +72,9 @@ def test_save_buttons_offer_the_trace_the_figure_and_the_table_as_downloads(tmp_
     (row,) = list(csv.DictReader(io.StringIO(files["kvlab_table_tiny-gemma3_static.csv"].decode())))
     (shown,) = ex.summary_rows()
     assert row["label"] == "tiny-gemma3 · static (max_cache_len=160)"
-    assert {k: int(row[k]) for k in ("slots_allocated", "slots_live", "slots_masked", "peak_bytes")} == \
-        {k: shown[k] for k in ("slots_allocated", "slots_live", "slots_masked", "peak_bytes")}  # fmt: skip
+    assert {k: int(row[k]) for k in ("slots_allocated", "slots_live", "slots_masked", "peak_bytes")} == {
+        k: shown[k] for k in ("slots_allocated", "slots_live", "slots_masked", "peak_bytes")
+    }
 
     ex.save_trace_button.click()  # saving again replaces the link of the same name, it does not add one
     assert ex.downloads.value.count("kvlab_trace_tiny-gemma3_static.json") == 2  # download= and the link text
@@ -99,8 +110,18 @@ def test_a_saved_trace_loads_back_drawn_tabled_and_comparable(monkeypatch):
     assert ex.load_button.value == ()  # cleared, so the same file can be loaded again
     (row,) = ex.summary_rows()
     (original,) = first.summary_rows()
-    numbers = ("prompt_tokens", "new_tokens", "steps", "peak_bytes", "bytes_now", "slots_allocated", "slots_live",
-               "slots_masked", "waste_pct", "tokens_evicted")  # fmt: skip
+    numbers = (
+        "prompt_tokens",
+        "new_tokens",
+        "steps",
+        "peak_bytes",
+        "bytes_now",
+        "slots_allocated",
+        "slots_live",
+        "slots_masked",
+        "waste_pct",
+        "tokens_evicted",
+    )
     assert {k: row[k] for k in numbers} == {k: original[k] for k in numbers}
     assert row["label"].endswith(f"[loaded from {saved.name}]")
     assert ex.plot.value[:4] == b"\x89PNG" and 'data-value="352"' in ex.table.value
@@ -115,12 +136,15 @@ def test_a_saved_trace_loads_back_drawn_tabled_and_comparable(monkeypatch):
     assert ex.on_save_trace().name == "kvlab_trace_tiny-gemma3_dynamic.json"
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"\xff\xfe\x00", "bad.json is not text (not UTF-8)"),
-    (b"{not json", "bad.json does not parse as JSON (Expecting property name enclosed in double quotes at line 1)"),
-    (b'{"events": []}', "bad.json is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key."),
-    (b'{"kvlab_trace": 1, "events": [{"type": "crop", "step": 0}]}', "bad.json: event 0 (crop) lacks role, n"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00", "bad.json is not text (not UTF-8)"),
+        (b"{not json", "bad.json does not parse as JSON (Expecting property name enclosed in double quotes at line 1)"),
+        (b'{"events": []}', "bad.json is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key."),
+        (b'{"kvlab_trace": 1, "events": [{"type": "crop", "step": 0}]}', "bad.json: event 0 (crop) lacks role, n"),
+    ],
+)
 def test_a_file_that_is_not_a_trace_is_refused_in_one_line(content, message):
     ex = make()
     ex.load_button.value = upload(content, "bad.json")
@@ -139,8 +163,26 @@ def test_a_trace_from_kvlab_run_loads_into_the_explorer(tmp_path, monkeypatch, c
     monkeypatch.setattr(models, "load_config_and_tokenizer", lambda name: (model.config, ByteTokenizer()))
     monkeypatch.setattr(models, "load", lambda name, dtype="float32", **kwargs: (model, ByteTokenizer()))
     path = tmp_path / "run.json"
-    assert main(["run", "--model", "tiny-llama", "--cache", "static", "--max-cache-len", "32", "--prompt",
-                 "abcdefgh", "--max-new-tokens", "4", "--trace", str(path)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "tiny-llama",
+                "--cache",
+                "static",
+                "--max-cache-len",
+                "32",
+                "--prompt",
+                "abcdefgh",
+                "--max-new-tokens",
+                "4",
+                "--trace",
+                str(path),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     ex = make()
     run = ex.on_load_trace(path.name, path.read_bytes())
@@ -156,8 +198,26 @@ def test_kvlab_run_trace_file_loads_into_the_explorer(tmp_path, capsys):
     from kvlab.cli import main
 
     path = tmp_path / "cli.json"
-    assert main(["run", "--model", "smollm2", "--cache", "static", "--max-cache-len", "32", "--prompt",
-                 "The cache holds", "--max-new-tokens", "4", "--trace", str(path)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--model",
+                "smollm2",
+                "--cache",
+                "static",
+                "--max-cache-len",
+                "32",
+                "--prompt",
+                "The cache holds",
+                "--max-new-tokens",
+                "4",
+                "--trace",
+                str(path),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     ex = make()
     ex.on_load_trace(path.name, path.read_bytes())
@@ -226,5 +286,7 @@ def test_export_helpers():
     assert export.slug("smollm2 · static (max_cache_len=64)") == "smollm2_static_max_cache_len64"
     item = export.Export("a.csv", b"x,y\n1,2\n", "text/csv")
     assert 'href="data:text/csv;base64,eCx5CjEsMgo="' in item.link() and "(8 B)" in item.link()
-    assert export.table_csv([]) == b"run,prompt_tokens,new_tokens,steps,peak_bytes,bytes_now,slots_allocated," \
+    assert (
+        export.table_csv([]) == b"run,prompt_tokens,new_tokens,steps,peak_bytes,bytes_now,slots_allocated,"
         b"slots_live,slots_masked,waste_pct,tokens_evicted,flushes,transfers,crops,tokens_per_s,label,stopped\n"
+    )

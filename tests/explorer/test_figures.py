@@ -9,15 +9,27 @@ from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTI
 
 
 def row(kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
-    return {"layer_idx": idx, "role": "self", "kind": kind, "logical_length": length, "slots_allocated": allocated,
-            "slots_live": live, "slots_masked": masked, "tokens_evicted": length - live, "bytes_held": 0,
-            "quantized_tokens": quantized, "residual_tokens": residual}
+    return {
+        "layer_idx": idx,
+        "role": "self",
+        "kind": kind,
+        "logical_length": length,
+        "slots_allocated": allocated,
+        "slots_live": live,
+        "slots_masked": masked,
+        "tokens_evicted": length - live,
+        "bytes_held": 0,
+        "quantized_tokens": quantized,
+        "residual_tokens": residual,
+    }
 
 
 def test_cells_show_evicted_live_masked_quantized_and_cropped():
-    rows = [row("sliding", length=10, allocated=7, live=7),  # dynamic sliding: 3 evicted, 7 live
-            row("full", length=4, allocated=8, live=4, masked=4, idx=1),  # static: 4 live then 4 masked
-            row("full", length=9, allocated=9, live=9, quantized=6, residual=3, idx=2)]  # quantized + residual
+    rows = [
+        row("sliding", length=10, allocated=7, live=7),  # dynamic sliding: 3 evicted, 7 live
+        row("full", length=4, allocated=8, live=4, masked=4, idx=1),  # static: 4 live then 4 masked
+        row("full", length=9, allocated=9, live=9, quantized=6, residual=3, idx=2),
+    ]  # quantized + residual
     grid = figures.occupancy_cells(rows)
     assert grid.shape == (3, 10)
     assert grid[0].tolist() == [EVICTED] * 3 + [LIVE] * 7

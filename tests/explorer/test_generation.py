@@ -9,16 +9,19 @@ from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ByteTokenizer
 
 
-@pytest.mark.parametrize(("cache", "options"), [("dynamic", {}), ("static", {"max_cache_len": 40}),
-                                                ("offloaded", {"offload_only_non_sliding": False})])
+@pytest.mark.parametrize(
+    ("cache", "options"),
+    [("dynamic", {}), ("static", {"max_cache_len": 40}), ("offloaded", {"offload_only_non_sliding": False})],
+)
 def test_same_tokens_and_trace_as_kvlab_run(tiny, prompt_ids, cache, options):
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)
     seen = []
     ours = generate_traced(model, ByteTokenizer(), ids, cache, options, 8, on_token=lambda new: seen.append(len(new)))
     direct = kvlab.run(model, ByteTokenizer(), ids, cache=cache, max_new_tokens=8, **options)
     assert ours.generated_token_ids == direct.generated_token_ids
-    assert {k: v for k, v in ours.trace.summary().items() if k != "tokens_per_s"} == \
-        {k: v for k, v in direct.trace.summary().items() if k != "tokens_per_s"}
+    assert {k: v for k, v in ours.trace.summary().items() if k != "tokens_per_s"} == {
+        k: v for k, v in direct.trace.summary().items() if k != "tokens_per_s"
+    }
     assert seen == list(range(1, 9))  # one report per generated token, the prompt is not reported
 
 
@@ -31,8 +34,9 @@ def test_the_stop_switch_ends_generation_after_the_step_in_progress(tiny, prompt
         if len(new_ids) == 3:
             stop.set()
 
-    result = generate_traced(tiny("tiny-llama"), ByteTokenizer(), prompt_ids(6), "dynamic", {}, 20, on_token=on_token,
-                             stop=stop)
+    result = generate_traced(
+        tiny("tiny-llama"), ByteTokenizer(), prompt_ids(6), "dynamic", {}, 20, on_token=on_token, stop=stop
+    )
     assert len(result.generated_token_ids) == 4
     assert result.trace.meta["stopped"] is True
     assert result.trace.summary()["steps"] == 4
@@ -40,8 +44,9 @@ def test_the_stop_switch_ends_generation_after_the_step_in_progress(tiny, prompt
 
 
 def test_past_recording_keeps_sliding_layers_whole_until_a_crop(tiny, prompt_ids):
-    result = generate_traced(tiny("tiny-gemma3"), ByteTokenizer(), prompt_ids(12), "dynamic", {}, 6,
-                             past_recording=True)
+    result = generate_traced(
+        tiny("tiny-gemma3"), ByteTokenizer(), prompt_ids(12), "dynamic", {}, 6, past_recording=True
+    )
     sliding = [r for r in result.trace.layer_table() if r["kind"] == "sliding"]
     assert all(r["slots_live"] == r["logical_length"] == 17 for r in sliding)
     result.cache_object.crop(-2)
@@ -50,5 +55,6 @@ def test_past_recording_keeps_sliding_layers_whole_until_a_crop(tiny, prompt_ids
 
 def test_past_recording_is_refused_for_static_caches(tiny, prompt_ids):
     with pytest.raises(kvlab.CacheOptionError, match="past recording is for dynamic and offloaded caches"):
-        generate_traced(tiny("tiny-llama"), ByteTokenizer(), prompt_ids(4), "static", {"max_cache_len": 16}, 2,
-                        past_recording=True)
+        generate_traced(
+            tiny("tiny-llama"), ByteTokenizer(), prompt_ids(4), "static", {"max_cache_len": 16}, 2, past_recording=True
+        )

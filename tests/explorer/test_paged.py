@@ -65,10 +65,13 @@ def test_a_paged_run_records_draws_and_tables_the_blocks():
     model.set_attn_implementation("paged|eager")
     try:
         with kvlab.watch(model) as watch:
-            out = model.generate_batch(prompts, generation_config=GenerationConfig(max_new_tokens=12, do_sample=False,
-                                                                                   eos_token_id=-1),
-                                       continuous_batching_config=ContinuousBatchingConfig(
-                                           page_size=4, num_blocks=16, max_batch_tokens=max(sum(map(len, prompts)), 64)))  # fmt: skip
+            out = model.generate_batch(
+                prompts,
+                generation_config=GenerationConfig(max_new_tokens=12, do_sample=False, eos_token_id=-1),
+                continuous_batching_config=ContinuousBatchingConfig(
+                    page_size=4, num_blocks=16, max_batch_tokens=max(sum(map(len, prompts)), 64)
+                ),
+            )
     finally:
         model.set_attn_implementation("sdpa")
     assert run.result.generated_token_ids == [t for i in range(4) for t in out[f"req_{i}"].generated_tokens]
@@ -122,10 +125,13 @@ def test_models_with_sliding_layers_are_refused_in_one_line():
     assert "tiny-gemma3 has sliding layers" in ex.message_text and ex.status.value.startswith("not started")
 
 
-@pytest.mark.parametrize(("controls", "message"), [
-    ({"num_blocks": 2}, "num_blocks=2 is too small"),
-    ({"num_blocks": -1}, "num_blocks must be 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("controls", "message"),
+    [
+        ({"num_blocks": 2}, "num_blocks=2 is too small"),
+        ({"num_blocks": -1}, "num_blocks must be 0"),
+    ],
+)
 def test_bad_paged_options_are_one_line(controls, message):
     ex = make()
     ex.run_and_wait(**{**PAGED_RUN, **controls})

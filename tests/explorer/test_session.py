@@ -97,11 +97,14 @@ def test_crop_with_past_recording_shortens_every_layer():
     assert [r["slots_live"] for r in rows] == [7, 7, length - 3] * 2  # sliding layers back to window - 1
 
 
-@pytest.mark.parametrize(("req", "message"), [
-    (request(past_recording=False), r"sliding layer 0 has seen \d+ tokens.*activate_past_recording\(\)"),
-    (request(cache="static", options={"max_cache_len": 64}), r"StaticCache cannot record the past"),
-    (request(cache="none"), "used no cache"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("req", "message"),
+    [
+        (request(past_recording=False), r"sliding layer 0 has seen \d+ tokens.*activate_past_recording\(\)"),
+        (request(cache="static", options={"max_cache_len": 64}), r"StaticCache cannot record the past"),
+        (request(cache="none"), "used no cache"),
+    ],
+)
 def test_crops_that_cannot_be_undone_are_refused_with_the_rule(req, message):
     session = Session()
     with pytest.raises(CacheCropError, match="no cache to crop yet"):

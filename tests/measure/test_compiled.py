@@ -5,8 +5,9 @@ from kvlab.measure import compiled
 
 def test_prompt_length_does_not_recompile_cache_length_does(tiny, prompt_ids):
     model = tiny("tiny-llama")
-    report = compiled.compile_report(model, [prompt_ids(6), prompt_ids(9, seed=1)], new_tokens=4, max_cache_len=16,
-                                     inductor=False)  # fmt: skip
+    report = compiled.compile_report(
+        model, [prompt_ids(6), prompt_ids(9, seed=1)], new_tokens=4, max_cache_len=16, inductor=False
+    )
     graphs = {r["run"]: r["new_graphs"] for r in report["runs"]}
     assert report["same_tokens"]
     assert graphs["first compiled run"] == report["graphs_first"] >= 1

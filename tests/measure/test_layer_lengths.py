@@ -13,8 +13,14 @@ from kvlab.measure.layer_lengths import layer_lengths
 
 def watched_generate(model, ids, new_tokens):
     with kvlab.watch(model) as watch:
-        model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=DynamicCache(config=model.config),
-                       do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens)  # fmt: skip
+        model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            past_key_values=DynamicCache(config=model.config),
+            do_sample=False,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+        )
     return watch.trace
 
 
@@ -27,10 +33,16 @@ def test_prefill_past_the_window_stores_the_prompt_but_keeps_window_minus_one_li
     trace = watched_generate(model, prompt_ids(12), new_tokens=3)
     prefill = layer_lengths(trace, per_token(model), step=0)
     assert [(x.kind, x.seen, x.live, x.stored) for x in prefill[:3]] == [
-        ("sliding", 12, 7, 12), ("sliding", 12, 7, 12), ("full", 12, 12, 12)]
+        ("sliding", 12, 7, 12),
+        ("sliding", 12, 7, 12),
+        ("full", 12, 12, 12),
+    ]
     final = layer_lengths(trace, per_token(model))  # two decode steps later: 14 seen
     assert [(x.kind, x.seen, x.live, x.stored) for x in final[:3]] == [
-        ("sliding", 14, 7, 8), ("sliding", 14, 7, 8), ("full", 14, 14, 14)]  # the window copied: 7 + 1 stored
+        ("sliding", 14, 7, 8),
+        ("sliding", 14, 7, 8),
+        ("full", 14, 14, 14),
+    ]  # the window copied: 7 + 1 stored
     assert [x.layer_idx for x in final] == list(range(6))
 
 

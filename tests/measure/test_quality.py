@@ -4,8 +4,12 @@ from kvlab.measure import quality
 
 
 def test_token_agreement_counts_prefix_and_matches():
-    assert quality.token_agreement([1, 2, 3, 4], [1, 2, 9, 4]) == {"tokens": 4, "common_prefix": 2, "matches": 3,
-                                                                  "agreement": 0.75}  # fmt: skip
+    assert quality.token_agreement([1, 2, 3, 4], [1, 2, 9, 4]) == {
+        "tokens": 4,
+        "common_prefix": 2,
+        "matches": 3,
+        "agreement": 0.75,
+    }
     assert quality.token_agreement([1, 2], [1, 2, 3])["common_prefix"] == 2
 
 
@@ -25,8 +29,9 @@ def test_two_bit_quantization_moves_the_logits_more_than_eight_bit(tiny, prompt_
     reference = quality.teacher_forced(model, ids, 32, cache="dynamic")
     kl = {}
     for nbits in (2, 8):
-        run = quality.teacher_forced(model, ids, 32, cache="quantized", backend="hqq", nbits=nbits, q_group_size=16,
-                                     residual_length=4)  # fmt: skip
+        run = quality.teacher_forced(
+            model, ids, 32, cache="quantized", backend="hqq", nbits=nbits, q_group_size=16, residual_length=4
+        )
         kl[nbits] = quality.compare(reference, run)["kl_mean"]
     assert kl[2] > kl[8] > 0
 
@@ -43,8 +48,10 @@ def test_compare_refuses_different_tokens_and_bad_prefill(tiny, prompt_ids):
 
 def test_sweep_rows_report_bytes_ratios_and_quality(tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(40)
-    configs = {"hqq 2": {"backend": "hqq", "nbits": 2, "q_group_size": 16, "residual_length": 4},
-               "fp8": {"backend": "fp8"}}  # fmt: skip
+    configs = {
+        "hqq 2": {"backend": "hqq", "nbits": 2, "q_group_size": 16, "residual_length": 4},
+        "fp8": {"backend": "fp8"},
+    }
     rows, runs = quality.sweep(model, ids, 32, configs)
     assert [r["config"] for r in rows] == ["dynamic", "hqq 2", "fp8"] and set(runs) == {"dynamic", "hqq 2", "fp8"}
     dynamic, hqq, fp8 = rows

@@ -29,8 +29,14 @@ def test_sweep_rows_match_the_token_by_token_sweep(tiny, prompt_ids):
     decoded, _ = quality.sweep(model, ids, 32, CONFIGS)
     assert [r["config"] for r in chunked] == ["dynamic", *CONFIGS]
     for mine, theirs in zip(chunked, decoded):
-        for field in ("top1_agreement", "cache_bytes", "packed_bytes", "residual_bytes", "memory_ratio_16bit",
-                      "packed_ratio_16bit"):
+        for field in (
+            "top1_agreement",
+            "cache_bytes",
+            "packed_bytes",
+            "residual_bytes",
+            "memory_ratio_16bit",
+            "packed_ratio_16bit",
+        ):
             assert mine[field] == theirs[field], (mine["config"], field)
         assert mine["kl_mean"] == pytest.approx(theirs["kl_mean"], abs=1e-5)
 
@@ -38,8 +44,9 @@ def test_sweep_rows_match_the_token_by_token_sweep(tiny, prompt_ids):
 def test_refuses_a_chunk_that_would_flush_the_residual_and_other_caches(tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(40)
     with pytest.raises(ValueError, match="flush"):
-        quality_chunked.teacher_forced_chunk(model, ids, 8, cache="quantized", backend="quanto", nbits=4,
-                                             q_group_size=16, residual_length=16)
+        quality_chunked.teacher_forced_chunk(
+            model, ids, 8, cache="quantized", backend="quanto", nbits=4, q_group_size=16, residual_length=16
+        )
     quality_chunked.teacher_forced_chunk(model, ids, 8, cache="quantized", backend="fp8")  # no residual
     with pytest.raises(ValueError, match="'static'"):
         quality_chunked.teacher_forced_chunk(model, ids, 8, cache="static")

@@ -10,8 +10,9 @@ from kvlab.measure import residency, resilient
 
 def _watched(model, ids, cache=None, n=4, **kwargs):
     with kvlab.watch(model) as watch:
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n,
-                             past_key_values=cache, **kwargs)  # fmt: skip
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n, past_key_values=cache, **kwargs
+        )
     return out, watch.trace
 
 

@@ -32,8 +32,9 @@ def test_resilient_generate_falls_back_to_offloaded(tiny, prompt_ids):
     _generate(model, ids, full)
     budget = full.peak_device_bytes * 3 // 4  # offloaded holds 2 of the 3 layers: the current and the next
     logged = []
-    output, cache, attempts = resilient.resilient_generate(model, ids, budget_bytes=budget, log=logged.append,
-                                                           max_new_tokens=6)  # fmt: skip
+    output, cache, attempts = resilient.resilient_generate(
+        model, ids, budget_bytes=budget, log=logged.append, max_new_tokens=6
+    )
     assert torch.equal(output, expected)
     assert [a["cache"] for a in attempts] == ["dynamic", "offloaded"] and [a["ok"] for a in attempts] == [False, True]
     assert cache.offloading and cache.peak_device_bytes <= budget
@@ -42,8 +43,9 @@ def test_resilient_generate_falls_back_to_offloaded(tiny, prompt_ids):
 
 def test_resilient_generate_gives_up_when_even_offloading_does_not_fit(tiny, prompt_ids):
     with pytest.raises(torch.OutOfMemoryError, match="even with the offloaded cache"):
-        resilient.resilient_generate(tiny("tiny-llama"), prompt_ids(10), budget_bytes=10, log=lambda _: None,
-                                     max_new_tokens=3)  # fmt: skip
+        resilient.resilient_generate(
+            tiny("tiny-llama"), prompt_ids(10), budget_bytes=10, log=lambda _: None, max_new_tokens=3
+        )
 
 
 def test_device_peak_of_offloaded_static_is_a_fraction_of_its_allocation(tiny, prompt_ids):

@@ -78,8 +78,11 @@ def float_in(path: Path, tensor: str, near: int) -> int:
 
 def tensor_at(path: Path, offset: int) -> str:
     start, entries = header(path)
-    return next(name for name, e in entries.items() if name != "__metadata__"
-                and start + e["data_offsets"][0] <= offset < start + e["data_offsets"][1] - 4)  # fmt: skip
+    return next(
+        name
+        for name, e in entries.items()
+        if name != "__metadata__" and start + e["data_offsets"][0] <= offset < start + e["data_offsets"][1] - 4
+    )
 
 
 def one_line_error(capsys) -> str:
@@ -172,15 +175,18 @@ def test_a_damaged_model_is_converted_again_when_its_source_is_at_hand(model_dir
         shutil.copyfile(pristine / "config.json", directory / "config.json")
         return directory
 
-    spec = dataclasses.replace(models.BUNDLED["smollm2"], source_at_hand=lambda d: True, fetch_gguf=lambda d: d / "x.gguf")
+    spec = dataclasses.replace(
+        models.BUNDLED["smollm2"], source_at_hand=lambda d: True, fetch_gguf=lambda d: d / "x.gguf"
+    )
     monkeypatch.setitem(models.BUNDLED, "smollm2", spec)
     monkeypatch.setattr(models, "convert_gguf", convert_again)
     with xor_byte(model_dir / "config.json", 5, 0x20):
         models.prepare("smollm2", warm_quanto=False, refetch=False)
         fast_check(model_dir)  # sound again, while the damage would still be there without the re-conversion
     assert calls == [model_dir]
-    assert "config.json has a different sha256 than the manifest records); converting it again" in \
-        capsys.readouterr().err  # fmt: skip
+    assert (
+        "config.json has a different sha256 than the manifest records); converting it again" in capsys.readouterr().err
+    )
 
 
 def test_an_interrupted_conversion_leaves_nothing_and_exits_130(tmp_path, monkeypatch, capsys):

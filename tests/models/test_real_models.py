@@ -66,8 +66,9 @@ def test_gemma3_static_cache_is_capped_by_the_window_and_refuses_wrapped_crops(g
         model(ids, cache=cache)
     table = cache.trace.layer_table()
     assert {(r["slots_allocated"], r["slots_live"]) for r in table if r["kind"] == "sliding"} == {(512, 512)}
-    assert {(r["slots_allocated"], r["slots_live"], r["slots_masked"]) for r in table if r["kind"] == "full"} == \
-        {(600, 520, 80)}
+    assert {(r["slots_allocated"], r["slots_live"], r["slots_masked"]) for r in table if r["kind"] == "full"} == {
+        (600, 520, 80)
+    }
     assert cache.trace.summary()["final_bytes"] == (15 * 512 + 3 * 600) * 2 * 256 * 4
     with pytest.raises(CacheCropError, match="already evicted"):
         cache.crop(-3)
@@ -75,15 +76,24 @@ def test_gemma3_static_cache_is_capped_by_the_window_and_refuses_wrapped_crops(g
         kvlab.make_cache("quantized", model.config, backend="quanto")
 
 
-@pytest.mark.parametrize("kind, options, reference", [
-    ("dynamic", {}, lambda c: DynamicCache(config=c)),
-    ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
-    ("offloaded", {}, lambda c: DynamicCache(config=c)),
-    ("quantized", {"backend": "quanto", "nbits": 4, "residual_length": 8},
-     lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=8)),
-    ("quantized", {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1, "residual_length": 8},
-     lambda c: QuantizedCache("hqq", c, nbits=2, axis_key=1, axis_value=1, residual_length=8)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind, options, reference",
+    [
+        ("dynamic", {}, lambda c: DynamicCache(config=c)),
+        ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
+        ("offloaded", {}, lambda c: DynamicCache(config=c)),
+        (
+            "quantized",
+            {"backend": "quanto", "nbits": 4, "residual_length": 8},
+            lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=8),
+        ),
+        (
+            "quantized",
+            {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1, "residual_length": 8},
+            lambda c: QuantizedCache("hqq", c, nbits=2, axis_key=1, axis_value=1, residual_length=8),
+        ),
+    ],
+)
 def test_smollm2_drop_in(smollm2, kind, options, reference):
     model, tok = smollm2
     ids = tok(PROMPT, return_tensors="pt").input_ids[:, :20]  # 20 tokens: divisible by 4, so hqq 2-bit packs upstream

@@ -11,8 +11,14 @@ from kvlab.layer_state import layer_kinds
 
 
 def generate(model, ids, cache, new_tokens):
-    return model.generate(ids, attention_mask=torch.ones_like(ids), past_key_values=cache, do_sample=False,
-                          max_new_tokens=new_tokens, min_new_tokens=new_tokens)  # fmt: skip
+    return model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        past_key_values=cache,
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+    )
 
 
 def test_structure():

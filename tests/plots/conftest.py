@@ -26,7 +26,16 @@ def traces():
         "static": kvlab.run(llama, None, _ids(6), "static", max_cache_len=16, max_new_tokens=5).trace,
         "offloaded": kvlab.run(llama, None, _ids(6), "offloaded", max_new_tokens=4).trace,
         "offloaded_sliding": kvlab.run(gemma, None, _ids(12), "offloaded", max_new_tokens=3).trace,
-        "quantized": kvlab.run(llama, None, _ids(40), "quantized", backend="quanto", nbits=4, q_group_size=16,
-                               residual_length=8, max_new_tokens=12).trace,
+        "quantized": kvlab.run(
+            llama,
+            None,
+            _ids(40),
+            "quantized",
+            backend="quanto",
+            nbits=4,
+            q_group_size=16,
+            residual_length=8,
+            max_new_tokens=12,
+        ).trace,
         "bart": kvlab.run(bart, None, _ids(7), "dynamic", max_new_tokens=5).trace,
-    }  # fmt: skip
+    }

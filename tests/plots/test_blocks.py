@@ -22,9 +22,11 @@ def paged_trace():
     g = torch.Generator().manual_seed(1)
     ids = [torch.randint(3, 120, (n,), generator=g).tolist() for n in (6, 14, 9)]
     with kvlab.watch(model) as watch:
-        model.generate_batch(ids, generation_config=GenerationConfig(max_new_tokens=6, do_sample=False, eos_token_id=-1),
-                             continuous_batching_config=ContinuousBatchingConfig(page_size=4, num_blocks=12,
-                                                                                 max_batch_tokens=256))  # fmt: skip
+        model.generate_batch(
+            ids,
+            generation_config=GenerationConfig(max_new_tokens=6, do_sample=False, eos_token_id=-1),
+            continuous_batching_config=ContinuousBatchingConfig(page_size=4, num_blocks=12, max_batch_tokens=256),
+        )
     return watch.trace
 
 

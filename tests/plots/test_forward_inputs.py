@@ -5,13 +5,15 @@ from kvlab.plots.forward_inputs import plot_forward_shapes
 
 
 def test_one_line_per_input_with_its_sequence_length():
-    log = ForwardLog([
-        ForwardInput(0, "input_ids", "cpu", "int64", (1, 5)),
-        ForwardInput(1, "input_ids", "cpu", "int64", (1, 1)),
-        ForwardInput(1, "cache.layers[0].keys", "cpu", "float32", (1, 3, 5, 64)),
-        ForwardInput(2, "input_ids", "cpu", "int64", (1, 1)),
-        ForwardInput(2, "cache.layers[0].keys", "cpu", "float32", (1, 3, 6, 64)),
-    ])  # fmt: skip
+    log = ForwardLog(
+        [
+            ForwardInput(0, "input_ids", "cpu", "int64", (1, 5)),
+            ForwardInput(1, "input_ids", "cpu", "int64", (1, 1)),
+            ForwardInput(1, "cache.layers[0].keys", "cpu", "float32", (1, 3, 5, 64)),
+            ForwardInput(2, "input_ids", "cpu", "int64", (1, 1)),
+            ForwardInput(2, "cache.layers[0].keys", "cpu", "float32", (1, 3, 6, 64)),
+        ]
+    )
     fig = plot_forward_shapes({"dynamic": log})
     ax = fig.axes[0]
     lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines}

@@ -25,5 +25,6 @@ def test_published_results_are_drawn_apart_as_external_references():
     assert sum(t.startswith(" external:") for t in texts) == len(PUBLISHED)
     assert any("not measured by kvlab" in t for t in texts)
     vertical = [line for line in ax.lines if line.get_linestyle() == "--"]
-    assert sorted(round(line.get_xdata()[0], 3) for line in vertical) == sorted(round(p["memory_ratio"], 3)
-                                                                                for p in PUBLISHED)  # fmt: skip
+    assert sorted(round(line.get_xdata()[0], 3) for line in vertical) == sorted(
+        round(p["memory_ratio"], 3) for p in PUBLISHED
+    )

@@ -4,7 +4,11 @@ from matplotlib.patches import Patch
 from kvlab.measure.layer_lengths import LayerLength
 from kvlab.plots.layer_lengths import plot_layer_lengths
 
-LENGTHS = [LayerLength(0, "sliding", 12, 7, 12), LayerLength(1, "full", 12, 12, 12), LayerLength(2, "chunked", 12, 7, 8)]
+LENGTHS = [
+    LayerLength(0, "sliding", 12, 7, 12),
+    LayerLength(1, "full", 12, 12, 12),
+    LayerLength(2, "chunked", 12, 7, 8),
+]
 
 
 def test_three_bars_per_layer_heights_from_the_lengths_and_the_window_line():
@@ -16,12 +20,16 @@ def test_three_bars_per_layer_heights_from_the_lengths_and_the_window_line():
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [8]
     legend = ax.get_legend()
     labels = [t.get_text() for t in legend.get_texts()]
-    colors = {t.get_text(): h.get_facecolor()[:3] for t, h in zip(legend.get_texts(), legend.legend_handles)
-              if isinstance(h, Patch)}
+    colors = {
+        t.get_text(): h.get_facecolor()[:3]
+        for t, h in zip(legend.get_texts(), legend.legend_handles)
+        if isinstance(h, Patch)
+    }
     assert colors["sliding layer"] == (0xE6 / 255, 0x55 / 255, 0x0D / 255)
     assert colors["chunked layer"] == (0x31 / 255, 0xA3 / 255, 0x54 / 255)
-    assert sorted(labels) == sorted(["seen", "stored (bytes)", "live", "window 8", "full layer", "sliding layer",
-                                     "chunked layer"])
+    assert sorted(labels) == sorted(
+        ["seen", "stored (bytes)", "live", "window 8", "full layer", "sliding layer", "chunked layer"]
+    )
     assert ax.get_title() == "t"
 
 
@@ -33,5 +41,4 @@ def test_the_window_line_can_be_named_for_chunks():
 def test_without_a_window_no_line():
     ax = plot_layer_lengths(LENGTHS[1:2]).axes[0]
     assert ax.get_lines() == []
-    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["full layer", "live", "seen",
-                                                                         "stored (bytes)"]
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["full layer", "live", "seen", "stored (bytes)"]

@@ -31,11 +31,15 @@ def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
     from kvlab.plots.positions import plot_holdings
 
     stages = {
-        "before": {"full": {"layers": 2, "slots": 10, "bytes_all_layers": 4_000_000},
-                   "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000}},
-        "after crop(-3)": {"full": {"layers": 2, "slots": 7, "bytes_all_layers": 4_000_000},
-                           "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000}},
-    }  # fmt: skip
+        "before": {
+            "full": {"layers": 2, "slots": 10, "bytes_all_layers": 4_000_000},
+            "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000},
+        },
+        "after crop(-3)": {
+            "full": {"layers": 2, "slots": 7, "bytes_all_layers": 4_000_000},
+            "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000},
+        },
+    }
     fig = plot_holdings(stages, title="t")
     slots_ax, bytes_ax = fig.axes
     assert [p.get_height() for p in slots_ax.patches] == [10, 7, 7, 7]  # full per stage, then sliding per stage

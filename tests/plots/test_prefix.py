@@ -1,8 +1,7 @@
 """kvlab.plots.prefix: prefilled tokens and time per question."""
 
-from types import SimpleNamespace
-
 import copy
+from types import SimpleNamespace
 
 import torch
 from matplotlib.colors import to_hex
@@ -14,8 +13,14 @@ from kvlab.prefix import TokenPrefix
 
 
 def test_one_bar_per_question_and_run():
-    reuse = [SimpleNamespace(prefilled_tokens=12, first_token_seconds=0.1), SimpleNamespace(prefilled_tokens=9, first_token_seconds=0.2)]
-    fresh = [SimpleNamespace(prefilled_tokens=300, first_token_seconds=0.5), SimpleNamespace(prefilled_tokens=297, first_token_seconds=0.6)]
+    reuse = [
+        SimpleNamespace(prefilled_tokens=12, first_token_seconds=0.1),
+        SimpleNamespace(prefilled_tokens=9, first_token_seconds=0.2),
+    ]
+    fresh = [
+        SimpleNamespace(prefilled_tokens=300, first_token_seconds=0.5),
+        SimpleNamespace(prefilled_tokens=297, first_token_seconds=0.6),
+    ]
     fig = plot_prefix_answers({"reuse": reuse, "no reuse": fresh})
     tokens_ax, time_ax = fig.axes
     assert [p.get_height() for p in tokens_ax.patches] == [12, 9, 300, 297]
@@ -47,12 +52,24 @@ def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
             with torch.no_grad():
                 prompt_cache = model(input_ids=prefix, past_key_values=prompt_cache).cache
             for ids in questions:
-                model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=2, do_sample=False,
-                               past_key_values=copy.deepcopy(prompt_cache))  # fmt: skip
+                model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=2,
+                    do_sample=False,
+                    past_key_values=copy.deepcopy(prompt_cache),
+                )
     fig = plot_prefix_copies(watch.traces, [9, 11])
     tokens_ax, bytes_ax = fig.axes
     assert [p.get_height() for p in tokens_ax.patches] == [9, 11, 3, 5, 3, 5]  # no reuse, static copies, dynamic copies
-    static_bytes, dynamic_bytes = [p.get_height() for p in bytes_ax.patches[:2]], [p.get_height() for p in bytes_ax.patches[2:]]
+    static_bytes, dynamic_bytes = (
+        [p.get_height() for p in bytes_ax.patches[:2]],
+        [p.get_height() for p in bytes_ax.patches[2:]],
+    )
     assert static_bytes[0] == static_bytes[1] > max(dynamic_bytes)  # a static copy holds every slot of max_cache_len
     assert dynamic_bytes[0] < dynamic_bytes[1]  # a dynamic copy holds only the tokens it has seen
-    assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == ["no reuse", "StaticCache copy", "DynamicCache copy"]
+    assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == [
+        "no reuse",
+        "StaticCache copy",
+        "DynamicCache copy",
+    ]

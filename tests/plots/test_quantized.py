@@ -37,8 +37,10 @@ def test_split_draws_the_reference_cache_as_a_line(traces):
 
 
 def test_quality_vs_memory_draws_both_ratios_and_no_reference():
-    rows = [{"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
-            {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0}]
+    rows = [
+        {"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+        {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0},
+    ]
     fig = quantized.plot_quality_vs_memory(rows)
     ax = fig.axes[0]
     offsets = [tuple(c.get_offsets()[0]) for c in ax.collections if len(c.get_offsets())]
@@ -55,8 +57,10 @@ def test_references_table_is_marked_external_and_cites_each_source():
 
 
 def test_quality_vs_memory_gives_configurations_on_the_same_point_one_label():
-    rows = [{"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
-            {"config": "quanto 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
-            {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0}]
+    rows = [
+        {"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+        {"config": "quanto 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
+        {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0},
+    ]
     texts = sorted(t.get_text() for t in quantized.plot_quality_vs_memory(rows).axes[0].texts)
     assert texts == ["fp8", "hqq 4-bit, quanto 4-bit"]

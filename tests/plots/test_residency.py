@@ -29,8 +29,13 @@ def test_plot_device_bytes_draws_each_steps_device_peak(traces):
 def test_a_single_watched_trace_is_accepted(tiny, prompt_ids):
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)
     with kvlab.watch(model) as watch:
-        model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2,
-                       past_key_values=DynamicCache(config=model.config, offloading=True))  # fmt: skip
+        model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=2,
+            past_key_values=DynamicCache(config=model.config, offloading=True),
+        )
     fig = residency.plot_device_bytes(watch.trace)
     assert len(fig.axes[0].patches) == 2 * 2
     labels = [t.get_text() for t in fig.axes[0].texts]

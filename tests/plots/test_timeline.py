@@ -19,8 +19,11 @@ def test_each_decode_step_makes_every_layer_resident_once(traces):
 def test_plot_timeline_marks_prefetches_and_offloads(traces):
     trace = traces["offloaded"]
     fig = timeline.plot_timeline(trace, steps=(1, 2))
-    labels = {c.get_label(): len(c.get_offsets()) for c in fig.axes[0].collections if c.get_label() in
-              ("prefetch", "offload", "update")}  # fmt: skip
+    labels = {
+        c.get_label(): len(c.get_offsets())
+        for c in fig.axes[0].collections
+        if c.get_label() in ("prefetch", "offload", "update")
+    }
     moves = [e for e in trace.transfers if 1 <= e["step"] <= 2]
     assert labels["offload"] == sum(e["direction"] == "offload" for e in moves)
     assert labels["prefetch"] == sum(e["direction"] == "prefetch" for e in moves)
@@ -53,7 +56,11 @@ def test_effective_moves_drop_prefetches_of_resident_layers():
     decode = [e for e in moves if e["step"] == 1]
     # layer 2's update prefetches layer 5; layer 5's update wraps around and prefetches layer 2 for the next step
     assert [(e["direction"], e["layer_idx"]) for e in decode] == [
-        ("prefetch", 5), ("offload", 2), ("prefetch", 2), ("offload", 5)]
+        ("prefetch", 5),
+        ("offload", 2),
+        ("prefetch", 2),
+        ("offload", 5),
+    ]
 
 
 def test_effective_moves_keep_every_move_when_all_layers_travel(traces):

@@ -32,8 +32,9 @@ def test_paged_blocks_round_up():
 
 
 def test_layout_rows_static_dynamic_paged():
-    rows = {r["layout"]: r for r in layout_rows([10, 20, 30], 2, max_cache_len=40, block_sizes=(8, 64),
-                                                budget_bytes=100)}  # fmt: skip
+    rows = {
+        r["layout"]: r for r in layout_rows([10, 20, 30], 2, max_cache_len=40, block_sizes=(8, 64), budget_bytes=100)
+    }
     assert rows["static"]["slots_reserved"] == 120 and rows["static"]["waste_pct"] == 50.0
     assert rows["dynamic"]["slots_wasted"] == 0 and rows["dynamic"]["bytes_reserved"] == 120
     assert rows["paged 8"]["slots_reserved"] == 16 + 24 + 32  # 2, 3, 4 blocks

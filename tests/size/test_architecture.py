@@ -4,7 +4,14 @@ import json
 
 import pytest
 
-from kvlab.size.architecture import _config_from_dict, _facts, architecture, derived_facts, from_config, known_architectures
+from kvlab.size.architecture import (
+    _config_from_dict,
+    _facts,
+    architecture,
+    derived_facts,
+    from_config,
+    known_architectures,
+)
 
 
 @pytest.mark.parametrize("name", known_architectures())

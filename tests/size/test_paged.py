@@ -26,7 +26,9 @@ def test_row_counts_blocks_slots_and_bytes():
 def test_row_agrees_with_the_serving_comparison():
     arch, lengths = architecture("llama-2-7b"), [5, 40, 81, 16]
     per_token = paged_row(arch, [1], page_size=1)["bytes"]
-    (serving,) = [r for r in layout_rows(lengths, per_token, max_cache_len=81, block_sizes=(16,)) if r["layout"] == "paged 16"]
+    (serving,) = [
+        r for r in layout_rows(lengths, per_token, max_cache_len=81, block_sizes=(16,)) if r["layout"] == "paged 16"
+    ]
     row = paged_row(arch, lengths, page_size=16)
     assert (row["stored_slots"], row["bytes"]) == (serving["slots_reserved"], serving["bytes_reserved"])
 
