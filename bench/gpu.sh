@@ -29,6 +29,7 @@ run() {  # run SECONDS NAME ARGS...
 }
 run 130 smollm2 --model smollm2 --prompt-tokens 1024 --new-tokens 128 --repeats 3 --compile
 run 100 gemma3  --model gemma3  --prompt-tokens 1024 --new-tokens 128 --repeats 3
-"$PYTHON" bench/overhead.py --model smollm2 --device cuda --prompt-tokens 1024 --new-tokens 128 --repeats 5 \
-    --json "$OUT/overhead.json" || true
+echo "== overhead (limit 60s)"
+timeout 60 "$PYTHON" -m kvlab.cli bench --overhead --model smollm2 --device cuda --prompt-tokens 1024 \
+    --new-tokens 128 --repeats 5 --json --output "$OUT/overhead.json" || echo "!! overhead did not finish (exit $?)"
 ls -l "$OUT"

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these are impo
         make_cache,
     )
     from kvlab.generate import generate
+    from kvlab.i18n import current_language, set_language
     from kvlab.models import BUNDLED, UnknownModelError, load, prepare
     from kvlab.models.tiny import TINY_MODELS, tiny_model
     from kvlab.run import RunResult, run
@@ -52,6 +53,8 @@ _EXPORTS = {
     "InstrumentedStaticCache": "kvlab.caches",
     "make_cache": "kvlab.caches",
     "generate": "kvlab.generate",
+    "set_language": "kvlab.i18n",
+    "current_language": "kvlab.i18n",
     "BUNDLED": "kvlab.models",
     "UnknownModelError": "kvlab.models",
     "load": "kvlab.models",

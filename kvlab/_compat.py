@@ -44,6 +44,9 @@ _LAZY = {
         )
     },
     "PagedAttentionCache": "transformers.generation.continuous_batching.cache",
+    # where 5.24 keeps the streamer base class and continuous batching's settings
+    "BaseStreamer": "transformers.generation.streamers",
+    "ContinuousBatchingConfig": "transformers",
     "FULL_ATTENTION": "transformers.generation.continuous_batching.cache_allocators",
 }
 
@@ -78,8 +81,7 @@ TRANSFORMERS_VERSION = metadata.version("transformers")
 # `generate`/`forward` take the cache under this keyword (it was `past_key_values` before 2026).
 CACHE_KWARG = "cache"
 
-# Names accepted by `GenerationConfig.cache_implementation` that kvlab mirrors.
-CACHE_IMPLEMENTATIONS = ("dynamic", "static", "offloaded", "offloaded_static", "quantized")
+# QuantizedCache's backends and what each accepts (the cache kinds themselves: `kvlab.cache_kinds`).
 QUANTIZED_BACKENDS = ("hqq", "quanto", "fp8")
 HQQ_NBITS = (1, 2, 3, 4, 8)
 QUANTO_NBITS = (2, 4)
@@ -314,3 +316,63 @@ def paged_block_counts(cache) -> tuple[int, int]:
 def paged_cached_block_ids(cache) -> list[int]:
     """Ids of the complete blocks no request holds, kept (ledger.cached_blocks) for prefix reuse."""
     return sorted(paged_full_allocator(cache).ledger.cached_blocks)
+
+
+# -- what kvlab's option and crop rules read from layers and configs (issue 11) ------------------------------------
+def layer_flags(config) -> list[tuple[bool, bool]]:
+    """(attention, sliding) per layer of a decoder config, as 5.24's DynamicCache lays them out (layers are lazy:
+    nothing is allocated). Linear-attention and dummy layers are not attention; offloading skips them."""
+    empty = __getattr__("DynamicCache")(config=config.get_text_config(decoder=True))
+    attention = [not (linear or dummy) for linear, dummy in zip(empty.is_linear, empty.is_dummy)]
+    return list(zip(attention, empty.is_sliding))
+
+
+def dynamic_sliding_state(layer) -> tuple[int, int, bool] | None:
+    """(tokens seen, sliding window, records the past) of a DynamicCache sliding/chunked layer; None for others.
+
+    5.24's DynamicSlidingWindowLayer keeps the last `sliding_window - 1` tokens unless `record_past` is set."""
+    if not isinstance(layer, __getattr__("DynamicSlidingWindowLayer")):
+        return None
+    return int(layer.get_seq_length()), int(layer.sliding_window), bool(layer.record_past)
+
+
+def static_sliding_state(layer) -> tuple[int, int] | None:
+    """(tokens seen, slots of its window) of a StaticCache sliding layer that holds tokens; None for others."""
+    if not isinstance(layer, __getattr__("StaticSlidingWindowLayer")) or not layer.is_initialized:
+        return None
+    return static_sliding_length(layer), int(layer.max_cache_len)
+
+
+def quantized_residual_length(layer) -> int:
+    """Tokens in a quantized layer's full-precision residual (its `keys` before the first update are empty)."""
+    return layer.keys.shape[-2] if layer.keys.dim() == 4 else 0
+
+
+def crop_quantized_length(layer, tokens_to_remove: int) -> None:
+    """5.24's QuantizedLayer.crop shortens the residual but not `cumulative_length`: shift the count as well."""
+    layer.cumulative_length += tokens_to_remove
+
+
+def set_offload_only_non_sliding(cache, value: bool) -> None:
+    """Which layers an offloaded Dynamic/StaticCache offloads (5.24 keeps it as `only_non_sliding`)."""
+    getattr(cache, "self_attention_cache", cache).only_non_sliding = value
+
+
+def drop_quantizer(model) -> None:
+    """Forget how the weights were quantized (a GGUF load): 5.24 refuses `save_pretrained` while the model keeps its
+    quantizer (`hf_quantizer`) and its config a `quantization_config`, even once every tensor is dequantized."""
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+# -- compiling with generate (issue 11) ------------------------------------------------------------------------------
+def compile_config_all_devices(**options):
+    """A `CompileConfig(**options)` that `generate` honours on every device. transformers compiles the decoding
+    forward only on accelerators unless the private flag `_compile_all_devices` is set (its own comment: for
+    testing on e.g. a CPU, "often not optimal")."""
+    from transformers import CompileConfig
+
+    config = CompileConfig(**options)
+    config._compile_all_devices = True
+    return config

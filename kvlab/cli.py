@@ -14,14 +14,12 @@ import importlib
 import os
 import sys
 
+from kvlab.commands import UsageError
+
 COMMANDS = ("models", "run", "size", "bench", "explore")
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 USAGE = 2  # bad input, as argparse itself reports it
 ENVIRONMENT = 1  # the machine failed the command: network, disk, permissions
-
-
-class UsageError(Exception):
-    """Raised by a subcommand for bad input: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 # raised one, so matching them imports nothing (a `kvlab size` mistake stays torch-free).
 USER_ERRORS = {
     "kvlab.caches.options": ("CacheOptionError",),
-    "kvlab.caches.base": ("CacheCropError",),
+    "kvlab.caches.crop_rules": ("CacheCropError",),
     "kvlab.models": ("UnknownModelError", "ModelLoadError"),
     "kvlab.models.manifest": ("ModelIntegrityError",),
     "kvlab.paths": ("KvlabHomeError",),

@@ -8,8 +8,9 @@ object in place (`kvlab.caches.adopt`). Sizing it here instead once allocated on
 (27 vs 26 slots: 2,488,320 vs 2,396,160 B) and crashed with `max_length=`.
 
 What transformers would only find mid-generation is refused first, in one line, from inside `generate` after it
-has fixed `max_length` and before it builds the cache: quantized group sizes that do not divide the lengths the
-cache will quantize, and offloading with no layer to offload. Two kvlab options go beyond transformers' names:
+has fixed `max_length` and before it builds the cache (`kvlab.caches.options.check_options`, the rules every entry
+point shares): quantized group sizes that do not divide the lengths the cache will quantize, and offloading with
+no layer to offload. Two kvlab options go beyond transformers' names:
 `max_cache_len` (also in `cache_config`) is passed on as generate's own `max_cache_len`, and
 `offload_only_non_sliding` (in `cache_config`) is applied to the offloaded cache transformers built.
 """
@@ -18,12 +19,10 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
-from kvlab.caches.factory import check_options
-from kvlab.caches.options import check_cache_kind, check_offloading, check_quantized_options
+from kvlab.caches.options import check_cache_kind, check_options, check_prompt_length
 from kvlab.caches.recorder import Recorder
 from kvlab.trace import Trace
 
-OFFLOADED_KINDS = tuple(_compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS)
 INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
 
 
@@ -40,8 +39,7 @@ def check_prompt(inputs) -> int | None:
     """The prompt length of (batch, tokens) ids or (batch, tokens, hidden) embeddings; an empty prompt is refused
     (transformers fails deep inside the first forward: "cannot reshape tensor of 0 elements")."""
     length = int(inputs.shape[1]) if getattr(inputs, "ndim", 0) >= 2 else None
-    if length == 0:
-        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
+    check_prompt_length(length)
     return length
 
 
@@ -82,31 +80,26 @@ def generate(
         if generation_config.use_cache is False:
             return
         kind = generation_config.cache_implementation or "dynamic"
-        check_cache_kind(kind)
         config = dict(generation_config.cache_config or {}) if kind == "quantized" else {}
         # what this call set (a generation config's own max_cache_len is transformers' business, as in generate)
         extra = {"max_cache_len": length, "offload_only_non_sliding": offload}
-        given = check_options(kind, {**config, **extra}, require_length=False)
-        if kind == "quantized":
-            beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
-            check_quantized_options(
-                given.pop("backend", "quanto"),
-                model.config,
-                prompt_tokens=prompt_tokens,
-                cached_tokens=max_cache_length,
-                batch=batch_size * beams,
-                **given,
-            )
-        if kind in OFFLOADED_KINDS:
-            only = offload if offload is not None else _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[kind]
-            check_offloading(model.config, only, kind)
+        beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
+        check_options(
+            kind,
+            {**config, **extra},
+            model.config,
+            prompt_tokens=prompt_tokens,
+            cached_tokens=max_cache_length,  # the most tokens the cache will hold (max_length - 1)
+            batch=batch_size * beams,
+            require_length=False,
+            length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
+        )
         built["kind"] = kind
 
     def after(cache):
         adopt(cache, model.config, recorder=Recorder(trace))
         if offload is not None:
-            target = getattr(cache, "self_attention_cache", cache)
-            target.only_non_sliding = offload
+            _compat.set_offload_only_non_sliding(cache, offload)
         cache.trace.meta.setdefault("cache", built["kind"])
         built["cache"] = cache
         return cache

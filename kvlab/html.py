@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 
+from kvlab.units import human_bytes
+
 # JupyterLab's theme variables; the fallbacks are what a page without them (nbviewer, a browser) shows.
 BORDER = "var(--jp-border-color2, #ddd)"
 MUTED = "var(--jp-ui-font-color2, #666)"
@@ -32,7 +34,7 @@ SUMMARY_ROWS = (
 LAYER_COLUMNS = (
     "layer_idx",
     "role",
-    "kind",
+    "layer_kind",
     "logical_length",
     "slots_allocated",
     "slots_live",
@@ -43,20 +45,11 @@ LAYER_COLUMNS = (
 )
 
 
-def human_bytes(value: int) -> str:
-    amount = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(amount) < 1024 or unit == "GiB":
-            return f"{value:,} B" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1024
-    return f"{amount:.1f} GiB"  # pragma: no cover
-
-
 def _number(field: str, value) -> str:
     if value is None:
         return f'<td data-field="{field}" style="{CELL}"></td>'
     if field.endswith("bytes"):
-        shown = human_bytes(value)
+        shown = human_bytes(value, decimals=1)
     elif isinstance(value, float):
         shown = f"{value:g}"
     else:

@@ -5,6 +5,9 @@ Slots are token positions along the sequence axis of the stored tensors:
 - *live*: positions that hold a token the next query may attend to;
 - *masked*: allocated but not valid to attend, the waste a static cache pays for its fixed shape;
 - *evicted*: tokens the layer has seen but dropped (a sliding window that moved on).
+The trace records them as `slots_allocated`, `slots_live`, `slots_masked` and `tokens_evicted`; `bytes_held` is the
+storage the layer keeps alive. `layer_kind` is the layer's kind; the cache's kind (dynamic, static...) is a
+`cache_kind`, and an event's type is its `type`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from kvlab.storage import kv_storage_bytes, storage_bytes
 
 @dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step
 class LayerState:
-    kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
+    layer_kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
     logical_length: int  # tokens this layer has seen (its position count)
     slots_allocated: int
     slots_live: int
@@ -52,27 +55,27 @@ def _device(layer) -> str:
     return "none"
 
 
-def _read_dummy(layer, kind: str) -> LayerState:
+def _read_dummy(layer, layer_kind: str) -> LayerState:
     return LayerState("dummy", 0, 0, 0, 0, 0, 0, "none")
 
 
-def _read_linear(layer, kind: str) -> LayerState:
+def _read_linear(layer, layer_kind: str) -> LayerState:
     return LayerState("linear", 0, 0, 0, 0, 0, storage_bytes(*_compat.linear_states(layer)), _device(layer))
 
 
-def _empty(kind: str) -> LayerState:
-    return LayerState(kind, 0, 0, 0, 0, 0, 0, "none")
+def _empty(layer_kind: str) -> LayerState:
+    return LayerState(layer_kind, 0, 0, 0, 0, 0, 0, "none")
 
 
-def _read_quantized(layer, kind: str) -> LayerState:
+def _read_quantized(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(kind)
+        return _empty(layer_kind)
     length = int(layer.get_seq_length())
     packed = storage_bytes(*_compat.quantized_payload(layer))
     residual_tokens = _seq_slots(layer.keys)
     residual = kv_storage_bytes(layer.keys, layer.values)
     return LayerState(
-        kind,
+        layer_kind,
         length,
         length,
         length,
@@ -87,14 +90,14 @@ def _read_quantized(layer, kind: str) -> LayerState:
     )
 
 
-def _read_static_sliding(layer, kind: str) -> LayerState:
+def _read_static_sliding(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(kind)
+        return _empty(layer_kind)
     seen = _compat.static_sliding_length(layer)
     allocated = int(layer.max_cache_len)
     live = min(seen, allocated)
     return LayerState(
-        kind,
+        layer_kind,
         seen,
         allocated,
         live,
@@ -105,13 +108,13 @@ def _read_static_sliding(layer, kind: str) -> LayerState:
     )
 
 
-def _read_static(layer, kind: str) -> LayerState:
+def _read_static(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(kind)
+        return _empty(layer_kind)
     length = int(layer.get_seq_length())
     allocated = int(layer.max_cache_len)
     return LayerState(
-        kind,
+        layer_kind,
         length,
         allocated,
         length,
@@ -122,19 +125,19 @@ def _read_static(layer, kind: str) -> LayerState:
     )
 
 
-def _read_dynamic(layer, kind: str) -> LayerState:
+def _read_dynamic(layer, layer_kind: str) -> LayerState:
     """Dynamic layers, sliding or not: what is stored is what is attended."""
     if not layer.is_initialized:
-        return _empty(kind)
+        return _empty(layer_kind)
     length = int(layer.get_seq_length())
-    held = _seq_slots(layer.keys)
+    allocated = _seq_slots(layer.keys)
     return LayerState(
-        kind,
+        layer_kind,
         length,
-        held,
-        held,
+        allocated,
+        allocated,
         0,
-        max(length - held, 0),
+        max(length - allocated, 0),
         kv_storage_bytes(layer.keys, layer.values),
         str(layer.keys.device),
     )
@@ -159,6 +162,6 @@ def _reader_for(layer_type: type):
     return _read_dynamic
 
 
-def read_layer(layer, kind: str) -> LayerState:
-    """Snapshot `layer`. `kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
-    return _reader_for(type(layer))(layer, kind)
+def read_layer(layer, layer_kind: str) -> LayerState:
+    """Snapshot `layer`. `layer_kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
+    return _reader_for(type(layer))(layer, layer_kind)

@@ -25,6 +25,7 @@ from transformers import LogitsProcessorList
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.chat import FirstTokenClock
+from kvlab.run import encode  # the one tokenising of a prompt: (1, tokens) ids
 from kvlab.storage import storage_bytes
 
 
@@ -64,10 +65,6 @@ def cache_bytes(cache) -> int:
     return sum(
         storage_bytes(getattr(layer, "keys", None), getattr(layer, "values", None), seen=seen) for layer in cache.layers
     )
-
-
-def encode(tokenizer, text: str) -> torch.Tensor:
-    return tokenizer(text, return_tensors="pt").input_ids  # (1, tokens)
 
 
 def prefill_prefix(model, tokenizer, text: str, cache: str = "dynamic", **cache_options) -> PrefixCache:

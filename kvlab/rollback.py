@@ -25,24 +25,35 @@ Draft = Callable[[list[int], int], list[int]]
 def cached_positions(cache) -> list[dict]:
     """Per layer: the absolute token positions it holds and the ones the next token can attend to.
 
-    `held` is what sits in the layer's storage now; `visible` is what the next query sees (a sliding layer sees
-    its last `window - 1` tokens plus itself; a full layer sees everything it holds).
+    `positions_live` are the positions in the layer's live slots now (with past recording, a sliding layer keeps
+    positions it no longer attends); `positions_visible` is what the next query sees (a sliding layer sees its
+    last `window - 1` tokens plus itself; a full layer sees everything it holds).
     """
     rows = []
     for idx, layer in enumerate(cache.layers):
-        kind = cache._kvlab_kind(idx) if hasattr(cache, "_kvlab_kind") else _kind(layer)
-        state = read_layer(layer, kind)
+        layer_kind = cache._kvlab_kind(idx) if hasattr(cache, "_kvlab_kind") else _layer_kind(layer)
+        state = read_layer(layer, layer_kind)
         seen, live = state.logical_length, state.slots_live
-        held = list(range(seen - live, seen))
-        window = getattr(layer, "sliding_window", None) or (layer.max_cache_len if kind == "sliding" else None)
-        visible = held[-(window - 1) :] if window and len(held) >= window else held
-        rows.append({"layer_idx": idx, "kind": kind, "seen": seen, "window": window, "held": held, "visible": visible})
+        positions = list(range(seen - live, seen))
+        window = getattr(layer, "sliding_window", None) or (layer.max_cache_len if layer_kind == "sliding" else None)
+        visible = positions[-(window - 1) :] if window and len(positions) >= window else positions
+        rows.append(
+            {
+                "layer_idx": idx,
+                "layer_kind": layer_kind,
+                "seen": seen,
+                "window": window,
+                "positions_live": positions,
+                "positions_visible": visible,
+            }
+        )
     return rows
 
 
 def holdings(cache) -> dict[str, dict]:
-    """Per layer kind: how many layers, and what they hold: tokens seen and slots held by one layer of that kind
-    (the largest), bytes of storage of that one layer (`bytes_per_layer`) and of all of them (`bytes_all_layers`).
+    """Per layer kind: how many layers, and what they hold: tokens seen and live slots of one layer of that kind
+    (`slots_live`, the largest), bytes of storage of that one layer (`bytes_per_layer`) and of all of them
+    (`bytes_all_layers`).
 
     Slots and bytes can disagree: a crop slices the stored tensors, and a slice is a view that keeps the whole
     storage alive until the next update concatenates into a fresh tensor.
@@ -50,19 +61,19 @@ def holdings(cache) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for row in cached_positions(cache):
         layer = cache.layers[row["layer_idx"]]
-        state = read_layer(layer, row["kind"])
+        state = read_layer(layer, row["layer_kind"])
         current = out.setdefault(
-            row["kind"], {"layers": 0, "tokens": 0, "slots": 0, "bytes_per_layer": 0, "bytes_all_layers": 0}
+            row["layer_kind"], {"layers": 0, "tokens": 0, "slots_live": 0, "bytes_per_layer": 0, "bytes_all_layers": 0}
         )
         current["layers"] += 1
         current["tokens"] = max(current["tokens"], state.logical_length)
-        current["slots"] = max(current["slots"], state.slots_live)
+        current["slots_live"] = max(current["slots_live"], state.slots_live)
         current["bytes_per_layer"] = max(current["bytes_per_layer"], state.bytes_held)
         current["bytes_all_layers"] += state.bytes_held
     return out
 
 
-def _kind(layer) -> str:
+def _layer_kind(layer) -> str:
     return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlab import _compat
-from kvlab.caches import check_options, check_quantized_options, make_cache
-from kvlab.caches.options import CacheOptionError, check_offloading, check_past_recording, check_static_length
+from kvlab.caches import make_cache
+from kvlab.caches.options import check_options
 from kvlab.generate import generate
 from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name, model_name
@@ -58,9 +58,9 @@ class RunResult:
             "tokens_per_s": round(self.tokens_per_s, 3),
             "peak_cache_bytes": summary["peak_bytes"],
             "final_cache_bytes": summary["final_bytes"],
-            "allocated_slots": summary["slots_allocated"],
-            "live_slots": summary["slots_live"],
-            "masked_slots": summary["slots_masked"],
+            "slots_allocated": summary["slots_allocated"],
+            "slots_live": summary["slots_live"],
+            "slots_masked": summary["slots_masked"],
             "waste_pct": summary["waste_pct"],
             "tokens_evicted": summary["tokens_evicted"],
             "flushes": summary["flushes"],
@@ -84,32 +84,13 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
 def validate(config, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
     """All checks `run` makes before generating, on the model's config; returns the options that are set.
 
-    A static kind without max_cache_len is sized by transformers' `generate` itself (max_length - 1 slots, or
-    the largest static size this model used before), so it needs no length check.
+    The rules are `kvlab.caches.options.check_options`'s. A static kind without max_cache_len is sized by
+    transformers' `generate` itself (max_length - 1 slots, or the largest static size this model used before), so
+    it needs no length check.
     """
-    if prompt_tokens == 0:
-        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
-    given = check_options(cache, options, require_length=False)
-    if cache == "quantized":
-        quantized = {k: v for k, v in given.items() if k != "backend"}
-        # the most tokens the cache will hold (unknown without max_new_tokens: then every flush is checked)
-        cached = prompt_tokens + max_new_tokens - 1 if prompt_tokens is not None and max_new_tokens > 0 else None
-        check_quantized_options(
-            given.get("backend", "quanto"), config, prompt_tokens=prompt_tokens, cached_tokens=cached, **quantized
-        )
-    if cache in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
-        default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache]
-        check_offloading(config, given.get("offload_only_non_sliding", default), cache)
-    if cache in ("static", "offloaded_static") and "max_cache_len" in given:
-        check_static_length(given["max_cache_len"], prompt_tokens, max_new_tokens)
-        full_layers = [k for k in layer_kinds(config) if k == "full"]
-        if full_layers and prompt_tokens is not None and given["max_cache_len"] < prompt_tokens + max_new_tokens:
-            raise CacheOptionError(
-                f"max_cache_len={given['max_cache_len']} cannot hold the prompt ({prompt_tokens} tokens) plus "
-                f"{max_new_tokens} new tokens in the full-attention layers; "
-                f"use at least {prompt_tokens + max_new_tokens}."
-            )
-    return given
+    return check_options(
+        cache, options, config, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, require_length=False
+    )
 
 
 def run(
@@ -134,8 +115,15 @@ def run(
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
-    given = validate(model.config, cache, options, input_ids.shape[-1], max_new_tokens)
-    check_past_recording(cache, past_recording)
+    given = check_options(
+        cache,
+        options,
+        model.config,
+        prompt_tokens=input_ids.shape[-1],
+        max_new_tokens=max_new_tokens,
+        require_length=False,  # without max_cache_len, generate sizes a static cache
+        past_recording=past_recording,
+    )
     trace = trace if trace is not None else Trace()
     kwargs = {
         "max_new_tokens": max_new_tokens,

@@ -1,12 +1,15 @@
 """A `Trace` is the record of one cache's life: every layer update, crop, flush and offload.
 
-Events are plain dicts (JSON-ready, pandas-ready), each with a `type`:
+Events are plain dicts (JSON-ready, pandas-ready), each with a `type` (the event type):
 - "update":   one layer update: step, layer_idx, role, op, tokens_added, tokens_evicted_now, seconds,
               cache_bytes (whole cache after this update) and every field of `LayerState`;
 - "crop":     n, past_recording, lengths_before, lengths_after (per layer);
 - "flush":    a quantized layer moved its full-precision residual into quantized storage;
 - "transfer": an offloaded layer moved (direction "offload" or "prefetch"), bytes, seconds, src, dst.
-`meta` holds what produced the trace (model, cache kind, options, dtype, timings).
+`meta` holds what produced the trace (model, cache kind under "cache", options, dtype, timings).
+
+Schema version 2 names a layer's kind `layer_kind` (version 1 called it `kind`); `Trace.load` and `from_dict` read
+both versions, translating a version-1 file's fields to today's names (`_upgrade`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from kvlab.slots import SLOT_FIELDS, waste_pct
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # older versions are translated on load
+# The fields the next version renamed, per older version: {version: {event type: {old name: new name}}}
+RENAMED_FIELDS = {1: {"update": {"kind": "layer_kind"}}}
 EVENT_TYPES = ("update", "crop", "flush", "transfer")
 
 
@@ -41,8 +49,8 @@ class Trace:
         return trace_html(self)
 
     # -- selections -------------------------------------------------------------------------------------------
-    def of_type(self, kind: str) -> list[dict]:
-        return [e for e in self.events if e["type"] == kind]
+    def of_type(self, event_type: str) -> list[dict]:
+        return [e for e in self.events if e["type"] == event_type]
 
     @property
     def updates(self) -> list[dict]:
@@ -83,7 +91,7 @@ class Trace:
             current[(e["role"], e["layer_idx"])] = e
             rows[e["step"]] = {
                 "step": e["step"],
-                **{f: sum(c[f] for c in current.values()) for f in ("slots_allocated", "slots_live", "slots_masked")},
+                **{f: sum(c[f] for c in current.values()) for f in SLOT_FIELDS},
             }
         return [rows[s] for s in sorted(rows)]
 
@@ -109,7 +117,7 @@ class Trace:
         fields = (
             "role",
             "layer_idx",
-            "kind",
+            "layer_kind",
             "logical_length",
             "slots_allocated",
             "slots_live",
@@ -139,7 +147,7 @@ class Trace:
             "slots_allocated": allocated,
             "slots_live": sum(e["slots_live"] for e in final),
             "slots_masked": masked,
-            "waste_pct": round(100.0 * masked / allocated, 2) if allocated else 0.0,
+            "waste_pct": waste_pct(masked, allocated),
             "tokens_evicted": sum(e["tokens_evicted_now"] for e in updates),
             "crops": len(self.crops),
             "flushes": len(self.flushes),
@@ -148,13 +156,13 @@ class Trace:
             "tokens_per_s": self.meta.get("tokens_per_s"),
         }
 
-    def to_pandas(self, kind: str = "update"):
+    def to_pandas(self, event_type: str = "update"):
         """Events of one type as a DataFrame (pandas is optional)."""
         try:
             import pandas as pd
         except ImportError as err:  # pragma: no cover - pandas ships with jupyterlab here
             raise ImportError("Trace.to_pandas needs pandas: pip install pandas") from err
-        return pd.DataFrame(self.of_type(kind))
+        return pd.DataFrame(self.of_type(event_type))
 
     # -- persistence ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -175,9 +183,10 @@ class Trace:
         if not isinstance(data, dict) or "kvlab_trace" not in data:
             raise TraceFormatError(f"{source} is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key.")
         version = data["kvlab_trace"]
-        if version != SCHEMA_VERSION or isinstance(version, bool):
+        if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise TraceFormatError(
-                f"{source} has trace schema version {_short(version)}; this kvlab reads version {SCHEMA_VERSION}."
+                f"{source} has trace schema version {_short(version)}; this kvlab reads versions "
+                f"{' and '.join(map(str, READABLE_VERSIONS))}."
             )
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
@@ -187,6 +196,7 @@ class Trace:
         events = data.get("events")
         if not isinstance(events, list):
             raise TraceFormatError(f"{source}: 'events' must be a list of event objects; got {type(events).__name__}.")
+        events = _upgrade(events, version)
         for index, event in enumerate(events):
             problem = _event_problem(event)
             if problem is not None:
@@ -220,7 +230,7 @@ class Trace:
 _INT, _NUMBER, _STR, _BOOL, _INTS = "an integer", "a number", "a string", "true or false", "a list of integers"
 _COMMON = {"step": _INT, "role": _STR}
 _LAYER_STATE = {
-    "kind": _STR,
+    "layer_kind": _STR,
     "logical_length": _INT,
     "slots_allocated": _INT,
     "slots_live": _INT,
@@ -280,14 +290,30 @@ def _event_problem(event) -> str | None:
     """What is wrong with one event (None when it has every field of its type, each of the right JSON type)."""
     if not isinstance(event, dict):
         return f"is {type(event).__name__}, not an object"
-    kind = event.get("type")
-    if not isinstance(kind, str) or kind not in EVENT_FIELDS:
-        return f"has type {_short(kind)}; valid types: {', '.join(EVENT_TYPES)}"
-    fields = EVENT_FIELDS[kind]
+    event_type = event.get("type")
+    if not isinstance(event_type, str) or event_type not in EVENT_FIELDS:
+        return f"has type {_short(event_type)}; valid types: {', '.join(EVENT_TYPES)}"
+    fields = EVENT_FIELDS[event_type]
     missing = [name for name in fields if name not in event]
     if missing:
-        return f"({kind}) lacks {', '.join(missing)}; a {kind} event has {', '.join(fields)}"
+        return f"({event_type}) lacks {', '.join(missing)}; a {event_type} event has {', '.join(fields)}"
     for name, expected in fields.items():
         if not _is(event[name], expected):
-            return f"({kind}) has {name}={_short(event[name])}; it must be {expected}"
+            return f"({event_type}) has {name}={_short(event[name])}; it must be {expected}"
     return None
+
+
+def _upgrade(events: list, version: int) -> list:
+    """The events of a `version` file with today's field names (unchanged when `version` is the current one).
+
+    Every version after `version` applies its renames in turn; anything that is not an event object is left for
+    `_event_problem` to name."""
+    for old in range(version, SCHEMA_VERSION):
+        renames = RENAMED_FIELDS.get(old, {})
+        events = [
+            {renames[e["type"]].get(k, k): v for k, v in e.items()}
+            if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"] in renames
+            else e
+            for e in events
+        ]
+    return events

@@ -45,6 +45,24 @@
 # | Preencher um cache (cache de prefixo) | prefill a prefix once, `copy.deepcopy` per question | [08 · prefix caching](08_prefix_caching.ipynb) |
 #
 # [11 · Cache Explorer](11_cache_explorer.ipynb) puts every kind behind one set of controls.
+#
+# ### Words: the guide's terms
+#
+# The notebooks use the English words; the pt-BR guide and the Portuguese notebooks (`notebooks/pt-BR/`) use these.
+#
+# | English (these notebooks) | pt-BR (the guide) |
+# |---|---|
+# | the default (dynamic) cache | cache padrão, cache dinâmico |
+# | fixed-size (static) cache | cache de tamanho fixo, cache estático |
+# | sliding window | janela deslizante |
+# | offloading (moving layers to the CPU) | descarregamento (offloading) |
+# | quantization, quantized cache | quantização, cache quantizado |
+# | crop, roll back | recortar (crop), reverter |
+# | prefix cache, prefill | cache de prefixo, pré-preencher |
+# | iterative generation (chat) | geração iterativa |
+# | encoder-decoder cache | cache de encoder-decoder |
+# | key, value, layer, token | chave, valor, camada, token |
+# | masked (allocated but unused) slot | posição mascarada (alocada, não usada) |
 
 # %%
 # %matplotlib inline

@@ -117,10 +117,10 @@ for i in (4, 5, 6):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-kinds = [row["kind"] for row in trace.layer_table()]
+kinds = [row["layer_kind"] for row in trace.layer_table()]
 print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
 for row in trace.layer_table()[4:7]:
-    print(f"layer {row['layer_idx']:2d} {row['kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
+    print(f"layer {row['layer_idx']:2d} {row['layer_kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
           f"evicted {row['tokens_evicted']}, {row['bytes_held']:,} bytes")
 
 # %% [markdown]

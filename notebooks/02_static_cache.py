@@ -120,7 +120,8 @@ print(score_guess(guess, own.summary()["waste_pct"], " %"))
 slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live vs masked per step")
 
 # %%
-growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic}, by_kind=False,
+growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic},
+                   by_layer_kind=False,
                    title="Bytes against tokens: flat at the allocation vs growing with the sequence")
 
 # %% [markdown]
@@ -147,9 +148,10 @@ runs = dict(zip(requests, watch.traces))
 # %%
 # NBVAL_CHECK_OUTPUT
 for row in slots.run_slots(runs):
-    dynamic_bytes = formula.kv_bytes(model.config, row["live"] // 30)  # live slots of 30 layers → tokens
-    print(f"{row['run']:>17}: {row['bytes']:>10,} bytes allocated, {row['masked']:>5,} of {row['allocated']:,} slots "
-          f"masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold {dynamic_bytes:>9,} bytes")
+    dynamic_bytes = formula.kv_bytes(model.config, row["slots_live"] // 30)  # live slots of 30 layers → tokens
+    print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
+          f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
+          f"{dynamic_bytes:>9,} bytes")
 
 # %%
 slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")

@@ -206,13 +206,13 @@ for name, model in TINY.items():
 # NBVAL_CHECK_OUTPUT
 for name, trace in traces.items():
     by_step = trace.bytes_by_step()
-    kinds = sorted({row["kind"] for row in trace.layer_table()})
+    kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
     print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
           f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
           f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
 
 # %%
-growth.plot_growth(traces, by_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
+growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
 
 # %% [markdown]
 # tiny-llama grows by 768 bytes per token (3 layers × K and V × 2 heads × 16 × 4 bytes), forever. tiny-mamba's
@@ -232,7 +232,7 @@ def mamba_vs_llama(new_tokens):
                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens)
         seen[name] = watch.trace
         seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # for the Mamba state's x axis (it counts no tokens)
-    return growth.plot_growth(seen, by_kind=False, title=f"8-token prompt + {new_tokens} new tokens")
+    return growth.plot_growth(seen, by_layer_kind=False, title=f"8-token prompt + {new_tokens} new tokens")
 
 
 live(mamba_vs_llama,
@@ -249,9 +249,9 @@ live(mamba_vs_llama,
 # NBVAL_CHECK_OUTPUT
 print("layer types:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
-    print(f"layer {row['layer_idx']} {row['kind']:>6}: {row['logical_length']:>2} tokens, "
+    print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
           f"{row['bytes_held']:>6,} bytes")
-print({kind: points[-1][1] for kind, points in growth.bytes_by_kind(traces["tiny-jamba"]).items()})
+print({kind: points[-1][1] for kind, points in growth.bytes_by_layer_kind(traces["tiny-jamba"]).items()})
 
 # %%
 growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")

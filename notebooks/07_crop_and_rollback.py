@@ -88,7 +88,7 @@ print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_v
 
 # %% [markdown]
 # The same calls inside `kvlab.watch`, which records each layer's slots and storage bytes. `holdings` sums them
-# per layer kind: `slots` and `bytes_per_layer` are one layer's, `bytes_all_layers` is all 30 layers together.
+# per layer kind: `slots_live` and `bytes_per_layer` are one layer's, `bytes_all_layers` is all 30 layers together.
 
 # %%
 with kvlab.watch(model) as watch:
@@ -103,8 +103,8 @@ with kvlab.watch(model) as watch:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for stage, held in stages.items():
-    print(f"{stage:>15}: {held['full']}")
+for stage, holding in stages.items():
+    print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 
@@ -172,10 +172,10 @@ with kvlab.watch(gemma) as watch:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for stage, held in stages.items():
-    sliding, full = held["sliding"], held["full"]
-    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots']} slots, {sliding['bytes_all_layers']:,} B | "
-          f"full x{full['layers']}: {full['slots']} slots, {full['bytes_all_layers']:,} B")
+for stage, holding in stages.items():
+    sliding, full = holding["sliding"], holding["full"]
+    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots_live']} slots, {sliding['bytes_all_layers']:,} B"
+          f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
 print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
 print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
 
@@ -310,8 +310,8 @@ for recording in (False, True):
         tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
                       past_key_values=past_key_values, pad_token_id=0)
         rows = cached_positions(past_key_values)
-    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['kind']}": (r["held"][0], r["held"][-1],
-                                                len(r["visible"])) for r in rows[:3]})
+    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['layer_kind']}": (
+        r["positions_live"][0], r["positions_live"][-1], len(r["positions_visible"])) for r in rows[:3]})
 
 # %% [markdown]
 # Before any crop, a full layer holds positions 0–18 and a sliding layer only 12–18, the 7 that the next token

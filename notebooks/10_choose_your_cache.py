@@ -38,9 +38,9 @@ import transformers
 
 import kvlab
 from kvlab.devices import log_forward_inputs
-from kvlab.guide_table import Setup, calculated_for, compare_with_guide, live_runs, measure
 from kvlab.live import live
 from kvlab.measure import text
+from kvlab.measure.guide_table import Setup, calculated_for, compare_with_guide, live_runs, measure
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
 from kvlab.size import architecture, cache_size

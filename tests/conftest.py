@@ -22,6 +22,21 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
+def accelerators() -> list[str]:
+    """The accelerator this machine has, if any: CUDA (or ROCm, which torch also calls cuda), else Apple's MPS."""
+    if torch.cuda.is_available():
+        return ["cuda"]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return ["mps"]
+    return []
+
+
+@pytest.fixture(params=["cpu", *accelerators()])
+def device(request) -> torch.device:
+    """Each device-sensitive test runs on the CPU, and again on the accelerator when this machine has one."""
+    return torch.device(request.param)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """(model, tokenizer) of SmolLM2-135M-Instruct in float32."""

@@ -79,14 +79,14 @@ def test_run_json_through_the_installed_command(tmp_path):
         "tokens_per_s",
         "peak_cache_bytes",
         "final_cache_bytes",
-        "allocated_slots",
-        "live_slots",
-        "masked_slots",
+        "slots_allocated",
+        "slots_live",
+        "slots_masked",
         "layers",
     }
     assert required <= set(data)
     live = data["prompt_tokens"] + 5 - 1
-    assert (data["allocated_slots"], data["live_slots"], data["masked_slots"]) == (30 * 32, 30 * live, 30 * (32 - live))
+    assert (data["slots_allocated"], data["slots_live"], data["slots_masked"]) == (30 * 32, 30 * live, 30 * (32 - live))
     assert data["final_cache_bytes"] == 2 * 30 * 3 * 64 * 32 * 4 and len(data["layers"]) == 30
     assert len(data["generated_token_ids"]) == 5 and data["options"] == {"max_cache_len": 32}
     from kvlab import Trace

@@ -48,3 +48,42 @@ def test_upstream_offloading_still_needs_cuda_on_update():
         assert "CUDA" in str(err)
     else:
         assert torch.cuda.is_available()
+
+
+def test_what_the_option_and_crop_rules_read_from_layers_and_configs():
+    """The readers `kvlab.caches.options` and the caches' crop guards use (`kvlab.caches.crop_rules`)."""
+    config = transformers.Gemma3TextConfig(
+        num_hidden_layers=2,
+        sliding_window=4,
+        num_key_value_heads=1,
+        num_attention_heads=1,
+        head_dim=2,
+        hidden_size=8,
+        intermediate_size=8,
+        vocab_size=16,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    assert _compat.layer_flags(config) == [(True, True), (True, False)]
+    dynamic = transformers.DynamicCache(config=config)
+    static = transformers.StaticCache(config=config, max_cache_len=8)
+    for cache in (dynamic, static):
+        for layer in (0, 1):
+            cache.update(torch.zeros(1, 1, 5, 2), torch.zeros(1, 1, 5, 2), layer)
+    assert _compat.dynamic_sliding_state(dynamic.layers[0]) == (5, 4, False)
+    assert _compat.dynamic_sliding_state(dynamic.layers[1]) is None
+    assert _compat.static_sliding_state(static.layers[0]) == (5, 4)
+    assert _compat.static_sliding_state(static.layers[1]) is None
+    _compat.set_offload_only_non_sliding(static, False)
+    assert static.only_non_sliding is False
+
+
+def test_dropping_the_quantizer_lets_a_dequantized_model_save(tmp_path):
+    model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(
+            num_hidden_layers=1, num_key_value_heads=1, num_attention_heads=1, hidden_size=8, intermediate_size=8
+        )
+    )
+    model.hf_quantizer, model.config.quantization_config = object(), {"quant_method": "gguf"}
+    _compat.drop_quantizer(model)
+    assert model.hf_quantizer is None and not hasattr(model.config, "quantization_config")
+    model.save_pretrained(tmp_path)

@@ -151,7 +151,7 @@ def test_kvlab_run_static_without_max_cache_len_is_sized_by_generate(smollm2, ca
     )
     data = json.loads(capsys.readouterr().out)
     fresh = ids.shape[1] + 4 - 1
-    assert (data["allocated_slots"], data["final_cache_bytes"]) == (30 * fresh, 2 * 30 * 3 * 64 * fresh * 4)
+    assert (data["slots_allocated"], data["final_cache_bytes"]) == (30 * fresh, 2 * 30 * 3 * 64 * fresh * 4)
     assert data["options"] == {"max_cache_len": fresh} and data["generated_token_ids"] == result.generated_token_ids
 
 

@@ -9,6 +9,7 @@ from IPython.core.formatters import format_display_data
 import kvlab
 from kvlab import html
 from kvlab.trace import Trace
+from kvlab.units import human_bytes
 
 
 def value(page: str, field: str):
@@ -71,11 +72,11 @@ def test_transfers_flushes_and_an_empty_trace():
     }
     page = Trace([transfer], {"model": "m", "cache": "offloaded", "options": {}})._repr_html_()
     assert value(page, "transfers") == "1" and value(page, "transfer_bytes") == "2048" and "2.0 KiB" in page
-    assert html.human_bytes(512) == "512 B" and html.human_bytes(3 * 1024 * 1024) == "3.0 MiB"
+    assert human_bytes(512, decimals=1) == "512 B" and human_bytes(3 * 1024 * 1024, decimals=1) == "3.0 MiB"
 
 
 def test_colours_come_from_the_notebook_theme():
     """Every colour is a JupyterLab theme variable (light or dark) with a fallback: no fixed text colour."""
-    page = Trace()._repr_html_() + html.layer_table([{"layer_idx": 0, "kind": "full"}])
+    page = Trace()._repr_html_() + html.layer_table([{"layer_idx": 0, "layer_kind": "full"}])
     colours = re.findall(r"(?:color|border-bottom|border):([^;\"]+)", page)
     assert colours and all("var(--jp-" in c for c in colours), colours

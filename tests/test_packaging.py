@@ -166,6 +166,7 @@ def test_the_core_is_lean_and_the_extras_are_named(installed):
         "safetensors",
         "ipywidgets",
         "matplotlib",
+        "babel",
     }
     assert EXTRAS <= set(meta.get_all("Provides-Extra") or [])
     by_extra = {}
@@ -200,7 +201,7 @@ def test_version_size_and_run_from_the_wheel(installed):
     assert done.returncode == 0 and done.stdout.strip() == f"kvlab {__version__}"
     done = kvlab_cmd(installed, "size", "--model", "llama-2-7b", "--tokens", "4096", "--dtype", "float16", "--json")
     assert done.returncode == 0, done.stderr
-    rows = {row["kind"]: row for row in json.loads(done.stdout)["rows"]}
+    rows = {row["cache_kind"]: row for row in json.loads(done.stdout)["rows"]}
     assert rows["dynamic"]["bytes"] == 2 * 32 * 32 * 128 * 4096 * 2
     done = kvlab_cmd(
         installed,
@@ -223,7 +224,7 @@ def test_version_size_and_run_from_the_wheel(installed):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["prompt_tokens"] == 4 and len(data["generated_token_ids"]) == 3
-    assert data["allocated_slots"] == 3 * 16 and {row["device"] for row in data["layers"]} == {"cpu"}
+    assert data["slots_allocated"] == 3 * 16 and {row["device"] for row in data["layers"]} == {"cpu"}
 
 
 def test_the_explorer_and_package_data_come_with_the_wheel(installed):
@@ -235,6 +236,9 @@ print(prompts)
 print(kvlab.serving.WORKLOAD_PATH.is_file(), "site-packages" in str(kvlab.serving.WORKLOAD_PATH))
 from kvlab.explorer.prompts import presets
 print(sorted(presets()))
+kvlab.set_language("pt-BR")
+from kvlab.i18n import _
+print(_("masked"))
 try:
     kvlab.load("gemma3")
 except ImportError as err:
@@ -249,7 +253,8 @@ except ImportError as err:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    prompts, workload, presets, gemma = done.stdout.strip().splitlines()[-4:]
+    prompts, workload, presets, translated, gemma = done.stdout.strip().splitlines()[-5:]
+    assert translated == "mascaradas"  # the pt-BR catalog ships in the wheel
     shipped = sorted(p.name for p in (ROOT / "kvlab" / "data" / "prompts").glob("*.txt"))
     assert prompts == str(shipped)
     assert workload == "True True"

@@ -53,21 +53,24 @@ def test_cached_positions_full_vs_sliding(tiny, prompt_ids):
     cache = kvlab.run(model, None, ids, max_new_tokens=5).cache_object
     rows = cached_positions(cache)
     seen = ids.shape[-1] + 4
-    full = [r for r in rows if r["kind"] == "full"]
-    sliding = [r for r in rows if r["kind"] == "sliding"]
+    full = [r for r in rows if r["layer_kind"] == "full"]
+    sliding = [r for r in rows if r["layer_kind"] == "sliding"]
     assert full and sliding
-    assert all(r["held"] == list(range(seen)) == r["visible"] for r in full)
-    assert all(r["held"] == list(range(seen - 7, seen)) == r["visible"] and r["window"] == 8 for r in sliding)
+    assert all(r["positions_live"] == list(range(seen)) == r["positions_visible"] for r in full)
+    assert all(
+        r["positions_live"] == list(range(seen - 7, seen)) == r["positions_visible"] and r["window"] == 8
+        for r in sliding
+    )
 
 
-def test_recorded_past_is_held_but_not_visible(tiny, prompt_ids):
+def test_recorded_past_is_live_but_not_visible(tiny, prompt_ids):
     model, ids = tiny("tiny-gemma3"), prompt_ids(14)
     cache = kvlab.make_cache("dynamic", model.config)
     cache.activate_past_recording()
     model(ids, cache=cache)
-    sliding = next(r for r in cached_positions(cache) if r["kind"] == "sliding")
-    assert sliding["held"] == list(range(14))
-    assert sliding["visible"] == list(range(7, 14))
+    sliding = next(r for r in cached_positions(cache) if r["layer_kind"] == "sliding")
+    assert sliding["positions_live"] == list(range(14))
+    assert sliding["positions_visible"] == list(range(7, 14))
 
 
 def test_crop_then_continue_regenerates_the_cropped_tokens(tiny, prompt_ids):
@@ -87,7 +90,7 @@ def test_holdings_show_a_crop_keeps_the_storage_until_the_next_update(tiny, prom
     before = holdings(cache)["full"]
     cache.crop(-4)
     after = holdings(cache)["full"]
-    assert (after["slots"], after["bytes_per_layer"]) == (before["slots"] - 4, before["bytes_per_layer"])
+    assert (after["slots_live"], after["bytes_per_layer"]) == (before["slots_live"] - 4, before["bytes_per_layer"])
     model(torch.tensor([[5]]), cache=cache)
     assert holdings(cache)["full"]["bytes_per_layer"] == before["bytes_per_layer"] * 8 // 11  # 8 slots of 11
 
@@ -97,11 +100,11 @@ def test_holdings_total_the_bytes_of_every_layer_of_a_kind(tiny, prompt_ids):
     cache = kvlab.run(model, None, ids, max_new_tokens=2).cache_object
     held = holdings(cache)
     assert held["full"]["layers"] + held["sliding"]["layers"] == len(cache.layers)
-    for kind in ("full", "sliding"):
-        layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_kind(i) == kind]
+    for layer_kind in ("full", "sliding"):
+        layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_kind(i) == layer_kind]
         # storage, not the view: a sliding layer's keys are a slice of the last update's concatenation
         per_layer = [
             layer.keys.untyped_storage().nbytes() + layer.values.untyped_storage().nbytes() for layer in layers
         ]
-        assert held[kind]["bytes_per_layer"] == max(per_layer)
-        assert held[kind]["bytes_all_layers"] == sum(per_layer)
+        assert held[layer_kind]["bytes_per_layer"] == max(per_layer)
+        assert held[layer_kind]["bytes_all_layers"] == sum(per_layer)

@@ -266,8 +266,8 @@ def test_config_file_and_errors(tmp_path):
 def test_table_marks_quantized_unsupported_on_sliding_models():
     arch = architecture("gemma3")
     rows = size_rows(arch, 600, max_cache_len=1024)
-    quantized = [r for r in rows if r["kind"] == "quantized"]
+    quantized = [r for r in rows if r["cache_kind"] == "quantized"]
     assert quantized and all("sliding" in r["unsupported"] for r in quantized)
-    static = next(r for r in rows if r["kind"] == "static")
+    static = next(r for r in rows if r["cache_kind"] == "static")
     assert static["waste_bytes"] > 0
     assert "unsupported" in format_rows(arch, rows, 600)

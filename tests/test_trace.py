@@ -13,7 +13,7 @@ def _update(step, layer, live, allocated=None, nbytes=100, cache_bytes=0, evicte
         "layer_idx": layer,
         "role": role,
         "op": "kv",
-        "kind": "full",
+        "layer_kind": "full",
         "tokens_added": 1,
         "tokens_evicted_now": evicted,
         "seconds": 0.0,
@@ -78,7 +78,7 @@ def test_a_file_that_does_not_parse_gets_a_clear_error(tmp_path):
     with pytest.raises(TraceFormatError, match="not a kvlab trace"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION + 1, "events": []}))
-    with pytest.raises(TraceFormatError, match=f"reads version {SCHEMA_VERSION}"):
+    with pytest.raises(TraceFormatError, match="reads versions 1 and 2"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION, "events": [{"type": "nope"}]}))
     with pytest.raises(TraceFormatError, match="update"):

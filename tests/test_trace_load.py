@@ -12,7 +12,7 @@ import random
 import pytest
 
 import kvlab
-from kvlab.trace import EVENT_FIELDS, Trace, TraceFormatError
+from kvlab.trace import EVENT_FIELDS, SCHEMA_VERSION, Trace, TraceFormatError
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,97 @@ def test_the_reported_cases(tmp_path, recorded):
     assert "event 0 (update) has slots_live='12'; it must be an integer" in refused(path)
     path.write_text(json.dumps(recorded))
     assert Trace.load(path).summary() == Trace.from_dict(recorded).summary()
+
+
+# A version-1 trace as kvlab 0.1 wrote it (a static cache, 2 layers, max_cache_len 8): the layer's kind was `kind`.
+def _v1_update(step, layer, length, cache_bytes, kind="full") -> dict:
+    return {
+        "type": "update",
+        "step": step,
+        "layer_idx": layer,
+        "role": "self",
+        "op": "kv",
+        "tokens_added": 4 if step == 0 else 1,
+        "tokens_evicted_now": 0,
+        "seconds": 0.001,
+        "cache_bytes": cache_bytes,
+        "kind": kind,
+        "logical_length": length,
+        "slots_allocated": 8,
+        "slots_live": length,
+        "slots_masked": 8 - length,
+        "tokens_evicted": 0,
+        "bytes_held": 256,
+        "device": "cpu",
+        "quantized_tokens": 0,
+        "residual_tokens": 0,
+        "packed_bytes": 0,
+        "residual_bytes": 0,
+    }
+
+
+VERSION_1 = {
+    "kvlab_trace": 1,
+    "meta": {"model": "tiny", "cache": "static", "options": {"max_cache_len": 8}, "layer_kinds": ["sliding", "full"]},
+    "events": [
+        _v1_update(0, 0, 4, 256, "sliding"),
+        _v1_update(0, 1, 4, 512),
+        _v1_update(1, 0, 5, 512, "sliding"),
+        _v1_update(1, 1, 5, 512),
+        {
+            "type": "crop",
+            "step": 1,
+            "role": "self",
+            "n": -1,
+            "past_recording": False,
+            "lengths_before": [5, 5],
+            "lengths_after": [4, 4],
+        },
+    ],
+}
+
+
+def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(VERSION_1))
+    trace = Trace.load(path)
+    assert [row["layer_kind"] for row in trace.layer_table()] == ["sliding", "full"]
+    assert all("kind" not in e for e in trace.updates) and trace.meta == VERSION_1["meta"]
+    today = {**VERSION_1, "kvlab_trace": SCHEMA_VERSION, "events": copy.deepcopy(VERSION_1["events"])}
+    for event in today["events"][:4]:
+        event["layer_kind"] = event.pop("kind")
+    assert trace.summary() == Trace.from_dict(today).summary()
+    assert trace.summary() == {
+        "steps": 2,
+        "peak_bytes": 512,
+        "final_bytes": 512,
+        "slots_allocated": 16,
+        "slots_live": 10,
+        "slots_masked": 6,
+        "waste_pct": 37.5,
+        "tokens_evicted": 0,
+        "crops": 1,
+        "flushes": 0,
+        "transfers": 0,
+        "transfer_bytes": 0,
+        "tokens_per_s": None,
+    }
+    saved = trace.save(tmp_path / "v2.json")  # saved again, it is a version-2 trace
+    assert json.loads(saved.read_text())["kvlab_trace"] == SCHEMA_VERSION == 2
+
+
+def test_a_version_2_trace_round_trips(tmp_path, recorded):
+    assert recorded["kvlab_trace"] == 2 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
+    trace = Trace.from_dict(recorded)
+    loaded = Trace.load(trace.save(tmp_path / "t.json"))
+    assert (loaded.events, loaded.meta) == (trace.events, trace.meta) and loaded.to_dict() == recorded
+
+
+@pytest.mark.parametrize("version", [0, 3, "2", 2.0, None])
+def test_an_unknown_version_names_the_versions_this_kvlab_reads(tmp_path, version):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({**VERSION_1, "kvlab_trace": version}))
+    assert f"has trace schema version {version!r}; this kvlab reads versions 1 and 2." in refused(path)
 
 
 JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]

@@ -14,7 +14,7 @@ import time
 import torch
 
 from kvlab import _compat
-from kvlab.bench.timing import interleaved, median
+from kvlab.measure.timing import interleaved, median
 from kvlab.size.paged import paged_blocks
 
 

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The guide's comparison table (transformers docs, "KV cache strategies"): what kvlab puts numbers next to.
+from kvlab.measure import published
+
+
+def _guide_cells(kind: str) -> dict:
+    """The guide's row for `kind` (`kvlab.measure.published.GUIDE`) as the bench's lower-case columns."""
+    row = published.GUIDE[kind]
+    columns = {"sliding": "sliding layers", "offloading": "offloading", "compile": "torch.compile", "memory": "memory"}
+    return {column: row[prop].lower() for column, prop in columns.items()}
+
+
+# What kvlab puts numbers next to, per cache kind: the guide's table, and for the kinds it has no row for, the row
+# they extend (an offloaded cache is the dynamic or static one, holding little on the device) or nothing at all.
 GUIDE = {
     "none": {"sliding": "-", "offloading": "-", "compile": "-", "memory": "none"},
-    "dynamic": {"sliding": "yes", "offloading": "yes", "compile": "no", "memory": "medium"},
-    "static": {"sliding": "yes", "offloading": "yes", "compile": "yes", "memory": "high"},
-    "offloaded": {"sliding": "yes", "offloading": "yes", "compile": "no", "memory": "low (device)"},
-    "offloaded_static": {"sliding": "yes", "offloading": "yes", "compile": "yes", "memory": "low (device)"},
-    "quantized": {"sliding": "no", "offloading": "no", "compile": "no", "memory": "low"},
+    "dynamic": _guide_cells("dynamic"),
+    "static": _guide_cells("static"),
+    "offloaded": {**_guide_cells("dynamic"), "memory": "low (device)"},
+    "offloaded_static": {**_guide_cells("static"), "memory": "low (device)"},
+    "quantized": _guide_cells("quantized"),
 }
 
 

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 import torch
 
 from kvlab import _compat
-from kvlab.bench import quality, roofline, timing
-from kvlab.bench.compile import compile_runs, compile_summary
 from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
 from kvlab.bench.support import unsupported_reason
-from kvlab.bench.text import token_windows
+from kvlab.measure import quality, roofline, timing
+from kvlab.measure.compiled import compile_runs, compile_summary
+from kvlab.measure.text import token_windows
 
 
 @dataclass(frozen=True)
@@ -218,10 +218,11 @@ def _median_of(runs: dict, label: str, key: str = "decode_tokens_per_s") -> floa
     return timing.median(values) if values else None
 
 
-def _identical_prefix(reference: list[int], other: list[int]) -> int:
-    """Greedy tokens identical to dynamic's before the first difference (after it the texts are unaligned)."""
-    divergence = quality.first_divergence(reference, other)
-    return min(len(reference), len(other)) if divergence is None else divergence
+def _agreement(reference: list[int], other: list[int]) -> tuple[float, int]:
+    """(fraction of greedy positions with dynamic's token, NaN with none to compare; tokens identical to dynamic's
+    before the first difference, after which the texts are unaligned)."""
+    same = quality.token_agreement(reference, other)
+    return (same["agreement"] if same["tokens"] else float("nan")), same["common_prefix"]
 
 
 def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights) -> list[dict]:
@@ -247,13 +248,14 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
                 rows.append({**row, "status": "not run", "note": "pass --compile to measure"})
                 continue
             steady = [c for c in compiled["calls"][1:] if c["graphs_compiled"] == 0]
+            agreement, identical = _agreement(ref_tokens, compiled["first_call_tokens"])
             row.update(
                 {
                     "compile_seconds": compiled["compile_seconds"],
                     "recompiles_per_call": compiled["recompiles_per_call"],
                     "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
-                    "greedy_agreement": quality.token_agreement(ref_tokens, compiled["first_call_tokens"]),
-                    "greedy_identical_prefix": _identical_prefix(ref_tokens, compiled["first_call_tokens"]),
+                    "greedy_agreement": agreement,
+                    "greedy_identical_prefix": identical,
                     "note": "transformers' StaticCache (compiled); bytes as the static row",
                 }
             )
@@ -261,14 +263,15 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
             continue
         first = runs[config.label][0]
         speed = _median_of(runs, config.label)
+        agreement, identical = _agreement(ref_tokens, first["tokens"])
         row.update(
             {
                 "decode_tokens_per_s": speed,
                 "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
                 "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
-                "greedy_agreement": quality.token_agreement(ref_tokens, first["tokens"]),
+                "greedy_agreement": agreement,
                 "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
-                "greedy_identical_prefix": _identical_prefix(ref_tokens, first["tokens"]),
+                "greedy_identical_prefix": identical,
                 "device_max_allocated": first["device_max_allocated"],
             }
         )

@@ -7,7 +7,7 @@ also asks transformers' own class, so the "unsupported" row carries transformers
 from __future__ import annotations
 
 from kvlab.bench.configs import BenchConfig
-from kvlab.caches.options import CacheOptionError
+from kvlab.caches.options import CacheOptionError, check_options
 
 
 def transformers_reason(model, config: BenchConfig) -> str | None:
@@ -26,12 +26,17 @@ def transformers_reason(model, config: BenchConfig) -> str | None:
 
 def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_tokens: int) -> str | None:
     """None when the configuration can run; otherwise kvlab's reason and, if it has one, transformers'."""
-    from kvlab.run import validate
-
     if config.plain:
         return None  # plain configurations report the error of their first run
-    try:
-        validate(model.config, config.kind, dict(config.options), prompt_tokens, new_tokens)
+    try:  # the option rules of kvlab.run (kvlab.caches.options), on this model, prompt and new tokens
+        check_options(
+            config.kind,
+            dict(config.options),
+            model.config,
+            prompt_tokens=prompt_tokens,
+            max_new_tokens=new_tokens,
+            require_length=False,
+        )
     except CacheOptionError as err:
         theirs = transformers_reason(model, config)
         return f"transformers: {theirs} (kvlab: {err})" if theirs else f"kvlab: {err}"

@@ -1,19 +1,20 @@
 """Instrumented drop-in replacements for every transformers cache kind.
 
-The names below are imported on first use, so that `kvlab.caches.options` (the option checks, which `kvlab size`
-and the command line use before any model exists) can be imported without torch or transformers.
+The names below are imported on first use, so that `kvlab.caches.options` (every option rule, which `kvlab size`
+and the command line use before any model exists) and `kvlab.caches.crop_rules` (every crop rule) can be imported
+without torch or transformers.
 """
 
 import importlib
 
 _EXPORTS = {
-    "CacheCropError": "base",
+    "CacheCropError": "crop_rules",
     "InstrumentedCacheMixin": "base",
     "InstrumentedDynamicCache": "dynamic",
     "InstrumentedEncoderDecoderCache": "encoder_decoder",
     "CACHE_CLASSES": "factory",
-    "KIND_OPTIONS": "factory",
-    "check_options": "factory",
+    "KIND_OPTIONS": "options",
+    "check_options": "options",
     "make_cache": "factory",
     "InstrumentedOffloadedCache": "offloaded",
     "InstrumentedOffloadedStaticCache": "offloaded",

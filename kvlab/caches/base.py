@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import copy
 import inspect
-import operator
 
 from kvlab import _compat
+from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
 from kvlab.caches.recorder import Recorder, now
 from kvlab.layer_state import layer_kinds, read_layer
 from kvlab.trace import Trace
 
-
-class CacheCropError(ValueError):
-    """A crop that would leave the cache inconsistent with the tokens it claims to hold."""
+# CacheCropError is defined with the crop rules (kvlab.caches.crop_rules) and still importable from here.
+__all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]
 
 
 def bound_argument(cls, name: str, args: tuple, kwargs: dict):
@@ -114,9 +113,9 @@ class InstrumentedCacheMixin:
         """Re-read every layer after `op` and log the layers whose state changed, so bytes stay exact."""
         recorder = self.kvlab_recorder
         for i, layer in enumerate(self.layers):
-            kind = self._kvlab_kind(i)
-            if read_layer(layer, kind) != recorder.state(self.kvlab_role, i):
-                recorder.record_update(self.kvlab_role, i, layer, kind, op, 0, 0.0)
+            layer_kind = self._kvlab_kind(i)
+            if read_layer(layer, layer_kind) != recorder.state(self.kvlab_role, i):
+                recorder.record_update(self.kvlab_role, i, layer, layer_kind, op, 0, 0.0)
 
     # transformers' method, then a re-read of every layer (e.g. reset frees them, reorder_cache picks beams)
     reset = _then_refresh("reset", "reset")
@@ -134,27 +133,17 @@ class InstrumentedCacheMixin:
 
     # -- crop ---------------------------------------------------------------------------------------------------
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
-        """Refuse a crop before any layer changes. Subclasses add the rules of their layer kinds."""
-        if tokens_to_remove > 0:
-            raise CacheCropError(
-                f"crop({tokens_to_remove}): transformers {_compat.TRANSFORMERS_VERSION} crops by a negative count; "
-                f"use crop(-n) to remove the last n tokens."
-            )
+        """Refuse a crop before any layer changes (`kvlab.caches.crop_rules`). Subclasses add the rules of their
+        layer kinds."""
         lengths = [int(layer.get_seq_length()) for layer in self.layers if _has_length(layer)]
-        if not lengths:
-            return  # only linear-attention states: no token count to check against; transformers' own rules apply
-        length = max(lengths)
-        if -tokens_to_remove > length:
-            raise CacheCropError(
-                f"crop({tokens_to_remove}) goes past the start: the cache holds {length} tokens, "
-                f"so valid counts are crop(0) .. crop(-{length})."
-            )
+        # only linear-attention states: no token count to check against (None); transformers' own rules apply
+        check_crop(tokens_to_remove, max(lengths) if lengths else None)
 
     def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)  # transformers' own crop
 
     def crop(self, tokens_to_remove) -> None:
-        tokens_to_remove = token_count(tokens_to_remove)
+        tokens_to_remove = crop_count(tokens_to_remove)
         self._kvlab_check_crop(tokens_to_remove)
         before = [int(layer.get_seq_length()) if _has_length(layer) else 0 for layer in self.layers]
         self._kvlab_crop_layers(tokens_to_remove)
@@ -183,19 +172,6 @@ def deepcopy_cache(cache, memo: dict):
     if watch is not None:
         watch._copied(cache, copied)
     return copied
-
-
-def token_count(value) -> int:
-    """`value` as a plain int if it is an integral scalar (int, numpy integer, 0-d integer tensor), as transformers
-    accepts; bools and anything fractional are refused, since a crop by 0.5 or True is a bug, not a count."""
-    if isinstance(value, bool):
-        raise CacheCropError(f"crop takes an integer count of tokens (negative to remove), got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise CacheCropError(
-            f"crop takes an integer count of tokens (negative to remove), got {value!r}; e.g. crop(-3)"
-        ) from None
 
 
 def _has_length(layer) -> bool:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.caches.base import CacheCropError, InstrumentedCacheMixin, bound_argument
+from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
+from kvlab.caches.crop_rules import check_dynamic_sliding
 
 
 class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
@@ -12,7 +13,8 @@ class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
     Takes exactly DynamicCache's arguments, plus `trace=` / `recorder=` to log into a shared trace.
 
     Guard: a sliding layer that has filled its window without past recording cannot be cropped. transformers
-    raises from inside its layer loop, after the layers before it were already cropped; kvlab refuses first.
+    raises from inside its layer loop, after the layers before it were already cropped; kvlab refuses first
+    (the rule: `kvlab.caches.crop_rules.check_dynamic_sliding`).
     """
 
     def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
@@ -23,13 +25,6 @@ class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)
         for idx, layer in enumerate(self.layers):
-            if not isinstance(layer, _compat.DynamicSlidingWindowLayer) or layer.record_past:
-                continue
-            seen = int(layer.get_seq_length())
-            if seen >= layer.sliding_window:
-                raise CacheCropError(
-                    f"crop({tokens_to_remove}) refused: {self._kvlab_kind(idx)} layer {idx} has seen {seen} tokens and "
-                    f"keeps only the last {layer.sliding_window - 1}, so the tokens a crop must bring back are gone. "
-                    "The cache guide's rule: call cache.activate_past_recording() before generating; sliding and "
-                    "chunked layers then keep their past until a crop restricts them to the window again."
-                )
+            state = _compat.dynamic_sliding_state(layer)  # (seen, window, records the past), sliding layers only
+            if state is not None:
+                check_dynamic_sliding(tokens_to_remove, idx, self._kvlab_kind(idx), *state)

@@ -1,4 +1,14 @@
-"""Validation of cache kinds and options, shared by the cache classes, `make_cache` and the command line.
+"""Every rule about cache kinds and options, in one module that every entry point calls.
+
+`check_options(cache_kind, options, config=None, prompt_tokens=None, max_new_tokens=0, ...)` is the one check:
+`make_cache`, `kvlab.run` (and its `validate`), `kvlab.generate`, the size calculator, the Cache Explorer's
+session, the `kvlab run` command and the bench all call it, with what they know (a model config or only an
+architecture's layer kinds, the prompt length, the new tokens), and get the same one-line `CacheOptionError` for
+the same mistake. It applies, in order: the prompt is not empty, the kind is known, the kind takes each option
+(`KIND_OPTIONS`), offload_only_non_sliding is a bool, a static kind has a max_cache_len that holds the prompt (and
+the new tokens in its full-attention layers), the quantized backend's nbits/axes/group size and layer kinds, the
+offloading has a layer to offload, and past recording is for a kind that can record. The rule functions below are
+its parts, usable alone.
 
 Every check runs before any model work, and every message names what is valid. What transformers would only
 find mid-generation is checked here against the model's shapes, before anything is allocated:
@@ -13,10 +23,19 @@ find mid-generation is checked here against the model's shapes, before anything 
 from __future__ import annotations
 
 from kvlab import _compat
+from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
 from kvlab.layer_kinds import layer_kinds
 
-CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
-QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+# The options each kind takes (beyond `config` and `trace`).
+KIND_OPTIONS = {
+    "none": (),
+    "dynamic": (),
+    "static": ("max_cache_len",),
+    "offloaded": ("offload_only_non_sliding",),
+    "offloaded_static": ("max_cache_len", "offload_only_non_sliding"),
+    "quantized": ("backend", *QUANTIZED_OPTIONS),
+}
+STATIC_KINDS = ("static", "offloaded_static")
 # Kinds whose layers can record the past (DynamicCache-based: their sliding layers grow until a crop).
 PAST_RECORDING_KINDS = ("dynamic", "offloaded")
 
@@ -25,9 +44,10 @@ class CacheOptionError(ValueError):
     """An invalid cache kind, option or combination."""
 
 
-def check_cache_kind(kind: str) -> str:
-    if kind not in CACHE_KINDS:
-        raise CacheOptionError(f"unknown cache kind {kind!r}; valid kinds: {', '.join(CACHE_KINDS)}")
+def check_cache_kind(kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
+    """`kind` if it is one of `kinds` (the size calculator passes its own: it has no "none")."""
+    if kind not in kinds:
+        raise CacheOptionError(f"unknown cache kind {kind!r}; valid kinds: {', '.join(kinds)}")
     return kind
 
 
@@ -37,6 +57,10 @@ def _describe_kinds(kinds: list[str], window: int | None) -> str:
     return f"its {len(kinds)} layers are {text}" + (
         f" (sliding window {window})" if window and "sliding" in counts else ""
     )
+
+
+def _config_kinds(config) -> list[str]:
+    return layer_kinds(config)
 
 
 def _describe_layers(config) -> str:
@@ -173,10 +197,8 @@ def check_offloading(config, offload_only_non_sliding: bool, kind: str = "offloa
     """
     if config is None or not offload_only_non_sliding:
         return
-    empty = _compat.DynamicCache(config=config.get_text_config(decoder=True))  # layers are lazy: nothing allocated
-    attention = [not (linear or dummy) for linear, dummy in zip(empty.is_linear, empty.is_dummy)]
-    offloadable = [a and not sliding for a, sliding in zip(attention, empty.is_sliding)]
-    if any(attention) and not any(offloadable):
+    flags = _compat.layer_flags(config)  # (attention, sliding) per layer
+    if any(attention for attention, _ in flags) and not any(attention and not sliding for attention, sliding in flags):
         raise CacheOptionError(
             f"{kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
             f"model has none ({_describe_layers(config)}): transformers' prefetch would fail in the first forward "
@@ -185,8 +207,19 @@ def check_offloading(config, offload_only_non_sliding: bool, kind: str = "offloa
         )
 
 
-def check_static_length(max_cache_len: int | None, prompt_tokens: int | None = None, new_tokens: int | None = None):
-    """A static cache must fit the prompt (and, to finish, the generated tokens)."""
+def check_static_length(
+    max_cache_len: int | None,
+    prompt_tokens: int | None = None,
+    new_tokens: int | None = None,
+    layer_kinds: list[str] | None = None,
+    tokens: int | None = None,
+) -> None:
+    """A static cache must fit the prompt, and its full-attention layers (sliding ones keep a window) every token.
+
+    With `prompt_tokens` (and `new_tokens`), as `kvlab.run` counts: slots for the prompt plus the new tokens; with
+    `tokens`, as the size calculator counts: slots for the tokens the cache holds. The full-attention rule needs
+    the model's `layer_kinds`.
+    """
     if max_cache_len is None:
         return
     if not isinstance(max_cache_len, int) or max_cache_len < 1:
@@ -195,6 +228,18 @@ def check_static_length(max_cache_len: int | None, prompt_tokens: int | None = N
         raise CacheOptionError(
             f"max_cache_len={max_cache_len} is below the prompt length ({prompt_tokens} tokens); "
             f"use at least {prompt_tokens + (new_tokens or 0)} to hold the prompt and the new tokens."
+        )
+    if not layer_kinds or "full" not in layer_kinds:
+        return
+    needed = prompt_tokens + (new_tokens or 0) if prompt_tokens is not None else None
+    if needed is not None and max_cache_len < needed:
+        raise CacheOptionError(
+            f"max_cache_len={max_cache_len} cannot hold the prompt ({prompt_tokens} tokens) plus "
+            f"{new_tokens or 0} new tokens in the full-attention layers; use at least {needed}."
+        )
+    if tokens is not None and max_cache_len < tokens:
+        raise CacheOptionError(
+            f"max_cache_len={max_cache_len} cannot hold {tokens} tokens in the full-attention layers"
         )
 
 
@@ -205,3 +250,91 @@ def check_past_recording(kind: str, past_recording: bool) -> None:
             f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {kind!r} "
             "cache cannot keep evicted tokens for a later crop."
         )
+
+
+def check_prompt_length(prompt_tokens: int | None) -> None:
+    """An empty prompt is refused (transformers fails deep inside the first forward: "cannot reshape tensor of 0
+    elements"). A ValueError, not a CacheOptionError: it is not an option."""
+    if prompt_tokens == 0:
+        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
+
+
+def check_option_names(cache_kind: str, options: dict, require_length: bool = True) -> dict:
+    """The options that are set (not None), after refusing any that `cache_kind` does not take.
+
+    `require_length=False` where `generate` sizes a static cache itself (`kvlab.generate`, `kvlab run`): a
+    cache built by name alone (`make_cache`, the size calculator, the explorer) needs its max_cache_len.
+    """
+    given = {k: v for k, v in options.items() if v is not None}
+    wrong = sorted(set(given) - set(KIND_OPTIONS[cache_kind]))
+    if wrong:
+        valid = ", ".join(KIND_OPTIONS[cache_kind]) or "no options"
+        raise CacheOptionError(f"cache kind {cache_kind!r} does not take {', '.join(wrong)}; it takes {valid}")
+    if "offload_only_non_sliding" in given and not isinstance(given["offload_only_non_sliding"], bool):
+        got = given["offload_only_non_sliding"]
+        raise CacheOptionError(f"offload_only_non_sliding must be True or False; got {got!r}")
+    if cache_kind in STATIC_KINDS and "max_cache_len" not in given and require_length:
+        raise CacheOptionError(
+            f"cache kind {cache_kind!r} needs max_cache_len (the slots it pre-allocates per layer); or let generate "
+            f"size it: kvlab.generate(model, input_ids, cache_implementation={cache_kind!r}, max_new_tokens=...)"
+        )
+    return given
+
+
+def check_options(
+    cache_kind: str,
+    options: dict,
+    config=None,
+    *,
+    prompt_tokens: int | None = None,
+    max_new_tokens: int = 0,
+    require_length: bool = True,
+    length_is_minimum: bool = False,
+    past_recording: bool = False,
+    cached_tokens: int | None = None,
+    batch: int = 1,
+    layer_kinds: list[str] | None = None,
+    sliding_window: int | None = None,
+    tokens: int | None = None,
+    kinds: tuple[str, ...] = CACHE_KINDS,
+) -> dict:
+    """Every rule about a cache of `cache_kind` with `options`; returns the options that are set (not None).
+
+    Each entry point passes what it knows; a rule whose facts are missing is left to the call that has them:
+    - `config` (the model's): its layer kinds, shapes and encoder-decoder flag; without it, `layer_kinds` and
+      `sliding_window` (an architecture's, for the size calculator) give the layer kinds alone;
+    - `prompt_tokens` and `max_new_tokens`: an empty prompt is refused, a static cache must hold the prompt plus
+      the new tokens, quanto's group size must divide what it quantizes at those lengths (`cached_tokens`, the
+      most tokens the cache holds, defaults to prompt + new - 1; `batch` counts beams and returned sequences);
+    - `tokens`: the tokens a static cache must hold in its full-attention layers (the size calculator's count);
+    - `require_length=False` where transformers' `generate` sizes a static cache without max_cache_len;
+      `length_is_minimum=True` where max_cache_len goes to `generate` itself, which sizes the cache at
+      max(max_length - 1, max_cache_len): it need not hold the prompt;
+    - `past_recording`: whether the caller will call `cache.activate_past_recording()`;
+    - `kinds`: the cache kinds the caller knows (the size calculator has no "none").
+    """
+    check_prompt_length(prompt_tokens)
+    check_cache_kind(cache_kind, kinds)
+    given = check_option_names(cache_kind, options, require_length)
+    if cache_kind in STATIC_KINDS:
+        prompt = None if length_is_minimum else prompt_tokens
+        if layer_kinds is None and config is not None and (prompt is not None or tokens is not None):
+            layer_kinds = _config_kinds(config)
+        check_static_length(given.get("max_cache_len"), prompt, max_new_tokens, layer_kinds, tokens)
+    if cache_kind == "quantized":
+        if getattr(config, "is_encoder_decoder", False):
+            raise CacheOptionError("a quantized cache is for decoder-only models; this model is encoder-decoder")
+        if cached_tokens is None and prompt_tokens is not None and max_new_tokens > 0:
+            cached_tokens = prompt_tokens + max_new_tokens - 1  # the last new token is never fed back
+        quantized = {k: v for k, v in given.items() if k != "backend"}
+        backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
+        check_quantized_options(
+            backend, config, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, batch=batch, **quantized
+        )
+        if config is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
+            check_quantized_layers(list(layer_kinds), sliding_window)
+    if cache_kind in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
+        default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache_kind]
+        check_offloading(config, given.get("offload_only_non_sliding", default), cache_kind)
+    check_past_recording(cache_kind, past_recording)
+    return given

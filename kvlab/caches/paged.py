@@ -41,6 +41,7 @@ import time
 from kvlab import _compat
 from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name
+from kvlab.slots import waste_pct
 from kvlab.storage import storage_bytes
 from kvlab.trace import Trace
 
@@ -175,7 +176,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
                 "tokens_evicted_now": 0,
                 "seconds": seconds,
                 "cache_bytes": self._kvlab_bytes,
-                "kind": "full",
+                "layer_kind": "full",
                 "logical_length": state["tokens"],
                 "slots_allocated": state["blocks_in_use"] * page,
                 "slots_live": state["slots_live"],
@@ -367,10 +368,8 @@ def paged_summary(trace: Trace) -> dict:
         "storage_bytes": meta.get("storage_bytes"),
         "peak_blocks_in_use": peak["blocks_in_use"] if peak else 0,
         "peak_requests": max((r["requests"] for r in rows), default=0),
-        "fragmentation_pct_mean": round(100.0 * masked / allocated, 2) if allocated else 0.0,
-        "fragmentation_pct_at_peak": round(100.0 * peak["slots_masked"] / peak["slots_allocated"], 2)
-        if peak and peak["slots_allocated"]
-        else 0.0,
+        "fragmentation_pct_mean": waste_pct(masked, allocated),
+        "fragmentation_pct_at_peak": waste_pct(peak["slots_masked"], peak["slots_allocated"]) if peak else 0.0,
         "refusals": sum(len(r["refused"]) for r in rows),
         "requests_refused": len({rid for r in rows for rid in r["refused"]}),
         "preemptions": sum(len(r["preempted"]) for r in rows),

@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 
 from kvlab import _compat
-from kvlab.caches.base import CacheCropError, InstrumentedCacheMixin
+from kvlab.caches.base import InstrumentedCacheMixin
+from kvlab.caches.crop_rules import check_quantized_residual
 from kvlab.caches.hqq_packing import hqq_needs_flatten, hqq_sequence_padding
 from kvlab.caches.options import check_quantized_options
 
@@ -73,22 +74,10 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)
-        if tokens_to_remove == 0:
-            return
-        residual = min((layer.keys.shape[-2] if layer.keys.dim() == 4 else 0) for layer in self.layers)
-        if self.backend == "fp8" or -tokens_to_remove > residual:
-            held = (
-                "no full-precision residual (fp8 quantizes every token)"
-                if self.backend == "fp8"
-                else f"only {residual} tokens in its full-precision residual"
-            )
-            raise CacheCropError(
-                f"crop({tokens_to_remove}) refused: this QuantizedCache ({self.backend}) holds {held}; the other "
-                "tokens are already quantized and cannot be removed without re-quantizing. transformers would crop "
-                "the residual but keep counting the tokens, leaving get_seq_length() wrong."
-            )
+        residual = min((_compat.quantized_residual_length(layer) for layer in self.layers), default=0)
+        check_quantized_residual(tokens_to_remove, self.backend, residual)
 
     def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
         for layer in self.layers:
-            layer.cumulative_length += tokens_to_remove  # transformers' crop below only shortens the residual
+            _compat.crop_quantized_length(layer, tokens_to_remove)  # transformers' crop only shortens the residual
         super()._kvlab_crop_layers(tokens_to_remove)

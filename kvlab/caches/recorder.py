@@ -38,9 +38,9 @@ class Recorder:
         self._total_bytes += state.bytes_held - (before.bytes_held if before else 0)
         self._states[key] = state
 
-    def record_update(self, role, layer_idx, layer, kind, op, tokens_added, seconds) -> LayerState:
+    def record_update(self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds) -> LayerState:
         before = self._states.get((role, layer_idx))
-        after = read_layer(layer, kind)
+        after = read_layer(layer, layer_kind)
         self._set_state((role, layer_idx), after)
         evicted_now = after.tokens_evicted - (before.tokens_evicted if before else 0)
         self.trace.events.append(

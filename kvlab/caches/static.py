@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.caches.base import CacheCropError, InstrumentedCacheMixin, bound_argument
+from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
+from kvlab.caches.crop_rules import check_static_sliding
 
 
 class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
@@ -11,7 +12,8 @@ class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
 
     Guard: once a static sliding layer has wrapped (seen more tokens than its window), the evicted tokens are
     gone and StaticCache cannot record the past, yet transformers' `crop` still runs and the next logits are
-    wrong (up to 10.6 apart from a fresh prefill on Gemma 3 at 700 tokens). kvlab refuses that crop.
+    wrong (up to 10.6 apart from a fresh prefill on Gemma 3 at 700 tokens). kvlab refuses that crop (the rule:
+    `kvlab.caches.crop_rules.check_static_sliding`).
     """
 
     def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
@@ -21,15 +23,7 @@ class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)
-        if tokens_to_remove == 0:
-            return
         for idx, layer in enumerate(self.layers):
-            if isinstance(layer, _compat.StaticSlidingWindowLayer) and layer.is_initialized:
-                seen = _compat.static_sliding_length(layer)
-                if seen > layer.max_cache_len:
-                    raise CacheCropError(
-                        f"crop({tokens_to_remove}) refused: sliding layer {idx} has seen {seen} tokens but keeps only "
-                        f"its window of {layer.max_cache_len}, so the tokens a crop must restore are already evicted. "
-                        "A StaticCache cannot record the past; use a DynamicCache with "
-                        "cache.activate_past_recording() before generating to be able to roll back."
-                    )
+            state = _compat.static_sliding_state(layer)  # (seen, window), sliding layers that hold tokens only
+            if state is not None:
+                check_static_sliding(tokens_to_remove, idx, *state)

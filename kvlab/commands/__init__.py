@@ -1,5 +1,7 @@
 """Subcommands of the `kvlab` command line, one module each, and what they share.
 
+`UsageError` lives here, not in `kvlab.cli`: the commands raise it and `kvlab.cli` (which imports the commands)
+catches it, so both import it from this module and neither imports the other's module for it.
 Every command that reports a result takes the same two options: `--json` prints one JSON object instead of the
 human report, and `--output FILE` writes what would be printed (JSON or report) to FILE instead of stdout.
 Nothing here imports torch: building the parser must stay light (`kvlab --help`).
@@ -10,6 +12,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+
+class UsageError(Exception):
+    """Raised by a subcommand for bad input: printed as one line, exit status 2."""
 
 
 def add_output_options(parser, what: str = "the result") -> None:
@@ -41,8 +47,6 @@ class Output:
 
 def read_text_argument(path: str, what: str = "prompt file") -> str:
     """A file's text, or stdin's for `-`; a missing or unreadable file is a UsageError."""
-    from kvlab.cli import UsageError
-
     if path == "-":
         try:
             return sys.stdin.read()

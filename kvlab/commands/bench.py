@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlab.commands import Output, add_output_options
+from kvlab.commands import Output, UsageError, add_output_options
 
 
 def add_parser(subparsers) -> None:
@@ -37,6 +37,12 @@ def add_parser(subparsers) -> None:
         help="also time continuous batching (generate_batch) of the "
         "first N workload requests against one generate each",
     )
+    p.add_argument(
+        "--overhead",
+        action="store_true",
+        help="measure only kvlab's instrumentation overhead: plain generate, kvlab's instrumented DynamicCache and "
+        "generate inside kvlab.watch, interleaved repeats, median decode tok/s (--json: the whole result)",
+    )
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=handle)
@@ -45,9 +51,10 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     from kvlab import models
     from kvlab.bench import BenchSettings, default_configs, run_bench
-    from kvlab.cli import UsageError
 
     if args.from_json:
+        if args.overhead:
+            raise UsageError("--overhead measures; --from-json renders a saved bench result: pick one")
         return render_saved(args)
     settings = BenchSettings(
         model=args.model,
@@ -65,6 +72,11 @@ def handle(args) -> int:
         raise UsageError(str(err)) from err
     if args.batching is not None and args.batching < 1:
         raise UsageError(f"--batching N needs N >= 1 requests; got {args.batching}")
+    if args.overhead:
+        extra = [name for name in ("compile", "only", "batching", "markdown", "plots") if getattr(args, name)]
+        if extra:
+            raise UsageError(f"--overhead runs alone; it does not take --{', --'.join(extra)}")
+        return measure_overhead(settings, args)
     configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
     if args.only:
         words = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -87,10 +99,27 @@ def handle(args) -> int:
     return render(result, args)
 
 
+def measure_overhead(settings, args) -> int:
+    """`kvlab bench --overhead`: the instrumentation overhead alone; exit status 1 when the tokens differ."""
+    from kvlab import models
+    from kvlab.bench.overhead import overhead_lines, run_overhead
+
+    device = models.parse_device(args.device)
+    models.resolve(args.model)
+    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
+    result = run_overhead(model, tokenizer, settings)
+    out = Output(args)
+    if args.json:
+        out.json(result, indent=1)
+    else:
+        for line in overhead_lines(result):
+            out.print(line)
+    out.close()
+    return 0 if result["same_tokens"] else 1
+
+
 def render_saved(args) -> int:
     import json
-
-    from kvlab.cli import UsageError
 
     path = Path(args.from_json)
     if not path.is_file():

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kvlab.commands import UsageError
+
 NOTEBOOK_NAME = "kvlab_cache_explorer.ipynb"
 
 
@@ -24,16 +26,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-browser", action="store_true", help="print the URL but do not open a browser")
     p.add_argument("--token", help="access token (default: a random one, printed in the URL)")
     p.add_argument("--model", default="smollm2", help="model selected (and loaded in the background) at start")
+    p.add_argument("--lang", default=None, help="language of labels and plots: en or pt-BR (default: the locale)")
     p.set_defaults(handler=handle)
 
 
-def explorer_notebook(model: str) -> dict:
+def explorer_notebook(model: str, lang: str | None = None) -> dict:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("import kvlab.explorer"),
-        nbformat.v4.new_code_cell(f"kvlab.explorer.explore(model_name={model!r}, preload=True)"),
+        nbformat.v4.new_code_cell(f"kvlab.explorer.explore(model_name={model!r}, preload=True, lang={lang!r})"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
@@ -61,12 +64,18 @@ def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> 
 
 
 def handle(args) -> int:
-    from kvlab.cli import UsageError
     from kvlab.explorer.models import model_choices
     from kvlab.extras import require
 
     if args.model not in model_choices(False):
         raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(model_choices(False))}")
+    if args.lang is not None:
+        from kvlab.i18n import LANGUAGES, set_language
+
+        try:
+            args.lang = set_language(args.lang)  # "pt_br" -> "pt-BR"; an unknown one is refused here, in one line
+        except ValueError:
+            raise UsageError(f"unknown --lang {args.lang!r}; valid: {', '.join(LANGUAGES)}") from None
     if args.port < 0 or args.port > 65535:
         raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
     require("voila", "explore", "kvlab explore")  # Voila brings nbformat too
@@ -76,7 +85,7 @@ def handle(args) -> int:
     token = args.token or secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="kvlab-explore-") as tmp:
         notebook = Path(tmp) / NOTEBOOK_NAME
-        nbformat.write(explorer_notebook(args.model), notebook)
+        nbformat.write(explorer_notebook(args.model, args.lang), notebook)
         url = f"http://127.0.0.1:{port}/?token={token}"
         print(f"kvlab explore: serving the Cache Explorer at {url}", flush=True)
         print("kvlab explore: press Ctrl-C to stop", flush=True)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from kvlab.commands import Output, add_output_options, read_text_argument
-
-# kvlab.caches.CACHE_KINDS, written out so that building the parser imports no torch (tests/test_light_cli.py
-# checks the two agree)
-CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
+from kvlab.cache_kinds import CACHE_KINDS  # imports nothing: building the parser stays light
+from kvlab.commands import Output, UsageError, add_output_options, read_text_argument
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("run", help="generate greedily with an instrumented cache and report what it held")
     p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
     p.add_argument(
-        "--cache", required=True, choices=CACHE_KINDS, metavar="KIND", help=f"one of {', '.join(CACHE_KINDS)}"
+        "--cache", required=True, choices=CACHE_KINDS, metavar="CACHE_KIND", help=f"one of {', '.join(CACHE_KINDS)}"
     )
     p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
     p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
@@ -66,8 +63,6 @@ OPTION_NAMES = (
 
 
 def _prompt(args) -> str:
-    from kvlab.cli import UsageError
-
     if args.prompt_file:
         return read_text_argument(args.prompt_file, "prompt file")
     if args.prompt is None:
@@ -77,9 +72,8 @@ def _prompt(args) -> str:
 
 def handle(args) -> int:
     from kvlab import models
-    from kvlab.caches import check_options
-    from kvlab.cli import UsageError
-    from kvlab.run import encode, run, validate
+    from kvlab.caches.options import check_options
+    from kvlab.run import encode, run
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
@@ -91,7 +85,14 @@ def handle(args) -> int:
     device = models.parse_device(args.device)
     config, tokenizer = models.load_config_and_tokenizer(args.model)
     ids = encode(tokenizer, prompt, chat=args.chat)
-    validate(config, args.cache, options, ids.shape[-1], args.max_new_tokens)
+    check_options(
+        args.cache,
+        options,
+        config,
+        prompt_tokens=ids.shape[-1],
+        max_new_tokens=args.max_new_tokens,
+        require_length=False,
+    )
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
     result = run(model, tokenizer, ids, cache=args.cache, max_new_tokens=args.max_new_tokens, **options)
     if args.trace:
@@ -117,12 +118,12 @@ def report(out: Output, data: dict) -> None:
     say(f"text: {data['text']!r}")
     say(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
     say(
-        f"slots: allocated {data['allocated_slots']:,}  live {data['live_slots']:,}  masked {data['masked_slots']:,}"
+        f"slots: allocated {data['slots_allocated']:,}  live {data['slots_live']:,}  masked {data['slots_masked']:,}"
         f"  ({data['waste_pct']}% waste)  evicted {data['tokens_evicted']:,}"
     )
-    say(f"{'layer':>5} {'kind':<8} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
+    say(f"{'layer':>5} {'layer_kind':<10} {'length':>7} {'alloc':>6} {'live':>6} {'masked':>6} {'bytes':>11} device")
     for row in data["layers"]:
         say(
-            f"{row['layer_idx']:>5} {row['kind']:<8} {row['logical_length']:>7} {row['slots_allocated']:>6} "
+            f"{row['layer_idx']:>5} {row['layer_kind']:<10} {row['logical_length']:>7} {row['slots_allocated']:>6} "
             f"{row['slots_live']:>6} {row['slots_masked']:>6} {row['bytes_held']:>11,} {row['device']}"
         )

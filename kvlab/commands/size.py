@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.commands import Output, add_output_options
+from kvlab.commands import Output, UsageError, add_output_options
 
 # the keys of kvlab.size.DTYPE_BYTES, written out so that building the parser imports nothing heavy
 # (tests/test_light_cli.py checks the two agree)
@@ -44,8 +44,6 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from kvlab.cli import UsageError
-
     if not args.list:  # bad input is refused before anything heavy is imported
         if args.tokens is None or args.tokens < 1:
             raise UsageError("--tokens N (N >= 1) is required")

@@ -460,10 +460,15 @@ class Explorer:
         return run
 
 
-def explore(model=None, tokenizer=None, **kwargs) -> Explorer:
+def explore(model=None, tokenizer=None, lang: str | None = None, **kwargs) -> Explorer:
     """The Cache Explorer. Pass an already-loaded `model` (and its `tokenizer`) to explore it; otherwise choose a
     bundled model (SmolLM2, Gemma 3) or a tiny random one in the app. `preload=True` loads the default model in
     the background so the first Run starts at once. Save trace / figure / table offer the file as a download
     link; with `save_dir="."` they are also written there (the message prints the path). Load trace takes a
-    trace saved by the explorer, `kvlab run --trace` or `Trace.save`."""
+    trace saved by the explorer, `kvlab run --trace` or `Trace.save`. `lang="pt-BR"` shows labels, plots and
+    messages in Portuguese (as `kvlab.set_language` does for everything kvlab draws)."""
+    if lang is not None:
+        from kvlab.i18n import set_language
+
+        set_language(lang)
     return Explorer(model, tokenizer, **kwargs)

@@ -1,6 +1,6 @@
 """The explorer's input widgets, and which of them apply to which cache kind.
 
-A learner should only see the options a cache takes: `options_for(kind, backend)` is the rule (from
+A learner should only see the options a cache takes: `options_for(cache_kind, backend)` is the rule (from
 `kvlab.caches.KIND_OPTIONS`, plus past recording for DynamicCache kinds, minus the group-wise options the fp8
 backend does not take), and `Controls` shows or hides the option widgets to match. Values that the rule
 allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on purpose: the message
@@ -16,7 +16,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from kvlab import _compat
-from kvlab.caches import CACHE_KINDS, KIND_OPTIONS
+from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
+from kvlab.caches import KIND_OPTIONS
 from kvlab.caches.options import PAST_RECORDING_KINDS
 from kvlab.explorer.models import DTYPES, LOADED, model_choices
 from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
@@ -35,20 +36,19 @@ OPTION_NAMES = (
     "past_recording",
     *PAGED_OPTIONS,
 )
-GROUPWISE = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
 CUSTOM = "(your own text)"
 KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
 PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for the paged kind: it brings its own requests
 
 
-def options_for(kind: str, backend: str = "quanto") -> tuple[str, ...]:
-    """Names of the option widgets that apply to a cache `kind` (and quantization `backend`)."""
-    if kind == PAGED:
+def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tuple[str, ...]:
+    """Names of the option widgets that apply to a `cache_kind` (and quantization `backend`)."""
+    if cache_kind == PAGED:
         return PAGED_OPTIONS
-    names = list(KIND_OPTIONS[kind])
-    if kind == "quantized" and backend == "fp8":
-        names = [n for n in names if n not in GROUPWISE]
-    if kind in PAST_RECORDING_KINDS:
+    names = list(KIND_OPTIONS[cache_kind])
+    if cache_kind == "quantized" and backend == "fp8":  # fp8 takes none of the group-wise options
+        names = [n for n in names if n not in QUANTIZED_OPTIONS]
+    if cache_kind in PAST_RECORDING_KINDS:
         names.append("past_recording")
     return tuple(names)
 
@@ -77,7 +77,7 @@ class Controls:
             style=wide,
         )
         self.backend = widgets.Dropdown(
-            options=_compat.QUANTIZED_BACKENDS, value="quanto", description="backend", style=wide
+            options=_compat.QUANTIZED_BACKENDS, value=DEFAULT_QUANTIZED_BACKEND, description="backend", style=wide
         )
         defaults = _compat.QUANTIZED_DEFAULTS
         self.nbits = widgets.Dropdown(

@@ -26,6 +26,7 @@ from kvlab.explorer.session import Run, RunRequest
 from kvlab.explorer.summary import columns_for
 from kvlab.run import RunResult
 from kvlab.trace import Trace, TraceFormatError
+from kvlab.units import human_bytes
 
 LINK = "var(--jp-content-link-color, #0d47a1)"  # JupyterLab's link colour, light or dark theme
 MIME = {"json": "application/json", "png": "image/png", "csv": "text/csv"}
@@ -60,7 +61,8 @@ class Export:
 
 
 def size_text(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
+    """A download's size, as the HTML summary shows bytes."""
+    return human_bytes(n, decimals=1)
 
 
 def slug(text: str) -> str:

@@ -15,7 +15,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from kvlab.plots._figure import LAYER_KIND_COLORS
 from kvlab.trace import Trace
+from kvlab.units import human_bytes
 
 # Occupancy map cell states, in drawing order.
 CELL_STATES = (
@@ -29,20 +31,19 @@ CELL_STATES = (
 )
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
 CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
-KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354", "linear": "#756bb1", "dummy": "#999999"}
 FACE = "#ffffff"  # the figure's background, opaque: black text on it reads the same on a light or dark page
 COMPARISON_COLORS = ("#636363", "#8c6d31", "#7b4173", "#3182bd", "#31a354")
 
 
-def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
+def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     """{layer kind: [(step, bytes held by the layers of that kind at the end of the step)]}."""
     held: dict[tuple, tuple[str, int]] = {}
     series: dict[str, dict[int, int]] = {}
     for e in trace.updates:
-        held[(e["role"], e["layer_idx"])] = (e["kind"], e["bytes_held"])
-        for kind in {k for k, _ in held.values()}:
-            series.setdefault(kind, {})[e["step"]] = sum(b for k, b in held.values() if k == kind)
-    return {kind: sorted(points.items()) for kind, points in series.items()}
+        held[(e["role"], e["layer_idx"])] = (e["layer_kind"], e["bytes_held"])
+        for layer_kind in {k for k, _ in held.values()}:
+            series.setdefault(layer_kind, {})[e["step"]] = sum(b for k, b in held.values() if k == layer_kind)
+    return {layer_kind: sorted(points.items()) for layer_kind, points in series.items()}
 
 
 def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndarray:
@@ -83,7 +84,7 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
     )
     ax.set_xlabel("token position")
     ax.set_ylabel("layer")
-    labels = [f"{r['layer_idx']} {r['kind'][0]}" for r in layer_rows]
+    labels = [f"{r['layer_idx']} {r['layer_kind'][0]}" for r in layer_rows]
     step = max(1, len(labels) // 12)
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
     ax.set_title(title or "what each layer holds (f = full, s = sliding)", fontsize=10)
@@ -109,15 +110,15 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         )
     if current is not None:
         label, trace = current
-        series = bytes_by_kind(trace)
-        for kind, points in series.items():
-            ax.plot(*zip(*points), color=KIND_COLORS.get(kind, "#000000"), label=f"{kind} layers")
+        series = bytes_by_layer_kind(trace)
+        for layer_kind, points in series.items():
+            ax.plot(*zip(*points), color=LAYER_KIND_COLORS.get(layer_kind, "#000000"), label=f"{layer_kind} layers")
         if len(series) > 1:
             total = trace.bytes_by_step()
             ax.plot(range(len(total)), total, color="#000000", linewidth=1, label="total")
     ax.set_xlabel("step (0 = prefill)")
     ax.set_ylabel("cache bytes")
-    ax.yaxis.set_major_formatter(FuncFormatter(human_bytes))
+    ax.yaxis.set_major_formatter(FuncFormatter(bytes_tick))
     ax.set_title("bytes held, per layer kind", fontsize=10)
     _legend(ax)
 
@@ -145,12 +146,9 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
     _legend(ax)
 
 
-def human_bytes(value: float, _pos=None) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"  # pragma: no cover
+def bytes_tick(value: float, _pos=None) -> str:
+    """A byte count on the bytes axis (matplotlib's FuncFormatter passes the tick position too)."""
+    return human_bytes(value, decimals=1)
 
 
 def _legend(ax) -> None:
@@ -185,7 +183,7 @@ def dashboard(
         occupancy.text(
             0.5,
             0.5,
-            "no cache layers yet (kind 'none' keeps nothing)" if current else "press Run",
+            "no cache layers yet (cache kind 'none' keeps nothing)" if current else "press Run",
             ha="center",
             va="center",
             transform=occupancy.transAxes,

@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
-from transformers.generation.streamers import BaseStreamer
 
+from kvlab import _compat
 from kvlab.run import RunResult, run
 from kvlab.trace import Trace
 
 
-class TokenStreamer(BaseStreamer):
+class TokenStreamer(_compat.BaseStreamer):
     """Calls `on_token(new_ids)` after each generated token. `generate` first puts the prompt: skipped."""
 
     def __init__(self, on_token: Callable[[list[int]], None] | None = None):

@@ -80,8 +80,10 @@ def paged_requests(tokenizer, n: int) -> tuple[list[str], list[list[int]]]:
     if getattr(tokenizer, "chat_template", None):
         workload = load_workload(tokenizer).first(n)
         return list(workload.ids), [list(p) for p in workload.input_ids]
+    from kvlab.run import encode
+
     workload = load_workload().first(n)  # a tokenizer without a chat template: the prompts as plain text
-    return list(workload.ids), [list(tokenizer(p, return_tensors="pt").input_ids[0].tolist()) for p in workload.prompts]
+    return list(workload.ids), [encode(tokenizer, p)[0].tolist() for p in workload.prompts]
 
 
 def pool_blocks(prompts: list[list[int]], new_tokens: int, page_size: int, num_blocks: int) -> int:
@@ -105,7 +107,7 @@ def pool_blocks(prompts: list[list[int]], new_tokens: int, page_size: int, num_b
 def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     """`model.generate_batch(...)` over the chosen requests inside `kvlab.watch(model)`: a `RunResult` whose trace
     is the paged cache's (with the requests' names and lengths in `trace.meta["paged_requests"]`)."""
-    from transformers import ContinuousBatchingConfig, GenerationConfig
+    from transformers import GenerationConfig
 
     import kvlab
     from kvlab import _compat
@@ -123,7 +125,7 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
         eos_token_id=-1 if tiny else tokenizer.eos_token_id,
         pad_token_id=getattr(tokenizer, "pad_token_id", None),
     )
-    batching = ContinuousBatchingConfig(
+    batching = _compat.ContinuousBatchingConfig(
         page_size=given["page_size"], num_blocks=blocks, max_batch_tokens=max(sum(len(p) for p in prompts), 64)
     )
     previous = model.config._attn_implementation

@@ -13,8 +13,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvlab.caches import CacheCropError, CacheOptionError, check_options, check_quantized_options
-from kvlab.caches.options import check_past_recording
+from kvlab.caches.crop_rules import CacheCropError, removal_count
+from kvlab.caches.options import CacheOptionError, check_options
 from kvlab.caches.paged import check_paged_model
 from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
@@ -23,7 +23,7 @@ from kvlab.explorer.prompts import encode_prompt
 from kvlab.layer_state import read_layer
 from kvlab.models.manifest import ModelIntegrityError
 from kvlab.paths import KvlabHomeError
-from kvlab.run import RunResult, validate
+from kvlab.run import RunResult
 from kvlab.trace import Trace
 
 # Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME): one line, no traceback.
@@ -86,9 +86,13 @@ class Run:
         cache = self.result.cache_object if self.result is not None else None
         if cache is None or self.result.trace.crops == []:
             return [dict(row) for row in self.snapshot().final_layers()]
-        kinds = getattr(cache, "_kvlab_kinds", [])
+        layer_kinds = getattr(cache, "_kvlab_kinds", [])
         return [
-            {"layer_idx": i, "role": "self", **read_layer(layer, kinds[i] if i < len(kinds) else "full").as_dict()}
+            {
+                "layer_idx": i,
+                "role": "self",
+                **read_layer(layer, layer_kinds[i] if i < len(layer_kinds) else "full").as_dict(),
+            }
             for i, layer in enumerate(cache.layers)
         ]
 
@@ -117,16 +121,19 @@ class Session:
             return
         if not request.prompt.strip():
             raise ValueError("the prompt is empty; type some text or choose a preset")
-        given = check_options(request.cache, request.options)
-        if request.cache == "quantized":  # the backend's rules; the model's layer kinds are checked once it is known
-            check_quantized_options(
-                given.get("backend", "quanto"), None, **{k: v for k, v in given.items() if k != "backend"}
-            )
-        check_past_recording(request.cache, request.past_recording)
-        if self.store.is_ready(request.model, request.dtype):
+        # the option rules without the model (its layer kinds and shapes are checked once it is known) ...
+        check_options(request.cache, request.options, past_recording=request.past_recording)
+        if self.store.is_ready(request.model, request.dtype):  # ... and with it, all of `kvlab.run`'s
             model, tokenizer = self.store.get(request.model, request.dtype)
             ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)
-            validate(model.config, request.cache, request.options, ids.shape[-1], request.max_new_tokens)
+            check_options(
+                request.cache,
+                request.options,
+                model.config,
+                prompt_tokens=ids.shape[-1],
+                max_new_tokens=request.max_new_tokens,
+                past_recording=request.past_recording,
+            )
 
     def start(
         self,
@@ -231,6 +238,8 @@ class Session:
     def crop(self, n: int) -> dict:
         """`cache.crop(-n)` on the last run's cache, refused (CacheCropError, with the rule) when it cannot be undone.
 
+        The rules are `kvlab.caches.crop_rules`' (n, here, and what each layer allows, in the cache's own `crop`);
+        the session adds only what is its own: a run to crop, finished, with a cache object still behind it.
         Returns the crop event (lengths before and after per layer).
         """
         if self.running:
@@ -238,8 +247,7 @@ class Session:
         run = self.current
         if run is None or run.result is None:
             raise CacheCropError("there is no cache to crop yet: press Run first")
-        if not isinstance(n, int) or n < 1:
-            raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
+        tokens_to_remove = removal_count(n)  # crop(-n): the last n tokens
         if run.loaded_from is not None:
             raise CacheCropError(
                 f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
@@ -253,5 +261,5 @@ class Session:
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")
-        cache.crop(-n)
+        cache.crop(tokens_to_remove)
         return run.result.trace.crops[-1]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
+from kvlab.slots import waste_pct
 
 COLUMNS = (
     ("run", "run"),
@@ -68,7 +69,7 @@ def run_row(name: str, run) -> dict:
         "slots_allocated": allocated,
         "slots_live": sum(r["slots_live"] for r in rows),
         "slots_masked": masked,
-        "waste_pct": round(100.0 * masked / allocated, 2) if allocated else 0.0,
+        "waste_pct": waste_pct(masked, allocated),
         "tokens_evicted": summary["tokens_evicted"],
         "flushes": summary["flushes"],
         "transfers": summary["transfers"],

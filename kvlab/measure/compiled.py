@@ -1,13 +1,18 @@
 """`torch.compile` with a StaticCache: compile time, steady speed, and when it compiles again.
 
 transformers compiles the *decoding* forward automatically when `generate` runs with a compileable cache
-(StaticCache) on an accelerator; `CompileConfig._compile_all_devices` turns it on for the CPU too. The prefill
-runs eagerly, so a new prompt length costs nothing; the decode graph is specialised to the cache's shape, so a
-new `max_cache_len` compiles again. The counts come from a backend that counts its own invocations (one per
-graph dynamo hands to inductor).
+(StaticCache) on an accelerator; `CompileConfig._compile_all_devices` turns it on for the CPU too
+(`_compat.compile_config_all_devices`). The prefill runs eagerly, so a new prompt length costs nothing; the
+decode graph is specialised to the cache's shape, so a new `max_cache_len` compiles again. The counts come from
+a backend that counts its own invocations (one per graph dynamo hands to inductor).
 
 The cache here is transformers' plain `StaticCache`: kvlab's instrumentation runs Python on every update, which
-would break the graph and measure the instrumentation instead of the model.
+would break the graph and measure the instrumentation instead of the model (and the bytes of a static cache do
+not depend on compilation).
+
+Two reports from the same harness (`static_generate` with a `CountingBackend`): `compile_report` (notebook 02:
+eager against compiled, a new prompt length, a new cache length) and `compile_runs` + `compile_summary`
+(`kvlab bench --compile`: each call's own cache length, compile time, recompiles per call).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import CompileConfig, StaticCache
+
+from kvlab import _compat
 
 
 class CountingBackend:
@@ -38,16 +44,21 @@ class CountingBackend:
 
 
 def static_generate(
-    model, input_ids: torch.Tensor, new_tokens: int, max_cache_len: int, backend: CountingBackend | None = None
+    model,
+    input_ids: torch.Tensor,
+    new_tokens: int,
+    max_cache_len: int,
+    backend: CountingBackend | None = None,
+    pad_token_id: int | None = None,
 ) -> tuple[list[int], float]:
-    """Greedy `generate` with a fresh StaticCache; compiled decoding when `backend` is given.
-    Returns (new token ids, seconds)."""
+    """Greedy `generate` of exactly `new_tokens` tokens with a fresh StaticCache; compiled decoding when `backend`
+    is given (on every device). Returns (new token ids, seconds)."""
     config = None
     if backend is not None:
-        config = CompileConfig(backend=backend, mode=None, fullgraph=False, dynamic=False)
-        config._compile_all_devices = True  # transformers compiles only on accelerators unless told otherwise
-    cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+        config = _compat.compile_config_all_devices(backend=backend, mode=None, fullgraph=False, dynamic=False)
+    cache = _compat.StaticCache(config=model.config, max_cache_len=max_cache_len)
     input_ids = input_ids.to(model.device)
+    pad = {} if pad_token_id is None else {"pad_token_id": pad_token_id}
     started = time.perf_counter()
     with torch.inference_mode():
         output = model.generate(
@@ -56,9 +67,10 @@ def static_generate(
             max_new_tokens=new_tokens,
             min_new_tokens=new_tokens,
             do_sample=False,
-            cache=cache,
             compile_config=config,
             disable_compile=backend is None,
+            **pad,
+            **{_compat.CACHE_KWARG: cache},
         )
     return output[0, input_ids.shape[-1] :].tolist(), time.perf_counter() - started
 
@@ -103,4 +115,39 @@ def compile_report(
         "graphs_first": runs[0]["new_graphs"],
         "runs": runs,
         "same_tokens": same,
+    }
+
+
+def compile_runs(
+    model, prompts: list[torch.Tensor], new_tokens: int, pad_token_id: int | None = None, inductor: bool = True
+) -> list[dict]:
+    """One compiled greedy `generate` per prompt, each with a StaticCache of exactly its own length
+    (prompt + `new_tokens`): seconds, graphs compiled during that call, and the new token ids.
+
+    With prompts [p, p, shorter]: call 1 compiles, call 2 (same lengths) should reuse, call 3 (a new cache
+    length) shows a recompile."""
+    backend = CountingBackend(inductor)
+    runs = []
+    for ids in prompts:  # ids: (1, prompt_tokens)
+        before = backend.graphs
+        tokens, seconds = static_generate(model, ids, new_tokens, ids.shape[-1] + new_tokens, backend, pad_token_id)
+        runs.append(
+            {
+                "prompt_tokens": int(ids.shape[-1]),
+                "seconds": seconds,
+                "graphs_compiled": backend.graphs - before,
+                "token_ids": tokens,
+            }
+        )
+    return runs
+
+
+def compile_summary(runs: list[dict]) -> dict:
+    """Compile time = first call minus a call that reused the graphs; recompiles per call."""
+    steady = [r["seconds"] for r in runs[1:] if r["graphs_compiled"] == 0]
+    return {
+        "calls": [{k: v for k, v in r.items() if k != "token_ids"} for r in runs],
+        "compile_seconds": runs[0]["seconds"] - min(steady) if steady else runs[0]["seconds"],
+        "recompiles_per_call": [r["graphs_compiled"] for r in runs],
+        "first_call_tokens": runs[0]["token_ids"],
     }

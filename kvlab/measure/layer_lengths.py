@@ -43,6 +43,6 @@ def layer_lengths(trace: Trace, bytes_per_token: int, step: int | None = None) -
         if step is None or e["step"] <= step:
             last[e["layer_idx"]] = e
     return [
-        LayerLength(i, e["kind"], e["logical_length"], e["slots_live"], e["bytes_held"] // bytes_per_token)
+        LayerLength(i, e["layer_kind"], e["logical_length"], e["slots_live"], e["bytes_held"] // bytes_per_token)
         for i, e in sorted(last.items())
     ]

@@ -1,4 +1,4 @@
-"""How much a cache changes what the model says, measured against a DynamicCache on the same tokens.
+"""How much a cache changes what the model says, measured against a DynamicCache (or no cache) on the same tokens.
 
 Three measures, from coarse to fine:
 - greedy token agreement: generate freely with both caches and count the tokens that match (and the length of
@@ -7,28 +7,89 @@ Three measures, from coarse to fine:
   distributions at every position, KL(reference || cache), in nats;
 - perplexity of real text through the cache: exp(mean negative log-likelihood of each next token).
 
-Teacher forcing decodes one token per forward after a prefill, because that is when a cache is read: a
-QuantizedCache attends to full-precision keys during the prefill and to its packed copy only afterwards.
+Teacher forcing (`teacher_forced_logits`, used by the notebooks' `teacher_forced` and by `kvlab bench`) decodes
+one token per forward after a prefill, because that is when a cache is read: a QuantizedCache attends to
+full-precision keys during the prefill and to its packed copy only afterwards. Without a cache it is one forward
+over the whole window, the exact reference: every position attends to every earlier token, nothing is stored.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import torch
 
-from kvlab.bench.quality import teacher_forced_logits
+from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.trace import Trace
 
 
+def first_divergence(reference: list[int], other: list[int]) -> int | None:
+    """Index of the first differing token, None if the shorter one is a prefix of the other."""
+    for i, (a, b) in enumerate(zip(reference, other)):
+        if a != b:
+            return i
+    return None
+
+
 def token_agreement(reference: list[int], other: list[int]) -> dict:
-    """Matching tokens of two greedy generations: common prefix length and position-wise matches."""
+    """Matching tokens of two greedy generations, over the shorter one's length: {"tokens": compared,
+    "common_prefix": identical tokens before the first difference, "matches": position-wise matches,
+    "agreement": matches / tokens (1.0 when there is nothing to compare)}."""
     n = min(len(reference), len(other))
-    prefix = next((i for i in range(n) if reference[i] != other[i]), n)
-    matches = sum(1 for i in range(n) if reference[i] == other[i])
-    return {"tokens": n, "common_prefix": prefix, "matches": matches, "agreement": matches / n if n else 1.0}
+    divergence = first_divergence(reference, other)
+    matches = sum(1 for a, b in zip(reference[:n], other[:n]) if a == b)
+    return {
+        "tokens": n,
+        "common_prefix": n if divergence is None else divergence,
+        "matches": matches,
+        "agreement": matches / n if n else 1.0,
+    }
+
+
+@torch.inference_mode()
+def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing: dict | None = None) -> torch.Tensor:
+    """Log-probabilities predicting ids[prefill:], shape (len - prefill, vocab); `cache=None` = no cache.
+
+    With a cache: one prefill forward, then one forward per token. Without: one forward over the whole window.
+    When `timing` is given, `timing["decode_seconds"]` receives the wall time of the one-token forwards (not the
+    prefill).
+    """
+    ids = ids.to(model.device)  # (1, length)
+    if cache is None:
+        logits = model(ids, use_cache=False).logits[0, prefill - 1 : -1]  # (length - prefill, vocab)
+        return torch.log_softmax(logits.float(), dim=-1)
+    steps = [model(ids[:, :prefill], **{_compat.CACHE_KWARG: cache}, use_cache=True).logits[0, -1]]
+    started = time.perf_counter()
+    for t in range(prefill, ids.shape[-1] - 1):
+        out = model(ids[:, t : t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
+        steps.append(out.logits[0, -1])
+    if timing is not None:
+        timing["decode_seconds"] = time.perf_counter() - started
+    return torch.log_softmax(torch.stack(steps).float(), dim=-1)  # (length - prefill, vocab)
+
+
+def mean_nll(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Mean negative log-likelihood of `targets` (n,) under `log_probs` (n, vocab), in nats."""
+    return float(-log_probs.gather(-1, targets.reshape(-1, 1)).mean())
+
+
+def perplexity(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
+    """exp(mean negative log-likelihood) of `targets` (n,) under `log_probs` (n, vocab)."""
+    return math.exp(mean_nll(log_probs, targets))
+
+
+def kl_per_position(reference: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """KL(reference || other) at each position, both log-probabilities (n, vocab), in nats: shape (n,)."""
+    return (reference.exp() * (reference - other)).sum(-1)
+
+
+def kl_divergence(reference: torch.Tensor, other: torch.Tensor) -> float:
+    """Mean over positions of KL(reference || other), both log-probabilities (n, vocab), in nats (a rounding
+    error below zero reads 0)."""
+    return float(kl_per_position(reference, other).mean().clamp(min=0.0))
 
 
 @dataclass
@@ -40,7 +101,7 @@ class TeacherForced:
 
     @property
     def nll(self) -> float:
-        return float(-self.log_probs.gather(1, self.targets[:, None]).mean())
+        return mean_nll(self.log_probs, self.targets)
 
     @property
     def perplexity(self) -> float:
@@ -73,7 +134,7 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
         raise ValueError("compare needs two teacher-forced runs over the same tokens")
     p, q = reference.log_probs, other.log_probs
-    kl = (p.exp() * (p - q)).sum(-1)  # (positions,)
+    kl = kl_per_position(p, q)  # (positions,)
     top1 = (p.argmax(-1) == q.argmax(-1)).float()
     return {
         "kl_mean": float(kl.mean()),

@@ -1,11 +1,13 @@
-"""Bytes a cache keeps on the compute device, step by step, read from its trace.
+"""Which layers a cache keeps on the compute device, and how many bytes, step by step, read from its trace.
 
 An ordinary cache keeps every layer on the device. An offloaded one (`DynamicCache(..., offloading=True)`,
 `StaticCache(..., offloading=True)`, `cache_implementation="offloaded"` / `"offloaded_static"`) keeps a layer
 there from its creation or prefetch until its offload; a layer it never offloads (a sliding layer under
 `offload_only_non_sliding=True`) stays there throughout. Walking the trace in the order the device saw the
-events (`kvlab.plots.timeline.schedule`: prefetch i+1, update i, offload i) gives, after every event, the set of
-resident layers and their bytes. The largest sum within a step is what an accelerator had to hold at once.
+events (`schedule`: prefetch i+1, update i, offload i; `effective_moves` leaves out prefetches of a layer already
+there) gives, after every event, the set of resident layers (`resident_intervals`) and their bytes
+(`device_bytes_by_step`). The largest sum within a step is what an accelerator had to hold at once.
+`kvlab.plots.timeline` draws the same schedule.
 
 On this CPU-only machine nothing moves: the numbers are the bytes that would be resident on an accelerator
 running the same schedule.
@@ -14,6 +16,103 @@ running the same schedule.
 from __future__ import annotations
 
 from kvlab.trace import Trace
+
+
+def resident_intervals(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:
+    """Intervals during which each layer is resident on the compute device, in event order.
+
+    Returns [{"layer_idx", "start", "end", "step"}]: `start`/`end` index the events of `schedule(trace, steps)`.
+    Intervals still resident when the window ends carry "open": True (the last layer prefetches the first one
+    for the next step); a layer never offloaded in the window (a sliding layer with `offload_only_non_sliding`)
+    is resident throughout and has "never_offloaded": True.
+    """
+    events = schedule(trace, steps)
+    offloaded = {e["layer_idx"] for e in events if e["type"] == "transfer" and e["direction"] == "offload"}
+    open_at: dict[int, int] = {}
+    intervals = []
+    for i, e in enumerate(events):
+        layer = e["layer_idx"]
+        if layer not in offloaded:
+            open_at.setdefault(layer, 0)
+        elif e["type"] == "update" and layer not in open_at:
+            open_at[layer] = i  # created (prefill) or prefetched before the window
+        elif e["type"] == "transfer" and e["direction"] == "prefetch" and layer not in open_at:
+            open_at[layer] = i
+        elif e["type"] == "transfer" and e["direction"] == "offload" and layer in open_at:
+            intervals.append({"layer_idx": layer, "start": open_at.pop(layer), "end": i, "step": e["step"]})
+    for layer, start in open_at.items():
+        intervals.append(
+            {
+                "layer_idx": layer,
+                "start": start,
+                "end": len(events) - 1,
+                "step": events[-1]["step"],
+                "open": True,
+                "never_offloaded": layer not in offloaded,
+            }
+        )
+    return sorted(intervals, key=lambda r: (r["start"], r["layer_idx"]))
+
+
+def effective_moves(trace: Trace) -> list[dict]:
+    """The transfers that change where a layer lives: a prefetch of a layer already on the device is a no-op.
+
+    transformers calls `prefetch(i + 1)` before every layer's update and it looks for the *next offloaded*
+    layer, so with `offload_only_non_sliding` each sliding layer asks again for the same full layer. On an
+    accelerator the repeated calls copy nothing; kvlab logs every call, and this keeps the real moves.
+    """
+    resident: set[int] = set()
+    seen: set[int] = set()
+    moves = []
+    for e in trace.events:
+        if e["type"] == "update":
+            if e["layer_idx"] not in seen:
+                resident.add(e["layer_idx"])  # a layer is created on the device
+                seen.add(e["layer_idx"])
+            continue
+        if e["type"] != "transfer":
+            continue
+        layer = e["layer_idx"]
+        first_time = layer not in seen  # its update is logged after this offload: it was created on the device
+        seen.add(layer)
+        if e["direction"] == "prefetch" and layer not in resident:
+            resident.add(layer)
+            moves.append(e)
+        elif e["direction"] == "offload" and (layer in resident or first_time):
+            resident.discard(layer)
+            moves.append(e)
+    return moves
+
+
+def schedule(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
+    """Updates and transfers in the order they happened on the device.
+
+    The cache logs a layer's update after the update returns, by which time that layer has already been
+    offloaded: the log reads [prefetch i+1, offload i, update i]; the device saw [prefetch i+1, update i,
+    offload i]. The update is moved back before its own offload.
+    """
+    kept: list[dict] = []
+    real = {id(e) for e in effective_moves(trace)}
+    for e in trace.events:
+        if e["type"] == "transfer" and id(e) not in real:
+            continue  # a prefetch of a layer already on the device
+        if e["type"] not in ("update", "transfer") or e.get("role", "self") != "self":
+            continue
+        if steps is not None and not steps[0] <= e["step"] <= steps[1]:
+            continue
+        previous = kept[-1] if kept else None
+        if (
+            e["type"] == "update"
+            and previous is not None
+            and previous["type"] == "transfer"
+            and previous["direction"] == "offload"
+            and previous["layer_idx"] == e["layer_idx"]
+            and previous["step"] == e["step"]
+        ):
+            kept.insert(len(kept) - 1, e)
+        else:
+            kept.append(e)
+    return kept
 
 
 def device_bytes_by_step(trace: Trace) -> list[dict]:
@@ -25,8 +124,6 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
     the end of the step (they differ when a layer shrinks during the step: a sliding layer's buffer still holds
     the whole prompt until its first decoding update).
     """
-    from kvlab.plots.timeline import schedule  # device order; no-op prefetches left out
-
     held: dict[int, int] = {}  # layer -> bytes it holds now
     kind: dict[int, str] = {}
     resident: set[int] = set()
@@ -35,7 +132,7 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
     for e in schedule(trace, None):
         layer = e["layer_idx"]
         if e["type"] == "update":
-            held[layer], kind[layer] = e["bytes_held"], e["kind"]
+            held[layer], kind[layer] = e["bytes_held"], e["layer_kind"]
             cache_bytes[e["step"]] = e["cache_bytes"]
             resident.add(layer)  # a layer computes on the device (created there at the prefill)
         elif e["direction"] == "prefetch":

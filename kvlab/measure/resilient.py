@@ -21,6 +21,7 @@ import torch
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.caches.factory import CACHE_CLASSES
+from kvlab.measure.residency import effective_moves
 from kvlab.trace import Trace
 
 
@@ -129,7 +130,7 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
 
     Returns {"kind", "token_ids" (new tokens), "peak_device_bytes", "peak_cache_bytes", "transfers",
     "transfer_bytes", "trace"}: the peak on the compute device next to the peak of the whole cache, and the
-    moves that change where a layer lives (`kvlab.plots.timeline.effective_moves`; no-op prefetches left out).
+    moves that change where a layer lives (`kvlab.measure.residency.effective_moves`; no-op prefetches left out).
     """
     trace = Trace()
     cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
@@ -142,8 +143,6 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
             max_new_tokens=max_new_tokens,
             **{_compat.CACHE_KWARG: cache},
         )
-    from kvlab.plots.timeline import effective_moves
-
     moves = effective_moves(trace)
     return {
         "kind": kind,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from kvlab import _compat
 from kvlab.models.manifest import write_manifest
 
 MARKER = "kvlab-model.json"
@@ -77,9 +78,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # The weights are already dequantized; only the marker stands in the way of saving them.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+        _compat.drop_quantizer(model)
         _step(2, f"writing safetensors to {partial.name}", started)
         model.save_pretrained(partial, safe_serialization=True)
         tokenizer.save_pretrained(partial)

@@ -40,4 +40,4 @@ def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None,
 def layer_labels(trace: Trace) -> list[str]:
     """'L3 sliding' style labels, in the row order of `Trace.occupancy()`."""
     final = trace.final_layers()
-    return [f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {e['kind']}" for e in final]
+    return [f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {e['layer_kind']}" for e in final]

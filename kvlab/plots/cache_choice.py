@@ -10,14 +10,14 @@ from kvlab.plots.kv_bytes import unit_for
 
 
 def plot_cache_choice(
-    kind: str,
+    cache_kind: str,
     live_bytes: int,
     calculated: dict[str, int],
     key_lengths: list[int],
     signatures: tuple[int, int],
     title: str = "",
 ) -> Figure:
-    """`calculated` maps each cache kind to the bytes `kvlab.size` predicts; `live_bytes` is what the `kind` run
+    """`calculated` maps each cache kind to the bytes `kvlab.size` predicts; `live_bytes` is what the `cache_kind` run
     held; `key_lengths` the sequence length of the cache's keys at each decoding call (0 = empty residual);
     `signatures` is (distinct decoding signatures, decoding calls)."""
     fig, (bytes_ax, keys_ax) = subplots(1, 2, figsize=(10, 3.4))
@@ -26,12 +26,12 @@ def plot_cache_choice(
     bars = bytes_ax.bar(names, [calculated[n] / scale for n in names], color="#b8c4d6", label="kvlab.size (calculated)")
     bytes_ax.bar_label(bars, labels=[f"{calculated[n] / scale:.2f}" for n in names], fontsize="x-small", padding=2)
     bytes_ax.plot(
-        [names.index(kind)],
+        [names.index(cache_kind)],
         [live_bytes / scale],
         "D",
         color="#d1495b",
         markersize=9,
-        label=f"{kind}, live (kvlab.watch)",
+        label=f"{cache_kind}, live (kvlab.watch)",
     )
     bytes_ax.set_ylabel(f"cache bytes at the end ({unit})")
     bytes_ax.legend(fontsize="small", loc="lower right")
@@ -42,7 +42,7 @@ def plot_cache_choice(
     keys_ax.set_ylim(bottom=0)
     distinct, total = signatures
     keys_ax.set_title(
-        f"{kind}: {distinct} distinct signature{'s' * (distinct != 1)} over {total} decoding calls", fontsize=10
+        f"{cache_kind}: {distinct} distinct signature{'s' * (distinct != 1)} over {total} decoding calls", fontsize=10
     )
     if title:
         fig.suptitle(title)

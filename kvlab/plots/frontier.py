@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from kvlab.bench.published import PUBLISHED
+from kvlab.measure.published import PUBLISHED
 
 
 def frontier_points(rows: list[dict]) -> list[dict]:

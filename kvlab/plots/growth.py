@@ -14,20 +14,20 @@ from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.trace import Trace
 
 
-def bytes_by_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
+def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     """{layer kind: [(tokens seen, bytes held by layers of that kind), ...]} at the end of every step.
 
-    Cross-attention layers are reported under the kind "cross".
+    Cross-attention layers are reported under the layer kind "cross".
     """
     series: dict[str, list[tuple[int, int]]] = {}
     for step, layers in snapshots(trace):
         tokens = tokens_seen(layers, trace, step)
         totals: dict[str, int] = {}
         for (role, _), event in layers.items():
-            kind = "cross" if role == "cross" else event["kind"]
-            totals[kind] = totals.get(kind, 0) + event["bytes_held"]
-        for kind, total in totals.items():
-            series.setdefault(kind, []).append((tokens, total))
+            layer_kind = "cross" if role == "cross" else event["layer_kind"]
+            totals[layer_kind] = totals.get(layer_kind, 0) + event["bytes_held"]
+        for layer_kind, total in totals.items():
+            series.setdefault(layer_kind, []).append((tokens, total))
     return series
 
 
@@ -41,12 +41,12 @@ def total_bytes(trace: Trace) -> list[tuple[int, int]]:
 
 def plot_growth(
     traces: Trace | dict[str, Trace],
-    by_kind: bool = True,
+    by_layer_kind: bool = True,
     formula_bytes_per_token: float | None = None,
     expected: dict[str, list[tuple[int, int]]] | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_kind`).
+    """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_layer_kind`).
 
     Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`
     adds the dashed line `tokens * bytes_per_token` (the textbook estimate) for comparison. `expected`
@@ -61,21 +61,23 @@ def plot_growth(
             continue
         max_tokens = max(max_tokens, totals[-1][0])
         xs, ys = zip(*totals)
-        ax.plot(xs, [y / 1e6 for y in ys], label=f"{label}: total" if by_kind and len(named) == 1 else label, lw=2)
-        if by_kind and len(named) == 1:
-            kinds = bytes_by_kind(trace)
+        split = by_layer_kind and len(named) == 1
+        ax.plot(xs, [y / 1e6 for y in ys], label=f"{label}: total" if split else label, lw=2)
+        if split:
+            kinds = bytes_by_layer_kind(trace)
             if len(kinds) > 1:
-                for kind, points in kinds.items():
+                for layer_kind, points in kinds.items():
                     kx, ky = zip(*points)
+                    cross = layer_kind == "cross"
                     count = sum(
                         1
                         for e in trace.final_layers()
-                        if (e["role"] == "cross") == (kind == "cross") and (kind == "cross" or e["kind"] == kind)
+                        if (e["role"] == "cross") == cross and (cross or e["layer_kind"] == layer_kind)
                     )
                     name = (
-                        f"{kind}-attention"
-                        if kind == "cross"
-                        else (f"self-attention ({kind})" if "cross" in kinds else kind)
+                        f"{layer_kind}-attention"
+                        if cross
+                        else (f"self-attention ({layer_kind})" if "cross" in kinds else layer_kind)
                     )
                     ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {name} layers")
     if formula_bytes_per_token:

@@ -6,9 +6,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.measure.layer_lengths import LayerLength
-from kvlab.plots._figure import subplots
-
-KIND_COLORS = {"full": "#2b8cbe", "sliding": "#e6550d", "chunked": "#31a354"}
+from kvlab.plots._figure import LAYER_KIND_COLORS, subplots
 
 
 def plot_layer_lengths(
@@ -18,7 +16,7 @@ def plot_layer_lengths(
     the colour is the layer kind; `window` (e.g. a sliding window or a chunk size) is a dashed line."""
     fig, ax = subplots(figsize=(9, 3.6))
     x = [length.layer_idx for length in lengths]
-    colors = [KIND_COLORS.get(length.kind, "#999999") for length in lengths]
+    colors = [LAYER_KIND_COLORS.get(length.kind, "#999999") for length in lengths]
     ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label="seen")
     ax.bar(x, [length.stored for length in lengths], width=0.6, color=colors, alpha=0.35, label="stored (bytes)")
     ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label="live")
@@ -26,9 +24,9 @@ def plot_layer_lengths(
         ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{window_label} {window}")
     handles, _ = ax.get_legend_handles_labels()
     handles += [
-        Patch(color=color, label=f"{kind} layer")
-        for kind, color in KIND_COLORS.items()
-        if any(length.kind == kind for length in lengths)
+        Patch(color=color, label=f"{layer_kind} layer")
+        for layer_kind, color in LAYER_KIND_COLORS.items()
+        if any(length.kind == layer_kind for length in lengths)
     ]
     ax.set_xticks(x)
     ax.set_xlabel("layer")

@@ -13,18 +13,18 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-NOT_HELD, HELD, VISIBLE = 0, 1, 2
+NOT_CACHED, LIVE, VISIBLE = 0, 1, 2
 COLOURS = ("#f4f4f4", "#9ecae1", "#08519c")
 LABELS = ("not in the cache", "held, not attended (recorded past)", "held and attended by the next token")
 
 
 def positions_grid(rows: list[dict]) -> np.ndarray:
-    """(layers, positions) array of NOT_HELD / HELD / VISIBLE from `kvlab.rollback.cached_positions` rows."""
+    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE from `kvlab.rollback.cached_positions` rows."""
     width = max((r["seen"] for r in rows), default=0)
-    grid = np.full((len(rows), width), NOT_HELD, dtype=int)
+    grid = np.full((len(rows), width), NOT_CACHED, dtype=int)
     for i, row in enumerate(rows):
-        grid[i, row["held"]] = HELD
-        grid[i, row["visible"]] = VISIBLE
+        grid[i, row["positions_live"]] = LIVE
+        grid[i, row["positions_visible"]] = VISIBLE
     return grid
 
 
@@ -38,7 +38,7 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
     else:
         fig = ax.figure
     ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-    ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['kind']}" for r in rows])
+    ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['layer_kind']}" for r in rows])
     ax.set_xlabel("token position")
     ax.set_ylabel("layer")
     ax.set_title(title)
@@ -60,22 +60,25 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
 def plot_holdings(stages: dict[str, dict], title: str = "What each layer kind holds") -> Figure:
     """Grouped bars from `{stage label: kvlab.rollback.holdings(cache)}`: slots one layer holds (left) and the
     bytes of storage all layers of that kind keep alive (right). A crop shows as fewer slots, same bytes."""
-    kinds = sorted({kind for held in stages.values() for kind in held})
+    kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
     with plt.ioff():
         fig, (slots_ax, bytes_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
     plt.close(fig)  # shown once, by its return value; no pyplot state left open
     width = 0.8 / max(len(kinds), 1)
     x = np.arange(len(stages))
-    for i, kind in enumerate(kinds):
+    for i, layer_kind in enumerate(kinds):
         offset = x + (i - (len(kinds) - 1) / 2) * width
-        rows = [held.get(kind, {}) for held in stages.values()]
+        rows = [holding.get(layer_kind, {}) for holding in stages.values()]
         layers = next(row["layers"] for row in rows if row)
-        slots = slots_ax.bar(offset, [row.get("slots", 0) for row in rows], width, label=kind)
-        stored = bytes_ax.bar(
-            offset, [row.get("bytes_all_layers", 0) / 1e6 for row in rows], width, label=f"{kind} ({layers} layers)"
+        slots = slots_ax.bar(offset, [row.get("slots_live", 0) for row in rows], width, label=layer_kind)
+        storage = bytes_ax.bar(
+            offset,
+            [row.get("bytes_all_layers", 0) / 1e6 for row in rows],
+            width,
+            label=f"{layer_kind} ({layers} layers)",
         )
         slots_ax.bar_label(slots, fmt="%d", fontsize=7)  # small changes (523 -> 511) are read, not seen
-        bytes_ax.bar_label(stored, fmt="%.2f", fontsize=7)
+        bytes_ax.bar_label(storage, fmt="%.2f", fontsize=7)
     for ax, ylabel in ((slots_ax, "slots held by one layer"), (bytes_ax, "storage, all layers (MB)")):
         ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
         ax.set_ylabel(ylabel)

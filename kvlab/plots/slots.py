@@ -34,20 +34,12 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
 
 
 def run_slots(traces: dict[str, Trace]) -> list[dict]:
-    """Final allocated / live / masked slots and waste % of each run (one row per label)."""
+    """Final allocated / live / masked slots, waste % and bytes of each run (one row per label)."""
+    fields = ("slots_allocated", "slots_live", "slots_masked", "waste_pct", "final_bytes")
     rows = []
     for label, trace in traces.items():
         s = trace.summary()
-        rows.append(
-            {
-                "run": label,
-                "allocated": s["slots_allocated"],
-                "live": s["slots_live"],
-                "masked": s["slots_masked"],
-                "waste_pct": s["waste_pct"],
-                "bytes": s["final_bytes"],
-            }
-        )
+        rows.append({"run": label, **{f: s[f] for f in fields}})
     return rows
 
 
@@ -56,17 +48,17 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     rows = run_slots(traces)
     labels = [r["run"] for r in rows]
     fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
-    ax.bar(labels, [r["live"] for r in rows], color="tab:green", alpha=0.7, label="live")
+    ax.bar(labels, [r["slots_live"] for r in rows], color="tab:green", alpha=0.7, label="live")
     ax.bar(
         labels,
-        [r["masked"] for r in rows],
-        bottom=[r["live"] for r in rows],
+        [r["slots_masked"] for r in rows],
+        bottom=[r["slots_live"] for r in rows],
         color="tab:red",
         alpha=0.6,
         label="masked",
     )
     for i, r in enumerate(rows):
-        ax.annotate(f"{r['waste_pct']:.0f}% masked", (i, r["allocated"]), ha="center", va="bottom", fontsize=8)
+        ax.annotate(f"{r['waste_pct']:.0f}% masked", (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("slots, summed over layers")
     ax.legend(fontsize=8)
     ax.set_title(title or "Live vs masked slots per run")

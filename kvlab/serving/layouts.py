@@ -13,6 +13,7 @@ Slots become bytes with `bytes_per_token` (keys and values, every layer).
 from __future__ import annotations
 
 from kvlab.size.paged import paged_blocks
+from kvlab.slots import waste_pct
 
 LAYOUTS = ("static", "dynamic", "paged")
 
@@ -71,7 +72,7 @@ def layout_rows(
             "slots_wasted": total - live,
             "bytes_reserved": total * bytes_per_token,
             "bytes_live": live * bytes_per_token,
-            "waste_pct": round(100.0 * (total - live) / total, 1) if total else 0.0,
+            "waste_pct": waste_pct(total - live, total, digits=1),
         }
         if budget_bytes is not None:
             row["fit_in_budget"] = fits_in_budget([r * bytes_per_token for r in reserved], budget_bytes)

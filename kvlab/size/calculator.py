@@ -1,6 +1,6 @@
 """KV-cache bytes of every cache kind for an architecture, without running a model.
 
-`cache_size(arch, kind, tokens, ...)` adds up the per-layer rules of `kvlab.size.layers` for a generation that
+`cache_size(arch, cache_kind, tokens, ...)` adds up the per-layer rules of `kvlab.size.layers` for a generation that
 prefilled `prefill` tokens and then decoded one token per step up to `tokens` (default: all `tokens` in one
 prefill). It reports the bytes held at the end and the peak over the generation, counted the way a kvlab
 trace counts them (distinct storages, layer by layer in update order), so the two can be compared to the byte.
@@ -11,18 +11,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from kvlab import _compat
-from kvlab.caches.options import CacheOptionError, check_quantized_layers, check_quantized_options
+from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
+from kvlab.caches.options import check_options
 from kvlab.size import layers as rules
 from kvlab.size.architecture import Architecture
+from kvlab.slots import masked_share
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
-SIZE_KINDS = ("dynamic", "static", "offloaded", "offloaded_static", "quantized")
-QUANTIZED_KEYS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+SIZE_KINDS = tuple(cache_kind for cache_kind in CACHE_KINDS if cache_kind != "none")  # the kinds that keep a cache
 
 
 @dataclass
 class CacheSize:
-    kind: str
+    cache_kind: str
     options: dict
     tokens: int
     prefill: int
@@ -30,8 +31,8 @@ class CacheSize:
     dtype: str
     bytes: int  # held after the last step
     peak_bytes: int  # the most held at any point (after any single layer update)
-    live_slots: int
-    stored_slots: int
+    slots_live: int
+    slots_stored: int  # slots the storage spans (`kvlab.size.layers`)
     packed_bytes: int = 0
     residual_bytes: int = 0
     by_layer_kind: dict = field(default_factory=dict)
@@ -43,12 +44,15 @@ class CacheSize:
         return self.bytes / self.tokens if self.tokens else 0.0
 
     @property
+    def slots_masked(self) -> int:
+        """Allocated slots no query can attend: a static cache's (the others allocate only what is live)."""
+        return max(self.slots_stored - self.slots_live, 0) if self.cache_kind.endswith("static") else 0
+
+    @property
     def waste_bytes(self) -> int:
         """Bytes of allocated slots no query can attend (a static cache's price for its fixed shape)."""
-        if self.stored_slots == 0:
-            return 0
-        per_slot = (self.bytes - self.cross_bytes - self.by_layer_kind.get("linear", 0)) / self.stored_slots
-        return round(per_slot * max(self.stored_slots - self.live_slots, 0)) if self.kind.endswith("static") else 0
+        slot_bytes = self.bytes - self.cross_bytes - self.by_layer_kind.get("linear", 0)
+        return round(masked_share(slot_bytes, self.slots_masked, self.slots_stored))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "bytes_per_token": self.bytes_per_token, "waste_bytes": self.waste_bytes}
@@ -62,32 +66,24 @@ def dtype_bytes(dtype: str) -> int:
 
 def quantized_options(options: dict) -> dict:
     """The quantized options with transformers' defaults filled in (fp8 takes none)."""
-    backend = options.get("backend", "quanto")
+    backend = options.get("backend", DEFAULT_QUANTIZED_BACKEND)
     if backend == "fp8":
         return {"backend": "fp8"}
-    return {"backend": backend, **{k: options.get(k, _compat.QUANTIZED_DEFAULTS[k]) for k in QUANTIZED_KEYS}}
+    return {"backend": backend, **{k: options.get(k, _compat.QUANTIZED_DEFAULTS[k]) for k in QUANTIZED_OPTIONS}}
 
 
 def _check(arch: Architecture, kind: str, tokens: int, prefill: int, options: dict) -> None:
-    if kind not in SIZE_KINDS:
-        raise CacheOptionError(f"unknown cache kind {kind!r}; valid kinds: {', '.join(SIZE_KINDS)}")
+    """The calculator's own inputs, then every option rule (`kvlab.caches.options.check_options`) on the
+    architecture's layer kinds: the same refusal, in the same words, as `make_cache` and `kvlab.run`."""
     if tokens < 1 or not 1 <= prefill <= tokens:
         raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
-    if kind.endswith("static"):
-        length = options.get("max_cache_len")
-        if not isinstance(length, int) or length < 1:
-            raise CacheOptionError(f"cache kind {kind!r} needs max_cache_len (a positive integer); got {length!r}")
-        if "full" in arch.layer_kinds and length < tokens:
-            raise CacheOptionError(f"max_cache_len={length} cannot hold {tokens} tokens in the full-attention layers")
-    if kind == "quantized":
-        given = {k: v for k, v in options.items() if k in QUANTIZED_KEYS}
-        backend = options.get("backend", "quanto")
-        check_quantized_options(backend, None, **given)
-        check_quantized_layers(arch.layer_kinds, arch.sliding_window)
+    check_options(
+        kind, options, layer_kinds=arch.layer_kinds, sliding_window=arch.sliding_window, tokens=tokens, kinds=SIZE_KINDS
+    )
 
 
 def _layer(
-    arch: Architecture, kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int, options: dict
+    arch: Architecture, cache_kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int, options: dict
 ) -> rules.LayerSize:
     if layer_kind == "dummy":
         return rules.LayerSize(0, 0, 0)
@@ -95,11 +91,11 @@ def _layer(
         channels, conv_kernel, state_size = arch.linear_state
         return rules.linear(shape.batch, shape.elem, channels, conv_kernel, state_size)
     window = arch.window.get(layer_kind)
-    if kind in ("dynamic", "offloaded"):
+    if cache_kind in ("dynamic", "offloaded"):
         if window:
             return rules.dynamic_windowed(shape, prefill, step, window)
         return rules.dynamic_full(shape, prefill, step)
-    if kind in ("static", "offloaded_static"):
+    if cache_kind in ("static", "offloaded_static"):
         return rules.static(shape, prefill, step, options["max_cache_len"], window)
     q = quantized_options(options)
     return rules.quantized(
@@ -115,11 +111,11 @@ def _layer(
     )
 
 
-def _step_layers(arch, kind, shape, prefill, step, options, source_tokens) -> list[tuple[str, rules.LayerSize]]:
+def _step_layers(arch, cache_kind, shape, prefill, step, options, source_tokens) -> list[tuple[str, rules.LayerSize]]:
     """(layer kind or "cross", size) in the order the model updates them during one forward."""
     out = []
     for layer_kind in arch.layer_kinds:
-        out.append((layer_kind, _layer(arch, kind, layer_kind, shape, prefill, step, options)))
+        out.append((layer_kind, _layer(arch, cache_kind, layer_kind, shape, prefill, step, options)))
         if arch.is_encoder_decoder:
             # the cross-attention cache is filled once, at the first decoder step, with the encoder's states
             out.append(("cross", rules.dynamic_full(shape, source_tokens, 0)))
@@ -146,7 +142,7 @@ def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
 
 def cache_size(
     arch: Architecture,
-    kind: str = "dynamic",
+    cache_kind: str = "dynamic",
     tokens: int = 1,
     *,
     prefill: int | None = None,
@@ -155,30 +151,30 @@ def cache_size(
     source_tokens: int | None = None,
     **options,
 ) -> CacheSize:
-    """Bytes a `kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
+    """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
     prefill = tokens if prefill is None else prefill
-    _check(arch, kind, tokens, prefill, options)
+    _check(arch, cache_kind, tokens, prefill, options)
     if batch < 1:
         raise ValueError(f"batch must be at least 1; got {batch}")
     shape = rules.Shape(batch, arch.kv_heads, arch.head_dim, dtype_bytes(dtype))
     source_tokens = tokens if source_tokens is None else source_tokens
     last = tokens - prefill
     steps = {0, min(1, last), last}
-    if kind == "quantized":
+    if cache_kind == "quantized":
         q = quantized_options(options)
         residual_length = q.get("residual_length")
         if residual_length and last >= residual_length:
             steps.add(last - (last + 1) % residual_length)  # the last step whose residual is full but not flushed
         options = {**options, **q}
     candidate_steps = sorted(s for s in steps | {s - 1 for s in steps} if s >= 0)
-    sizes = {s: _step_layers(arch, kind, shape, prefill, s, options, source_tokens) for s in candidate_steps}
+    sizes = {s: _step_layers(arch, cache_kind, shape, prefill, s, options, source_tokens) for s in candidate_steps}
     final = sizes[last]
-    by_kind: dict[str, int] = {}
+    by_layer_kind: dict[str, int] = {}
     for layer_kind, size in final:
-        by_kind[layer_kind] = by_kind.get(layer_kind, 0) + size.bytes
+        by_layer_kind[layer_kind] = by_layer_kind.get(layer_kind, 0) + size.bytes
     self_layers = [size for layer_kind, size in final if layer_kind != "cross"]
     return CacheSize(
-        kind=kind,
+        cache_kind=cache_kind,
         options={k: v for k, v in options.items() if v is not None},
         tokens=tokens,
         prefill=prefill,
@@ -186,18 +182,18 @@ def cache_size(
         dtype=dtype,
         bytes=sum(size.bytes for _, size in final),
         peak_bytes=_peak({s: [size.bytes for _, size in v] for s, v in sizes.items()}, sorted(steps)),
-        live_slots=sum(s.live for s in self_layers),
-        stored_slots=sum(s.stored for s in self_layers),
+        slots_live=sum(s.slots_live for s in self_layers),
+        slots_stored=sum(s.slots_stored for s in self_layers),
         packed_bytes=sum(s.packed_bytes for s in self_layers),
         residual_bytes=sum(s.residual_bytes for s in self_layers),
-        by_layer_kind=by_kind,
-        cross_bytes=by_kind.get("cross", 0),
-        note=_note(arch, kind, options),
+        by_layer_kind=by_layer_kind,
+        cross_bytes=by_layer_kind.get("cross", 0),
+        note=_note(arch, cache_kind, options),
     )
 
 
-def _note(arch: Architecture, kind: str, options: dict) -> str:
-    if kind.startswith("offloaded"):
+def _note(arch: Architecture, cache_kind: str, options: dict) -> str:
+    if cache_kind.startswith("offloaded"):
         return (
             "same bytes, held in CPU memory; on an accelerator transformers keeps the layer in use and the one "
             "prefetched ahead"

@@ -2,8 +2,10 @@
 
 A generation is a prefill of `prefill` tokens (step 0) followed by one-token decode steps (steps 1, 2, ...),
 so the layer has seen `prefill + s` tokens after step s. Each rule returns a `LayerSize`: the bytes of the
-storage the layer keeps alive (what `kvlab.storage.storage_bytes` counts), the slots it can attend (live) and
-the slots its storage spans (stored).
+storage the layer keeps alive (what `kvlab.storage.storage_bytes` counts, a trace's `bytes_held`), the slots it can
+attend (`slots_live`, as in a trace) and the slots its storage spans (`slots_stored`: a trace's `slots_allocated`,
+except that a sliding layer's keys are a view of the last window - 1 slots of a longer storage, e.g. 511 slots
+allocated in 700 stored after a 700-token prefill).
 
 The rules transformers 5.24 follows (checked against live caches, to the byte, in tests/test_size.py):
 - dynamic full layer: `torch.cat` per step, so storage = tokens seen.
@@ -26,8 +28,8 @@ from kvlab.size.packing import packed_bytes
 @dataclass(frozen=True)
 class LayerSize:
     bytes: int
-    live: int  # token slots the next query may attend
-    stored: int  # token slots the storage spans (allocated for static, whole concatenation for sliding views)
+    slots_live: int  # token slots the next query may attend
+    slots_stored: int  # token slots the storage spans (allocated for static, whole concatenation for sliding views)
     packed_bytes: int = 0
     residual_bytes: int = 0
     residual_tokens: int = 0

@@ -13,6 +13,7 @@ import math
 from kvlab.caches.options import CacheOptionError
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
+from kvlab.slots import waste_pct
 
 # transformers 5.24's ContinuousBatchingConfig.page_size default
 DEFAULT_PAGE_SIZE = 256
@@ -30,7 +31,7 @@ def paged_row(
 ) -> dict:
     """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
     label = f"paged (page_size {page_size})"
-    if any(kind != "full" for kind in arch.layer_kinds):
+    if any(layer_kind != "full" for layer_kind in arch.layer_kinds):
         raise CacheOptionError(
             f"{label}: kvlab computes the paged layout for models whose layers are all full attention; "
             f"{arch.name} has {', '.join(f'{n} {k}' for k, n in arch.counts().items())} layers"
@@ -42,7 +43,7 @@ def paged_row(
     reserved, live = blocks * page_size, sum(lengths)
     return {
         "label": label,
-        "kind": "paged",
+        "cache_kind": "paged",
         "options": {"page_size": page_size},
         "tokens": live,
         "prefill": live,
@@ -50,8 +51,8 @@ def paged_row(
         "dtype": dtype,
         "bytes": reserved * per_token,
         "peak_bytes": reserved * per_token,
-        "live_slots": live,
-        "stored_slots": reserved,
+        "slots_live": live,
+        "slots_stored": reserved,
         "blocks": blocks,
         "packed_bytes": 0,
         "residual_bytes": 0,
@@ -59,6 +60,6 @@ def paged_row(
         "cross_bytes": 0,
         "bytes_per_token": reserved * per_token / live,
         "waste_bytes": (reserved - live) * per_token,
-        "fragmentation_pct": round(100.0 * (reserved - live) / reserved, 2),
+        "fragmentation_pct": waste_pct(reserved - live, reserved),
         "note": f"{blocks} blocks of {page_size} slots for {len(lengths)} requests of {live:,} tokens in all",
     }

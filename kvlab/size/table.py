@@ -7,8 +7,9 @@ from kvlab.caches.options import CacheOptionError
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
 from kvlab.size.paged import paged_row
+from kvlab.units import human_bytes
 
-# (label, kind, options) in the order of the guide's table
+# (label, cache kind, options) in the order of the guide's table
 QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
 
 
@@ -27,7 +28,7 @@ def size_rows(
     page_size: int | None = None,
     lengths: list[int] | None = None,
 ) -> list[dict]:
-    """Every cache kind's size as dicts: label, kind, options, bytes, peak_bytes, ... or `unsupported`.
+    """Every cache kind's size as dicts: label, cache_kind, options, bytes, peak_bytes, ... or `unsupported`.
 
     With `page_size`, a last row gives the paged layout (`model.generate_batch`) for `lengths` (tokens each request
     holds; default: `batch` requests of `tokens`)."""
@@ -51,11 +52,11 @@ def size_rows(
         )
     specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
     rows = []
-    for label, kind, options in specs:
+    for label, cache_kind, options in specs:
         try:
-            size = cache_size(arch, kind, tokens, **common, **options)
+            size = cache_size(arch, cache_kind, tokens, **common, **options)
         except CacheOptionError as err:
-            rows.append({"label": label, "kind": kind, "options": options, "unsupported": str(err)})
+            rows.append({"label": label, "cache_kind": cache_kind, "options": options, "unsupported": str(err)})
             continue
         rows.append({"label": label, **size.to_dict()})
     if page_size is not None:
@@ -65,7 +66,7 @@ def size_rows(
             rows.append(
                 {
                     "label": f"paged (page_size {page_size})",
-                    "kind": "paged",
+                    "cache_kind": "paged",
                     "options": {"page_size": page_size},
                     "unsupported": str(err),
                 }
@@ -73,16 +74,9 @@ def size_rows(
     return rows
 
 
-def human_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
-
-
 def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
     """A plain-text table; bytes exact, with a human-readable size beside them."""
-    dynamic = next((r for r in rows if r["kind"] == "dynamic" and "unsupported" not in r), None)
+    dynamic = next((r for r in rows if r["cache_kind"] == "dynamic" and "unsupported" not in r), None)
     lines = [arch.describe()]
     if arch.note:
         lines.append(f"note: {arch.note}")
@@ -96,12 +90,14 @@ def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
                 reasons.append(row["unsupported"])
                 lines.append(f"{row['label']:<32} unsupported: {row['unsupported']}")
             continue
-        same_tokens = row["kind"] != "paged" or (dynamic and row["tokens"] == dynamic["tokens"] * dynamic["batch"])
+        same_tokens = row["cache_kind"] != "paged" or (
+            dynamic and row["tokens"] == dynamic["tokens"] * dynamic["batch"]
+        )
         ratio = f"{row['bytes'] / dynamic['bytes']:.3f}x" if same_tokens and dynamic and dynamic["bytes"] else "-"
         notes = []
         if row["waste_bytes"]:
-            notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['stored_slots'] - row['live_slots']:,} slots)")
-        if row["kind"] == "quantized" and row["residual_bytes"]:
+            notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['slots_stored'] - row['slots_live']:,} slots)")
+        if row["cache_kind"] == "quantized" and row["residual_bytes"]:
             notes.append(f"packed {human_bytes(row['packed_bytes'])} + residual {human_bytes(row['residual_bytes'])}")
         if len(row["by_layer_kind"]) > 1:
             notes.append(", ".join(f"{k} {human_bytes(v)}" for k, v in row["by_layer_kind"].items()))

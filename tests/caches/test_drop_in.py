@@ -146,7 +146,7 @@ def test_linear_attention_state_is_constant_while_kv_grows(tiny, prompt_ids):
     mamba = make_cache("dynamic", tiny("tiny-mamba").config)
     tiny("tiny-mamba").generate(prompt_ids(8), cache=mamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
     assert len(set(mamba.trace.bytes_by_step())) == 1 and mamba.trace.summary()["steps"] == 6
-    assert {e["kind"] for e in mamba.trace.updates} == {"linear"}
+    assert {e["layer_kind"] for e in mamba.trace.updates} == {"linear"}
     jamba = make_cache("dynamic", tiny("tiny-jamba").config)
     tiny("tiny-jamba").generate(prompt_ids(8), cache=jamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
     by_step = jamba.trace.bytes_by_step()

@@ -51,13 +51,13 @@ def test_static_sliding_window_of_4_turns_1234_into_2345(config):
     assert listed(cache.layers[0].keys) == [2, 3, 4, 5]
     assert listed(cache.layers[1].keys) == [1, 2, 3, 4, 5, 0, 0, 0]
     sliding, full = cache.trace.final_layers()
-    assert (sliding["kind"], sliding["slots_allocated"], sliding["slots_live"], sliding["tokens_evicted"]) == (
+    assert (sliding["layer_kind"], sliding["slots_allocated"], sliding["slots_live"], sliding["tokens_evicted"]) == (
         "sliding",
         4,
         4,
         1,
     )
-    assert (full["kind"], full["slots_allocated"], full["slots_live"], full["slots_masked"]) == ("full", 8, 5, 3)
+    assert (full["layer_kind"], full["slots_allocated"], full["slots_live"], full["slots_masked"]) == ("full", 8, 5, 3)
     assert [e["tokens_evicted_now"] for e in cache.trace.updates if e["layer_idx"] == 0] == [0, 1]
     # bytes are the pre-allocated storage: (1 x 1 x slots x 1) float32, keys and values
     assert sliding["bytes_held"] == 2 * 4 * 4 and full["bytes_held"] == 2 * 8 * 4

@@ -15,6 +15,7 @@ from kvlab.commands import explore
     [
         (["--model", "gpt5"], "unknown model 'gpt5'; valid: smollm2, gemma3, tiny-llama, tiny-gemma3"),
         (["--port", "70000"], "--port must be between 1 and 65535"),
+        (["--lang", "fr"], "unknown --lang 'fr'; valid: en, pt-BR"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
@@ -40,8 +41,30 @@ def test_serves_voila_on_localhost_with_a_token_and_prints_the_url(monkeypatch, 
     command = started["command"]
     assert command[1:3] == ["-m", "voila"] and "--Voila.ip=127.0.0.1" in command and "--no-browser" in command
     assert "--Voila.port_retries=0" in command and "--Voila.token=secret" in command and "--port=18999" in command
-    assert "explore(model_name='tiny-llama', preload=True)" in started["notebook"].cells[1].source
+    assert "explore(model_name='tiny-llama', preload=True, lang=None)" in started["notebook"].cells[1].source
     assert explore.signal.getsignal(explore.signal.SIGTERM) is previous  # the handler is restored
+
+
+def test_lang_reaches_the_served_notebook(monkeypatch, capsys):
+    import kvlab
+
+    served = {}
+
+    def popen(command, cwd, env):  # the notebook lives in a temporary directory: read it while it exists
+        served["notebook"] = nbformat.read(command[3], as_version=4)
+        return _Done()
+
+    monkeypatch.setattr(explore.subprocess, "Popen", popen)
+    try:
+        assert main(["explore", "--no-browser", "--model", "tiny-llama", "--lang", "pt_br"]) == 0
+    finally:
+        kvlab.set_language(None)
+    assert "explore(model_name='tiny-llama', preload=True, lang='pt-BR')" in served["notebook"].cells[1].source
+
+
+class _Done:
+    def wait(self):
+        return 0
 
 
 def test_the_served_notebook_runs_and_displays_the_explorer():

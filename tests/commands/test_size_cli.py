@@ -31,9 +31,9 @@ def test_size_json_from_a_config_file(tmp_path, capsys):
     )
     assert main(["size", "--config", str(path), "--tokens", "10", "--prefill", "5", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    dynamic = next(r for r in data["rows"] if r["kind"] == "dynamic")
+    dynamic = next(r for r in data["rows"] if r["cache_kind"] == "dynamic")
     assert dynamic["by_layer_kind"]["sliding"] == 4 * 2 * 4 * 8 * 4  # 4 layers x K,V x window 4 x head_dim 8 x fp32
-    assert all("unsupported" in r for r in data["rows"] if r["kind"] == "quantized")
+    assert all("unsupported" in r for r in data["rows"] if r["cache_kind"] == "quantized")
 
 
 @pytest.mark.parametrize(
@@ -129,8 +129,8 @@ def test_size_paged_layout_for_a_length_distribution(capsys):
         )
         == 0
     )
-    (paged,) = [row for row in json.loads(capsys.readouterr().out)["rows"] if row["kind"] == "paged"]
-    assert paged["blocks"] == 1 + 4 + 16 and paged["live_slots"] == 5096 and paged["stored_slots"] == 21 * 256
+    (paged,) = [row for row in json.loads(capsys.readouterr().out)["rows"] if row["cache_kind"] == "paged"]
+    assert paged["blocks"] == 1 + 4 + 16 and paged["slots_live"] == 5096 and paged["slots_stored"] == 21 * 256
     with pytest.raises(SystemExit) as refused:  # argparse: one line, status 2
         main(["size", "--model", "llama-2-7b", "--tokens", "8", "--lengths", "3,0"])
     assert refused.value.code == 2 and "every length must be at least 1" in capsys.readouterr().err

@@ -8,11 +8,11 @@ from kvlab.explorer import figures
 from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTIZED, RESIDUAL
 
 
-def row(kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
+def row(layer_kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
     return {
         "layer_idx": idx,
         "role": "self",
-        "kind": kind,
+        "layer_kind": layer_kind,
         "logical_length": length,
         "slots_allocated": allocated,
         "slots_live": live,
@@ -42,9 +42,9 @@ def test_cells_show_evicted_live_masked_quantized_and_cropped():
     assert not (cropped[2] == CROPPED).any()
 
 
-def test_bytes_by_kind_adds_up_to_the_cache_total(tiny, prompt_ids):
+def test_bytes_by_layer_kind_adds_up_to_the_cache_total(tiny, prompt_ids):
     trace = kvlab.run(tiny("tiny-gemma3"), None, prompt_ids(12), cache="dynamic", max_new_tokens=6).trace
-    series = figures.bytes_by_kind(trace)
+    series = figures.bytes_by_layer_kind(trace)
     assert set(series) == {"sliding", "full"}
     totals = [sum(dict(points)[step] for points in series.values()) for step in range(6)]
     assert totals == trace.bytes_by_step()
@@ -61,7 +61,7 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     assert np.asarray(image).shape == (3, 8 + 3)  # 3 layers x the positions the cache holds
     png = figures.png_bytes(figures.dashboard(None, []))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert figures.human_bytes(3 * 1024 * 1024) == "3.0 MiB" and figures.human_bytes(512) == "512 B"
+    assert figures.bytes_tick(3 * 1024 * 1024) == "3.0 MiB" and figures.bytes_tick(512) == "512 B"
 
 
 def test_the_png_has_its_own_opaque_white_background_whatever_the_matplotlib_style():

@@ -47,7 +47,7 @@ def test_past_recording_keeps_sliding_layers_whole_until_a_crop(tiny, prompt_ids
     result = generate_traced(
         tiny("tiny-gemma3"), ByteTokenizer(), prompt_ids(12), "dynamic", {}, 6, past_recording=True
     )
-    sliding = [r for r in result.trace.layer_table() if r["kind"] == "sliding"]
+    sliding = [r for r in result.trace.layer_table() if r["layer_kind"] == "sliding"]
     assert all(r["slots_live"] == r["logical_length"] == 17 for r in sliding)
     result.cache_object.crop(-2)
     assert [int(layer.keys.shape[-2]) for layer in result.cache_object.layers][:2] == [7, 7]  # window 8 - 1

@@ -1,4 +1,5 @@
-"""The counting logic of `compile_report`, with the eager backend (inductor takes tens of seconds on a CPU)."""
+"""The counting logic of `compile_report` and `compile_runs`, with the eager backend (inductor takes tens of
+seconds on a CPU), and the arithmetic of `compile_summary`."""
 
 from kvlab.measure import compiled
 
@@ -22,3 +23,30 @@ def test_static_generate_matches_with_and_without_compile(tiny, prompt_ids):
     counted = compiled.CountingBackend(inductor=False)
     compiled_tokens, _ = compiled.static_generate(model, prompt_ids(5), 5, 16, counted)
     assert eager == compiled_tokens and len(eager) == 5 and counted.graphs >= 1
+
+
+def test_compile_runs_count_the_graphs_of_each_call(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    runs = compiled.compile_runs(model, [prompt_ids(6), prompt_ids(6), prompt_ids(4)], 4, inductor=False)
+    assert [r["prompt_tokens"] for r in runs] == [6, 6, 4]
+    assert runs[0]["graphs_compiled"] >= 1 and runs[1]["graphs_compiled"] == 0
+    assert runs[2]["graphs_compiled"] >= 1  # a shorter prompt, so a shorter cache: the decode graph again
+    assert runs[0]["token_ids"] == runs[1]["token_ids"] and len(runs[0]["token_ids"]) == 4
+
+
+def test_compile_time_is_the_first_call_minus_a_call_that_reused_the_graphs():
+    runs = [
+        {"prompt_tokens": 8, "seconds": 10.0, "graphs_compiled": 1, "token_ids": [5, 6]},
+        {"prompt_tokens": 8, "seconds": 1.5, "graphs_compiled": 0, "token_ids": [5, 6]},
+        {"prompt_tokens": 4, "seconds": 4.0, "graphs_compiled": 1, "token_ids": [7, 8]},
+    ]
+    summary = compiled.compile_summary(runs)
+    assert summary["compile_seconds"] == 8.5
+    assert summary["recompiles_per_call"] == [1, 0, 1]
+    assert summary["first_call_tokens"] == [5, 6]
+    assert all("token_ids" not in call for call in summary["calls"])
+
+
+def test_without_a_reusing_call_the_whole_first_call_counts():
+    runs = [{"prompt_tokens": 8, "seconds": 3.0, "graphs_compiled": 2, "token_ids": []}]
+    assert compiled.compile_summary(runs)["compile_seconds"] == 3.0

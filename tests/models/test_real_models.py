@@ -51,9 +51,9 @@ def test_gemma3_sliding_layers_stop_at_the_window_and_bytes_are_storage_not_view
         assert cache.trace.summary()["final_bytes"] == 18 * 700 * per_slot  # 25.8 MB of storage
         model(torch.tensor([[1700]]), cache=cache)
     final = cache.trace.layer_table()
-    assert {r["slots_live"] for r in final if r["kind"] == "sliding"} == {511}
-    assert {r["slots_live"] for r in final if r["kind"] == "full"} == {701}
-    assert {r["tokens_evicted"] for r in final if r["kind"] == "sliding"} == {701 - 511}
+    assert {r["slots_live"] for r in final if r["layer_kind"] == "sliding"} == {511}
+    assert {r["slots_live"] for r in final if r["layer_kind"] == "full"} == {701}
+    assert {r["tokens_evicted"] for r in final if r["layer_kind"] == "sliding"} == {701 - 511}
     # a decode step concatenates 511 + 1 and keeps a 511 view of it
     assert cache.trace.summary()["final_bytes"] == 3 * 701 * per_slot + 15 * 512 * per_slot
 
@@ -65,8 +65,8 @@ def test_gemma3_static_cache_is_capped_by_the_window_and_refuses_wrapped_crops(g
     with torch.inference_mode():
         model(ids, cache=cache)
     table = cache.trace.layer_table()
-    assert {(r["slots_allocated"], r["slots_live"]) for r in table if r["kind"] == "sliding"} == {(512, 512)}
-    assert {(r["slots_allocated"], r["slots_live"], r["slots_masked"]) for r in table if r["kind"] == "full"} == {
+    assert {(r["slots_allocated"], r["slots_live"]) for r in table if r["layer_kind"] == "sliding"} == {(512, 512)}
+    assert {(r["slots_allocated"], r["slots_live"], r["slots_masked"]) for r in table if r["layer_kind"] == "full"} == {
         (600, 520, 80)
     }
     assert cache.trace.summary()["final_bytes"] == (15 * 512 + 3 * 600) * 2 * 256 * 4

@@ -1,6 +1,6 @@
 import matplotlib.figure
 
-from kvlab.bench.published import PUBLISHED
+from kvlab.measure.published import PUBLISHED
 from kvlab.plots.frontier import frontier, frontier_points
 
 ROWS = [

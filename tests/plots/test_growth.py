@@ -12,7 +12,7 @@ def test_total_bytes_follow_the_trace(traces):
 
 
 def test_sliding_layers_stop_at_the_window_full_layers_keep_growing(traces):
-    kinds = growth.bytes_by_kind(traces["sliding"])
+    kinds = growth.bytes_by_layer_kind(traces["sliding"])
     assert set(kinds) == {"sliding", "full"}
     full = [b for _, b in kinds["full"]]
     sliding = [b for _, b in kinds["sliding"][1:]]  # after the prefill the window is in force
@@ -21,7 +21,7 @@ def test_sliding_layers_stop_at_the_window_full_layers_keep_growing(traces):
 
 
 def test_cross_attention_is_its_own_kind(traces):
-    kinds = growth.bytes_by_kind(traces["bart"])
+    kinds = growth.bytes_by_layer_kind(traces["bart"])
     assert "cross" in kinds
     assert len({b for _, b in kinds["cross"]}) == 1  # fixed at the source length
 
@@ -53,4 +53,4 @@ def test_a_linear_attention_model_counts_tokens_from_the_prompt(tiny, prompt_ids
     totals = growth.total_bytes(trace)
     assert [t for t, _ in totals] == [10, 11, 12, 13]
     assert len({b for _, b in totals}) == 1  # the state does not grow
-    assert set(growth.bytes_by_kind(trace)) == {"linear"}
+    assert set(growth.bytes_by_layer_kind(trace)) == {"linear"}

@@ -6,7 +6,7 @@ from kvlab.plots import occupancy
 def test_evictions_are_cumulative_and_only_in_sliding_layers(traces):
     trace = traces["sliding"]
     grid = np.array(occupancy.evictions(trace))
-    kinds = [e["kind"] for e in trace.final_layers()]
+    kinds = [e["layer_kind"] for e in trace.final_layers()]
     assert grid.shape == (6, trace.summary()["steps"])
     assert (np.diff(grid, axis=1) >= 0).all()
     for row, kind in zip(grid, kinds):

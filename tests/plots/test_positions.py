@@ -3,18 +3,32 @@
 import matplotlib
 import matplotlib.pyplot as plt
 
-from kvlab.plots.positions import HELD, NOT_HELD, VISIBLE, plot_cached_positions, positions_grid
+from kvlab.plots.positions import LIVE, NOT_CACHED, VISIBLE, plot_cached_positions, positions_grid
 
 ROWS = [
-    {"layer_idx": 0, "kind": "sliding", "seen": 6, "window": 3, "held": [2, 3, 4, 5], "visible": [4, 5]},
-    {"layer_idx": 1, "kind": "full", "seen": 6, "window": None, "held": list(range(6)), "visible": list(range(6))},
+    {
+        "layer_idx": 0,
+        "layer_kind": "sliding",
+        "seen": 6,
+        "window": 3,
+        "positions_live": [2, 3, 4, 5],
+        "positions_visible": [4, 5],
+    },
+    {
+        "layer_idx": 1,
+        "layer_kind": "full",
+        "seen": 6,
+        "window": None,
+        "positions_live": list(range(6)),
+        "positions_visible": list(range(6)),
+    },
 ]
 
 
-def test_grid_marks_held_and_visible_positions():
+def test_grid_marks_live_and_visible_positions():
     grid = positions_grid(ROWS)
     assert grid.shape == (2, 6)
-    assert grid[0].tolist() == [NOT_HELD, NOT_HELD, HELD, HELD, VISIBLE, VISIBLE]
+    assert grid[0].tolist() == [NOT_CACHED, NOT_CACHED, LIVE, LIVE, VISIBLE, VISIBLE]
     assert grid[1].tolist() == [VISIBLE] * 6
 
 
@@ -32,12 +46,12 @@ def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
 
     stages = {
         "before": {
-            "full": {"layers": 2, "slots": 10, "bytes_all_layers": 4_000_000},
-            "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000},
+            "full": {"layers": 2, "slots_live": 10, "bytes_all_layers": 4_000_000},
+            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2_000_000},
         },
         "after crop(-3)": {
-            "full": {"layers": 2, "slots": 7, "bytes_all_layers": 4_000_000},
-            "sliding": {"layers": 4, "slots": 7, "bytes_all_layers": 2_000_000},
+            "full": {"layers": 2, "slots_live": 7, "bytes_all_layers": 4_000_000},
+            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2_000_000},
         },
     }
     fig = plot_holdings(stages, title="t")

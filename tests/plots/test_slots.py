@@ -3,9 +3,9 @@ from kvlab.plots import slots
 
 def test_static_run_has_masked_slots_dynamic_has_none(traces):
     rows = {r["run"]: r for r in slots.run_slots({"static": traces["static"], "dynamic": traces["dynamic"]})}
-    assert rows["static"]["allocated"] == 3 * 16  # 3 layers × max_cache_len
-    assert rows["static"]["masked"] == rows["static"]["allocated"] - rows["static"]["live"] > 0
-    assert rows["dynamic"]["masked"] == 0 and rows["dynamic"]["waste_pct"] == 0
+    assert rows["static"]["slots_allocated"] == 3 * 16  # 3 layers × max_cache_len
+    assert rows["static"]["slots_masked"] == rows["static"]["slots_allocated"] - rows["static"]["slots_live"] > 0
+    assert rows["dynamic"]["slots_masked"] == 0 and rows["dynamic"]["waste_pct"] == 0
 
 
 def test_plot_slots_stacks_live_and_masked_under_allocated(traces):

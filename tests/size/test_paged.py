@@ -17,7 +17,7 @@ def test_row_counts_blocks_slots_and_bytes():
     arch = architecture("llama-2-7b")  # 32 layers x 32 KV heads x 128, float16: 524,288 B per token
     row = paged_row(arch, [100, 250, 37], page_size=16, dtype="float16")
     assert row["blocks"] == 7 + 16 + 3
-    assert (row["stored_slots"], row["live_slots"]) == (26 * 16, 387)
+    assert (row["slots_stored"], row["slots_live"]) == (26 * 16, 387)
     assert row["bytes"] == 26 * 16 * 524_288
     assert row["waste_bytes"] == (416 - 387) * 524_288
     assert row["fragmentation_pct"] == round(100 * 29 / 416, 2)
@@ -30,13 +30,13 @@ def test_row_agrees_with_the_serving_comparison():
         r for r in layout_rows(lengths, per_token, max_cache_len=81, block_sizes=(16,)) if r["layout"] == "paged 16"
     ]
     row = paged_row(arch, lengths, page_size=16)
-    assert (row["stored_slots"], row["bytes"]) == (serving["slots_reserved"], serving["bytes_reserved"])
+    assert (row["slots_stored"], row["bytes"]) == (serving["slots_reserved"], serving["bytes_reserved"])
 
 
 def test_size_rows_add_the_paged_row_and_refuse_sliding_models():
     arch = architecture("llama-2-7b")
     rows = size_rows(arch, 1000, batch=2, page_size=256)
-    assert rows[-1]["kind"] == "paged" and rows[-1]["stored_slots"] == 2 * 1024 and rows[-1]["live_slots"] == 2000
+    assert rows[-1]["cache_kind"] == "paged" and rows[-1]["slots_stored"] == 2 * 1024 and rows[-1]["slots_live"] == 2000
     text = format_rows(arch, size_rows(arch, 1000, page_size=16, lengths=[100, 250]), 1000)
     assert "paged (page_size 16)" in text.splitlines()[-1] and " -  " in text.splitlines()[-1]  # other token count
     sliding = size_rows(architecture("gemma-3-4b"), 1000, page_size=16)[-1]

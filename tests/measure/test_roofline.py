@@ -1,5 +1,5 @@
 import kvlab
-from kvlab.bench.roofline import mean_decode_cache_bytes, measure_bandwidth, roofline_tokens_per_s, weight_bytes
+from kvlab.measure.roofline import mean_decode_cache_bytes, measure_bandwidth, roofline_tokens_per_s, weight_bytes
 from kvlab.trace import Trace
 
 

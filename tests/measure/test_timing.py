@@ -1,7 +1,7 @@
 import math
 import time
 
-from kvlab.bench.timing import DecodeClock, interleaved, median
+from kvlab.measure.timing import DecodeClock, interleaved, median
 
 
 def test_clock_ignores_the_prompt_and_times_decode():

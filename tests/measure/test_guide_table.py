@@ -1,4 +1,4 @@
-"""kvlab.guide_table: the cache guide's table from measurements."""
+"""kvlab.measure.guide_table: the cache guide's table from measurements."""
 
 import copy
 
@@ -6,8 +6,7 @@ import pytest
 import torch
 
 import kvlab
-from kvlab.guide_table import (
-    GUIDE,
+from kvlab.measure.guide_table import (
     Setup,
     _memory_ranks,
     calculated_for,
@@ -17,6 +16,7 @@ from kvlab.guide_table import (
     measure_offloading,
     measure_sliding,
 )
+from kvlab.measure.published import GUIDE
 from kvlab.size import from_config
 
 

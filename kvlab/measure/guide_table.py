@@ -1,6 +1,7 @@
 """The transformers cache guide's comparison table, regenerated from measurements on this machine.
 
-The guide ("Cache strategies") rates three caches on four properties. Each claim here is replaced by a run:
+The guide ("Cache strategies") rates three caches on four properties (`kvlab.measure.published.GUIDE`). Each
+claim here is replaced by a run:
 - sliding layers: on a model with sliding-window layers, does the cache build, and do its sliding layers stay
   within the window while the full layers keep every token?
 - offloading: does an offloading variant of the cache exist, and does a run log layer transfers?
@@ -20,32 +21,9 @@ import torch
 from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.devices import log_forward_inputs
+from kvlab.measure.published import GUIDE
 from kvlab.run import run
 
-# The guide's table (transformers docs, "Cache strategies"), as published.
-GUIDE = {
-    "dynamic": {
-        "cache": "Dynamic Cache",
-        "sliding layers": "Yes",
-        "offloading": "Yes",
-        "torch.compile": "No",
-        "memory": "Medium",
-    },
-    "static": {
-        "cache": "Static Cache",
-        "sliding layers": "Yes",
-        "offloading": "Yes",
-        "torch.compile": "Yes",
-        "memory": "High",
-    },
-    "quantized": {
-        "cache": "Quantized Cache",
-        "sliding layers": "No",
-        "offloading": "No",
-        "torch.compile": "No",
-        "memory": "Low",
-    },
-}
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
 MEMORY_RANKS = ("Low", "Medium", "High")
 
@@ -83,8 +61,8 @@ def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = S
     except (CacheOptionError, ValueError) as err:
         return {"supported": False, "evidence": f"refused: {err}"}
     layers = result.trace.layer_table()
-    sliding = max(row["slots_allocated"] for row in layers if row["kind"] == "sliding")
-    full = max(row["slots_allocated"] for row in layers if row["kind"] == "full")
+    sliding = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "sliding")
+    full = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "full")
     tokens = prompt_ids.shape[-1] + setup.new_tokens
     return {
         "supported": sliding <= window,

@@ -1,0 +1,74 @@
+"""Instrumentation overhead, `kvlab bench --overhead`: kvlab's InstrumentedDynamicCache, and plain `generate`
+inside `kvlab.watch`, against transformers' own DynamicCache.
+
+Same process, same prompt (a pydoc text window), repeats interleaved (plain, instrumented, watched, plain, ...),
+median decode tokens/s of each, timed by the bench's own `generate_once`. Greedy tokens must be identical in all
+three. `run_bench` reports the instrumented ratio too, from its timed rows; this run adds `kvlab.watch` and is
+cheap enough for many repeats.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kvlab.bench.configs import BenchConfig
+from kvlab.bench.runner import BenchSettings, generate_once
+from kvlab.measure.text import token_windows
+from kvlab.measure.timing import interleaved, median
+
+
+def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
+    """Median decode tokens/s of plain, instrumented and watched `generate` over `settings.repeats` interleaved
+    repeats of `settings.new_tokens` tokens after a `settings.prompt_tokens`-token window (after one warm-up run).
+
+    Returns {"model", "prompt_tokens", "new_tokens", "repeats", "threads", "device", "plain_decode_tokens_per_s",
+    "instrumented_decode_tokens_per_s", "watched_decode_tokens_per_s", "time_ratio" (instrumented time / plain
+    time), "watched_time_ratio", "same_tokens"}."""
+    import kvlab
+
+    settings.check()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    ids = token_windows(tokenizer, settings.prompt_tokens, 1, settings.seed)[0].to(model.device)  # (1, prompt)
+    plain = BenchConfig("plain", "dynamic", plain=True)
+    configs = {"plain": plain, "instrumented": BenchConfig("instrumented", "dynamic"), "watched": plain}
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
+    generate_once(model, tokenizer, plain, ids, settings.new_tokens)  # warm-up, not counted
+    for _, name in interleaved(list(configs), settings.repeats):
+        if name == "watched":  # transformers' own code and cache, recorded by kvlab.watch
+            with kvlab.watch(model) as watch:
+                runs[name].append(generate_once(model, tokenizer, plain, ids, settings.new_tokens))
+            steps = watch.trace.summary()["steps"]
+            if steps != settings.new_tokens:
+                raise RuntimeError(f"kvlab.watch recorded {steps} steps of generate, not {settings.new_tokens}")
+        else:
+            runs[name].append(generate_once(model, tokenizer, configs[name], ids, settings.new_tokens))
+    speed = {name: median([r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
+    return {
+        "model": settings.model,
+        "prompt_tokens": settings.prompt_tokens,
+        "new_tokens": settings.new_tokens,
+        "repeats": settings.repeats,
+        "threads": torch.get_num_threads(),
+        "device": str(model.device),
+        "plain_decode_tokens_per_s": speed["plain"],
+        "instrumented_decode_tokens_per_s": speed["instrumented"],
+        "watched_decode_tokens_per_s": speed["watched"],
+        "time_ratio": speed["plain"] / speed["instrumented"],
+        "watched_time_ratio": speed["plain"] / speed["watched"],
+        "same_tokens": all(runs[name][0]["tokens"] == runs["plain"][0]["tokens"] for name in runs),
+    }
+
+
+def overhead_lines(result: dict) -> list[str]:
+    """The human report of `run_overhead`: one line per instrumented route, then whether the tokens agree."""
+    lines = []
+    plain = result["plain_decode_tokens_per_s"]
+    for name in ("instrumented", "watched"):
+        speed = result[f"{name}_decode_tokens_per_s"]
+        lines.append(
+            f"{name} / plain decode time: {plain / speed:.3f}x  ({speed:.1f} vs {plain:.1f} tok/s, median of "
+            f"{result['repeats']} interleaved repeats)"
+        )
+    lines.append(f"same tokens: {result['same_tokens']}")
+    return lines

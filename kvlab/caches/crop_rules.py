@@ -1,0 +1,110 @@
+"""Every rule about `cache.crop`, in one module that the cache classes and the Cache Explorer call.
+
+transformers 5.24 crops by a negative count: `cache.crop(-n)` removes the last n tokens, `crop(0)` removes nothing
+(and lets recording sliding layers drop what they no longer need). kvlab refuses, before any layer changes, every
+crop that would leave the cache inconsistent with the tokens it claims to hold:
+- the count: an integral scalar (`crop_count`), never positive (`check_crop`), never past the start;
+- a DynamicCache sliding or chunked layer keeps only its last `window - 1` tokens once full, so a crop must find
+  the tokens it brings back in the past it recorded (`check_dynamic_sliding`; `cache.activate_past_recording()`);
+- a StaticCache sliding layer cannot record the past: once wrapped, it cannot be cropped (`check_static_sliding`);
+- a QuantizedCache can only remove tokens from its full-precision residual (`check_quantized_residual`).
+The Cache Explorer's "crop −n" field takes n, the tokens to remove (`removal_count` turns it into crop's count).
+
+The cache classes read the facts (lengths, windows, residuals) through `kvlab._compat`; the rules here only take
+numbers, so this module imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from kvlab import _compat
+
+
+class CacheCropError(ValueError):
+    """A crop that would leave the cache inconsistent with the tokens it claims to hold."""
+
+
+def crop_count(value) -> int:
+    """`value` as a plain int if it is an integral scalar (int, numpy integer, 0-d integer tensor), as transformers
+    accepts; bools and anything fractional are refused, since a crop by 0.5 or True is a bug, not a count."""
+    if isinstance(value, bool):
+        raise CacheCropError(f"crop takes an integer count of tokens (negative to remove), got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise CacheCropError(
+            f"crop takes an integer count of tokens (negative to remove), got {value!r}; e.g. crop(-3)"
+        ) from None
+
+
+def removal_count(n) -> int:
+    """The count for `cache.crop` that removes the last `n` tokens (n >= 1): -n."""
+    if not isinstance(n, int) or n < 1:
+        raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
+    return -n
+
+
+def check_crop(tokens_to_remove: int, length: int | None) -> None:
+    """A crop count is 0 or negative, and removes at most the `length` tokens the cache holds (None: a cache of
+    linear-attention states only, with no token count to check against; transformers' own rules apply)."""
+    if tokens_to_remove > 0:
+        raise CacheCropError(
+            f"crop({tokens_to_remove}): transformers {_compat.TRANSFORMERS_VERSION} crops by a negative count; "
+            f"use crop(-n) to remove the last n tokens."
+        )
+    if length is not None and -tokens_to_remove > length:
+        raise CacheCropError(
+            f"crop({tokens_to_remove}) goes past the start: the cache holds {length} tokens, "
+            f"so valid counts are crop(0) .. crop(-{length})."
+        )
+
+
+def check_dynamic_sliding(
+    tokens_to_remove: int, layer_idx: int, layer_kind: str, seen: int, window: int, records_past: bool
+) -> None:
+    """A DynamicCache sliding/chunked layer that has filled its window without past recording cannot be cropped.
+
+    transformers raises from inside its layer loop, after the layers before it were already cropped; kvlab
+    refuses first."""
+    if records_past or seen < window:
+        return
+    raise CacheCropError(
+        f"crop({tokens_to_remove}) refused: {layer_kind} layer {layer_idx} has seen {seen} tokens and "
+        f"keeps only the last {window - 1}, so the tokens a crop must bring back are gone. "
+        "The cache guide's rule: call cache.activate_past_recording() before generating; sliding and "
+        "chunked layers then keep their past until a crop restricts them to the window again."
+    )
+
+
+def check_static_sliding(tokens_to_remove: int, layer_idx: int, seen: int, window: int) -> None:
+    """A StaticCache sliding layer that has wrapped (seen more tokens than its `window` slots) cannot be cropped.
+
+    The evicted tokens are gone and StaticCache cannot record the past, yet transformers' `crop` still runs and
+    the next logits are wrong (up to 10.6 apart from a fresh prefill on Gemma 3 at 700 tokens)."""
+    if tokens_to_remove == 0 or seen <= window:
+        return
+    raise CacheCropError(
+        f"crop({tokens_to_remove}) refused: sliding layer {layer_idx} has seen {seen} tokens but keeps only "
+        f"its window of {window}, so the tokens a crop must restore are already evicted. "
+        "A StaticCache cannot record the past; use a DynamicCache with "
+        "cache.activate_past_recording() before generating to be able to roll back."
+    )
+
+
+def check_quantized_residual(tokens_to_remove: int, backend: str, residual: int) -> None:
+    """A QuantizedCache crops only its full-precision residual (`residual` tokens in its shortest layer); fp8 has
+    none. transformers would crop the residual but keep counting the tokens, leaving get_seq_length() wrong."""
+    if tokens_to_remove == 0:
+        return
+    if backend == "fp8" or -tokens_to_remove > residual:
+        held = (
+            "no full-precision residual (fp8 quantizes every token)"
+            if backend == "fp8"
+            else f"only {residual} tokens in its full-precision residual"
+        )
+        raise CacheCropError(
+            f"crop({tokens_to_remove}) refused: this QuantizedCache ({backend}) holds {held}; the other "
+            "tokens are already quantized and cannot be removed without re-quantizing. transformers would crop "
+            "the residual but keep counting the tokens, leaving get_seq_length() wrong."
+        )

@@ -1,0 +1,80 @@
+"""kvlab's own words in the reader's language: plot titles, axis labels, legends, widget labels and messages.
+
+    import kvlab
+    kvlab.set_language("pt-BR")   # or KVLAB_LANG=pt-BR, or a pt_BR locale
+
+English is the source text and the message id. Translations live in gettext catalogs
+(`kvlab/locale/<locale>/LC_MESSAGES/kvlab.po`), read with Babel the first time a language needs them, so
+`import kvlab` stays light and a translator edits one standard file. A message without a translation stays
+English rather than failing: a missing label is a gap, not an error (the tests list every gap).
+
+Numbers a reader compares (bytes, token counts) are formatted for the language too: 7,326,720 in English,
+7.326.720 in Portuguese.
+"""
+
+from __future__ import annotations
+
+import functools
+import locale as _locale
+import os
+from pathlib import Path
+
+LANGUAGES = {"en": "en", "pt-BR": "pt_BR"}  # what set_language takes -> gettext/Babel locale
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+_chosen: str | None = None
+
+
+def set_language(language: str | None) -> str:
+    """Use `language` ("en" or "pt-BR") for everything kvlab draws or prints from now on; None goes back to the
+    default (KVLAB_LANG, then the locale). Returns the language in use."""
+    global _chosen
+    if language is not None and language not in LANGUAGES:
+        aliases = {key.lower().replace("_", "-"): key for key in LANGUAGES}
+        if language.lower().replace("_", "-") not in aliases:
+            raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
+        language = aliases[language.lower().replace("_", "-")]
+    _chosen = language
+    return current_language()
+
+
+def current_language() -> str:
+    """The language set by `set_language`, else KVLAB_LANG, else the process locale when kvlab speaks it."""
+    if _chosen is not None:
+        return _chosen
+    for candidate in (os.environ.get("KVLAB_LANG"), os.environ.get("LC_ALL"), os.environ.get("LANG")):
+        if candidate:
+            code = candidate.split(".")[0].replace("_", "-")
+            for language in LANGUAGES:
+                if code.lower() == language.lower():
+                    return language
+    try:
+        code = (_locale.getlocale()[0] or "").replace("_", "-")
+    except ValueError:
+        code = ""
+    return next((language for language in LANGUAGES if code.lower() == language.lower()), "en")
+
+
+@functools.cache
+def _catalog(language: str) -> dict[str, str]:
+    """msgid -> translation of one language (reviewed entries only)."""
+    if language == "en":
+        return {}
+    from babel.messages.pofile import read_po
+
+    path = LOCALE_DIR / LANGUAGES[language] / "LC_MESSAGES" / "kvlab.po"
+    with path.open("rb") as handle:
+        catalog = read_po(handle, locale=LANGUAGES[language])
+    return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+
+
+def _(message: str) -> str:
+    """`message` in the current language (the English text when it has no translation)."""
+    return _catalog(current_language()).get(message, message)
+
+
+def number(value: float, decimals: int = 0) -> str:
+    """A number with the current language's digit grouping and decimal mark: 7,326,720.5 / 7.326.720,5."""
+    from babel.numbers import format_decimal
+
+    pattern = "#,##0" + ("." + "0" * decimals if decimals else "")
+    return format_decimal(value, format=pattern, locale=LANGUAGES[current_language()])

@@ -1,0 +1,238 @@
+"""Translated notebooks, built from the English ones and one gettext catalog per notebook.
+
+The English jupytext scripts (`notebooks/NN_name.py`) are the one source of code and numbers. Every paragraph of
+their markdown is a gettext message; `notebooks/locale/<lang>/NN_name.po` holds its translations, edited with any
+PO editor (Poedit, Lokalize, a text editor). A translated notebook is the English one with each paragraph
+replaced and one code cell in front that switches kvlab's own messages to the language; its code cells are the
+English ones, byte for byte, so it prints the same numbers.
+
+Why gettext and paragraphs: the catalog is the standard format translators and their tools read, and Babel's
+`Catalog.update` does the bookkeeping. When an English paragraph changes, its message id changes: the old
+translation comes back marked *fuzzy* (to be reviewed), a new paragraph comes back untranslated, and `problems`
+reports either, so `make test` fails until the translation is brought up to date.
+
+    python -m kvlab.i18n.notebooks update   # refresh the catalogs from the English notebooks
+    python -m kvlab.i18n.notebooks build    # write notebooks/<lang>/NN_name.py from English + catalog
+    python -m kvlab.i18n.notebooks check    # list missing, fuzzy and stale translations (exit 1 if any)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po, write_po
+
+LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def language_cell(language: str) -> str:
+    """The code cell a translated notebook starts with: kvlab's messages, plots and widgets in that language."""
+    return f'import kvlab\n\nkvlab.set_language("{language}")'
+
+
+def paragraphs(markdown: str) -> list[str]:
+    """The paragraphs of a markdown cell: blocks separated by blank lines, a fenced code block kept whole."""
+    blocks, current, fenced = [], [], False
+    for line in markdown.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where one English notebook's translation lives, for one language."""
+
+    english: Path  # notebooks/NN_name.py
+    language: str  # "pt-BR"
+
+    @property
+    def catalog(self) -> Path:
+        return self.english.parent / "locale" / LANGUAGES[self.language] / f"{self.english.stem}.po"
+
+    @property
+    def script(self) -> Path:
+        return self.english.parent / self.language / self.english.name
+
+    @property
+    def notebook(self) -> Path:
+        return self.script.with_suffix(".ipynb")
+
+
+def english_scripts(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The English notebooks' paired scripts, in order."""
+    return sorted(folder.glob("[0-9][0-9]_*.py"))
+
+
+def _read_notebook(path: Path):
+    import jupytext
+
+    return jupytext.read(path)
+
+
+HEADER = "Translations of a kvlab notebook. Each message is one markdown paragraph of the English notebook."
+FIXED_DATE = datetime(2026, 12, 1, tzinfo=UTC)  # no date churn in diffs: git has the history
+
+
+def _catalog(**fields) -> Catalog:
+    return Catalog(
+        project="kvlab notebooks",
+        header_comment=f"# {HEADER}",
+        copyright_holder="kvlab contributors",
+        creation_date=FIXED_DATE,
+        revision_date=FIXED_DATE,
+        last_translator="kvlab contributors",
+        fuzzy=False,
+        **fields,
+    )
+
+
+def template(english: Path) -> Catalog:
+    """A catalog with every markdown paragraph of `english` as an untranslated message (location: cell number)."""
+    catalog = _catalog()
+    for index, cell in enumerate(_read_notebook(english).cells, start=1):
+        if cell.cell_type != "markdown":
+            continue
+        for paragraph in paragraphs(cell.source):
+            message = catalog.add(paragraph, locations=[(english.name, index)])
+            message.flags.discard("python-format")  # prose ("4 % is") that Babel mistakes for a format string
+    return catalog
+
+
+def read_catalog(path: Path, language: str) -> Catalog:
+    """A PO file; an absent one is an empty catalog (every message then reads as missing)."""
+    if not path.exists():
+        return _catalog(locale=LANGUAGES[language], language_team=language)
+    with path.open("rb") as handle:
+        return read_po(handle, locale=LANGUAGES[language])
+
+
+def update(paths: Paths) -> Catalog:
+    """Bring the catalog in line with the English notebook: new paragraphs untranslated, changed ones fuzzy
+    (carrying the old translation to start from), removed ones dropped."""
+    catalog = read_catalog(paths.catalog, paths.language)
+    catalog.update(template(paths.english))
+    catalog.obsolete.clear()
+    catalog.revision_date, catalog.fuzzy = FIXED_DATE, False
+    for message in catalog:
+        message.flags.discard("python-format")  # as in `template`: paragraphs are prose, never format strings
+    paths.catalog.parent.mkdir(parents=True, exist_ok=True)
+    with paths.catalog.open("wb") as handle:
+        write_po(handle, catalog, width=0, omit_header=False, sort_output=False, include_previous=True)
+    return catalog
+
+
+def problems(paths: Paths) -> list[str]:
+    """Each English paragraph without a reviewed translation (missing, fuzzy), each catalog entry no English
+    paragraph has any more (stale), and a translated script that differs from what `build` writes."""
+    catalog = read_catalog(paths.catalog, paths.language)
+    name = paths.english.name
+    found = []
+    for message in template(paths.english):
+        if not message.id:
+            continue
+        entry = catalog.get(message.id)
+        where = f"{name} cell {message.locations[0][1]}"
+        if entry is None or not entry.string:
+            found.append(f"{where}: untranslated paragraph {_start(message.id)!r}")
+        elif entry.fuzzy:
+            found.append(f"{where}: fuzzy (the English changed; review the translation) {_start(message.id)!r}")
+    english = {m.id for m in template(paths.english)}
+    found += [
+        f"{paths.catalog.name}: stale entry, no English paragraph reads {_start(m.id)!r}"
+        for m in catalog
+        if m.id and m.id not in english
+    ]
+    if not found and (not paths.script.exists() or paths.script.read_text() != translated_script(paths)):
+        found.append(f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`")
+    return found
+
+
+def _start(text: str) -> str:
+    line = text.splitlines()[0]
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def translated_notebook(paths: Paths):
+    """The English notebook with its markdown translated and the language cell in front of the first code cell."""
+    from nbformat.v4 import new_code_cell
+
+    catalog = read_catalog(paths.catalog, paths.language)
+    notebook = _read_notebook(paths.english)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = "\n\n".join(_translation(catalog, p) for p in paragraphs(cell.source))
+    first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
+    notebook.cells.insert(first_code, new_code_cell(language_cell(paths.language)))
+    return notebook
+
+
+def _translation(catalog: Catalog, paragraph: str) -> str:
+    entry = catalog.get(paragraph)
+    if entry is None or not entry.string or entry.fuzzy:
+        raise LookupError(f"no reviewed translation for {_start(paragraph)!r}; run `check` for the full list")
+    return entry.string
+
+
+def translated_script(paths: Paths) -> str:
+    """The translated notebook as a jupytext percent script, paired with its .ipynb."""
+    import jupytext
+
+    return jupytext.writes(translated_notebook(paths), fmt="py:percent")
+
+
+def build(paths: Paths) -> bool:
+    """Write the translated script; True when it changed (its .ipynb then needs executing again)."""
+    text = translated_script(paths)
+    if paths.script.exists() and paths.script.read_text() == text:
+        return False
+    paths.script.parent.mkdir(parents=True, exist_ok=True)
+    paths.script.write_text(text)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvlab.i18n.notebooks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("update", "build", "check"))
+    parser.add_argument("--lang", default="pt-BR", choices=sorted(LANGUAGES))
+    parser.add_argument("notebooks", nargs="*", type=Path, help="English scripts (default: all)")
+    args = parser.parse_args(argv)
+    everything = [Paths(path, args.lang) for path in (args.notebooks or english_scripts())]
+    if args.action == "update":
+        for paths in everything:
+            catalog = update(paths)
+            todo = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
+            print(f"{paths.catalog}: {len(catalog)} messages, {todo} to translate or review")
+        return 0
+    if args.action == "build":
+        failed = 0
+        for paths in everything:
+            try:
+                print(f"{paths.script}: {'written' if build(paths) else 'up to date'}")
+            except LookupError as err:  # a paragraph without a reviewed translation: the file is left as it was
+                print(f"{paths.script}: not built, {err}")
+                failed += 1
+        return 1 if failed else 0
+    found = [problem for paths in everything for problem in problems(paths)]
+    print("\n".join(found) or f"every {args.lang} notebook is translated and up to date")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

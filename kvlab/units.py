@@ -1,0 +1,17 @@
+"""Bytes in words: the one formatter of a byte count for tables, summaries and plot axes."""
+
+from __future__ import annotations
+
+BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def human_bytes(value: float, decimals: int = 2) -> str:
+    """`value` bytes in the largest binary unit it reaches: "512 B", "1.50 KiB", "6.99 MiB", "4.15 GiB".
+
+    Below 1 KiB the count is exact ("1,000 B"); above, `decimals` digits follow the point (the `kvlab size` table
+    and the bench report use 2; the HTML summary and the explorer's axis ticks use 1).
+    """
+    for unit, scale in BINARY_UNITS:
+        if abs(value) >= scale:
+            return f"{value / scale:.{decimals}f} {unit}"
+    return f"{value:,.0f} B"

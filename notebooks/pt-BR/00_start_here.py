@@ -1,0 +1,313 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · Comece aqui: o que um cache KV armazena e por que ele existe
+#
+# **Objetivo de aprendizagem.** Ao final deste notebook, você saberá desligar e ligar o cache em `generate` como faz o
+# guia de cache, passar um `DynamicCache` criado por você, registrar o que ele guarda com `kvlab.watch`, calcular o
+# tamanho dele a partir da config de um modelo e explicar por que gerar sem cache fica mais lento a cada token.
+#
+# **Nas palavras do kvlab.** Um decoder prevê o token *t* deixando que ele preste atenção aos tokens *1…t−1*. Cada
+# camada de atenção transforma cada token em uma *chave* (aquilo pelo qual ele pode ser encontrado) e um *valor* (o que
+# ele entrega depois de encontrado). Uma vez calculados, eles nunca mudam, então um cache os guarda: por camada, chaves e
+# valores de formato `(batch, kv_heads, tokens, head_dim)`. Com o cache, cada passo leva só **um** token novo pelo
+# modelo e lê as chaves e os valores armazenados; sem ele, cada passo roda o modelo de novo sobre a sequência **inteira**.
+#
+# Tudo abaixo roda o SmolLM2-135M-Instruct (30 camadas, 3 cabeças KV × 64) na CPU, em float32, com decodificação greedy.
+#
+# ### O guia, seção por seção
+#
+# Estes notebooks seguem o guia "Estratégias de cache" (*Cache strategies*) do transformers. Nos notebooks em inglês, os
+# títulos das seções do guia em pt-BR aparecem ao lado dos títulos em inglês; aqui, eles são os próprios títulos das
+# seções, para que você possa ler o guia e os notebooks lado a lado.
+#
+# | seção do guia (pt-BR) | o que ensina | notebook |
+# |---|---|---|
+# | Estratégias de cache (a tabela) | qual cache escolher | [10 · escolha seu cache](10_choose_your_cache.ipynb) |
+# | Cache padrão | `DynamicCache`, `use_cache=False`, um cache passado a `generate` | **00** (aqui), [01 · DynamicCache](01_dynamic_cache.ipynb) (camadas deslizantes e em blocos) |
+# | Cache de tamanho fixo | `cache_implementation="static"`, `StaticCache`, compilação | [02 · StaticCache](02_static_cache.ipynb) |
+# | Mantenha os tensores de geração na CPU | onde ficam os tensores de `generate` | [09 · onde ficam os tensores](09_where_tensors_live.ipynb) |
+# | Cache offloading | `"offloaded"`, `"offloaded_static"`, `offloading=True`, `resilient_generate` | [03 · descarregamento (offloading)](03_offloading.ipynb) |
+# | Cache quantizado | `cache_implementation="quantized"` com um `cache_config` | [04 · caches quantizados](04_quantized_caches.ipynb) |
+# | Cache de encoder-decoder; Caches específicos de modelo | `EncoderDecoderCache`, estado do Mamba e de modelos híbridos | [05 · encoder-decoder e caches específicos de modelo](05_encoder_decoder_and_model_specific.ipynb) |
+# | Geração iterativa | um só cache ao longo dos turnos de um chat | [06 · chat iterativo](06_iterative_chat.ipynb) |
+# | Recortar um cache | `crop(-n)`, `activate_past_recording()` | [07 · recorte e reversão](07_crop_and_rollback.ipynb) |
+# | Preencher um cache (cache de prefixo) | pré-preencher um prefixo uma vez, `copy.deepcopy` a cada pergunta | [08 · cache de prefixo](08_prefix_caching.ipynb) |
+#
+# O [11 · Cache Explorer](11_cache_explorer.ipynb) reúne todos os tipos de cache sob um único conjunto de controles.
+#
+# ### Vocabulário: os termos do guia
+#
+# Os notebooks em inglês usam os termos em inglês; o guia em pt-BR e estes notebooks (`notebooks/pt-BR/`) usam estes:
+#
+# | Inglês (notebooks em inglês) | pt-BR (o guia e estes notebooks) |
+# |---|---|
+# | the default (dynamic) cache | cache padrão, cache dinâmico |
+# | fixed-size (static) cache | cache de tamanho fixo, cache estático |
+# | sliding window | janela deslizante |
+# | offloading (mover camadas para a CPU) | descarregamento (offloading) |
+# | quantization, quantized cache | quantização, cache quantizado |
+# | crop, roll back | recortar (crop), reverter |
+# | prefix cache, prefill | cache de prefixo, pré-preencher |
+# | iterative generation (chat) | geração iterativa |
+# | encoder-decoder cache | cache de encoder-decoder |
+# | key, value, layer, token | chave, valor, camada, token |
+# | masked slot (espaço alocado, mas não usado) | posição mascarada (alocada, não usada) |
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import os
+import sys
+import time
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.measure import formula, latency, text
+from kvlab.plots import growth
+from kvlab.plots import latency as latency_plots
+from kvlab.plots.generate_time import plot_generate_time
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
+NEW_TOKENS = 16 if QUICK else 32
+torch.manual_seed(0)
+transformers.logging.disable_progress_bar()
+model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
+print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}, torch {torch.__version__}")
+
+# %% [markdown]
+# ## 1. Cache padrão
+#
+# `generate` usa um `DynamicCache`, a menos que você peça outro: ele começa vazio e cresce um token por camada a cada
+# passo. O guia mostra duas chamadas: uma com o cache desligado (`use_cache=False`) e outra com um `DynamicCache` que
+# você cria e entrega a `generate`.
+#
+# **Preveja primeiro.** Decodificação greedy, o mesmo prompt, 20 tokens novos: desligar o cache muda o texto?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+inputs = tokenizer("The best thing about learning to cook is", return_tensors="pt")
+no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cache=False)
+default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
+print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
+print("same tokens with use_cache=False:", torch.equal(no_cache, default))
+
+# %% [markdown]
+# **Uma observação sobre o nome do argumento, feita uma vez para todos os notebooks.** O guia passa o cache como
+# `generate(past_key_values=...)`. Na versão do transformers usada aqui (5.24), esse argumento se chama `cache=`;
+# `past_key_values=` ainda funciona e só emite um aviso de descontinuação (silenciado na célula de imports). Estes
+# notebooks mantêm a forma do guia sempre que ela ainda funciona, para que você possa comparar cada célula com o código
+# do guia.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+past_key_values = DynamicCache(config=model.config)
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20, past_key_values=past_key_values)
+print("same tokens as the default:", torch.equal(out, default))
+print(f"{type(past_key_values).__name__}: {len(past_key_values.layers)} layers, "
+      f"{past_key_values.get_seq_length()} tokens cached "
+      f"({inputs.input_ids.shape[-1]} prompt + 20 new − 1: the last new token is never fed back)")
+print("layer 0 keys:", tuple(past_key_values.layers[0].keys.shape), "  (batch, kv_heads, tokens, head_dim)")
+
+# %% [markdown]
+# As mesmas três chamadas dentro de `kvlab.watch`: o código não muda, e cada cache que o modelo usou fica registrado.
+# Uma execução com `use_cache=False` não registra nenhum.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(model) as watch:
+    past_key_values = DynamicCache(config=model.config)
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=20, past_key_values=past_key_values)
+with kvlab.watch(model) as watch_default:
+    model.generate(**inputs, do_sample=False, max_new_tokens=20)
+with kvlab.watch(model) as watch_off:
+    model.generate(**inputs, do_sample=False, max_new_tokens=4, use_cache=False)
+summary = watch.trace.summary()
+print("recorded the cache we passed:", watch.caches[0] is past_key_values, "| class:", watch.trace.meta["cache_class"])
+print(f"steps {summary['steps']}, final {summary['final_bytes']:,} bytes, live slots {summary['slots_live']:,} "
+      f"(30 layers × {summary['slots_live'] // 30} tokens)")
+print("the default generate built:", watch_default.trace.meta["cache_class"],
+      f"holding {watch_default.trace.summary()['final_bytes']:,} bytes")
+print("caches seen with use_cache=False:", len(watch_off.traces))
+
+# %% [markdown]
+# O primeiro passo é o pré-preenchimento (o prompt de 8 tokens); depois vem um passo por token novo, menos o último: 20
+# passos. Cada passo acrescenta um token a cada uma das 30 camadas, então os bytes sobem em degraus iguais.
+#
+# ## 2. O cache muda os tokens?
+#
+# Em aritmética exata, ler uma chave do cache ou recalculá-la dá o mesmo número. Em float32, a ordem das operações muda
+# (uma query contra as chaves armazenadas, ou a sequência inteira de uma vez), então os logits podem diferir nos últimos
+# bits, e uma decodificação greedy poderia trocar de token onde dois tokens estão quase empatados. Por isso verificamos
+# em vez de supor: quatro prompts (a frase acima e os primeiros 16, 48 e 96 tokens do manual de referência do Python,
+# tirados de `pydoc_data`), 12 tokens novos cada, `use_cache=False` contra o padrão.
+
+# %%
+prompts = {"cook sentence": inputs.input_ids, **{f"manual, {n} tokens": text.prompt_ids(tokenizer, n)
+                                                 for n in (16, 48, 96)}}  # fmt: skip
+agreement = {}
+for name, ids in prompts.items():
+    runs = [model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12,
+                           min_new_tokens=12, use_cache=use_cache, return_dict_in_generate=True, output_logits=True)
+            for use_cache in (False, True)]  # fmt: skip
+    logit_gap = max((a - b).abs().max().item() for a, b in zip(runs[0].logits, runs[1].logits))
+    top_two = min((lambda top: (top[0, 0] - top[0, 1]).item())(step.topk(2).values) for step in runs[1].logits)
+    agreement[name] = (torch.equal(runs[0].sequences, runs[1].sequences), logit_gap, top_two)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, (same, _, _) in agreement.items():
+    print(f"{name:>17}: 12 new tokens identical with and without the cache: {same}")
+
+# %%
+# Not checked: the size of the float32 rounding differences depends on the CPU's kernels.
+for name, (_, gap, top_two) in agreement.items():
+    print(f"{name:>17}: largest logit difference over the 12 steps {gap:.1e}; "
+          f"smallest gap between the top two logits {top_two:.3f}")
+
+# %% [markdown]
+# Nesses quatro prompts, em float32 com decodificação greedy nesta CPU, o cache não mudou um único token; os logits
+# diferem apenas pelo arredondamento de float32 (a segunda saída impressa), e, em todos os passos, a disputa mais
+# apertada entre os dois tokens mais prováveis teve uma margem muito maior que isso, então nenhum token esteve perto de
+# trocar. Isso é evidência para estas execuções, não uma garantia: em bfloat16, ou com outra ordem de kernels numa GPU,
+# quase-empates podem se inverter, e uma decodificação com amostragem é aleatória de qualquer forma.
+#
+# ## 3. Tempo por token novo, com e sem cache
+#
+# **Preveja primeiro.** Sem cache, o modelo relê a sequência inteira a cada token novo. Com cache, ele lê um token mais
+# as chaves e os valores armazenados. À medida que a sequência cresce de 16 para 48 tokens, como muda o tempo *por token
+# novo* em cada caso? E o tempo *total*: qual dos dois cresce com o quadrado do comprimento?
+#
+# `generate` informa apenas o tempo total; então, para medir o tempo de cada token separadamente,
+# `latency.time_per_token` executa a mesma decodificação greedy como um laço simples de forwards: a sequência inteira a
+# cada passo (sem cache) ou um token mais um `DynamicCache` (com cache).
+
+# %%
+prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
+without_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=False)
+with_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=True)
+print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
+
+# %%
+latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
+                               title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt")
+
+# %%
+# Timings (not checked: they depend on the machine and its load).
+for name, run in {"no cache": without_cache, "DynamicCache": with_cache}.items():
+    print(f"{name:>12}: {run.total_seconds:5.2f} s for {len(run.seconds)} tokens, "
+          f"{run.seconds[-1] * 1e3:5.0f} ms for the last one")
+print(f"speed-up: {without_cache.total_seconds / with_cache.total_seconds:.1f}x")
+
+# %% [markdown]
+# Sem cache, cada passo é um forward completo sobre 16, 17, … tokens, então o tempo dele sobe com a posição, e o total
+# sobe com o quadrado dela. Com o cache, o custo de um passo fica quase constante: a atenção sobre as chaves armazenadas
+# até cresce com o comprimento, mas, nesses tamanhos, ela é pequena perto do trabalho por token das 30 camadas. (Numa
+# CPU compartilhada os pontos têm ruído; o que importa é a inclinação.)
+#
+# **Experimente.** Mova `new tokens`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
+# o padrão, depois do prompt de culinária de 8 tokens, e acrescenta o ponto ao gráfico (cada configuração que você testou
+# continua nele). Cerca de 1–3 s por ajuste numa CPU de laptop.
+#
+# O painel da esquerda divide o tempo total de cada chamada pelo número de tokens novos; por isso, com poucos tokens, o
+# custo fixo de uma chamada (o pré-preenchimento, a preparação de `generate`) pesa. Sem cache, cada token a mais custa um
+# forward sobre a sequência inteira, então o total de `use_cache=False` deve se curvar para cima conforme você acrescenta
+# tokens, enquanto o do padrão fica próximo de uma linha reta. Numa CPU compartilhada, pontos isolados têm ruído: teste
+# algumas configurações.
+
+# %%
+generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
+
+
+def time_generate(new_tokens):
+    for label, options in (("use_cache=False", {"use_cache": False}), ("default (DynamicCache)", {})):
+        started = time.perf_counter()
+        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **options)
+        generate_seconds[label][new_tokens] = time.perf_counter() - started
+    return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
+                              title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+
+
+live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,
+                                                 description="new tokens"))
+
+# %% [markdown]
+# ## 4. Quantos bytes custa cada token?
+#
+# **Preveja primeiro.** Cada token acrescenta, em cada uma das 30 camadas, uma chave e um valor de 3 cabeças × 64
+# números, armazenados em float32 (4 bytes). Quantos bytes por token isso dá? Escreva seu palpite na próxima célula.
+
+# %%
+guess = 23_040  # bytes per token: your guess
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_token = formula.kv_bytes_per_token(model.config, torch.float32)
+print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
+print(score_guess(guess, per_token, " B"))
+
+# %% [markdown]
+# Agora meça: um prompt de 128 tokens e 32 tokens novos passando pelo cache padrão de `generate`, dentro de `kvlab.watch`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+long_prompt = text.prompt_ids(tokenizer, 128)  # (1, 128)
+with kvlab.watch(model) as watch:
+    model.generate(input_ids=long_prompt, attention_mask=torch.ones_like(long_prompt), do_sample=False,
+                   max_new_tokens=32, min_new_tokens=32)
+cache = watch.caches[-1]  # the DynamicCache generate built (a plain DynamicCache again after the block)
+tokens = cache.get_seq_length()
+print("layer 0 keys:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
+print(f"tokens in the cache: {tokens}  (128 + 32 − 1)")
+measured, expected = watch.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
+print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
+
+# %% [markdown]
+# Medição e fórmula coincidem byte a byte: um DynamicCache de camadas de atenção completa guarda exatamente as chaves e
+# os valores de cada token que já viu, nada mais. O kvlab mede *alocações* (o armazenamento de cada tensor, contado uma vez);
+# por isso, quando as duas divergirem nos próximos notebooks (janelas deslizantes, pré-alocação estática, quantização), a
+# diferença é memória real, não contabilidade.
+
+# %%
+growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
+                   title="SmolLM2 DynamicCache: measured bytes against the formula")
+
+# %% [markdown]
+# ## Principais conclusões
+#
+# - `generate` usa um `DynamicCache` por padrão; `use_cache=False` o desliga, e um
+#   `DynamicCache(config=model.config)` criado por você pode ser passado (`past_key_values=`, que se chama `cache=` no
+#   transformers 5.24). `kvlab.watch` registra qualquer um deles sem mudar o código.
+# - Um cache KV guarda, para cada camada de atenção, as chaves e os valores de todos os tokens vistos até ali:
+#   `2 × layers × kv_heads × head_dim × bytes` por token (46,080 B para o SmolLM2 em float32, ≈ 45 KiB).
+# - Ele troca essa memória por tempo: um passo processa um token em vez da sequência inteira, então o tempo por token
+#   fica quase constante em vez de crescer com a posição.
+# - Nos quatro prompts verificados aqui (float32, greedy, 12 tokens novos cada), ele não mudou um único token; os
+#   logits diferiram apenas pelo arredondamento de float32.
+#
+# **A seguir:** [01 · DynamicCache](01_dynamic_cache.ipynb): como o cache cresce camada por camada e o que acontece no
+# Gemma 3, cujas camadas de janela deslizante param de crescer em 512 tokens.

@@ -1,0 +1,332 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · DynamicCache: crescendo camada por camada e parando numa janela
+#
+# **Objetivo de aprendizagem.** Ler um `DynamicCache` camada por camada; ver que as camadas de atenção completa crescem
+# um token por passo, enquanto as camadas de janela deslizante e de atenção em blocos param na sua janela e passam a
+# descartar tokens; distinguir os tokens que uma camada mantém *ativos* do *armazenamento* que ela ainda ocupa; saber
+# por que o pré-preenchimento é o pico de memória de um modelo com janela deslizante e o que `crop` faz com uma camada em
+# blocos.
+#
+# **Nas palavras do kvlab.** `DynamicCache` é o cache padrão do transformers: ele não aloca nada de antemão e, a cada
+# passo, concatena as chaves e os valores do token novo em cada camada. O que uma camada guarda depende do tipo dela.
+# Uma camada *completa* (*full*) guarda tudo. Uma camada *deslizante* (*sliding*; no Gemma 3, 5 de cada 6 camadas, janela
+# de 512) só deixa um token prestar atenção às últimas 512 posições, então as chaves mais antigas não servem para nada e a
+# camada as descarta. Uma camada *em blocos* (*chunked*, do Llama 4) presta atenção dentro de blocos fixos, e o
+# transformers a guarda em cache do mesmo jeito. A seção "Cache padrão" do guia diz exatamente isso numa observação: essas
+# camadas param de crescer no tamanho da janela ou do bloco. Aqui vemos isso acontecer com `kvlab.watch`, que registra
+# cada atualização de camada num `Trace`.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.measure import formula, text
+from kvlab.measure.layer_lengths import layer_lengths
+from kvlab.plots import growth, occupancy
+from kvlab.plots.layer_lengths import plot_layer_lengths
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+torch.manual_seed(0)
+transformers.logging.disable_progress_bar()
+smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
+gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: [sliding × 5, full] × 3, window 512
+
+# %% [markdown]
+# ## 1. Cache padrão num modelo só de camadas completas
+#
+# **Preveja primeiro.** Depois de um prompt de 40 tokens e 8 tokens gerados, quantos tokens guarda cada uma das 30
+# camadas do SmolLM2? Há duas camadas que diferem?
+#
+# A chamada do guia: crie um `DynamicCache` a partir da config do modelo e passe-o a `generate`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+smollm2_prompt = text.prompt_ids(smollm2_tokenizer, 40)  # (1, 40): the first 40 tokens of Python's manual
+past_key_values = DynamicCache(config=smollm2.config)
+smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
+                 max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
+print("tokens per layer:", sorted({layer.get_seq_length() for layer in past_key_values.layers}),
+      "in", len(past_key_values.layers), "layers")
+
+# %% [markdown]
+# O mesmo código dentro de `kvlab.watch`; o trace dá o comprimento e os bytes de cada camada, passo a passo.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(smollm2) as watch:
+    past_key_values = DynamicCache(config=smollm2.config)
+    smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
+                     max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
+table = watch.trace.layer_table()
+print("tokens per layer:", sorted({row["logical_length"] for row in table}), "in", len(table), "layers")
+print("bytes per layer: ", sorted({row["bytes_held"] for row in table}))
+print("steps:", watch.trace.summary()["steps"], "(the prefill, then one per new token but the last)")
+
+# %% [markdown]
+# Todas as camadas guardam os mesmos 47 tokens (40 + 8 − 1: o último token é devolvido, nunca realimentado). Um
+# modelo de camadas completas cresce de forma uniforme, então a memória dele é `tokens × bytes per token`, e não há mais
+# nada a saber.
+#
+# ## 2. Cache padrão: as camadas deslizantes param de crescer (Gemma 3 além da janela de 512 tokens)
+#
+# O Gemma 3 270M tem 18 camadas: `[sliding × 5, full] × 3`, janela de 512, uma cabeça KV de 256. Damos a ele um prompt
+# de 520 tokens do texto de referência (mais longo que a janela) e geramos mais 24, com o mesmo código do guia.
+#
+# **Preveja primeiro.** No final, quantos tokens guarda uma camada deslizante, e uma camada completa? Qual passo ocupa
+# mais bytes: o pré-preenchimento ou o último passo?
+
+# %%
+gemma_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
+with kvlab.watch(gemma) as watch:
+    past_key_values = DynamicCache(config=gemma.config)
+    gemma.generate(input_ids=gemma_prompt, attention_mask=torch.ones_like(gemma_prompt), do_sample=False,
+                   max_new_tokens=24, min_new_tokens=24, past_key_values=past_key_values)
+trace = watch.trace
+
+# %% [markdown]
+# Primeiro, o que o próprio transformers informa (depois do bloco, `past_key_values` volta a ser um `DynamicCache` comum):
+# a classe de cada camada, `get_seq_length()` (tokens vistos) e o comprimento do seu tensor de chaves (tokens guardados).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+classes = [type(layer).__name__ for layer in past_key_values.layers]
+print({name: classes.count(name) for name in dict.fromkeys(classes)}, "window", gemma.config.sliding_window)
+for i in (4, 5, 6):
+    layer = past_key_values.layers[i]
+    print(f"layer {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+
+# %% [markdown]
+# E o trace da mesma execução, com as contagens do kvlab por camada:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+kinds = [row["layer_kind"] for row in trace.layer_table()]
+print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
+for row in trace.layer_table()[4:7]:
+    print(f"layer {row['layer_idx']:2d} {row['layer_kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
+          f"evicted {row['tokens_evicted']}, {row['bytes_held']:,} bytes")
+
+# %% [markdown]
+# A camada deslizante viu todos os 543 tokens, mas guarda 511 (a janela menos o token que está sendo adicionado, que a
+# atenção lê diretamente dos estados novos); a camada completa guarda os 543. Os 1,048,576 bytes dela equivalem a 512
+# tokens (2,048 bytes por token por camada): os 511 guardados são uma view de um tensor de 512 tokens, e o kvlab conta a
+# alocação, não a view.
+#
+# ### Tokens ativos e armazenamento depois do pré-preenchimento
+#
+# A mesma distinção pesa mais logo depois do pré-preenchimento. Dois números por camada, ambos impressos abaixo: os
+# tokens **ativos** (*live*: o que a atenção ainda consegue ler do cache; é o que o mapa de calor mais abaixo mostra) e o
+# **armazenamento** (*storage*: os bytes que os tensores da camada mantêm alocados, divididos por 2,048 bytes por token).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
+for step in (0, 1, trace.summary()["steps"] - 1):
+    sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
+    print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.stored} "
+          f"tokens | full layer 5: seen {full.seen}, live {full.live}, storage {full.stored} tokens")
+
+# %% [markdown]
+# Depois do pré-preenchimento (passo 0), uma camada deslizante mantém 511 tokens **ativos**, mas 520 tokens de
+# **armazenamento**: os 511 são uma view do tensor de chaves de 520 tokens de que a atenção precisou naquele forward,
+# então o tensor inteiro continua alocado. No passo 1, a camada concatena seus 511 com o token novo num tensor novo de 512
+# tokens, e o de 520 é liberado; daí em diante ela ocupa 512 tokens de armazenamento, 511 deles ativos.
+
+# %%
+occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evictions per layer (520-token prompt)")
+
+# %% [markdown]
+# As linhas são camadas, as colunas são passos; a cor indica as posições **ativas**. Em uma linha a cada seis (as
+# camadas completas), a cor continua se intensificando; as linhas deslizantes ficam em 511 ativas desde o
+# pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512), enquanto a contagem de descartes sobe um por passo.
+#
+# **Preveja primeiro.** Faça o gráfico do total de bytes em função dos tokens. Onde fica o pico?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+summary = trace.summary()
+by_step = trace.bytes_by_step()
+print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
+peak_step = by_step.index(summary["peak_bytes"])
+print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
+print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
+      f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
+
+# %%
+growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560),
+                   title="Gemma 3 DynamicCache: bytes against tokens (dotted: formula from 0 tokens)")
+
+# %% [markdown]
+# As curvas pontilhadas mostram o que a fórmula prevê desde o primeiro token: a parte deslizante sobe até a janela e
+# depois fica plana, enquanto a parte completa (só 3 camadas) mantém a inclinação; as linhas medidas (a partir de 520
+# tokens) ficam em cima delas. A única surpresa é o **pré-preenchimento**: o armazenamento das camadas deslizantes guarda
+# os 520 tokens do prompt até que o primeiro passo de decodificação o reduza a 512, então o pico está no passo 0, embora
+# cheguem mais 23 tokens depois. O pico de memória de cache de um modelo com janela deslizante é definido pelo *prompt*
+# mais longo, não por quanto ele gera: aqui, o armazenamento extra do pré-preenchimento é de 8 tokens × 15 camadas
+# deslizantes × 2,048 bytes, mas um prompt de 32k tokens ocuparia, por um instante, 32k tokens de armazenamento em cada
+# camada deslizante.
+#
+# ### Experimente: um prompt que ultrapassa a janela
+#
+# **Preveja primeiro.** Um único pré-preenchimento de 576 tokens (um forward simples, como faz o exemplo de cache de
+# prefixo do guia, com um `DynamicCache` passado): quantos tokens continuam *ativos* numa camada deslizante?
+
+# %%
+guess = 512  # live tokens in a sliding layer after a 576-token prefill: your guess
+
+# %% [markdown]
+# Mova `prompt tokens`: a célula roda um forward com essa quantidade de tokens dentro de `kvlab.watch` e desenha, por
+# camada, os tokens vistos (contorno), o armazenamento (claro) e os ativos (sólido), com a janela tracejada. Abaixo de 512
+# todas as barras coincidem; acima disso, as barras de ativos das camadas deslizantes param em 511, enquanto as de vistos
+# e de armazenamento acompanham o prompt.
+
+# %%
+measured_lengths = {}
+
+
+def gemma_prefill(prompt_tokens):
+    ids = text.prompt_ids(gemma_tokenizer, prompt_tokens)  # (1, prompt_tokens)
+    with torch.no_grad(), kvlab.watch(gemma) as watch:
+        past_key_values = DynamicCache(config=gemma.config)
+        gemma(input_ids=ids, past_key_values=past_key_values)
+    bytes_per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # one token, one layer
+    measured_lengths[prompt_tokens] = layer_lengths(watch.trace, bytes_per_token)
+    return plot_layer_lengths(measured_lengths[prompt_tokens], window=gemma.config.sliding_window,
+                              title=f"Gemma 3 after a {prompt_tokens}-token prefill: tokens per layer")
+
+
+live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768, step=64, continuous_update=False,
+                                                    description="prompt tokens"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+sliding = measured_lengths[576][0]
+print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.stored}")
+print(score_guess(guess, sliding.live, " tokens"))
+
+# %% [markdown]
+# ## 3. Cache padrão: camadas de atenção em blocos, no estilo do Llama 4
+#
+# A observação do guia cita um segundo tipo de camada limitada: a atenção em blocos (Llama 4). Uma camada em blocos divide
+# a sequência em blocos fixos e só deixa um token prestar atenção dentro do próprio bloco. Nenhum modelo incluído tem uma,
+# então construímos um Llama 4 minúsculo com pesos aleatórios (`kvlab.tiny_model("tiny-llama4")`: 4 camadas, as 3
+# primeiras em blocos de 8 tokens, a última completa). O texto dele é ruído; a estrutura do cache é código real do
+# transformers.
+#
+# **Preveja primeiro.** Um prompt de 13 tokens e 10 tokens novos: quantos tokens uma camada em blocos guarda?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+tiny = kvlab.tiny_model("tiny-llama4")
+tiny_prompt = torch.randint(3, 128, (1, 13), generator=torch.Generator().manual_seed(0))  # (1, 13) random ids
+print(tiny.config.layer_types, "attention_chunk_size", tiny.config.attention_chunk_size)
+past_key_values = DynamicCache(config=tiny.config)
+tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
+              max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
+for i, layer in enumerate(past_key_values.layers):
+    print(f"layer {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
+          f"get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+
+# %% [markdown]
+# O transformers constrói uma camada em blocos como uma `DynamicSlidingWindowLayer` cuja janela é `attention_chunk_size`
+# (o código-fonte diz que, para o cache, camadas deslizantes e em blocos se comportam da mesma forma e só a máscara de
+# atenção muda). Assim, as camadas em blocos viram todos os 22 tokens e guardam os últimos 7, como uma camada deslizante
+# de janela 8, enquanto a camada completa guarda os 22. A mesma execução dentro de `kvlab.watch`:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(tiny) as watch:
+    past_key_values = DynamicCache(config=tiny.config)
+    tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
+                  max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
+tiny_per_token = formula.bytes_per_token_per_layer(tiny.config, torch.float32)
+tiny_lengths = layer_lengths(watch.trace, tiny_per_token)
+for length in tiny_lengths:
+    print(f"layer {length.layer_idx} {length.kind:>7}: seen {length.seen}, live {length.live}, "
+          f"storage {length.stored}")
+print(f"tokens evicted: {watch.trace.summary()['tokens_evicted']} (3 chunked layers × (22 − 7))")
+
+# %%
+plot_layer_lengths(tiny_lengths, window=tiny.config.attention_chunk_size, window_label="attention_chunk_size",
+                   title="tiny Llama 4: chunked layers cap at chunk − 1, the full layer grows")
+
+# %% [markdown]
+# ### O que `crop` faz com uma camada em blocos
+#
+# `crop(-n)` reverte os últimos `n` tokens (o [07](07_crop_and_rollback.ipynb) trata disso). Para o cache, uma camada em
+# blocos é uma camada deslizante, então ela segue a mesma regra: assim que ela tiver visto tokens suficientes para encher
+# um bloco, as chaves que um recorte precisaria trazer de volta já se foram, e o transformers se recusa. Eis o erro no cache
+# acima (de novo um `DynamicCache` comum depois de sair do watch):
+
+# %% tags=["raises-exception"]
+past_key_values.crop(-3)
+
+# %% [markdown]
+# Há dois casos em que o recorte funciona. Antes de as camadas verem 8 tokens, uma camada em blocos ainda guarda tudo e
+# é recortada como uma completa. E, com `activate_past_recording()` chamado antes de gerar, as camadas em blocos guardam
+# o passado até um recorte, que reverte os tokens e depois as reduz de novo a 7.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+short = tiny_prompt[:, :4]  # (1, 4): 4 + 3 new − 1 = 6 tokens seen, under the chunk of 8
+past_key_values = DynamicCache(config=tiny.config)
+tiny.generate(input_ids=short, attention_mask=torch.ones_like(short), do_sample=False, max_new_tokens=3,
+              min_new_tokens=3, past_key_values=past_key_values)
+past_key_values.crop(-3)
+print("short run, crop(-3):", [layer.get_seq_length() for layer in past_key_values.layers], "tokens seen per layer")
+
+past_key_values = DynamicCache(config=tiny.config)
+past_key_values.activate_past_recording()
+tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
+              max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
+print("recording, before crop: keys", [layer.keys.shape[-2] for layer in past_key_values.layers])
+past_key_values.crop(-3)
+print("recording, after crop(-3): seen", [layer.get_seq_length() for layer in past_key_values.layers],
+      "keys", [layer.keys.shape[-2] for layer in past_key_values.layers])
+
+# %% [markdown]
+# Durante a gravação, as camadas em blocos guardaram os 22 tokens (nenhum limite até um recorte); `crop(-3)` levou a
+# sequência de volta a 19 e reduziu as camadas em blocos de novo a 7. A gravação do passado troca o limite pela
+# possibilidade de reverter, então uma camada em blocos que está gravando cresce como uma completa entre um recorte e outro.
+#
+# ## Principais conclusões
+#
+# - `DynamicCache(config=model.config)` passado a `generate` é o cache padrão tornado visível: cada camada completa
+#   cresce um token por passo, e os bytes dela batem exatamente com a fórmula.
+# - As camadas deslizantes mantêm `window − 1` tokens ativos e descartam o resto; no Gemma 3, acima de 512 tokens, 15 das
+#   18 camadas param de crescer, então a memória cresce a 3/18 do ritmo da atenção completa.
+# - Ativo não é armazenamento: logo depois de um pré-preenchimento de N > 512 tokens, uma camada deslizante tem 511
+#   tokens ativos, mas ainda ocupa N tokens de armazenamento, então o pré-preenchimento é o pico de memória; o primeiro
+#   passo de decodificação libera esse excesso.
+# - O transformers guarda as camadas em blocos (Llama 4) no cache exatamente como as deslizantes, com o tamanho do bloco
+#   como janela: elas se limitam a `chunk − 1`, e um `crop` depois de um bloco completo exige `activate_past_recording()`.
+#
+# **A seguir:** [02 · StaticCache](02_static_cache.ipynb): alocar tudo de antemão, pagar pelas posições vazias e deixar
+# o `torch.compile` ver formatos fixos.

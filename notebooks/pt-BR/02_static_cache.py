@@ -1,0 +1,265 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · StaticCache: alocar uma vez, mascarar o resto, compilar
+#
+# **Objetivo de aprendizagem.** Rodar um `StaticCache` das duas formas que o guia de cache mostra
+# (`cache_implementation="static"` e um cache que você cria e passa), ver o que ele aloca e quando, medir as posições
+# que ele ocupa, mas mascara, quantificar o custo de dimensionar um único cache para a requisição mais longa e saber
+# quando o transformers compila a etapa de decodificação por você (num acelerador) e quando não compila (nesta CPU).
+#
+# **Nas palavras do kvlab.** Um `StaticCache` aloca cada camada com `max_cache_len` tokens antes de chegar o primeiro
+# token e grava cada token novo na próxima posição livre. Os tensores nunca mudam de formato, então um grafo compilado
+# pode ser reaproveitado a cada passo; o preço é que as posições vazias existem desde o início. A atenção precisa
+# ignorá-las, por isso elas são *mascaradas*: memória alocada que ainda não guarda nada. `kvlab.watch` conta, a cada
+# passo, as posições alocadas, ativas e mascaradas.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import copy
+import inspect
+import os
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import CompileConfig, StaticCache
+from transformers.generation.utils import GenerationMixin
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.measure import compiled, formula, text
+from kvlab.plots import growth, slots
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+torch.manual_seed(0)
+transformers.logging.disable_progress_bar()
+model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
+
+# %% [markdown]
+# ## 1. Cache de tamanho fixo
+#
+# A primeira forma do guia: dar o nome do cache em `generate`. O transformers cria um `StaticCache` para essa chamada,
+# dimensionado para o prompt mais `max_new_tokens`, e faz nele a decodificação greedy.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+inputs = tokenizer("A static cache reserves all of its memory before", return_tensors="pt")
+out = model.generate(**inputs, do_sample=False, max_new_tokens=12, cache_implementation="static")
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# A segunda forma: criar o cache você mesmo, com o tamanho que escolher, e passá-lo como `past_key_values`. As camadas
+# são alocadas com `max_cache_len` posições; o cache informa quantos tokens já gravou.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+past_key_values = StaticCache(config=model.config, max_cache_len=128)
+out_own = model.generate(**inputs, do_sample=False, max_new_tokens=12, past_key_values=past_key_values)
+print("same tokens as cache_implementation='static':", torch.equal(out, out_own))
+print("prompt tokens:", inputs.input_ids.shape[-1],
+      "| tokens written to the cache:", int(past_key_values.get_seq_length()))
+print("layer 0 keys, (batch, kv_heads, slots, head_dim):", tuple(past_key_values.layers[0].keys.shape))
+
+# %% [markdown]
+# 20 tokens gravados (o prompt de 9 tokens e 12 tokens gerados, menos o último, que `generate` devolve sem passá-lo pelo
+# modelo) em 128 posições por camada.
+#
+# **Preveja primeiro.** Que fração das posições deste cache está mascarada (alocada, ainda vazia) quando `generate`
+# retorna? E no cache que `cache_implementation="static"` criou?
+
+# %%
+guess = 50.0  # your prediction: % of the 128-slot cache's slots masked at the end
+
+# %% [markdown]
+# As mesmas três chamadas, sem mudança, dentro de `kvlab.watch`: os dois caches estáticos e, para comparação, o
+# `DynamicCache` padrão. O watch registra um trace por cache, na ordem em que o modelo os usou.
+
+# %%
+with kvlab.watch(model) as watch:
+    out_auto = model.generate(**inputs, do_sample=False, max_new_tokens=12, cache_implementation="static")
+    past_key_values = StaticCache(config=model.config, max_cache_len=128)
+    out_own = model.generate(**inputs, do_sample=False, max_new_tokens=12, past_key_values=past_key_values)
+    out_dynamic = model.generate(**inputs, do_sample=False, max_new_tokens=12)
+auto, own, dynamic = watch.traces
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, trace in {"static (generate)": auto, "StaticCache(128)": own, "dynamic": dynamic}.items():
+    by_step, s = trace.bytes_by_step(), trace.summary()
+    print(f"{name:>17}: {by_step[0]:>9,} bytes after the prefill, {by_step[-1]:>9,} at the end; slots "
+          f"allocated {s['slots_allocated']:>5,} ({s['slots_allocated'] // 30} per layer), live {s['slots_live']:,}, "
+          f"masked {s['slots_masked']:,} ({s['waste_pct']} %)")
+print("same tokens as without the watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score_guess(guess, own.summary()["waste_pct"], " %"))
+
+# %% [markdown]
+# `cache_implementation="static"` dimensionou seu cache com 20 posições por camada, exatamente o que esta chamada grava,
+# então nada fica mascarado no final (as posições mascaradas diminuem passo a passo até zero). O cache de 128 posições
+# ocupa 30 camadas × 128 posições × 1,536 bytes = 5,898,240 bytes desde o pré-preenchimento, com 84.38 % das posições
+# mascaradas no final; o DynamicCache ocupa só o que viu (9 tokens × 46,080 bytes depois do pré-preenchimento,
+# 20 × 46,080 no final). Os tokens são os mesmos com e sem o watch, e nos três caches: as posições mascaradas nunca
+# recebem atenção.
+
+# %%
+slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live vs masked per step")
+
+# %%
+growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic},
+                   by_layer_kind=False,
+                   title="Bytes against tokens: flat at the allocation vs growing with the sequence")
+
+# %% [markdown]
+# ## 2. Cache de tamanho fixo: um só tamanho para todas as requisições
+#
+# O guia alerta para este caso: um StaticCache é dimensionado uma vez, para a sequência mais longa que ele precisa
+# guardar, e cada sequência mais curta que vier depois paga por esse tamanho. Um servidor que precisa aceitar um prompt de
+# 200 tokens com 8 tokens novos precisa de `max_cache_len` ≥ 208; digamos 256.
+#
+# **Preveja primeiro.** Com esse tamanho, que fração das posições alocadas está mascarada no final de uma requisição de
+# 20 tokens (8 tokens novos)? E de uma de 60 tokens?
+
+# %%
+server_cache_len = 256
+requests = {"200-token prompt": 200, "60-token prompt": 60, "20-token prompt": 20}
+with kvlab.watch(model) as watch:
+    for n_tokens in requests.values():
+        request = {"input_ids": text.prompt_ids(tokenizer, n_tokens)}
+        request["attention_mask"] = torch.ones_like(request["input_ids"])
+        model.generate(**request, do_sample=False, max_new_tokens=8,
+                       past_key_values=StaticCache(config=model.config, max_cache_len=server_cache_len))
+runs = dict(zip(requests, watch.traces))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for row in slots.run_slots(runs):
+    dynamic_bytes = formula.kv_bytes(model.config, row["slots_live"] // 30)  # live slots of 30 layers → tokens
+    print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
+          f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
+          f"{dynamic_bytes:>9,} bytes")
+
+# %%
+slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
+
+# %% [markdown]
+# As requisições curtas pagam pela longa: 89.5 % do cache da requisição de 20 tokens está mascarado. Há duas saídas: um
+# DynamicCache (sem desperdício, mas com formatos que mudam, portanto sem grafo compilado reutilizável) ou alguns
+# StaticCaches de tamanhos diferentes (faixas de comprimento), com cada requisição indo para o menor que comporte.
+#
+# **Experimente.** Mova `max_cache_len`: o prompt de 9 tokens acima gera 6 tokens num `StaticCache` desse tamanho dentro
+# de `kvlab.watch`, e o gráfico mostra as posições ativas e mascaradas a cada passo.
+
+# %%
+def measure_waste(max_cache_len):
+    with kvlab.watch(model) as watch:
+        model.generate(**inputs, do_sample=False, max_new_tokens=6,
+                       past_key_values=StaticCache(config=model.config, max_cache_len=max_cache_len))
+    s = watch.trace.summary()
+    return slots.plot_slots(watch.trace, title=f"StaticCache(max_cache_len={max_cache_len}): {s['slots_masked']:,} "
+                                               f"of {s['slots_allocated']:,} slots masked ({s['waste_pct']:.1f} %)")
+
+
+live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, step=16, continuous_update=False,
+                                                    description="max_cache_len"))
+
+# %% [markdown]
+# ## 3. Cache de tamanho fixo: compilando a etapa de decodificação
+#
+# O guia diz que `cache_implementation="static"` também ativa a compilação automática da etapa de decodificação. No
+# transformers 5.24, essa decisão fica em `GenerationMixin._valid_auto_compile_criteria`
+# (`transformers/generation/utils.py`). O transformers só compila quando o cache é compilável e não é um
+# `DynamicCache` comum, `disable_compile` não está definido, nenhuma parte do modelo está descarregada para a CPU ou o
+# disco, o quantizador de um modelo quantizado permite e o teste de hardware abaixo passa:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+source = inspect.getsource(GenerationMixin._valid_auto_compile_criteria)
+start = source.rindex("\n", 0, source.index("valid_hardware =")) + 1
+print(inspect.cleandoc(source[start:source.index(")\n", start) + 1]))
+
+static_cache = StaticCache(config=model.config, max_cache_len=64)
+print("\nmodel device:", model.device.type)
+print("auto-compile here:", model._valid_auto_compile_criteria({"cache": static_cache}, model.generation_config))
+opted_in = copy.deepcopy(model.generation_config)
+opted_in.compile_config = CompileConfig()
+opted_in.compile_config._compile_all_devices = True  # private flag; what kvlab.measure.compiled sets
+print("with CompileConfig._compile_all_devices = True:",
+      model._valid_auto_compile_criteria({"cache": static_cache}, opted_in))
+
+# %% [markdown]
+# Então as chamadas de `generate` acima rodaram em modo eager: numa CPU, o transformers só compila quando isso é pedido
+# pelo atributo privado `CompileConfig._compile_all_devices` (o próprio comentário do transformers o chama de flag para
+# testes, por exemplo numa CPU, "often not optimal"). A opção explícita do kvlab abaixo
+# (`kvlab.measure.compiled.static_generate`) define exatamente essa flag no `compile_config` que ela passa a `generate`.
+#
+# O formato fixo é o que torna um StaticCache amigável à compilação: o transformers compila o forward de *decodificação*
+# uma vez e o repete a cada passo. O pré-preenchimento continua em modo eager.
+#
+# **Preveja primeiro.** Depois de compilar para um prompt de 40 tokens, um prompt de 60 tokens compila de novo? E um
+# `max_cache_len` diferente?
+#
+# Compilar com o inductor leva dezenas de segundos numa CPU (para o SmolLM2 nesta máquina compartilhada: 92 s na
+# primeira vez, 10 s depois que o cache em disco do inductor já tinha os kernels), tempo demais para a suíte de testes;
+# por isso esta seção só roda quando `KVLAB_COMPILE=1` está definido, e a saída registrada abaixo mostra que ela foi
+# pulada. Os números dela são tempos e não são verificados. Uma execução anterior com KVLAB_COMPILE=1 e o cache do
+# inductor já aquecido imprimiu: eager 1.16 s; primeira execução compilada 11.27 s (1 grafo compilado); o mesmo prompt
+# de novo 0.91 s (0 grafos, +27 % de velocidade sobre o eager); um prompt de 60 tokens 1.37 s (0 grafos); `max_cache_len`
+# 256 11.70 s (1 grafo); mesmos tokens que o eager: True.
+
+# %%
+prompt = text.prompt_ids(tokenizer, 40)  # (1, 40)
+if os.environ.get("KVLAB_COMPILE") == "1":
+    report = compiled.compile_report(model, [prompt, text.prompt_ids(tokenizer, 60)], new_tokens=16, max_cache_len=128)
+    print(f"eager: {report['eager_seconds']:.2f} s; first compiled run: {report['first_compiled_seconds']:.2f} s "
+          f"(compiling ≈ {report['first_compiled_seconds'] - report['steady_seconds']:.1f} s); "
+          f"steady compiled: {report['steady_seconds']:.2f} s "
+          f"({100 * (report['eager_seconds'] / report['steady_seconds'] - 1):+.0f} % speed)")
+    for run in report["runs"]:
+        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s")
+    print("same tokens as eager:", report["same_tokens"])
+else:
+    print("skipped: set KVLAB_COMPILE=1 to compile (tens of seconds on a CPU)")
+
+# %% [markdown]
+# O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reaproveita o grafo; um novo
+# comprimento de prompt **não** compila nada (o pré-preenchimento é eager, e o grafo de decodificação vê os mesmos
+# formatos); um novo `max_cache_len` muda o formato dos tensores do cache e compila de novo. O ganho estável naquela
+# execução foi de cerca de um quarto (16 tokens, incluindo o pré-preenchimento eager; é uma medição de tempo numa máquina
+# compartilhada, então considere a ordem de grandeza, não os dígitos). Numa GPU, onde o disparo de muitos kernels pequenos
+# domina a decodificação, a decodificação compilada com CUDA graphs pode ganhar mais.
+#
+# ## Principais conclusões
+#
+# - `cache_implementation="static"` dimensiona um StaticCache para a chamada; `StaticCache(config=..., max_cache_len=...)`
+#   passado como `past_key_values` tem o tamanho que você escolheu. Nos dois casos, cada camada ocupa `max_cache_len`
+#   posições desde o início, e as não usadas ficam mascaradas; os tokens são os mesmos que com um DynamicCache.
+# - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
+#   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
+# - O transformers compila a etapa de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,
+#   só o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite
+#   reaproveitar um único grafo de decodificação; só um novo formato de cache compila de novo.
+#
+# **A seguir:** [03 · Descarregamento (offloading)](03_offloading.ipynb): manter o cache na memória da CPU e trazer uma
+# camada de cada vez.

@@ -1,0 +1,317 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Descarregamento (offloading): o cache fica na CPU, e só uma ou duas camadas por vez vão ao acelerador
+#
+# **Objetivo de aprendizagem.** Rodar os caches descarregados do guia de cache (`cache_implementation="offloaded"` /
+# `"offloaded_static"`, `DynamicCache(..., offloading=True)`), saber o que eles mantêm no acelerador e por que o
+# transformers puro os recusa nesta máquina só com CPU, ler o cronograma de pré-carregamento e descarregamento deles,
+# medir o que `offload_only_non_sliding` mantém no dispositivo num modelo com janela deslizante e recorrer ao
+# descarregamento quando a memória acaba.
+#
+# **Nas palavras do kvlab.** Um cache descarregado guarda todas as camadas na memória da CPU. Enquanto a camada *i*
+# calcula, ele copia a próxima camada descarregada para o acelerador (um *pré-carregamento*, ou *prefetch*, num stream
+# secundário, para se sobrepor ao cálculo) e, quando a camada *i* termina, a devolve à CPU (um *descarregamento*, ou
+# *offload*). Assim, o acelerador guarda cerca de duas camadas em vez de todas; o preço são duas cópias por camada, a
+# cada passo, pelo barramento. `offloaded_static` faz o mesmo com as camadas de tamanho fixo do StaticCache.
+#
+# **Nesta máquina não há acelerador**, então as cópias são operações CPU-para-CPU que não fazem nada. Dentro de
+# `kvlab.watch`, o kvlab executa mesmo assim o cronograma exato do transformers, registra cada movimentação e calcula, a
+# partir do registro, os bytes que *estariam* residentes no dispositivo: todas as camadas, para um cache comum; para um
+# descarregado, só as camadas entre o pré-carregamento e o descarregamento delas.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import inspect
+import warnings
+from collections import Counter
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache, StaticCache
+from transformers.cache_utils import Cache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.measure import residency, resilient, text
+from kvlab.plots import residency as residency_plot
+from kvlab.plots import timeline
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+torch.manual_seed(0)
+transformers.logging.disable_progress_bar()
+smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
+gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: 5 sliding (window 512), then 1 full, three times
+
+# %% [markdown]
+# ## 1. Cache offloading
+#
+# A chamada do guia: dar o nome do cache descarregado em `generate`. Com esta build do torch, que é só para CPU, ela falha:
+
+# %% tags=["raises-exception"]
+inputs = smollm2_tokenizer("Moving a layer's keys and values to the CPU between uses", return_tensors="pt")
+out = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="offloaded")
+
+# %% [markdown]
+# O erro é do próprio transformers: sempre que `offloading` está ativo, `Cache.update` primeiro faz o stream padrão do
+# CUDA esperar pelo stream de pré-carregamento, antes de cada camada, seja qual for o dispositivo dos tensores. Num torch
+# sem CUDA, essa chamada não pode rodar:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("torch.cuda.is_available():", torch.cuda.is_available())
+print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.update).splitlines()
+                               if "wait_stream" in line))
+
+# %% [markdown]
+# Dentro de `kvlab.watch`, a mesma chamada roda: o gêmeo do cache descarregado que o kvlab usa executa o cronograma do
+# transformers (pré-carregamento, atualização, descarregamento, camada por camada) e só sincroniza os streams quando os
+# tensores estão num acelerador. Abaixo: o cache padrão, os dois nomes do guia e o cache criado à mão, como o guia também
+# mostra, `DynamicCache(config=..., offloading=True)` passado como `past_key_values`.
+#
+# **Preveja primeiro.** O SmolLM2 tem 30 camadas. Que fração do cache fica no dispositivo no pico, para cada tipo? Os
+# tokens gerados mudam?
+
+# %%
+guess = 50.0  # your prediction: % of the whole cache on the device at the peak, cache_implementation="offloaded"
+
+# %%
+with kvlab.watch(smollm2) as watch:
+    out_default = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8)
+    out_offloaded = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="offloaded")
+    out_own = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                               past_key_values=DynamicCache(config=smollm2.config, offloading=True))
+    out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                                  cache_implementation="offloaded_static")
+names = ["default", 'cache_implementation="offloaded"', "DynamicCache(offloading=True)",
+         'cache_implementation="offloaded_static"']
+runs = dict(zip(names, watch.traces))
+outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new")
+print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
+for name, trace in runs.items():
+    moves = timeline.effective_moves(trace)
+    print(f"{name:>40} {residency.device_peak(trace):>12,} {trace.summary()['peak_bytes']:>12,} {len(moves):>6} "
+          f"{sum(e['bytes'] for e in moves):>12,}  {torch.equal(outputs[name], out_default)}")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+offloaded = runs['cache_implementation="offloaded"']
+share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
+print(score_guess(guess, round(share, 2), " %"))
+
+# %% [markdown]
+# O cache descarregado atinge, no dispositivo, um pico equivalente a duas camadas, 2/30 do cache inteiro: a camada que
+# está calculando e a que está sendo pré-carregada. O `DynamicCache(offloading=True)` criado à mão é o mesmo cache que
+# `cache_implementation="offloaded"`, movimentação por movimentação. `offloaded_static` mantém duas camadas
+# *pré-alocadas* (`generate` as dimensiona para o prompt mais os tokens novos), e cada movimentação copia a alocação
+# inteira, posições vazias incluídas. Os tokens são idênticos: o descarregamento move os dados, nunca os altera.
+#
+# A conta a pagar é o tráfego. Por passo:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_step = Counter((e["step"], e["direction"]) for e in timeline.effective_moves(offloaded))
+for step in sorted({s for s, _ in per_step}):
+    print(f"step {step}: {per_step[(step, 'prefetch')]:>2} prefetches, {per_step[(step, 'offload')]:>2} offloads")
+
+# %% [markdown]
+# No pré-preenchimento, cada camada é criada no dispositivo e descarregada depois da sua atualização (30
+# descarregamentos); em seguida, a última camada pré-carrega a camada 0 para o próximo passo (1 pré-carregamento). Cada
+# passo de decodificação pré-carrega e descarrega cada camada uma vez (60 movimentações). 8 tokens novos levam o
+# pré-preenchimento e 7 passos de decodificação: 31 + 7 × 60 = 451 movimentações, a contagem da tabela.
+#
+# ## 2. Cache offloading: o cronograma, em gráfico
+#
+# **Preveja primeiro.** Num passo de decodificação, em que ordem acontecem os 30 pré-carregamentos, atualizações e
+# descarregamentos? Qual camada é pré-carregada enquanto a última camada calcula?
+
+# %%
+timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
+
+# %%
+# NBVAL_CHECK_OUTPUT
+order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
+         for e in timeline.schedule(offloaded, steps=(1, 1))]
+print(" → ".join(order[:7]), "…")
+print("…", " → ".join(order[-4:]))
+
+# %% [markdown]
+# Cada camada é pré-carregada enquanto a anterior calcula, depois é atualizada e então descarregada; a última camada
+# pré-carrega a camada 0 para o próximo passo, então o cronograma dá a volta.
+#
+# ## 3. Cache offloading: `offload_only_non_sliding` no Gemma 3
+#
+# O guia menciona mais uma opção de `DynamicCache` e `StaticCache`: `offload_only_non_sliding`, que deixa as camadas de
+# janela deslizante no dispositivo e descarrega só as outras. Quais são os valores padrão dela nesta versão? As
+# assinaturas, e os caches que `generate` cria para os dois nomes:
+
+# %%
+gemma_inputs = {"input_ids": text.prompt_ids(gemma_tokenizer, 600)}  # (1, 600): past the 512-token window
+gemma_inputs["attention_mask"] = torch.ones_like(gemma_inputs["input_ids"])
+with kvlab.watch(gemma) as watch:
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4, cache_implementation="offloaded")
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4,
+                   past_key_values=DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=True))
+    gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4, cache_implementation="offloaded_static")
+gemma_runs = dict(zip(["offloaded", "DynamicCache(..., True)", "offloaded_static"], watch.traces))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for cls in (DynamicCache, StaticCache):
+    default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
+    print(f"{cls.__name__}(offloading=True): offload_only_non_sliding defaults to {default}")
+for name, cache in zip(gemma_runs, watch.caches):
+    print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
+
+# %% [markdown]
+# Portanto, `True` é o padrão do `StaticCache` e, por consequência, de `cache_implementation="offloaded_static"`;
+# `DynamicCache`, e com ele `cache_implementation="offloaded"`, tem `False` como padrão e descarrega todas as camadas.
+# `generate` não aceita essa opção: para ter `True` com um cache dinâmico, crie o cache você mesmo.
+#
+# **Preveja primeiro.** Gemma 3 com um prompt de 600 tokens, além da sua janela de 512 tokens, e 4 tokens novos. Quanto
+# do cache fica no dispositivo com `True`, e com `False`?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
+            "True (offloaded_static)": gemma_runs["offloaded_static"]}
+for name, trace in settings.items():
+    moved = sorted({e["layer_idx"] for e in timeline.effective_moves(trace)})
+    print(f"offload_only_non_sliding={name}: layers moved {moved}, "
+          f"{len(timeline.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
+    for row in residency.device_bytes_by_step(trace):
+        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_kind"].items()))
+        print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
+              f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
+              f"{len(row['resident_at_peak'])} layers resident")
+
+# %%
+residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
+                                  "False (cache_implementation='offloaded')": settings["False (offloaded)"]},
+                                 title="Gemma 3, 600-token prompt: cache bytes on the device at each step's peak")
+
+# %% [markdown]
+# O que a medição mostra, além da janela:
+#
+# - Com `True`, só as camadas 5, 11 e 17 se movem. No pico de cada passo, o dispositivo guarda as 15 camadas deslizantes
+#   *e* duas das três camadas completas (a que está calculando e a próxima, pré-carregada): 17 de 18 camadas,
+#   93.6-94.4 % do cache. Isso economiza uma camada completa (1,234,944 bytes no passo 3), não a maior parte do cache.
+# - Com `False`, todas as camadas se movem, e o dispositivo guarda duas camadas no pico (uma completa e uma deslizante),
+#   11.1-11.8 % do cache aqui, ao custo de mover 18 camadas duas vezes por passo em vez de 3 (127 movimentações
+#   contra 22).
+# - Uma camada deslizante para de crescer na janela (1,048,576 bytes: 512 posições × 2,048 bytes a partir do passo 1),
+#   enquanto uma camada completa cresce 2,048 bytes por token. No pré-preenchimento, os buffers das camadas deslizantes
+#   ainda guardam o prompt inteiro de 600 tokens (elas mantêm uma view dos últimos 511 tokens dele), e é por isso que o
+#   passo 0 é o maior.
+# - `offloaded_static` (`True`) aloca suas 3 camadas completas com o comprimento da chamada e suas camadas deslizantes
+#   com a janela de 512 tokens, e mantém as mesmas 17 de 18 camadas no dispositivo.
+#
+# Portanto, `True` não mantém a fatia do dispositivo pequena nem limitada: as 15 camadas deslizantes ficam, e as duas
+# camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias (3 camadas se
+# movem em vez de 18), e esse é o motivo do guia: as camadas deslizantes são curtas, e descarregá-las custa tempo.
+#
+# **Experimente.** Alterne `offload_only_non_sliding` e mova o comprimento do prompt: cada ajuste gera 2 tokens no
+# Gemma 3 com `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` dentro de
+# `kvlab.watch` e desenha os bytes residentes no dispositivo a cada passo.
+
+# %%
+def measure_device_bytes(offload_only_non_sliding, prompt_tokens):
+    ids = text.prompt_ids(gemma_tokenizer, prompt_tokens)
+    cache = DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=offload_only_non_sliding)
+    with kvlab.watch(gemma) as watch:
+        gemma.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=2,
+                       past_key_values=cache)
+    return residency_plot.plot_device_bytes(
+        {f"offload_only_non_sliding={offload_only_non_sliding}": watch.trace},
+        title=f"Gemma 3, {prompt_tokens}-token prompt: device peak per step (% of the whole cache)")
+
+
+live(measure_device_bytes,
+     offload_only_non_sliding=widgets.ToggleButtons(options=[True, False], value=True,
+                                                    description="only non-sliding"),
+     prompt_tokens=widgets.IntSlider(value=600, min=100, max=700, step=100, continuous_update=False,
+                                     description="prompt tokens"))
+
+# %% [markdown]
+# ## 4. Cache offloading: recorrer ao descarregamento quando a memória acaba
+#
+# A ideia do guia: chamar `generate`; se o acelerador levantar `torch.OutOfMemoryError`, liberar o que for possível e
+# chamar de novo com `cache_implementation="offloaded"`. Nas nossas palavras:
+
+# %%
+def generate_or_offload(model, **kwargs):
+    """`generate`; on an out-of-memory error, once more with the offloaded cache."""
+    try:
+        return model.generate(**kwargs)
+    except torch.OutOfMemoryError as err:
+        print(f"{type(err).__name__}: {err}")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()  # give the failed attempt's blocks back before retrying
+    print("retrying with cache_implementation='offloaded'")
+    return model.generate(**{**kwargs, "cache_implementation": "offloaded"})
+
+
+# %% [markdown]
+# **O que é simulado.** Nada fica sem memória nesta CPU, então `resilient.simulated_device` faz o papel de um acelerador
+# pequeno. Depois de cada camada do decoder, ele soma os bytes do cache KV que estariam no dispositivo (lidos do
+# registro do watch: todas as camadas de um cache comum; para um descarregado, a camada que acabou de calcular mais a
+# pré-carregada) e levanta `SimulatedOutOfMemoryError`, uma subclasse de `torch.OutOfMemoryError`, assim que eles passam
+# do orçamento. Só o cache é contado, não os pesos nem as ativações. `generate_or_offload` não muda: o seu
+# `except torch.OutOfMemoryError` captura o erro simulado como capturaria um real.
+#
+# **Preveja primeiro.** O prompt acima tem 12 tokens, e o cache do SmolLM2 ocupa 46,080 bytes por token. Com um
+# orçamento de 600,000 bytes, em que passo o cache padrão fica sem memória, e a nova tentativa com descarregamento cabe?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
+    out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
+print("caches used:", [t.meta["cache"] for t in watch.traces])
+print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
+print("same tokens as the unconstrained run:", torch.equal(out, out_default))
+
+# %% [markdown]
+# O cache padrão ficou sem memória no passo 2, ao adicionar o 14º token: 13 × 46,080 = 599,040 bytes cabem, e os
+# 1,536 bytes da camada 0 desse token não (600,576 > 600,000). A nova tentativa descarrega, mantém duas camadas no
+# dispositivo (58,368 bytes, como na seção 1), cabe com folga e produz os mesmos tokens. Numa GPU, sem
+# `simulated_device`, só um `torch.OutOfMemoryError` real dispara a nova tentativa (com `inputs` movidos para o
+# dispositivo do modelo), e `torch.cuda.empty_cache()` devolve antes a memória da tentativa que falhou.
+#
+# ## Principais conclusões
+#
+# - `cache_implementation="offloaded"` / `"offloaded_static"` e `DynamicCache`/`StaticCache(...,
+#   offloading=True)`, quando todas as camadas são descarregadas (o SmolLM2 só tem camadas completas), mantêm duas
+#   camadas no dispositivo no pico (a que está calculando e a pré-carregada) e movem cada camada duas vezes por passo;
+#   os tokens nunca mudam. O transformers puro precisa de streams CUDA para eles; `kvlab.watch` executa o cronograma
+#   numa CPU.
+# - `offloaded_static` move camadas pré-alocadas inteiras, posições vazias incluídas.
+# - `offload_only_non_sliding` tem `True` como padrão no `StaticCache` (portanto em `offloaded_static`) e `False` no
+#   `DynamicCache` (portanto em `offloaded`). `True` move só as camadas completas, com muito menos cópias, mas mantém
+#   todas as camadas deslizantes mais duas completas no dispositivo: no Gemma 3, além da janela, 17 de 18 camadas.
+# - Capturar `torch.OutOfMemoryError` e tentar de novo com `cache_implementation="offloaded"` transforma uma falta de
+#   memória numa geração mais lenta, mas bem-sucedida.
+#
+# **A seguir:** [04 · Caches quantizados](04_quantized_caches.ipynb): encolher cada token em vez de movê-lo.

@@ -1,0 +1,373 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Caches quantizados: menos bits por token, e o que isso custa
+#
+# **Objetivo de aprendizagem.** Ativar um cache quantizado como o guia faz (`cache_implementation="quantized"` mais
+# um dicionário `cache_config`, para os backends hqq, quanto e fp8), entender como um `QuantizedCache` divide sua
+# memória entre dados empacotados em poucos bits e uma parte residual em precisão total, medir o que cada backend e
+# cada largura de bits faz com as previsões do modelo e saber por que o Gemma 3 é recusado.
+#
+# **Nas palavras do kvlab.** O `QuantizedCache` do transformers segue o KIVI: os `residual_length` tokens mais
+# recentes (128 por padrão) ficam em precisão total, e tudo o que é mais antigo é empacotado com `nbits` por número,
+# em grupos de `q_group_size` (64 por padrão), com uma escala e um deslocamento (offset) por grupo. O prompt é
+# empacotado assim que é pré-preenchido; os tokens seguintes esperam na parte residual e, quando ela enche, é
+# empacotada e anexada (um *flush*). Backends: **hqq** (1, 2, 3, 4 ou 8 bits), **quanto** (2 ou 4 bits) e **fp8**
+# (cada token convertido de imediato para ponto flutuante de 8 bits, sem grupos e sem parte residual). No
+# pré-preenchimento, a atenção usa as chaves em precisão total; a cópia quantizada é o que todo passo *seguinte* lê.
+#
+# Tudo roda no SmolLM2-135M-Instruct (30 camadas, 3 cabeças KV × 64, float32) na CPU, com decodificação greedy.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import sys
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from IPython.display import Markdown
+
+import kvlab
+from kvlab.caches.quantized import hqq_sequence_padding
+from kvlab.live import live, score_guess
+from kvlab.measure import quality, quality_chunked, text
+from kvlab.plots import quantized
+
+warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
+torch.manual_seed(0)
+transformers.logging.disable_progress_bar()
+model, tokenizer = kvlab.load("smollm2")
+
+# %% [markdown]
+# ## 1. Cache quantizado
+#
+# O prompt do guia e, antes de tudo, o que o cache padrão (um `DynamicCache`) gera a partir dele, para termos com o
+# que comparar.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+inputs = tokenizer("I like rock music because", return_tensors="pt")
+print(inputs["input_ids"].shape[-1], "prompt tokens")
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20)
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# O guia recomenda `axis_key=1` e `axis_value=1` para o hqq. Com este prompt, o transformers puro falha:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+out = model.generate(
+    **inputs,
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
+)
+
+# %% [markdown]
+# Por quê: o prompt é empacotado logo após o pré-preenchimento. Suas chaves têm forma
+# `(1 batch, 3 heads, 5 tokens, 64)` = 960 números, 15 grupos de 64. No eixo 1, o hqq organiza os grupos como linhas
+# e, com 4 bits, empacota duas linhas em cada linha de bytes, emparelhando a primeira metade das linhas com a
+# segunda. 15 linhas se dividem em 7 e 8, e o emparelhamento falha: é esse o `7` contra `8` do erro. Qualquer prompt
+# com número ímpar de grupos falha com 4 bits (o Llama 7B do guia tem 32 cabeças × 128, então seu número de grupos é
+# sempre par). As camadas hqq do kvlab completam a sequência com tokens zerados até que ela possa ser empacotada, e
+# guardam o comprimento verdadeiro. Quantos tokens o kvlab acrescenta aqui:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("zero tokens kvlab adds to a 5-token prompt:", hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
+print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
+
+# %% [markdown]
+# Para o quanto, o guia recomenda o eixo 0, que também é o padrão do transformers para os dois eixos:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+out = model.generate(
+    **inputs,
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
+)
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# O fp8 não precisa de nenhum pacote extra e recebe apenas o backend:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+out = model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+                     cache_config={"backend": "fp8"})
+print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
+
+# %% [markdown]
+# O fp8 converte cada tensor inteiro (uma escala por tensor, não por grupo), então não tem uso para `nbits`, os
+# eixos, `q_group_size` ou `residual_length`, e o transformers os recusa em vez de ignorá-los:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+               cache_config={"backend": "fp8", "nbits": 4})
+
+# %% [markdown]
+# ## 2. As mesmas chamadas sob `kvlab.watch`
+#
+# As três chamadas a `generate` de novo, sem alterações, dentro de um único bloco `kvlab.watch`: um trace (registro)
+# por cache.
+#
+# **Preveja primeiro.** Depois de 20 tokens novos, o cache guarda 24 tokens (o 20º token novo nunca é realimentado).
+# Com o `residual_length=128` padrão, quantos deles estão empacotados e quantos esperam em precisão total?
+
+# %%
+CONFIGS_SHOWN = {
+    "hqq 4-bit, axis 1": {"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
+    "quanto 4-bit, axis 0": {"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
+    "fp8": {"backend": "fp8"},
+}
+texts = {}
+with kvlab.watch(model) as watch:
+    for label, cache_config in CONFIGS_SHOWN.items():
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
+                             cache_config=cache_config)
+        texts[label] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default DynamicCache
+    texts["DynamicCache"] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(len(watch.traces), "caches seen")
+print(f"{'cache':>22} {'packed tok':>10} {'residual tok':>12} {'packed B':>9} {'residual B':>10} {'total B':>9}")
+for label, trace in zip(texts, watch.traces):
+    layers = trace.final_layers()
+    print(f"{label:>22} {layers[0]['quantized_tokens']:>10} {layers[0]['residual_tokens']:>12} "
+          f"{sum(e['packed_bytes'] for e in layers):>9,} {sum(e['residual_bytes'] for e in layers):>10,} "
+          f"{trace.summary()['final_bytes']:>9,}")
+print()
+for label, generated in texts.items():
+    print(f"{label:>22}: {generated}")
+
+# %% [markdown]
+# O hqq no eixo 1 roda sob o watch (o kvlab completa a sequência), e seu texto se afasta do texto do DynamicCache
+# depois de "it's a way to connect with"; o texto do quanto é igual ao do DynamicCache, e os textos do quanto e do
+# fp8 são os que as chamadas puras imprimiram acima. Os dois backends por grupo empacotam os 5 tokens do prompt e
+# mantêm os 19 decodificados na parte residual em float32; assim, neste comprimento, seus caches são quase só parte
+# residual e apenas cerca de um sexto menores que o DynamicCache (918,720 e 913,440 B contra 1,105,920 B). O fp8 não
+# tem parte residual: todos os 24 tokens são armazenados com um byte por número, mais uma escala por tensor
+# (276,720 B), um quarto do cache em float32 desde o primeiro token.
+#
+# ## 3. Para onde vão os bytes quando a parte empacotada domina
+#
+# 24 tokens dizem pouco sobre compressão. Aqui cada backend roda sobre 280 tokens de inglês real (a prosa do manual
+# de referência do Python, que vem junto com o Python): um pré-preenchimento de 256 tokens, empacotado de uma vez, e
+# depois os 23 tokens seguintes alimentados ao modelo (teacher forcing), de modo que 24 previsões são avaliadas: a
+# que vem logo após o pré-preenchimento e uma por token alimentado. `kvlab.measure.quality_chunked.sweep` faz isso
+# com o `QuantizedCache` instrumentado do kvlab, construído com as mesmas opções de cada `cache_config`. Ele alimenta
+# os 23 tokens em um único forward, em vez de 23 passos de decodificação, o que é muito mais rápido nesta CPU e prevê
+# o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado já desquantizado, como
+# faria um passo de decodificação, e os tokens anteriores a ele em precisão total, como a parte residual os guardaria
+# (os 23 tokens não chegam a encher a parte residual de 128 tokens, então nenhum flush acontece no meio do caminho;
+# os testes do kvlab conferem isso contra a decodificação token a token). No fim, o cache guarda 279 tokens: 256
+# empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também aceita 1 e 3
+# bits: experimente-os no controle ao vivo abaixo).
+#
+# **Preveja primeiro.** Que fração dos bytes do cache hqq de 4 bits corresponde à parte residual de 23 tokens em
+# precisão total?
+
+# %%
+guess = 0.1  # a fraction of the whole cache's bytes
+
+# %%
+SWEEP = {
+    "hqq 2-bit": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1},
+    "hqq 4-bit": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1},
+    "hqq 8-bit": {"backend": "hqq", "nbits": 8, "axis_key": 1, "axis_value": 1},
+    "quanto 2-bit": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0},
+    "quanto 4-bit": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0},
+    "fp8": {"backend": "fp8"},
+}
+ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
+print(f"Python {sys.version.split()[0]} (the text comes from its pydoc_data)")
+rows, runs = quality_chunked.sweep(model, ids, prefill_tokens=256, configs=SWEEP)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit':>9} {'packed vs 16-bit':>17}")
+for r in rows:
+    print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
+          f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
+print(score_guess(guess, round(hqq4["residual_bytes"] / hqq4["cache_bytes"], 2)))
+
+# %%
+quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
+                       title="SmolLM2 at 279 tokens (256 packed): packed vs full-precision residual bytes")
+
+# %% [markdown]
+# Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46,080 B (30 camadas × chaves e valores × 3
+# cabeças × 64 números × 4 bytes) = 1,059,840 B. No cache hqq de 4 bits, isso é 37 % dos seus 2,903,040 B, de modo
+# que o cache inteiro fica em 0.452 de um cache de 16 bits com os mesmos tokens, longe dos 0.25 que 4 de 16 bits
+# sugerem; com 2 bits, a parte residual é quase metade do cache (1,059,840 de 2,165,760 B). O DynamicCache marca
+# 2.000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
+# largura de bits. A parte empacotada sozinha (última coluna) custa nbits + 1 bits por número: cada grupo de 64
+# números acrescenta uma escala e um deslocamento em float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e
+# 9/16). Essa é a razão da qual se aproxima uma sequência muito mais longa que a parte residual. O fp8 não tem parte
+# residual: metade de um cache de 16 bits (mais uma escala por tensor), em qualquer comprimento.
+#
+# ## 4. A parte residual em dente de serra (ao vivo)
+#
+# **Preveja primeiro.** Com `residual_length=8`, a parte residual é esvaziada na parte empacotada (flush) a cada 8
+# tokens. Imagine os bytes empacotados e residuais em função dos tokens: uma rampa ou um dente de serra?
+#
+# O controle abaixo executa a chamada do guia (`cache_implementation="quantized"` com o `cache_config` que você
+# escolher) dentro de `kvlab.watch`, gerando 32 tokens novos após o prompt do guia, e compara seus tokens greedy com
+# os do DynamicCache. O hqq roda no eixo 1 e o quanto no eixo 0, como o guia recomenda; o fp8 recebe apenas o
+# backend. O quanto aceita 2 ou 4 bits, o hqq 1, 2, 3, 4 ou 8: outras escolhas mostram o próprio erro do
+# transformers.
+
+# %%
+LIVE_NEW_TOKENS = 32
+prompt_length = inputs["input_ids"].shape[-1]
+with kvlab.watch(model) as reference_watch:
+    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS)
+reference_tokens = reference[0, prompt_length:].tolist()
+
+
+def quantized_split(backend, nbits, residual_length):
+    if backend == "fp8":
+        cache_config = {"backend": "fp8"}  # per-tensor: refuses nbits, axes, q_group_size and residual_length
+    else:
+        axis = 1 if backend == "hqq" else 0  # the guide's recommended axes
+        cache_config = {"backend": backend, "nbits": nbits, "axis_key": axis, "axis_value": axis,
+                        "residual_length": residual_length}
+    with kvlab.watch(model) as watch:
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
+                             cache_implementation="quantized", cache_config=cache_config)
+    same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
+    name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
+    return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
+                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the DynamicCache's, "
+                                      f"the first {same['common_prefix']} identical")
+
+
+live(quantized_split,
+     backend=widgets.Dropdown(options=["hqq", "quanto", "fp8"], value="quanto", description="backend"),
+     nbits=widgets.Dropdown(options=[1, 2, 3, 4, 8], value=4, description="nbits"),
+     residual_length=widgets.IntSlider(value=8, min=8, max=64, step=8, continuous_update=False,
+                                       description="residual_length"))
+
+# %% [markdown]
+# Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
+# enquanto o DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas
+# uma parcela maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte
+# empacotada é desquantizada e quantizada de novo junto com a parte residual) no caminho crítico. Mude o backend para
+# fp8 para ver o dente de serra desaparecer, e nbits para 2 para ver o texto greedy se separar do texto do
+# DynamicCache (com qualquer um dos backends em `residual_length=8`, depois de 3 tokens).
+#
+# ## 5. O que a quantização faz com as previsões
+#
+# De volta à execução de 280 tokens da seção 3: em cada uma das 24 posições avaliadas, o próximo token greedy do
+# cache quantizado coincide com o do DynamicCache alimentado com os mesmos tokens (*concordância top-1*)? Quanto a
+# distribuição do próximo token se deslocou (*KL*, em nats)? Quão bem o modelo ainda prevê o texto real
+# (*perplexidade*)?
+#
+# **Preveja primeiro.** Ordene hqq com 2, 4 e 8 bits, quanto com 2 e 4 bits e fp8 pela concordância top-1. Em que
+# ponto ela despenca?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+positions = len(runs["dynamic"].targets)
+for r in rows:
+    print(f"{r['config']:>13}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
+
+# %%
+# KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
+print(f"{'config':>13} {'KL mean':>8} {'KL max':>7} {'perplexity':>11}")
+for r in rows:
+    print(f"{r['config']:>13} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f}")
+
+# %% [markdown]
+# O fp8 concorda nas 24 posições, o hqq de 8 bits em 23, o hqq de 4 bits e o quanto de 4 bits em 22 cada. O
+# despenhadeiro fica entre 4 e 2 bits: o quanto de 2 bits concorda em 10 posições e o hqq de 2 bits em 8, menos da
+# metade. As medidas mais finas (impressas acima, não verificadas porque são somas em ponto flutuante) dizem o mesmo:
+# o KL médio fica em torno de 0.01 nats com 4 bits, abaixo de 0.003 com 8 bits e com fp8, e acima de 1 nat com 2
+# bits, onde a perplexidade do texto real também salta dos 15.25 do DynamicCache para cerca de 32 (hqq) e 51
+# (quanto); com 4 bits ou mais, ela fica a menos de 0.1 dele. 24 posições são poucas (uma posição vale cerca de 4 %):
+# leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
+#
+# A figura coloca cada configuração em duas razões de memória, ambas relativas a um cache de 16 bits com os mesmos
+# tokens: marcador cheio, o cache inteiro com 279 tokens, como medido (parte residual incluída); vazado, só a parte
+# empacotada, o limite do qual uma sequência muito mais longa se aproxima. Só as medições do próprio kvlab aparecem
+# nela.
+
+# %%
+quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
+                                 title="SmolLM2, 256 packed + 23 residual tokens: top-1 agreement vs memory")
+
+# %% [markdown]
+# ### Resultados publicados (externos, não medidos aqui)
+#
+# Eles vêm de outros modelos, outros benchmarks e outras medidas de qualidade e de memória, por isso ganham uma
+# tabela própria em vez de um lugar nos eixos acima:
+
+# %%
+Markdown(quantized.references_markdown())
+
+# %% [markdown]
+# A tendência do blog da Hugging Face coincide com o que medimos: 4 bits se sustentam, e é em 2 bits que a qualidade
+# se perde. O KIVI mantém a qualidade em 2 bits, ao contrário desta execução, e isso não é necessariamente uma
+# contradição: o KIVI quantiza as chaves por canal e os valores por token, em modelos da classe de 7B e em benchmarks
+# longos; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
+#
+# ## 6. Por que o Gemma 3 é recusado
+#
+# A tabela do guia diz que o cache quantizado não suporta camadas de janela deslizante. **Preveja primeiro.** As
+# camadas deslizantes do Gemma 3 descartam os tokens mais antigos que a sua janela. O que uma camada quantizada teria
+# de fazer que o `QuantizedCache` não faz? Eis a chamada do guia no tiny-gemma3 (pesos aleatórios, com a mesma
+# disposição de camadas deslizantes e completas do Gemma 3, em tamanho de brinquedo):
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+gemma = kvlab.tiny_model("tiny-gemma3")
+print(gemma.config.layer_types)
+source = torch.randint(3, 128, (1, 8), generator=torch.Generator().manual_seed(0))
+gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=4,
+               cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
+
+# %% [markdown]
+# O `QuantizedCache` do transformers só constrói camadas quantizadas de atenção completa: ele não tem nenhuma camada
+# que descarte tokens, então um modelo com janela deslizante manteria (e usaria na atenção) tokens fora da sua
+# janela. Ele recusa antes de gerar qualquer coisa (e `kvlab.make_cache("quantized", ...)` recusa da mesma forma).
+#
+# ## Principais conclusões
+#
+# - A chave do guia é `cache_implementation="quantized"` com um dicionário `cache_config`. O hqq no eixo 1
+#   recomendado pode derrubar o transformers puro com prompts curtos de tamanho ímpar (o kvlab completa a sequência);
+#   o fp8 recebe apenas `{"backend": "fp8"}` e recusa as opções por grupo.
+# - Um cache quantizado é formado por dados empacotados mais uma parte residual em precisão total. Com 24 tokens, ele
+#   é quase todo parte residual; com 279 tokens, a parte residual de 23 tokens ainda passa de um terço dos bytes do
+#   cache de 4 bits; só muito além de `residual_length` a razão da parte empacotada (aqui, nbits + 1 bits por número)
+#   aparece. O fp8 reduz à metade um cache de 16 bits desde o primeiro token.
+# - A qualidade acompanha a largura de bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
+#   mesmo próximo token que o DynamicCache em 22 a 24 das 24 posições; os de 2 bits, em 8 (hqq) e 10 (quanto).
+#
+# **A seguir:** [05 · Caches de encoder-decoder e específicos de modelo](05_encoder_decoder_and_model_specific.ipynb).

@@ -1,0 +1,289 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Caches de encoder-decoder e específicos de modelo
+#
+# **Objetivo de aprendizagem.** Construir um `EncoderDecoderCache` a partir de dois caches e passá-lo para
+# `generate`, como o guia descreve; distinguir as três formas que um cache pode ter: o cache de atenção cruzada de um
+# encoder-decoder, fixo no comprimento da sequência de origem; o cache de autoatenção de um decoder, que cresce a
+# cada token; e o estado de uma camada de espaço de estados (Mamba), constante qualquer que seja o comprimento.
+# Reconhecê-las misturadas em um mesmo modelo híbrido (Jamba).
+#
+# **Nas palavras do kvlab.** Um encoder-decoder (BART, T5, Whisper) executa o encoder uma única vez sobre a sequência
+# de origem. Cada camada do decoder faz atenção duas vezes: sobre os próprios tokens do decoder (*autoatenção*, que
+# cresce como qualquer cache KV) e sobre a saída do encoder (*atenção cruzada*, cujas chaves e valores são calculados
+# uma vez e nunca mudam). O `EncoderDecoderCache` do transformers é um wrapper fino em torno de dois caches comuns,
+# um para cada, que o modelo preenche de forma independente. Uma camada Mamba é de outra natureza: ela condensa todo
+# o passado em um estado de tamanho fixo (uma janela curta de convolução e um estado recorrente) que sobrescreve a
+# cada passo, então não há nada por token a guardar.
+#
+# **Os modelos aqui têm pesos aleatórios** (`kvlab.tiny_model`, com semente fixa, vocabulário de 128): o texto deles
+# é ruído. Eles têm as arquiteturas reais de BART, Llama, Mamba e Jamba em tamanho de brinquedo, e a lição é a
+# *estrutura* do cache, não o texto. `min_new_tokens` impede que eles parem cedo num token de fim de sequência
+# aleatório. O guia passa um cache como `past_key_values=`; o transformers 5.24 chama esse argumento de `cache=` e
+# ainda aceita o nome antigo com um aviso de descontinuação, silenciado abaixo.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache, EncoderDecoderCache, StaticCache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.plots import growth
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*")
+torch.manual_seed(0)
+transformers.logging.set_verbosity_error()  # the tiny Mamba layers say they use the reference kernels
+
+
+def random_prompt(n: int, seed: int = 0) -> torch.Tensor:
+    """(1, n) token ids: the tiny models' input is noise anyway."""
+    return torch.randint(3, 128, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+# %% [markdown]
+# ## 1. Cache de encoder-decoder
+#
+# tiny-bart: 2 camadas de decoder, 4 cabeças × 16. O cache é montado à mão, um `DynamicCache` para a autoatenção do
+# decoder e outro para a atenção cruzada, e entregue a `generate`. Traduzimos uma sequência de origem de 12 tokens em
+# 10 tokens.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+bart = kvlab.tiny_model("tiny-bart")
+source = random_prompt(12)
+past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+out = bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                    min_new_tokens=10, past_key_values=past_key_values)
+print(out)
+print(type(past_key_values).__name__, "after generate:")
+print("  self-attention cache: ", past_key_values.self_attention_cache.get_seq_length(), "tokens")
+print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_length(), "tokens")
+
+# %% [markdown]
+# O cache de autoatenção guarda os tokens do decoder: o token inicial mais 9 tokens gerados e realimentados (o 10º
+# token novo nunca é realimentado). O cache de atenção cruzada guarda as 12 posições da sequência de origem.
+#
+# **Preveja primeiro.** Agora a mesma chamada dentro de `kvlab.watch`, com uma sequência de origem de 12 tokens e
+# depois com uma de 24. A origem de 12 tokens deu à atenção cruzada de cada camada do decoder 6,144 bytes (12 tokens
+# × K e V × 4 cabeças × 16 × 4 bytes). Quantos bytes a atenção cruzada vai guardar no total, nas duas camadas, com a
+# origem de 24 tokens?
+
+# %%
+guess = 24_576  # bytes, both layers' cross-attention, 24-token source
+
+# %%
+# NBVAL_CHECK_OUTPUT
+bart_traces = {}
+for source_tokens in (12, 24):
+    source = random_prompt(source_tokens)
+    with kvlab.watch(bart) as watch:
+        past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+        bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                      min_new_tokens=10, past_key_values=past_key_values)
+    bart_traces[source_tokens] = watch.trace
+    print(f"source of {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
+    for row in watch.trace.layer_table():
+        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
+              f"{row['bytes_held']:>6,} bytes")
+cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
+print(score_guess(guess, cross_bytes, " B"))
+
+# %% [markdown]
+# O trace marca cada camada com o seu papel: `self` para os próprios tokens do decoder, `cross` para os do encoder.
+# As linhas de autoatenção são iguais para as duas origens (10 tokens, 5,120 bytes por camada); as de atenção cruzada
+# dobraram junto com a origem. Passo a passo, com uma geração mais longa:
+
+# %%
+source = random_prompt(24)
+with kvlab.watch(bart) as watch:
+    past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+    bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=24,
+                  min_new_tokens=24, past_key_values=past_key_values)
+growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cross-attention bytes per decoder token")
+
+# %% [markdown]
+# A parte de autoatenção começa com um token (o token inicial do decoder) e cresce um por passo; a parte de atenção
+# cruzada é preenchida uma única vez, no primeiro passo do decoder, com as chaves e valores do encoder para todos os
+# 24 tokens de origem, e depois nunca muda. Para uma origem longa (um clipe de 30 segundos no Whisper tem 1,500
+# frames no encoder), a parte de atenção cruzada pode ser a maior parte do cache, e ela tem o mesmo tamanho no
+# primeiro token e no último.
+#
+# As duas metades não precisam ser do mesmo tipo de cache. Aqui a metade de autoatenção é um `StaticCache`
+# (pré-alocado com 32 posições), e a metade de atenção cruzada continua dinâmica:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+source = random_prompt(12)
+with kvlab.watch(bart) as watch:
+    past_key_values = EncoderDecoderCache(StaticCache(config=bart.config, max_cache_len=32),
+                                          DynamicCache(config=bart.config))
+    bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
+                  min_new_tokens=10, past_key_values=past_key_values)
+for row in watch.trace.layer_table():
+    print(f"{row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
+          f"{row['slots_allocated']:>2} slots, {row['bytes_held']:>6,} bytes")
+
+# %% [markdown]
+# Cada metade se comporta como a sua classe se comportaria sozinha: a metade estática ocupa 32 posições desde o
+# início (22 delas mascaradas), a metade dinâmica exatamente os 12 tokens de origem.
+#
+# **Ao vivo.** Mude o comprimento da origem e o número de tokens novos: a chamada `EncoderDecoderCache` do guia roda
+# de novo sob `kvlab.watch` e o gráfico é redesenhado.
+
+# %%
+def self_vs_cross(source_tokens, new_tokens):
+    source = random_prompt(source_tokens)
+    with kvlab.watch(bart) as watch:
+        past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
+        bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False,
+                      max_new_tokens=new_tokens, min_new_tokens=new_tokens, past_key_values=past_key_values)
+    return growth.plot_growth(watch.trace, title=f"tiny-bart: {source_tokens}-token source, {new_tokens} new tokens")
+
+
+live(self_vs_cross,
+     source_tokens=widgets.IntSlider(value=24, min=4, max=128, step=4, continuous_update=False,
+                                     description="source tokens"),
+     new_tokens=widgets.IntSlider(value=24, min=4, max=96, step=4, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
+# ## 2. Caches específicos de modelo
+#
+# O guia diz que os modelos Mamba precisam de um cache próprio: eles não têm atenção, portanto não têm chaves nem
+# valores. No transformers 5.24 não existe mais uma classe de cache separada para o Mamba: `generate` constrói um
+# `DynamicCache` comum cujas camadas são `LinearAttentionLayer`s, cada uma com um estado de convolução e um estado
+# recorrente no lugar de chaves e valores. Montado à mão, do jeito do guia, e entregue ao tiny-mamba (3 camadas
+# Mamba):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mamba = kvlab.tiny_model("tiny-mamba")
+print("layer types:", mamba.config.layer_types)
+prompt = random_prompt(8)
+past_key_values = DynamicCache(config=mamba.config)
+mamba.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=16, min_new_tokens=16,
+               past_key_values=past_key_values)
+for idx, layer in enumerate(past_key_values.layers):
+    conv, recurrent = layer.conv_states[0], layer.recurrent_states[0]
+    print(f"layer {idx}: {type(layer).__name__}, conv state {tuple(conv.shape)}, recurrent state {tuple(recurrent.shape)}")
+
+# %% [markdown]
+# O estado de convolução guarda as 4 últimas entradas de cada um dos 128 canais internos (`conv_kernel=4`), e o
+# estado recorrente, 8 números por canal (`state_size=8`): nada em nenhuma das duas formas conta tokens. Um cache
+# assim não consegue nem dizer quantos tokens já viu:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+past_key_values.get_seq_length()
+
+# %% [markdown]
+# **Preveja primeiro.** Gere 64 tokens após um prompt de 8 tokens com o tiny-llama (3 camadas de atenção), o
+# tiny-mamba (3 camadas Mamba) e o tiny-jamba (um híbrido, abaixo). Esboce os bytes em função dos tokens para cada
+# um.
+
+# %%
+TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
+traces = {}
+for name, model in TINY.items():
+    with kvlab.watch(model) as watch:
+        model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=64,
+                       min_new_tokens=64)
+    traces[name] = watch.trace
+    traces[name].meta["prompt_tokens"] = prompt.shape[-1]  # a Mamba cache counts no tokens: tell the plot the x axis
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, trace in traces.items():
+    by_step = trace.bytes_by_step()
+    kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
+    print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
+          f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
+          f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+
+# %%
+growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
+
+# %% [markdown]
+# O tiny-llama cresce 768 bytes por token (3 camadas × K e V × 2 cabeças × 16 × 4 bytes), indefinidamente. O estado
+# do tiny-mamba tem os mesmos 18,432 bytes depois de 8 tokens e depois de 71: cada uma das suas 3 camadas guarda 128
+# canais × (4 + 8) números float32, 6,144 bytes, atualizados no lugar. O estado do Mamba minúsculo é maior que o
+# cache KV do Llama minúsculo até 24 tokens (18,432 / 768); daí em diante, e em tamanhos reais com contextos longos,
+# o tamanho constante vence.
+#
+# **Ao vivo.** Mude o número de tokens novos: a linha do tiny-llama cruza a linha plana do tiny-mamba em 24 tokens
+# vistos, qualquer que seja o comprimento, e a distância entre elas depois disso aumenta 768 bytes por token.
+
+# %%
+def mamba_vs_llama(new_tokens):
+    seen = {}
+    for name in ("tiny-llama", "tiny-mamba"):
+        with kvlab.watch(TINY[name]) as watch:
+            TINY[name].generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+        seen[name] = watch.trace
+        seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # for the Mamba state's x axis (it counts no tokens)
+    return growth.plot_growth(seen, by_layer_kind=False, title=f"8-token prompt + {new_tokens} new tokens")
+
+
+live(mamba_vs_llama,
+     new_tokens=widgets.IntSlider(value=32, min=4, max=128, step=4, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
+# ## 3. Um híbrido: Jamba
+#
+# O tiny-jamba alterna camadas Mamba e camadas de atenção; o transformers lhe dá um único `DynamicCache`, com uma
+# `LinearAttentionLayer` onde o modelo tem uma camada Mamba e uma `DynamicLayer` onde ele tem atenção.
+# **Preveja primeiro.** Quais de suas camadas crescem?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("layer types:", TINY["tiny-jamba"].config.layer_types)
+for row in traces["tiny-jamba"].layer_table():
+    print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
+          f"{row['bytes_held']:>6,} bytes")
+print({kind: points[-1][1] for kind, points in growth.bytes_by_layer_kind(traces["tiny-jamba"]).items()})
+
+# %%
+growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")
+
+# %% [markdown]
+# Só as camadas de atenção crescem; o estado das camadas Mamba fica constante. A inclinação da curva de memória de um
+# híbrido é definida apenas pelas suas camadas de atenção, e é por isso que os híbridos de contexto longo têm poucas
+# delas.
+#
+# ## Principais conclusões
+#
+# - `EncoderDecoderCache(self_cache, cross_cache)` envolve dois caches comuns: um cache de autoatenção, que cresce a
+#   cada token gerado, e um cache de atenção cruzada, fixo no comprimento da origem e preenchido uma única vez. Os
+#   dois podem ser de tipos diferentes (estático e dinâmico, acima).
+# - No transformers 5.24, o "cache específico de modelo" do Mamba é um `DynamicCache` de `LinearAttentionLayer`s: um
+#   estado de tamanho constante por camada, sem tokens a contar. Um cache KV cresce linearmente; os híbridos crescem
+#   só nas suas camadas de atenção.
+# - `kvlab.watch` registra as três formas a partir de código do transformers sem alterações, no mesmo formato de
+#   trace.
+#
+# **A seguir:** [06 · Chat iterativo](06_iterative_chat.ipynb): reutilize um único cache ao longo dos turnos de uma
+# conversa.

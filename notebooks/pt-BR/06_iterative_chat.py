@@ -1,0 +1,273 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Chat iterativo: um cache para a conversa inteira
+#
+# **Objetivo de aprendizagem.** Depois deste notebook, você consegue rodar um loop de chat que passa um único
+# `DynamicCache` a cada chamada de `generate`, dizer quantos tokens cada turno realmente pré-preenche e reconhecer a
+# única forma pela qual isso dá errado em silêncio: um template de chat que renderiza os turnos anteriores de um
+# jeito diferente de como eles foram gerados.
+#
+# **Nas palavras do kvlab.** Um prompt de chat é a conversa inteira até aqui. Com um cache novo a cada turno, o
+# modelo relê tudo a cada vez. Passe o *mesmo* cache a cada chamada de `generate`, junto com os ids da conversa
+# inteira, e o transformers pré-preenche apenas `ids[cache_length:]`: o fim da última resposta, a nova mensagem do
+# usuário e o cabeçalho do assistente. Esse atalho se apoia em uma suposição que ninguém verifica: a de que os
+# primeiros `cache_length` ids do novo prompt são exatamente os tokens cujas chaves e valores o cache guarda.
+#
+# SmolLM2-135M-Instruct com o seu template ChatML, decodificação greedy, CPU.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import time
+import warnings
+
+import ipywidgets as widgets
+import torch
+from transformers import DynamicCache
+
+import kvlab
+from kvlab.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
+from kvlab.live import live, score_guess
+from kvlab.plots.prefill_bars import plot_prefill_bars
+from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+torch.manual_seed(0)
+model, tokenizer = kvlab.load("smollm2")
+user_prompts = [
+    "What does a KV cache store? One sentence.",
+    "Why does that make generation faster?",
+    "What does it cost in exchange?",
+]
+SYSTEM = ("You are a patient tutor who explains how language models run on ordinary computers. Keep every "
+          "answer short and concrete, avoid jargon where a plain word will do, and when you use a technical term, "
+          "say in a few words what it means. The learner is a programmer who knows Python but has never looked "
+          "inside a transformer. They care about memory, speed, and what can go wrong.")
+NEW_TOKENS = 16  # replies stop here, mid-sentence, to keep the notebook fast
+
+# %% [markdown]
+# ## 1. Geração iterativa
+#
+# O loop: crie um único `DynamicCache` vazio, mantenha a conversa em uma lista `messages` e, a cada turno, renderize
+# a lista inteira com o template de chat, gere com o mesmo cache, decodifique apenas os tokens novos e anexe-os como
+# a mensagem do assistente.
+
+# %%
+past_key_values = DynamicCache(config=model.config)
+messages = [{"role": "system", "content": SYSTEM}]
+for prompt in user_prompts:
+    messages.append({"role": "user", "content": prompt})
+    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                           return_dict=True)
+    input_length = inputs["input_ids"].shape[1]
+    outputs = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, past_key_values=past_key_values)
+    completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
+    messages.append({"role": "assistant", "content": completion})
+    print(f"prompt {input_length} tokens, cache now {past_key_values.get_seq_length()}: {completion!r}")
+
+# %% [markdown]
+# **Preveja primeiro.** Só o prompt de sistema tem cerca de 80 tokens, então o prompt do turno 3 passa de cem. Um
+# cache novo pré-preencheria tudo isso. Quantos tokens o turno 3 pré-preenche com o cache reutilizado?
+
+# %%
+guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
+
+# %% [markdown]
+# O mesmo loop dentro de `kvlab.watch`, uma vez com o cache reutilizado e outra com um `DynamicCache` novo a cada
+# turno (a única mudança: o cache é criado dentro do loop). O cronômetro em volta de `generate` é o único acréscimo.
+
+# %%
+def run_chat(prompts, new_tokens, reuse):
+    """The loop above; returns the replies and each turn's generate time in seconds."""
+    past_key_values = DynamicCache(config=model.config)
+    messages, replies, seconds = [{"role": "system", "content": SYSTEM}], [], []
+    for prompt in prompts:
+        if not reuse:
+            past_key_values = DynamicCache(config=model.config)
+        messages.append({"role": "user", "content": prompt})
+        inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                               return_dict=True)
+        input_length = inputs["input_ids"].shape[1]
+        started = time.perf_counter()
+        outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                 past_key_values=past_key_values)
+        seconds.append(time.perf_counter() - started)
+        replies.append(outputs[0, input_length:].tolist())
+        messages.append({"role": "assistant", "content": tokenizer.decode(replies[-1], skip_special_tokens=True)})
+    return replies, seconds
+
+
+with kvlab.watch(model) as reused:
+    reused_replies, reused_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
+with kvlab.watch(model) as fresh:
+    fresh_replies, fresh_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+reused_prefill = turn_prefills(reused.trace)  # one cache: one trace, one prefill per turn
+fresh_prefill = [turn_prefills(trace)[0] for trace in fresh.traces]  # one cache (and trace) per turn
+print("caches seen:", len(reused.traces), "reused vs", len(fresh.traces), "fresh")
+print("tokens prefilled per turn, reused:", reused_prefill, "| fresh:", fresh_prefill)
+print("same replies:", reused_replies == fresh_replies)
+print("reused cache length at the end:", reused.caches[0].get_seq_length())
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score_guess(guess, reused_prefill[2], " tokens"))
+
+# %%
+plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_seconds)),
+                   "fresh cache per turn": list(zip(fresh_prefill, fresh_seconds))},
+                  "turn", "generate time (ms)", f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
+
+# %%
+# Timings (not checked: they depend on the machine and its load).
+for name, seconds in {"reused": reused_seconds, "fresh": fresh_seconds}.items():
+    print(f"{name:>6}: generate time per turn (ms): {', '.join(f'{s * 1e3:.0f}' for s in seconds)}")
+saved = sum(fresh_seconds[1:]) - sum(reused_seconds[1:])
+print(f"turns 2-{len(user_prompts)}: the reused cache took {saved * 1e3:,.0f} ms less in total "
+      f"(turn 1 differs by {abs(fresh_seconds[0] - reused_seconds[0]) * 1e3:,.0f} ms: the same work, so noise)")
+
+# %% [markdown]
+# No turno 1, os dois pré-preenchem os mesmos tokens (o cache está vazio), então qualquer diferença entre os dois
+# tempos é ruído. Do turno 2 em diante, o cache reutilizado pré-preenche apenas o novo turno do usuário e o cabeçalho
+# do assistente, mais duas coisas de antes: o último token da resposta anterior (`generate` o produziu, mas nunca o
+# realimentou, então o cache não o guarda) e o marcador de fim de turno `<|im_end|>\n` com que o template fecha essa
+# resposta. O cache novo pré-preenche a conversa inteira, que não para de crescer. Mesmas respostas, menos trabalho.
+# Quanto tempo isso economiza está impresso acima e depende desta máquina e da carga dela; num modelo de 135M e num
+# chat curto, é uma parte pequena de cada turno, que é dominado pelos 16 passos de decodificação. O ganho cresce com
+# a conversa e com o modelo (o notebook 08 trabalha com um prefixo longo).
+
+# %% [markdown]
+# ## Ao vivo: turnos e tamanho da resposta
+#
+# Mude o número de turnos e o de tokens novos por turno: os dois loops rodam de novo (SmolLM2, 2 × turnos chamadas a
+# `generate`, ou seja, duas por turno) e as barras mostram os tokens que cada turno pré-preencheu, lidos dos traces
+# registrados. Respostas mais longas deixam cada pré-preenchimento seguinte do cache novo mais longo; o
+# pré-preenchimento do cache reutilizado continua do tamanho do novo turno.
+
+# %%
+MORE_PROMPTS = user_prompts + ["Give one example.", "Summarise in five words."]
+
+
+def prefill_per_turn(turns, new_tokens):
+    with kvlab.watch(model) as reused:
+        run_chat(MORE_PROMPTS[:turns], new_tokens, reuse=True)
+    with kvlab.watch(model) as fresh:
+        run_chat(MORE_PROMPTS[:turns], new_tokens, reuse=False)
+    return plot_turn_prefills({"one reused cache": turn_prefills(reused.trace),
+                               "fresh cache per turn": [turn_prefills(trace)[0] for trace in fresh.traces]},
+                              title=f"SmolLM2, {turns} turns, {new_tokens} new tokens each")
+
+
+live(prefill_per_turn,
+     turns=widgets.IntSlider(value=3, min=1, max=len(MORE_PROMPTS), continuous_update=False, description="turns"),
+     new_tokens=widgets.IntSlider(value=4, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
+
+# %% [markdown]
+# ## 2. Quando o template reescreve o histórico
+#
+# O guia avisa que `apply_chat_template` pode não renderizar um turno anterior do assistente do jeito que ele foi
+# gerado: modelos que raciocinam dentro de `<think> ... </think>` podem perder esses tokens quando a conversa é
+# recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O template do
+# Qwen3 com o raciocínio desativado é um desses casos: ele abre todo turno do assistente com um bloco vazio
+# `<think>\n\n</think>\n\n`, mas renderiza os turnos *anteriores* do assistente sem ele. `THINK_DROPPING_TEMPLATE` é
+# o ChatML do SmolLM2 remodelado para se comportar assim, para podermos observar o efeito no nosso modelo. O loop é o
+# de cima, com `chat_template=` acrescentado.
+#
+# **Preveja primeiro.** O transformers puro pré-preenche `prompt[cache_length:]` de qualquer jeito. Ele levanta um
+# erro? A resposta à pergunta 2 muda em relação à de um cache novo?
+
+# %%
+past_key_values = DynamicCache(config=model.config)
+messages, prompts = [], []
+for prompt in user_prompts[:2]:
+    messages.append({"role": "user", "content": prompt})
+    inputs = tokenizer.apply_chat_template(messages, chat_template=THINK_DROPPING_TEMPLATE, add_generation_prompt=True,
+                                           return_tensors="pt", return_dict=True)
+    prompts.append(inputs["input_ids"][0].tolist())
+    cached_ids = outputs[0, :past_key_values.get_seq_length()].tolist() if len(prompts) > 1 else []
+    input_length = inputs["input_ids"].shape[1]
+    outputs = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, past_key_values=past_key_values)
+    completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
+    messages.append({"role": "assistant", "content": completion})
+stale_reply = completion
+# The turn-2 prompt again, on a fresh cache: what the answer should have been.
+reference = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
+                           past_key_values=DynamicCache(config=model.config))
+fresh_reply = tokenizer.decode(reference[0, input_length:], skip_special_tokens=True)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+stale = first_mismatch(cached_ids, prompts[1])  # kvlab: the ids the cache was fed vs the turn-2 prompt
+print(f"no error raised; cached and prompt ids part at position {stale.position} of {stale.cached_tokens} cached")
+print("the cache was fed:", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
+print("turn 2 renders:   ", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
+print(alignment_counts(cached_ids, prompts[1]))
+print("reused (stale) cache:", repr(stale_reply))
+print("fresh cache:         ", repr(fresh_reply))
+print("same reply:", stale_reply == fresh_reply)
+
+# %%
+plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds vs the new prompt's ids")
+
+# %% [markdown]
+# Tudo a partir da primeira posição em vermelho está obsoleto: o modelo faz atenção sobre chaves e valores calculados
+# para o bloco think e para o texto do turno 1 em posições deslocadas, e nada avisa você. `kvlab.chat.ChatSession`
+# guarda os ids com que alimentou o cache e os compara antes de gerar. Por padrão, ele recusa, indicando a posição e
+# os dois tokens:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+strict = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, max_new_tokens=NEW_TOKENS)
+strict.ask(user_prompts[0])
+strict.ask(user_prompts[1])
+
+# %% [markdown]
+# **Preveja primeiro.** `on_mismatch="crop"` recorta o cache de volta até a última posição coincidente
+# (`past_key_values.crop(-n)`, notebook 07) e deixa `generate` pré-preencher o resto. Quantos tokens o turno 2 vai
+# pré-preencher agora, e a resposta vai coincidir com a do cache novo?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+repaired = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, on_mismatch="crop",
+                       max_new_tokens=NEW_TOKENS)
+repaired.ask(user_prompts[0])
+turn = repaired.ask(user_prompts[1])
+print(f"kept {turn.reused_tokens} cached tokens, cropped {turn.mismatch.cached_tokens - turn.mismatch.position}, "
+      f"prefilled {turn.prefilled_tokens} of {turn.prompt_tokens}")
+print("same reply as the fresh cache:", turn.reply == fresh_reply)
+print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops])
+
+# %% [markdown]
+# ## Principais conclusões
+#
+# - Reutilizar um cache ao longo dos turnos custa um único argumento: crie um `DynamicCache` uma vez e passe-o como
+#   `past_key_values=` ao `generate` de cada turno, com os ids da conversa inteira. Cada turno então pré-preenche só
+#   o que é novo; as respostas são as mesmas que um cache novo daria.
+# - A reutilização só é correta se os ids em cache forem um prefixo dos ids do novo prompt. Um template que remove ou
+#   reescreve tokens de turnos anteriores (blocos think, espaços em branco, uma resposta que é retokenizada de outro
+#   jeito) quebra isso **silenciosamente** no transformers puro.
+# - Compare os ids com que o cache foi alimentado com os do novo prompt antes de gerar (`kvlab.chat.first_mismatch`),
+#   ou deixe o `ChatSession` fazer isso: levantar um erro, avisar ou recortar de volta até o prefixo comum.
+#
+# **A seguir:** [07 · Recorte e reversão](07_crop_and_rollback.ipynb): o que `crop` faz com cada tipo de camada, e um
+# loop de decodificação especulativa que retira do cache os tokens rejeitados.

@@ -1,0 +1,393 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · Recorte e reversão: tirando tokens de volta de um cache
+#
+# **Objetivo de aprendizagem.** Depois deste notebook, você consegue reverter um cache em *n* tokens com
+# `past_key_values.crop(-n)`, explicar por que isso falha em camadas de janela deslizante que já passaram da janela e
+# em camadas de atenção linear, a menos que `activate_past_recording()` tenha sido chamado antes do forward, dizer o
+# que `crop(0)` libera e quando, e construir sobre isso o loop de aceitar/rejeitar da decodificação especulativa.
+#
+# **Nas palavras do kvlab.** Um recorte faz o cache esquecer os seus últimos *n* tokens, como se eles nunca tivessem
+# sido alimentados. Uma camada de atenção completa simplesmente descarta as suas últimas *n* posições. Uma camada de
+# janela deslizante guarda só os seus últimos `window - 1` tokens; depois que ela passa da janela, esquecer os tokens
+# mais novos exigiria trazer os mais antigos de volta à vista, e esses já se foram. Uma camada de atenção linear
+# (Mamba) condensa cada token em um estado de tamanho fixo, então não tem ponto anterior nenhum para onde voltar.
+# `activate_past_recording()` faz essas camadas guardarem o que um recorte precisa.
+#
+# SmolLM2-135M-Instruct (30 camadas de atenção completa), Gemma 3 270M (5 deslizantes : 1 completa, janela 512) e
+# dois modelos minúsculos de pesos aleatórios, greedy, CPU. Cada seção primeiro executa as chamadas do próprio
+# transformers e depois as mesmas chamadas dentro de `kvlab.watch`, que registra o que cada camada guarda.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+import sys
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.measure import text
+from kvlab.plots._figure import subplots
+from kvlab.plots.positions import plot_cached_positions, plot_holdings
+from kvlab.plots.speculative import plot_speculative_steps
+from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
+from kvlab.run import encode
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices
+torch.manual_seed(0)
+model, tokenizer = kvlab.load("smollm2")
+print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own reference text)")
+
+# %% [markdown]
+# ## 1. Recortar um cache
+#
+# **Preveja primeiro.** Um prompt de 6 tokens, 8 tokens novos: o cache guarda 13 tokens (o 8º token novo nunca foi
+# realimentado). Depois de `crop(-3)`, quantos ele guarda? Se então retomarmos a partir dos tokens mantidos, os
+# mesmos três tokens voltam?
+
+# %%
+inputs = tokenizer("The key-value cache stores", return_tensors="pt")  # 6 ids
+past_key_values = DynamicCache(config=model.config)
+out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
+print("cache length after generate:", past_key_values.get_seq_length())
+past_key_values.crop(-3)  # forget the last three tokens
+print("cache length after crop(-3):", past_key_values.get_seq_length())
+
+# %%
+guess = 10  # your prediction: tokens held after crop(-3)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score_guess(guess, past_key_values.get_seq_length(), " tokens"))
+
+# %% [markdown]
+# A geração retoma a partir da posição 10: dê a `generate` os 11 ids cujos 10 primeiros o cache guarda, e ele
+# alimenta apenas o 11º.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+again = model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
+                       past_key_values=past_key_values)
+print("regenerated:", again[0, 11:].tolist(), "cropped:", out[0, 11:].tolist())
+print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_values.get_seq_length())
+
+# %% [markdown]
+# As mesmas chamadas dentro de `kvlab.watch`, que registra as posições (slots) e os bytes de armazenamento de cada
+# camada. `holdings` soma esses valores por tipo de camada: `slots` e `bytes_per_layer` são os de uma camada,
+# `bytes_all_layers` é o das 30 camadas juntas.
+
+# %%
+with kvlab.watch(model) as watch:
+    past_key_values = DynamicCache(config=model.config)
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
+    stages = {"after generate": holdings(past_key_values)}
+    past_key_values.crop(-3)
+    stages["after crop(-3)"] = holdings(past_key_values)
+    model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
+                   past_key_values=past_key_values)
+    stages["after resuming"] = holdings(past_key_values)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for stage, held in stages.items():
+    print(f"{stage:>15}: {held['full']}")
+crop = watch.trace.crops[-1]
+print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
+
+# %%
+plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
+
+# %% [markdown]
+# As camadas passam a relatar 10 tokens na hora, mas os bytes não mudam: 19,968 B por camada equivalem a 13 posições
+# (10 posições seriam 15,360 B), 599,040 B nas 30 camadas. `crop` fatia os tensores armazenados, e uma fatia é uma
+# *view* que mantém viva toda a memória subjacente. A memória só é liberada quando a próxima atualização concatena as
+# posições mantidas com o novo token em um tensor novo. Retomar alimenta um id e decodifica mais dois tokens: 13
+# tokens de novo, em memória nova.
+
+# %% [markdown]
+# ## 2. Gemma 3 além da janela
+#
+# **Preveja primeiro.** Um prompt de 520 tokens é mais longo que a janela de 512 tokens do Gemma 3. Geramos 4 tokens
+# com um `DynamicCache` e depois chamamos `crop(-3)`. Quais camadas conseguem fazer isso, e o que acontece com a
+# chamada?
+
+# %%
+gemma, gemma_tokenizer = kvlab.load("gemma3")
+long_ids = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
+long_inputs = {"input_ids": long_ids, "attention_mask": torch.ones_like(long_ids)}
+past_key_values = DynamicCache(config=gemma.config)
+out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+print("cache length:", past_key_values.get_seq_length())
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+past_key_values.crop(-3)
+
+# %% [markdown]
+# O transformers recusa: as suas camadas deslizantes guardam só os últimos 511 tokens, então remover os 3 mais novos
+# exigiria restaurar 3 antigos que elas não têm mais. O erro é levantado de dentro do loop sobre as camadas; assim,
+# num modelo cujas primeiras camadas fossem de atenção completa, essas já estariam recortadas quando o erro surgisse.
+# Sob `kvlab.watch`, o cache verifica todas as camadas primeiro e recusa antes de tocar em qualquer uma, indicando a
+# correção:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(gemma) as watch:
+    past_key_values = DynamicCache(config=gemma.config)
+    gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+    past_key_values.crop(-3)
+
+# %% [markdown]
+# Agora com a gravação do passado (past recording) ativada *antes* do forward. Depois de `crop(-3)`, retomamos por
+# mais 4 tokens e então chamamos `crop(0)`, que não remove nenhum token.
+
+# %%
+with kvlab.watch(gemma) as watch:
+    past_key_values = DynamicCache(config=gemma.config)
+    past_key_values.activate_past_recording()
+    out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
+    stages = {"recording, 523 fed": holdings(past_key_values)}
+    past_key_values.crop(-3)
+    stages["crop(-3)"] = holdings(past_key_values)
+    kept = out[:, :521]  # the cache holds the first 520
+    more = gemma.generate(kept, attention_mask=torch.ones_like(kept), do_sample=False, max_new_tokens=4,
+                          past_key_values=past_key_values)
+    stages["4 more tokens"] = holdings(past_key_values)
+    past_key_values.crop(0)
+    stages["crop(0)"] = holdings(past_key_values)
+    gemma(more[:, -1:], past_key_values=past_key_values)  # one more forward: the next update
+    stages["next forward"] = holdings(past_key_values)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for stage, held in stages.items():
+    sliding, full = held["sliding"], held["full"]
+    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots']} slots, {sliding['bytes_all_layers']:,} B | "
+          f"full x{full['layers']}: {full['slots']} slots, {full['bytes_all_layers']:,} B")
+print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
+print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
+
+# %%
+plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
+
+# %% [markdown]
+# Com a gravação do passado, as camadas deslizantes guardaram todos os 523 tokens (o preço: elas crescem como camadas
+# completas até um recorte; 523 posições x 2,048 B = 1,071,104 B por camada), então `crop(-3)` consegue voltar para
+# 520 tokens e reduzir as posições às 511 da janela, enquanto os bytes ficam: a fatia é uma view do armazenamento de
+# 523 posições. A gravação continua ativa: os 4 tokens a mais fazem as camadas deslizantes crescerem para 515
+# posições (em memória nova: os antigos tensores de 523 posições se foram). `crop(0)` então não remove nenhum token,
+# mas as reduz de volta para 511, a parte sobre a qual o próximo token pode fazer atenção. De novo, os bytes de
+# armazenamento só caem no forward seguinte, que concatena em um tensor novo de 512 posições: é nesse momento que
+# `crop(0)` de fato libera o passado gravado. As posições das camadas completas não mudam com `crop(0)`.
+
+# %% [markdown]
+# ## 3. Camadas de atenção linear (Mamba, Jamba)
+#
+# Uma camada Mamba guarda dois estados, e não chaves e valores: uma janela curta de convolução sobre as últimas
+# entradas e um estado recorrente que resume todos os tokens até aqui. O Jamba minúsculo do kvlab (pesos aleatórios)
+# alterna camadas Mamba com camadas de atenção completa. **Preveja primeiro.** Ele gerou 4 tokens após um prompt de
+# 10 tokens, e nenhuma janela chegou a ser atingida. `crop(-3)` funciona?
+
+# %%
+jamba = kvlab.tiny_model("tiny-jamba")
+print([type(layer).__name__ for layer in DynamicCache(config=jamba.config).layers])
+ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
+past_key_values = DynamicCache(config=jamba.config)
+out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
+                     past_key_values=past_key_values, pad_token_id=0)
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+past_key_values.crop(-3)
+
+# %% [markdown]
+# Ele levanta um erro na hora: uma camada de atenção linear não guarda passado nenhum a menos que isso seja pedido,
+# qualquer que seja o comprimento. Com `activate_past_recording()` antes do forward, o estado de convolução guarda
+# cada entrada até um recorte:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(jamba) as watch:
+    past_key_values = DynamicCache(config=jamba.config)
+    past_key_values.activate_past_recording()
+    out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
+                         past_key_values=past_key_values, pad_token_id=0)
+    mamba = past_key_values.layers[0]
+    recurrent_before = mamba.recurrent_states[0].clone()
+    print("conv state before crop:", tuple(mamba.conv_states[0].shape), "| recurrent:", tuple(recurrent_before.shape))
+    past_key_values.crop(-3)
+    print("conv state after crop(-3):", tuple(mamba.conv_states[0].shape), "| attention layers hold",
+          past_key_values.get_seq_length(), "tokens")
+print("crop event lengths (attention layers only):", watch.trace.crops[-1]["lengths_after"])
+print("recurrent state changed by the crop:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
+print("is_croppable:", past_key_values.is_croppable)
+
+# %% [markdown]
+# O recorte roda, mas veja o que ele fez: o estado de convolução voltou 3 entradas (e foi reduzido às 4 de que o
+# próximo passo precisa), as camadas de atenção voltaram para 10 tokens, e o estado recorrente ficou intocado: ele
+# ainda resume todos os 13 tokens. O próprio transformers admite isso com `is_croppable` (False assim que uma camada
+# tem estado recorrente) e recusa a decodificação assistida com um cache assim. Isso importa? Compare os logits do
+# próximo token a partir do cache recortado com os de um cache novo que nunca viu os 3 tokens:
+
+# %%
+with torch.inference_mode():
+    cropped_next = jamba(out[:, 10:11], past_key_values=past_key_values).logits[0, -1]  # resume after the crop
+    fresh_next = jamba(out[:, :11], past_key_values=DynamicCache(config=jamba.config)).logits[0, -1]
+    step_by_step = DynamicCache(config=jamba.config)  # no crop: 10 tokens, then the 11th, as generate would
+    jamba(out[:, :10], past_key_values=step_by_step)
+    uncropped_next = jamba(out[:, 10:11], past_key_values=step_by_step).logits[0, -1]
+after_crop = (cropped_next - fresh_next).abs().max().item()
+rounding = (uncropped_next - fresh_next).abs().max().item()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("cropped cache gives a fresh cache's logits:", after_crop <= 10 * rounding + 1e-6)
+print("same next token anyway:", cropped_next.argmax().item() == fresh_next.argmax().item())
+
+# %%
+print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1e}; "
+      f"without any crop {rounding:.1e} (float rounding)")
+
+# %% [markdown]
+# Então, num modelo com estado recorrente, `crop` com gravação do passado reverte as partes que consegue e deixa o
+# estado recorrente obsoleto: os logits depois do recorte diferem dos de um cache novo por muito mais que um erro de
+# arredondamento. O próximo token por acaso é o mesmo aqui porque os pesos aleatórios do modelo minúsculo são
+# pequenos (logits perto de zero); o estado obsoleto continua 3 tokens adiantado. Só camadas de atenção linear que
+# têm apenas estado de convolução (sem estado recorrente) podem ser revertidas com exatidão, e é isso que
+# `is_croppable` informa.
+
+# %% [markdown]
+# ## 4. Ao vivo: o que cada camada guarda depois de `crop(-n)`
+#
+# O Gemma 3 minúsculo do kvlab tem janela de 8 e 6 camadas (deslizante, deslizante, completa, duas vezes). Ele lê 14
+# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *past recording*: sem isso, qualquer recorte
+# além da janela é recusado; com isso, as camadas deslizantes guardam o passado inteiro até que o recorte as reduza.
+
+# %%
+tiny = kvlab.tiny_model("tiny-gemma3")
+tiny_ids = torch.randint(3, 128, (1, 14), generator=torch.Generator().manual_seed(0))
+
+
+def crop_picture(n, past_recording):
+    """Generate on tiny Gemma 3 with a DynamicCache, crop(-n), draw the positions each layer holds."""
+    with kvlab.watch(tiny) as watch:
+        past_key_values = DynamicCache(config=tiny.config)
+        if past_recording:
+            past_key_values.activate_past_recording()
+        tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
+                      past_key_values=past_key_values, pad_token_id=0)
+        try:
+            past_key_values.crop(-n)
+            title = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens"
+        except kvlab.CacheCropError as err:
+            title = str(err).split(", so")[0]  # "crop(-n) refused: sliding layer 0 has seen ... keeps only ..."
+        rows = cached_positions(past_key_values)
+    fig, ax = subplots(figsize=(9, 3.2))
+    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax)
+    return fig
+
+
+live(crop_picture,
+     n=widgets.IntSlider(value=3, min=0, max=8, continuous_update=False, description="n in crop(-n)"),
+     past_recording=widgets.Checkbox(value=True, description="past recording"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for recording in (False, True):
+    with kvlab.watch(tiny) as watch:
+        past_key_values = DynamicCache(config=tiny.config)
+        if recording:
+            past_key_values.activate_past_recording()
+        tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
+                      past_key_values=past_key_values, pad_token_id=0)
+        rows = cached_positions(past_key_values)
+    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['kind']}": (r["held"][0], r["held"][-1],
+                                                len(r["visible"])) for r in rows[:3]})
+
+# %% [markdown]
+# Antes de qualquer recorte, uma camada de atenção completa guarda as posições 0–18 e uma camada deslizante só as
+# 12–18, as 7 sobre as quais o próximo token (posição 19) faz atenção, junto com ele mesmo. Com a gravação do
+# passado, as camadas deslizantes também guardam tudo, mas o próximo token continua vendo só as últimas 7: o resto
+# está ali apenas para que um recorte possa voltar atrás.
+
+# %% [markdown]
+# ## 5. Decodificação especulativa: aceitar, rejeitar, reverter
+#
+# A decodificação especulativa propõe vários tokens a baixo custo, verifica todos eles com **um** forward do modelo e
+# mantém o prefixo mais longo que coincide com o que a decodificação greedy teria escolhido, mais o próprio token do
+# modelo no primeiro desacordo. O forward escreveu chaves e valores para cada proposta, então as rejeitadas são
+# recortadas com `crop(-rejected)`. Aqui as propostas vêm de *prompt lookup* (busca no prompt): encontrar uma
+# ocorrência anterior do último token no texto e propor os 5 tokens que vieram depois dela, o que não custa nada e
+# funciona quando a saída copia a entrada. (`kvlab.rollback.speculative_generate` é o loop, em algumas dezenas de
+# linhas.)
+#
+# **Preveja primeiro.** Pede-se ao modelo que copie uma lista de 10 itens. O loop vai produzir exatamente a saída
+# greedy? De quantos forwards ele vai precisar (até 48 tokens; a resposta pode terminar antes), e quantas propostas
+# vai reverter?
+
+# %%
+copy_prompt = encode(tokenizer, "Copy this list exactly, twice: red, orange, yellow, green, blue, indigo, "
+                                "violet, white, black, grey.", chat=True)
+greedy = model.generate(copy_prompt, attention_mask=torch.ones_like(copy_prompt), do_sample=False,
+                        max_new_tokens=48)[0, copy_prompt.shape[-1]:].tolist()
+spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1), k=5,
+                            eos_token_id=tokenizer.eos_token_id)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("same tokens as greedy:", spec.token_ids == greedy)
+print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
+      f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
+print("crops:", [c["n"] for c in spec.cache.trace.crops])
+print(repr(tokenizer.decode(spec.token_ids)))
+
+# %%
+plot_speculative_steps(spec)
+
+# %% [markdown]
+# Cada proposta rejeitada foi escrita no cache pelo forward de verificação e removida por `crop(-rejected)` logo em
+# seguida, então o forward seguinte parte exatamente dos tokens que foram mantidos. A saída é, token por token, a da
+# decodificação greedy, em menos forwards. No Gemma 3, o mesmo loop precisa de `activate_past_recording()` assim que
+# a sequência passa da janela (`speculative_generate(...,
+# past_recording=True)`), pelo motivo visto na seção 2.
+
+# %% [markdown]
+# ## Principais conclusões
+#
+# - `past_key_values.crop(-n)` esquece os últimos *n* tokens. Camadas de atenção completa sempre conseguem. Camadas
+#   deslizantes além da janela, e camadas de atenção linear em qualquer comprimento, só se
+#   `activate_past_recording()` tiver sido chamado antes do forward, ao preço de guardar o passado até o próximo
+#   recorte.
+# - Numa camada com estado recorrente (Mamba), mesmo um recorte com gravação reverte só o estado de convolução:
+#   `is_croppable` é False e a continuação difere da de uma execução nova.
+# - Um recorte não libera memória por si só: ele deixa views do armazenamento antigo, liberado na próxima
+#   atualização. `crop(0)` reduz as camadas deslizantes com gravação de volta à janela; os bytes vão embora no
+#   forward seguinte.
+# - A decodificação especulativa é crop em loop: verifique *k* propostas em um forward, mantenha o que coincide,
+#   recorte o resto. A saída é igual à da decodificação greedy.
+#
+# **A seguir:** [08 · Cache de prefixo](08_prefix_caching.ipynb): pré-preencha uma vez um prefixo compartilhado e
+# copie o cache para cada pergunta.

@@ -1,0 +1,283 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · Cache de prefixo: pré-preencha uma única vez um prefixo compartilhado
+#
+# **Objetivo de aprendizagem.** Ao final deste notebook você saberá executar a receita de cache de prefixo do guia do
+# transformers (pré-preencher um `StaticCache` dentro de `torch.no_grad()` e depois fazer `copy.deepcopy` dele para
+# cada pergunta), dizer quanto cada cópia custa em memória para um `StaticCache` e para um `DynamicCache`, e
+# reconhecer a armadilha de tokenização que torna o reuso silenciosamente errado: um prefixo que termina em espaço,
+# como o do próprio guia.
+#
+# **Nas palavras do kvlab.** Muitos prompts começam do mesmo jeito. As chaves e os valores desse início comum não
+# dependem do que vem depois, então podem ser calculados uma única vez. Gerar dentro de um cache o modifica, por isso
+# cada pergunta recebe sua própria cópia profunda (deep copy) do cache pré-preenchido; assim, `generate` só precisa
+# executar a parte do prompt que a cópia ainda não contém. Isso só dá certo se os ids de token do prefixo forem
+# exatamente os primeiros ids do prompt completo, e concatenar duas strings não garante isso.
+#
+# SmolLM2-135M-Instruct, decodificação gulosa (greedy), CPU.
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import copy
+import warnings
+
+import ipywidgets as widgets
+import torch
+import transformers
+from transformers import DynamicCache, StaticCache
+
+import kvlab
+from kvlab.live import live, score_guess
+from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
+from kvlab.prefix import check_token_prefix, token_prefix
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
+torch.manual_seed(0)
+model, tokenizer = kvlab.load("smollm2")
+SHOP = (
+    "You answer questions for Wheelwright, a small bicycle repair shop, in one short sentence.\n"
+    "Opening hours: Monday to Friday 9:00 to 18:00, Saturday 10:00 to 14:00, closed on Sundays and holidays.\n"
+    "Prices: replacing an inner tube costs 12 euros and takes 20 minutes. Truing a wheel costs 18 euros. "
+    "Brake pads cost 15 euros per pair, fitting included. A full service costs 65 euros and takes one day.\n"
+    "We sell city bikes and cargo bikes, but no electric bikes. We rent cargo bikes for 30 euros a day.\n"
+    "Payment by card or cash. Repairs are guaranteed for three months.\n"
+)  # ends in a newline: a token boundary (section 3 shows why that matters)
+QUESTIONS = [
+    "Question: How much does it cost to replace an inner tube?\nAnswer:",
+    "Question: Do you sell electric bikes?\nAnswer:",
+    "Question: Are you open on Sunday?\nAnswer:",
+]
+NEW_TOKENS = 8
+MAX_CACHE_LEN = 224  # room for the prefix, the longest question and its answer
+
+# %% [markdown]
+# ## 1. Preencher um cache (cache de prefixo)
+#
+# A receita do guia, aplicada ao texto da loja: crie um `StaticCache` grande o bastante para prefixo + pergunta +
+# resposta, execute um forward sobre o prefixo sem gradientes (para que os tensores do cache possam ser copiados em
+# profundidade) e então, para cada pergunta, tokenize o prompt *inteiro* (prefixo + pergunta), faça uma cópia profunda
+# do cache pré-preenchido e passe a cópia para `generate` como `past_key_values=`.
+
+# %%
+prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+inputs = tokenizer(SHOP, return_tensors="pt")
+with torch.no_grad():
+    output = model(**inputs, past_key_values=prompt_cache)
+prompt_cache = output.cache  # the guide reads `.past_key_values`; see the next cell
+
+answers = []
+for question in QUESTIONS:
+    new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+    past_key_values = copy.deepcopy(prompt_cache)
+    out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
+    answers.append(out[0, new_inputs.input_ids.shape[-1]:])  # the new tokens only
+
+# %% [markdown]
+# No transformers 5.24, a saída do forward chama seu campo de cache de `cache`. O `.past_key_values` do guia continua
+# funcionando: é uma propriedade obsoleta (deprecated) que devolve o mesmo objeto (e registra um aviso no log uma
+# única vez, silenciado acima).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(type(output).__name__, "fields:", list(output.keys()))
+print("output.past_key_values is output.cache:", output.past_key_values is output.cache)
+print(f"prefix: {inputs.input_ids.shape[-1]} tokens; the prefilled cache reports {prompt_cache.get_seq_length()}")
+for question, new in zip(QUESTIONS, answers):
+    print(f"{question.splitlines()[0]!r} -> {tokenizer.decode(new, skip_special_tokens=True)!r}")
+
+# %% [markdown]
+# **Preveja primeiro.** O SmolLM2 guarda, por token, 30 camadas × (chaves + valores) × 3 cabeças × 64 dimensões × 4
+# bytes = 46,080 B. Quantos bytes ocupa cada cópia profunda do `StaticCache`? E uma cópia de um `DynamicCache`
+# pré-preenchido com o mesmo prefixo? Escreva abaixo seu palpite para a cópia estática (em bytes).
+
+# %%
+guess = 150 * 46_080  # "the prefix is about 150 tokens, so its keys and values"
+
+# %% [markdown]
+# ## 2. A mesma receita, observada
+#
+# O mesmo código outra vez, dentro de `kvlab.watch`, uma vez com o `StaticCache` do guia e outra com um `DynamicCache`
+# (o comentário do guia diz que qualquer um dos dois serve). `watch.traces` lista todos os caches que o modelo usou:
+# cada cache de prefixo pré-preenchido e, em seguida, um trace por cópia profunda, cujo `meta["copied_from"]` indica o
+# trace do qual ela foi copiada. Como referência, cada pergunta também é respondida sem reuso: um `generate` simples
+# sobre o prompt inteiro.
+
+# %%
+reused = {}
+with kvlab.watch(model) as watch:
+    for name, prompt_cache in {"StaticCache": StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN),
+                               "DynamicCache": DynamicCache(config=model.config)}.items():
+        inputs = tokenizer(SHOP, return_tensors="pt")
+        with torch.no_grad():
+            prompt_cache = model(**inputs, past_key_values=prompt_cache).cache
+        for question in QUESTIONS:
+            new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+            past_key_values = copy.deepcopy(prompt_cache)
+            out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS,
+                                 do_sample=False)  # fmt: skip
+            reused.setdefault(name, []).append(out[0, new_inputs.input_ids.shape[-1]:])
+
+no_reuse, prompt_tokens = [], []
+for question in QUESTIONS:
+    new_inputs = tokenizer(SHOP + question, return_tensors="pt")
+    out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
+    no_reuse.append(out[0, new_inputs.input_ids.shape[-1]:])
+    prompt_tokens.append(new_inputs.input_ids.shape[-1])
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for i, trace in enumerate(watch.traces):
+    summary = trace.summary()
+    origin = "prefilled prefix" if trace.meta.get("copied_from") is None else f"copy of trace {trace.meta['copied_from']}"
+    print(f"trace {i}: {trace.meta['cache_class']:<12} {origin:<18} holds {summary['final_bytes']:>10,} B at the end, "
+          f"{summary['slots_live'] // 30} of {summary['slots_allocated'] // 30} slots per layer live")
+print("prompt tokens per question, no reuse:", prompt_tokens)
+for name, outs in reused.items():
+    print(f"{name}: same tokens as no reuse: {[torch.equal(a, b) for a, b in zip(outs, no_reuse)]}; "
+          f"same as section 1 (unwatched): {[torch.equal(a, b) for a, b in zip(outs, answers)]}")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+static_copy = watch.traces[1]
+print(score_guess(guess, static_copy.summary()["peak_bytes"], " B"))
+
+# %%
+plot_prefix_copies(watch.traces, prompt_tokens,
+                   title=f"{len(QUESTIONS)} questions after a {watch.traces[0].summary()['slots_live'] // 30}-token prefix, "
+                         f"{NEW_TOKENS} new tokens each")  # fmt: skip
+
+# %% [markdown]
+# Lendo os traces:
+#
+# - O primeiro forward de cada cópia escreveu apenas os tokens da pergunta (painel da esquerda): as chaves e os
+#   valores do prefixo vieram junto com a cópia. Sem reuso, cada resposta passa o prompt inteiro pelo modelo de novo.
+# - Uma cópia de `StaticCache` ocupa todas as `max_cache_len` posições desde o momento em que é copiada, preenchidas
+#   ou não, então toda cópia custa as mesmas 224 posições. Uma cópia de `DynamicCache` guarda os tokens do prefixo e
+#   só cresce enquanto sua resposta é gerada. Por pergunta, o preço do reuso em memória é uma cópia viva enquanto
+#   aquela resposta está sendo gerada.
+# - Os tokens são os mesmos com e sem reuso, e os mesmos com ou sem observação: as chaves e os valores do prefixo não
+#   dependem do que vem depois dele, e `kvlab.watch` apenas registra.
+
+# %% [markdown]
+# ## 3. A armadilha no próprio prefixo do guia
+#
+# O exemplo do guia põe em cache `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza
+# `INITIAL_PROMPT + prompt` para cada pergunta.
+#
+# **Preveja primeiro.** O tokenizador do SmolLM2 (BPE em nível de byte, como o do Llama) junta o espaço à palavra que
+# vem depois dele. Tokenizado sozinho, como termina o prefixo do guia? Tokenizado junto com
+# `"What is the capital of France?"`, os ids do prefixo continuam sendo os primeiros ids do prompt completo?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+INITIAL_PROMPT = "You are a helpful assistant. "
+question = "What is the capital of France?"
+check = token_prefix(tokenizer, INITIAL_PROMPT, question)
+print("prefix alone:       ", check.prefix_tokens)
+print("prefix + question:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
+print("ids of the prefix are a prefix of the full ids:", check.ok, "| first difference at position", check.mismatch)
+
+# %% [markdown]
+# Sozinho, o prefixo termina em um token de espaço isolado, `Ġ` (id mostrado acima). Junto com a pergunta, o mesmo
+# espaço vem escrito dentro de `ĠWhat`. O cache guarda 7 posições, então `generate` trata os primeiros 7 ids do prompt
+# completo como já estando em cache e alimenta o modelo a partir da posição 7: `ĠWhat` nunca é executado, e a posição
+# 6 guarda, no lugar dele, as chaves e os valores de um espaço solto. O que isso faz com a resposta? A receita do
+# guia, com o prefixo do guia:
+
+# %%
+prompt_cache = StaticCache(config=model.config, max_cache_len=64)
+inputs_initial_prompt = tokenizer(INITIAL_PROMPT, return_tensors="pt")
+with torch.no_grad():
+    prompt_cache = model(**inputs_initial_prompt, past_key_values=prompt_cache).cache
+
+new_inputs = tokenizer(INITIAL_PROMPT + question, return_tensors="pt")
+past_key_values = copy.deepcopy(prompt_cache)
+reused_out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
+fresh_out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)  # no reuse: the right answer
+
+# %%
+# NBVAL_CHECK_OUTPUT
+start = new_inputs.input_ids.shape[-1]
+print("reused prefix cache:", repr(tokenizer.decode(reused_out[0, start:], skip_special_tokens=True)))
+print("no reuse:           ", repr(tokenizer.decode(fresh_out[0, start:], skip_special_tokens=True)))
+print("same tokens:", torch.equal(reused_out[0, start:], fresh_out[0, start:]))
+
+# %% [markdown]
+# Nenhum erro, nenhum aviso, e uma resposta diferente: o cache reutilizado respondeu a um prompt que diz "You are a
+# helpful assistant.␣ is the capital of France?" (o modelo nunca viu `ĠWhat`). Neste modelo pequeno, nenhuma das duas
+# respostas diz "Paris" (o prompt não usa chat template, e o modelo é pequeno), mas só a resposta sem reuso é a
+# resposta do modelo ao prompt que você escreveu. A correção é terminar o prefixo em uma fronteira de token: tire o
+# espaço do final e comece a pergunta com ele (`"You are a helpful assistant."` + `" What is…"`), ou termine o prefixo
+# com uma quebra de linha, ou ponha em cache um turno inteiro do chat template.
+#
+# O `check_token_prefix` do kvlab compara os ids antes de você reutilizar um cache e diz onde eles se separam:
+
+# %% tags=["raises-exception"]
+# NBVAL_CHECK_OUTPUT
+check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
+
+# %% [markdown]
+# ### Experimente: quais prefixos são seguros?
+#
+# Escolha um prefixo e digite uma pergunta: a figura tokeniza o prefixo e o prefixo + pergunta com o tokenizador do
+# SmolLM2 e alinha os ids em torno da emenda. As posições verdes coincidem, as vermelhas diferem (ali o cache
+# guardaria as chaves e os valores errados) e as azul-acinzentadas são os tokens da própria pergunta, que o primeiro
+# forward da cópia executa.
+
+# %%
+PREFIXES = {
+    "'You are a helpful assistant. ' (the guide's)": "You are a helpful assistant. ",
+    "'You are a helpful assistant.\\n'": "You are a helpful assistant.\n",
+    "a system turn of the chat template": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n",
+    "the shop text + 'Question: '": SHOP + "Question: ",
+}
+
+
+def prefix_check(prefix, question):
+    return plot_token_prefix(token_prefix(tokenizer, prefix, question))
+
+
+live(prefix_check,
+     prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefix"),
+     question=widgets.Text(value=question, continuous_update=False, description="question"))
+
+# %% [markdown]
+# O padrão é o prefixo do guia: o quadrado vermelho na última posição é o espaço isolado. Escolha o prefixo que
+# termina em quebra de linha, ou o turno do chat template, e todos os quadrados do prefixo ficam verdes, qualquer que
+# seja a pergunta digitada. O texto da loja terminado em `"Question: "` falha do mesmo jeito que o prefixo do guia.
+
+# %% [markdown]
+# ## Principais conclusões
+#
+# - A receita do guia funciona como está escrita: pré-preencha um cache uma vez dentro de `torch.no_grad()`, faça
+#   `copy.deepcopy` dele para cada pergunta e passe a cópia com o prompt inteiro. Cada resposta executa apenas os
+#   tokens da sua pergunta, e os tokens são iguais aos obtidos sem reuso. No transformers 5.24, o campo da saída do
+#   forward é `.cache` (`.past_key_values` é um alias obsoleto dele).
+# - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len`; uma cópia de `DynamicCache` custa os tokens
+#   do prefixo e cresce com a sua resposta.
+# - Termine o prefixo em uma fronteira de token, nunca em um espaço: o próprio `"You are a helpful assistant. "` do
+#   guia faz o SmolLM2 pular a primeira palavra da pergunta sem um único aviso. Confira os ids
+#   (`kvlab.prefix.check_token_prefix`) antes de reutilizar um cache.
+#
+# **A seguir:** [09 · Onde ficam os tensores](09_where_tensors_live.ipynb): o que `generate` mantém em cada dispositivo
+# e o que cada chamada de forward recebe.

@@ -1,0 +1,276 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 12 · Servindo muitas requisições: o cache paginado e o batching contínuo
+#
+# **Objetivo de aprendizagem.** Veja para onde vai a memória KV de um lote de requisições reais em três arranjos: (a)
+# um cache estático por requisição, dimensionado para a mais longa, (b) um cache dinâmico por requisição, (c) blocos
+# de um cache paginado compartilhado, o arranjo que o próprio `model.generate_batch(...)` do transformers usa. Compare
+# os bytes reservados com os bytes que guardam tokens de fato e observe blocos sendo entregues, devolvidos,
+# compartilhados e recusados.
+#
+# **Além do guia.** O guia de cache (e os notebooks 00-11) atende uma requisição por vez. Este notebook vai além dele:
+# o batching contínuo é uma parte separada do transformers 5.24 (`transformers.generation.continuous_batching`), então
+# aqui não há título de seção do guia a que fazer referência.
+#
+# **Como é medido.** `kvlab.watch(model)` faz o gerenciador que `generate_batch` inicia criar um
+# `InstrumentedPagedAttentionCache`, uma subclasse do `PagedAttentionCache` do transformers que chama os próprios
+# métodos do transformers e só lê as tabelas de blocos depois (os tokens são os mesmos do `generate_batch` puro:
+# `tests/caches/test_paged.py`).
+
+# %%
+import kvlab
+
+kvlab.set_language("pt-BR")
+
+# %%
+# %matplotlib inline
+import warnings
+
+import ipywidgets as widgets
+import torch
+from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfig, StaticCache
+
+import kvlab
+from kvlab.caches.paged import paged_steps, paged_summary
+from kvlab.live import live, score_guess
+from kvlab.plots.blocks import plot_block_timeline, plot_layouts
+from kvlab.serving import layout_rows, load_workload, request_lengths
+
+warnings.filterwarnings("ignore", message=".*past_key_values.*")
+# continuous batching runs its loop in a background thread; one torch thread keeps it steady on a shared CPU
+torch.set_num_threads(1)
+model, tokenizer = kvlab.load("smollm2")
+workload = load_workload(tokenizer)  # data/requests/chat_requests.json, through SmolLM2's chat template
+print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answers capped at "
+      f"{workload.max_new_tokens} new tokens")
+
+# %% [markdown]
+# ## 1. O batching contínuo do transformers, do jeito que você o chamaria
+#
+# `generate_batch` recebe uma lista de prompts em ids de token, põe todos em uma fila e executa um forward por passo
+# sobre todas as requisições em andamento: os prompts das requisições novas e o próximo token das requisições em
+# execução dividem o mesmo lote. O cache KV é um `PagedAttentionCache`: um único tensor dividido em blocos de
+# `page_size` posições de token (as chaves e os valores de todas as camadas para esses tokens). `num_blocks` fixa o
+# orçamento de memória. Em uma CPU, a implementação de atenção é `"paged|eager"` (os kernels flash precisam de uma
+# GPU). A chamada está na seção 3, dentro de `kvlab.watch`; sem a linha do `with`, é transformers puro.
+
+# %% [markdown]
+# ## 2. Preveja primeiro
+#
+# Cada requisição da carga de trabalho recebe no máximo 24 tokens novos. Um servidor que dá a cada requisição seu
+# próprio cache estático precisa dimensioná-lo para a requisição mais longa que aceita: o prompt mais longo mais 24.
+# Que fração dessas posições reservadas não vai guardar nenhum token quando as requisições terminarem?
+
+# %%
+guess = 30.0  # % of a static-per-request layout's slots left empty
+
+# %% [markdown]
+# ## 3. A carga de trabalho inteira, observada
+#
+# Todas as oito requisições, com respostas de até 24 tokens, dentro de `kvlab.watch`. O orçamento é de 24 blocos de 16
+# tokens, menos do que as oito requisições precisam ao mesmo tempo, então o trace mostra o que o transformers faz
+# quando os blocos acabam.
+
+# %%
+model.set_attn_implementation("paged|eager")
+generation_config = GenerationConfig(max_new_tokens=workload.max_new_tokens, do_sample=False,
+                                     eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+with kvlab.watch(model) as watch:
+    outputs = model.generate_batch(
+        inputs=workload.input_ids,
+        generation_config=generation_config,
+        continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=24, max_batch_tokens=512),
+    )
+trace = watch.trace
+answers = [len(outputs[f"req_{i}"].generated_tokens) for i in range(len(workload))]
+for name, output_id in zip(workload.ids, outputs):
+    print(f"{name:8} {output_id}: {len(outputs[output_id].generated_tokens):2} tokens "
+          f"{tokenizer.decode(outputs[output_id].generated_tokens)[:60]!r}")
+
+# %% [markdown]
+# Os comprimentos dos prompts e das respostas (determinísticos: decodificação gulosa, conferido):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("prompt tokens:", workload.prompt_lengths)
+print("answer tokens:", answers)
+held = request_lengths(workload.prompt_lengths, answers)
+print("tokens in each request's cache when it finishes (prompt + answer - 1):", held)
+
+# %% [markdown]
+# ### O que o trace registrou
+#
+# O trace fala o mesmo vocabulário de todos os outros caches: `cache_bytes` é o armazenamento do pool inteiro, alocado
+# de antemão; `slots_allocated` conta as posições dos blocos entregues às requisições, `slots_live`, as posições que
+# guardam um token, e `slots_masked`, o resto vazio desses blocos (o último bloco de cada requisição, parcialmente
+# preenchido).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+meta = trace.meta["paged"]
+print(f"pool: {meta['num_blocks']} blocks of {meta['page_size']} tokens (+{meta['trash_blocks']} trash blocks "
+      f"transformers reserves for padding), {meta['bytes_per_block']:,} B per block, "
+      f"{meta['storage_bytes']:,} B of storage")
+print("trace bytes = storage:", trace.summary()["peak_bytes"] == watch.caches[0].cache_tensor.untyped_storage().nbytes())
+
+# %% [markdown]
+# O escalonamento depende de como as requisições esbarram no orçamento; as linhas abaixo são impressas a partir do
+# trace desta execução (qual requisição esperou ou foi preemptada pode mudar com a composição do lote, por isso elas
+# não são conferidas).
+
+# %%
+summary = paged_summary(trace)
+rows = paged_steps(trace)
+waited = sorted({rid for r in rows for rid in r["refused"]})
+preempted = [rid for r in rows for rid in r["preempted"]]
+print(f"{summary['forwards']} forwards; at most {summary['peak_requests']} requests in flight and "
+      f"{summary['peak_blocks_in_use']} of {meta['num_blocks']} blocks in use")
+print(f"requests refused blocks at least once (they waited in the queue): {waited or 'none'}")
+print(f"requests preempted (blocks freed, re-queued, prompt recomputed): {preempted or 'none'}")
+print(f"prompt tokens reused from another request's blocks (prefix sharing): {summary['prefix_hit_tokens']}")
+print(f"internal fragmentation: {summary['fragmentation_pct_mean']} % of handed-out slots empty, "
+      f"averaged over forwards")
+
+# %%
+plot_block_timeline(trace)
+
+# %% [markdown]
+# Cada coluna é um forward. Uma célula colorida é um bloco que alguma requisição ocupa; os blocos cinza são blocos
+# completos que o transformers mantém depois que a requisição deles termina, para que uma requisição posterior com o
+# mesmo prefixo possa reutilizá-los (o chat template do SmolLM2 começa todo prompt com o mesmo texto de sistema); as
+# células claras estão livres. Um triângulo vermelho marca um forward em que uma requisição pediu blocos e foi
+# recusada: ela continua na fila.
+
+# %% [markdown]
+# ## 4. Todos os arranjos, as mesmas requisições
+#
+# Agora os três arranjos para os comprimentos medidos acima, no comprimento final de cada requisição. O cache estático
+# é dimensionado com `max_cache_len` = prompt mais longo + 24; as linhas paginadas usam vários tamanhos de bloco (256
+# é o `page_size` padrão do transformers).
+
+# %%
+bytes_per_token = meta["bytes_per_block"] // meta["page_size"]  # keys + values, 30 layers, float32
+max_cache_len = max(workload.prompt_lengths) + workload.max_new_tokens
+budget = meta["num_blocks"] * meta["bytes_per_block"]  # the pool of the run above
+layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_sizes=(4, 16, 64, 256),
+                      budget_bytes=budget)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"{bytes_per_token:,} B per token; static max_cache_len = {max_cache_len}; budget {budget:,} B")
+print(f"{'layout':10} {'reserved B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
+for row in layouts:
+    print(f"{row['layout']:10} {row['bytes_reserved']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
+          f"{row['fit_in_budget']:>14}")
+
+# %%
+print(score_guess(guess, layouts[0]["waste_pct"], " %"))
+
+# %% [markdown]
+# ### As linhas estática e dinâmica, medidas em caches reais
+#
+# A tabela é aritmética sobre os comprimentos medidos. Para conferi-la, os tokens finais de cada requisição (prompt +
+# resposta, menos o último token, que nunca volta a entrar no modelo) passam por um forward e vão para o cache que
+# cada arranjo lhe dá: `StaticCache(config=..., max_cache_len=...)` e `DynamicCache(config=...)`, registrados por
+# `kvlab.watch`. A linha paginada com 16 é lida do trace acima: os blocos que cada requisição ocupava no seu último
+# forward.
+
+# %%
+model.set_attn_implementation("sdpa")
+measured = {"static": [0, 0], "dynamic": [0, 0]}  # reserved bytes, live bytes
+for prompt_ids, output_id in zip(workload.input_ids, outputs):
+    tokens = torch.tensor([prompt_ids + outputs[output_id].generated_tokens[:-1]])
+    for layout, cache in (("static", StaticCache(config=model.config, max_cache_len=max_cache_len)),
+                          ("dynamic", DynamicCache(config=model.config))):
+        with kvlab.watch(model) as cache_watch, torch.no_grad():
+            model(input_ids=tokens, past_key_values=cache)
+        s = cache_watch.trace.summary()
+        measured[layout][0] += s["final_bytes"]
+        measured[layout][1] += s["final_bytes"] * s["slots_live"] // s["slots_allocated"]
+last_blocks = {}
+for r in paged_steps(trace):
+    last_blocks.update({rid: len(blocks) for rid, blocks in r["block_tables"].items()})
+paged_16 = sum(last_blocks.values()) * meta["bytes_per_block"]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+by_name = {row["layout"]: row for row in layouts}
+for layout, (reserved, live_bytes) in measured.items():
+    print(f"{layout:8} measured reserved {reserved:,} B, live {live_bytes:,} B;"
+          f" table: {by_name[layout]['bytes_reserved']:,} / {by_name[layout]['bytes_live']:,}")
+print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_reserved']:,}")
+
+# %%
+plot_layouts(layouts)
+
+# %% [markdown]
+# ### Referência externa (não medida aqui)
+#
+# | fonte | arranjo | memória KV desperdiçada |
+# |---|---|---|
+# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), medido nos traces de serviço deles | sistemas anteriores, que reservam memória contígua por requisição | 60-80 % |
+# | o mesmo artigo | blocos paginados (vLLM) | menos de 4 % |
+#
+# Esses são os números do artigo, em GPUs, com conversas reais longas e o tamanho de bloco deles; aparecem aqui só
+# para comparação. Os números do kvlab são os da tabela acima, para oito requisições curtas de chat nesta máquina.
+# Repare no que a tabela medida diz ao lado deles: aqui um cache dinâmico por requisição não desperdiça nada dentro
+# dos seus tensores (ele cresce token a token); o que lhe falta é um orçamento compartilhado com o qual um servidor
+# possa planejar admissões, e ele realoca seus tensores a cada passo. Os blocos paginados limitam o desperdício ao
+# último bloco de cada requisição, e quanto menor o bloco, menor esse desperdício: com o `page_size` padrão de 256 do
+# transformers, cada uma dessas requisições curtas (no máximo 80 tokens) preenche menos de um terço do seu único
+# bloco, e a linha paginada desperdiça mais do que a estática.
+
+# %% [markdown]
+# ## 5. Ao vivo: tamanho de bloco e número de requisições
+#
+# Mexa nos controles: as primeiras *n* requisições da carga de trabalho passam por `generate_batch` (8 tokens novos
+# cada, um pool de 256 posições de token, ou seja, um número de blocos igual a 256 / tamanho do bloco) e a linha do
+# tempo dos blocos é redesenhada com, no título, a fração das posições entregues que ficou vazia.
+
+# %%
+def measure_blocks(block_size, requests):
+    config = GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=tokenizer.eos_token_id,
+                              pad_token_id=tokenizer.pad_token_id)
+    model.set_attn_implementation("paged|eager")
+    with kvlab.watch(model) as w:
+        model.generate_batch(inputs=workload.input_ids[:requests], generation_config=config,
+                             continuous_batching_config=ContinuousBatchingConfig(
+                                 page_size=block_size, num_blocks=256 // block_size, max_batch_tokens=512))
+    s = paged_summary(w.trace)
+    return plot_block_timeline(w.trace, title=f"{requests} requests, blocks of {block_size} tokens: "
+                               f"{s['fragmentation_pct_mean']} % of handed-out slots empty")
+
+
+live(measure_blocks,
+     block_size=widgets.Dropdown(options=[4, 8, 16, 32, 64], value=16, description="block size"),
+     requests=widgets.IntSlider(value=4, min=1, max=8, continuous_update=False, description="requests"))
+
+# %% [markdown]
+# ## Principais conclusões
+#
+# - `model.generate_batch(...)` atende muitas requisições com um único `PagedAttentionCache`: um pool fixo de blocos
+#   entregues às requisições à medida que elas crescem e devolvidos quando terminam; quando o pool se esgota, as
+#   requisições novas esperam, e uma em execução pode ser preemptada e recalculada.
+# - Nas mesmas oito requisições, um cache estático por requisição dimensionado para a mais longa deixou vazia a fração
+#   impressa na tabela; um cache dinâmico por requisição não deixou nada vazio, mas não dá ao servidor nenhum
+#   orçamento com que planejar; os blocos paginados desperdiçam apenas o último bloco de cada requisição, e menos
+#   ainda com blocos menores.
+# - Os 60-80 % contra menos de 4 % do artigo do vLLM são uma referência externa, medida em outras cargas de trabalho;
+#   os números do próprio kvlab estão na tabela.
+#
+# De volta ao início: [00 · Comece aqui](00_start_here.ipynb),
+# ou brinque no [Cache Explorer](11_cache_explorer.ipynb).

@@ -1,0 +1,160 @@
+"""Translated notebooks: built from the English scripts and a gettext catalog, stale the moment the English moves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from babel.messages.pofile import read_po, write_po
+
+from kvlab.i18n import notebooks as i18n
+
+ENGLISH = """\
+# %% [markdown]
+# # 01 · A cache
+#
+# The cache **grows** by one token per step.
+
+# %%
+print(f"{7326720:,} B")
+
+# %% [markdown]
+# ## 2. Crop it (Recortar um cache)
+#
+# ```python
+# cache.crop(-4)
+#
+# cache.crop(2)
+# ```
+"""
+TRANSLATIONS = {
+    "# 01 · A cache": "# 01 · Um cache",
+    "The cache **grows** by one token per step.": "O cache **cresce** um token por passo.",
+    "## 2. Crop it (Recortar um cache)": "## 2. Recortar um cache",
+}
+
+
+def _notebook(tmp_path: Path, text: str = ENGLISH) -> i18n.Paths:
+    english = tmp_path / "01_a_cache.py"
+    english.write_text(text)
+    return i18n.Paths(english, "pt-BR")
+
+
+def _translate(paths: i18n.Paths, translations: dict[str, str]) -> None:
+    with paths.catalog.open("rb") as handle:
+        catalog = read_po(handle)
+    for message in catalog:
+        if message.id:
+            message.string = translations.get(message.id, message.id)  # a code block reads the same
+            message.flags.discard("fuzzy")
+    with paths.catalog.open("wb") as handle:
+        write_po(handle, catalog, width=0)
+
+
+def test_paragraphs_split_on_blank_lines_but_keep_a_code_block_whole():
+    text = "# Title\n\nOne line\nand another.\n\n```python\na = 1\n\nb = 2\n```\n\n| a | b |\n|---|---|"
+    assert i18n.paragraphs(text) == [
+        "# Title",
+        "One line\nand another.",
+        "```python\na = 1\n\nb = 2\n```",
+        "| a | b |\n|---|---|",
+    ]
+
+
+def test_a_new_catalog_lists_every_paragraph_untranslated(tmp_path):
+    paths = _notebook(tmp_path)
+    assert paths.catalog == tmp_path / "locale" / "pt_BR" / "01_a_cache.po"
+    catalog = i18n.update(paths)
+    assert [m.id for m in catalog if m.id] == [*TRANSLATIONS][:2] + [
+        "## 2. Crop it (Recortar um cache)",
+        "```python\ncache.crop(-4)\n\ncache.crop(2)\n```",
+    ]
+    found = i18n.problems(paths)
+    assert len(found) == 4 and all("untranslated paragraph" in problem for problem in found)
+    assert found[0].startswith("01_a_cache.py cell 1: ")
+    with pytest.raises(LookupError, match="no reviewed translation for '# 01 · A cache'"):
+        i18n.translated_script(paths)
+
+
+def test_a_translated_notebook_keeps_the_code_and_starts_in_its_language(tmp_path):
+    paths = _notebook(tmp_path)
+    i18n.update(paths)
+    _translate(paths, TRANSLATIONS)
+    assert i18n.problems(paths) == [f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`"]
+    assert i18n.build(paths) is True and i18n.build(paths) is False  # the second build finds it up to date
+    assert i18n.problems(paths) == []
+    english, translated = jupytext.read(paths.english), jupytext.read(paths.script)
+    assert [c.source for c in translated.cells if c.cell_type == "code"] == [
+        'import kvlab\n\nkvlab.set_language("pt-BR")',
+        *(c.source for c in english.cells if c.cell_type == "code"),
+    ]
+    markdown = [c.source for c in translated.cells if c.cell_type == "markdown"]
+    assert markdown[0] == "# 01 · Um cache\n\nO cache **cresce** um token por passo."
+    assert markdown[1].startswith("## 2. Recortar um cache\n\n```python\ncache.crop(-4)\n\ncache.crop(2)")
+
+
+def test_an_english_change_makes_its_translation_fuzzy_and_the_check_fail(tmp_path):
+    paths = _notebook(tmp_path)
+    i18n.update(paths)
+    _translate(paths, TRANSLATIONS)
+    i18n.build(paths)
+    _notebook(tmp_path, ENGLISH.replace("by one token per step", "by one token per layer per step"))
+    found = i18n.problems(paths)
+    assert len(found) == 2
+    assert "untranslated paragraph 'The cache **grows** by one token per layer per step.'" in found[0]
+    assert "stale entry, no English paragraph reads 'The cache **grows** by one token per step.'" in found[1]
+    catalog = i18n.update(paths)  # what a translator runs: the old translation comes back, marked for review
+    entry = catalog.get("The cache **grows** by one token per layer per step.")
+    assert entry.fuzzy and entry.string == "O cache **cresce** um token por passo."
+    assert [p for p in i18n.problems(paths) if "fuzzy" in p] and not [p for p in i18n.problems(paths) if "stale" in p]
+    with pytest.raises(LookupError):
+        i18n.build(paths)  # a fuzzy translation is never published
+
+
+def test_the_command_line_checks_and_exits_non_zero_on_a_problem(tmp_path, capsys):
+    paths = _notebook(tmp_path)
+    assert i18n.main(["update", str(paths.english)]) == 0
+    assert "4 messages, 4 to translate or review" in capsys.readouterr().out
+    assert i18n.main(["check", str(paths.english)]) == 1
+    assert "untranslated paragraph" in capsys.readouterr().out
+
+
+# -- the repository's own notebooks -----------------------------------------------------------------------------
+SCRIPTS = i18n.english_scripts()
+
+
+def test_every_english_notebook_is_found():
+    assert len(SCRIPTS) >= 13 and SCRIPTS[0].name == "00_start_here.py"
+
+
+@pytest.mark.parametrize("english", SCRIPTS, ids=lambda p: p.stem)
+def test_every_notebook_has_an_up_to_date_portuguese_twin(english):
+    """No untranslated, fuzzy or stale paragraph, and the committed pt-BR script is what `build` writes."""
+    paths = i18n.Paths(english, "pt-BR")
+    assert i18n.problems(paths) == []
+    assert paths.notebook.exists(), f"{paths.notebook} is missing: execute {paths.script} with jupytext"
+
+
+CHECKED = "# NBVAL_CHECK_OUTPUT"
+
+
+def _checked_numbers(path: Path) -> list[list[str]]:
+    """The numbers printed by each checked cell, digits only (7,326,720 and 7.326.720 read the same)."""
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and CHECKED in c.source]
+    numbers = []
+    for cell in cells:
+        text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+        text += "".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs if "data" in o)
+        numbers.append(re.sub(r"(?<=\d)[.,](?=\d)", "", match) for match in re.findall(r"\d[\d.,]*\d|\d", text))
+    return [list(n) for n in numbers]
+
+
+@pytest.mark.parametrize("english", SCRIPTS, ids=lambda p: p.stem)
+def test_the_portuguese_notebook_prints_the_same_checked_numbers(english):
+    paths = i18n.Paths(english, "pt-BR")
+    if not paths.notebook.exists():
+        pytest.fail(f"{paths.notebook} is missing")
+    assert _checked_numbers(paths.notebook) == _checked_numbers(english.with_suffix(".ipynb"))
