@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING
 
 from kvlab._version import __version__
@@ -32,13 +30,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these are impo
         InstrumentedStaticCache,
         make_cache,
     )
-    from kvlab.generate import generate
     from kvlab.i18n import current_language, set_language
     from kvlab.models import BUNDLED, UnknownModelError, load, prepare
     from kvlab.models.tiny import TINY_MODELS, tiny_model
-    from kvlab.run import RunResult, run
+    from kvlab.recorded_run import RunResult, run
     from kvlab.trace import Trace, TraceFormatError
-    from kvlab.watch import NoCacheSeenError, Watch, watch
+    from kvlab.watched_generate import generate
+    from kvlab.watcher import NoCacheSeenError, Watch, watch
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -52,7 +50,6 @@ _EXPORTS = {
     "InstrumentedQuantizedCache": "kvlab.caches",
     "InstrumentedStaticCache": "kvlab.caches",
     "make_cache": "kvlab.caches",
-    "generate": "kvlab.generate",
     "set_language": "kvlab.i18n",
     "current_language": "kvlab.i18n",
     "BUNDLED": "kvlab.models",
@@ -61,17 +58,15 @@ _EXPORTS = {
     "prepare": "kvlab.models",
     "TINY_MODELS": "kvlab.models.tiny",
     "tiny_model": "kvlab.models.tiny",
-    "RunResult": "kvlab.run",
-    "run": "kvlab.run",
+    "RunResult": "kvlab.recorded_run",
+    "run": "kvlab.recorded_run",
     "Trace": "kvlab.trace",
     "TraceFormatError": "kvlab.trace",
-    "NoCacheSeenError": "kvlab.watch",
-    "Watch": "kvlab.watch",
-    "watch": "kvlab.watch",
+    "NoCacheSeenError": "kvlab.watcher",
+    "Watch": "kvlab.watcher",
+    "watch": "kvlab.watcher",
+    "generate": "kvlab.watched_generate",
 }
-# Names that are both a submodule and a function of that submodule: `kvlab.watch(model)`, `kvlab.run(...)`,
-# `kvlab.generate(...)` stay the functions even after `import kvlab.watch` (see _Package.__setattr__).
-_SHADOWED = {name for name, module in _EXPORTS.items() if module == f"kvlab.{name}"}
 
 
 def explore(*args, **kwargs):
@@ -89,25 +84,12 @@ def __getattr__(name: str):
             raise AttributeError(f"module 'kvlab' has no attribute {name!r}")
         return importlib.import_module(f"{__name__}.{name}")
     value = getattr(importlib.import_module(module), name)
-    types.ModuleType.__setattr__(sys.modules[__name__], name, value)  # later lookups skip __getattr__
+    globals()[name] = value  # later lookups skip __getattr__
     return value
 
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
-
-class _Package(types.ModuleType):
-    """Importing a submodule binds it on its package (`kvlab.watch = <module kvlab.watch>`). For the names in
-    _SHADOWED that would hide the function of the same name, so that binding is dropped: the function is what
-    `kvlab.watch` means (as it did when this package imported everything eagerly)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = sorted([*_EXPORTS, "explore"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from kvlab.i18n import N_, _, marks, number
 from kvlab.units import human_bytes
 
 # JupyterLab's theme variables; the fallbacks are what a page without them (nbviewer, a browser) shows.
@@ -18,18 +19,19 @@ MUTED = "var(--jp-ui-font-color2, #666)"
 CELL = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:right"
 HEAD = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:left;font-weight:normal;color:{MUTED}"
 
+# (field, row title): the titles are English here and shown in the language in use (`_()` in `summary_table`).
 SUMMARY_ROWS = (
-    ("steps", "steps (0 = prefill)"),
-    ("peak_bytes", "peak bytes"),
-    ("final_bytes", "final bytes"),
-    ("slots_allocated", "slots allocated"),
-    ("slots_live", "slots live"),
-    ("slots_masked", "slots masked"),
-    ("waste_pct", "waste %"),
-    ("tokens_evicted", "tokens evicted"),
-    ("crops", "crops"),
-    ("flushes", "flushes"),
-    ("transfers", "transfers"),
+    ("steps", N_("steps (0 = prefill)")),
+    ("peak_bytes", N_("peak bytes")),
+    ("final_bytes", N_("final bytes")),
+    ("slots_allocated", N_("slots allocated")),
+    ("slots_live", N_("slots live")),
+    ("slots_masked", N_("slots masked")),
+    ("waste_pct", N_("waste %")),
+    ("tokens_evicted", N_("tokens evicted")),
+    ("crops", N_("crops")),
+    ("flushes", N_("flushes")),
+    ("transfers", N_("transfers")),
 )
 LAYER_COLUMNS = (
     "layer_idx",
@@ -49,25 +51,23 @@ def _number(field: str, value) -> str:
     if value is None:
         return f'<td data-field="{field}" style="{CELL}"></td>'
     if field.endswith("bytes"):
-        shown = human_bytes(value, decimals=1)
+        shown = human_bytes(value, decimals=1, localized=True)
     elif isinstance(value, float):
-        shown = f"{value:g}"
+        shown = marks(f"{value:g}")
     else:
-        shown = f"{value:,}"
+        shown = marks(f"{value:,}")
     return f'<td data-field="{field}" data-value="{value}" style="{CELL}">{html.escape(shown)}</td>'
 
 
 def summary_table(summary: dict) -> str:
     """The summary numbers as a two-column table (name, value)."""
     rows = "".join(
-        f'<tr><th style="{HEAD}">{html.escape(title)}</th>{_number(field, summary.get(field))}</tr>'
+        f'<tr><th style="{HEAD}">{html.escape(_(title))}</th>{_number(field, summary.get(field))}</tr>'
         for field, title in SUMMARY_ROWS
     )
     if summary.get("transfers"):
-        rows += (
-            f'<tr><th style="{HEAD}">bytes transferred</th>'
-            f"{_number('transfer_bytes', summary.get('transfer_bytes'))}</tr>"
-        )
+        title = html.escape(_("bytes transferred"))
+        rows += f'<tr><th style="{HEAD}">{title}</th>{_number("transfer_bytes", summary.get("transfer_bytes"))}</tr>'
     return f'<table class="kvlab-html-summary" style="border-collapse:collapse;font-size:12px">{rows}</table>'
 
 
@@ -87,9 +87,10 @@ def layer_table(rows: list[dict]) -> str:
         + "</tr>"
         for r in rows
     )
+    count = html.escape(_("{count} layers").format(count=len(rows)))
     return (
         f'<details class="kvlab-html-layers"><summary style="cursor:pointer;font-size:12px;color:{MUTED}">'
-        f"{len(rows)} layers</summary>"
+        f"{count}</summary>"
         f'<table style="border-collapse:collapse;font-size:11px">{head and f"<tr>{head}</tr>"}{body}</table>'
         "</details>"
     )
@@ -97,7 +98,7 @@ def layer_table(rows: list[dict]) -> str:
 
 def _options(options) -> str:
     if not options:
-        return "default options"
+        return _("default options")
     if isinstance(options, dict):
         return ", ".join(f"{k}={v}" for k, v in options.items())
     return str(options)
@@ -116,18 +117,23 @@ def trace_html(trace) -> str:
         what.append(html.escape(str(meta["model"])))
     if meta.get("cache"):
         options = html.escape(_options(meta.get("options")))
-        what.append(f"cache <code>{html.escape(str(meta['cache']))}</code> ({options})")
+        code = f"<code>{html.escape(str(meta['cache']))}</code>"
+        what.append(_("cache {cache} ({options})").format(cache=code, options=options))
     if meta.get("dtype"):
         what.append(html.escape(str(meta["dtype"])))
-    counts = f"{len(trace.events):,} events"
+    counts = [_("{events} events").format(events=number(len(trace.events)))]
     if "prompt_tokens" in meta and "new_tokens" in meta:
-        counts += f", prompt {meta['prompt_tokens']} tokens, {meta['new_tokens']} new"
+        counts.append(
+            _("prompt {prompt_tokens} tokens, {new_tokens} new").format(
+                prompt_tokens=meta["prompt_tokens"], new_tokens=meta["new_tokens"]
+            )
+        )
     if isinstance(meta.get("tokens_per_s"), (int, float)):
-        counts += f", {meta['tokens_per_s']:.1f} tokens/s"
+        counts.append(_("{rate} tokens/s").format(rate=number(meta["tokens_per_s"], 1, grouping=False)))
     header = _title("kvlab Trace" + (": " + " · ".join(what) if what else ""))
     return (
         f'<div class="kvlab-html kvlab-html-trace">{header}'
-        f'<div style="font-size:12px;color:{MUTED}">{counts}</div>'
+        f'<div style="font-size:12px;color:{MUTED}">{", ".join(counts)}</div>'
         f"{summary_table(summary)}{layer_table(trace.layer_table())}</div>"
     )
 
@@ -135,14 +141,15 @@ def trace_html(trace) -> str:
 def run_result_html(result) -> str:
     """A `RunResult` as HTML: model, cache, options, tokens and time, the generated text, and its trace's summary."""
     options = html.escape(_options(result.options))
-    header = _title(
-        f"kvlab run: {html.escape(str(result.model))} · cache <code>{html.escape(str(result.cache))}"
-        f"</code> ({options}) · {html.escape(str(result.dtype))}"
+    cache = _("cache {cache} ({options})").format(
+        cache=f"<code>{html.escape(str(result.cache))}</code>", options=options
     )
-    new = len(result.generated_token_ids)
-    timing = (
-        f"prompt {result.prompt_tokens} tokens → {new} new tokens in {result.seconds:.2f} s "
-        f"({result.tokens_per_s:.1f} tokens/s)"
+    header = _title(f"kvlab run: {html.escape(str(result.model))} · {cache} · {html.escape(str(result.dtype))}")
+    timing = _("prompt {prompt_tokens} tokens → {new_tokens} new tokens in {seconds} s ({rate} tokens/s)").format(
+        prompt_tokens=result.prompt_tokens,
+        new_tokens=len(result.generated_token_ids),
+        seconds=number(result.seconds, 2, grouping=False),
+        rate=number(result.tokens_per_s, 1, grouping=False),
     )
     text = (
         f'<pre class="kvlab-html-text" style="white-space:pre-wrap;margin:4px 0;padding:4px;max-height:8em;'

@@ -23,6 +23,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from kvlab.explorer.figures import png_bytes
+from kvlab.i18n import _, marks, number
 
 DPI = 80
 
@@ -54,17 +55,17 @@ class LiveControl:
             self.controls[name].unobserve(self._on_change, names="value")
             self.controls[name].value = value
             self.controls[name].observe(self._on_change, names="value")
-        self.status.value = "<i>running…</i>"
+        self.status.value = "<i>" + _("running…") + "</i>"
         started = time.perf_counter()
         try:
             self.figure = self.measure(**self.values)
         except Exception as err:  # a live control must stay usable: show the error, keep the last figure
-            self.status.value = (
-                f"<b>error:</b> {type(err).__name__}: {err}<details><pre>{traceback.format_exc()}</pre></details>"
-            )
+            details = f"<details><pre>{traceback.format_exc()}</pre></details>"
+            self.status.value = "<b>" + _("error:") + f"</b> {type(err).__name__}: {err}{details}"
             return None
         self.image.value = png_bytes(self.figure, dpi=self.dpi)
-        self.status.value = f"<small>measured in {time.perf_counter() - started:.1f} s</small>"
+        seconds = number(time.perf_counter() - started, 1, grouping=False)
+        self.status.value = "<small>" + _("measured in {seconds} s").format(seconds=seconds) + "</small>"
         return self.figure
 
     def _on_change(self, change) -> None:
@@ -74,7 +75,8 @@ class LiveControl:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
         bundle = dict(bundle)
         bundle["image/png"] = png_bytes(self.figure, dpi=self.dpi) if self.figure is not None else b""
-        bundle["text/plain"] = f"live control ({', '.join(f'{k}={v!r}' for k, v in self.values.items())})"
+        values = ", ".join(f"{k}={v!r}" for k, v in self.values.items())
+        bundle["text/plain"] = _("live control ({values})").format(values=values)
         return bundle
 
 
@@ -85,8 +87,11 @@ def live(measure: Callable[..., Figure], **controls: widgets.ValueWidget) -> Liv
 
 def score_guess(guess: float, measured: float, unit: str = "") -> str:
     """One line comparing a learner's prediction with the measurement (the "predict first" cells)."""
+    shown = _("your guess {guess}{unit}; measured {measured}{unit}").format(
+        guess=marks(f"{guess:,}"), measured=marks(f"{measured:,}"), unit=unit
+    )
     if measured == 0:
-        return f"your guess {guess:,}{unit}; measured {measured:,}{unit}"
+        return shown
     off = 100.0 * (guess - measured) / measured
-    verdict = "spot on" if abs(off) < 5 else ("close" if abs(off) < 25 else "far off")
-    return f"your guess {guess:,}{unit}; measured {measured:,}{unit}: {off:+.0f}% ({verdict})"
+    verdict = _("spot on") if abs(off) < 5 else (_("close") if abs(off) < 25 else _("far off"))
+    return _("{comparison}: {off}% ({verdict})").format(comparison=shown, off=marks(f"{off:+.0f}"), verdict=verdict)

@@ -25,7 +25,7 @@ from transformers import LogitsProcessorList
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.chat import FirstTokenClock
-from kvlab.run import encode  # the one tokenising of a prompt: (1, tokens) ids
+from kvlab.recorded_run import encode  # the one tokenising of a prompt: (1, tokens) ids
 from kvlab.storage import storage_bytes
 
 

@@ -31,7 +31,7 @@ def cached_positions(cache) -> list[dict]:
     """
     rows = []
     for idx, layer in enumerate(cache.layers):
-        layer_kind = cache._kvlab_kind(idx) if hasattr(cache, "_kvlab_kind") else _layer_kind(layer)
+        layer_kind = cache._kvlab_layer_kind(idx) if hasattr(cache, "_kvlab_layer_kind") else _layer_kind(layer)
         state = read_layer(layer, layer_kind)
         seen, live = state.logical_length, state.slots_live
         positions = list(range(seen - live, seen))

@@ -5,12 +5,22 @@ from __future__ import annotations
 BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
-def human_bytes(value: float, decimals: int = 2) -> str:
+def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str:
     """`value` bytes in the largest binary unit it reaches: "512 B", "1.50 KiB", "6.99 MiB", "4.15 GiB".
 
     Below 1 KiB the count is exact ("1,000 B"); above, `decimals` digits follow the point (the `kvlab size` table
-    and the bench report use 2; the HTML summary and the explorer's axis ticks use 1).
+    and the bench report use 2; the HTML summary and the explorer's axis ticks use 1). `localized` writes the
+    number with the marks of the language in use (`kvlab.set_language`: "1,5 KiB" in Portuguese), for what a
+    reader sees in a plot, a widget or the HTML summary; without it (the `kvlab` commands' output, read by
+    scripts) the marks are always English. In English both read the same.
     """
+    if localized:
+        from kvlab.i18n import number
+
+        for unit, scale in BINARY_UNITS:
+            if abs(value) >= scale:
+                return f"{number(value / scale, decimals, grouping=False)} {unit}"
+        return f"{number(value)} B"
     for unit, scale in BINARY_UNITS:
         if abs(value) >= scale:
             return f"{value / scale:.{decimals}f} {unit}"

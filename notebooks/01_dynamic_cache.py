@@ -140,8 +140,8 @@ for row in trace.layer_table()[4:7]:
 per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
-    print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.stored} "
-          f"tokens | full layer 5: seen {full.seen}, live {full.live}, storage {full.stored} tokens")
+    print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored} "
+          f"tokens | full layer 5: seen {full.seen}, live {full.live}, storage {full.slots_stored} tokens")
 
 # %% [markdown]
 # After the prefill (step 0) a sliding layer keeps 511 tokens **live** but 520 tokens of **storage**: the 511 are
@@ -216,7 +216,7 @@ live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768,
 # %%
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
-print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.stored}")
+print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored}")
 print(score_guess(guess, sliding.live, " tokens"))
 
 # %% [markdown]
@@ -256,8 +256,8 @@ with kvlab.watch(tiny) as watch:
 tiny_per_token = formula.bytes_per_token_per_layer(tiny.config, torch.float32)
 tiny_lengths = layer_lengths(watch.trace, tiny_per_token)
 for length in tiny_lengths:
-    print(f"layer {length.layer_idx} {length.kind:>7}: seen {length.seen}, live {length.live}, "
-          f"storage {length.stored}")
+    print(f"layer {length.layer_idx} {length.layer_kind:>7}: seen {length.seen}, live {length.live}, "
+          f"storage {length.slots_stored}")
 print(f"tokens evicted: {watch.trace.summary()['tokens_evicted']} (3 chunked layers × (22 − 7))")
 
 # %%

@@ -45,7 +45,7 @@ from kvlab.plots._figure import subplots
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
 from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
-from kvlab.run import encode
+from kvlab.recorded_run import encode
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices

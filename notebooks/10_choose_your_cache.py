@@ -237,8 +237,8 @@ plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.it
 # NBVAL_CHECK_OUTPUT
 for live in live_runs(rows):
     arch = architecture("gemma3" if live["model"] == "sliding model" else "smollm2")
-    predicted = cache_size(arch, live["kind"], live["tokens"], prefill=live["prefill"], **live["options"])
-    print(f"{arch.name:<8} {live['kind']:<10} {live['tokens']} tokens: live {live['final_bytes']:>11,} B, "
+    predicted = cache_size(arch, live["cache_kind"], live["tokens"], prefill=live["prefill"], **live["options"])
+    print(f"{arch.name:<8} {live['cache_kind']:<10} {live['tokens']} tokens: live {live['final_bytes']:>11,} B, "
           f"calculated {predicted.bytes:>11,} B | peak live {live['peak_bytes']:>11,} B, calculated "
           f"{predicted.peak_bytes:>11,} B | exact: {(live['final_bytes'], live['peak_bytes']) == (predicted.bytes, predicted.peak_bytes)}")
 

@@ -165,7 +165,7 @@ layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_
 print(f"{bytes_per_token:,} B per token; static max_cache_len = {max_cache_len}; budget {budget:,} B")
 print(f"{'layout':10} {'reserved B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
 for row in layouts:
-    print(f"{row['layout']:10} {row['bytes_reserved']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
+    print(f"{row['layout']:10} {row['bytes_held']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
           f"{row['fit_in_budget']:>14}")
 
 # %%
@@ -201,8 +201,8 @@ paged_16 = sum(last_blocks.values()) * meta["bytes_per_block"]
 by_name = {row["layout"]: row for row in layouts}
 for layout, (reserved, live_bytes) in measured.items():
     print(f"{layout:8} measured reserved {reserved:,} B, live {live_bytes:,} B;"
-          f" table: {by_name[layout]['bytes_reserved']:,} / {by_name[layout]['bytes_live']:,}")
-print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_reserved']:,}")
+          f" table: {by_name[layout]['bytes_held']:,} / {by_name[layout]['bytes_live']:,}")
+print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_held']:,}")
 
 # %%
 plot_layouts(layouts)

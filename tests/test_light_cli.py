@@ -77,15 +77,23 @@ def test_import_kvlab_is_lazy_and_keeps_every_name():
     probe = """
 import sys, kvlab
 light = not {"torch", "transformers"} & set(sys.modules)
-import kvlab.watch, kvlab.run, kvlab.generate  # the submodules named like their functions
+import kvlab.watcher, kvlab.recorded_run, kvlab.watched_generate  # the modules that define the functions
 names = {name: getattr(kvlab, name) is not None for name in kvlab.__all__}
 from kvlab import watch, Watch, tiny_model, load, Trace
 print(light, kvlab.watch is watch, kvlab.run.__module__, kvlab.generate.__module__, all(names.values()),
-      type(sys.modules["kvlab.watch"]).__name__, kvlab.models.tiny.TINY_VOCAB)
+      type(sys.modules["kvlab.watcher"]).__name__, kvlab.models.tiny.TINY_VOCAB)
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True", "kvlab.run", "kvlab.generate", "True", "module", "128"]
+    assert done.stdout.split() == [
+        "True",
+        "True",
+        "kvlab.recorded_run",
+        "kvlab.watched_generate",
+        "True",
+        "module",
+        "128",
+    ]
 
 
 def test_names_written_out_for_a_light_parser_match_the_library():

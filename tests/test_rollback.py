@@ -101,7 +101,7 @@ def test_holdings_total_the_bytes_of_every_layer_of_a_kind(tiny, prompt_ids):
     held = holdings(cache)
     assert held["full"]["layers"] + held["sliding"]["layers"] == len(cache.layers)
     for layer_kind in ("full", "sliding"):
-        layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_kind(i) == layer_kind]
+        layers = [layer for i, layer in enumerate(cache.layers) if cache._kvlab_layer_kind(i) == layer_kind]
         # storage, not the view: a sliding layer's keys are a slice of the last update's concatenation
         per_layer = [
             layer.keys.untyped_storage().nbytes() + layer.values.untyped_storage().nbytes() for layer in layers

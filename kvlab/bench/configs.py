@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from kvlab.measure import published
 
 
-def _guide_cells(kind: str) -> dict:
-    """The guide's row for `kind` (`kvlab.measure.published.GUIDE`) as the bench's lower-case columns."""
-    row = published.GUIDE[kind]
+def _guide_cells(cache_kind: str) -> dict:
+    """The guide's row for `cache_kind` (`kvlab.measure.published.GUIDE`) as the bench's lower-case columns."""
+    row = published.GUIDE[cache_kind]
     columns = {"sliding": "sliding layers", "offloading": "offloading", "compile": "torch.compile", "memory": "memory"}
     return {column: row[prop].lower() for column, prop in columns.items()}
 
@@ -31,7 +31,7 @@ class BenchConfig:
     """One row of the bench: a cache kind with its options, run instrumented unless `plain`."""
 
     label: str
-    kind: str
+    cache_kind: str
     options: dict = field(default_factory=dict)
     compile: bool = False  # static + torch.compile
     plain: bool = False  # transformers' own cache class, not kvlab's instrumented one (overhead, reasons)
@@ -39,7 +39,7 @@ class BenchConfig:
     def to_dict(self) -> dict:
         return {
             "label": self.label,
-            "cache": self.kind,
+            "cache": self.cache_kind,
             "options": dict(self.options),
             "compile": self.compile,
             "instrumented": not self.plain,

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from kvlab.size.table import human_bytes
+from kvlab.units import human_bytes
 
 COLUMNS = [
     ("configuration", "label"),

@@ -44,7 +44,7 @@ def _plain_cache(model, config: BenchConfig):
     """transformers' own class for a plain configuration (no kvlab recording)."""
     from transformers import DynamicCache
 
-    return DynamicCache(config=model.config, offloading=config.kind == "offloaded")
+    return DynamicCache(config=model.config, offloading=config.cache_kind == "offloaded")
 
 
 def _pad(model, tokenizer):
@@ -83,7 +83,7 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
             model,
             tokenizer,
             ids,
-            cache=config.kind,
+            cache=config.cache_kind,
             max_new_tokens=new_tokens,
             generate_kwargs=kwargs,
             **config.options,
@@ -103,14 +103,14 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
 def _new_cache(model, config: BenchConfig):
     import kvlab
 
-    return kvlab.make_cache(config.kind, model.config, **config.options)
+    return kvlab.make_cache(config.cache_kind, model.config, **config.options)
 
 
 def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], prefill: int) -> torch.Tensor:
     """Teacher-forced log-probabilities over all windows, concatenated: (windows * continuation, vocab)."""
     parts = []
     for ids in windows:
-        cache = None if config.kind == "none" else _new_cache(model, config)
+        cache = None if config.cache_kind == "none" else _new_cache(model, config)
         parts.append(quality.teacher_forced_logits(model, ids, prefill, cache))
     return torch.cat(parts)
 
@@ -236,7 +236,7 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
     ref_ppl = quality.perplexity(ref_logp, targets) if ref_logp is not None else None
     rows = []
     for config in configs:
-        row = {**config.to_dict(), **{f"guide_{k}": v for k, v in GUIDE.get(config.kind, {}).items()}}
+        row = {**config.to_dict(), **{f"guide_{k}": v for k, v in GUIDE.get(config.cache_kind, {}).items()}}
         if config.compile:
             row["guide_compile"] = "yes"
         if reasons.get(config.label):

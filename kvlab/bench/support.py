@@ -7,6 +7,7 @@ also asks transformers' own class, so the "unsupported" row carries transformers
 from __future__ import annotations
 
 from kvlab.bench.configs import BenchConfig
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.options import CacheOptionError, check_options
 
 
@@ -14,11 +15,11 @@ def transformers_reason(model, config: BenchConfig) -> str | None:
     """The error transformers' own cache class raises for this configuration at construction, if any."""
     import transformers
 
-    if config.kind != "quantized":
+    if config.cache_kind != "quantized":
         return None
     options = {k: v for k, v in config.options.items() if k != "backend"}
     try:
-        transformers.QuantizedCache(config.options.get("backend", "quanto"), model.config, **options)
+        transformers.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
     except (ValueError, ImportError) as err:
         return str(err)
     return None
@@ -30,7 +31,7 @@ def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_token
         return None  # plain configurations report the error of their first run
     try:  # the option rules of kvlab.run (kvlab.caches.options), on this model, prompt and new tokens
         check_options(
-            config.kind,
+            config.cache_kind,
             dict(config.options),
             model.config,
             prompt_tokens=prompt_tokens,

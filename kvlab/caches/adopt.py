@@ -101,14 +101,14 @@ def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self"
 
 def _log_what_it_holds(cache) -> None:
     recorder = cache.kvlab_recorder
-    states = [read_layer(layer, cache._kvlab_kind(i)) for i, layer in enumerate(cache.layers)]
+    states = [read_layer(layer, cache._kvlab_layer_kind(i)) for i, layer in enumerate(cache.layers)]
     tokens = max((state.logical_length for state in states), default=0)
     if cache.kvlab_role == "self":
         recorder.trace.meta["first_seen_tokens"] = tokens
     if tokens == 0 and not any(state.bytes_held for state in states):
         return
     for i, layer in enumerate(cache.layers):
-        recorder.record_update(cache.kvlab_role, i, layer, cache._kvlab_kind(i), "attach", 0, 0.0)
+        recorder.record_update(cache.kvlab_role, i, layer, cache._kvlab_layer_kind(i), "attach", 0, 0.0)
     recorder.step = max(recorder.step, 1)
 
 

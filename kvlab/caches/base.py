@@ -53,15 +53,15 @@ class InstrumentedCacheMixin:
             )
         self.kvlab_recorder = recorder if recorder is not None else Recorder(trace)
         self.kvlab_role = role
-        self._kvlab_kinds = layer_kinds(config) if config is not None else []
+        self._kvlab_layer_kinds = layer_kinds(config) if config is not None else []
 
     @property
     def trace(self) -> Trace:
         return self.kvlab_recorder.trace
 
-    def _kvlab_kind(self, layer_idx: int) -> str:
-        if layer_idx < len(self._kvlab_kinds):
-            return self._kvlab_kinds[layer_idx]
+    def _kvlab_layer_kind(self, layer_idx: int) -> str:
+        if layer_idx < len(self._kvlab_layer_kinds):
+            return self._kvlab_layer_kinds[layer_idx]
         layer = self.layers[layer_idx]
         return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
@@ -70,7 +70,7 @@ class InstrumentedCacheMixin:
             self.kvlab_role,
             layer_idx,
             self.layers[layer_idx],
-            self._kvlab_kind(layer_idx),
+            self._kvlab_layer_kind(layer_idx),
             op,
             tokens_added,
             now() - started,
@@ -113,7 +113,7 @@ class InstrumentedCacheMixin:
         """Re-read every layer after `op` and log the layers whose state changed, so bytes stay exact."""
         recorder = self.kvlab_recorder
         for i, layer in enumerate(self.layers):
-            layer_kind = self._kvlab_kind(i)
+            layer_kind = self._kvlab_layer_kind(i)
             if read_layer(layer, layer_kind) != recorder.state(self.kvlab_role, i):
                 recorder.record_update(self.kvlab_role, i, layer, layer_kind, op, 0, 0.0)
 

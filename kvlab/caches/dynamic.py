@@ -27,4 +27,4 @@ class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
         for idx, layer in enumerate(self.layers):
             state = _compat.dynamic_sliding_state(layer)  # (seen, window, records the past), sliding layers only
             if state is not None:
-                check_dynamic_sliding(tokens_to_remove, idx, self._kvlab_kind(idx), *state)
+                check_dynamic_sliding(tokens_to_remove, idx, self._kvlab_layer_kind(idx), *state)

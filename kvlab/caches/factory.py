@@ -1,6 +1,6 @@
 """Build an instrumented cache by name, with the names and options of `cache_implementation`/`cache_config`.
 
-Every rule about the kind and its options is `kvlab.caches.options.check_options` (re-exported here with
+Every rule about the cache kind and its options is `kvlab.caches.options.check_options` (re-exported here with
 `KIND_OPTIONS`, where they used to live); `make_cache` only builds.
 """
 
@@ -26,16 +26,16 @@ CACHE_CLASSES = {
 }
 
 
-def make_cache(kind: str, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):
-    """An instrumented cache of `kind` for a model `config`; None for kind "none" (use_cache=False).
+def make_cache(cache_kind: str, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):
+    """An instrumented cache of `cache_kind` for a model `config`; None for cache kind "none" (use_cache=False).
 
     `cache_config` takes the same dict as `generate(cache_config=...)`; keyword options are merged over it.
     """
-    given = check_options(kind, {**(cache_config or {}), **options}, config)  # every option rule, in one place
-    if kind == "none":
+    given = check_options(cache_kind, {**(cache_config or {}), **options}, config)  # every option rule, in one place
+    if cache_kind == "none":
         return None
-    cls = CACHE_CLASSES[kind]
-    if kind == "quantized":
+    cls = CACHE_CLASSES[cache_kind]
+    if cache_kind == "quantized":
         backend = given.pop("backend", DEFAULT_QUANTIZED_BACKEND)
         return cls(backend, config.get_text_config(decoder=True), trace=trace, **given)
     if getattr(config, "is_encoder_decoder", False):

@@ -44,16 +44,16 @@ class CacheOptionError(ValueError):
     """An invalid cache kind, option or combination."""
 
 
-def check_cache_kind(kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
-    """`kind` if it is one of `kinds` (the size calculator passes its own: it has no "none")."""
-    if kind not in kinds:
-        raise CacheOptionError(f"unknown cache kind {kind!r}; valid kinds: {', '.join(kinds)}")
-    return kind
+def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
+    """`cache_kind` if it is one of `kinds` (the size calculator passes its own: it has no "none")."""
+    if cache_kind not in kinds:
+        raise CacheOptionError(f"unknown cache kind {cache_kind!r}; valid kinds: {', '.join(kinds)}")
+    return cache_kind
 
 
 def _describe_kinds(kinds: list[str], window: int | None) -> str:
-    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
-    text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    counts = {layer_kind: kinds.count(layer_kind) for layer_kind in dict.fromkeys(kinds)}
+    text = ", ".join(f"{n} {layer_kind}" for layer_kind, n in counts.items())
     return f"its {len(kinds)} layers are {text}" + (
         f" (sliding window {window})" if window and "sliding" in counts else ""
     )
@@ -189,7 +189,7 @@ def _check_group_size(backend: str, config, settings: dict, prompt_tokens, cache
                 )
 
 
-def check_offloading(config, offload_only_non_sliding: bool, kind: str = "offloaded") -> None:
+def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "offloaded") -> None:
     """Refuse offloading that has no layer to offload: transformers' prefetch raises mid-generation.
 
     Offloaded layers are the attention layers that are not sliding when `offload_only_non_sliding`
@@ -200,7 +200,7 @@ def check_offloading(config, offload_only_non_sliding: bool, kind: str = "offloa
     flags = _compat.layer_flags(config)  # (attention, sliding) per layer
     if any(attention for attention, _ in flags) and not any(attention and not sliding for attention, sliding in flags):
         raise CacheOptionError(
-            f"{kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
+            f"{cache_kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
             f"model has none ({_describe_layers(config)}): transformers' prefetch would fail in the first forward "
             "('True is not in list'). "
             "Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not offload."
@@ -243,12 +243,12 @@ def check_static_length(
         )
 
 
-def check_past_recording(kind: str, past_recording: bool) -> None:
+def check_past_recording(cache_kind: str, past_recording: bool) -> None:
     """Past recording keeps evicted tokens until a crop; only DynamicCache layers can do that."""
-    if past_recording and kind not in PAST_RECORDING_KINDS:
+    if past_recording and cache_kind not in PAST_RECORDING_KINDS:
         raise CacheOptionError(
-            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a {kind!r} "
-            "cache cannot keep evicted tokens for a later crop."
+            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a "
+            f"{cache_kind!r} cache cannot keep evicted tokens for a later crop."
         )
 
 

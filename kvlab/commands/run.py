@@ -73,7 +73,7 @@ def _prompt(args) -> str:
 def handle(args) -> int:
     from kvlab import models
     from kvlab.caches.options import check_options
-    from kvlab.run import encode, run
+    from kvlab.recorded_run import encode, run
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")

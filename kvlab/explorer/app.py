@@ -24,6 +24,7 @@ from kvlab.explorer.controls import Controls
 from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
 from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
+from kvlab.i18n import _, number
 from kvlab.trace import TraceFormatError
 
 # JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
@@ -67,29 +68,31 @@ class Explorer:
         def button(text: str, css: str, handler, style: str = "", disabled: bool = False) -> widgets.Button:
             b = widgets.Button(description=text, button_style=style, disabled=disabled)
             b.add_class(css)
-            b.on_click(lambda _: self.guarded(handler))
+            b.on_click(lambda _button: self.guarded(handler))
             return b
 
-        self.run_button = button("Run", "kvlab-run", self.on_run, "primary")
-        self.stop_button = button("Stop", "kvlab-stop", self.on_stop, "warning", disabled=True)
-        self.compare_button = button("Add to comparison", "kvlab-compare", self.on_add_to_comparison)
-        self.clear_button = button("Clear comparison", "kvlab-clear", self.on_clear_comparison)
+        self.run_button = button(_("Run"), "kvlab-run", self.on_run, "primary")
+        self.stop_button = button(_("Stop"), "kvlab-stop", self.on_stop, "warning", disabled=True)
+        self.compare_button = button(_("Add to comparison"), "kvlab-compare", self.on_add_to_comparison)
+        self.clear_button = button(_("Clear comparison"), "kvlab-clear", self.on_clear_comparison)
         self.crop_n = widgets.BoundedIntText(
-            value=1, min=1, max=1_000_000, description="crop −n", layout=widgets.Layout(width="150px")
+            value=1, min=1, max=1_000_000, description=_("crop −n"), layout=widgets.Layout(width="150px")
         )
         self.crop_n.add_class("kvlab-crop-n")
-        self.crop_button = button("Crop", "kvlab-crop", self.on_crop)
-        self.save_trace_button = button("Save trace (JSON)", "kvlab-save-trace", self.on_save_trace)
-        self.save_figure_button = button("Save figure (PNG)", "kvlab-save-figure", self.on_save_figure)
-        self.save_table_button = button("Save table (CSV)", "kvlab-save-table", self.on_save_table)
-        self.load_button = widgets.FileUpload(accept=".json,application/json", multiple=False, description="Load trace")
+        self.crop_button = button(_("Crop"), "kvlab-crop", self.on_crop)
+        self.save_trace_button = button(_("Save trace (JSON)"), "kvlab-save-trace", self.on_save_trace)
+        self.save_figure_button = button(_("Save figure (PNG)"), "kvlab-save-figure", self.on_save_figure)
+        self.save_table_button = button(_("Save table (CSV)"), "kvlab-save-table", self.on_save_table)
+        self.load_button = widgets.FileUpload(
+            accept=".json,application/json", multiple=False, description=_("Load trace")
+        )
         self.load_button.add_class("kvlab-load-trace")
         self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
         self.downloads = widgets.HTML("")
         self.downloads.add_class("kvlab-downloads")
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description="tokens")
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, description=_("tokens"))
         self.progress.add_class("kvlab-progress")
-        self.status = widgets.HTML("Choose a model and a cache, then press Run.")
+        self.status = widgets.HTML(html.escape(_("Choose a model and a cache, then press Run.")))
         self.status.add_class("kvlab-status")
         self.message = widgets.HTML("")
         self.message.add_class("kvlab-message")
@@ -101,7 +104,12 @@ class Explorer:
         self.table.add_class("kvlab-summary")
         self.widget = widgets.VBox(
             [
-                widgets.HTML("<b>kvlab Cache Explorer</b>: pick a model and a cache, press Run, watch the cache."),
+                widgets.HTML(
+                    "<b>"
+                    + html.escape(_("kvlab Cache Explorer"))
+                    + "</b>: "
+                    + html.escape(_("pick a model and a cache, press Run, watch the cache."))
+                ),
                 self.controls.layout(),
                 widgets.HBox(
                     [
@@ -135,18 +143,19 @@ class Explorer:
     def show_message(self, text: str, error: bool = False, details: str | None = None) -> None:
         """One line of text (red for an error); `details` (a traceback) folds under it in a <details>."""
         color = ERROR if error else TEXT
-        kind = "error" if error else "info"
+        level = "error" if error else "info"
         style = f"color:{color};white-space:pre-wrap"
         folded = ""
         if details:
             folded = (
-                f'<details class="kvlab-traceback"><summary style="cursor:pointer;color:{MUTED}">traceback '
-                "(a bug in kvlab or its libraries: please report it with this text)</summary>"
+                f'<details class="kvlab-traceback"><summary style="cursor:pointer;color:{MUTED}">'
+                + html.escape(_("traceback (a bug in kvlab or its libraries: please report it with this text)"))
+                + "</summary>"
                 f'<pre style="white-space:pre-wrap;font-size:11px;margin:2px 0;padding:4px;color:{TEXT};'
                 f'border:1px solid {BORDER};max-height:24em;overflow:auto">{html.escape(details)}</pre>'
                 "</details>"
             )
-        self.message.value = f'<div class="kvlab-{kind}" style="{style}">{html.escape(text)}</div>{folded}'
+        self.message.value = f'<div class="kvlab-{level}" style="{style}">{html.escape(text)}</div>{folded}'
 
     def show_error(self, err: BaseException) -> None:
         """A user's mistake as one line; any other exception (a bug) as its line plus a collapsible traceback."""
@@ -187,7 +196,7 @@ class Explorer:
     def on_run(self) -> Run | None:
         """Start a run from the controls; a message instead of a run when one is going or the options are invalid."""
         if self.session.running:
-            self.show_message("A run is already in progress: this Run was ignored (press Stop to end it).")
+            self.show_message(_("A run is already in progress: this Run was ignored (press Stop to end it)."))
             return None
         request = self.controls.request()
         loading = not self.store.is_ready(request.model, request.dtype)
@@ -207,8 +216,13 @@ class Explorer:
         self.progress.value, self.progress.max = 0, request.options["requests"] if paged else request.max_new_tokens
         self.progress.bar_style = ""
         self.text.value = ""
-        working = f"generate_batch: serving {request.options['requests']} requests…" if paged else "prefill…"
-        self.status.value = f"loading {request.model} (first use takes a few seconds)…" if loading else working
+        working = (
+            _("generate_batch: serving {requests} requests…").format(requests=request.options["requests"])
+            if paged
+            else _("prefill…")
+        )
+        loading_text = _("loading {model} (first use takes a few seconds)…").format(model=request.model)
+        self.status.value = html.escape(loading_text if loading else working)
         self._set_running(True)
         self._dirty.clear()
         try:
@@ -219,7 +233,7 @@ class Explorer:
             self.progress.max, self.progress.value, self.progress.bar_style = maximum, value, style
             self._set_running(False)
             self.show_message(str(err), error=True)
-            self.status.value = "not started: see the message below"
+            self.status.value = html.escape(_("not started: see the message below"))
             return None
         except BaseException:
             self._set_running(False)
@@ -230,12 +244,14 @@ class Explorer:
     def on_stop(self) -> None:
         current = self.session.current
         if self.session.running and current is not None and current.request.cache == PAGED:
-            self.show_message("generate_batch cannot be stopped midway: the paged run ends when every request is done.")
+            self.show_message(
+                _("generate_batch cannot be stopped midway: the paged run ends when every request is done.")
+            )
             return
         if self.session.stop():
-            self.status.value = "stopping after the current token…"
+            self.status.value = html.escape(_("stopping after the current token…"))
         else:
-            self.show_message("Nothing is running.")
+            self.show_message(_("Nothing is running."))
 
     def on_add_to_comparison(self) -> None:
         try:
@@ -244,14 +260,16 @@ class Explorer:
             self.show_message(str(err), error=True)
             return
         self.show_message(
-            f"Added [{len(self.session.comparison)}] {run.label} to the comparison; it stays drawn "
-            "dashed on the plots and as a row of the table."
+            _(
+                "Added [{number}] {label} to the comparison; it stays drawn dashed on the plots and as a row of "
+                "the table."
+            ).format(number=len(self.session.comparison), label=run.label)
         )
         self.refresh()
 
     def on_clear_comparison(self) -> None:
         self.session.clear_comparison()
-        self.show_message("Comparison cleared.")
+        self.show_message(_("Comparison cleared."))
         self.refresh()
 
     def on_crop(self) -> dict | None:
@@ -265,7 +283,11 @@ class Explorer:
         self.last_crop = event
         lengths = sorted(set(zip(event["lengths_before"], event["lengths_after"])))
         shown = ", ".join(f"{b} → {a}" for b, a in lengths)
-        self.show_message(f"cache.crop(-{n}): layer lengths {shown}. Cropped positions are red on the map.")
+        self.show_message(
+            _("cache.crop(-{n}): layer lengths {lengths}. Cropped positions are red on the map.").format(
+                n=n, lengths=shown
+            )
+        )
         self.refresh()
         return event
 
@@ -274,7 +296,9 @@ class Explorer:
         """Cheap updates only: drawing happens in `_draw_live`, so the model never waits for matplotlib."""
         tokens = len(run.new_ids)
         self.progress.value = min(tokens, self.progress.max)
-        self.status.value = f"generating: {tokens}/{run.request.max_new_tokens} tokens"
+        self.status.value = _("generating: {tokens}/{max_new_tokens} tokens").format(
+            tokens=tokens, max_new_tokens=run.request.max_new_tokens
+        )
         self._dirty.set()
 
     def _draw_live(self, run: Run) -> None:
@@ -300,22 +324,32 @@ class Explorer:
             if run.request.cache == PAGED:
                 requests = len(result.trace.meta.get("paged_requests", []))
                 self.progress.value, self.progress.bar_style = requests, "success"
-                self.status.value = (
-                    f"done: {requests} requests, {len(result.generated_token_ids)} new tokens "
-                    f"({run.prompt_tokens} prompt tokens) in {result.seconds:.2f} s, "
-                    f"{result.trace.summary()['steps']} forwards"
+                self.status.value = _(
+                    "done: {requests} requests, {new_tokens} new tokens ({prompt_tokens} prompt tokens) in "
+                    "{seconds} s, {forwards} forwards"
+                ).format(
+                    requests=requests,
+                    new_tokens=len(result.generated_token_ids),
+                    prompt_tokens=run.prompt_tokens,
+                    seconds=number(result.seconds, 2, grouping=False),
+                    forwards=result.trace.summary()["steps"],
                 )
                 self.refresh(run)
                 return
             self.progress.value = len(result.generated_token_ids)
             self.progress.bar_style = "warning" if stopped else "success"
-            what = "stopped after" if stopped else "done:"
-            self.status.value = (
-                f"{what} {len(result.generated_token_ids)} tokens ({run.prompt_tokens}-token "
-                f"prompt) in {result.seconds:.2f} s"
+            finished = (
+                _("stopped after {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
+                if stopped
+                else _("done: {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
+            )
+            self.status.value = finished.format(
+                tokens=len(result.generated_token_ids),
+                prompt_tokens=run.prompt_tokens,
+                seconds=number(result.seconds, 2, grouping=False),
             )
             if stopped:
-                self.show_message("Stopped: the partial trace is kept (plots and table show the steps that ran).")
+                self.show_message(_("Stopped: the partial trace is kept (plots and table show the steps that ran)."))
             self.refresh(run)
         except Exception as err:  # noqa: BLE001 - in the generating thread: shown, or it would vanish
             self.show_error(err)
@@ -325,7 +359,7 @@ class Explorer:
     def _on_error(self, run: Run, message: str) -> None:
         try:
             self.show_message(message, error=True, details=run.traceback)
-            self.status.value = "failed"
+            self.status.value = html.escape(_("failed"))
             self.progress.bar_style = "danger"
             if run.trace.events:
                 self.refresh(run)
@@ -337,12 +371,14 @@ class Explorer:
         if run.loaded_from is not None:  # no tokenizer behind a saved trace: the text it carries, if any
             saved = "text" in run.trace.meta
             text = run.result.text
-            title = f"generated text ({'saved in' if saved else 'not saved in'} {run.loaded_from})"
+            title = (
+                _("generated text (saved in {file})") if saved else _("generated text (not saved in {file})")
+            ).format(file=run.loaded_from)
         else:
             tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
-            text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), "generated text"
+            text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), _("generated text")
             if run.request.cache == PAGED:  # one line per request
-                text, title = (run.result.text if run.result is not None else ""), "generated text, per request"
+                text, title = (run.result.text if run.result is not None else ""), _("generated text, per request")
         self.text.value = (
             f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
             f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
@@ -375,13 +411,17 @@ class Explorer:
         where = ""
         if self.save_dir is not None:
             try:
-                where = f" and written to {item.write(self.save_dir)}"
+                where = _(" and written to {path}").format(path=item.write(self.save_dir))
             except OSError as err:  # the user's directory, not a bug: one line, and the download still works
-                where = f"; it could not be written to {self.save_dir} ({err.strerror or type(err).__name__})"
+                where = _("; it could not be written to {folder} ({reason})").format(
+                    folder=self.save_dir, reason=err.strerror or type(err).__name__
+                )
         self.exports = [e for e in self.exports if e.name != item.name] + [item]
         self.downloads.value = export.links_html(self.exports)
         self.show_message(
-            f"{item.name} ({export.size_text(len(item.data))}) is ready: click its link below to download it{where}."
+            _("{file} ({size}) is ready: click its link below to download it{where}.").format(
+                file=item.name, size=export.size_text(len(item.data)), where=where
+            )
         )
         return item
 
@@ -430,21 +470,29 @@ class Explorer:
         self._show_text(run)
         self.refresh(run)
         self.show_message(
-            f"Loaded {name}: {run.request.label()}, {s['steps']} steps, peak {s['peak_bytes']:,} B. "
-            "Add it to the comparison, then Run, to compare a new run with it."
+            _(
+                "Loaded {file}: {label}, {steps} steps, peak {bytes} B. Add it to the comparison, then Run, to "
+                "compare a new run with it."
+            ).format(file=name, label=run.request.label(), steps=s["steps"], bytes=number(s["peak_bytes"]))
         )
-        self.status.value = f"loaded {name}: {s['steps']} steps"  # last: the plot and table are drawn by now
+        # last: the plot and table are drawn by now
+        self.status.value = _("loaded {file}: {steps} steps").format(file=name, steps=s["steps"])
         return run
 
     def _figure(self, run: Run | None):
         if run is not None and is_paged_trace(run.trace) and run.trace.updates:
             # a paged run's picture is its block timeline; comparison runs stay rows of the table
-            also = " (comparison runs: rows of the table)" if any(r is not run for r in self.session.comparison) else ""
+            others = any(r is not run for r in self.session.comparison)
+            also = " " + _("(comparison runs: rows of the table)") if others else ""
             return paged_figure(run.snapshot(), title=run.label + also)
         current = (run.label, run.snapshot()) if run is not None else None
         rows = run.layer_rows() if run is not None else []
         comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]
-        status = f"{run.label}: {current[1].summary()['steps']} steps" if run is not None else ""
+        status = (
+            _("{label}: {steps} steps").format(label=run.label, steps=current[1].summary()["steps"])
+            if run is not None
+            else ""
+        )
         return figures.dashboard(current, rows, comparison, crop=self.last_crop, status=status)
 
     # -- scripting ----------------------------------------------------------------------------------------------

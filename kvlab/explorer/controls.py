@@ -23,6 +23,7 @@ from kvlab.explorer.models import DTYPES, LOADED, model_choices
 from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
 from kvlab.explorer.prompts import presets
 from kvlab.explorer.session import RunRequest
+from kvlab.i18n import N_, _
 
 OPTION_NAMES = (
     "backend",
@@ -36,7 +37,7 @@ OPTION_NAMES = (
     "past_recording",
     *PAGED_OPTIONS,
 )
-CUSTOM = "(your own text)"
+CUSTOM = N_("(your own text)")  # the preset dropdown's value for a typed prompt; shown as `_(CUSTOM)`
 KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
 PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for the paged kind: it brings its own requests
 
@@ -68,12 +69,12 @@ class Controls:
     def __init__(self, has_loaded_model: bool = False, model: str | None = None, prompt_presets: dict | None = None):
         wide = {"description_width": "initial"}
         choices = model_choices(has_loaded_model)
-        self.model = widgets.Dropdown(options=choices, value=model or choices[0], description="model", style=wide)
+        self.model = widgets.Dropdown(options=choices, value=model or choices[0], description=_("model"), style=wide)
         self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
         self.cache = widgets.Dropdown(
-            options=[(PAGED_LABEL if k == PAGED else k, k) for k in KINDS],
+            options=[(_(PAGED_LABEL) if k == PAGED else k, k) for k in KINDS],
             value="dynamic",
-            description="cache",
+            description=_("cache"),
             style=wide,
         )
         self.backend = widgets.Dropdown(
@@ -100,33 +101,38 @@ class Controls:
         self.page_size = widgets.Dropdown(
             options=PAGE_SIZES,
             value=PAGED_DEFAULTS["page_size"],
-            description="page_size (tokens per block)",
+            description=_("page_size (tokens per block)"),
             style=wide,
         )
         self.requests = widgets.BoundedIntText(
             value=PAGED_DEFAULTS["requests"],
             min=1,
             max=MAX_REQUESTS,
-            description="requests",
+            description=_("requests"),
             style=wide,
             layout=widgets.Layout(width="150px"),
         )
         self.num_blocks = widgets.IntText(
             value=PAGED_DEFAULTS["num_blocks"],
-            description="num_blocks (0 = room for all)",
+            description=_("num_blocks (0 = room for all)"),
             style=wide,
             layout=widgets.Layout(width="260px"),
         )
         self.past_recording = widgets.Checkbox(
-            value=False, description="past recording (keep evicted tokens until a crop)", indent=False
+            value=False, description=_("past recording (keep evicted tokens until a crop)"), indent=False
         )
         self.presets = dict(prompt_presets if prompt_presets is not None else presets())
         first = next(iter(self.presets), None)
         self.preset = widgets.Dropdown(
-            options=[*self.presets, CUSTOM], value=first or CUSTOM, description="preset", style=wide
+            options=[*((name, name) for name in self.presets), (_(CUSTOM), CUSTOM)],
+            value=first or CUSTOM,
+            description=_("preset"),
+            style=wide,
         )
         self.prompt = widgets.Textarea(
-            value=self.presets.get(first, ""), description="prompt", layout=widgets.Layout(width="98%", height="70px")
+            value=self.presets.get(first, ""),
+            description=_("prompt"),
+            layout=widgets.Layout(width="98%", height="70px"),
         )
         self.prompt_tokens = widgets.IntSlider(
             value=0,
@@ -134,12 +140,17 @@ class Controls:
             max=4096,
             step=16,
             style=wide,
-            description="prompt tokens (0 = as typed)",
+            description=_("prompt tokens (0 = as typed)"),
             layout=widgets.Layout(width="420px"),
         )
-        self.chat = widgets.Checkbox(value=False, description="chat template", indent=False)
+        self.chat = widgets.Checkbox(value=False, description=_("chat template"), indent=False)
         self.max_new_tokens = widgets.IntSlider(
-            value=16, min=1, max=512, description="max new tokens", style=wide, layout=widgets.Layout(width="420px")
+            value=16,
+            min=1,
+            max=512,
+            description=_("max new tokens"),
+            style=wide,
+            layout=widgets.Layout(width="420px"),
         )
         for name in (
             "model",

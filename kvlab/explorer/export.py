@@ -24,7 +24,8 @@ from pathlib import Path
 
 from kvlab.explorer.session import Run, RunRequest
 from kvlab.explorer.summary import columns_for
-from kvlab.run import RunResult
+from kvlab.i18n import _
+from kvlab.recorded_run import RunResult
 from kvlab.trace import Trace, TraceFormatError
 from kvlab.units import human_bytes
 
@@ -62,7 +63,7 @@ class Export:
 
 def size_text(n: int) -> str:
     """A download's size, as the HTML summary shows bytes."""
-    return human_bytes(n, decimals=1)
+    return human_bytes(n, decimals=1, localized=True)
 
 
 def slug(text: str) -> str:
@@ -119,7 +120,9 @@ def links_html(exports: list[Export]) -> str:
     if not exports:
         return ""
     return (
-        '<div class="kvlab-downloads-list" style="font-size:12px">ready to save (click to download): '
+        '<div class="kvlab-downloads-list" style="font-size:12px">'
+        + html.escape(_("ready to save (click to download):"))
+        + " "
         + "".join(e.link() for e in exports)
         + "</div>"
     )

@@ -15,19 +15,20 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from kvlab.i18n import N_, _
 from kvlab.plots._figure import LAYER_KIND_COLORS
 from kvlab.trace import Trace
 from kvlab.units import human_bytes
 
 # Occupancy map cell states, in drawing order.
 CELL_STATES = (
-    "not allocated",
-    "live",
-    "masked (allocated, empty)",
-    "evicted (seen, dropped)",
-    "quantized",
-    "residual (full precision)",
-    "cropped",
+    N_("not allocated"),
+    N_("live"),
+    N_("masked (allocated, empty)"),
+    N_("evicted (seen, dropped)"),
+    N_("quantized"),
+    N_("residual (full precision)"),
+    N_("cropped"),
 )
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
 CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
@@ -41,7 +42,7 @@ def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     series: dict[str, dict[int, int]] = {}
     for e in trace.updates:
         held[(e["role"], e["layer_idx"])] = (e["layer_kind"], e["bytes_held"])
-        for layer_kind in {k for k, _ in held.values()}:
+        for layer_kind in {k for k, _held in held.values()}:
             series.setdefault(layer_kind, {})[e["step"]] = sum(b for k, b in held.values() if k == layer_kind)
     return {layer_kind: sorted(points.items()) for layer_kind, points in series.items()}
 
@@ -82,15 +83,15 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
         vmin=0,
         vmax=len(CELL_STATES) - 1,
     )
-    ax.set_xlabel("token position")
-    ax.set_ylabel("layer")
+    ax.set_xlabel(_("token position"))
+    ax.set_ylabel(_("layer"))
     labels = [f"{r['layer_idx']} {r['layer_kind'][0]}" for r in layer_rows]
     step = max(1, len(labels) // 12)
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
-    ax.set_title(title or "what each layer holds (f = full, s = sliding)", fontsize=10)
+    ax.set_title(title or _("what each layer holds (f = full, s = sliding)"), fontsize=10)
     shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
     ax.legend(
-        handles=[Patch(color=CELL_COLORS[s], label=CELL_STATES[s]) for s in shown],
+        handles=[Patch(color=CELL_COLORS[s], label=_(CELL_STATES[s])) for s in shown],
         loc="upper left",
         bbox_to_anchor=(1.0, 1.0),
         fontsize=7,
@@ -106,20 +107,21 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
             total,
             "--",
             color=COMPARISON_COLORS[n % len(COMPARISON_COLORS)],
-            label=f"[{n + 1}] total",
+            label=_("[{number}] total").format(number=n + 1),
         )
     if current is not None:
         label, trace = current
         series = bytes_by_layer_kind(trace)
         for layer_kind, points in series.items():
-            ax.plot(*zip(*points), color=LAYER_KIND_COLORS.get(layer_kind, "#000000"), label=f"{layer_kind} layers")
+            color = LAYER_KIND_COLORS.get(layer_kind, "#000000")
+            ax.plot(*zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
         if len(series) > 1:
             total = trace.bytes_by_step()
-            ax.plot(range(len(total)), total, color="#000000", linewidth=1, label="total")
-    ax.set_xlabel("step (0 = prefill)")
-    ax.set_ylabel("cache bytes")
+            ax.plot(range(len(total)), total, color="#000000", linewidth=1, label=_("total"))
+    ax.set_xlabel(_("step (0 = prefill)"))
+    ax.set_ylabel(_("cache bytes"))
     ax.yaxis.set_major_formatter(FuncFormatter(bytes_tick))
-    ax.set_title("bytes held, per layer kind", fontsize=10)
+    ax.set_title(_("bytes held, per layer kind"), fontsize=10)
     _legend(ax)
 
 
@@ -132,23 +134,28 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
             [r["slots_allocated"] for r in rows],
             "--",
             color=color,
-            label=f"[{n + 1}] allocated",
+            label=_("[{number}] allocated").format(number=n + 1),
         )
-        ax.plot([r["step"] for r in rows], [r["slots_live"] for r in rows], ":", color=color, label=f"[{n + 1}] live")
+        live = _("[{number}] live").format(number=n + 1)
+        ax.plot([r["step"] for r in rows], [r["slots_live"] for r in rows], ":", color=color, label=live)
     if current is not None:
         rows = current[1].slots_by_step()
         steps = [r["step"] for r in rows]
-        for field, color in (("slots_allocated", "#000000"), ("slots_live", "#2b8cbe"), ("slots_masked", "#969696")):
-            ax.plot(steps, [r[field] for r in rows], color=color, label=field.removeprefix("slots_"))
-    ax.set_xlabel("step (0 = prefill)")
-    ax.set_ylabel("slots (all layers)")
-    ax.set_title("allocated vs live vs masked slots", fontsize=10)
+        for field, color, label in (
+            ("slots_allocated", "#000000", _("allocated")),
+            ("slots_live", "#2b8cbe", _("live")),
+            ("slots_masked", "#969696", _("masked")),
+        ):
+            ax.plot(steps, [r[field] for r in rows], color=color, label=label)
+    ax.set_xlabel(_("step (0 = prefill)"))
+    ax.set_ylabel(_("slots (all layers)"))
+    ax.set_title(_("allocated vs live vs masked slots"), fontsize=10)
     _legend(ax)
 
 
 def bytes_tick(value: float, _pos=None) -> str:
     """A byte count on the bytes axis (matplotlib's FuncFormatter passes the tick position too)."""
-    return human_bytes(value, decimals=1)
+    return human_bytes(value, decimals=1, localized=True)
 
 
 def _legend(ax) -> None:
@@ -183,7 +190,7 @@ def dashboard(
         occupancy.text(
             0.5,
             0.5,
-            "no cache layers yet (cache kind 'none' keeps nothing)" if current else "press Run",
+            _("no cache layers yet (cache kind 'none' keeps nothing)") if current else _("press Run"),
             ha="center",
             va="center",
             transform=occupancy.transAxes,

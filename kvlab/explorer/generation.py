@@ -18,7 +18,7 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from kvlab import _compat
-from kvlab.run import RunResult, run
+from kvlab.recorded_run import RunResult, run
 from kvlab.trace import Trace
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import time
 
 from kvlab.caches.options import CacheOptionError
+from kvlab.i18n import N_, _, marks
 from kvlab.names import dtype_name, model_name
 from kvlab.serving.workload import load_workload
 from kvlab.size.paged import paged_blocks
 
 PAGED = "paged"
-PAGED_LABEL = "paged (generate_batch)"
+PAGED_LABEL = N_("paged (generate_batch)")  # shown as `_(PAGED_LABEL)` in the cache dropdown
 PAGED_OPTIONS = ("page_size", "requests", "num_blocks")
 PAGE_SIZES = (4, 8, 16, 32, 64, 128, 256)
 PAGED_DEFAULTS = {"page_size": 16, "requests": 4, "num_blocks": 0}
@@ -80,7 +81,7 @@ def paged_requests(tokenizer, n: int) -> tuple[list[str], list[list[int]]]:
     if getattr(tokenizer, "chat_template", None):
         workload = load_workload(tokenizer).first(n)
         return list(workload.ids), [list(p) for p in workload.input_ids]
-    from kvlab.run import encode
+    from kvlab.recorded_run import encode
 
     workload = load_workload().first(n)  # a tokenizer without a chat template: the prompts as plain text
     return list(workload.ids), [encode(tokenizer, p)[0].tolist() for p in workload.prompts]
@@ -112,7 +113,7 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     import kvlab
     from kvlab import _compat
     from kvlab.caches.paged import check_paged_model
-    from kvlab.run import RunResult
+    from kvlab.recorded_run import RunResult
 
     given = check_paged_options(options)
     check_paged_model(model)
@@ -200,8 +201,10 @@ def paged_figure(trace, title: str = ""):
     from kvlab.plots.blocks import plot_block_timeline
 
     s = paged_summary(trace)
-    detail = (
-        f"{s['num_blocks']} blocks of {s['page_size']}: peak {s['peak_blocks_in_use']} in use, "
-        f"{s['fragmentation_pct_mean']} % of handed-out slots empty"
+    detail = _("{blocks} blocks of {page_size}: peak {peak} in use, {percent} % of handed-out slots empty").format(
+        blocks=s["num_blocks"],
+        page_size=s["page_size"],
+        peak=s["peak_blocks_in_use"],
+        percent=marks(str(s["fragmentation_pct_mean"])),
     )
     return plot_block_timeline(trace, title=f"{title}\n{detail}" if title else detail)

@@ -28,7 +28,7 @@ def presets() -> dict[str, str]:
 
 def encode_prompt(tokenizer, text: str, target_tokens: int = 0, chat: bool = False) -> torch.Tensor:
     """Prompt ids, shape (1, n). With `target_tokens` > 0 the text is repeated or cut to exactly that many tokens."""
-    from kvlab.run import encode
+    from kvlab.recorded_run import encode
 
     if not text.strip():
         raise ValueError("the prompt is empty; type some text or choose a preset")

@@ -23,7 +23,7 @@ from kvlab.explorer.prompts import encode_prompt
 from kvlab.layer_state import read_layer
 from kvlab.models.manifest import ModelIntegrityError
 from kvlab.paths import KvlabHomeError
-from kvlab.run import RunResult
+from kvlab.recorded_run import RunResult
 from kvlab.trace import Trace
 
 # Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME): one line, no traceback.
@@ -86,7 +86,7 @@ class Run:
         cache = self.result.cache_object if self.result is not None else None
         if cache is None or self.result.trace.crops == []:
             return [dict(row) for row in self.snapshot().final_layers()]
-        layer_kinds = getattr(cache, "_kvlab_kinds", [])
+        layer_kinds = getattr(cache, "_kvlab_layer_kinds", [])
         return [
             {
                 "layer_idx": i,
@@ -260,6 +260,6 @@ class Session:
             )
         cache = run.result.cache_object
         if cache is None:
-            raise CacheCropError("this run used no cache (kind 'none'): there is nothing to crop")
+            raise CacheCropError("this run used no cache (cache kind 'none'): there is nothing to crop")
         cache.crop(tokens_to_remove)
         return run.result.trace.crops[-1]

@@ -14,32 +14,34 @@ from __future__ import annotations
 import html
 
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
+from kvlab.i18n import N_, _, marks
 from kvlab.slots import waste_pct
 
+# (field, column title): the titles are English here and shown in the language in use (`_()` in `to_html`).
 COLUMNS = (
-    ("run", "run"),
-    ("prompt_tokens", "prompt"),
-    ("new_tokens", "new"),
-    ("steps", "steps"),
-    ("peak_bytes", "peak bytes"),
-    ("bytes_now", "bytes now"),
-    ("slots_allocated", "allocated"),
-    ("slots_live", "live"),
-    ("slots_masked", "masked"),
-    ("waste_pct", "waste %"),
-    ("tokens_evicted", "evicted"),
-    ("flushes", "flushes"),
-    ("transfers", "transfers"),
-    ("crops", "crops"),
-    ("tokens_per_s", "tokens/s"),
+    ("run", N_("run")),
+    ("prompt_tokens", N_("prompt")),
+    ("new_tokens", N_("new")),
+    ("steps", N_("steps")),
+    ("peak_bytes", N_("peak bytes")),
+    ("bytes_now", N_("bytes now")),
+    ("slots_allocated", N_("allocated")),
+    ("slots_live", N_("live")),
+    ("slots_masked", N_("masked")),
+    ("waste_pct", N_("waste %")),
+    ("tokens_evicted", N_("evicted")),
+    ("flushes", N_("flushes")),
+    ("transfers", N_("transfers")),
+    ("crops", N_("crops")),
+    ("tokens_per_s", N_("tokens/s")),
 )
 PAGED_COLUMNS = (
-    ("blocks_peak", "blocks peak"),
-    ("num_blocks", "pool blocks"),
-    ("requests_waited", "waited"),
-    ("preemptions", "preempted"),
+    ("blocks_peak", N_("blocks peak")),
+    ("num_blocks", N_("pool blocks")),
+    ("requests_waited", N_("waited")),
+    ("preemptions", N_("preempted")),
 )
-PAGED_NOTE = (
+PAGED_NOTE = N_(
     "paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
     "handed-out blocks, averaged over forwards"
 )
@@ -98,29 +100,37 @@ def _cell(field: str, value) -> str:
     if isinstance(value, bool) or value is None:
         return f'<td data-field="{field}">{"" if value is None else value}</td>'
     if isinstance(value, (int, float)) and field != "run":
-        shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        shown = marks(f"{value:,}" if isinstance(value, int) else f"{value:g}")
         return f'<td data-field="{field}" data-value="{value}" style="{CELL};text-align:right">{shown}</td>'
-    return f'<td data-field="{field}" style="{CELL}">{html.escape(str(value))}</td>'
+    shown = _run_name(value) if field == "run" else str(value)
+    return f'<td data-field="{field}" style="{CELL}">{html.escape(shown)}</td>'
+
+
+def _run_name(name: str) -> str:
+    """A run's name as the table shows it: "[1]" stays, "now" (the row's `data-run`, a key) in the language in use."""
+    return _("now") if name == "now" else name
 
 
 def to_html(rows: list[dict]) -> str:
     if not rows:
-        return "<i>No runs yet: choose a cache and press Run.</i>"
+        return "<i>" + html.escape(_("No runs yet: choose a cache and press Run.")) + "</i>"
     columns = columns_for(rows)
-    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(title)}</th>' for _, title in columns)
+    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(_(title))}</th>' for _field, title in columns)
+    stopped_note = " " + _("(stopped)")
     body = []
     for row in rows:
-        stopped = " (stopped)" if row["stopped"] else ""
-        cells = "".join(_cell(f, row.get(f)) for f, _ in columns)
+        stopped = stopped_note if row["stopped"] else ""
+        cells = "".join(_cell(f, row.get(f)) for f, _title in columns)
         body.append(
             f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">{cells}</tr>'
         )
     labels = "".join(
-        f"<li><b>{html.escape(r['run'])}</b> {html.escape(r['label'])}{' (stopped)' if r['stopped'] else ''}</li>"
+        f"<li><b>{html.escape(_run_name(r['run']))}</b> {html.escape(r['label'])}"
+        f"{html.escape(stopped_note) if r['stopped'] else ''}</li>"
         for r in rows
     )
     if any(r.get("paged") for r in rows):
-        labels += f"<li><i>{html.escape(PAGED_NOTE)}</i></li>"
+        labels += f"<li><i>{html.escape(_(PAGED_NOTE))}</i></li>"
     return (
         f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

@@ -72,9 +72,27 @@ def _(message: str) -> str:
     return _catalog(current_language()).get(message, message)
 
 
-def number(value: float, decimals: int = 0) -> str:
-    """A number with the current language's digit grouping and decimal mark: 7,326,720.5 / 7.326.720,5."""
-    from babel.numbers import format_decimal
+def N_(message: str) -> str:
+    """`message` unchanged, marked for the catalog: for English text kept in a module constant (or a default
+    argument), translated with `_()` where it is shown, so the language is the one in use at that moment."""
+    return message
 
-    pattern = "#,##0" + ("." + "0" * decimals if decimals else "")
-    return format_decimal(value, format=pattern, locale=LANGUAGES[current_language()])
+
+def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
+    """A number with the current language's digit grouping and decimal mark: 7,326,720.5 / 7.326.720,5.
+
+    Rounded as Python's format rounds (so English reads exactly as `f"{value:,.{decimals}f}"`, or without the
+    group separators when `grouping` is False); only the marks change with the language."""
+    return marks(f"{value:{',' if grouping else ''}.{decimals}f}")
+
+
+def marks(text: str) -> str:
+    """A number Python formatted (`,` between groups, `.` before the decimals: `f"{x:g}"`, `f"{x:,}"`) written with
+    the current language's marks instead (Babel's symbols): "1,234.5" -> "1.234,5" in Portuguese."""
+    language = current_language()
+    if language == "en":
+        return text
+    from babel.numbers import get_decimal_symbol, get_group_symbol
+
+    code = LANGUAGES[language]
+    return text.translate(str.maketrans({",": get_group_symbol(code), ".": get_decimal_symbol(code)}))

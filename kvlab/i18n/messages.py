@@ -28,9 +28,10 @@ def catalog_path(language: str) -> Path:
 
 
 def template() -> Catalog:
-    """Every `_("...")` string in kvlab's modules (f-strings and variables cannot be extracted: use format())."""
+    """Every `_("...")` string in kvlab's modules, and every `N_("...")` (English kept in a constant or a default
+    argument, translated with `_()` where it is shown). F-strings and variables cannot be extracted: use format()."""
     catalog = Catalog(project="kvlab", header_comment=HEADER, fuzzy=False)
-    found = extract_from_dir(str(PACKAGE), method_map=[("**.py", "python")], keywords={"_": None})
+    found = extract_from_dir(str(PACKAGE), method_map=[("**.py", "python")], keywords={"_": None, "N_": None})
     for filename, lineno, message, _comments, _context in found:
         catalog.add(message, locations=[(f"kvlab/{filename}", lineno)])
     return catalog

@@ -36,35 +36,36 @@ def kv_bytes(config, tokens: int, dtype: torch.dtype = torch.float32, window: in
     window = window or getattr(config.get_text_config(decoder=True), "sliding_window", None) or tokens
     per_layer = bytes_per_token_per_layer(config, dtype)
     total = 0
-    for kind in layer_kinds(config):
-        if kind == "full":
+    for layer_kind in layer_kinds(config):
+        if layer_kind == "full":
             total += tokens * per_layer
-        elif kind in ("sliding", "chunked"):
+        elif layer_kind in ("sliding", "chunked"):
             total += min(tokens, window) * per_layer
     return total
 
 
-def kv_bytes_by_kind(config, tokens: int, dtype: torch.dtype = torch.float32, window: int | None = None) -> dict:
+def kv_bytes_by_layer_kind(config, tokens: int, dtype: torch.dtype = torch.float32, window: int | None = None) -> dict:
     """`kv_bytes` split by layer kind: {"full": bytes, "sliding": bytes, ...} (attention kinds only)."""
     window = window or getattr(config.get_text_config(decoder=True), "sliding_window", None) or tokens
     per_layer = bytes_per_token_per_layer(config, dtype)
     totals: dict[str, int] = {}
-    for kind in layer_kinds(config):
-        if kind in ("full", "sliding", "chunked"):
-            held = tokens if kind == "full" else min(tokens, window)
-            totals[kind] = totals.get(kind, 0) + held * per_layer
+    for layer_kind in layer_kinds(config):
+        if layer_kind in ("full", "sliding", "chunked"):
+            held = tokens if layer_kind == "full" else min(tokens, window)
+            totals[layer_kind] = totals.get(layer_kind, 0) + held * per_layer
     return totals
 
 
 def expected_curves(config, max_tokens: int, dtype: torch.dtype = torch.float32, points: int = 200) -> dict:
-    """{kind: [(tokens, formula bytes)]} from 0 to `max_tokens`, plus "total": the shapes to expect on a plot."""
+    """{layer kind: [(tokens, formula bytes)]} from 0 to `max_tokens`, plus "total": the shapes to expect on a
+    plot."""
     steps = sorted({round(i * max_tokens / points) for i in range(points + 1)})
     window = getattr(config.get_text_config(decoder=True), "sliding_window", None)
     if window and window <= max_tokens:
         steps = sorted(set(steps) | {window})  # the knee of the sliding curve
     curves: dict[str, list[tuple[int, int]]] = {}
     for t in steps:
-        by_kind = kv_bytes_by_kind(config, t, dtype)
-        for kind, value in {**by_kind, "total": sum(by_kind.values())}.items():
-            curves.setdefault(kind, []).append((t, value))
+        by_layer_kind = kv_bytes_by_layer_kind(config, t, dtype)
+        for layer_kind, value in {**by_layer_kind, "total": sum(by_layer_kind.values())}.items():
+            curves.setdefault(layer_kind, []).append((t, value))
     return curves

@@ -22,7 +22,7 @@ from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
-from kvlab.run import run
+from kvlab.recorded_run import run
 
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
 MEMORY_RANKS = ("Low", "Medium", "High")
@@ -38,25 +38,26 @@ class Setup:
     static_room: int = 64
     quantized: tuple = (("backend", "quanto"), ("nbits", 4), ("residual_length", 8), ("q_group_size", 32))
 
-    def options(self, kind: str, prompt_tokens: int) -> dict:
-        if kind in ("static", "offloaded_static"):
+    def options(self, cache_kind: str, prompt_tokens: int) -> dict:
+        if cache_kind in ("static", "offloaded_static"):
             return {"max_cache_len": prompt_tokens + self.new_tokens + self.static_room}
-        if kind == "quantized":
+        if cache_kind == "quantized":
             return dict(self.quantized)
         return {}
 
 
-def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
-    """Run `kind` on a model with sliding layers past its window; the largest sliding and full layer afterwards."""
+def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
+    """Run `cache_kind` on a model with sliding layers past its window; the largest sliding and full layer
+    afterwards."""
     window = model.config.sliding_window
     try:
         result = run(
             model,
             None,
             prompt_ids,
-            cache=kind,
+            cache=cache_kind,
             max_new_tokens=setup.new_tokens,
-            **setup.options(kind, prompt_ids.shape[-1]),
+            **setup.options(cache_kind, prompt_ids.shape[-1]),
         )
     except (CacheOptionError, ValueError) as err:
         return {"supported": False, "evidence": f"refused: {err}"}
@@ -71,9 +72,9 @@ def measure_sliding(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = S
     }
 
 
-def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup = Setup()) -> dict:
-    """Run the offloading variant of `kind`, if transformers has one, and count the logged layer transfers."""
-    offloaded = OFFLOADED_KIND[kind]
+def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
+    """Run the offloading variant of `cache_kind`, if transformers has one, and count the logged layer transfers."""
+    offloaded = OFFLOADED_KIND[cache_kind]
     if offloaded is None:
         takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
         return {
@@ -99,14 +100,19 @@ def measure_offloading(model, prompt_ids: torch.Tensor, kind: str, setup: Setup 
     }
 
 
-def measure_compile_and_memory(model, tokenizer, prompt, kind: str, setup: Setup = Setup()) -> dict:
+def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup: Setup = Setup()) -> dict:
     """One run: distinct forward signatures over the decoding steps, and the peak cache bytes.
 
     `prompt` is text (encoded with `tokenizer`) or ids of shape (1, tokens)."""
     ids = prompt if isinstance(prompt, torch.Tensor) else tokenizer(prompt, return_tensors="pt").input_ids
     with log_forward_inputs(model) as log:
         result = run(
-            model, tokenizer, ids, cache=kind, max_new_tokens=setup.new_tokens, **setup.options(kind, ids.shape[-1])
+            model,
+            tokenizer,
+            ids,
+            cache=cache_kind,
+            max_new_tokens=setup.new_tokens,
+            **setup.options(cache_kind, ids.shape[-1]),
         )
     decode = log.signatures()[1:]  # call 0 is the prefill
     return {
@@ -122,7 +128,7 @@ def _live(result) -> dict:
     is), the prefill, the options, and the bytes at the end and at the peak."""
     summary = result.trace.summary()
     return {
-        "kind": result.cache,
+        "cache_kind": result.cache,
         "options": dict(result.options),
         "prefill": result.prompt_tokens,
         "tokens": result.prompt_tokens + len(result.generated_token_ids) - 1,
@@ -146,11 +152,11 @@ def measure(
     `prompt` drive the compile and memory runs.
     """
     rows = []
-    for kind in kinds:
-        sliding = measure_sliding(sliding_model, sliding_prompt_ids, kind, setup)
-        offload = measure_offloading(sliding_model, sliding_prompt_ids[:, :4], kind, setup)
-        run_facts = measure_compile_and_memory(full_model, tokenizer, prompt, kind, setup)
-        rows.append({"kind": kind, "sliding": sliding, "offloading": offload, **run_facts})
+    for cache_kind in kinds:
+        sliding = measure_sliding(sliding_model, sliding_prompt_ids, cache_kind, setup)
+        offload = measure_offloading(sliding_model, sliding_prompt_ids[:, :4], cache_kind, setup)
+        run_facts = measure_compile_and_memory(full_model, tokenizer, prompt, cache_kind, setup)
+        rows.append({"cache_kind": cache_kind, "sliding": sliding, "offloading": offload, **run_facts})
     ranks = _memory_ranks([r["peak_bytes"] for r in rows])
     return [_row(r, rank) for r, rank in zip(rows, ranks)]
 
@@ -177,7 +183,7 @@ def _memory_ranks(peaks: list[int]) -> list[str]:
 def _row(r: dict, memory_rank: str) -> dict:
     compiles = r["decode_signatures"] == 1
     return {
-        "cache": GUIDE[r["kind"]]["cache"],
+        "cache": GUIDE[r["cache_kind"]]["cache"],
         "sliding layers": "Yes" if r["sliding"]["supported"] else "No",
         "offloading": "Yes" if r["offloading"]["supported"] else "No",
         "torch.compile": "Yes" if compiles else "No",
@@ -216,17 +222,19 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
 def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = None):
     """`kvlab.size.cache_size` for the cache a watched `generate` used (`kvlab.watch(...).trace`).
 
-    The kind comes from the trace; a static cache's `max_cache_len` is the slots its layers allocated (generate
+    The cache kind comes from the trace; a static cache's `max_cache_len` is the slots its layers allocated (generate
     sizes it itself); a quantized cache takes the `cache_config` it was built with. Tokens are those the cache
     holds at the end (the last new token is never fed back)."""
     from kvlab.size import cache_size  # kvlab.size is heavier than this module's other imports
 
-    kind = trace.meta["cache"]
+    cache_kind = trace.meta["cache"]
     first = trace.final_layers()[0]
     options = {}
-    if kind in ("static", "offloaded_static"):
+    if cache_kind in ("static", "offloaded_static"):
         options = {"max_cache_len": first["slots_allocated"]}
-    elif kind == "quantized":
+    elif cache_kind == "quantized":
         options = dict(cache_config or {})
     tokens = max(layer["logical_length"] for layer in trace.final_layers())
-    return cache_size(arch, kind, tokens, prefill=prompt_tokens, dtype=trace.meta.get("dtype", "float32"), **options)
+    return cache_size(
+        arch, cache_kind, tokens, prefill=prompt_tokens, dtype=trace.meta.get("dtype", "float32"), **options
+    )

@@ -4,9 +4,10 @@ Three numbers that agree for a full-attention layer and come apart for a sliding
 
 - `seen`: the tokens the layer has been given so far (`get_seq_length()`);
 - `live`: the keys/values attention can still read from the cache (a sliding layer of window W keeps W - 1);
-- `stored`: the bytes the layer's tensors keep allocated, in tokens (`bytes_held / bytes per token`). A sliding
-  layer's kept keys are a *view* into the tensor its last update built, so after a prefill of N > W tokens it
-  still holds N tokens of storage while only W - 1 are live; the next update copies the window and frees it.
+- `slots_stored`: the bytes the layer's tensors keep allocated, in tokens (`bytes_held / bytes per token`: the
+  slots its storage spans, as `kvlab.size` names them). A sliding layer's kept keys are a *view* into the tensor
+  its last update built, so after a prefill of N > W tokens it still holds N tokens of storage while only W - 1
+  are live; the next update copies the window and frees it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from kvlab.trace import Trace
 @dataclass(frozen=True)
 class LayerLength:
     layer_idx: int
-    kind: str  # "full" | "sliding" | "chunked" | ...
+    layer_kind: str  # "full" | "sliding" | "chunked" | ...
     seen: int  # tokens given to the layer so far
     live: int  # tokens attention can still read from the cache
-    stored: int  # tokens' worth of allocated storage (bytes_held // bytes_per_token)
+    slots_stored: int  # tokens' worth of allocated storage (bytes_held // bytes_per_token)
 
 
 def layer_lengths(trace: Trace, bytes_per_token: int, step: int | None = None) -> list[LayerLength]:

@@ -119,20 +119,20 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
     """One row per step: the device peak and the whole cache.
 
     Returns [{"step", "device_peak_bytes", "cache_bytes_at_peak", "cache_bytes", "resident_at_peak" (layer
-    indices), "device_bytes_by_kind" ({"full": bytes, "sliding": bytes, ...} at the peak)}].
+    indices), "device_bytes_by_layer_kind" ({"full": bytes, "sliding": bytes, ...} at the peak)}].
     `cache_bytes_at_peak` is the whole cache (device and CPU) at the moment of the device peak, `cache_bytes` at
     the end of the step (they differ when a layer shrinks during the step: a sliding layer's buffer still holds
     the whole prompt until its first decoding update).
     """
     held: dict[int, int] = {}  # layer -> bytes it holds now
-    kind: dict[int, str] = {}
+    layer_kind: dict[int, str] = {}  # layer -> its layer kind
     resident: set[int] = set()
     rows: dict[int, dict] = {}
     cache_bytes: dict[int, int] = {}
     for e in schedule(trace, None):
         layer = e["layer_idx"]
         if e["type"] == "update":
-            held[layer], kind[layer] = e["bytes_held"], e["layer_kind"]
+            held[layer], layer_kind[layer] = e["bytes_held"], e["layer_kind"]
             cache_bytes[e["step"]] = e["cache_bytes"]
             resident.add(layer)  # a layer computes on the device (created there at the prefill)
         elif e["direction"] == "prefetch":
@@ -143,15 +143,16 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
         total = sum(held.get(i, 0) for i in resident)
         row = rows.setdefault(e["step"], {"step": e["step"], "device_peak_bytes": -1})
         if total > row["device_peak_bytes"]:
-            by_kind: dict[str, int] = {}
+            by_layer_kind: dict[str, int] = {}
             for i in resident:
-                by_kind[kind.get(i, "full")] = by_kind.get(kind.get(i, "full"), 0) + held.get(i, 0)
+                kind_i = layer_kind.get(i, "full")
+                by_layer_kind[kind_i] = by_layer_kind.get(kind_i, 0) + held.get(i, 0)
             row.update(
                 {
                     "device_peak_bytes": total,
                     "cache_bytes_at_peak": sum(held.values()),
                     "resident_at_peak": sorted(resident),
-                    "device_bytes_by_kind": by_kind,
+                    "device_bytes_by_layer_kind": by_layer_kind,
                 }
             )
     for step, row in rows.items():

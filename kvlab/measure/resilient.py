@@ -78,11 +78,11 @@ def _budgeted_class(cls: type) -> type:
     return type(f"Budgeted{cls.__name__.removeprefix('Instrumented')}", (BudgetMixin, cls), {})
 
 
-def budgeted_cache(kind: str, config, budget_bytes: int | None, trace: Trace | None = None, **options):
-    """An instrumented cache of `kind` ("dynamic", "offloaded", ...) that enforces a device-memory budget."""
-    cache = make_cache(kind, config, trace=trace, **options)
+def budgeted_cache(cache_kind: str, config, budget_bytes: int | None, trace: Trace | None = None, **options):
+    """An instrumented cache of `cache_kind` ("dynamic", "offloaded", ...) that enforces a device-memory budget."""
+    cache = make_cache(cache_kind, config, trace=trace, **options)
     if cache is None:
-        raise ValueError("a budget needs a cache; kind 'none' has none")
+        raise ValueError("a budget needs a cache; cache kind 'none' has none")
     cache.__class__ = _budgeted_class(type(cache))
     cache.budget_bytes = budget_bytes
     cache.peak_device_bytes = 0
@@ -98,10 +98,10 @@ def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None 
     """
     attempts = []
     input_ids = input_ids.to(model.device)
-    for kind in ("dynamic", "offloaded"):
-        if kind not in CACHE_CLASSES:  # pragma: no cover - both are always registered
-            raise ValueError(kind)
-        cache = budgeted_cache(kind, model.config, budget_bytes)
+    for cache_kind in ("dynamic", "offloaded"):
+        if cache_kind not in CACHE_CLASSES:  # pragma: no cover - both are always registered
+            raise ValueError(cache_kind)
+        cache = budgeted_cache(cache_kind, model.config, budget_bytes)
         try:
             with torch.inference_mode():
                 output = model.generate(
@@ -113,27 +113,27 @@ def resilient_generate(model, input_ids: torch.Tensor, budget_bytes: int | None 
                 )
         except torch.OutOfMemoryError as err:
             attempts.append(
-                {"cache": kind, "ok": False, "error": str(err), "peak_device_bytes": cache.peak_device_bytes}
+                {"cache": cache_kind, "ok": False, "error": str(err), "peak_device_bytes": cache.peak_device_bytes}
             )
-            log(f"{kind}: {err}")
+            log(f"{cache_kind}: {err}")
             log("retrying with the offloaded cache")
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             continue
-        attempts.append({"cache": kind, "ok": True, "error": None, "peak_device_bytes": cache.peak_device_bytes})
+        attempts.append({"cache": cache_kind, "ok": True, "error": None, "peak_device_bytes": cache.peak_device_bytes})
         return output, cache, attempts
     raise torch.OutOfMemoryError(f"out of memory even with the offloaded cache: {attempts[-1]['error']}")
 
 
-def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int = 16, **options) -> dict:
-    """Greedy-generate with an unlimited `BudgetedCache` of `kind` and report what the device would have held.
+def device_peak(model, input_ids: torch.Tensor, cache_kind: str, max_new_tokens: int = 16, **options) -> dict:
+    """Greedy-generate with an unlimited `BudgetedCache` of `cache_kind` and report what the device would have held.
 
-    Returns {"kind", "token_ids" (new tokens), "peak_device_bytes", "peak_cache_bytes", "transfers",
+    Returns {"cache_kind", "token_ids" (new tokens), "peak_device_bytes", "peak_cache_bytes", "transfers",
     "transfer_bytes", "trace"}: the peak on the compute device next to the peak of the whole cache, and the
     moves that change where a layer lives (`kvlab.measure.residency.effective_moves`; no-op prefetches left out).
     """
     trace = Trace()
-    cache = budgeted_cache(kind, model.config, None, trace=trace, **options)
+    cache = budgeted_cache(cache_kind, model.config, None, trace=trace, **options)
     input_ids = input_ids.to(model.device)
     with torch.inference_mode():
         output = model.generate(
@@ -145,7 +145,7 @@ def device_peak(model, input_ids: torch.Tensor, kind: str, max_new_tokens: int =
         )
     moves = effective_moves(trace)
     return {
-        "kind": kind,
+        "cache_kind": cache_kind,
         "token_ids": output[0, input_ids.shape[-1] :].tolist(),
         "peak_device_bytes": cache.peak_device_bytes,
         "peak_cache_bytes": trace.summary()["peak_bytes"],

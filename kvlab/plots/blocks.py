@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 
 from kvlab.caches.paged import paged_steps
+from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import subplots
 from kvlab.trace import Trace
 
@@ -70,11 +71,16 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     top.imshow(
         grid + 2, aspect="auto", interpolation="nearest", cmap=palette, vmin=0, vmax=len(order) + 1, origin="lower"
     )
-    top.set_ylabel(f"block id (of {meta['num_blocks']})")
-    top.set_title(title or f"{meta['num_blocks']} blocks of {meta['page_size']} tokens: who holds each block")
+    top.set_ylabel(_("block id (of {blocks})").format(blocks=meta["num_blocks"]))
+    top.set_title(
+        title
+        or _("{blocks} blocks of {tokens} tokens: who holds each block").format(
+            blocks=meta["num_blocks"], tokens=meta["page_size"]
+        )
+    )
     for i, rid in enumerate(order):
         top.plot([], [], "s", color=base[i % len(base)], label=rid)
-    top.plot([], [], "s", color=colors[1], label="cached")
+    top.plot([], [], "s", color=colors[1], label=_("cached"))
     top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     steps = np.arange(len(rows))
     in_use = np.array([r["blocks_in_use"] for r in rows])
@@ -85,37 +91,38 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
         in_use,
         cached,
         free,
-        labels=["in use", "cached", "free"],
+        labels=[_("in use"), _("cached"), _("free")],
         colors=["#4c72b0", colors[1], colors[0]],
         step="mid",
     )
     refused = [i for i, r in enumerate(rows) if r["refused"]]
     preempted = [i for i, r in enumerate(rows) if r["preempted"]]
     if refused:
-        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color="#c44e52", label="request waits")
+        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color="#c44e52", label=_("request waits"))
     if preempted:
-        bottom.plot(preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color="k", label="preempted")
+        bottom.plot(preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color="k", label=_("preempted"))
     bottom.set_ylim(0, meta["num_blocks"] + 1.5)
-    bottom.set_xlabel("forward (one batch step of continuous batching)")
-    bottom.set_ylabel("blocks")
+    bottom.set_xlabel(_("forward (one batch step of continuous batching)"))
+    bottom.set_ylabel(_("blocks"))
     bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
 
 
-def plot_layouts(rows: list[dict], title: str = "Same requests, every layout: reserved vs live KV bytes"):
+def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout: reserved vs live KV bytes")):
     """One bar pair per layout row (`kvlab.serving.layout_rows`): bytes reserved, bytes holding live tokens."""
     fig, ax = subplots(figsize=(8, 3.6))
     x = np.arange(len(rows))
-    reserved = [r["bytes_reserved"] / 2**20 for r in rows]
+    reserved = [r["bytes_held"] / 2**20 for r in rows]
     live = [r["bytes_live"] / 2**20 for r in rows]
-    ax.bar(x - 0.2, reserved, 0.4, label="reserved", color="#dd8452")
-    ax.bar(x + 0.2, live, 0.4, label="holding live tokens", color="#4c72b0")
+    ax.bar(x - 0.2, reserved, 0.4, label=_("reserved"), color="#dd8452")
+    ax.bar(x + 0.2, live, 0.4, label=_("holding live tokens"), color="#4c72b0")
     for i, r in enumerate(rows):
-        ax.text(i - 0.2, reserved[i], f"{r['waste_pct']:.1f}% waste", ha="center", va="bottom", fontsize=7)
+        waste = _("{percent}% waste").format(percent=number(r["waste_pct"], 1))
+        ax.text(i - 0.2, reserved[i], waste, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [r["layout"] for r in rows])
     ax.set_ylabel("MiB")
-    ax.set_title(title)
+    ax.set_title(_(title))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -10,10 +10,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from kvlab.i18n import N_, _
+
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
 
-def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> Figure:
+def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) -> Figure:
     """From `{label: kvlab.devices.ForwardLog}`: one panel per log, a line per input name. Each panel's title
     counts the distinct input signatures of the decoding calls, as a traced backend would meet them after the
     prefill (call 0, drawn but not counted: it always has a signature of its own).
@@ -31,14 +33,15 @@ def plot_forward_shapes(logs: dict, title: str = "Forward inputs per call") -> F
             # distinct markers and dashes, so inputs of the same length stay visible on top of each other
             ax.plot([r.call for r in records], lengths, STYLES[i % len(STYLES)], label=name, markersize=7 - i)
         distinct, calls = log.decoding_signatures()
-        ax.set_title(
-            f"{label}: {distinct} distinct signature{'s' * (distinct != 1)}\nover {calls} decoding calls "
-            "(prefill not counted)",
-            fontsize=10,
+        signatures = (
+            _("{label}: {distinct} distinct signature\nover {calls} decoding calls (prefill not counted)")
+            if distinct == 1
+            else _("{label}: {distinct} distinct signatures\nover {calls} decoding calls (prefill not counted)")
         )
-        ax.set_xlabel("forward call (0 = prefill)")
+        ax.set_title(signatures.format(label=label, distinct=distinct, calls=calls), fontsize=10)
+        ax.set_xlabel(_("forward call (0 = prefill)"))
         ax.legend(fontsize="small")
-    axes[0][0].set_ylabel("sequence length of the input")
-    fig.suptitle(title)
+    axes[0][0].set_ylabel(_("sequence length of the input"))
+    fig.suptitle(_(title))
     fig.tight_layout()
     return fig

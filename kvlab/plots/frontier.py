@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
+from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
 
 
@@ -45,7 +46,7 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
             ax.text(
                 ref["memory_ratio"],
                 0.02,
-                f" external: {ref['label']}",
+                " " + _("external: {label}").format(label=ref["label"]),
                 rotation=90,
                 fontsize=7,
                 transform=ax.get_xaxis_transform(),
@@ -53,12 +54,13 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
                 va="bottom",
                 ha="right",
             )
-            lines.append(f"{ref['label']} (x = {ref['memory_ratio']:.2f}): {ref['claim']}")
+            ratio = number(ref["memory_ratio"], 2, grouping=False)
+            lines.append(f"{ref['label']} (x = {ratio}): {ref['claim']}")
         if lines:
             ax.text(
                 0.45,
                 0.97,
-                "External references (orange dashed, published, not measured by kvlab):\n" + "\n".join(lines),
+                _("External references (orange dashed, published, not measured by kvlab):") + "\n" + "\n".join(lines),
                 transform=ax.transAxes,
                 fontsize=7,
                 color="tab:orange",
@@ -69,13 +71,15 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         ax.set_yscale("symlog", linthresh=1.0)
         if points and min(p["quality"] for p in points) >= 0:
             ax.set_ylim(bottom=-0.3, top=max(3 * max(p["quality"] for p in points), 10))
-        ax.set_xlabel("peak cache bytes ÷ dynamic cache (kvlab measured)")
-        ax.set_ylabel("perplexity change vs dynamic (%, symlog)")
+        ax.set_xlabel(_("peak cache bytes ÷ dynamic cache (kvlab measured)"))
+        ax.set_ylabel(_("perplexity change vs dynamic (%, symlog)"))
         ax.set_xlim(0, max([1.5] + [p["memory_ratio"] * 1.5 for p in points]))
         ax.set_title(
             title
-            or "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
-            "external references (not kvlab measurements)",
+            or _(
+                "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
+                "external references (not kvlab measurements)"
+            ),
             fontsize=10,
         )
         fig.tight_layout()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from kvlab.i18n import _
 from kvlab.plots._figure import finish, subplots
 
 
@@ -25,14 +26,14 @@ def plot_generate_time(
             ax.plot(
                 [current], [runs[current] / current * 1e3], "o", markersize=12, fillstyle="none", color=line.get_color()
             )
-    ax.set_xlabel("new tokens (max_new_tokens)")
-    ax.set_ylabel("ms per new token")
+    ax.set_xlabel(_("new tokens (max_new_tokens)"))
+    ax.set_ylabel(_("ms per new token"))
     ax.set_ylim(bottom=0)
-    ax.set_title("time per new token")
-    ax_total.set_xlabel("new tokens (max_new_tokens)")
-    ax_total.set_ylabel("seconds per generate call")
+    ax.set_title(_("time per new token"))
+    ax_total.set_xlabel(_("new tokens (max_new_tokens)"))
+    ax_total.set_ylabel(_("seconds per generate call"))
     ax_total.set_ylim(bottom=0)
-    ax_total.set_title("total time")
+    ax_total.set_title(_("total time"))
     if max_tokens:
         for a in (ax, ax_total):
             a.set_xlim(0, max_tokens * 1.05)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.trace import Trace
@@ -23,7 +24,7 @@ def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
     for step, layers in snapshots(trace):
         tokens = tokens_seen(layers, trace, step)
         totals: dict[str, int] = {}
-        for (role, _), event in layers.items():
+        for (role, _layer_idx), event in layers.items():
             layer_kind = "cross" if role == "cross" else event["layer_kind"]
             totals[layer_kind] = totals.get(layer_kind, 0) + event["bytes_held"]
         for layer_kind, total in totals.items():
@@ -53,7 +54,7 @@ def plot_growth(
     ({label: [(tokens, bytes)]}, e.g. `kvlab.measure.formula.expected_curves`) adds dotted formula curves.
     """
     fig, ax = subplots(figsize=(7, 4))
-    named = {"cache": traces} if isinstance(traces, Trace) else dict(traces)
+    named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     max_tokens = 0
     for label, trace in named.items():
         totals = total_bytes(trace)
@@ -62,7 +63,7 @@ def plot_growth(
         max_tokens = max(max_tokens, totals[-1][0])
         xs, ys = zip(*totals)
         split = by_layer_kind and len(named) == 1
-        ax.plot(xs, [y / 1e6 for y in ys], label=f"{label}: total" if split else label, lw=2)
+        ax.plot(xs, [y / 1e6 for y in ys], label=_("{label}: total").format(label=label) if split else label, lw=2)
         if split:
             kinds = bytes_by_layer_kind(trace)
             if len(kinds) > 1:
@@ -75,29 +76,36 @@ def plot_growth(
                         if (e["role"] == "cross") == cross and (cross or e["layer_kind"] == layer_kind)
                     )
                     name = (
-                        f"{layer_kind}-attention"
+                        _("cross-attention")
                         if cross
-                        else (f"self-attention ({layer_kind})" if "cross" in kinds else layer_kind)
+                        else (
+                            _("self-attention ({layer_kind})").format(layer_kind=layer_kind)
+                            if "cross" in kinds
+                            else layer_kind
+                        )
                     )
-                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=f"{count} {name} layers")
+                    label_kind = _("{count} {name} layers").format(count=count, name=name)
+                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=label_kind)
     if formula_bytes_per_token:
         ax.plot(
             [0, max_tokens],
             [0, max_tokens * formula_bytes_per_token / 1e6],
             "k--",
             lw=1,
-            label=f"formula: {formula_bytes_per_token:,.0f} B/token",
+            label=_("formula: {bytes} B/token").format(bytes=number(formula_bytes_per_token)),
         )
     for label, points in (expected or {}).items():
         ex, ey = zip(*points)
-        ax.plot(ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color="grey", label=f"formula: {label}")
+        ax.plot(
+            ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color="grey", label=_("formula: {label}").format(label=label)
+        )
         ax.annotate(label, (ex[-1], ey[-1] / 1e6), fontsize=7, color="grey", xytext=(2, 0), textcoords="offset points")
-    ax.set_xlabel("tokens seen (prompt + generated)")
-    ax.set_ylabel("cache bytes (MB)")
+    ax.set_xlabel(_("tokens seen (prompt + generated)"))
+    ax.set_ylabel(_("cache bytes (MB)"))
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(title or "KV-cache bytes against tokens")
+    ax.set_title(title or _("KV-cache bytes against tokens"))
     fig.tight_layout()
     return fig

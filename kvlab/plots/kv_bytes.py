@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from kvlab.i18n import N_, _, number
+
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 
 
@@ -18,7 +20,7 @@ def unit_for(largest: float) -> tuple[str, int]:
     return next(((name, scale) for name, scale in UNITS if largest >= scale), UNITS[-1])
 
 
-def plot_bytes(values: dict[str, dict[str, int]], title: str = "KV cache bytes") -> Figure:
+def plot_bytes(values: dict[str, dict[str, int]], title: str = N_("KV cache bytes")) -> Figure:
     """`{label: {series: bytes}}`: one group of bars per label (top to bottom), one colour per series."""
     labels = list(values)
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
@@ -32,13 +34,14 @@ def plot_bytes(values: dict[str, dict[str, int]], title: str = "KV cache bytes")
     for i, name in enumerate(series):
         sizes = [values[label].get(name, 0) / scale for label in labels]
         bars = ax.barh(y + (i - (len(series) - 1) / 2) * height, sizes, height, label=name)
-        ax.bar_label(bars, labels=[f"{s:.2f} {unit}" if s else "" for s in sizes], fontsize="x-small", padding=2)
+        shown = [f"{number(s, 2, grouping=False)} {unit}" if s else "" for s in sizes]
+        ax.bar_label(bars, labels=shown, fontsize="x-small", padding=2)
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
-    ax.set_xlabel(f"bytes ({unit})")
+    ax.set_xlabel(_("bytes ({unit})").format(unit=unit))
     ax.set_xlim(0, largest / scale * 1.2)
     if len(series) > 1:
         ax.legend(fontsize="small", loc="lower right")
-    ax.set_title(title)
+    ax.set_title(_(title))
     fig.tight_layout()
     return fig

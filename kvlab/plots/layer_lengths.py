@@ -5,32 +5,35 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from kvlab.i18n import N_, _
 from kvlab.measure.layer_lengths import LayerLength
 from kvlab.plots._figure import LAYER_KIND_COLORS, subplots
 
 
 def plot_layer_lengths(
-    lengths: list[LayerLength], window: int | None = None, title: str | None = None, window_label: str = "window"
+    lengths: list[LayerLength], window: int | None = None, title: str | None = None, window_label: str = N_("window")
 ) -> Figure:
     """Per layer: an outlined bar for tokens seen, a pale bar for storage held, a solid bar for live tokens;
     the colour is the layer kind; `window` (e.g. a sliding window or a chunk size) is a dashed line."""
     fig, ax = subplots(figsize=(9, 3.6))
     x = [length.layer_idx for length in lengths]
-    colors = [LAYER_KIND_COLORS.get(length.kind, "#999999") for length in lengths]
-    ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label="seen")
-    ax.bar(x, [length.stored for length in lengths], width=0.6, color=colors, alpha=0.35, label="stored (bytes)")
-    ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label="live")
+    colors = [LAYER_KIND_COLORS.get(length.layer_kind, "#999999") for length in lengths]
+    ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label=_("seen"))
+    ax.bar(
+        x, [length.slots_stored for length in lengths], width=0.6, color=colors, alpha=0.35, label=_("stored (bytes)")
+    )
+    ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label=_("live"))
     if window:
-        ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{window_label} {window}")
-    handles, _ = ax.get_legend_handles_labels()
+        ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{_(window_label)} {window}")
+    handles = ax.get_legend_handles_labels()[0]
     handles += [
-        Patch(color=color, label=f"{layer_kind} layer")
+        Patch(color=color, label=_("{layer_kind} layer").format(layer_kind=layer_kind))
         for layer_kind, color in LAYER_KIND_COLORS.items()
-        if any(length.kind == layer_kind for length in lengths)
+        if any(length.layer_kind == layer_kind for length in lengths)
     ]
     ax.set_xticks(x)
-    ax.set_xlabel("layer")
-    ax.set_ylabel("tokens")
+    ax.set_xlabel(_("layer"))
+    ax.set_ylabel(_("tokens"))
     ax.set_ylim(0, max(max(length.seen for length in lengths), window or 0) * 1.4)
     ax.legend(handles=handles, fontsize=8, ncol=4, loc="upper left")
     ax.grid(axis="y", alpha=0.3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from kvlab.i18n import _
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import layer_labels
 from kvlab.trace import Trace
@@ -31,17 +32,17 @@ def evictions(trace: Trace) -> list[list[int]]:
 def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None = None) -> Figure:
     """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted."""
     live = np.array(trace.occupancy())
-    panels = [("live slots", live, "viridis")]
+    panels = [(_("live slots"), live, "viridis")]
     if show_evictions:
-        panels.append(("tokens evicted (cumulative)", np.array(evictions(trace)), "magma"))
+        panels.append((_("tokens evicted (cumulative)"), np.array(evictions(trace)), "magma"))
     labels = layer_labels(trace)
     fig, axes = subplots(1, len(panels), figsize=(5.5 * len(panels), 0.25 * len(labels) + 2), squeeze=False)
     for ax, (name, grid, cmap) in zip(axes[0], panels):
         image = ax.imshow(grid, aspect="auto", cmap=cmap, interpolation="nearest")
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_xlabel("step (0 = prefill)")
+        ax.set_xlabel(_("step (0 = prefill)"))
         ax.set_title(name)
-        fig.colorbar(image, ax=ax, label="tokens")
-    fig.suptitle(title or "Cache occupancy per layer and step")
+        fig.colorbar(image, ax=ax, label=_("tokens"))
+    fig.suptitle(title or _("Cache occupancy per layer and step"))
     fig.tight_layout()
     return fig

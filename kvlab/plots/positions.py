@@ -13,9 +13,11 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from kvlab.i18n import N_, _, number
+
 NOT_CACHED, LIVE, VISIBLE = 0, 1, 2
 COLOURS = ("#f4f4f4", "#9ecae1", "#08519c")
-LABELS = ("not in the cache", "held, not attended (recorded past)", "held and attended by the next token")
+LABELS = (N_("not in the cache"), N_("held, not attended (recorded past)"), N_("held and attended by the next token"))
 
 
 def positions_grid(rows: list[dict]) -> np.ndarray:
@@ -28,7 +30,7 @@ def positions_grid(rows: list[dict]) -> np.ndarray:
     return grid
 
 
-def plot_cached_positions(rows: list[dict], title: str = "Cached positions per layer", ax=None):
+def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions per layer"), ax=None):
     """Draw `cached_positions(cache)` rows; returns the Figure."""
     grid = positions_grid(rows)
     if ax is None:
@@ -39,14 +41,14 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
         fig = ax.figure
     ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['layer_kind']}" for r in rows])
-    ax.set_xlabel("token position")
-    ax.set_ylabel("layer")
-    ax.set_title(title)
+    ax.set_xlabel(_("token position"))
+    ax.set_ylabel(_("layer"))
+    ax.set_title(_(title))
     ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
     ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
     ax.legend(
-        handles=[Patch(color=c, label=label) for c, label in zip(COLOURS, LABELS)],
+        handles=[Patch(color=c, label=_(label)) for c, label in zip(COLOURS, LABELS)],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12),
         ncol=3,
@@ -57,7 +59,7 @@ def plot_cached_positions(rows: list[dict], title: str = "Cached positions per l
     return fig
 
 
-def plot_holdings(stages: dict[str, dict], title: str = "What each layer kind holds") -> Figure:
+def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind holds")) -> Figure:
     """Grouped bars from `{stage label: kvlab.rollback.holdings(cache)}`: slots one layer holds (left) and the
     bytes of storage all layers of that kind keep alive (right). A crop shows as fewer slots, same bytes."""
     kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
@@ -75,15 +77,15 @@ def plot_holdings(stages: dict[str, dict], title: str = "What each layer kind ho
             offset,
             [row.get("bytes_all_layers", 0) / 1e6 for row in rows],
             width,
-            label=f"{layer_kind} ({layers} layers)",
+            label=_("{layer_kind} ({layers} layers)").format(layer_kind=layer_kind, layers=layers),
         )
         slots_ax.bar_label(slots, fmt="%d", fontsize=7)  # small changes (523 -> 511) are read, not seen
-        bytes_ax.bar_label(storage, fmt="%.2f", fontsize=7)
-    for ax, ylabel in ((slots_ax, "slots held by one layer"), (bytes_ax, "storage, all layers (MB)")):
+        bytes_ax.bar_label(storage, labels=[number(v, 2, grouping=False) for v in storage.datavalues], fontsize=7)
+    for ax, ylabel in ((slots_ax, _("slots held by one layer")), (bytes_ax, _("storage, all layers (MB)"))):
         ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
         ax.set_ylabel(ylabel)
         ax.margins(y=0.12)
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=len(kinds), frameon=False)
-    fig.suptitle(title)
+    fig.suptitle(_(title))
     fig.tight_layout()
     return fig

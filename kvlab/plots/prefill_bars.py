@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from kvlab.i18n import _
 from kvlab.plots._figure import subplots
 
 
@@ -20,10 +21,10 @@ def plot_prefill_bars(
     width = 0.8 / max(len(series), 1)
     for i, (label, requests) in enumerate(series.items()):
         x = np.arange(len(requests)) + (i - (len(series) - 1) / 2) * width
-        tokens_ax.bar(x, [tokens for tokens, _ in requests], width, label=label)
-        time_ax.bar(x, [seconds * 1e3 for _, seconds in requests], width, label=label)
+        tokens_ax.bar(x, [tokens for tokens, _seconds in requests], width, label=label)
+        time_ax.bar(x, [seconds * 1e3 for _tokens, seconds in requests], width, label=label)
     count = max((len(requests) for requests in series.values()), default=0)
-    for ax, ylabel in ((tokens_ax, "tokens prefilled"), (time_ax, time_label)):
+    for ax, ylabel in ((tokens_ax, _("tokens prefilled")), (time_ax, time_label)):
         ax.set_xticks(range(count), [f"{request_name} {i + 1}" for i in range(count)])
         ax.set_ylabel(ylabel)
         ax.legend(fontsize="small")

@@ -6,15 +6,16 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from kvlab.i18n import N_, _
 from kvlab.plots._figure import subplots
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.prefix import tokens_fed_after_copy
 
 
-def plot_prefix_answers(runs: dict, title: str = "One prefix, several questions") -> Figure:
+def plot_prefix_answers(runs: dict, title: str = N_("One prefix, several questions")) -> Figure:
     """From `{label: [kvlab.prefix.Answer, ...]}` (same questions in each): prefilled tokens and first-token time."""
     series = {label: [(a.prefilled_tokens, a.first_token_seconds) for a in answers] for label, answers in runs.items()}
-    return plot_prefill_bars(series, "question", "copy + prefill: time to first token (ms)", title)
+    return plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
 
 
 MATCH, DIFFERS, QUESTION = "#4c9a5f", "#d1495b", "#9db4c0"
@@ -33,10 +34,10 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     stop = min(max(n_prefix, n_full), n_prefix + around)
     fig, ax = subplots(figsize=(min(1.1 * (stop - start) + 1.5, 14), 2.2))
     rows = [
-        ("prefix alone", check.prefix_ids, check.prefix_tokens),
-        ("prefix + question", check.full_ids, check.full_tokens),
+        (_("prefix alone"), check.prefix_ids, check.prefix_tokens),
+        (_("prefix + question"), check.full_ids, check.full_tokens),
     ]
-    for y, (_, ids, tokens) in zip((1, 0), rows):
+    for y, (_label, ids, tokens) in zip((1, 0), rows):
         for position in range(start, min(stop, len(ids))):
             if mismatch is not None and position >= mismatch and position < n_prefix:
                 color = DIFFERS
@@ -49,12 +50,12 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     ax.axvline(n_prefix - 0.5, color="black", linestyle="--", linewidth=1)
     ax.set_xlim(start - 0.6, stop - 0.4)
     ax.set_ylim(-0.6, 1.6)
-    ax.set_yticks([1, 0], [label for label, _, _ in rows])
-    ax.set_xlabel("token position (dashed line: end of the cached prefix)")
+    ax.set_yticks([1, 0], [label for label, _ids, _tokens in rows])
+    ax.set_xlabel(_("token position (dashed line: end of the cached prefix)"))
     verdict = (
-        "ids line up: the cache can be reused"
+        _("ids line up: the cache can be reused")
         if check.ok
-        else f"ids differ at position {mismatch}: reuse would feed the model the wrong ids"
+        else _("ids differ at position {position}: reuse would feed the model the wrong ids").format(position=mismatch)
     )
     ax.set_title(title or verdict, fontsize=10)
     for side in ("top", "right", "left"):
@@ -70,7 +71,7 @@ def _show(token: str) -> str:
 
 
 def plot_prefix_copies(
-    traces, prompt_tokens: list[int], title: str = "One prefilled prefix, a deep copy per question"
+    traces, prompt_tokens: list[int], title: str = N_("One prefilled prefix, a deep copy per question")
 ) -> Figure:
     """From `kvlab.watch(...).traces` of the guide's prefix recipe (one prefix cache, then one deep copy per
     question, possibly for several cache classes) and the full prompt length of each question: tokens each
@@ -80,8 +81,13 @@ def plot_prefix_copies(
         if trace.meta.get("copied_from") is not None:
             copies.setdefault(trace.meta.get("cache_class", "cache"), []).append(trace)
     fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(10, 3.6))
-    series = {"no reuse": list(prompt_tokens)}
-    series.update({f"{name} copy": [tokens_fed_after_copy(t) for t in group] for name, group in copies.items()})
+    series = {_("no reuse"): list(prompt_tokens)}
+    series.update(
+        {
+            _("{name} copy").format(name=name): [tokens_fed_after_copy(t) for t in group]
+            for name, group in copies.items()
+        }
+    )
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
         x = np.arange(len(values)) + (i - (len(series) - 1) / 2) * width
@@ -90,12 +96,21 @@ def plot_prefix_copies(
     for i, (name, group) in enumerate(copies.items()):
         x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
         bytes_ax.bar(
-            x, [t.summary()["peak_bytes"] / 2**20 for t in group], width, label=f"{name} copy", color=f"C{i + 1}"
+            x,
+            [t.summary()["peak_bytes"] / 2**20 for t in group],
+            width,
+            label=_("{name} copy").format(name=name),
+            color=f"C{i + 1}",
         )
-    for ax, ylabel in ((tokens_ax, "tokens prefilled for the answer"), (bytes_ax, "bytes held by the copy (MiB)")):
-        ax.set_xticks(range(len(prompt_tokens)), [f"question {i + 1}" for i in range(len(prompt_tokens))])
+    for ax, ylabel in (
+        (tokens_ax, _("tokens prefilled for the answer")),
+        (bytes_ax, _("bytes held by the copy (MiB)")),
+    ):
+        ax.set_xticks(
+            range(len(prompt_tokens)), [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
+        )
         ax.set_ylabel(ylabel)
         ax.legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(_(title))
     fig.tight_layout()
     return fig

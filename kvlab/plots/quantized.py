@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.trace import Trace
@@ -19,24 +20,24 @@ from kvlab.trace import Trace
 # source states only a direction. Nothing here is measured by kvlab.
 PUBLISHED_REFERENCES = (
     {
-        "label": "HF blog: quanto int4 ≈ fp16 on LongBench",
+        "label": N_("HF blog: quanto int4 ≈ fp16 on LongBench"),
         "memory_ratio": 4 / 16,
         "quality": 1.0,
-        "memory_meaning": "nominal: 4 of 16 bits per number",
+        "memory_meaning": N_("nominal: 4 of 16 bits per number"),
         "source": "https://huggingface.co/blog/kv-cache-quantization",
     },
     {
-        "label": "HF blog: quanto int2 degrades on LongBench",
+        "label": N_("HF blog: quanto int2 degrades on LongBench"),
         "memory_ratio": 2 / 16,
         "quality": None,
-        "memory_meaning": "nominal: 2 of 16 bits per number",
+        "memory_meaning": N_("nominal: 2 of 16 bits per number"),
         "source": "https://huggingface.co/blog/kv-cache-quantization",
     },
     {
-        "label": "KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)",
+        "label": N_("KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)"),
         "memory_ratio": 1 / 2.6,
         "quality": 1.0,
-        "memory_meaning": "peak memory of the whole run, model weights included (1 / 2.6)",
+        "memory_meaning": N_("peak memory of the whole run, model weights included (1 / 2.6)"),
         "source": "https://arxiv.org/abs/2402.02750",
     },
 )
@@ -80,18 +81,18 @@ def plot_split(
         tokens,
         [r["packed_bytes"] / 1e6 for r in rows],
         [r["residual_bytes"] / 1e6 for r in rows],
-        labels=["packed (quantized)", "residual (full precision)"],
+        labels=[_("packed (quantized)"), _("residual (full precision)")],
         colors=["tab:purple", "tab:orange"],
         alpha=0.7,
     )
     if reference_trace is not None:
         xs, ys = zip(*total_by_step(reference_trace))
         ax.plot(xs, [y / 1e6 for y in ys], color="k", ls="--", lw=1, label=reference_label)
-    ax.set_xlabel("tokens seen")
-    ax.set_ylabel("cache bytes (MB)")
+    ax.set_xlabel(_("tokens seen"))
+    ax.set_ylabel(_("cache bytes (MB)"))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(title or "Packed vs residual bytes")
+    ax.set_title(title or _("Packed vs residual bytes"))
     fig.tight_layout()
     return fig
 
@@ -102,21 +103,21 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     finals = [split_by_step(t)[-1] for t in traces.values()]
     fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2), 4))
     packed = [r["packed_bytes"] / 1e6 for r in finals]
-    ax.bar(labels, packed, color="tab:purple", alpha=0.7, label="packed")
+    ax.bar(labels, packed, color="tab:purple", alpha=0.7, label=_("packed"))
     ax.bar(
         labels,
         [r["residual_bytes"] / 1e6 for r in finals],
         bottom=packed,
         color="tab:orange",
         alpha=0.7,
-        label="residual (full precision)",
+        label=_("residual (full precision)"),
     )
     if reference_bytes:
         ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
-    ax.set_ylabel("cache bytes (MB)")
+    ax.set_ylabel(_("cache bytes (MB)"))
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     ax.legend(fontsize=8)
-    ax.set_title(title or "Packed vs residual bytes per configuration")
+    ax.set_title(title or _("Packed vs residual bytes per configuration"))
     fig.tight_layout()
     return fig
 
@@ -124,8 +125,8 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
 def plot_frontier(
     points: list[dict],
     references=PUBLISHED_REFERENCES,
-    quality_label: str = "quality",
-    memory_label: str = "KV memory relative to a 16-bit cache of the same tokens",
+    quality_label: str = N_("quality"),
+    memory_label: str = N_("KV memory relative to a 16-bit cache of the same tokens"),
     title: str | None = None,
 ) -> Figure:
     """Memory–quality frontier. `points`: [{"label", "memory_ratio", "quality"}] measured here (filled dots);
@@ -138,7 +139,7 @@ def plot_frontier(
             p["label"], (p["memory_ratio"], p["quality"]), fontsize=7, xytext=(4, 3), textcoords="offset points"
         )
     notes = []
-    for number, r in enumerate(references or (), start=1):
+    for index, r in enumerate(references or (), start=1):
         y = r["quality"] if r["quality"] is not None else 1.0
         ax.scatter(r["memory_ratio"], y, marker="D", facecolors="none", edgecolors="grey", s=60, zorder=2)
         if r["quality"] is None:
@@ -149,23 +150,23 @@ def plot_frontier(
                 arrowprops={"arrowstyle": "->", "color": "grey"},
             )
         ax.annotate(
-            f"external R{number}",
+            _("external R{number}").format(number=index),
             (r["memory_ratio"], y),
             fontsize=7,
             color="grey",
-            xytext=(0, 7 + 8 * (number % 2)),
+            xytext=(0, 7 + 8 * (index % 2)),
             textcoords="offset points",
             ha="center",
         )
-        notes.append(f"R{number} (external, not measured here): {r['label']}")
+        notes.append(_("R{number} (external, not measured here): {label}").format(number=index, label=_(r["label"])))
     if notes:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, color="dimgrey", va="bottom")
         fig.subplots_adjust(bottom=0.1 + 0.035 * len(notes))
-    ax.set_xlabel(memory_label)
-    ax.set_ylabel(quality_label)
+    ax.set_xlabel(_(memory_label))
+    ax.set_ylabel(_(quality_label))
     ax.grid(alpha=0.3)
     ax.set_ylim(top=1.12)
-    ax.set_title(title or "Memory–quality frontier (filled: measured here; hollow: published, external)")
+    ax.set_title(title or _("Memory–quality frontier (filled: measured here; hollow: published, external)"))
     if not notes:
         fig.tight_layout()
     return fig
@@ -174,7 +175,7 @@ def plot_frontier(
 def plot_quality_vs_memory(
     rows: list[dict],
     quality_key: str = "top1_agreement",
-    quality_label: str = "top-1 agreement with DynamicCache (1.0 = same)",
+    quality_label: str = N_("top-1 agreement with DynamicCache (1.0 = same)"),
     title: str | None = None,
 ) -> Figure:
     """Measured points only, each configuration at two memory ratios (both relative to a 16-bit cache):
@@ -184,8 +185,8 @@ def plot_quality_vs_memory(
     ("hqq 4-bit, quanto 4-bit"). `rows`: `kvlab.measure.quality.sweep` rows."""
     fig, ax = subplots(figsize=(8, 5))
     labels: dict[tuple[float, float], list[str]] = {}
-    for number, r in enumerate(rows):
-        color = f"C{number % 10}"
+    for index, r in enumerate(rows):
+        color = f"C{index % 10}"
         whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
         ax.plot([packed, whole], [y, y], color=color, lw=1, alpha=0.6)
         ax.scatter(whole, y, s=45, color=color, zorder=3)
@@ -193,13 +194,13 @@ def plot_quality_vs_memory(
         labels.setdefault((whole, y), []).append(r["config"])
     for point, names in labels.items():
         ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 3), textcoords="offset points")
-    ax.scatter([], [], s=45, color="grey", label="whole cache at the measured length (residual included)")
-    ax.scatter([], [], s=45, facecolors="none", edgecolors="grey", label="packed part alone (long-sequence limit)")
-    ax.set_xlabel("KV bytes relative to a 16-bit cache of the same tokens")
-    ax.set_ylabel(quality_label)
+    ax.scatter([], [], s=45, color="grey", label=_("whole cache at the measured length (residual included)"))
+    ax.scatter([], [], s=45, facecolors="none", edgecolors="grey", label=_("packed part alone (long-sequence limit)"))
+    ax.set_xlabel(_("KV bytes relative to a 16-bit cache of the same tokens"))
+    ax.set_ylabel(_(quality_label))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "Measured here: quality against memory, two ways of counting the memory")
+    ax.set_title(title or _("Measured here: quality against memory, two ways of counting the memory"))
     fig.tight_layout()
     return fig
 
@@ -207,8 +208,10 @@ def plot_quality_vs_memory(
 def references_markdown(references=PUBLISHED_REFERENCES) -> str:
     """The published results as a Markdown table of their own, marked external: other models, other benchmarks,
     other measures of quality and memory, so they share no axis with kvlab's measurements."""
-    lines = ["| | external result (not measured by kvlab) | its memory figure | source |", "|---|---|---|---|"]
-    for number, r in enumerate(references, start=1):
-        meaning = r.get("memory_meaning", f"{r['memory_ratio']:.2f} of 16-bit")
-        lines.append(f"| R{number} | {r['label']} | {meaning} | {r['source']} |")
+    head = _("| | external result (not measured by kvlab) | its memory figure | source |")
+    lines = [head, "|---|---|---|---|"]
+    for index, r in enumerate(references, start=1):
+        ratio = number(r["memory_ratio"], 2, grouping=False)
+        meaning = _(r["memory_meaning"]) if "memory_meaning" in r else _("{ratio} of 16-bit").format(ratio=ratio)
+        lines.append(f"| R{index} | {_(r['label'])} | {meaning} | {r['source']} |")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_by_step
 from kvlab.plots._figure import subplots
 from kvlab.trace import Trace
@@ -20,7 +21,7 @@ COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 
 def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None) -> Figure:
     """Grouped bars per step (one per trace): device peak, sliding part hatched; ticks: the whole cache then."""
-    named = {"cache": traces} if isinstance(traces, Trace) else dict(traces)
+    named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     fig, ax = subplots(figsize=(8, 4))
     width = 0.8 / max(len(named), 1)
     top = 0.0
@@ -28,8 +29,10 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
         rows = device_bytes_by_step(trace)
         colour = COLOURS[n % len(COLOURS)]
         xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
-        sliding = [r.get("device_bytes_by_kind", {}).get("sliding", 0) / 1e6 for r in rows]
-        other = [(r["device_peak_bytes"] - r.get("device_bytes_by_kind", {}).get("sliding", 0)) / 1e6 for r in rows]
+        sliding = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) / 1e6 for r in rows]
+        other = [
+            (r["device_peak_bytes"] - r.get("device_bytes_by_layer_kind", {}).get("sliding", 0)) / 1e6 for r in rows
+        ]
         ax.bar(xs, other, width=width, color=colour, alpha=0.8, label=label)
         ax.bar(xs, sliding, width=width, bottom=other, color=colour, alpha=0.35, hatch="//")
         whole = [r["cache_bytes_at_peak"] / 1e6 for r in rows]
@@ -37,18 +40,18 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
         top = max([top, *whole])
         for x, r in zip(xs, rows):
             share = 100 * r["device_peak_bytes"] / r["cache_bytes_at_peak"] if r["cache_bytes_at_peak"] else 0
-            ax.annotate(f"{share:.0f}%", (x, r["device_peak_bytes"] / 1e6), ha="center", va="bottom", fontsize=8)
-    handles, _ = ax.get_legend_handles_labels()
+            ax.annotate(f"{number(share)}%", (x, r["device_peak_bytes"] / 1e6), ha="center", va="bottom", fontsize=8)
+    handles = ax.get_legend_handles_labels()[0]
     handles += [
-        Patch(facecolor="white", edgecolor="grey", hatch="//", label="sliding layers' part"),
-        Line2D([], [], color="k", lw=2, label="whole cache at that moment"),
+        Patch(facecolor="white", edgecolor="grey", hatch="//", label=_("sliding layers' part")),
+        Line2D([], [], color="k", lw=2, label=_("whole cache at that moment")),
     ]
     ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=2)
-    ax.set_xlabel("step (0 = prefill)")
+    ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))
-    ax.set_ylabel("MB on the device at the step's peak")
+    ax.set_ylabel(_("MB on the device at the step's peak"))
     ax.set_ylim(0, 1.35 * top)  # room for the legend above the bars
     ax.grid(alpha=0.3, axis="y")
-    ax.set_title(title or "Device-resident cache bytes per step (% of the whole cache)")
+    ax.set_title(title or _("Device-resident cache bytes per step (% of the whole cache)"))
     fig.tight_layout()
     return fig

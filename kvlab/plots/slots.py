@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
 from kvlab.trace import Trace
 
@@ -20,15 +21,20 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     masked = [r["slots_masked"] for r in rows]
     fig, ax = subplots(figsize=(7, 4))
     ax.stackplot(
-        steps, live, masked, labels=["live", "masked (allocated, empty)"], colors=["tab:green", "tab:red"], alpha=0.6
+        steps,
+        live,
+        masked,
+        labels=[_("live"), _("masked (allocated, empty)")],
+        colors=["tab:green", "tab:red"],
+        alpha=0.6,
     )
-    ax.plot(steps, [r["slots_allocated"] for r in rows], "k-", lw=1.5, label="allocated")
-    ax.set_xlabel("step (0 = prefill)")
-    ax.set_ylabel("slots, summed over layers")
+    ax.plot(steps, [r["slots_allocated"] for r in rows], "k-", lw=1.5, label=_("allocated"))
+    ax.set_xlabel(_("step (0 = prefill)"))
+    ax.set_ylabel(_("slots, summed over layers"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "Allocated vs live vs masked slots")
+    ax.set_title(title or _("Allocated vs live vs masked slots"))
     fig.tight_layout()
     return fig
 
@@ -48,20 +54,21 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     rows = run_slots(traces)
     labels = [r["run"] for r in rows]
     fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
-    ax.bar(labels, [r["slots_live"] for r in rows], color="tab:green", alpha=0.7, label="live")
+    ax.bar(labels, [r["slots_live"] for r in rows], color="tab:green", alpha=0.7, label=_("live"))
     ax.bar(
         labels,
         [r["slots_masked"] for r in rows],
         bottom=[r["slots_live"] for r in rows],
         color="tab:red",
         alpha=0.6,
-        label="masked",
+        label=_("masked"),
     )
     for i, r in enumerate(rows):
-        ax.annotate(f"{r['waste_pct']:.0f}% masked", (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("slots, summed over layers")
+        masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"]))
+        ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel(_("slots, summed over layers"))
     ax.legend(fontsize=8)
-    ax.set_title(title or "Live vs masked slots per run")
+    ax.set_title(title or _("Live vs masked slots per run"))
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()
     return fig

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from kvlab.i18n import N_, _
 from kvlab.measure.residency import effective_moves, schedule
 from kvlab.measure.residency import resident_intervals as residency
 from kvlab.plots._figure import subplots
@@ -31,26 +32,26 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     for r in residency(trace, steps):
         colour = "tab:orange" if r.get("never_offloaded") else "tab:blue"
         ax.barh(r["layer_idx"], r["end"] - r["start"], left=r["start"], height=0.6, color=colour, alpha=0.35)
-    styles = {"prefetch": ("^", "tab:green"), "offload": ("v", "tab:red")}
+    styles = {N_("prefetch"): ("^", "tab:green"), N_("offload"): ("v", "tab:red")}
     for direction, (marker, colour) in styles.items():
         xs = [i for i, e in enumerate(events) if e["type"] == "transfer" and e["direction"] == direction]
         layers = [events[i]["layer_idx"] for i in xs]
-        ax.scatter(xs, layers, marker=marker, color=colour, s=22, label=direction, zorder=3)
+        ax.scatter(xs, layers, marker=marker, color=colour, s=22, label=_(direction), zorder=3)
     xs = [i for i, e in enumerate(events) if e["type"] == "update"]
-    ax.scatter(xs, [events[i]["layer_idx"] for i in xs], marker="o", color="k", s=8, label="update", zorder=3)
+    ax.scatter(xs, [events[i]["layer_idx"] for i in xs], marker="o", color="k", s=8, label=_("update"), zorder=3)
     for i in range(1, len(events)):
         if events[i]["step"] != events[i - 1]["step"]:
             ax.axvline(i - 0.5, color="grey", ls=":", lw=1)
-    handles, _ = ax.get_legend_handles_labels()
+    handles = ax.get_legend_handles_labels()[0]
     handles += [
-        Patch(color="tab:blue", alpha=0.35, label="resident (offloaded between uses)"),
-        Patch(color="tab:orange", alpha=0.35, label="resident (never offloaded)"),
+        Patch(color="tab:blue", alpha=0.35, label=_("resident (offloaded between uses)")),
+        Patch(color="tab:orange", alpha=0.35, label=_("resident (never offloaded)")),
     ]
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
-    ax.set_xlabel("event order (dotted lines: step boundaries)")
-    ax.set_ylabel("layer")
+    ax.set_xlabel(_("event order (dotted lines: step boundaries)"))
+    ax.set_ylabel(_("layer"))
     ax.legend(handles=handles, fontsize=7, loc="upper right", ncol=2)
-    ax.set_title(title or "Offload / prefetch timeline")
+    ax.set_title(title or _("Offload / prefetch timeline"))
     fig.tight_layout()
     return fig

@@ -12,19 +12,20 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from kvlab.i18n import N_, _
 from kvlab.plots._figure import subplots
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
-def plot_turns(sessions: dict, title: str = "Prefill per turn") -> Figure:
+def plot_turns(sessions: dict, title: str = N_("Prefill per turn")) -> Figure:
     """Two panels from `{label: ChatSession}`: tokens prefilled per turn and time to the first new token."""
     series = {
         label: [(t.prefilled_tokens, t.prefill_seconds) for t in session.turns] for label, session in sessions.items()
     }
-    return plot_prefill_bars(series, "turn", "time to first token (ms)", title)
+    return plot_prefill_bars(series, _("turn"), _("time to first token (ms)"), _(title))
 
 
-def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the new prompt") -> Figure:
+def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the new prompt")) -> Figure:
     """One strip per position: the cached id equals the prompt id (green), differs (red), or is new (grey)."""
     cached, prompt = list(cached_ids), list(prompt_ids)
     status = []
@@ -42,13 +43,13 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = "Cached ids vs the ne
     ax.bar(range(len(status)), [1] * len(status), width=1.0, color=[colours[s] for s in status])
     ax.set_yticks([])
     ax.set_xlim(-0.5, len(status) - 0.5)
-    ax.set_xlabel("token position")
-    ax.set_title(title)
+    ax.set_xlabel(_("token position"))
+    ax.set_title(_(title))
     ax.legend(
         handles=[
-            Patch(color=colours[1], label="cached = prompt"),
-            Patch(color=colours[2], label="cached ≠ prompt"),
-            Patch(color=colours[0], label="not cached yet"),
+            Patch(color=colours[1], label=_("cached = prompt")),
+            Patch(color=colours[2], label=_("cached ≠ prompt")),
+            Patch(color=colours[0], label=_("not cached yet")),
         ],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.9),
@@ -72,7 +73,7 @@ def alignment_counts(cached_ids, prompt_ids) -> dict:
     }
 
 
-def plot_turn_prefills(series: dict[str, list[int]], title: str = "Tokens prefilled per turn") -> Figure:
+def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens prefilled per turn")) -> Figure:
     """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.chat.turn_prefills`),
     each bar labelled with its count."""
     fig, ax = subplots(figsize=(7, 3.4))
@@ -81,10 +82,10 @@ def plot_turn_prefills(series: dict[str, list[int]], title: str = "Tokens prefil
         bars = ax.bar(np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width, counts, width, label=label)
         ax.bar_label(bars, fontsize=7)
     turns = max((len(counts) for counts in series.values()), default=0)
-    ax.set_xticks(range(turns), [f"turn {i + 1}" for i in range(turns)])
-    ax.set_ylabel("tokens prefilled")
+    ax.set_xticks(range(turns), [_("turn {number}").format(number=i + 1) for i in range(turns)])
+    ax.set_ylabel(_("tokens prefilled"))
     ax.margins(y=0.12)
     ax.legend(fontsize="small", loc="upper left")
-    ax.set_title(title)
+    ax.set_title(_(title))
     fig.tight_layout()
     return fig

@@ -1,12 +1,16 @@
 """What each cache layout reserves for the same requests, and how much of it holds live tokens.
 
+In a trace's terms (`kvlab.slots`): the slots a layout reserves are `slots_allocated`, those holding a token
+`slots_live`, the rest `slots_masked`; `bytes_held` is the storage of the allocated slots, `bytes_live` that of
+the live ones.
+
 A request that ends with `h` tokens in its cache (prompt + answer - 1: the last answer token is never fed back):
 - "static":  one StaticCache per request, sized for the longest request the server accepts
              (`max_cache_len` = longest prompt + max_new_tokens): reserves that many slots whatever `h` is;
 - "dynamic": one DynamicCache per request: reserves exactly `h` slots (the tensors grow by concatenation);
 - "paged B": blocks of B slots from a shared pool: reserves ceil(h / B) * B slots; only the last block is partly
              empty (internal fragmentation, at most B - 1 slots per request).
-`waste_pct` = reserved slots not holding a token / reserved slots, over the requests at their final length.
+`waste_pct` = masked slots / allocated slots, over the requests at their final length.
 Slots become bytes with `bytes_per_token` (keys and values, every layer).
 """
 
@@ -23,7 +27,7 @@ def request_lengths(prompt_lengths: list[int], answer_lengths: list[int]) -> lis
     return [p + max(a - 1, 0) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
 
 
-def reserved_slots(
+def allocated_slots(
     layout: str, lengths: list[int], *, max_cache_len: int | None = None, block_size: int | None = None
 ) -> list[int]:
     """Slots each request reserves under `layout` ("static" needs max_cache_len, "paged" block_size)."""
@@ -42,39 +46,40 @@ def reserved_slots(
     raise ValueError(f"unknown layout {layout!r}; layouts: {', '.join(LAYOUTS)}")
 
 
-def fits_in_budget(reserved_bytes: list[int], budget_bytes: int) -> int:
-    """How many of the requests, admitted in order, fit together in `budget_bytes`."""
+def fits_in_budget(bytes_held: list[int], budget_bytes: int) -> int:
+    """How many of the requests (the bytes each holds), admitted in order, fit together in `budget_bytes`."""
     used = 0
-    for count, size in enumerate(reserved_bytes):
+    for count, size in enumerate(bytes_held):
         if used + size > budget_bytes:
             return count
         used += size
-    return len(reserved_bytes)
+    return len(bytes_held)
 
 
 def layout_rows(
     lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,), budget_bytes: int | None = None
 ) -> list[dict]:
-    """One row per layout: reserved and live slots and bytes, waste %, and requests that fit in `budget_bytes`."""
+    """One row per layout: allocated, live and masked slots, bytes held and live, waste %, and the requests that
+    fit in `budget_bytes`."""
     layouts = [("static", {"max_cache_len": max_cache_len}), ("dynamic", {})]
     layouts += [("paged", {"block_size": b}) for b in block_sizes]
     live = sum(lengths)
     rows = []
     for layout, options in layouts:
-        reserved = reserved_slots(layout, lengths, **options)
-        total = sum(reserved)
+        allocated = allocated_slots(layout, lengths, **options)
+        total = sum(allocated)
         name = f"paged {options['block_size']}" if layout == "paged" else layout
         row = {
             "layout": name,
             "requests": len(lengths),
-            "slots_reserved": total,
+            "slots_allocated": total,
             "slots_live": live,
-            "slots_wasted": total - live,
-            "bytes_reserved": total * bytes_per_token,
+            "slots_masked": total - live,
+            "bytes_held": total * bytes_per_token,
             "bytes_live": live * bytes_per_token,
             "waste_pct": waste_pct(total - live, total, digits=1),
         }
         if budget_bytes is not None:
-            row["fit_in_budget"] = fits_in_budget([r * bytes_per_token for r in reserved], budget_bytes)
+            row["fit_in_budget"] = fits_in_budget([n * bytes_per_token for n in allocated], budget_bytes)
         rows.append(row)
     return rows

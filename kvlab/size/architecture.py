@@ -53,10 +53,10 @@ class Architecture:
         return {"sliding": self.sliding_window, "chunked": self.chunk_size}
 
     def counts(self) -> dict[str, int]:
-        return {kind: self.layer_kinds.count(kind) for kind in dict.fromkeys(self.layer_kinds)}
+        return {layer_kind: self.layer_kinds.count(layer_kind) for layer_kind in dict.fromkeys(self.layer_kinds)}
 
     def describe(self) -> str:
-        layers = ", ".join(f"{n} {kind}" for kind, n in self.counts().items())
+        layers = ", ".join(f"{n} {layer_kind}" for layer_kind, n in self.counts().items())
         caps = []
         if self.sliding_window and "sliding" in self.layer_kinds:
             caps.append(f"sliding window {self.sliding_window}")

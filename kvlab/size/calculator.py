@@ -72,13 +72,18 @@ def quantized_options(options: dict) -> dict:
     return {"backend": backend, **{k: options.get(k, _compat.QUANTIZED_DEFAULTS[k]) for k in QUANTIZED_OPTIONS}}
 
 
-def _check(arch: Architecture, kind: str, tokens: int, prefill: int, options: dict) -> None:
+def _check(arch: Architecture, cache_kind: str, tokens: int, prefill: int, options: dict) -> None:
     """The calculator's own inputs, then every option rule (`kvlab.caches.options.check_options`) on the
     architecture's layer kinds: the same refusal, in the same words, as `make_cache` and `kvlab.run`."""
     if tokens < 1 or not 1 <= prefill <= tokens:
         raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
     check_options(
-        kind, options, layer_kinds=arch.layer_kinds, sliding_window=arch.sliding_window, tokens=tokens, kinds=SIZE_KINDS
+        cache_kind,
+        options,
+        layer_kinds=arch.layer_kinds,
+        sliding_window=arch.sliding_window,
+        tokens=tokens,
+        kinds=SIZE_KINDS,
     )
 
 

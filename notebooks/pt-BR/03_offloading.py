@@ -203,7 +203,7 @@ for name, trace in settings.items():
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
           f"{len(timeline.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
     for row in residency.device_bytes_by_step(trace):
-        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_kind"].items()))
+        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
         print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
               f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
               f"{len(row['resident_at_peak'])} layers resident")

@@ -53,7 +53,7 @@ from kvlab.plots._figure import subplots
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
 from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
-from kvlab.run import encode
+from kvlab.recorded_run import encode
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices
@@ -96,7 +96,7 @@ print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_v
 
 # %% [markdown]
 # As mesmas chamadas dentro de `kvlab.watch`, que registra as posições (slots) e os bytes de armazenamento de cada
-# camada. `holdings` soma esses valores por tipo de camada: `slots` e `bytes_per_layer` são os de uma camada,
+# camada. `holdings` soma esses valores por tipo de camada: `slots_live` e `bytes_per_layer` são os de uma camada,
 # `bytes_all_layers` é o das 30 camadas juntas.
 
 # %%
@@ -112,8 +112,8 @@ with kvlab.watch(model) as watch:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for stage, held in stages.items():
-    print(f"{stage:>15}: {held['full']}")
+for stage, holding in stages.items():
+    print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 
@@ -183,10 +183,10 @@ with kvlab.watch(gemma) as watch:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for stage, held in stages.items():
-    sliding, full = held["sliding"], held["full"]
-    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots']} slots, {sliding['bytes_all_layers']:,} B | "
-          f"full x{full['layers']}: {full['slots']} slots, {full['bytes_all_layers']:,} B")
+for stage, holding in stages.items():
+    sliding, full = holding["sliding"], holding["full"]
+    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots_live']} slots, {sliding['bytes_all_layers']:,} B"
+          f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
 print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
 print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
 
@@ -324,8 +324,8 @@ for recording in (False, True):
         tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
                       past_key_values=past_key_values, pad_token_id=0)
         rows = cached_positions(past_key_values)
-    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['kind']}": (r["held"][0], r["held"][-1],
-                                                len(r["visible"])) for r in rows[:3]})
+    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['layer_kind']}": (
+        r["positions_live"][0], r["positions_live"][-1], len(r["positions_visible"])) for r in rows[:3]})
 
 # %% [markdown]
 # Antes de qualquer recorte, uma camada de atenção completa guarda as posições 0–18 e uma camada deslizante só as

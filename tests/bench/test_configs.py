@@ -12,4 +12,4 @@ def test_the_bench_reads_the_guide_table_in_lower_case_with_the_kinds_it_extends
         "offloaded_static": {"sliding": "yes", "offloading": "yes", "compile": "yes", "memory": "low (device)"},
         "quantized": {"sliding": "no", "offloading": "no", "compile": "no", "memory": "low"},
     }
-    assert all(c.kind in GUIDE for c in default_configs(8, 4, compile=True))
+    assert all(c.cache_kind in GUIDE for c in default_configs(8, 4, compile=True))

@@ -18,7 +18,7 @@ from kvlab.cli import main
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 from kvlab.models.tiny import tiny_config
-from kvlab.run import validate
+from kvlab.recorded_run import validate
 from kvlab.size import SIZE_KINDS, cache_size, from_config
 
 
@@ -170,7 +170,7 @@ def test_every_entry_point_refuses_with_the_same_message(tiny, name, kind, given
     message = expected_message(model.config, kind, given, ids.shape[-1])
     calls = {
         "kvlab.run": lambda: kvlab.run(model, None, ids, cache=kind, max_new_tokens=3, **given),
-        "kvlab.run.validate": lambda: validate(model.config, kind, given, ids.shape[-1], 3),
+        "kvlab.recorded_run.validate": lambda: validate(model.config, kind, given, ids.shape[-1], 3),
     }
     if given.get("max_cache_len") != 3:  # a length below the prompt is the model's business, not the cache's
         calls["make_cache"] = lambda: kvlab.make_cache(kind, model.config, **given)

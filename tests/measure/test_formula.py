@@ -21,10 +21,10 @@ def test_sliding_layers_are_capped_at_the_window(tiny):
     assert formula.kv_bytes(config, 100, window=20) == (2 * 100 + 4 * 20) * per_layer
 
 
-def test_by_kind_and_curves_add_up(tiny):
+def test_by_layer_kind_and_curves_add_up(tiny):
     config = tiny("tiny-gemma3").config
-    by_kind = formula.kv_bytes_by_kind(config, 20)
-    assert set(by_kind) == {"full", "sliding"} and sum(by_kind.values()) == formula.kv_bytes(config, 20)
+    by_layer_kind = formula.kv_bytes_by_layer_kind(config, 20)
+    assert set(by_layer_kind) == {"full", "sliding"} and sum(by_layer_kind.values()) == formula.kv_bytes(config, 20)
     curves = formula.expected_curves(config, 20, points=10)
     assert (8, formula.kv_bytes(config, 8)) in curves["total"]  # the knee at the window is always a point
-    assert curves["sliding"][-1][1] == by_kind["sliding"] and curves["total"][0] == (0, 0)
+    assert curves["sliding"][-1][1] == by_layer_kind["sliding"] and curves["total"][0] == (0, 0)

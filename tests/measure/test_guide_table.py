@@ -56,7 +56,7 @@ def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, p
 
 
 def test_live_runs_lists_every_cache_behind_the_table():
-    live = {"kind": "dynamic", "options": {}, "prefill": 4, "tokens": 7, "final_bytes": 10, "peak_bytes": 12}
+    live = {"cache_kind": "dynamic", "options": {}, "prefill": 4, "tokens": 7, "final_bytes": 10, "peak_bytes": 12}
     rows = [
         {"cache": "Dynamic Cache", "live": {"sliding model": live, "full model": {**live, "final_bytes": 11}}},
         {"cache": "Quantized Cache", "live": {"sliding model": None, "full model": live}},

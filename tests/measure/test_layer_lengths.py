@@ -32,13 +32,13 @@ def test_prefill_past_the_window_stores_the_prompt_but_keeps_window_minus_one_li
     model = tiny("tiny-gemma3")  # window 8; layers sliding, sliding, full, x2
     trace = watched_generate(model, prompt_ids(12), new_tokens=3)
     prefill = layer_lengths(trace, per_token(model), step=0)
-    assert [(x.kind, x.seen, x.live, x.stored) for x in prefill[:3]] == [
+    assert [(x.layer_kind, x.seen, x.live, x.slots_stored) for x in prefill[:3]] == [
         ("sliding", 12, 7, 12),
         ("sliding", 12, 7, 12),
         ("full", 12, 12, 12),
     ]
     final = layer_lengths(trace, per_token(model))  # two decode steps later: 14 seen
-    assert [(x.kind, x.seen, x.live, x.stored) for x in final[:3]] == [
+    assert [(x.layer_kind, x.seen, x.live, x.slots_stored) for x in final[:3]] == [
         ("sliding", 14, 7, 8),
         ("sliding", 14, 7, 8),
         ("full", 14, 14, 14),
@@ -49,13 +49,13 @@ def test_prefill_past_the_window_stores_the_prompt_but_keeps_window_minus_one_li
 def test_below_the_window_every_number_agrees(tiny, prompt_ids):
     model = tiny("tiny-gemma3")
     lengths = layer_lengths(watched_generate(model, prompt_ids(5), new_tokens=1), per_token(model))
-    assert {(x.seen, x.live, x.stored) for x in lengths} == {(5, 5, 5)}
+    assert {(x.seen, x.live, x.slots_stored) for x in lengths} == {(5, 5, 5)}
 
 
 def test_chunked_layers_cap_like_sliding_ones(tiny, prompt_ids):
     model = tiny("tiny-llama4")  # chunks of 8 in layers 0-2, layer 3 full
     lengths = layer_lengths(watched_generate(model, prompt_ids(13), new_tokens=10), per_token(model))
-    assert [(x.kind, x.seen, x.live) for x in lengths] == [("chunked", 22, 7)] * 3 + [("full", 22, 22)]
+    assert [(x.layer_kind, x.seen, x.live) for x in lengths] == [("chunked", 22, 7)] * 3 + [("full", 22, 22)]
 
 
 def test_bad_arguments_are_refused(tiny, prompt_ids):

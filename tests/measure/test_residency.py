@@ -42,7 +42,7 @@ def test_only_non_sliding_keeps_every_sliding_layer_and_two_full_layers(tiny, pr
     _, moved = _watched(model, ids, DynamicCache(config=model.config, offloading=True, offload_only_non_sliding=False))
     for row in residency.device_bytes_by_step(kept)[1:]:
         assert set(sliding) <= set(row["resident_at_peak"])
-        assert row["device_bytes_by_kind"]["sliding"] > 0
+        assert row["device_bytes_by_layer_kind"]["sliding"] > 0
     for row in residency.device_bytes_by_step(moved)[1:]:
         assert len(row["resident_at_peak"]) == 2  # the layer computing and the one prefetched
         assert row["device_peak_bytes"] < row["cache_bytes_at_peak"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvlab.serving import fits_in_budget, layout_rows, load_workload, paged_blocks, request_lengths
-from kvlab.serving.layouts import reserved_slots
+from kvlab.serving.layouts import allocated_slots
 
 
 def test_workload_file_has_varied_real_prompts():
@@ -35,16 +35,16 @@ def test_layout_rows_static_dynamic_paged():
     rows = {
         r["layout"]: r for r in layout_rows([10, 20, 30], 2, max_cache_len=40, block_sizes=(8, 64), budget_bytes=100)
     }
-    assert rows["static"]["slots_reserved"] == 120 and rows["static"]["waste_pct"] == 50.0
-    assert rows["dynamic"]["slots_wasted"] == 0 and rows["dynamic"]["bytes_reserved"] == 120
-    assert rows["paged 8"]["slots_reserved"] == 16 + 24 + 32  # 2, 3, 4 blocks
-    assert rows["paged 64"]["slots_reserved"] == 192  # one block each: bigger blocks waste more
+    assert rows["static"]["slots_allocated"] == 120 and rows["static"]["waste_pct"] == 50.0
+    assert rows["dynamic"]["slots_masked"] == 0 and rows["dynamic"]["bytes_held"] == 120
+    assert rows["paged 8"]["slots_allocated"] == 16 + 24 + 32  # 2, 3, 4 blocks
+    assert rows["paged 64"]["slots_allocated"] == 192  # one block each: bigger blocks waste more
     assert [rows[k]["fit_in_budget"] for k in ("static", "dynamic", "paged 8", "paged 64")] == [1, 2, 2, 0]
 
 
 def test_static_must_hold_the_longest_request():
     with pytest.raises(ValueError, match="longest"):
-        reserved_slots("static", [10, 50], max_cache_len=40)
+        allocated_slots("static", [10, 50], max_cache_len=40)
 
 
 def test_fits_in_budget_admits_in_order():

@@ -30,7 +30,7 @@ def test_row_agrees_with_the_serving_comparison():
         r for r in layout_rows(lengths, per_token, max_cache_len=81, block_sizes=(16,)) if r["layout"] == "paged 16"
     ]
     row = paged_row(arch, lengths, page_size=16)
-    assert (row["slots_stored"], row["bytes"]) == (serving["slots_reserved"], serving["bytes_reserved"])
+    assert (row["slots_stored"], row["bytes"]) == (serving["slots_allocated"], serving["bytes_held"])
 
 
 def test_size_rows_add_the_paged_row_and_refuse_sliding_models():

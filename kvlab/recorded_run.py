@@ -1,7 +1,7 @@
 """`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
 
 This is what `kvlab run`, the notebooks and the Cache Explorer call. Every option is validated before the
-model runs, so a bad option costs nothing. A static kind without `max_cache_len` is left to transformers'
+model runs, so a bad option costs nothing. A static cache kind without `max_cache_len` is left to transformers'
 `generate` to size and build (through `kvlab.generate`), so it matches transformers' allocation exactly.
 """
 
@@ -15,10 +15,10 @@ import torch
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.caches.options import check_options
-from kvlab.generate import generate
 from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name, model_name
 from kvlab.trace import Trace
+from kvlab.watched_generate import generate
 
 
 @dataclass
@@ -84,7 +84,7 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
 def validate(config, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
     """All checks `run` makes before generating, on the model's config; returns the options that are set.
 
-    The rules are `kvlab.caches.options.check_options`'s. A static kind without max_cache_len is sized by
+    The rules are `kvlab.caches.options.check_options`'s. A static cache kind without max_cache_len is sized by
     transformers' `generate` itself (max_length - 1 slots, or the largest static size this model used before), so
     it needs no length check.
     """
@@ -105,7 +105,7 @@ def run(
     generate_kwargs: dict | None = None,
     **options,
 ) -> RunResult:
-    """Greedy generation with an instrumented cache of kind `cache` ("none" disables the cache).
+    """Greedy generation with an instrumented cache of cache kind `cache` ("none" disables the cache).
 
     `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
     evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to

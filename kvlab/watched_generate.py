@@ -79,13 +79,13 @@ def generate(
     def before(generation_config, batch_size: int, max_cache_length: int) -> None:
         if generation_config.use_cache is False:
             return
-        kind = generation_config.cache_implementation or "dynamic"
-        config = dict(generation_config.cache_config or {}) if kind == "quantized" else {}
+        cache_kind = generation_config.cache_implementation or "dynamic"
+        config = dict(generation_config.cache_config or {}) if cache_kind == "quantized" else {}
         # what this call set (a generation config's own max_cache_len is transformers' business, as in generate)
         extra = {"max_cache_len": length, "offload_only_non_sliding": offload}
         beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
         check_options(
-            kind,
+            cache_kind,
             {**config, **extra},
             model.config,
             prompt_tokens=prompt_tokens,
@@ -94,13 +94,13 @@ def generate(
             require_length=False,
             length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
         )
-        built["kind"] = kind
+        built["cache_kind"] = cache_kind
 
     def after(cache):
         adopt(cache, model.config, recorder=Recorder(trace))
         if offload is not None:
             _compat.set_offload_only_non_sliding(cache, offload)
-        cache.trace.meta.setdefault("cache", built["kind"])
+        cache.trace.meta.setdefault("cache", built["cache_kind"])
         built["cache"] = cache
         return cache
 
