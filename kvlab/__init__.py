@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time these are impo
     from kvlab.models import BUNDLED, UnknownModelError, load, prepare
     from kvlab.models.tiny import TINY_MODELS, tiny_model
     from kvlab.recorded_run import RunResult, run
-    from kvlab.trace import Trace, TraceFormatError
+    from kvlab.recording.trace import Trace, TraceFormatError
     from kvlab.watched_generate import generate
     from kvlab.watcher import NoCacheSeenError, Watch, watch
 
@@ -60,8 +60,8 @@ _EXPORTS = {
     "tiny_model": "kvlab.models.tiny",
     "RunResult": "kvlab.recorded_run",
     "run": "kvlab.recorded_run",
-    "Trace": "kvlab.trace",
-    "TraceFormatError": "kvlab.trace",
+    "Trace": "kvlab.recording.trace",
+    "TraceFormatError": "kvlab.recording.trace",
     "NoCacheSeenError": "kvlab.watcher",
     "Watch": "kvlab.watcher",
     "watch": "kvlab.watcher",

@@ -41,7 +41,7 @@ USER_ERRORS = {
     "kvlab.models": ("UnknownModelError", "ModelLoadError"),
     "kvlab.models.manifest": ("ModelIntegrityError",),
     "kvlab.paths": ("KvlabHomeError",),
-    "kvlab.trace": ("TraceFormatError",),
+    "kvlab.recording.trace": ("TraceFormatError",),
 }
 ENVIRONMENT_ERRORS = {"kvlab.models.sources": ("ModelSourceError",), "kvlab.extras": ("MissingExtraError",)}
 

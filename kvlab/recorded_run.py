@@ -15,9 +15,9 @@ import torch
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.caches.options import check_options
-from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name, model_name
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.trace import Trace
 from kvlab.watched_generate import generate
 
 

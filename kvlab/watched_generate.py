@@ -20,8 +20,8 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
 from kvlab.caches.options import check_cache_kind, check_options, check_prompt_length
-from kvlab.caches.recorder import Recorder
-from kvlab.trace import Trace
+from kvlab.recording.recorder import Recorder
+from kvlab.recording.trace import Trace
 
 INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
 

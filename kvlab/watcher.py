@@ -34,9 +34,9 @@ import warnings
 from kvlab import _compat
 from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
 from kvlab.caches.paged import PagedLayoutError, adopt_paged, building_instrumented, check_paged_model, release_paged
-from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name, model_name
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.trace import Trace
 
 
 class NoCacheSeenError(RuntimeError):

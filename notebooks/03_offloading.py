@@ -105,7 +105,7 @@ outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
 print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new")
 print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
 for name, trace in runs.items():
-    moves = timeline.effective_moves(trace)
+    moves = residency.effective_moves(trace)
     print(f"{name:>40} {residency.device_peak(trace):>12,} {trace.summary()['peak_bytes']:>12,} {len(moves):>6} "
           f"{sum(e['bytes'] for e in moves):>12,}  {torch.equal(outputs[name], out_default)}")
 
@@ -126,7 +126,7 @@ print(score_guess(guess, round(share, 2), " %"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-per_step = Counter((e["step"], e["direction"]) for e in timeline.effective_moves(offloaded))
+per_step = Counter((e["step"], e["direction"]) for e in residency.effective_moves(offloaded))
 for step in sorted({s for s, _ in per_step}):
     print(f"step {step}: {per_step[(step, 'prefetch')]:>2} prefetches, {per_step[(step, 'offload')]:>2} offloads")
 
@@ -147,7 +147,7 @@ timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementa
 # %%
 # NBVAL_CHECK_OUTPUT
 order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
-         for e in timeline.schedule(offloaded, steps=(1, 1))]
+         for e in residency.schedule(offloaded, steps=(1, 1))]
 print(" → ".join(order[:7]), "…")
 print("…", " → ".join(order[-4:]))
 
@@ -192,9 +192,9 @@ for name, cache in zip(gemma_runs, watch.caches):
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
 for name, trace in settings.items():
-    moved = sorted({e["layer_idx"] for e in timeline.effective_moves(trace)})
+    moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
-          f"{len(timeline.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
+          f"{len(residency.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
     for row in residency.device_bytes_by_step(trace):
         kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
         print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "

@@ -36,7 +36,7 @@ import torch
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
+from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
 from kvlab.live import live, score_guess
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
@@ -221,7 +221,7 @@ plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds
 
 # %% [markdown]
 # Everything from the first red position on is stale: the model attends to keys and values computed for the
-# think block and for turn-1 text at shifted positions, and nothing tells you. `kvlab.chat.ChatSession` keeps the
+# think block and for turn-1 text at shifted positions, and nothing tells you. `kvlab.measure.chat.ChatSession` keeps the
 # ids it fed into the cache and compares them before generating. By default it refuses, naming the position and
 # both tokens:
 
@@ -256,7 +256,7 @@ print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops]
 # - The reuse is only correct if the cached ids are a prefix of the new prompt's ids. A template that drops or
 #   rewrites tokens of earlier turns (think blocks, whitespace, a reply that re-tokenizes differently) breaks
 #   that **silently** in plain transformers.
-# - Compare the ids the cache was fed with the new prompt before generating (`kvlab.chat.first_mismatch`), or let
+# - Compare the ids the cache was fed with the new prompt before generating (`kvlab.measure.chat.first_mismatch`), or let
 #   `ChatSession` do it: raise, warn, or crop back to the common prefix.
 #
 # **Next:** [07 · Crop and rollback](07_crop_and_rollback.ipynb): what `crop` does to each kind of layer, and a

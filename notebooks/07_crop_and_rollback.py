@@ -44,7 +44,7 @@ from kvlab.measure import text
 from kvlab.plots._figure import subplots
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
-from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
+from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
 from kvlab.recorded_run import encode
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
@@ -326,7 +326,7 @@ for recording in (False, True):
 # the first disagreement. The forward wrote keys and values for every proposal, so the rejected ones are
 # cropped out with `crop(-rejected)`. Here the proposals come from *prompt lookup*: find the last token earlier
 # in the text and propose the 5 tokens that followed it, which is free and works when the output copies the
-# input. (`kvlab.rollback.speculative_generate` is the loop, a few dozen lines.)
+# input. (`kvlab.measure.rollback.speculative_generate` is the loop, a few dozen lines.)
 #
 # **Predict first.** The model is asked to copy a 10-item list. Will the loop produce exactly the greedy
 # output? How many forwards will it need (up to 48 tokens; the reply may end sooner), and how many

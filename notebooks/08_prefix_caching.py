@@ -40,7 +40,7 @@ from transformers import DynamicCache, StaticCache
 import kvlab
 from kvlab.live import live, score_guess
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
-from kvlab.prefix import check_token_prefix, token_prefix
+from kvlab.measure.prefix import check_token_prefix, token_prefix
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -264,7 +264,7 @@ live(prefix_check,
 #   and grows with its answer.
 # - End the prefix on a token boundary, never on a space: the guide's own `"You are a helpful assistant. "`
 #   makes SmolLM2 skip the question's first word without a word of warning. Check the ids
-#   (`kvlab.prefix.check_token_prefix`) before reusing a cache.
+#   (`kvlab.measure.prefix.check_token_prefix`) before reusing a cache.
 #
 # **Next:** [09 · Where tensors live](09_where_tensors_live.ipynb): what `generate` keeps on which device, and
 # what each forward call receives.

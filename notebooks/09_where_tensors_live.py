@@ -22,7 +22,7 @@
 # sequence of ids, the attention mask) on the device of the ids you passed in. Before each call it slices out
 # what that one forward consumes (the new ids, their positions, a mask) and moves only those onto the model's
 # device (transformers 5.24, `prepare_inputs_for_generation`). The cache is not an input that moves: it lives
-# where the layers wrote it. `kvlab.devices.log_forward_inputs` puts a forward pre-hook on the model
+# where the layers wrote it. `kvlab.measure.devices.log_forward_inputs` puts a forward pre-hook on the model
 # (`register_forward_pre_hook(..., with_kwargs=True)`, removed when the block ends) and records every tensor
 # each call receives.
 #
@@ -38,7 +38,7 @@ import torch
 import transformers
 
 import kvlab
-from kvlab.devices import log_forward_inputs
+from kvlab.measure.devices import log_forward_inputs
 from kvlab.live import live, score_guess
 from kvlab.plots.forward_inputs import plot_forward_shapes
 

@@ -37,7 +37,7 @@ import torch
 import transformers
 
 import kvlab
-from kvlab.devices import log_forward_inputs
+from kvlab.measure.devices import log_forward_inputs
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.measure.guide_table import Setup, calculated_for, compare_with_guide, live_runs, measure

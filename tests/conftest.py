@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -35,6 +36,25 @@ def accelerators() -> list[str]:
 def device(request) -> torch.device:
     """Each device-sensitive test runs on the CPU, and again on the accelerator when this machine has one."""
     return torch.device(request.param)
+
+
+class ByteTokenizer:
+    """A stand-in tokenizer for the tiny models (vocab 128): text -> one id per UTF-8 byte, folded into ids 3..127.
+    What `kvlab.measure.text.token_windows` cuts windows from, with no tokenizer file."""
+
+    pad_token_id = 0
+
+    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
+        ids = [3 + b % 125 for b in text.encode()]
+        return SimpleNamespace(input_ids=torch.tensor([ids]))
+
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return ""
+
+
+@pytest.fixture(scope="session")
+def byte_tokenizer():
+    return ByteTokenizer()
 
 
 @pytest.fixture(scope="session")

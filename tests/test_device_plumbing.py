@@ -74,10 +74,9 @@ def ids(n: int = 6) -> Tracked:
 
 
 def helper_calls():
-    from kvlab import prefix
     from kvlab.bench.configs import BenchConfig
     from kvlab.bench.runner import generate_once
-    from kvlab.measure import compiled, latency, quality, resilient
+    from kvlab.measure import compiled, latency, prefix, quality, resilient
     from kvlab.measure.guide_table import measure_compile_and_memory
 
     tok = Tokenizer()
@@ -97,10 +96,10 @@ def helper_calls():
             m, None, ids(), cache="static", max_cache_len=16, max_new_tokens=2
         ),
         "kvlab.generate": lambda m: kvlab.generate(m, ids(), max_new_tokens=2),
-        "prefix.prefill_prefix + answer": lambda m: prefix.answer(
+        "measure.prefix.prefill_prefix + answer": lambda m: prefix.answer(
             m, tok, prefix.prefill_prefix(m, tok, "the cache holds"), " keys and values", max_new_tokens=2
         ),
-        "prefix.answer_without_reuse": lambda m: prefix.answer_without_reuse(
+        "measure.prefix.answer_without_reuse": lambda m: prefix.answer_without_reuse(
             m, tok, "the cache", " holds", max_new_tokens=2
         ),
         "measure.latency.time_per_token": lambda m: latency.time_per_token(m, ids(), 2),
@@ -138,7 +137,7 @@ def test_traces_record_the_device_of_every_layer(device):
         model = kvlab.tiny_model(name).to(device)  # a fresh model: the shared ones stay on the CPU
         result = kvlab.run(model, None, torch.arange(3, 13).view(1, 10), cache=cache, max_new_tokens=3, **options)
         layers = result.trace.layer_table()
-        assert len(layers) == len(kvlab.layer_state.layer_kinds(model.config))
+        assert len(layers) == len(kvlab.recording.layer_state.layer_kinds(model.config))
         assert {row["device"] for row in layers} == {str(model.device)}, (name, cache)
         updates = [e for e in result.trace.events if e.get("type") == "update"]
         assert updates and all("device" in e for e in updates), (name, cache)

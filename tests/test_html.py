@@ -8,7 +8,7 @@ from IPython.core.formatters import format_display_data
 
 import kvlab
 from kvlab import html
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 from kvlab.units import human_bytes
 
 

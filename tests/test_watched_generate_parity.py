@@ -16,7 +16,7 @@ from transformers import GenerationConfig
 import kvlab
 from kvlab.caches import CacheOptionError
 from kvlab.cli import main
-from kvlab.layer_state import layer_kinds, read_layer
+from kvlab.recording.layer_state import layer_kinds, read_layer
 
 QUANTO = {"backend": "quanto", "nbits": 2, "q_group_size": 16, "residual_length": 4}
 HQQ = {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1, "q_group_size": 16, "residual_length": 4}

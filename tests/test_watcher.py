@@ -9,7 +9,7 @@ import torch
 from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
 
 import kvlab
-from kvlab.storage import storage_bytes
+from kvlab.recording.storage import storage_bytes
 
 KINDS = [  # (id, generate kwargs, models)
     ("default", {}, ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba", "tiny-bart"]),

@@ -15,9 +15,9 @@ from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
 from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache, stop_transfer_recording
 from kvlab.caches.quantized import InstrumentedQuantizedCache
-from kvlab.caches.recorder import Recorder
 from kvlab.caches.static import InstrumentedStaticCache
-from kvlab.layer_state import read_layer
+from kvlab.recording.layer_state import read_layer
+from kvlab.recording.recorder import Recorder
 
 # transformers class -> its instrumented twin; offloading is a flag of Dynamic/StaticCache, not a class.
 TWINS = {

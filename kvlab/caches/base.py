@@ -13,9 +13,9 @@ import inspect
 
 from kvlab import _compat
 from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
-from kvlab.caches.recorder import Recorder, now
-from kvlab.layer_state import layer_kinds, read_layer
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import layer_kinds, read_layer
+from kvlab.recording.recorder import Recorder, now
+from kvlab.recording.trace import Trace
 
 # CacheCropError is defined with the crop rules (kvlab.caches.crop_rules) and still importable from here.
 __all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.base import InstrumentedCacheMixin, deepcopy_cache
-from kvlab.caches.recorder import Recorder
-from kvlab.trace import Trace
+from kvlab.recording.recorder import Recorder
+from kvlab.recording.trace import Trace
 
 
 class InstrumentedEncoderDecoderCache(_compat.EncoderDecoderCache):

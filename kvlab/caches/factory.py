@@ -13,7 +13,7 @@ from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOfflo
 from kvlab.caches.options import KIND_OPTIONS, check_options
 from kvlab.caches.quantized import InstrumentedQuantizedCache
 from kvlab.caches.static import InstrumentedStaticCache
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 __all__ = ["CACHE_CLASSES", "KIND_OPTIONS", "check_options", "make_cache"]
 

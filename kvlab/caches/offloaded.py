@@ -12,9 +12,9 @@ import functools
 
 from kvlab import _compat
 from kvlab.caches.dynamic import InstrumentedDynamicCache
-from kvlab.caches.recorder import now
 from kvlab.caches.static import InstrumentedStaticCache
-from kvlab.storage import storage_bytes
+from kvlab.recording.recorder import now
+from kvlab.recording.storage import storage_bytes
 
 
 def _move_recorded(layer, direction: str, move) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
-from kvlab.layer_kinds import layer_kinds
+from kvlab.recording.layer_kinds import layer_kinds
 
 # The options each kind takes (beyond `config` and `trace`).
 KIND_OPTIONS = {

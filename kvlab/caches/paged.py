@@ -39,11 +39,11 @@ from __future__ import annotations
 import time
 
 from kvlab import _compat
-from kvlab.layer_state import layer_kinds
 from kvlab.names import dtype_name
-from kvlab.slots import waste_pct
-from kvlab.storage import storage_bytes
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.slots import waste_pct
+from kvlab.recording.storage import storage_bytes
+from kvlab.recording.trace import Trace
 
 
 class PagedLayoutError(ValueError):

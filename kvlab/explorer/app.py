@@ -25,7 +25,7 @@ from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
 from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
 from kvlab.i18n import _, number
-from kvlab.trace import TraceFormatError
+from kvlab.recording.trace import TraceFormatError
 
 # JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
 TEXT = "var(--jp-ui-font-color1, #333333)"

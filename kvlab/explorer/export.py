@@ -26,7 +26,7 @@ from kvlab.explorer.session import Run, RunRequest
 from kvlab.explorer.summary import columns_for
 from kvlab.i18n import _
 from kvlab.recorded_run import RunResult
-from kvlab.trace import Trace, TraceFormatError
+from kvlab.recording.trace import Trace, TraceFormatError
 from kvlab.units import human_bytes
 
 LINK = "var(--jp-content-link-color, #0d47a1)"  # JupyterLab's link colour, light or dark theme

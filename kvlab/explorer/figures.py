@@ -17,7 +17,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from kvlab.i18n import N_, _
 from kvlab.plots._figure import LAYER_KIND_COLORS
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 from kvlab.units import human_bytes
 
 # Occupancy map cell states, in drawing order.

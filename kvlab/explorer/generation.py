@@ -19,7 +19,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 
 from kvlab import _compat
 from kvlab.recorded_run import RunResult, run
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 class TokenStreamer(_compat.BaseStreamer):

@@ -20,11 +20,11 @@ from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
 from kvlab.explorer.paged import PAGED, check_paged_options, generate_paged
 from kvlab.explorer.prompts import encode_prompt
-from kvlab.layer_state import read_layer
 from kvlab.models.manifest import ModelIntegrityError
 from kvlab.paths import KvlabHomeError
 from kvlab.recorded_run import RunResult
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import read_layer
+from kvlab.recording.trace import Trace
 
 # Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME): one line, no traceback.
 USER_ERRORS = (CacheOptionError, CacheCropError, ValueError, ModelIntegrityError, KvlabHomeError)

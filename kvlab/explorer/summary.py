@@ -15,7 +15,7 @@ import html
 
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
 from kvlab.i18n import N_, _, marks
-from kvlab.slots import waste_pct
+from kvlab.recording.slots import waste_pct
 
 # (field, column title): the titles are English here and shown in the language in use (`_()` in `to_html`).
 COLUMNS = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from kvlab.layer_state import layer_kinds
+from kvlab.recording.layer_state import layer_kinds
 
 
 def _attention_shape(config) -> tuple[int, int]:

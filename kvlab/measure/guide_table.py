@@ -20,7 +20,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import CacheOptionError
-from kvlab.devices import log_forward_inputs
+from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
 from kvlab.recorded_run import run
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 @dataclass(frozen=True)

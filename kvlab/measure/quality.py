@@ -23,7 +23,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def first_divergence(reference: list[int], other: list[int]) -> int | None:

@@ -23,7 +23,7 @@ import torch
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.measure import quality
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 DEFAULT_RESIDUAL_LENGTH = 128  # transformers' QuantizedCache default
 

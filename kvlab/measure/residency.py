@@ -15,7 +15,7 @@ running the same schedule.
 
 from __future__ import annotations
 
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def resident_intervals(trace: Trace, steps: tuple[int, int] | None = None) -> list[dict]:

@@ -22,7 +22,7 @@ from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.caches.factory import CACHE_CLASSES
 from kvlab.measure.residency import effective_moves
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 class SimulatedOutOfMemoryError(torch.OutOfMemoryError):

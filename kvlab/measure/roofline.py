@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from kvlab.storage import storage_bytes
+from kvlab.recording.storage import storage_bytes
 
 
 def measure_bandwidth(mebibytes: int = 256, repeats: int = 7, device: str = "cpu") -> float:

@@ -6,7 +6,7 @@ A layer that is not updated at a step (a linear layer, a cross-attention layer a
 
 from __future__ import annotations
 
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:

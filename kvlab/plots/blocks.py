@@ -13,7 +13,7 @@ from matplotlib.colors import ListedColormap
 from kvlab.caches.paged import paged_steps
 from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import subplots
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 FREE, CACHED = -1, -2
 

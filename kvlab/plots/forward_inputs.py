@@ -16,7 +16,7 @@ STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
 
 def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) -> Figure:
-    """From `{label: kvlab.devices.ForwardLog}`: one panel per log, a line per input name. Each panel's title
+    """From `{label: kvlab.measure.devices.ForwardLog}`: one panel per log, a line per input name. Each panel's title
     counts the distinct input signatures of the decoding calls, as a traced backend would meet them after the
     prefill (call 0, drawn but not counted: it always has a signature of its own).
 

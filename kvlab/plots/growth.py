@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import layer_labels
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def evictions(trace: Trace) -> list[list[int]]:

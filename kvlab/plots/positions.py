@@ -21,7 +21,7 @@ LABELS = (N_("not in the cache"), N_("held, not attended (recorded past)"), N_("
 
 
 def positions_grid(rows: list[dict]) -> np.ndarray:
-    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE from `kvlab.rollback.cached_positions` rows."""
+    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE from `kvlab.measure.rollback.cached_positions` rows."""
     width = max((r["seen"] for r in rows), default=0)
     grid = np.full((len(rows), width), NOT_CACHED, dtype=int)
     for i, row in enumerate(rows):
@@ -60,7 +60,7 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
 
 
 def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind holds")) -> Figure:
-    """Grouped bars from `{stage label: kvlab.rollback.holdings(cache)}`: slots one layer holds (left) and the
+    """Grouped bars from `{stage label: kvlab.measure.rollback.holdings(cache)}`: slots one layer holds (left) and the
     bytes of storage all layers of that kind keep alive (right). A crop shows as fewer slots, same bytes."""
     kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
     with plt.ioff():

@@ -7,13 +7,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from kvlab.i18n import N_, _
+from kvlab.measure.prefix import tokens_fed_after_copy
 from kvlab.plots._figure import subplots
 from kvlab.plots.prefill_bars import plot_prefill_bars
-from kvlab.prefix import tokens_fed_after_copy
 
 
 def plot_prefix_answers(runs: dict, title: str = N_("One prefix, several questions")) -> Figure:
-    """From `{label: [kvlab.prefix.Answer, ...]}` (same questions in each): prefilled tokens and first-token time."""
+    """From `{label: [kvlab.measure.prefix.Answer, ...]}` (same questions in each): prefilled tokens and
+    first-token time."""
     series = {label: [(a.prefilled_tokens, a.first_token_seconds) for a in answers] for label, answers in runs.items()}
     return plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
 
@@ -22,7 +23,7 @@ MATCH, DIFFERS, QUESTION = "#4c9a5f", "#d1495b", "#9db4c0"
 
 
 def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figure:
-    """From a `kvlab.prefix.TokenPrefix`: two rows of token boxes around the seam where the question begins.
+    """From a `kvlab.measure.prefix.TokenPrefix`: two rows of token boxes around the seam where the question begins.
 
     Top row: the prefix tokenized alone; bottom row: prefix + question. A position whose ids agree is green,
     the first one that differs (and everything after it in the prefix) red, the question's own tokens grey-blue.

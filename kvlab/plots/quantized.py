@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 # Published results, drawn as external references (other models, other benchmarks, other hardware).
 # x: KV memory relative to a 16-bit cache; y: quality relative to the 16-bit cache (1.0 = same), None when the

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_by_step
 from kvlab.plots._figure import subplots
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def plot_slots(trace: Trace, title: str | None = None) -> Figure:

@@ -15,7 +15,7 @@ from kvlab.i18n import N_, _
 
 
 def plot_speculative_steps(result, title: str = N_("Speculative decoding: accepted and rolled-back drafts")) -> Figure:
-    """From a `kvlab.rollback.SpeculativeResult`: accepted/rejected drafts per step, and the cache length."""
+    """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per step, and the cache length."""
     steps = result.steps
     with plt.ioff():
         fig, (bars, lengths) = plt.subplots(1, 2, figsize=(10, 3.8))

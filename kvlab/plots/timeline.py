@@ -12,14 +12,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from kvlab.i18n import N_, _
-from kvlab.measure.residency import effective_moves, schedule
-from kvlab.measure.residency import resident_intervals as residency
+from kvlab.measure.residency import resident_intervals, schedule
 from kvlab.plots._figure import subplots
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
-# The schedule itself (device order, real moves, resident intervals) is measured in `kvlab.measure.residency`;
-# its functions stay importable from here, beside the picture drawn from them.
-__all__ = ["effective_moves", "plot_timeline", "residency", "schedule"]
+# The schedule itself (device order, real moves, resident intervals) is measured in `kvlab.measure.residency`.
 
 
 def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: str | None = None) -> Figure:
@@ -29,7 +26,7 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     """
     events = schedule(trace, steps)
     fig, ax = subplots(figsize=(9, 0.22 * max(e["layer_idx"] for e in events) + 2.5) if events else (9, 3))
-    for r in residency(trace, steps):
+    for r in resident_intervals(trace, steps):
         colour = "tab:orange" if r.get("never_offloaded") else "tab:blue"
         ax.barh(r["layer_idx"], r["end"] - r["start"], left=r["start"], height=0.6, color=colour, alpha=0.35)
     styles = {N_("prefetch"): ("^", "tab:green"), N_("offload"): ("v", "tab:red")}

@@ -74,7 +74,7 @@ def alignment_counts(cached_ids, prompt_ids) -> dict:
 
 
 def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens prefilled per turn")) -> Figure:
-    """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.chat.turn_prefills`),
+    """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.measure.chat.turn_prefills`),
     each bar labelled with its count."""
     fig, ax = subplots(figsize=(7, 3.4))
     width = 0.8 / max(len(series), 1)

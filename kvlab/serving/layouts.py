@@ -1,6 +1,6 @@
 """What each cache layout reserves for the same requests, and how much of it holds live tokens.
 
-In a trace's terms (`kvlab.slots`): the slots a layout reserves are `slots_allocated`, those holding a token
+In a trace's terms (`kvlab.recording.slots`): the slots a layout reserves are `slots_allocated`, those holding a token
 `slots_live`, the rest `slots_masked`; `bytes_held` is the storage of the allocated slots, `bytes_live` that of
 the live ones.
 
@@ -16,8 +16,8 @@ Slots become bytes with `bytes_per_token` (keys and values, every layer).
 
 from __future__ import annotations
 
+from kvlab.recording.slots import waste_pct
 from kvlab.size.paged import paged_blocks
-from kvlab.slots import waste_pct
 
 LAYOUTS = ("static", "dynamic", "paged")
 

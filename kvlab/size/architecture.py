@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from kvlab.layer_kinds import layer_kinds
+from kvlab.recording.layer_kinds import layer_kinds
 
 
 class UnknownArchitectureError(ValueError):

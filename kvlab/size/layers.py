@@ -2,12 +2,12 @@
 
 A generation is a prefill of `prefill` tokens (step 0) followed by one-token decode steps (steps 1, 2, ...),
 so the layer has seen `prefill + s` tokens after step s. Each rule returns a `LayerSize`: the bytes of the
-storage the layer keeps alive (what `kvlab.storage.storage_bytes` counts, a trace's `bytes_held`), the slots it can
-attend (`slots_live`, as in a trace) and the slots its storage spans (`slots_stored`: a trace's `slots_allocated`,
-except that a sliding layer's keys are a view of the last window - 1 slots of a longer storage, e.g. 511 slots
-allocated in 700 stored after a 700-token prefill).
+storage the layer keeps alive (what `kvlab.recording.storage.storage_bytes` counts, a trace's `bytes_held`),
+the slots it can attend (`slots_live`, as in a trace) and the slots its storage spans (`slots_stored`: a trace's
+`slots_allocated`, except that a sliding layer's keys are a view of the last window - 1 slots of a longer
+storage, e.g. 511 slots allocated in 700 stored after a 700-token prefill).
 
-The rules transformers 5.24 follows (checked against live caches, to the byte, in tests/test_size.py):
+The rules transformers 5.24 follows (checked against live caches, to the byte, in tests/size/test_calculator.py):
 - dynamic full layer: `torch.cat` per step, so storage = tokens seen.
 - dynamic sliding/chunked layer (window W): keeps a *view* of the last W-1 tokens of `cat(kept, new)`. After
   the prefill the view sits in the whole prefill concatenation (storage = prefill tokens, e.g. 700 on a

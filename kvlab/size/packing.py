@@ -1,6 +1,6 @@
 """Bytes of one quantized tensor, as the quantization backends really store it (packed payload + scales).
 
-The rules below were read off the backends and checked against live caches to the byte (tests/test_size.py):
+The rules below were read off the backends and checked against live caches to the byte (tests/size/test_calculator.py):
 - quanto groups a (batch, kv_heads, seq, head_dim) tensor into G = numel / group rows of `group` values
   (axis 0: shape (G, group); axis -1: (group, G)), packs 8 / nbits values per uint8 along the first dim
   (rounding up), and keeps one scale and one shift per group in the compute dtype.

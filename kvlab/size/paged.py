@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 
 from kvlab.caches.options import CacheOptionError
+from kvlab.recording.slots import waste_pct
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
-from kvlab.slots import waste_pct
 
 # transformers 5.24's ContinuousBatchingConfig.page_size default
 DEFAULT_PAGE_SIZE = 256

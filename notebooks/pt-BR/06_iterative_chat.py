@@ -44,7 +44,7 @@ import torch
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
+from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
 from kvlab.live import live, score_guess
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
@@ -231,7 +231,7 @@ plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds
 
 # %% [markdown]
 # Tudo a partir da primeira posição em vermelho está obsoleto: o modelo faz atenção sobre chaves e valores calculados
-# para o bloco think e para o texto do turno 1 em posições deslocadas, e nada avisa você. `kvlab.chat.ChatSession`
+# para o bloco think e para o texto do turno 1 em posições deslocadas, e nada avisa você. `kvlab.measure.chat.ChatSession`
 # guarda os ids com que alimentou o cache e os compara antes de gerar. Por padrão, ele recusa, indicando a posição e
 # os dois tokens:
 
@@ -266,7 +266,7 @@ print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops]
 # - A reutilização só é correta se os ids em cache forem um prefixo dos ids do novo prompt. Um template que remove ou
 #   reescreve tokens de turnos anteriores (blocos think, espaços em branco, uma resposta que é retokenizada de outro
 #   jeito) quebra isso **silenciosamente** no transformers puro.
-# - Compare os ids com que o cache foi alimentado com os do novo prompt antes de gerar (`kvlab.chat.first_mismatch`),
+# - Compare os ids com que o cache foi alimentado com os do novo prompt antes de gerar (`kvlab.measure.chat.first_mismatch`),
 #   ou deixe o `ChatSession` fazer isso: levantar um erro, avisar ou recortar de volta até o prefixo comum.
 #
 # **A seguir:** [07 · Recorte e reversão](07_crop_and_rollback.ipynb): o que `crop` faz com cada tipo de camada, e um

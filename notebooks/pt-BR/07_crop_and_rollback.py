@@ -52,7 +52,7 @@ from kvlab.measure import text
 from kvlab.plots._figure import subplots
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
-from kvlab.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
+from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
 from kvlab.recorded_run import encode
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
@@ -341,7 +341,7 @@ for recording in (False, True):
 # modelo no primeiro desacordo. O forward escreveu chaves e valores para cada proposta, então as rejeitadas são
 # recortadas com `crop(-rejected)`. Aqui as propostas vêm de *prompt lookup* (busca no prompt): encontrar uma
 # ocorrência anterior do último token no texto e propor os 5 tokens que vieram depois dela, o que não custa nada e
-# funciona quando a saída copia a entrada. (`kvlab.rollback.speculative_generate` é o loop, em algumas dezenas de
+# funciona quando a saída copia a entrada. (`kvlab.measure.rollback.speculative_generate` é o loop, em algumas dezenas de
 # linhas.)
 #
 # **Preveja primeiro.** Pede-se ao modelo que copie uma lista de 10 itens. O loop vai produzir exatamente a saída

@@ -48,7 +48,7 @@ from transformers import DynamicCache, StaticCache
 import kvlab
 from kvlab.live import live, score_guess
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
-from kvlab.prefix import check_token_prefix, token_prefix
+from kvlab.measure.prefix import check_token_prefix, token_prefix
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -277,7 +277,7 @@ live(prefix_check,
 #   do prefixo e cresce com a sua resposta.
 # - Termine o prefixo em uma fronteira de token, nunca em um espaço: o próprio `"You are a helpful assistant. "` do
 #   guia faz o SmolLM2 pular a primeira palavra da pergunta sem um único aviso. Confira os ids
-#   (`kvlab.prefix.check_token_prefix`) antes de reutilizar um cache.
+#   (`kvlab.measure.prefix.check_token_prefix`) antes de reutilizar um cache.
 #
 # **A seguir:** [09 · Onde ficam os tensores](09_where_tensors_live.ipynb): o que `generate` mantém em cada dispositivo
 # e o que cada chamada de forward recebe.

@@ -25,7 +25,7 @@
 # crescente de ids, a máscara de atenção) no dispositivo dos ids que você passou. Antes de cada chamada, recorta o que
 # aquele forward consome (os novos ids, suas posições, uma máscara) e move só isso para o dispositivo do modelo
 # (transformers 5.24, `prepare_inputs_for_generation`). O cache não é uma entrada que se move: ele fica onde as
-# camadas o escreveram. `kvlab.devices.log_forward_inputs` instala um forward pre-hook no modelo
+# camadas o escreveram. `kvlab.measure.devices.log_forward_inputs` instala um forward pre-hook no modelo
 # (`register_forward_pre_hook(..., with_kwargs=True)`, removido quando o bloco termina) e registra cada tensor que
 # cada chamada recebe.
 #
@@ -46,7 +46,7 @@ import torch
 import transformers
 
 import kvlab
-from kvlab.devices import log_forward_inputs
+from kvlab.measure.devices import log_forward_inputs
 from kvlab.live import live, score_guess
 from kvlab.plots.forward_inputs import plot_forward_shapes
 

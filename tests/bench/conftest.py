@@ -1,33 +1,11 @@
-"""A byte-level stand-in tokenizer for the tiny models (vocab 128) and one tiny bench run shared by the tests."""
+"""One tiny bench run shared by the tests (the byte tokenizer comes from tests/conftest.py)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-import torch
 
 import kvlab
 from kvlab.bench import BenchConfig, BenchSettings, run_bench
-
-
-class ByteTokenizer:
-    """Text -> one id per UTF-8 byte, folded into the tiny vocabulary (ids 3..127)."""
-
-    pad_token_id = 0
-
-    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
-        ids = [3 + b % 125 for b in text.encode()]
-        return SimpleNamespace(input_ids=torch.tensor([ids]))
-
-    def decode(self, ids, skip_special_tokens=True) -> str:
-        return ""
-
-
-@pytest.fixture(scope="session")
-def byte_tokenizer():
-    return ByteTokenizer()
-
 
 TINY_CONFIGS = [
     BenchConfig("none", "none"),

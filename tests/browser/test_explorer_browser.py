@@ -14,7 +14,7 @@ import pytest
 
 import kvlab
 from kvlab.explorer.prompts import presets
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.real_model]
 

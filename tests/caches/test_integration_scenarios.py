@@ -17,7 +17,7 @@ from transformers import DynamicCache, QuantizedCache, StaticCache
 
 import kvlab
 from kvlab.caches import CacheOptionError
-from kvlab.layer_state import layer_kinds, read_layer
+from kvlab.recording.layer_state import layer_kinds, read_layer
 
 PROMPTS = ["The cache stores keys", "A short one"]
 KINDS = [  # (kind, kvlab options, transformers reference)

@@ -9,8 +9,8 @@ from transformers import ContinuousBatchingConfig, GenerationConfig
 import kvlab
 from kvlab import _compat
 from kvlab.caches.paged import InstrumentedPagedAttentionCache, paged_steps, paged_summary
-from kvlab.storage import storage_bytes
-from kvlab.trace import Trace
+from kvlab.recording.storage import storage_bytes
+from kvlab.recording.trace import Trace
 
 PAGE, BLOCKS = 4, 16
 

@@ -8,7 +8,7 @@ from kvlab import make_cache
 from kvlab._compat import HQQ_NBITS
 from kvlab.caches import CacheCropError, CacheOptionError, PaddedHQQQuantizedLayer
 from kvlab.caches.quantized import hqq_needs_flatten, hqq_sequence_padding
-from kvlab.storage import storage_bytes
+from kvlab.recording.storage import storage_bytes
 
 
 def _states(seq, seed=0):

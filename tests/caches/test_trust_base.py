@@ -15,7 +15,7 @@ from transformers import DynamicCache, StaticCache
 
 import kvlab
 from kvlab.caches import CacheCropError
-from kvlab.layer_state import layer_kinds, read_layer
+from kvlab.recording.layer_state import layer_kinds, read_layer
 
 KINDS = [
     ("dynamic", {}),

@@ -16,7 +16,7 @@ import pytest
 
 import kvlab
 from kvlab.explorer import explore, export
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 from .conftest import PROMPT
 

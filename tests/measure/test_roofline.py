@@ -1,6 +1,6 @@
 import kvlab
 from kvlab.measure.roofline import mean_decode_cache_bytes, measure_bandwidth, roofline_tokens_per_s, weight_bytes
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 
 def test_bandwidth_is_a_positive_rate():

@@ -6,8 +6,8 @@ from transformers import DynamicCache, QuantizedCache, StaticCache
 
 import kvlab
 from kvlab.caches import CacheCropError, CacheOptionError
-from kvlab.layer_state import layer_kinds
-from kvlab.storage import storage_bytes, view_bytes
+from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.storage import storage_bytes, view_bytes
 
 PROMPT = "The key-value cache of a transformer stores, for every layer, the keys and values of past tokens."
 

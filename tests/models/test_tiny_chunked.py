@@ -7,7 +7,7 @@ import torch
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.layer_state import layer_kinds
+from kvlab.recording.layer_state import layer_kinds
 
 
 def generate(model, ids, cache, new_tokens):

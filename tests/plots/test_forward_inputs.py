@@ -1,6 +1,6 @@
 """kvlab.plots.forward_inputs: input lengths per forward call."""
 
-from kvlab.devices import ForwardInput, ForwardLog
+from kvlab.measure.devices import ForwardInput, ForwardLog
 from kvlab.plots.forward_inputs import plot_forward_shapes
 
 

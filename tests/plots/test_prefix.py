@@ -8,8 +8,8 @@ from matplotlib.colors import to_hex
 from transformers import DynamicCache, StaticCache
 
 import kvlab
+from kvlab.measure.prefix import TokenPrefix
 from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_answers, plot_prefix_copies, plot_token_prefix
-from kvlab.prefix import TokenPrefix
 
 
 def test_one_bar_per_question_and_run():

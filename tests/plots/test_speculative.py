@@ -1,7 +1,7 @@
 """kvlab.plots.speculative: accepted/rejected bars and cache lengths per step."""
 
+from kvlab.measure.rollback import SpeculativeResult, SpeculativeStep
 from kvlab.plots.speculative import plot_speculative_steps
-from kvlab.rollback import SpeculativeResult, SpeculativeStep
 
 
 def test_bars_stack_accepted_under_rejected_and_lines_follow_the_crop():

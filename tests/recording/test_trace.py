@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from kvlab.trace import SCHEMA_VERSION, Trace, TraceFormatError
+from kvlab.recording.trace import SCHEMA_VERSION, Trace, TraceFormatError
 
 
 def _update(step, layer, live, allocated=None, nbytes=100, cache_bytes=0, evicted=0, role="self"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvlab.slots import SLOT_FIELDS, waste_pct
+from kvlab.recording.slots import SLOT_FIELDS, waste_pct
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # older versions are translated on load

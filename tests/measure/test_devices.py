@@ -1,10 +1,10 @@
-"""kvlab.devices: logging every forward input of a generate call."""
+"""kvlab.measure.devices: logging every forward input of a generate call."""
 
 import pytest
 import torch
 
 import kvlab
-from kvlab.devices import log_forward_inputs
+from kvlab.measure.devices import log_forward_inputs
 
 
 def test_every_forward_is_logged_with_device_dtype_and_shape(tiny, prompt_ids):
@@ -55,7 +55,7 @@ def test_decoding_signatures_leave_the_prefill_out(tiny, prompt_ids):
 
 
 def test_lengths_per_call_fill_missing_inputs_with_zero():
-    from kvlab.devices import ForwardInput, ForwardLog
+    from kvlab.measure.devices import ForwardInput, ForwardLog
 
     log = ForwardLog(
         [

@@ -1,9 +1,9 @@
-"""kvlab.chat: reusing one cache across turns, and catching a cache that no longer matches the prompt."""
+"""kvlab.measure.chat: reusing one cache across turns, and catching a cache that no longer matches the prompt."""
 
 import pytest
 import torch
 
-from kvlab.chat import THINK_DROPPING_TEMPLATE, CacheMismatchError, ChatSession, chat, first_mismatch
+from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, CacheMismatchError, ChatSession, chat, first_mismatch
 
 QUESTIONS = ["Name a colour.", "Name another one."]
 
@@ -74,7 +74,7 @@ def test_turn_prefills_reads_one_prefill_per_generate_call_from_a_watched_trace(
     from transformers import DynamicCache
 
     import kvlab
-    from kvlab.chat import turn_prefills
+    from kvlab.measure.chat import turn_prefills
 
     model, ids = tiny("tiny-llama"), prompt_ids(12)
     with kvlab.watch(model) as watch:

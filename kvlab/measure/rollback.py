@@ -16,7 +16,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.layer_state import read_layer
+from kvlab.recording.layer_state import read_layer
 
 Draft = Callable[[list[int], int], list[int]]
 

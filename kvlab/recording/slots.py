@@ -1,6 +1,6 @@
 """The slot counts of a trace and the one waste figure derived from them (no torch: `kvlab size` uses it too).
 
-`kvlab.layer_state` defines the counts, per layer: `slots_allocated` (positions with storage), `slots_live`
+`kvlab.recording.layer_state` defines the counts, per layer: `slots_allocated` (positions with storage), `slots_live`
 (positions the next query may attend) and `slots_masked` (allocated, not attendable: allocated - live).
 """
 

@@ -1,4 +1,4 @@
-from kvlab.caches.recorder import Recorder
+from kvlab.recording.recorder import Recorder
 
 
 def test_a_step_starts_when_a_layer_operation_repeats():

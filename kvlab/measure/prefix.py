@@ -24,9 +24,9 @@ from transformers import LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.chat import FirstTokenClock
+from kvlab.measure.chat import FirstTokenClock
 from kvlab.recorded_run import encode  # the one tokenising of a prompt: (1, tokens) ids
-from kvlab.storage import storage_bytes
+from kvlab.recording.storage import storage_bytes
 
 
 class PrefixMismatchError(ValueError):

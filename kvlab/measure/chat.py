@@ -19,7 +19,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.trace import Trace
+from kvlab.recording.trace import Trace
 
 ON_MISMATCH = ("raise", "warn", "crop", "ignore")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
-from kvlab.layer_state import LayerState, read_layer
-from kvlab.trace import Trace
+from kvlab.recording.layer_state import LayerState, read_layer
+from kvlab.recording.trace import Trace
 
 
 class Recorder:

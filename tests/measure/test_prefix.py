@@ -1,4 +1,4 @@
-"""kvlab.prefix: one prefilled prefix, a deep copy per question, and the trailing-space pitfall."""
+"""kvlab.measure.prefix: one prefilled prefix, a deep copy per question, and the trailing-space pitfall."""
 
 import copy
 from types import SimpleNamespace
@@ -8,7 +8,7 @@ import torch
 from transformers import StaticCache
 
 import kvlab
-from kvlab.prefix import (
+from kvlab.measure.prefix import (
     PrefixMismatchError,
     answer,
     answer_without_reuse,

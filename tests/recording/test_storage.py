@@ -1,7 +1,7 @@
 import torch
 from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
 
-from kvlab.storage import kv_storage_bytes, storage_bytes, view_bytes
+from kvlab.recording.storage import kv_storage_bytes, storage_bytes, view_bytes
 
 
 def test_a_view_counts_its_whole_storage():

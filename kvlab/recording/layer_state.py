@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
-from kvlab.layer_kinds import KIND_BY_LAYER_TYPE, layer_kinds  # noqa: F401 - re-exported
-from kvlab.storage import kv_storage_bytes, storage_bytes
+from kvlab.recording.layer_kinds import KIND_BY_LAYER_TYPE, layer_kinds  # noqa: F401 - re-exported
+from kvlab.recording.storage import kv_storage_bytes, storage_bytes
 
 
 @dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step

@@ -12,7 +12,7 @@ import random
 import pytest
 
 import kvlab
-from kvlab.trace import EVENT_FIELDS, SCHEMA_VERSION, Trace, TraceFormatError
+from kvlab.recording.trace import EVENT_FIELDS, SCHEMA_VERSION, Trace, TraceFormatError
 
 
 @pytest.fixture(scope="module")

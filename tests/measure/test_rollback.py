@@ -1,10 +1,10 @@
-"""kvlab.rollback: cached positions, and speculative decoding that crops rejected drafts."""
+"""kvlab.measure.rollback: cached positions, and speculative decoding that crops rejected drafts."""
 
 import pytest
 import torch
 
 import kvlab
-from kvlab.rollback import (
+from kvlab.measure.rollback import (
     cached_positions,
     continue_generation,
     corrupted_draft,

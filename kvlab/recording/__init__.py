@@ -1,0 +1,11 @@
+"""Recording: what the caches hold, turned into events and a `Trace`. The first layer after transformers.
+
+- `storage`: bytes of the distinct storages behind tensors (a view counts once);
+- `layer_kinds`: each layer's kind (full, sliding, chunked, linear, dummy), from a model config, no torch;
+- `layer_state`: what one cache layer holds now (`LayerState`, `read_layer`), read from transformers' layers;
+- `slots`: the slot vocabulary and the masked share (`waste_pct`), one definition for the trace, explorer, size;
+- `recorder`: turns each cache update, crop, flush and transfer into an event;
+- `trace`: the events, their summaries and the JSON file (schema 2; version 1 files still load).
+
+Nothing is imported here, so `kvlab.recording.layer_kinds` stays torch-free for the command line.
+"""
