@@ -163,7 +163,7 @@ layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"{bytes_per_token:,} B per token; static max_cache_len = {max_cache_len}; budget {budget:,} B")
-print(f"{'layout':10} {'reserved B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
+print(f"{'layout':10} {'held B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
 for row in layouts:
     print(f"{row['layout']:10} {row['bytes_held']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
           f"{row['fit_in_budget']:>14}")
@@ -181,7 +181,7 @@ print(score_guess(guess, layouts[0]["waste_pct"], " %"))
 
 # %%
 model.set_attn_implementation("sdpa")
-measured = {"static": [0, 0], "dynamic": [0, 0]}  # reserved bytes, live bytes
+measured = {"static": [0, 0], "dynamic": [0, 0]}  # bytes held, live bytes
 for prompt_ids, output_id in zip(workload.input_ids, outputs):
     tokens = torch.tensor([prompt_ids + outputs[output_id].generated_tokens[:-1]])
     for layout, cache in (("static", StaticCache(config=model.config, max_cache_len=max_cache_len)),
@@ -199,8 +199,8 @@ paged_16 = sum(last_blocks.values()) * meta["bytes_per_block"]
 # %%
 # NBVAL_CHECK_OUTPUT
 by_name = {row["layout"]: row for row in layouts}
-for layout, (reserved, live_bytes) in measured.items():
-    print(f"{layout:8} measured reserved {reserved:,} B, live {live_bytes:,} B;"
+for layout, (held_bytes, live_bytes) in measured.items():
+    print(f"{layout:8} measured held {held_bytes:,} B, live {live_bytes:,} B;"
           f" table: {by_name[layout]['bytes_held']:,} / {by_name[layout]['bytes_live']:,}")
 print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_held']:,}")
 
