@@ -14,6 +14,11 @@ TORCH_INDEX ?=
 # JupyterLab refuses to start as root (Docker images, Colab-like machines) unless told it may.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 PYTEST_ARGS ?=
+# The suite runs in JOBS worker processes (pytest-xdist), one test file (or notebook) per worker at a time. Each
+# process, notebook kernels included, keeps to OMP_NUM_THREADS torch threads: two workers with two threads each
+# on a 2-core machine would fight over the cores and run slower than one.
+JOBS ?= 2
+TEST_THREADS ?= 1
 
 .PHONY: lab test lint install models browser clean-venv
 
@@ -45,7 +50,7 @@ lint: install
 	$(BIN)/ruff check .
 
 test: lint models browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

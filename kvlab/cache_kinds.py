@@ -11,5 +11,16 @@ from __future__ import annotations
 CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
 # The group-wise options of a quantized cache (transformers' QuantizedLayer), beside its `backend`.
 QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+# The options each kind takes (any other is refused by `kvlab.caches.options.check_options`).
+KIND_OPTIONS = {
+    "none": (),
+    "dynamic": (),
+    "static": ("max_cache_len",),
+    "offloaded": ("offload_only_non_sliding",),
+    "offloaded_static": ("max_cache_len", "offload_only_non_sliding"),
+    "quantized": ("backend", *QUANTIZED_OPTIONS),
+}
+# Every option name, in the order the command line and the explorer show them.
+OPTION_NAMES = ("backend", *QUANTIZED_OPTIONS, "max_cache_len", "offload_only_non_sliding")
 # The backend a quantized cache uses when none is given (transformers' QuantizedCache default).
 DEFAULT_QUANTIZED_BACKEND = "quanto"

@@ -13,7 +13,7 @@ import jupytext
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb"))
+IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("pt-BR/*.ipynb"))  # English, then Portuguese
 
 
 def _cells(notebook) -> list[tuple[str, str, tuple]]:
@@ -31,7 +31,7 @@ def test_there_are_notebooks():
     assert IPYNBS, f"no notebooks found in {NOTEBOOKS}"
 
 
-@pytest.mark.parametrize("ipynb", IPYNBS, ids=lambda p: p.name)
+@pytest.mark.parametrize("ipynb", IPYNBS, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
 def test_notebook_has_paired_script(ipynb: Path):
     script = ipynb.with_suffix(".py")
     assert script.exists(), f"{ipynb.name} has no paired script {script.name} (jupytext --set-formats ipynb,py:percent)"
@@ -39,7 +39,7 @@ def test_notebook_has_paired_script(ipynb: Path):
     assert "py:percent" in formats, f"{ipynb.name} is not paired with a percent script (formats={formats!r})"
 
 
-@pytest.mark.parametrize("ipynb", IPYNBS, ids=lambda p: p.name)
+@pytest.mark.parametrize("ipynb", IPYNBS, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
 def test_paired_cells_match(ipynb: Path):
     script = ipynb.with_suffix(".py")
     if not script.exists():

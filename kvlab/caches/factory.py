@@ -1,7 +1,7 @@
 """Build an instrumented cache by name, with the names and options of `cache_implementation`/`cache_config`.
 
-Every rule about the cache kind and its options is `kvlab.caches.options.check_options` (re-exported here with
-`KIND_OPTIONS`, where they used to live); `make_cache` only builds.
+Every rule about the cache kind and its options is `kvlab.caches.options.check_options`; `make_cache` calls it,
+then only builds.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
 from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache
-from kvlab.caches.options import KIND_OPTIONS, check_options
+from kvlab.caches.options import check_options
 from kvlab.caches.quantized import InstrumentedQuantizedCache
 from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.trace import Trace
 
-__all__ = ["CACHE_CLASSES", "KIND_OPTIONS", "check_options", "make_cache"]
+__all__ = ["CACHE_CLASSES", "make_cache"]
 
 CACHE_CLASSES = {
     "dynamic": InstrumentedDynamicCache,

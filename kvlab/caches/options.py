@@ -23,18 +23,10 @@ find mid-generation is checked here against the model's shapes, before anything 
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
+from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.recording.layer_kinds import layer_kinds
 
 # The options each kind takes (beyond `config` and `trace`).
-KIND_OPTIONS = {
-    "none": (),
-    "dynamic": (),
-    "static": ("max_cache_len",),
-    "offloaded": ("offload_only_non_sliding",),
-    "offloaded_static": ("max_cache_len", "offload_only_non_sliding"),
-    "quantized": ("backend", *QUANTIZED_OPTIONS),
-}
 STATIC_KINDS = ("static", "offloaded_static")
 # Kinds whose layers can record the past (DynamicCache-based: their sliding layers grow until a crop).
 PAST_RECORDING_KINDS = ("dynamic", "offloaded")

@@ -70,12 +70,13 @@ def handle(args) -> int:
     if args.model not in model_choices(False):
         raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(model_choices(False))}")
     if args.lang is not None:
-        from kvlab.i18n import LANGUAGES, set_language
+        from kvlab.i18n import LANGUAGES, current_language, set_language
 
         try:
-            args.lang = set_language(args.lang)  # "pt_br" -> "pt-BR"; an unknown one is refused here, in one line
+            set_language(args.lang)  # an unknown one is refused here, in one line
         except ValueError:
             raise UsageError(f"unknown --lang {args.lang!r}; valid: {', '.join(LANGUAGES)}") from None
+        args.lang = current_language()  # "pt_br" -> "pt-BR"
     if args.port < 0 or args.port > 65535:
         raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
     require("voila", "explore", "kvlab explore")  # Voila brings nbformat too

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.cache_kinds import CACHE_KINDS  # imports nothing: building the parser stays light
+from kvlab.cache_kinds import CACHE_KINDS, OPTION_NAMES  # imports nothing: building the parser stays light
 from kvlab.commands import Output, UsageError, add_output_options, read_text_argument
 
 
@@ -48,18 +48,6 @@ def add_parser(subparsers) -> None:
     add_output_options(p)
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
     p.set_defaults(handler=handle)
-
-
-OPTION_NAMES = (
-    "backend",
-    "nbits",
-    "axis_key",
-    "axis_value",
-    "q_group_size",
-    "residual_length",
-    "max_cache_len",
-    "offload_only_non_sliding",
-)
 
 
 def _prompt(args) -> str:

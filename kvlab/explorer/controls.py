@@ -16,8 +16,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from kvlab import _compat
-from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
-from kvlab.caches import KIND_OPTIONS
+from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
+from kvlab.cache_kinds import OPTION_NAMES as CACHE_OPTION_NAMES
 from kvlab.caches.options import PAST_RECORDING_KINDS
 from kvlab.explorer.models import DTYPES, LOADED, model_choices
 from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
@@ -25,18 +25,8 @@ from kvlab.explorer.prompts import presets
 from kvlab.explorer.session import RunRequest
 from kvlab.i18n import N_, _
 
-OPTION_NAMES = (
-    "backend",
-    "nbits",
-    "axis_key",
-    "axis_value",
-    "q_group_size",
-    "residual_length",
-    "max_cache_len",
-    "offload_only_non_sliding",
-    "past_recording",
-    *PAGED_OPTIONS,
-)
+# The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
+OPTION_NAMES = (*CACHE_OPTION_NAMES, "past_recording", *PAGED_OPTIONS)
 CUSTOM = N_("(your own text)")  # the preset dropdown's value for a typed prompt; shown as `_(CUSTOM)`
 KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
 PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for the paged kind: it brings its own requests

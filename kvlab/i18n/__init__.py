@@ -24,9 +24,10 @@ LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 _chosen: str | None = None
 
 
-def set_language(language: str | None) -> str:
-    """Use `language` ("en" or "pt-BR") for everything kvlab draws or prints from now on; None goes back to the
-    default (KVLAB_LANG, then the locale). Returns the language in use."""
+def set_language(language: str | None) -> None:
+    """Use `language` ("en" or "pt-BR", any case, "_" or "-") for everything kvlab draws or prints from now on;
+    None goes back to the default (KVLAB_LANG, then the locale). `current_language()` says which is in use.
+    Returns nothing, so the call is a quiet first line of a notebook."""
     global _chosen
     if language is not None and language not in LANGUAGES:
         aliases = {key.lower().replace("_", "-"): key for key in LANGUAGES}
@@ -34,7 +35,6 @@ def set_language(language: str | None) -> str:
             raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
         language = aliases[language.lower().replace("_", "-")]
     _chosen = language
-    return current_language()
 
 
 def current_language() -> str:
