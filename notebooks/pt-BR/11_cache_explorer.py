@@ -17,12 +17,12 @@
 # # 11 · O Cache Explorer: brinque com todos os caches, ao vivo
 #
 # **Objetivo de aprendizagem.** Use o explorador para testar suas próprias previsões: escolha um modelo e um cache,
-# aperte Run e veja o cache encher, dar a volta, ser mascarado, quantizado, descarregado e recortado enquanto os
+# aperte Executar e veja o cache encher, dar a volta, ser mascarado, quantizado, descarregado e recortado enquanto os
 # tokens aparecem.
 #
 # **Nas palavras do kvlab.** O explorador é um pequeno app construído sobre tudo o que os notebooks anteriores
-# mediram. Run gera de forma gulosa (greedy) com um cache instrumentado em uma thread em segundo plano (para que a
-# página continue respondendo e Stop funcione); a cada poucos tokens, redesenha três gráficos a partir do `Trace` do
+# mediram. Executar gera de forma gulosa (greedy) com um cache instrumentado em uma thread em segundo plano (para que a
+# página continue respondendo e Parar funcione); a cada poucos tokens, redesenha três gráficos a partir do `Trace` do
 # cache:
 # - **bytes guardados por tipo de camada** em função do passo (o passo 0 é o pré-preenchimento);
 # - **posições alocadas, ocupadas e mascaradas**, somadas sobre as camadas: a diferença entre alocadas e ocupadas é o
@@ -31,7 +31,7 @@
 #   janela deslizante, roxo/azul-claro = quantizada/resíduo em precisão total, vermelho = recortada.
 #
 # Só aparecem as opções que se aplicam ao cache escolhido. Combinações inválidas são explicadas no próprio app.
-# "Add to comparison" guarda uma execução, desenhada tracejada e como uma linha da tabela; o controle de recorte
+# "Adicionar à comparação" guarda uma execução, desenhada tracejada e como uma linha da tabela; o controle de recorte
 # aplica `cache.crop(-n)` ao cache da última execução e explica a regra quando o recorte não pode ser desfeito.
 #
 # O mesmo app roda sem Jupyter: `kvlab explore` o serve com Voila em 127.0.0.1.
