@@ -135,43 +135,6 @@ def test_json_prints_and_output_writes_for_size(tmp_path, capsys):
     assert {"llama-2-7b", "gemma-3-4b"} <= {a["name"] for a in json.loads(capsys.readouterr().out)}
 
 
-def test_json_prints_and_output_writes_for_bench(tmp_path, capsys):
-    meta = {
-        "model": "m",
-        "dtype": "float32",
-        "device": "cpu",
-        "prompt_tokens": 8,
-        "new_tokens": 4,
-        "repeats": 1,
-        "threads": 1,
-        "quality_windows": 1,
-        "torch": "t",
-        "transformers": "x",
-        "tokens_in_cache": 11,
-    }
-    rows = [
-        {
-            "label": "dynamic",
-            "cache": "dynamic",
-            "options": {},
-            "status": "measured",
-            "peak_cache_bytes": 1024,
-            "ratio_vs_dynamic": 1.0,
-            "perplexity_delta_pct": 0.0,
-            "greedy_agreement": 1.0,
-            "greedy_identical_prefix": 4,
-        }
-    ]
-    saved = tmp_path / "r.json"
-    saved.write_text(
-        json.dumps({"meta": meta, "rows": rows, "roofline": {"bandwidth_bytes_per_s": 1e9, "weight_bytes": 10}})
-    )
-    assert main(["bench", "--from-json", str(saved), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["rows"] == rows
-    assert main(["bench", "--from-json", str(saved), "--output", str(tmp_path / "table.md")]) == 0
-    assert capsys.readouterr().out == "" and "| dynamic" in (tmp_path / "table.md").read_text()
-
-
 def test_a_file_that_cannot_be_written_is_one_line_and_status_1(tmp_path, capsys):
     target = tmp_path / "no-such-dir" / "size.json"
     assert main(["size", "--model", "llama-2-7b", "--tokens", "16", "--json", "--output", str(target)]) == 1
