@@ -16,6 +16,7 @@ from transformers import QuantizedCache
 import kvlab
 from kvlab.caches import CacheOptionError
 from kvlab.cli import main
+from kvlab.explorer import models as explorer_models
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 from kvlab.models import ModelLoadError, UnknownModelError
@@ -147,12 +148,16 @@ def test_model_loading_mistakes_are_one_line(tmp_path):
     assert "\n" not in str(err.value)
 
 
-def test_the_explorer_reports_one_line(tiny):
+def test_the_explorer_reports_one_line(tiny, monkeypatch):
     session = Session(ModelStore(tiny("tiny-llama"), ByteTokenizer()))
     with pytest.raises(CacheOptionError, match="multiple of 2; got 7"):
         session.start(RunRequest(model="loaded", cache="quantized", options={"backend": "hqq", "q_group_size": 7}))
     errors = []
-    session = Session()  # the model loads in the thread: the shape check runs there and reaches on_error
+    # Models load once per process: another test in this worker may have loaded tiny-llama already, and then the
+    # check would run before the thread starts. An empty store makes the model load in the thread, where the
+    # shape check runs and reaches on_error.
+    monkeypatch.setattr(explorer_models, "_SHARED", {})
+    session = Session()
     session.start(
         RunRequest(
             model="tiny-llama",

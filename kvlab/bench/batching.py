@@ -37,12 +37,10 @@ def _sequential(model, prompts: list[list[int]], new_tokens: int) -> list[list[i
 
 
 def _batched(model, prompts: list[list[int]], new_tokens: int, page_size: int) -> list[list[int]]:
-    from transformers import ContinuousBatchingConfig
-
     config = _greedy_config(new_tokens)
     # room for every request at its final length: without num_blocks, transformers sizes the pool from free memory
     blocks = sum(paged_blocks(len(ids) + new_tokens, page_size) for ids in prompts)
-    batching = ContinuousBatchingConfig(
+    batching = _compat.ContinuousBatchingConfig(
         page_size=page_size, num_blocks=blocks, max_batch_tokens=sum(len(ids) for ids in prompts)
     )
     previous = model.config._attn_implementation

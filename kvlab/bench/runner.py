@@ -42,9 +42,7 @@ class BenchSettings:
 
 def _plain_cache(model, config: BenchConfig):
     """transformers' own class for a plain configuration (no kvlab recording)."""
-    from transformers import DynamicCache
-
-    return DynamicCache(config=model.config, offloading=config.cache_kind == "offloaded")
+    return _compat.DynamicCache(config=model.config, offloading=config.cache_kind == "offloaded")
 
 
 def _pad(model, tokenizer):

@@ -6,6 +6,7 @@ also asks transformers' own class, so the "unsupported" row carries transformers
 
 from __future__ import annotations
 
+from kvlab import _compat
 from kvlab.bench.configs import BenchConfig
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.options import CacheOptionError, check_options
@@ -13,13 +14,11 @@ from kvlab.caches.options import CacheOptionError, check_options
 
 def transformers_reason(model, config: BenchConfig) -> str | None:
     """The error transformers' own cache class raises for this configuration at construction, if any."""
-    import transformers
-
     if config.cache_kind != "quantized":
         return None
     options = {k: v for k, v in config.options.items() if k != "backend"}
     try:
-        transformers.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
+        _compat.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
     except (ValueError, ImportError) as err:
         return str(err)
     return None

@@ -4,6 +4,7 @@ import pytest
 
 import kvlab
 from kvlab.caches import CacheCropError, CacheOptionError
+from kvlab.explorer import models as explorer_models
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 
@@ -41,7 +42,8 @@ def test_cheap_errors_are_raised_before_any_thread_starts():
     assert session.current is None and not session.running
 
 
-def test_errors_found_after_loading_reach_on_error_as_one_line():
+def test_errors_found_after_loading_reach_on_error_as_one_line(monkeypatch):
+    monkeypatch.setattr(explorer_models, "_SHARED", {})  # models load once per process: start from none loaded
     session, errors = Session(), []
     assert not session.store.is_ready("tiny-gemma3", "float32")  # so the layer kinds are only known in the thread
     session.start(request(cache="quantized", options={"backend": "quanto"}), on_error=lambda r, m: errors.append(m))
