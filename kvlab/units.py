@@ -14,14 +14,10 @@ def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str
     reader sees in a plot, a widget or the HTML summary; without it (the `kvlab` commands' output, read by
     scripts) the marks are always English. In English both read the same.
     """
-    if localized:
-        from kvlab.i18n import number
+    from kvlab.i18n import marks
 
-        for unit, scale in BINARY_UNITS:
-            if abs(value) >= scale:
-                return f"{number(value / scale, decimals, grouping=False)} {unit}"
-        return f"{number(value)} B"
+    write = marks if localized else str
     for unit, scale in BINARY_UNITS:
         if abs(value) >= scale:
-            return f"{value / scale:.{decimals}f} {unit}"
-    return f"{value:,.0f} B"
+            return f"{write(f'{value / scale:.{decimals}f}')} {unit}"
+    return f"{write(f'{value:,.0f}')} B"

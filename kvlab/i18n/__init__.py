@@ -24,17 +24,20 @@ LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 _chosen: str | None = None
 
 
+def _spoken(code: str | None) -> str | None:
+    """The language kvlab speaks that `code` names in any case, with "_" or "-" ("pt_br" -> "pt-BR"), else None."""
+    code = (code or "").replace("_", "-").lower()
+    return next((language for language in LANGUAGES if language.lower() == code), None)
+
+
 def set_language(language: str | None) -> None:
     """Use `language` ("en" or "pt-BR", any case, "_" or "-") for everything kvlab draws or prints from now on;
     None goes back to the default (KVLAB_LANG, then the locale). `current_language()` says which is in use.
     Returns nothing, so the call is a quiet first line of a notebook."""
     global _chosen
-    if language is not None and language not in LANGUAGES:
-        aliases = {key.lower().replace("_", "-"): key for key in LANGUAGES}
-        if language.lower().replace("_", "-") not in aliases:
-            raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
-        language = aliases[language.lower().replace("_", "-")]
-    _chosen = language
+    if language is not None and _spoken(language) is None:
+        raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
+    _chosen = _spoken(language)
 
 
 def current_language() -> str:
@@ -42,16 +45,18 @@ def current_language() -> str:
     if _chosen is not None:
         return _chosen
     for candidate in (os.environ.get("KVLAB_LANG"), os.environ.get("LC_ALL"), os.environ.get("LANG")):
-        if candidate:
-            code = candidate.split(".")[0].replace("_", "-")
-            for language in LANGUAGES:
-                if code.lower() == language.lower():
-                    return language
+        if candidate and (language := _spoken(candidate.split(".")[0])) is not None:  # "pt_BR.UTF-8" -> "pt-BR"
+            return language
     try:
-        code = (_locale.getlocale()[0] or "").replace("_", "-")
+        code = _locale.getlocale()[0]
     except ValueError:
-        code = ""
-    return next((language for language in LANGUAGES if code.lower() == language.lower()), "en")
+        code = None
+    return _spoken(code) or "en"
+
+
+def catalog_path(language: str) -> Path:
+    """Where kvlab's messages in `language` live (a gettext PO file shipped in the package)."""
+    return LOCALE_DIR / LANGUAGES[language] / "LC_MESSAGES" / "kvlab.po"
 
 
 @functools.cache
@@ -59,12 +64,12 @@ def _catalog(language: str) -> dict[str, str]:
     """msgid -> translation of one language (reviewed entries only)."""
     if language == "en":
         return {}
-    from babel.messages.pofile import read_po
+    from babel.messages.catalog import Catalog
 
-    path = LOCALE_DIR / LANGUAGES[language] / "LC_MESSAGES" / "kvlab.po"
-    with path.open("rb") as handle:
-        catalog = read_po(handle, locale=LANGUAGES[language])
-    return {m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
+    from kvlab.i18n import catalogs
+
+    catalog = catalogs.read(catalog_path(language), LANGUAGES[language], Catalog)
+    return {m.id: m.string for m in catalog if m.id and catalogs.is_reviewed(m)}
 
 
 def _(message: str) -> str:

@@ -15,16 +15,11 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
-from babel.messages.pofile import read_po, write_po
 
-from kvlab.i18n import LANGUAGES, LOCALE_DIR
+from kvlab.i18n import LANGUAGES, catalog_path, catalogs
 
 PACKAGE = Path(__file__).resolve().parent.parent
 HEADER = "# Translations of kvlab's plot labels, widget labels and messages. The English text is the message id."
-
-
-def catalog_path(language: str) -> Path:
-    return LOCALE_DIR / LANGUAGES[language] / "LC_MESSAGES" / "kvlab.po"
 
 
 def template() -> Catalog:
@@ -38,42 +33,29 @@ def template() -> Catalog:
 
 
 def read(language: str) -> Catalog:
-    path = catalog_path(language)
-    if not path.exists():
-        return Catalog(project="kvlab", locale=LANGUAGES[language], header_comment=HEADER, fuzzy=False)
-    with path.open("rb") as handle:
-        return read_po(handle, locale=LANGUAGES[language])
+    locale = LANGUAGES[language]
+
+    def empty() -> Catalog:
+        return Catalog(project="kvlab", locale=locale, header_comment=HEADER, fuzzy=False)
+
+    return catalogs.read(catalog_path(language), locale, empty)
 
 
 def update(language: str) -> Catalog:
-    catalog = read(language)
-    catalog.update(template())
-    catalog.obsolete.clear()
-    catalog.fuzzy = False
-    path = catalog_path(language)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        write_po(handle, catalog, width=0, omit_header=False, include_previous=True, sort_output=True)
+    catalog = catalogs.refresh(read(language), template())
+    catalogs.write(catalog, catalog_path(language), sort_output=True, include_lineno=False)
     return catalog
 
 
 def problems(language: str) -> list[str]:
     """Messages of the source without a reviewed translation, and catalog entries the source no longer has."""
-    catalog = read(language)
-    source = template()
+    catalog, source = read(language), template()
     found = []
-    for message in source:
-        if not message.id:
-            continue
-        entry = catalog.get(message.id)
+    for message, state in catalogs.gaps(source, catalog):
         where = ":".join(map(str, message.locations[0]))
-        if entry is None or not entry.string:
-            found.append(f"{where}: untranslated {message.id!r}")
-        elif entry.fuzzy:
-            found.append(f"{where}: fuzzy (review the translation) {message.id!r}")
-    ids = {m.id for m in source}
-    found += [f"{catalog_path(language).name}: stale {m.id!r}" for m in catalog if m.id and m.id not in ids]
-    return found
+        what = "fuzzy (review the translation)" if state == "fuzzy" else "untranslated"
+        found.append(f"{where}: {what} {message.id!r}")
+    return found + [f"{catalog_path(language).name}: stale {m.id!r}" for m in catalogs.stale(source, catalog)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,11 +22,11 @@ import argparse
 import re
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
-from babel.messages.pofile import read_po, write_po
+
+from kvlab.i18n import catalogs
 
 LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -87,7 +87,6 @@ def _read_notebook(path: Path):
 
 
 HEADER = "Translations of a kvlab notebook. Each message is one markdown paragraph of the English notebook."
-FIXED_DATE = datetime(2026, 12, 1, tzinfo=UTC)  # no date churn in diffs: git has the history
 
 
 def _catalog(**fields) -> Catalog:
@@ -95,8 +94,8 @@ def _catalog(**fields) -> Catalog:
         project="kvlab notebooks",
         header_comment=f"# {HEADER}",
         copyright_holder="kvlab contributors",
-        creation_date=FIXED_DATE,
-        revision_date=FIXED_DATE,
+        creation_date=catalogs.FIXED_DATE,
+        revision_date=catalogs.FIXED_DATE,
         last_translator="kvlab contributors",
         fuzzy=False,
         **fields,
@@ -117,47 +116,32 @@ def template(english: Path) -> Catalog:
 
 def read_catalog(path: Path, language: str) -> Catalog:
     """A PO file; an absent one is an empty catalog (every message then reads as missing)."""
-    if not path.exists():
-        return _catalog(locale=LANGUAGES[language], language_team=language)
-    with path.open("rb") as handle:
-        return read_po(handle, locale=LANGUAGES[language])
+    locale = LANGUAGES[language]
+    return catalogs.read(path, locale, lambda: _catalog(locale=locale, language_team=language))
 
 
 def update(paths: Paths) -> Catalog:
     """Bring the catalog in line with the English notebook: new paragraphs untranslated, changed ones fuzzy
     (carrying the old translation to start from), removed ones dropped."""
-    catalog = read_catalog(paths.catalog, paths.language)
-    catalog.update(template(paths.english))
-    catalog.obsolete.clear()
-    catalog.revision_date, catalog.fuzzy = FIXED_DATE, False
+    catalog = catalogs.refresh(read_catalog(paths.catalog, paths.language), template(paths.english))
     for message in catalog:
         message.flags.discard("python-format")  # as in `template`: paragraphs are prose, never format strings
-    paths.catalog.parent.mkdir(parents=True, exist_ok=True)
-    with paths.catalog.open("wb") as handle:
-        write_po(handle, catalog, width=0, omit_header=False, sort_output=False, include_previous=True)
+    catalogs.write(catalog, paths.catalog, sort_output=False, include_lineno=True)  # the cell number
     return catalog
 
 
 def problems(paths: Paths) -> list[str]:
     """Each English paragraph without a reviewed translation (missing, fuzzy), each catalog entry no English
     paragraph has any more (stale), and a translated script that differs from what `build` writes."""
-    catalog = read_catalog(paths.catalog, paths.language)
-    name = paths.english.name
+    catalog, english = read_catalog(paths.catalog, paths.language), template(paths.english)
     found = []
-    for message in template(paths.english):
-        if not message.id:
-            continue
-        entry = catalog.get(message.id)
-        where = f"{name} cell {message.locations[0][1]}"
-        if entry is None or not entry.string:
-            found.append(f"{where}: untranslated paragraph {_start(message.id)!r}")
-        elif entry.fuzzy:
-            found.append(f"{where}: fuzzy (the English changed; review the translation) {_start(message.id)!r}")
-    english = {m.id for m in template(paths.english)}
+    for message, state in catalogs.gaps(english, catalog):
+        where = f"{paths.english.name} cell {message.locations[0][1]}"
+        what = "fuzzy (the English changed; review the translation)" if state == "fuzzy" else "untranslated paragraph"
+        found.append(f"{where}: {what} {_start(message.id)!r}")
     found += [
         f"{paths.catalog.name}: stale entry, no English paragraph reads {_start(m.id)!r}"
-        for m in catalog
-        if m.id and m.id not in english
+        for m in catalogs.stale(english, catalog)
     ]
     if not found and (not paths.script.exists() or paths.script.read_text() != translated_script(paths)):
         found.append(f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`")
@@ -185,7 +169,7 @@ def translated_notebook(paths: Paths):
 
 def _translation(catalog: Catalog, paragraph: str) -> str:
     entry = catalog.get(paragraph)
-    if entry is None or not entry.string or entry.fuzzy:
+    if not catalogs.is_reviewed(entry):
         raise LookupError(f"no reviewed translation for {_start(paragraph)!r}; run `check` for the full list")
     return entry.string
 
