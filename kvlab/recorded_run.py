@@ -81,18 +81,6 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
     return tokenizer(prompt, return_tensors="pt").input_ids
 
 
-def validate(config, cache: str, options: dict, prompt_tokens: int | None = None, max_new_tokens: int = 0) -> dict:
-    """All checks `run` makes before generating, on the model's config; returns the options that are set.
-
-    The rules are `kvlab.caches.options.check_options`'s. A static cache kind without max_cache_len is sized by
-    transformers' `generate` itself (max_length - 1 slots, or the largest static size this model used before), so
-    it needs no length check.
-    """
-    return check_options(
-        cache, options, config, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, require_length=False
-    )
-
-
 def run(
     model,
     tokenizer,

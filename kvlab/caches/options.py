@@ -1,7 +1,7 @@
 """Every rule about cache kinds and options, in one module that every entry point calls.
 
 `check_options(cache_kind, options, config=None, prompt_tokens=None, max_new_tokens=0, ...)` is the one check:
-`make_cache`, `kvlab.run` (and its `validate`), `kvlab.generate`, the size calculator, the Cache Explorer's
+`make_cache`, `kvlab.run`, `kvlab.generate`, the size calculator, the Cache Explorer's
 session, the `kvlab run` command and the bench all call it, with what they know (a model config or only an
 architecture's layer kinds, the prompt length, the new tokens), and get the same one-line `CacheOptionError` for
 the same mistake. It applies, in order: the prompt is not empty, the kind is known, the kind takes each option

@@ -1,7 +1,7 @@
 """`kvlab.caches.options`: every rule about cache kinds and options, and every entry point calling it.
 
-The first part follows the module, rule by rule. The second shows that each entry point (make_cache, kvlab.run and
-its `validate`, kvlab.generate, the size calculator, the Cache Explorer's session, `kvlab run`, the bench) refuses
+The first part follows the module, rule by rule. The second shows that each entry point (make_cache, kvlab.run,
+kvlab.generate, the size calculator, the Cache Explorer's session, `kvlab run`, the bench) refuses
 the same invalid option with the same message: the message `check_options` itself gives."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from kvlab.cli import main
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 from kvlab.models.tiny import tiny_config
-from kvlab.recorded_run import validate
 from kvlab.size import SIZE_KINDS, cache_size, from_config
 
 
@@ -170,7 +169,6 @@ def test_every_entry_point_refuses_with_the_same_message(tiny, name, kind, given
     message = expected_message(model.config, kind, given, ids.shape[-1])
     calls = {
         "kvlab.run": lambda: kvlab.run(model, None, ids, cache=kind, max_new_tokens=3, **given),
-        "kvlab.recorded_run.validate": lambda: validate(model.config, kind, given, ids.shape[-1], 3),
     }
     if given.get("max_cache_len") != 3:  # a length below the prompt is the model's business, not the cache's
         calls["make_cache"] = lambda: kvlab.make_cache(kind, model.config, **given)
