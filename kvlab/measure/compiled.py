@@ -81,8 +81,7 @@ def compile_report(
     """Eager vs compiled generation with a StaticCache.
 
     Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second
-    is steady);
-    compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
+    is steady); compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
     Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
     "same_tokens"}; each run records the graphs compiled during it.
     """
