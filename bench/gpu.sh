@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# kvlab bench on a CUDA machine, in at most ~5 minutes: both bundled models, device memory (max allocated),
-# real offloading (transformers' own offloaded cache runs there), and static + torch.compile.
+# kvlab bench on a CUDA machine, in at most ~7 minutes: both bundled models, device memory (max allocated),
+# real offloading (transformers' own offloaded cache runs there), static + torch.compile, and the notebooks'
+# timing measurements (bench/timing.py: decode step vs max_cache_len, time per token, with intervals).
 #
 # NOT RUN YET: written on a CPU-only machine (no GPU was lent to this session). Expects the repo's virtual
 # environment with a CUDA build of torch and the bundled models already prepared (`kvlab models prepare all`,
@@ -32,4 +33,6 @@ run 100 gemma3  --model gemma3  --prompt-tokens 1024 --new-tokens 128 --repeats 
 echo "== overhead (limit 60s)"
 timeout 60 "$PYTHON" -m kvlab.cli bench --overhead --model smollm2 --device cuda --prompt-tokens 1024 \
     --new-tokens 128 --repeats 5 --json --output "$OUT/overhead.json" || echo "!! overhead did not finish (exit $?)"
+echo "== timing: decode step vs max_cache_len, time per token (limit 120s)"
+timeout 120 "$PYTHON" bench/timing.py --device cuda --output "$OUT/timing.json" || echo "!! timing did not finish (exit $?)"
 ls -l "$OUT"

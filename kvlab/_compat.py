@@ -51,6 +51,14 @@ _LAZY = {
 }
 
 
+def masked_lm_model_types() -> frozenset[str]:
+    """Model types with a masked-LM head (transformers' own table): bidirectional encoders, unless their config
+    makes them a decoder (`is_decoder`, XLM's `causal`). Used to refuse sizing a cache for a model that keeps none."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return frozenset(MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -43,7 +43,13 @@ USER_ERRORS = {
     "kvlab.paths": ("KvlabHomeError",),
     "kvlab.recording.trace": ("TraceFormatError",),
 }
-ENVIRONMENT_ERRORS = {"kvlab.models.sources": ("ModelSourceError",), "kvlab.extras": ("MissingExtraError",)}
+# A file kvlab could not write (a full disk, a missing directory: `kvlab.atomic`) is the machine's failure, like
+# any OSError: status 1; its message already names the file and says the one that was there is unchanged.
+ENVIRONMENT_ERRORS = {
+    "kvlab.models.sources": ("ModelSourceError",),
+    "kvlab.extras": ("MissingExtraError",),
+    "kvlab.atomic": ("AtomicWriteError",),
+}
 
 
 def _loaded(table: dict) -> tuple[type[BaseException], ...]:
@@ -64,7 +70,8 @@ def environment_errors() -> tuple[type[BaseException], ...]:
 
 def one_line(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:  # "No space left on device: /path", not "[Errno 28] ..."
-        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+        named = err.filename is None or str(err.filename) in err.strerror  # AtomicWriteError names it already
+        return " ".join((err.strerror if named else f"{err.strerror}: {err.filename}").split())
     return " ".join(str(err).split()) or type(err).__name__
 
 

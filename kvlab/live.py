@@ -15,7 +15,6 @@ without a kernel (GitHub, nbviewer) falls back to the static image.
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Callable
 
@@ -24,6 +23,7 @@ from matplotlib.figure import Figure
 
 from kvlab.explorer.figures import png_bytes
 from kvlab.i18n import _, marks, number
+from kvlab.measure.timing import Stopwatch
 
 DPI = 80
 
@@ -56,7 +56,7 @@ class LiveControl:
             self.controls[name].value = value
             self.controls[name].observe(self._on_change, names="value")
         self.status.value = "<i>" + _("running…") + "</i>"
-        started = time.perf_counter()
+        watch = Stopwatch().__enter__()  # a status line's "measured in 1.2 s", not a comparison
         try:
             self.figure = self.measure(**self.values)
         except Exception as err:  # a live control must stay usable: show the error, keep the last figure
@@ -64,7 +64,7 @@ class LiveControl:
             self.status.value = "<b>" + _("error:") + f"</b> {type(err).__name__}: {err}{details}"
             return None
         self.image.value = png_bytes(self.figure, dpi=self.dpi)
-        seconds = number(time.perf_counter() - started, 1, grouping=False)
+        seconds = number(watch.elapsed(), 1, grouping=False)
         self.status.value = "<small>" + _("measured in {seconds} s").format(seconds=seconds) + "</small>"
         return self.figure
 

@@ -1,24 +1,27 @@
 """`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
 
 This is what `kvlab run`, the notebooks and the Cache Explorer call. Every option is validated before the
-model runs, so a bad option costs nothing. A static cache kind without `max_cache_len` is left to transformers'
-`generate` to size and build (through `kvlab.generate`), so it matches transformers' allocation exactly.
+model runs, so a bad option costs nothing; so is the request (`check_request`): a cache bigger than the memory of
+the device it would live on, or a prompt plus new tokens past the model's positions (unless
+`allow_past_positions`), is refused in one line before anything is allocated. A static cache kind without
+`max_cache_len` is left to transformers' `generate` to size and build (through `kvlab.generate`), so it matches
+transformers' allocation exactly.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.caches.options import check_options
+from kvlab.caches.options import check_options, check_request
+from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import layer_kinds
 from kvlab.recording.trace import Trace
-from kvlab.watched_generate import generate
+from kvlab.watched_generate import cache_device, generate
 
 
 @dataclass
@@ -91,13 +94,15 @@ def run(
     trace: Trace | None = None,
     past_recording: bool = False,
     generate_kwargs: dict | None = None,
+    allow_past_positions: bool = False,
     **options,
 ) -> RunResult:
     """Greedy generation with an instrumented cache of cache kind `cache` ("none" disables the cache).
 
     `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
     evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to
-    `generate` as they are (a streamer, stopping criteria...).
+    `generate` as they are (a streamer, stopping criteria...). `allow_past_positions` generates past the model's
+    max_position_embeddings (refused by default: transformers only warns).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
@@ -111,6 +116,16 @@ def run(
         max_new_tokens=max_new_tokens,
         require_length=False,  # without max_cache_len, generate sizes a static cache
         past_recording=past_recording,
+    )
+    check_request(
+        model.config,
+        cache,
+        given,
+        prompt_tokens=input_ids.shape[-1],
+        max_new_tokens=max_new_tokens,
+        dtype=model.dtype,
+        device=cache_device(model),
+        allow_past_positions=allow_past_positions,
     )
     trace = trace if trace is not None else Trace()
     kwargs = {
@@ -130,16 +145,21 @@ def run(
         kwargs["use_cache"] = False
     elif cache_object is not None:
         kwargs[_compat.CACHE_KWARG] = cache_object
-    started = time.perf_counter()
-    with torch.inference_mode():
+    with Stopwatch() as stopwatch, torch.inference_mode():  # one reading: the run's own tokens/s, not a comparison
         if sized_by_generate:  # transformers sizes and builds it, kvlab records it
             output, cache_object = generate(
-                model, input_ids, cache_implementation=cache, cache_config=given, trace=trace, **kwargs
+                model,
+                input_ids,
+                cache_implementation=cache,
+                cache_config=given,
+                trace=trace,
+                allow_past_positions=allow_past_positions,
+                **kwargs,
             )
             given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}
         else:
             output = model.generate(input_ids, **kwargs)
-    seconds = time.perf_counter() - started
+    seconds = stopwatch.seconds
     # a decoder-only output repeats the prompt; an encoder-decoder one starts with the decoder start token
     first_new = 1 if model.config.is_encoder_decoder else input_ids.shape[-1]
     new_ids = output[0, first_new:].tolist()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
 def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str:

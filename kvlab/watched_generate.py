@@ -8,9 +8,10 @@ object in place (`kvlab.caches.adopt`). Sizing it here instead once allocated on
 (27 vs 26 slots: 2,488,320 vs 2,396,160 B) and crashed with `max_length=`.
 
 What transformers would only find mid-generation is refused first, in one line, from inside `generate` after it
-has fixed `max_length` and before it builds the cache (`kvlab.caches.options.check_options`, the rules every entry
-point shares): quantized group sizes that do not divide the lengths the cache will quantize, and offloading with
-no layer to offload. Two kvlab options go beyond transformers' names:
+has fixed `max_length` and before it builds the cache (`kvlab.caches.options.check_options` and `check_request`,
+the rules every entry point shares): quantized group sizes that do not divide the lengths the cache will quantize,
+offloading with no layer to offload, a cache bigger than the memory it would live in, and a prompt plus new tokens
+past the model's positions (unless `allow_past_positions=True`). Two kvlab options go beyond transformers' names:
 `max_cache_len` (also in `cache_config`) is passed on as generate's own `max_cache_len`, and
 `offload_only_non_sliding` (in `cache_config`) is applied to the offloaded cache transformers built.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
-from kvlab.caches.options import check_cache_kind, check_options, check_prompt_length
+from kvlab.caches.options import check_cache_kind, check_options, check_positions, check_prompt_length, check_request
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
 
@@ -33,6 +34,13 @@ def on_model_device(model, input_ids, generate_kwargs: dict):
         if hasattr(generate_kwargs.get(name), "to"):
             generate_kwargs[name] = generate_kwargs[name].to(device)
     return input_ids.to(device) if hasattr(input_ids, "to") else input_ids
+
+
+def cache_device(model):
+    """Where the model's cache will live: `model.device`, or None (nothing to check memory against) for a model
+    that transformers' `device_map` spread over several devices, each layer caching where it runs."""
+    placed = set((getattr(model, "hf_device_map", None) or {}).values())
+    return None if len(placed) > 1 else model.device
 
 
 def check_prompt(inputs) -> int | None:
@@ -51,11 +59,13 @@ def generate(
     cache_config: dict | None = None,
     max_cache_len: int | None = None,
     trace: Trace | None = None,
+    allow_past_positions: bool = False,
     **generate_kwargs,
 ):
     """Returns (generate's output, the instrumented cache it used); the cache is None with `use_cache=False`.
 
     `cache_implementation=None` means what transformers picks: the generation config's, else "dynamic".
+    `allow_past_positions` generates past the model's max_position_embeddings (refused by default).
     """
     if any(name in generate_kwargs for name in (_compat.CACHE_KWARG, "past_key_values")):
         raise ValueError(
@@ -77,7 +87,9 @@ def generate(
     built: dict = {}
 
     def before(generation_config, batch_size: int, max_cache_length: int) -> None:
+        # max_cache_length is max_length - 1: the tokens the cache will hold, and the positions the model is fed
         if generation_config.use_cache is False:
+            check_positions(model.config, prompt_tokens, max_cache_length, allow_past_positions)
             return
         cache_kind = generation_config.cache_implementation or "dynamic"
         config = dict(generation_config.cache_config or {}) if cache_kind == "quantized" else {}
@@ -93,6 +105,17 @@ def generate(
             batch=batch_size * beams,
             require_length=False,
             length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
+        )
+        check_request(
+            model.config,
+            cache_kind,
+            {**config, **extra},  # a static cache's length: max(max_cache_length, max_cache_len), as generate's
+            prompt_tokens=prompt_tokens,
+            cached_tokens=max_cache_length,
+            batch=batch_size * beams,
+            dtype=model.dtype,
+            device=cache_device(model),
+            allow_past_positions=allow_past_positions,
         )
         built["cache_kind"] = cache_kind
 

@@ -68,7 +68,6 @@
 # %matplotlib inline
 import os
 import sys
-import time
 import warnings
 
 import ipywidgets as widgets
@@ -78,14 +77,15 @@ from transformers import DynamicCache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import formula, latency, text
+from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
 from kvlab.plots import latency as latency_plots
 from kvlab.plots.generate_time import plot_generate_time
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
-NEW_TOKENS = 16 if QUICK else 32
+NEW_TOKENS = 16 if QUICK else 64
+REPEATS = 1 if QUICK else 3  # timed runs are repeated and interleaved; times are medians with their spread
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
@@ -193,53 +193,81 @@ for name, (_, gap, top_two) in agreement.items():
 # reads one token plus the stored keys and values. As the sequence grows from 16 to 48 tokens, how does the
 # time *per new token* change in each case? And the *total* time: which one grows like the square of the length?
 #
-# `generate` reports only its total time, so to time each token on its own, `latency.time_per_token` runs the
+# `generate` reports only its total time, so to time each token on its own, `latency.token_times` runs the
 # same greedy decoding as a plain loop of forwards: the whole sequence each step (no cache), or one token plus a
-# `DynamicCache` (with cache).
+# `DynamicCache` (with cache). It repeats both loops, alternating, and keeps each token's median time and its
+# interquartile range; beside the time it counts the work of each forward exactly.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
-without_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=False)
-with_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=True)
+runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS)  # no cache, cache, no cache, ...
+without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
+print("no cache: each forward runs the whole sequence so far:", without_cache.tokens_run == without_cache.positions)
+print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
+print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
+      f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
                                title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt")
 
 # %%
-# Timings (not checked: they depend on the machine and its load).
-for name, run in {"no cache": without_cache, "DynamicCache": with_cache}.items():
-    print(f"{name:>12}: {run.total_seconds:5.2f} s for {len(run.seconds)} tokens, "
-          f"{run.seconds[-1] * 1e3:5.0f} ms for the last one")
-print(f"speed-up: {without_cache.total_seconds / with_cache.total_seconds:.1f}x")
+# Timings (not checked: they depend on the machine). Medians of the repeats; ratios with their 95 % interval.
+last = len(with_cache.seconds) - 1
+for name, run in runs.items():
+    print(f"{name:>12}: token 2 (position {run.positions[1]}) {run.timing_at(1).describe()}; "
+          f"token {last + 1} (position {run.positions[last]}) {run.timing_at(last).describe()}")
+for name, run in runs.items():
+    growth_check = timing.compare(run.timing_at(1, "token 2"), run.timing_at(last, f"token {last + 1}"), warn=False)
+    print(f"{name:>12}: {growth_check.verdict()}")
+totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
+print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
 
 # %% [markdown]
-# Without a cache, each step is a full forward over 16, 17, … tokens, so its time climbs with the position and
-# the total climbs with its square. With the cache the step cost is nearly flat: the attention over stored keys
-# does grow with length, but at these sizes it is small next to the per-token work of the 30 layers. (On a
-# shared CPU the points are noisy; the slope is what to look at.)
+# The work is exact (the checked lines): without a cache, the forward for the token at position t runs all t
+# tokens through the 30 layers and scores t × t query-key pairs per layer, so the work per token grows with t
+# and the total work with its square; with the cache every forward after the prefill runs one token and scores
+# t pairs. The times are the printout above it: the second token against the last, in each mode, as a ratio
+# with its interval, and the whole loop. The work predicts what to expect: without a cache the last token's
+# forward runs 79 tokens instead of 17, so it should take clearly longer; with the cache the two forwards run one
+# token each and should differ by little, because at these lengths the attention over stored keys is small next
+# to the per-token work of the 30 layers. A verdict of "too noisy to tell" means these repeats could not decide;
+# rerun the cell on a quieter machine.
 #
 # **Try it.** Move `new tokens`: the cell times the guide's two `generate` calls, `use_cache=False` and the
-# default, after the 8-token cooking prompt, and adds the point to the plot (every setting you tried stays on
-# it). About 1–3 s per move on a laptop CPU.
+# default, after the 8-token cooking prompt, once each, alternating, and adds the point to the plot (every
+# setting you tried stays on it; four settings are measured before the control first draws). The status line
+# under the plot says how long the move took.
 #
 # The left panel divides each call's total time by its new tokens, so at small counts the fixed cost of a call
 # (the prefill, `generate`'s setup) weighs in. Without a cache every extra token costs a forward over the whole
 # sequence, so the `use_cache=False` total should bend upward as you add tokens, while the default's stays
-# close to a straight line. On a shared CPU single points are noisy: try a few settings.
+# close to a straight line. Each point is one reading, so a single point can be off on a busy machine: judge the
+# shape over several settings, and for a number you can quote use the repeated measurement above.
 
 # %%
 generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
 
 
 def time_generate(new_tokens):
-    for label, options in (("use_cache=False", {"use_cache": False}), ("default (DynamicCache)", {})):
-        started = time.perf_counter()
-        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **options)
-        generate_seconds[label][new_tokens] = time.perf_counter() - started
+    calls = {
+        "use_cache=False": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                                  min_new_tokens=new_tokens, use_cache=False),
+        "default (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                                         min_new_tokens=new_tokens),
+    }
+    for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():
+        generate_seconds[label][new_tokens] = measured.median
     return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
                               title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+
+
+for new_tokens in ([] if QUICK else [8, 24, 40]):  # a few settings first, so the first picture shows a shape
+    time_generate(new_tokens)
 
 
 live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,

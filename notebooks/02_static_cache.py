@@ -28,19 +28,22 @@
 # %%
 # %matplotlib inline
 import copy
+import datetime
 import inspect
 import os
+import platform
 import warnings
 
 import ipywidgets as widgets
 import torch
 import transformers
-from transformers import CompileConfig, StaticCache
+from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import compiled, formula, text
+from kvlab.measure import compiled, decode_step, formula, text, timing
+from kvlab.plots import decode_step as decode_step_plots
 from kvlab.plots import growth, slots
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
@@ -52,7 +55,8 @@ model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, fl
 # ## 1. A fixed-size cache (Cache de tamanho fixo)
 #
 # The guide's first way: name the cache in `generate`. transformers builds a `StaticCache` for this call, sized
-# for the prompt plus `max_new_tokens`, and decodes greedily into it.
+# at `max_length - 1` slots (the prompt plus `max_new_tokens`, minus the last token, which never goes back
+# through the model), and decodes greedily into it.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -113,8 +117,9 @@ print(score_guess(guess, own.summary()["waste_pct"], " %"))
 # nothing is masked at the end (its masked slots shrink step by step to zero). The 128-slot cache holds
 # 30 layers × 128 slots × 1,536 bytes = 5,898,240 bytes from the prefill on, 84.38 % of its slots masked at the
 # end; the DynamicCache holds only what it has seen (9 tokens × 46,080 bytes after the prefill, 20 × 46,080 at
-# the end). The tokens are the same with and without the watch and for all three caches: masked slots are never
-# attended.
+# the end). The tokens are the same with and without the watch and for all three caches: the masked slots never
+# change a token. They are not free in compute, though: eager and SDPA attention score the query against every
+# slot and only then mask the empty ones. Section 3 measures that.
 
 # %%
 slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live vs masked per step")
@@ -178,7 +183,62 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
                                                     description="max_cache_len"))
 
 # %% [markdown]
-# ## 3. Compiling the decoding step (Cache de tamanho fixo)
+# ## 3. What the masked slots cost in time (Cache de tamanho fixo)
+#
+# The guide's warning about a StaticCache is its memory; the masked slots cost compute as well. Attention here
+# (SDPA on the CPU) computes `Q Kᵀ` over all `max_cache_len` slots of every layer, then masks the empty ones, so
+# one decode step's attention work grows with `max_cache_len` even though the cache holds the same 6 tokens.
+#
+# **Predict first.** One decode step after a 6-token prompt takes some time with a DynamicCache (7 slots per
+# layer). How many times longer does it take with `StaticCache(max_cache_len=4096)`, which scores 4,096 slots
+# per layer? Edit the guess, then run the measurement.
+
+# %%
+guess = 2.0  # your prediction: time with StaticCache(4096) / time with DynamicCache
+
+# %% [markdown]
+# The caches are built the guide's way and passed to the model; `decode_step.time_decode_step` prefills each
+# with the same 6 tokens, then times the same one-token step against each, 7 times, interleaved, rolling the
+# cache back with `crop(-1)` after each repeat. Inside `kvlab.watch` the trace counts the slots each step
+# attended (exact, checked) beside the time (not checked: it depends on the machine).
+
+# %%
+short_prompt = text.prompt_ids(tokenizer, 6)  # (1, 6)
+decode_caches = {"DynamicCache": DynamicCache(config=model.config)}
+for max_cache_len in (64, 1024, 4096):
+    decode_caches[f"StaticCache({max_cache_len})"] = StaticCache(config=model.config, max_cache_len=max_cache_len)
+with kvlab.watch(model):
+    decode_steps = decode_step.time_decode_step(model, short_prompt, decode_caches, repeats=7)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, step in decode_steps.items():
+    print(f"{label:>17}: one decode step scores {step.slots_attended:>7,} key slots over 30 layers, "
+          f"{step.attention_flops:>11,} attention FLOPs")
+
+# %%
+# Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95 % interval.
+reference = decode_steps["DynamicCache"].timing
+for label, step in decode_steps.items():
+    print(f"{label:>17}: {step.timing.describe()}")
+for label, step in list(decode_steps.items())[1:]:
+    print(timing.compare(reference, step.timing).verdict())
+ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing, warn=False).ratio
+print(score_guess(guess, round(ratio_4096, 2), "x"))
+
+# %%
+decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
+
+# %% [markdown]
+# The counts are exact: 7 slots per layer for the DynamicCache (the 6 held tokens and the step's own), and
+# `max_cache_len` per layer for each StaticCache, masked slots included. In the printout the time follows the
+# work: the ratio to the DynamicCache grows with `max_cache_len` and is largest at 4,096 slots, each ratio with
+# its interval (an interval that contains 1 is no difference). The attention work grows 585-fold from the DynamicCache to 4,096 slots while the time grows far less, because the
+# rest of the step (the 30 layers' matrix products on one token) does not depend on the cache. On a GPU,
+# compiled decoding reads the whole static cache at every step too; sizing `max_cache_len` close to what
+# requests need saves that time as well as the memory.
+#
+# ## 4. Compiling the decoding step (Cache de tamanho fixo)
 #
 # The guide says `cache_implementation="static"` also turns on automatic compilation of the decoding step. In
 # transformers 5.24 that decision is `GenerationMixin._valid_auto_compile_criteria`
@@ -213,40 +273,44 @@ print("with CompileConfig._compile_all_devices = True:",
 # **Predict first.** After compiling for a 40-token prompt, does a 60-token prompt compile again? Does a
 # different `max_cache_len`?
 #
-# Compiling with inductor takes tens of seconds on a CPU (for SmolLM2 on this shared machine: 92 s the first
-# time, 10 s once inductor's on-disk cache held the kernels), too long for the test suite, so this section runs
-# only when `KVLAB_COMPILE=1` is set; the committed output below shows it skipped. Its numbers are timings and
-# are not checked. An earlier run with KVLAB_COMPILE=1 and inductor's cache warm printed: eager 1.16 s; first
-# compiled run 11.27 s (1 graph compiled); the same prompt again 0.91 s (0 graphs, +27 % speed over eager);
-# a 60-token prompt 1.37 s (0 graphs); `max_cache_len` 256 11.70 s (1 graph); same tokens as eager: True.
+# Compiling with inductor takes tens of seconds to minutes on a CPU, too long for the test suite, so the cell
+# compiles only when `KVLAB_COMPILE=1` is set; without it (as in the test suite) it prints "skipped". The output
+# committed below was produced with `KVLAB_COMPILE=1` when this notebook was executed for the repository (see
+# the printed line for the machine and date). What is compiled: the decoding forward of SmolLM2 (transformers'
+# `generate` with `compile_config`), with inductor, for a StaticCache of 128 slots; the prefill stays eager. The
+# steady comparison times eager and compiled `generate` (40-token prompt, 16 new tokens, same cache size) 5 times
+# each, interleaved, once the graph exists.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 40)  # (1, 40)
 if os.environ.get("KVLAB_COMPILE") == "1":
     report = compiled.compile_report(model, [prompt, text.prompt_ids(tokenizer, 60)], new_tokens=16, max_cache_len=128)
-    print(f"eager: {report['eager_seconds']:.2f} s; first compiled run: {report['first_compiled_seconds']:.2f} s "
-          f"(compiling ≈ {report['first_compiled_seconds'] - report['steady_seconds']:.1f} s); "
-          f"steady compiled: {report['steady_seconds']:.2f} s "
-          f"({100 * (report['eager_seconds'] / report['steady_seconds'] - 1):+.0f} % speed)")
+    print(f"executed {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} CPUs, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s")
+        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s (one run)")
     print("same tokens as eager:", report["same_tokens"])
+    steady = report["steady"]
+    print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
+          f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
 else:
     print("skipped: set KVLAB_COMPILE=1 to compile (tens of seconds on a CPU)")
 
 # %% [markdown]
 # What to look for: the first compiled run pays the compilation; the same prompt again reuses the graph; a new
 # prompt length compiles **nothing** (the prefill is eager and the decode graph sees the same shapes); a new
-# `max_cache_len` changes the cache tensors' shape and compiles again. The steady gain in that run was about a
-# quarter (16 tokens, eager prefill included; a timing on a shared machine, so take the size, not the digits).
-# On a GPU, where launching many small kernels dominates decoding, compiled decoding with CUDA graphs can gain
-# more.
+# `max_cache_len` changes the cache tensors' shape and compiles again. The steady line is the speed-up, with its
+# interval, on this CPU (16 tokens, eager prefill included). The first compiled run's time includes compiling;
+# it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine. On a GPU, where launching many
+# small kernels dominates decoding, compiled decoding with CUDA graphs can gain more; this notebook does not
+# measure that.
 #
 # ## Takeaway
 #
 # - `cache_implementation="static"` sizes a StaticCache for the call; `StaticCache(config=..., max_cache_len=...)`
 #   passed as `past_key_values` holds the size you chose. Either way every layer holds `max_cache_len` slots
-#   from the start and the unused ones are masked; the tokens are the same as with a DynamicCache.
+#   from the start and the unused ones are masked; the tokens are the same as with a DynamicCache, but attention
+#   still scores the masked slots, so a larger `max_cache_len` makes every decode step slower.
 # - Sized for the longest request, it wastes most of its memory on short ones; bucket by length or use a
 #   DynamicCache when lengths vary and compile is not needed.
 # - transformers compiles the decoding step by itself only on an accelerator (cuda, xpu, neuron, tpu); on a CPU

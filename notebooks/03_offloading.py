@@ -21,19 +21,21 @@
 # memory runs out.
 #
 # **In kvlab's words.** An offloaded cache stores every layer in CPU memory. While layer *i* computes, it copies
-# the next offloaded layer to the accelerator (a *prefetch*, on a side stream so it overlaps compute) and, once
-# layer *i* is done, moves it back (an *offload*). The accelerator then holds about two layers instead of all of
-# them; the price is two copies per layer per step over the bus. `offloaded_static` does the same with
+# the next offloaded layer to the accelerator (a *prefetch*, on a side stream so that it can overlap compute)
+# and, once layer *i* is done, moves it back (an *offload*). The accelerator then holds about two layers instead
+# of all of them; the price is two copies per layer per step over the bus. `offloaded_static` does the same with
 # StaticCache's fixed-size layers.
 #
 # **On this machine there is no accelerator**, so the copies are CPU-to-CPU no-ops. Inside `kvlab.watch`,
 # kvlab runs transformers' exact schedule anyway, records every move, and computes from the record the bytes
 # that *would* be resident on the device: every layer for an ordinary cache; for an offloaded one, only the
-# layers between their prefetch and their offload.
+# layers between their prefetch and their offload. Section 5 counts the bytes the moves would carry over the bus,
+# times decoding with and without offloading here, and estimates what the bus would add on a GPU.
 
 # %%
 # %matplotlib inline
 import inspect
+import os
 import warnings
 from collections import Counter
 
@@ -45,13 +47,15 @@ from transformers.cache_utils import Cache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import residency, resilient, text
+from kvlab.measure import offload_time, residency, resilient, text
+from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
 smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
 gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: 5 sliding (window 512), then 1 full, three times
 
@@ -222,7 +226,8 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #
 # So `True` does not keep the device share small or bounded: the 15 sliding layers stay, and the two resident
 # full layers keep growing with the sequence. It buys fewer copies (3 layers move instead of 18), which is the
-# guide's reason for it: the sliding layers are short, and offloading them costs time.
+# guide's reason for it: the sliding layers are short, so offloading them saves little memory for the bytes they
+# would move every step. Section 5 counts those bytes and estimates what they would cost on a GPU.
 #
 # **Try it.** Toggle `offload_only_non_sliding` and move the prompt length: each move generates 2 tokens on
 # Gemma 3 with `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` inside
@@ -291,6 +296,112 @@ print("same tokens as the unconstrained run:", torch.equal(out, out_default))
 # `simulated_device`, only a real `torch.OutOfMemoryError` triggers the retry (with `inputs` moved to the
 # model's device), and `torch.cuda.empty_cache()` gives the failed attempt's memory back first.
 #
+# ## 5. What the traffic costs: bytes counted, time measured, the bus estimated (Cache offloading)
+#
+# Offloading trades device memory for traffic. Three numbers of three kinds: the bytes the schedule hands over
+# at each step (exact, counted from the trace, the same on any machine), the decode time per token with and
+# without offloading on this CPU (measured, with its spread and a verdict), and what those bytes would take over
+# a GPU's PCIe bus (an estimate from a stated bandwidth, not a measurement).
+#
+# First the bytes. On this CPU every transfer event has `moved=False` (its source and destination are both
+# `cpu`), so `trace.work_by_step()`, which counts only moves between devices, reports 0 offload and prefetch
+# bytes. `offload_time.transfer_bytes_by_step` counts the bytes of the schedule's moves regardless (the moves
+# that change where a layer lives, as in section 1's table): on a GPU each of those bytes crosses PCIe.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("work_by_step(), bytes that changed device:",
+      sum(r["offload_bytes"] + r["prefetch_bytes"] for r in offloaded.work_by_step()))
+print('cache_implementation="offloaded", SmolLM2, bytes the schedule hands over:')
+print(f"{'step':>4} {'offloaded':>10} {'prefetched':>10} {'in all':>10} {'cache after the step':>21}")
+for row, cache_bytes in zip(offload_time.transfer_bytes_by_step(offloaded), offloaded.bytes_by_step()):
+    print(f"{row['step']:>4} {row['offload_bytes']:>10,} {row['prefetch_bytes']:>10,} {row['bytes']:>10,} "
+          f"{cache_bytes:>21,}")
+traffic = {f"SmolLM2, {name}": offload_time.offload_traffic(trace) for name, trace in runs.items()}
+traffic["Gemma 3 (600), offloaded"] = offload_time.offload_traffic(gemma_runs["offloaded"])
+traffic["Gemma 3 (600), only_non_sliding=True"] = offload_time.offload_traffic(gemma_runs["DynamicCache(..., True)"])
+print(f"\n{'':>48} {'per decode step':>15} {'per new token':>14} {'in all':>11}")
+for name, t in traffic.items():
+    print(f"{name:>48} {t['bytes_per_decode_step']:>15,.0f} {t['bytes_per_generated_token']:>14,.0f} "
+          f"{t['total_bytes']:>11,}  ({t['generated_tokens']} new tokens)")
+
+# %% [markdown]
+# Read the first table row by row. Each decode step offloads every layer with its new token, exactly the whole
+# cache after the step (the last column), and prefetches every layer back before its update, one token shorter
+# (layer 0 is prefetched at the end of the step, already one token longer): a step hands over just under twice
+# the cache. The bytes grow with the context, so a long prompt moves proportionally more per step. The default
+# cache hands over nothing; `offloaded_static` hands over its whole allocation in both directions at every step;
+# `offload_only_non_sliding=True` moves only Gemma 3's 3 full layers. "Per new token" divides everything,
+# prefill included, by the tokens generated (one per step at batch 1).
+#
+# What would a CPU timing of this tell? Here is what an offload does to a tensor that is already on the CPU:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+keys = torch.zeros(1, 3, 13, 64)  # one SmolLM2 layer's keys: (batch, kv_heads, tokens, head_dim)
+print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
+
+# %% [markdown]
+# The very same tensor comes back: on this machine an offload or a prefetch copies nothing. So a CPU timing of
+# the offloaded cache measures the schedule's bookkeeping (two more calls per layer per step, and kvlab's record
+# of them), not a bus; it cannot say what offloading costs on a GPU. It still answers a narrower question: does
+# running the schedule cost anything by itself? Both caches run inside `kvlab.watch` (the offloaded one runs
+# nowhere else on this CPU), so the recording's overhead is on both sides. Each repeat is one `generate` of a
+# fixed number of new tokens, timed per decoded token by a `DecodeClock` streamer (the prefill left out), the two
+# caches interleaved (`offload_time.time_decode`).
+
+# %%
+# Not checked: times depend on the machine.
+NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
+
+
+def decode_with(**cache_arguments):
+    """One greedy generation of exactly NEW_TOKENS tokens, handing each token to `clock`."""
+    return lambda clock: smollm2.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
+                                          min_new_tokens=NEW_TOKENS, streamer=clock, **cache_arguments)
+
+
+with kvlab.watch(smollm2):
+    decode_times = offload_time.time_decode(
+        {"dynamic": decode_with(), "offloaded": decode_with(cache_implementation="offloaded")},
+        repeats=REPEATS, warmup=WARMUP)
+for measured in decode_times.values():
+    print(f"{measured.label:>9}: {measured.describe()} per decoded token")
+print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
+
+# %% [markdown]
+# Read the verdict as printed: an interval that contains 1 is no difference beyond noise; one that excludes 1
+# is a difference in the schedule's bookkeeping on this CPU (its calls and their record). Either way it is not
+# the price of the traffic, which needs a bus.
+#
+# For a GPU, the bytes can be turned into time only with a bandwidth, and here that bandwidth is **assumed, not
+# measured**: 25 GB/s, about what host-to-device copies reach on PCIe 4.0 x16 (32 GB/s raw per direction). An
+# older generation, fewer lanes or unpinned host memory give less, so the estimate is optimistic. Two figures per
+# cache, from the exact bytes per decode step above: if no transfer overlapped compute, every byte adds to the
+# step; transformers issues each prefetch on a side stream (`prefetch_stream`) so that it runs while the
+# previous layer computes, but queues each offload on the compute stream right after the layer's update, so if
+# every prefetch were hidden the offloads alone would still add theirs.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # an assumption, not a measurement
+print(f"estimate, not measured: bytes per decode step / an assumed {BANDWIDTH / 1e9:.0f} GB/s (PCIe 4.0 x16)")
+print(f"{'':>48} {'nothing overlapped':>18} {'prefetches hidden':>18}")
+for name, t in traffic.items():
+    serial = offload_time.pcie_estimate(t["bytes_per_decode_step"], BANDWIDTH)
+    offloads = offload_time.pcie_estimate(t["offload_bytes_per_decode_step"], BANDWIDTH)
+    print(f"{name:>48} {serial.seconds * 1e6:>15,.1f} µs {offloads.seconds * 1e6:>15,.1f} µs")
+per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # SmolLM2's whole cache, per token
+for tokens in (8_192, 32_768):
+    serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # just under twice the cache per step
+    print(f"SmolLM2, offloaded, {tokens:,} tokens in the cache: about 2 × {per_token:,} × {tokens:,} = "
+          f"{2 * per_token * tokens:,} bytes per decode step, {serial.seconds * 1e3:,.1f} ms if nothing overlapped")
+
+# %% [markdown]
+# With section 1's 12-token prompt the traffic is small, and so is the estimate; it grows linearly with the
+# context, to the milliseconds per step of the last lines. How much of it the prefetch stream hides only a run
+# on a GPU can measure; what this notebook gives exactly is the bytes.
+#
 # ## Takeaway
 #
 # - `cache_implementation="offloaded"` / `"offloaded_static"` and `DynamicCache`/`StaticCache(...,
@@ -302,6 +413,11 @@ print("same tokens as the unconstrained run:", torch.equal(out, out_default))
 #   `DynamicCache` (so for `offloaded`). `True` moves only the full layers, far fewer copies, but keeps every
 #   sliding layer plus two full layers on the device: on Gemma 3 past the window, 17 of 18 layers.
 # - Catching `torch.OutOfMemoryError` and retrying with `cache_implementation="offloaded"` turns an
-#   out-of-memory into a slower, successful generation.
+#   out-of-memory into a successful generation that moves every layer out and back at every decode step: about
+#   twice its cache in bytes, per step (section 5).
+# - The bytes are exact on any machine; their time is not. On this CPU the moves copy nothing, so the timing
+#   (with its verdict) shows only what the schedule's bookkeeping costs. On a GPU, at an assumed 25 GB/s, the
+#   bytes would add between the offloads' time (every prefetch hidden) and all the bytes' time (nothing hidden)
+#   to each decode step: an estimate, not a measurement.
 #
 # **Next:** [04 · Quantized caches](04_quantized_caches.ipynb): shrink each token instead of moving it.

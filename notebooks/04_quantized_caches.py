@@ -16,8 +16,8 @@
 #
 # **Learning goal.** Turn on a quantized cache the way the guide does (`cache_implementation="quantized"` plus a
 # `cache_config` dict, for the hqq, quanto and fp8 backends), know how a `QuantizedCache` splits its memory
-# between packed low-bit data and a full-precision residual, measure what each backend and bit width does to the
-# model's predictions, and know why Gemma 3 is refused.
+# between packed low-bit data and a full-precision residual, time each decode step to see whether a flush shows,
+# measure what each backend and bit width does to the model's predictions, and know why Gemma 3 is refused.
 #
 # **In kvlab's words.** transformers' `QuantizedCache` follows KIVI: the newest `residual_length` tokens (128 by
 # default) stay in full precision, and everything older is packed to `nbits` per number in groups of
@@ -31,6 +31,7 @@
 
 # %%
 # %matplotlib inline
+import os
 import sys
 import warnings
 
@@ -42,13 +43,16 @@ from IPython.display import Markdown
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
 from kvlab.live import live, score_guess
-from kvlab.measure import quality, quality_chunked, text
+from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure.timing import compare
 from kvlab.plots import quantized
+from kvlab.plots.step_times import plot_step_times
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
 
 # %% [markdown]
 # ## 1. Turning it on (Cache quantizado)
@@ -171,8 +175,8 @@ for label, generated in texts.items():
 # tokens fed to the model (teacher forcing), so that 24 predictions are scored: the one after the prefill and
 # one per token fed. `kvlab.measure.quality_chunked.sweep` does it with kvlab's instrumented `QuantizedCache`,
 # built from the same options as each `cache_config`. It feeds the 23 tokens in one forward instead of 23
-# decode steps, which is much faster on this CPU and predicts the same: attention is causal, so each of those
-# tokens reads the packed prefill dequantized, as a decode step would, and the tokens before it in full
+# decode steps (one pass through the 30 layers instead of 23) and predicts the same: attention is causal, so
+# each of those tokens reads the packed prefill dequantized, as a decode step would, and the tokens before it in full
 # precision, as the residual would hold them (the 23 tokens stay under the 128-token residual, so no flush
 # happens part-way; kvlab's tests check this against token-by-token decoding). At the end the cache holds 279
 # tokens: 256 packed, 23 in the residual. hqq runs at the guide's axis 1, quanto at axis 0 (hqq also takes 1
@@ -265,11 +269,107 @@ live(quantized_split,
 # A saw: the residual fills one token per step and empties into the packed part at each flush, while the
 # DynamicCache (dashed) climbs in a straight line. A short residual makes the cache smaller sooner, but more of
 # the tokens are read back from their quantized copy, and each flush re-packs the whole cache (the packed part
-# is dequantized and quantized again with the residual) on the critical path. Move the
-# backend to fp8 to see the saw disappear, and nbits to 2 to see the greedy text part ways with the
+# is dequantized and quantized again with the residual) inside that step's own cache update, before attention
+# can read the keys: the step waits for it. Whether that wait is long enough to see is measured in section 5.
+# Move the backend to fp8 to see the saw disappear, and nbits to 2 to see the greedy text part ways with the
 # DynamicCache's (with either backend at `residual_length=8`, after 3 tokens).
 #
-# ## 5. What quantization does to the predictions
+# ## 5. What a flush costs in time
+#
+# The work counters say where to look. Every decode step of a group-wise cache (hqq, quanto) dequantizes its
+# whole packed part; a flush step also quantizes the whole cache again, every token so far. fp8 quantizes only
+# the new token at every step and never flushes; the DynamicCache does neither. So if quantizing is on the
+# critical path, a group-wise cache's flush steps are its slow ones.
+#
+# The guide's calls again, each for 19 new tokens after a 6-token prompt (an even count, so hqq at axis 1
+# packs without kvlab's padding: 0 zero tokens for a 6-token prompt, as printed in section 1), with
+# `residual_length=6` so that three flushes happen. First under `kvlab.watch`, once, for the exact work of
+# each step:
+
+# %%
+RESIDUAL, STEP_TOKENS = 6, 19
+step_inputs = tokenizer("I like rock music because it", return_tensors="pt")
+STEP_CONFIGS = {
+    "DynamicCache": {},  # generate's default cache
+    "hqq 4-bit": {"cache_implementation": "quantized",
+                  "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
+                                   "residual_length": RESIDUAL}},
+    "quanto 4-bit": {"cache_implementation": "quantized",
+                     "cache_config": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                      "residual_length": RESIDUAL}},
+    "fp8": {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
+}
+with kvlab.watch(model) as step_watch:
+    for label, generate_kwargs in STEP_CONFIGS.items():
+        model.generate(**step_inputs, do_sample=False, max_new_tokens=STEP_TOKENS, min_new_tokens=STEP_TOKENS,
+                       **generate_kwargs)
+step_traces = dict(zip(STEP_CONFIGS, step_watch.traces))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(step_inputs["input_ids"].shape[-1], "prompt tokens; steps 0 (the prefill) to", STEP_TOKENS - 1)
+print(f"transformers' flush schedule for residual_length={RESIDUAL}:", step_times.flush_schedule(RESIDUAL, STEP_TOKENS))
+for label, trace in step_traces.items():
+    print(f"{label:>13}: flushed at steps {step_times.flush_steps(trace)}, "
+          f"quantized at steps {step_times.quantize_steps(trace)}")
+packing = [label for label in STEP_CONFIGS if label != "DynamicCache"]
+work = {label: step_traces[label].work_by_step() for label in packing}
+print("\nper step, all layers: quantize and dequantize calls / numbers")
+print(("     " + "  ".join(f"{label:^29}" for label in packing)).rstrip())
+print("step " + "  ".join(f"{'quantize':>15} {'dequantize':>13}" for label in packing))
+for step in range(STEP_TOKENS):
+    cells = []
+    for label in packing:
+        row = work[label][step]
+        cells.append(f"{row['quantize_calls']:>3} / {row['quantized_elements']:>9,} "
+                     f"{row['dequantize_calls']:>3} / {row['dequantized_elements']:>7,}")
+    print(f"{step:>4} " + "  ".join(cells))
+
+# %% [markdown]
+# Then timed, without the watch: `kvlab.measure.step_times.decode_step_times` runs each configuration's
+# `generate` with a `DecodeClock` as its `streamer=` (a timestamp per new token; the gap between two is one
+# decode step), the repeats interleaved across configurations, each with a cache of its own (`generate` builds
+# a new one for every call). Printed: each configuration's time per decoded token, its ratio to the
+# DynamicCache's, and, for hqq and quanto, their flush steps against their other steps.
+
+# %%
+# Not checked: times depend on the machine.
+STEP_REPEATS = 1 if QUICK else 5
+step_results = step_times.decode_step_times(model, step_inputs["input_ids"], STEP_CONFIGS, new_tokens=STEP_TOKENS,
+                                            repeats=STEP_REPEATS, warmup=0 if QUICK else 1)
+print("time per decoded token (median over repeats, IQR):")
+for label, result in step_results.items():
+    print(f"{label:>13}: {result.decode.describe()}")
+print()
+for label, result in step_results.items():
+    if label != "DynamicCache":
+        print(compare(step_results["DynamicCache"].decode, result.decode, warn=False).verdict())
+print()
+for label in ("hqq 4-bit", "quanto 4-bit"):
+    others, flushes = step_times.split_steps(step_results[label], step_times.flush_steps(step_traces[label]))
+    print(compare(others, flushes, warn=False).verdict())
+
+# %%
+# Not checked: times depend on the machine.
+plot_step_times(step_results, step_traces, field="quantized_elements",
+                title=f"SmolLM2, residual_length={RESIDUAL}: each decode step, median of {STEP_REPEATS} "
+                      "interleaved repeats (band: IQR), flush steps circled")
+
+# %% [markdown]
+# What to look for. The checked table is the prediction: hqq and quanto quantize at the prefill and then only
+# at steps 6, 12 and 18, each time the whole cache (60 calls: keys and values of 30 layers, every token so far),
+# while fp8 quantizes at every step, but only the new token; the right panel draws the same numbers per step.
+# If that packing is on the critical path, the circled steps stand above their neighbours on the hqq and
+# quanto lines, and the last two verdicts say the flush steps are slower than the other steps, with an
+# interval that excludes 1. Where a circled point sits inside the band of the steps around it, or the
+# interval contains 1, this run does not show it for that backend: its packing is too small next to the rest
+# of a forward through 30 layers to stand out of the noise on this machine. The steps after a flush also
+# dequantize a larger packed part than the steps before it (the table's dequantize columns), a smaller, steady cost
+# the line may or may not show. The first three verdicts compare the whole decode with the DynamicCache's:
+# every step's dequantizing is in them, flush or not, and fp8's cast of each new token; an interval that
+# contains 1 is no difference.
+#
+# ## 6. What quantization does to the predictions
 #
 # Back to the 280-token run of section 3: at each of the 24 scored positions, does the quantized cache's greedy
 # next token match the DynamicCache's fed the same tokens (*top-1 agreement*)? How far did the next-token
@@ -322,7 +422,7 @@ Markdown(quantized.references_markdown())
 # channel and values per token, on 7B-class models and long benchmarks; this is a 135M model with 3 KV heads,
 # scored at 24 positions.
 #
-# ## 6. Why Gemma 3 is refused
+# ## 7. Why Gemma 3 is refused
 #
 # The guide's table says the quantized cache does not support sliding-window layers. **Predict first.** Gemma
 # 3's sliding layers drop tokens older than their window. What would a quantized layer have to do that the
@@ -351,6 +451,9 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
 #   279 tokens the 23-token residual is still over a third of the 4-bit cache's bytes; only far past
 #   `residual_length` does the packed ratio (nbits + 1 bits per number here) show. fp8 halves a 16-bit cache
 #   from the first token.
+# - Time: a group-wise cache dequantizes its packed part at every decode step and re-packs the whole cache at
+#   each flush (every `residual_length`-th step), inside the step. Section 5 printed whether this run shows the
+#   flush steps as the slow ones, and each backend's decode against the DynamicCache's, with intervals.
 # - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
 #   next token at 22 to 24 of 24 positions; 2-bit ones at 8 (hqq) and 10 (quanto).
 #

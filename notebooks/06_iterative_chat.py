@@ -28,7 +28,6 @@
 
 # %%
 # %matplotlib inline
-import time
 import warnings
 
 import ipywidgets as widgets
@@ -38,6 +37,7 @@ from transformers import DynamicCache
 import kvlab
 from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
 from kvlab.live import live, score_guess
+from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
 
@@ -84,7 +84,9 @@ guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
 
 # %% [markdown]
 # The same loop inside `kvlab.watch`, once with the reused cache and once with a fresh `DynamicCache` each turn
-# (the only change: the cache is created inside the loop). The timer around `generate` is the only addition.
+# (the only change: the cache is created inside the loop). The stopwatch around `generate` is the only addition.
+# One reading per turn says little on a shared CPU, so both loops run 3 times, alternating (reused, fresh,
+# reused, ...), and each turn's time is compared as a ratio with its interval.
 
 # %%
 def run_chat(prompts, new_tokens, reuse):
@@ -98,19 +100,27 @@ def run_chat(prompts, new_tokens, reuse):
         inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                return_dict=True)
         input_length = inputs["input_ids"].shape[1]
-        started = time.perf_counter()
-        outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                 past_key_values=past_key_values)
-        seconds.append(time.perf_counter() - started)
+        with timing.Stopwatch() as stopwatch:
+            outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                     past_key_values=past_key_values)
+        seconds.append(stopwatch.seconds)
         replies.append(outputs[0, input_length:].tolist())
         messages.append({"role": "assistant", "content": tokenizer.decode(replies[-1], skip_special_tokens=True)})
     return replies, seconds
 
 
-with kvlab.watch(model) as reused:
-    reused_replies, reused_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
-with kvlab.watch(model) as fresh:
-    fresh_replies, fresh_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+REPEATS = 3
+reused_runs, fresh_runs = [], []
+for repeat in range(REPEATS):  # interleaved, so a busy moment of the machine hits both loops alike
+    with kvlab.watch(model) as reused:
+        reused_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
+    reused_runs.append(seconds)
+    with kvlab.watch(model) as fresh:
+        fresh_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+    fresh_runs.append(seconds)
+# per turn: the repeats' times (the watches of the last repeat are kept for the counts below)
+reused_turns = [timing.Timing(f"reused, turn {n + 1}", list(t)) for n, t in enumerate(zip(*reused_runs))]
+fresh_turns = [timing.Timing(f"fresh, turn {n + 1}", list(t)) for n, t in enumerate(zip(*fresh_runs))]
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -126,27 +136,29 @@ print("reused cache length at the end:", reused.caches[0].get_seq_length())
 print(score_guess(guess, reused_prefill[2], " tokens"))
 
 # %%
-plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_seconds)),
-                   "fresh cache per turn": list(zip(fresh_prefill, fresh_seconds))},
-                  "turn", "generate time (ms)", f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
+plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_turns)),
+                   "fresh cache per turn": list(zip(fresh_prefill, fresh_turns))},
+                  "turn", "generate time (ms, median and IQR of 3)",
+                  f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
 
 # %%
-# Timings (not checked: they depend on the machine and its load).
-for name, seconds in {"reused": reused_seconds, "fresh": fresh_seconds}.items():
-    print(f"{name:>6}: generate time per turn (ms): {', '.join(f'{s * 1e3:.0f}' for s in seconds)}")
-saved = sum(fresh_seconds[1:]) - sum(reused_seconds[1:])
-print(f"turns 2-{len(user_prompts)}: the reused cache took {saved * 1e3:,.0f} ms less in total "
-      f"(turn 1 differs by {abs(fresh_seconds[0] - reused_seconds[0]) * 1e3:,.0f} ms: the same work, so noise)")
+# Timings (not checked: they depend on the machine). Per turn: medians of 3 interleaved runs, and the ratio
+# reused / fresh with its 95 % interval.
+for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
+    print(f"{fresh_turn.describe():>36} fresh | {reused_turn.describe():>36} reused")
+    print("   ", timing.compare(fresh_turn, reused_turn, warn=False).verdict())
 
 # %% [markdown]
-# Turn 1 prefills the same tokens either way (the cache is empty), so whatever its two timings differ by is
-# noise. From turn 2 on, the reused cache prefills only the new user turn and the assistant header, plus two
-# things from before: the last token of the previous reply (`generate` produced it but never fed it back, so
-# the cache does not hold it) and the end-of-turn marker `<|im_end|>\n` the template closes that reply with. The
-# fresh cache prefills the whole, growing conversation. Same replies, less work. How much time that saves is
-# printed above and depends on this machine and its load; on a 135M model and a short chat it is a small part of
-# each turn, which is mostly the 16 decoding steps. It grows with the conversation and the model (notebook 08
-# makes a prefix long).
+# Turn 1 prefills the same tokens either way (the cache is empty): the same work, so any difference between its
+# two times is noise, and its interval should contain 1. From turn 2 on, the reused cache prefills only the new
+# user turn and the assistant header, plus two things from before: the last token of the previous reply
+# (`generate` produced it but never fed it back, so the cache does not hold it) and the end-of-turn marker
+# `<|im_end|>\n` the template closes that reply with. The fresh cache prefills the whole, growing conversation.
+# Same replies, less work: the token counts above are exact. Whether the time shows it is the verdict printed
+# for each turn, with its interval; a turn whose interval contains 1 shows no difference. Most of each turn is
+# still the 16 decoding steps, so on a 135M model and a short chat the saving is modest where it shows, and
+# larger on later turns, whose fresh prefill is longer; it grows with the conversation and the model (notebook
+# 08 makes a prefix long).
 
 # %% [markdown]
 # ## Live: turns and reply length

@@ -16,7 +16,8 @@
 #
 # **Learning goal.** After this notebook you can run the transformers guide's prefix-cache recipe (prefill a
 # `StaticCache` under `torch.no_grad()`, then `copy.deepcopy` it for every question), say what each copy costs
-# in memory for a `StaticCache` and a `DynamicCache`, and spot the tokenization trap that makes the reuse
+# in memory for a `StaticCache` and a `DynamicCache`, measure what the reuse saves in time to the first token
+# (and what the deep copy costs of it), and spot the tokenization trap that makes the reuse
 # silently wrong: a prefix that ends in a space, like the guide's own.
 #
 # **In kvlab's words.** Many prompts start the same way. The keys and values of that common start do not
@@ -30,6 +31,7 @@
 # %%
 # %matplotlib inline
 import copy
+import os
 import warnings
 
 import ipywidgets as widgets
@@ -39,8 +41,10 @@ from transformers import DynamicCache, StaticCache
 
 import kvlab
 from kvlab.live import live, score_guess
+from kvlab.measure import timing
+from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
-from kvlab.measure.prefix import check_token_prefix, token_prefix
+from kvlab.measure.prefix import cache_bytes, check_token_prefix, time_first_token, token_prefix
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -53,7 +57,7 @@ SHOP = (
     "Brake pads cost 15 euros per pair, fitting included. A full service costs 65 euros and takes one day.\n"
     "We sell city bikes and cargo bikes, but no electric bikes. We rent cargo bikes for 30 euros a day.\n"
     "Payment by card or cash. Repairs are guaranteed for three months.\n"
-)  # ends in a newline: a token boundary (section 3 shows why that matters)
+)  # ends in a newline: a token boundary (section 4 shows why that matters)
 QUESTIONS = [
     "Question: How much does it cost to replace an inner tube?\nAnswer:",
     "Question: Do you sell electric bikes?\nAnswer:",
@@ -61,6 +65,8 @@ QUESTIONS = [
 ]
 NEW_TOKENS = 8
 MAX_CACHE_LEN = 224  # room for the prefix, the longest question and its answer
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
+REPEATS = 3 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with their spread
 
 # %% [markdown]
 # ## 1. Prefill once, copy per question (Preencher um cache (cache de prefixo))
@@ -168,7 +174,80 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 #   not depend on what comes after it, and `kvlab.watch` only records.
 
 # %% [markdown]
-# ## 3. The trap in the guide's own prefix
+# ## 3. What the reuse saves before the first token
+#
+# Section 2 counted the work: without reuse, the first forward of every answer runs the whole prompt, prefix and
+# question; with a copy, it runs only the question's tokens. The first new token comes out of that first forward,
+# so the counters predict that a copy reaches it sooner. They also name what the reuse costs: every request
+# deep-copies the prefilled cache, all of its bytes, before `generate` starts. That is a memory copy with no model
+# math in it, so the counters predict it to be a small share of the time with the prefix. The prediction is not
+# "faster by the ratio of the tokens": both calls also pay what does not grow with the prompt (preparing the
+# inputs, the final logits, choosing a token).
+#
+# To time it, each question runs both ways with `max_new_tokens=1`, so a call ends at its first new token: the
+# guide's step (the `copy.deepcopy` inside the timed call, since a server pays it on every request) and plain
+# `generate` on the whole prompt. The deep copy alone is timed too. `time_first_token` runs every call once
+# inside `kvlab.watch` to count its prefill, then times them all, repeated and interleaved.
+
+# %%
+# Not checked: times depend on the machine.
+prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+with torch.no_grad():
+    prompt_cache = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=prompt_cache).cache
+question_inputs = [tokenizer(SHOP + asked, return_tensors="pt") for asked in QUESTIONS]
+
+
+def with_prefix(new_inputs):  # the guide's per-question step, stopped at the first new token
+    past_key_values = copy.deepcopy(prompt_cache)
+    return model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=1, do_sample=False)
+
+
+def without_prefix(new_inputs):  # no reuse: generate prefills the whole prompt into a fresh cache
+    return model.generate(**new_inputs, max_new_tokens=1, do_sample=False)
+
+
+def deep_copy_only():
+    return copy.deepcopy(prompt_cache)
+
+
+first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_only, question_inputs, repeats=REPEATS,
+                               labels=("deepcopy + generate", "generate, whole prompt", "deepcopy alone"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("tokens prefilled per question, deepcopy + generate:   ", first_token.prefilled_with_prefix)
+print("tokens prefilled per question, generate, whole prompt:", first_token.prefilled_without_prefix)
+print(f"bytes each deep copy duplicates: {first_token.copy_bytes:,} B "
+      f"(the prefilled StaticCache holds {cache_bytes(prompt_cache):,} B)")
+
+# %%
+# Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
+# 95 % interval.
+print(f"{first_token.deep_copy.label}: {first_token.deep_copy.describe()}")
+for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.without_prefix):
+    share = timing.compare(reused, first_token.deep_copy, warn=False)  # deepcopy alone / deepcopy + generate
+    print(asked.splitlines()[0])
+    print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
+    print("   ", timing.compare(whole, reused, warn=False).verdict())
+    print(f"    the deepcopy's share of {reused.label}: {share.ratio:.0%} ({share.low:.0%}-{share.high:.0%})")
+
+# %%
+# Not checked: times depend on the machine.
+plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
+                  f"{len(QUESTIONS)} questions after the shop text, one new token each "
+                  f"(times: median and IQR of {REPEATS})")  # fmt: skip
+
+# %% [markdown]
+# The token counts are exact: with the copy, each question's first forward runs only the question's tokens;
+# without it, the whole prompt. Whether the time to the first token shows that saving on this machine is the
+# verdict printed for each question, with its interval; an interval that contains 1 is no difference, and "too
+# noisy to tell" means the repeats disagreed too much to say. The deep copy's share is printed beside it, with
+# its interval. What the copy duplicates is the whole `StaticCache`, 10,321,920 B: all 224 slots of
+# `max_cache_len`, filled or not, so its cost follows `max_cache_len`, not the length of the prefix. A longer
+# prefix, or a bigger model, makes the prefill that reuse skips a larger part of each request.
+
+# %% [markdown]
+# ## 4. The trap in the guide's own prefix
 #
 # The guide's sample caches `"You are a helpful assistant. "`, with a space at the end, and then tokenizes
 # `INITIAL_PROMPT + prompt` for every question.
@@ -262,6 +341,9 @@ live(prefix_check,
 #   (`.past_key_values` is a deprecated alias for it).
 # - A `StaticCache` copy costs every slot of `max_cache_len`; a `DynamicCache` copy costs the prefix's tokens
 #   and grows with its answer.
+# - What the reuse saves is prefill: the tokens each request runs before its first new token (exact counts in
+#   section 3). Whether that shortens the time to the first token on your machine is the verdict section 3
+#   prints; each request also pays one `copy.deepcopy` of the whole prefix cache, whose share is printed there.
 # - End the prefix on a token boundary, never on a space: the guide's own `"You are a helpful assistant. "`
 #   makes SmolLM2 skip the question's first word without a word of warning. Check the ids
 #   (`kvlab.measure.prefix.check_token_prefix`) before reusing a cache.

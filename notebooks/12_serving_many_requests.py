@@ -19,7 +19,8 @@
 # **Learning goal.** See where the KV memory of a batch of real requests goes under three layouts: (a) one
 # static cache per request sized for the longest, (b) one dynamic cache per request, (c) blocks of a shared
 # paged cache, the layout transformers' own `model.generate_batch(...)` uses. Measure reserved bytes against
-# bytes that hold live tokens, watch blocks being handed out, returned, shared and refused.
+# bytes that hold live tokens, watch blocks being handed out, returned, shared and refused, and time
+# `generate_batch` against one `generate` per request.
 #
 # **Beyond the guide.** The cache guide (and notebooks 00-11) serve one request at a time. This notebook goes
 # beyond it: continuous batching is a separate part of transformers 5.24
@@ -32,6 +33,7 @@
 
 # %%
 # %matplotlib inline
+import os
 import warnings
 
 import ipywidgets as widgets
@@ -41,12 +43,14 @@ from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfi
 import kvlab
 from kvlab.caches.paged import paged_steps, paged_summary
 from kvlab.live import live, score_guess
+from kvlab.measure.batching import batching_row
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
 from kvlab.serving import layout_rows, load_workload, request_lengths
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*")
 # continuous batching runs its loop in a background thread; one torch thread keeps it steady on a shared CPU
 torch.set_num_threads(1)
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shorter timed runs in the test suite; checked outputs hold either way
 model, tokenizer = kvlab.load("smollm2")
 workload = load_workload(tokenizer)  # data/requests/chat_requests.json, through SmolLM2's chat template
 print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answers capped at "
@@ -224,7 +228,37 @@ plot_layouts(layouts)
 # requests (80 tokens at most) fills under a third of its one block, and the paged row wastes more than static.
 
 # %% [markdown]
-# ## 5. Live: block size and number of requests
+# ## 5. Is serving them together faster than one at a time?
+#
+# Memory is one reason to batch; time is the other. `kvlab.measure.batching.batching_row` runs the same eight
+# prompts two ways, greedy, with no end-of-sequence stop so both produce the same tokens: once through
+# `model.generate_batch(...)` (a `ContinuousBatchingConfig` with a pool large enough for every request at once,
+# so nobody waits), and once as one `model.generate(...)` per request, each with its own DynamicCache. The runs
+# are repeated and interleaved (batched, sequential, batched, ...).
+#
+# What the counters predict: one request at a time, each request costs one forward per new token (its prefill,
+# then one decoding step per further token), all of them carrying a single request; batched, one forward per
+# step carries every request in flight, so far fewer forwards run (both counts are printed). Fewer forwards
+# means the weights are read fewer times, but each batched forward does the arithmetic of all its requests, and
+# on a CPU the paged attention runs transformers' eager implementation. Whether batching is faster on this
+# machine is what the printed verdict says: an interval that contains 1 is no difference.
+
+# %%
+# Not checked: times depend on the machine.
+new_tokens = 8 if QUICK else workload.max_new_tokens
+batching = batching_row(model, workload.input_ids, new_tokens, repeats=1 if QUICK else 3)
+print(f"{batching['label']}; same greedy tokens both ways: {batching['same_tokens']}")
+print(f"forwards: {batching['batched_forwards']} for generate_batch, {batching['sequential_forwards']} for one "
+      f"generate per request")
+for route in ("batched", "sequential"):
+    t = batching["timings"][route]
+    print(f"{route:<10} median {t['median_s']:.2f} s (IQR {t['q1_s']:.2f}-{t['q3_s']:.2f}, {len(t['times_s'])} runs)")
+low, high = batching["speedup_interval"]
+print(f"speed-up, sequential / batched: {batching['speedup']:.2f} ({low:.2f}-{high:.2f})")
+print(batching["verdict"])
+
+# %% [markdown]
+# ## 6. Live: block size and number of requests
 #
 # Move the controls: the first *n* requests of the workload run through `generate_batch` (8 new tokens each, a
 # pool of 256 token slots, so 256 / block size blocks) and the block timeline is redrawn with the share of
@@ -257,6 +291,8 @@ live(measure_blocks,
 # - On the same eight requests, a static cache per request sized for the longest left the share printed in the
 #   table empty; a dynamic cache per request left none empty but gives a server no budget to plan with; paged
 #   blocks waste only each request's last block, less with smaller blocks.
+# - Batched, every step is one forward over all requests in flight instead of one per request, so far fewer
+#   forwards run; whether that made the same tokens arrive sooner on this machine is section 5's printed verdict.
 # - The vLLM paper's 60-80 % vs under 4 % is an external reference measured on other workloads; kvlab's own
 #   numbers are in the table.
 #

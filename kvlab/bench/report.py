@@ -19,6 +19,7 @@ COLUMNS = [
     ("cache vs dynamic", "ratio_vs_dynamic"),
     ("decode tok/s", "decode_tokens_per_s"),
     ("tok/s vs dynamic", "tokens_per_s_ratio_vs_dynamic"),
+    ("decode time vs dynamic (95% interval)", "decode_time_vs_dynamic"),
     ("greedy tokens vs dynamic", "greedy_agreement"),
     ("logit KL vs dynamic", "logit_kl_vs_dynamic"),
     ("perplexity (Δ vs dynamic)", "perplexity"),
@@ -37,7 +38,15 @@ def _fmt(key: str, row: dict) -> str:
     if key in ("ratio_vs_dynamic", "tokens_per_s_ratio_vs_dynamic"):
         return f"{value:.2f}×"
     if key == "decode_tokens_per_s":
+        spread = row.get("decode_seconds_per_token") or {}
+        if spread.get("q1_s") and spread.get("q3_s"):
+            return f"{value:.1f} (IQR {1 / spread['q3_s']:.1f}–{1 / spread['q1_s']:.1f})"
         return f"{value:.1f}"
+    if key == "decode_time_vs_dynamic":
+        quoted = f"{value['ratio']:.2f}× ({value['low']:.2f}–{value['high']:.2f})"
+        if value["too_noisy"]:
+            return f"{quoted}: too noisy to tell"
+        return quoted if value["differs"] else f"{quoted}: no difference beyond noise"
     if key == "greedy_agreement":
         prefix, total = row.get("greedy_identical_prefix"), row.get("_new_tokens")
         same = f"{100 * value:.0f}% of positions"
@@ -137,9 +146,10 @@ def to_json(result: dict) -> str:
 
 
 def write_json(result: dict, path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text(to_json(result))
-    return path
+    """Write `to_json(result)` atomically: a failed write leaves an earlier result at `path` readable."""
+    from kvlab.atomic import write_text
+
+    return write_text(path, to_json(result))
 
 
 def _jsonable(value):

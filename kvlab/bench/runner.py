@@ -216,6 +216,12 @@ def _median_of(runs: dict, label: str, key: str = "decode_tokens_per_s") -> floa
     return timing.median(values) if values else None
 
 
+def _decode_timing(runs: dict, label: str) -> timing.Timing:
+    """Seconds per decoded token of every repeat of `label`, for a median, a spread and a ratio interval."""
+    speeds = [r["decode_tokens_per_s"] for r in runs.get(label, [])]
+    return timing.Timing(label, [1 / s for s in speeds if s and s == s])
+
+
 def _agreement(reference: list[int], other: list[int]) -> tuple[float, int]:
     """(fraction of greedy positions with dynamic's token, NaN with none to compare; tokens identical to dynamic's
     before the first difference, after which the texts are unaligned)."""
@@ -230,6 +236,7 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
     ref_tokens = reference.get("tokens", [])
     ref_peak = reference["trace"].summary()["peak_bytes"] if reference.get("trace") else None
     ref_speed = _median_of(runs, "dynamic")
+    ref_time = _decode_timing(runs, "dynamic")
     ref_logp = log_probs.get("dynamic")
     ref_ppl = quality.perplexity(ref_logp, targets) if ref_logp is not None else None
     rows = []
@@ -262,9 +269,13 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
         first = runs[config.label][0]
         speed = _median_of(runs, config.label)
         agreement, identical = _agreement(ref_tokens, first["tokens"])
+        per_token = _decode_timing(runs, config.label)
+        versus = timing.compare(ref_time, per_token, warn=False) if ref_time.times and per_token.times else None
         row.update(
             {
                 "decode_tokens_per_s": speed,
+                "decode_seconds_per_token": per_token.as_dict(),
+                "decode_time_vs_dynamic": versus.as_dict() if versus else None,
                 "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
                 "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
                 "greedy_agreement": agreement,

@@ -91,7 +91,7 @@ def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self"
         cache.__class__ = twin_class(original, _compat.is_offloading(cache))
         if isinstance(cache, _compat.QuantizedCache):
             cache.backend = _compat.quantized_backend(cache)
-            cache._kvlab_use_padded_hqq()
+            cache._kvlab_adopt_layers()
         cache._kvlab_setup(config=config, recorder=recorder, role=role)
         _log_what_it_holds(cache)
     cache._kvlab_original_class = original

@@ -16,6 +16,7 @@ from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
 from kvlab.recording.layer_state import layer_kinds, read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
+from kvlab.recording.work import attention_work, no_work, query_heads
 
 # CacheCropError is defined with the crop rules (kvlab.caches.crop_rules) and still importable from here.
 __all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]
@@ -54,6 +55,7 @@ class InstrumentedCacheMixin:
         self.kvlab_recorder = recorder if recorder is not None else Recorder(trace)
         self.kvlab_role = role
         self._kvlab_layer_kinds = layer_kinds(config) if config is not None else []
+        self._kvlab_query_heads = query_heads(config)
 
     @property
     def trace(self) -> Trace:
@@ -65,7 +67,10 @@ class InstrumentedCacheMixin:
         layer = self.layers[layer_idx]
         return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
-    def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float) -> None:
+    def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float, work=None) -> None:
+        seconds = now() - started
+        work = dict(work) if work is not None else no_work(tokens_added)
+        work.update(self._kvlab_layer_work(layer_idx))
         self.kvlab_recorder.record_update(
             self.kvlab_role,
             layer_idx,
@@ -73,16 +78,22 @@ class InstrumentedCacheMixin:
             self._kvlab_layer_kind(layer_idx),
             op,
             tokens_added,
-            now() - started,
+            seconds,
+            work,
         )
+
+    def _kvlab_layer_work(self, layer_idx: int) -> dict:
+        """Counters a cache kind adds to an update (a QuantizedCache's packing calls); none by default."""
+        return {}
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
         self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
         started = now()
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
-        # key_states: (batch, kv_heads, new_tokens, head_dim)
-        self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started)
+        # key_states: (batch, kv_heads, new_tokens, head_dim); out: what attention scores the queries against
+        work = attention_work(key_states, out, getattr(self, "_kvlab_query_heads", 0))
+        self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started, work)
         return out
 
     def update_conv_state(self, conv_states, layer_idx: int, *args, **kwargs):

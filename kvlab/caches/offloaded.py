@@ -15,6 +15,7 @@ from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.recorder import now
 from kvlab.recording.storage import storage_bytes
+from kvlab.recording.work import attention_work
 
 
 def _move_recorded(layer, direction: str, move) -> None:
@@ -80,7 +81,8 @@ class OffloadingMixin:
         self._kvlab_watch_transfers()
         out = _compat.offloaded_update(self, key_states, value_states, layer_idx, *args, **kwargs)
         # key_states: (batch, kv_heads, new_tokens, head_dim)
-        self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started)
+        work = attention_work(key_states, out, getattr(self, "_kvlab_query_heads", 0))
+        self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started, work)
         return out
 
 

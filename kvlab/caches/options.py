@@ -10,6 +10,15 @@ the new tokens in its full-attention layers), the quantized backend's nbits/axes
 offloading has a layer to offload, and past recording is for a kind that can record. The rule functions below are
 its parts, usable alone.
 
+`check_request(config, cache_kind, options, prompt_tokens=..., max_new_tokens=..., ...)` is the second check, for
+what no cache option fixes, called by every entry point that generates (`kvlab.run`, `kvlab.generate`, the
+explorer's session, `kvlab run`; the command line before the weights load). Its refusals are one `RequestError`:
+- an output file that cannot be written (`check_paths`; it used to be found after the generation, report lost);
+- a cache bigger than the memory it would live in (`check_memory`: the bytes from the size calculator, for every
+  kind, a dynamic one at the most it would grow to; the memory from `available_memory`, the seam tests replace);
+- a prompt plus new tokens past the model's positions (`check_positions`, max_position_embeddings: transformers
+  only warns, and a 9,000-token prompt ran to the end on a model of 8,192 positions), unless explicitly allowed.
+
 Every check runs before any model work, and every message names what is valid. What transformers would only
 find mid-generation is checked here against the model's shapes, before anything is allocated:
 - quantized group sizes per backend (`check_quantized_options`): hqq at axis 0 packs along each group, so the
@@ -23,6 +32,7 @@ find mid-generation is checked here against the model's shapes, before anything 
 from __future__ import annotations
 
 from kvlab import _compat
+from kvlab.atomic import AtomicWriteError, check_writable
 from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.recording.layer_kinds import layer_kinds
 
@@ -34,6 +44,11 @@ PAST_RECORDING_KINDS = ("dynamic", "offloaded")
 
 class CacheOptionError(ValueError):
     """An invalid cache kind, option or combination."""
+
+
+class RequestError(ValueError):
+    """A request this machine or this model cannot serve, whatever the options: an output that cannot be written,
+    a cache bigger than the memory, more positions than the model has. One line; the command line exits 2."""
 
 
 def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
@@ -330,3 +345,210 @@ def check_options(
         check_offloading(config, given.get("offload_only_non_sliding", default), cache_kind)
     check_past_recording(cache_kind, past_recording)
     return given
+
+
+# -- requests: what no cache option fixes (`check_request`) ------------------------------------------------------
+ALLOW_PAST_POSITIONS = "allow_past_positions=True (kvlab run --allow-past-positions) to generate past them anyway"
+
+
+def available_memory(device="cpu") -> int | None:
+    """Bytes free for a new cache on `device`: what psutil calls available for the CPU (and Apple's unified memory),
+    what CUDA reports free on that GPU; None where kvlab cannot tell (then nothing is refused).
+
+    The one seam of the memory rule: tests replace it (`monkeypatch.setattr(options, "available_memory", ...)`),
+    so no test allocates what it refuses."""
+    kind = str(device).split(":")[0]
+    if kind == "cuda":
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if kind in ("cpu", "mps"):
+        try:
+            import psutil  # installed with accelerate
+        except ImportError:
+            return None
+        return int(psutil.virtual_memory().available)
+    return None
+
+
+def check_paths(paths) -> None:
+    """Every file the request will write (a trace, a report) can be written: refused before any work, where it used
+    to be found after the generation, with the report lost. None entries are skipped."""
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            check_writable(path)
+        except AtomicWriteError as err:
+            raise RequestError(f"{err}; nothing was run") from None
+
+
+def position_limit(config, encoder: bool = False) -> int | None:
+    """The positions a model was built for (`max_position_embeddings`; Whisper's decoder says
+    `max_target_positions`); None where there is no such limit (Mamba's state, T5's relative positions)."""
+    text = config.get_text_config(encoder=True) if encoder else config.get_text_config(decoder=True)
+    for name in ("max_position_embeddings",) if encoder else ("max_position_embeddings", "max_target_positions"):
+        value = getattr(text, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _positions_needed(config, prompt_tokens: int, cached_tokens: int) -> list[tuple[str, int, int]]:
+    """(what, positions needed, limit) for each position limit the request passes: the decoder's positions are the
+    tokens the cache holds (the last new token is never fed back), an encoder's are the prompt's."""
+    over = []
+    if getattr(config, "is_encoder_decoder", False):
+        limit = position_limit(config, encoder=True)
+        if limit and prompt_tokens > limit:
+            over.append(("encoder", prompt_tokens, limit))
+    limit = position_limit(config)
+    if limit and cached_tokens > limit:
+        over.append(("decoder", cached_tokens, limit))
+    return over
+
+
+def check_positions(config, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False) -> None:
+    """A prompt plus new tokens past the model's positions is refused unless `allow`: transformers only warns
+    ("friendly reminder") and generates on, with rotary models drifting and learned position tables failing."""
+    if allow or config is None or prompt_tokens is None or cached_tokens is None:
+        return
+    for what, needed, limit in _positions_needed(config, prompt_tokens, cached_tokens):
+        if what == "encoder":
+            raise RequestError(
+                f"the prompt ({prompt_tokens:,} tokens) is longer than this model's encoder positions ({limit:,}, "
+                f"max_position_embeddings); valid: a prompt of at most {limit:,} tokens, or {ALLOW_PAST_POSITIONS}"
+            )
+        if getattr(config, "is_encoder_decoder", False):
+            raise RequestError(
+                f"{needed:,} new tokens need {needed:,} decoder positions, past this model's {limit:,} "
+                f"(max_position_embeddings); valid: at most {limit:,} new tokens, or {ALLOW_PAST_POSITIONS}"
+            )
+        new_tokens = needed - prompt_tokens + 1
+        valid = (
+            f"at most {limit - prompt_tokens + 1:,} new tokens with this prompt"
+            if prompt_tokens <= limit
+            else f"a prompt of at most {limit:,} tokens"
+        )
+        raise RequestError(
+            f"the prompt ({prompt_tokens:,} tokens) plus {new_tokens:,} new tokens need {needed:,} positions (the last "
+            f"new token is not fed back), past this model's {limit:,} (max_position_embeddings); valid: {valid}, "
+            f"or {ALLOW_PAST_POSITIONS}"
+        )
+
+
+def check_memory(
+    config,
+    cache_kind: str,
+    options: dict,
+    *,
+    prompt_tokens: int | None,
+    cached_tokens: int | None,
+    batch: int = 1,
+    dtype="float32",
+    device="cpu",
+    positions_allowed: bool = False,
+) -> None:
+    """A cache bigger than the memory it would live in is refused, naming the bytes it needs and the most that fits.
+
+    The bytes are the size calculator's prediction (`kvlab.size.request`): a static kind's preallocation, any other
+    kind at the most it would grow to (prompt + new tokens). An offloaded kind lives in CPU memory whatever the
+    model's device. `device=None` (a model spread over several devices) checks nothing. It is a floor, not a
+    promise: the cache alone must fit; activations and the weights (when not loaded yet) come on top.
+    """
+    if config is None or prompt_tokens is None or cached_tokens is None or cache_kind == "none" or device is None:
+        return
+    from kvlab.size import request as predicted  # here, not at the top: the size calculator imports this module
+
+    where = "cpu" if cache_kind.startswith("offloaded") else str(device)
+    facts = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
+    dtype = str(dtype).replace("torch.", "")
+    needed = predicted.request_bytes(config, cache_kind, options, dtype=dtype, **facts)
+    if needed is None:
+        return
+    available = available_memory(where)
+    if available is None or needed <= available:
+        return
+    from kvlab.units import human_bytes
+
+    fit = predicted.most_length(config, cache_kind, options, budget=available, dtype=dtype, **facts)
+    length = predicted.requested_length(cache_kind, options, cached_tokens)
+    static = cache_kind in STATIC_KINDS
+    article = "an" if cache_kind[0] in "aeiou" else "a"
+    what = (
+        f"{article} {cache_kind} cache of {length:,} slots per layer"
+        if static
+        else f"{article} {cache_kind} cache of {length:,} tokens"
+    )
+    place = "CPU memory" if where.startswith("cpu") else f"{where} memory"
+    head = (
+        f"{what}{f' x batch {batch}' if batch > 1 else ''} needs {human_bytes(needed)} ({needed:,} B) and {place} has "
+        f"{human_bytes(available)} ({available:,} B) available"
+    )
+    raise RequestError(
+        f"{head}; {_memory_advice(config, static, options, prompt_tokens, cached_tokens, fit, positions_allowed)}"
+    )
+
+
+def _memory_advice(config, static: bool, options: dict, prompt_tokens, cached_tokens, fit, positions_allowed) -> str:
+    """What fits: the new tokens (capped by the model's positions unless they may be passed), a static length."""
+    if fit == 0:
+        return "not even the prompt's cache fits there; valid: a shorter prompt, a smaller dtype or another device"
+    encoder_decoder = getattr(config, "is_encoder_decoder", False)
+    explicit = static and options.get("max_cache_len") is not None
+    if explicit and fit >= cached_tokens:
+        return f"valid here: max_cache_len at most {fit:,}"
+    new_tokens = fit if encoder_decoder else fit - prompt_tokens + 1
+    limit = None if positions_allowed else position_limit(config)
+    capped = ""
+    if limit is not None:
+        most = limit if encoder_decoder else limit - prompt_tokens + 1
+        if 0 < most < new_tokens:
+            new_tokens, capped = most, f" (the model's {limit:,} positions allow no more)"
+    length = f" and max_cache_len at most {fit:,}" if explicit else ""
+    return f"valid here: at most {new_tokens:,} new tokens{capped}{length}"
+
+
+def check_request(
+    config=None,
+    cache_kind: str = "dynamic",
+    options: dict | None = None,
+    *,
+    prompt_tokens: int | None = None,
+    max_new_tokens: int = 0,
+    cached_tokens: int | None = None,
+    batch: int = 1,
+    dtype="float32",
+    device="cpu",
+    allow_past_positions: bool = False,
+    paths=(),
+) -> None:
+    """Every rule about a request that no cache option fixes; each entry point passes what it knows, in order:
+    - `paths`: the files it will write are writable (no model needed: the command line checks them first);
+    - with the model's `config` and `prompt_tokens`: the cache fits in `device`'s memory (for `batch` sequences of
+      `dtype`), and the positions hold the prompt plus `max_new_tokens` unless `allow_past_positions`.
+    `cached_tokens` is the most tokens the cache holds (default: prompt + new - 1, or the new tokens for an
+    encoder-decoder model); `generate` passes its own (max_length - 1). `options` are the cache's (a static
+    kind's max_cache_len is the length it allocates; without one, `generate` sizes it at `cached_tokens`).
+    """
+    check_paths(paths)
+    if config is None or prompt_tokens is None:
+        return
+    if cached_tokens is None:
+        new_tokens = max(max_new_tokens, 1)
+        encoder_decoder = getattr(config, "is_encoder_decoder", False)
+        cached_tokens = new_tokens if encoder_decoder else prompt_tokens + new_tokens - 1
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    check_memory(
+        config,
+        cache_kind,
+        given,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached_tokens,
+        batch=batch,
+        dtype=dtype,
+        device=device,
+        positions_allowed=allow_past_positions,
+    )
+    check_positions(config, prompt_tokens, cached_tokens, allow_past_positions)

@@ -36,14 +36,14 @@ is refused before anything runs (`PagedLayoutError`).
 
 from __future__ import annotations
 
-import time
-
 from kvlab import _compat
 from kvlab.names import dtype_name
 from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.recorder import now
 from kvlab.recording.slots import waste_pct
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.trace import Trace
+from kvlab.recording.work import attention_work, no_work, query_heads
 
 
 class PagedLayoutError(ValueError):
@@ -108,12 +108,15 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             self._kvlab_step += 1
             self._kvlab_step_fields = self._kvlab_take_pending()
             self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
-            self._kvlab_started = time.perf_counter()
-        started = time.perf_counter()
+            self._kvlab_started = now()
+        started = now()
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
-        extra = self._kvlab_step_fields
+        seconds = now() - started
+        # key_states: (1, kv_heads, tokens of every scheduled request, head_dim); the requests are packed into one
+        # row, and attention scores each query against the keys handed back (its own request's, by the mask)
+        extra = {**attention_work(key_states, out, self._kvlab_query_heads), **self._kvlab_step_fields}
         self._kvlab_step_fields = {}
-        self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), time.perf_counter() - started, extra)
+        self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), seconds, extra)
         return out
 
     # -- blocks coming back ---------------------------------------------------------------------------------------
@@ -188,6 +191,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
                 "residual_tokens": 0,
                 "packed_bytes": 0,
                 "residual_bytes": 0,
+                **no_work(tokens_added),
                 "slots_free": state["blocks_free"] * page,
                 "slots_cached": state["blocks_cached"] * page,
                 "slots_trash": self._kvlab_geometry["trash_blocks"] * page,
@@ -241,6 +245,7 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
     cache._kvlab_bytes = total
     cache._kvlab_layer_bytes = total // len(layers)  # every block holds one page per layer: equal shares
     cache._kvlab_device = str(cache.cache_tensor.device)
+    cache._kvlab_query_heads = query_heads(model.config if model is not None else getattr(cache, "config", None))
     cache._kvlab_step = -1
     cache._kvlab_new_batch = False
     cache._kvlab_pending = _fresh_pending()

@@ -12,6 +12,8 @@ Two guards where transformers 5.24 fails:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from kvlab import _compat
@@ -19,6 +21,7 @@ from kvlab.caches.base import InstrumentedCacheMixin
 from kvlab.caches.crop_rules import check_quantized_residual
 from kvlab.caches.hqq_packing import hqq_needs_flatten, hqq_sequence_padding
 from kvlab.caches.options import check_quantized_options
+from kvlab.recording.work import QUANT_FIELDS
 
 
 class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
@@ -50,6 +53,31 @@ class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
         return tensor.reshape(meta["kvlab_shape"])[:, :, : meta["kvlab_seq_len"], :]
 
 
+@functools.cache
+def _counting_class(layer_class: type) -> type:
+    """A subclass of `layer_class` that counts its `_quantize` / `_dequantize` calls and their elements.
+
+    Single inheritance with no new state (the counts live in the instance's `__dict__`), so an existing layer's
+    `__class__` can be swapped in place and back; the calls go to the layer's own methods untouched.
+    """
+
+    def _quantize(self, tensor, *args, **kwargs):
+        counts = self.__dict__.setdefault("_kvlab_quant_work", [0, 0, 0, 0])
+        counts[0] += 1
+        counts[1] += int(tensor.numel())  # tensor: (batch, kv_heads, seq, head_dim)
+        return layer_class._quantize(self, tensor, *args, **kwargs)
+
+    def _dequantize(self, qtensor, *args, **kwargs):
+        tensor = layer_class._dequantize(self, qtensor, *args, **kwargs)
+        counts = self.__dict__.setdefault("_kvlab_quant_work", [0, 0, 0, 0])
+        counts[2] += 1
+        counts[3] += int(tensor.numel())
+        return tensor
+
+    methods = {"_quantize": _quantize, "_dequantize": _dequantize, "kvlab_counted_class": layer_class}
+    return type(f"Counting{layer_class.__name__}", (layer_class,), methods)
+
+
 class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache):
     """`transformers.QuantizedCache` (backends hqq, quanto, fp8) recording packed and residual bytes."""
 
@@ -57,20 +85,30 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
         check_quantized_options(backend, config, **kwargs)
         super().__init__(backend, config, *args, **kwargs)
         self.backend = backend
-        self._kvlab_use_padded_hqq()
+        self._kvlab_adopt_layers()
         self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
 
-    def _kvlab_use_padded_hqq(self) -> None:
-        """hqq layers become `PaddedHQQQuantizedLayer` (same state, so the class can be switched in place)."""
-        if self.backend == "hqq":
-            for layer in self.layers:
+    def _kvlab_adopt_layers(self) -> None:
+        """Every layer counts its packing calls; hqq layers also become `PaddedHQQQuantizedLayer`. Both classes
+        add no state, so they are switched in place (and back by `_kvlab_release_layers`)."""
+        for layer in self.layers:
+            if self.backend == "hqq" and type(layer) is _compat.HQQQuantizedLayer:
                 layer.__class__ = PaddedHQQQuantizedLayer
+            if not hasattr(type(layer), "kvlab_counted_class"):
+                layer.__class__ = _counting_class(type(layer))
 
     def _kvlab_release_layers(self) -> None:
-        """Undo `_kvlab_use_padded_hqq` (used when `kvlab.watch` gives a cache back)."""
+        """Undo `_kvlab_adopt_layers` (used when `kvlab.watch` gives a cache back)."""
         for layer in self.layers:
+            layer.__class__ = getattr(type(layer), "kvlab_counted_class", type(layer))
+            layer.__dict__.pop("_kvlab_quant_work", None)
             if type(layer) is PaddedHQQQuantizedLayer:
                 layer.__class__ = _compat.HQQQuantizedLayer
+
+    def _kvlab_layer_work(self, layer_idx: int) -> dict:
+        """The packing calls this layer made since its last update event (then the count starts again)."""
+        counts = self.layers[layer_idx].__dict__.pop("_kvlab_quant_work", [0, 0, 0, 0])
+        return dict(zip(QUANT_FIELDS, counts))
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)

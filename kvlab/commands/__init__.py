@@ -3,7 +3,8 @@
 `UsageError` lives here, not in `kvlab.cli`: the commands raise it and `kvlab.cli` (which imports the commands)
 catches it, so both import it from this module and neither imports the other's module for it.
 Every command that reports a result takes the same two options: `--json` prints one JSON object instead of the
-human report, and `--output FILE` writes what would be printed (JSON or report) to FILE instead of stdout.
+human report, and `--output FILE` writes what would be printed (JSON or report) to FILE instead of stdout,
+atomically (`kvlab.atomic`): a failed write leaves the FILE that was there as it was and names it in one line.
 Nothing here imports torch: building the parser must stay light (`kvlab --help`).
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+from kvlab.atomic import check_writable, write_text
 
 
 class UsageError(Exception):
@@ -29,6 +32,7 @@ class Output:
     def __init__(self, args):
         self.path = getattr(args, "output", None)
         self.lines: list[str] = []
+        check_output_paths(self.path)
 
     def print(self, text: str = "") -> None:
         if self.path is None:
@@ -41,8 +45,16 @@ class Output:
 
     def close(self) -> None:
         if self.path is not None:
-            Path(self.path).write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+            write_text(self.path, "\n".join(self.lines) + "\n")
             print(f"wrote {self.path}", file=sys.stderr)
+
+
+def check_output_paths(*paths: str | None) -> None:
+    """Refuse, before a command does its work, a file it could not write afterwards (AtomicWriteError, one line:
+    a missing directory, a directory named as a file); None (the option not given) passes."""
+    for path in paths:
+        if path is not None:
+            check_writable(path)
 
 
 def read_text_argument(path: str, what: str = "prompt file") -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvlab.commands import Output, UsageError, add_output_options
+from kvlab.atomic import open_atomic, write_text
+from kvlab.commands import Output, UsageError, add_output_options, check_output_paths
 
 
 def add_parser(subparsers) -> None:
@@ -52,6 +53,9 @@ def handle(args) -> int:
     from kvlab import models
     from kvlab.bench import BenchSettings, default_configs, run_bench
 
+    check_output_paths(args.output, args.markdown)  # minutes of measuring must not end in an unwritable path
+    if args.plots is not None and Path(args.plots).exists() and not Path(args.plots).is_dir():
+        raise UsageError(f"--plots {args.plots} is a file; name a directory (it is created if missing)")
     if args.from_json:
         if args.overhead:
             raise UsageError("--overhead measures; --from-json renders a saved bench result: pick one")
@@ -140,7 +144,7 @@ def render(result: dict, args) -> int:
     model = result["meta"]["model"]
     table = markdown_table(result)
     if args.markdown:
-        Path(args.markdown).write_text(table)
+        write_text(args.markdown, table)
     out = Output(args)
     if args.json:
         out.print(to_json(result))
@@ -157,5 +161,6 @@ def render(result: dict, args) -> int:
             title=f"{model}: quality–memory frontier\nblue: measured by kvlab here; "
             "orange dashed: published, external references (not kvlab)",
         )
-        fig.savefig(directory / f"frontier_{model}.png", dpi=120)
+        with open_atomic(directory / f"frontier_{model}.png") as handle:
+            fig.savefig(handle, format="png", dpi=120)
     return 0

@@ -1,4 +1,11 @@
-"""`kvlab run`: greedy generation with an instrumented cache; a human summary or `--json`."""
+"""`kvlab run`: greedy generation with an instrumented cache; a human summary or `--json`.
+
+An impossible request costs nothing: before the weights load, the options are checked, then the files it will
+write (`--output`, `--trace`), then, with the config and the tokenizer, whether the cache fits in memory and the
+prompt plus new tokens in the model's positions (`kvlab.caches.options.check_request`; `--allow-past-positions`
+lets it generate past them). One line, exit status 2. The report is written before the trace, both atomically
+(`kvlab.atomic`): a trace that fails to save does not take the report with it.
+"""
 
 from __future__ import annotations
 
@@ -47,6 +54,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
     add_output_options(p)
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
+    p.add_argument(
+        "--allow-past-positions",
+        action="store_true",
+        help="generate past the model's max_position_embeddings (refused by default: quality drifts or it fails)",
+    )
     p.set_defaults(handler=handle)
 
 
@@ -60,14 +72,16 @@ def _prompt(args) -> str:
 
 def handle(args) -> int:
     from kvlab import models
-    from kvlab.caches.options import check_options
+    from kvlab.caches.options import check_options, check_request
     from kvlab.recorded_run import encode, run
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
     options = {name: getattr(args, name) for name in OPTION_NAMES}
-    # Every check runs before the weights load: options, prompt, model name, then the config and prompt length.
+    # Every check runs before the weights load: options, output files, prompt, model name, then the config and the
+    # prompt length (options, memory, positions).
     check_options(args.cache, options, require_length=False)  # without it, generate sizes a static cache
+    check_request(paths=(args.output, args.trace))
     prompt = _prompt(args)
     models.parse_dtype(args.dtype)
     device = models.parse_device(args.device)
@@ -81,18 +95,35 @@ def handle(args) -> int:
         max_new_tokens=args.max_new_tokens,
         require_length=False,
     )
+    check_request(
+        config,
+        args.cache,
+        options,
+        prompt_tokens=ids.shape[-1],
+        max_new_tokens=args.max_new_tokens,
+        dtype=args.dtype,
+        device=device,
+        allow_past_positions=args.allow_past_positions,
+    )
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
-    result = run(model, tokenizer, ids, cache=args.cache, max_new_tokens=args.max_new_tokens, **options)
-    if args.trace:
-        result.trace.save(args.trace)
+    result = run(
+        model,
+        tokenizer,
+        ids,
+        cache=args.cache,
+        max_new_tokens=args.max_new_tokens,
+        allow_past_positions=args.allow_past_positions,
+        **options,
+    )
     data = result.to_dict()
     out = Output(args)
     if args.json:
         out.json(data)
-        out.close()
-        return 0
-    report(out, data)
-    out.close()
+    else:
+        report(out, data)
+    out.close()  # stdout, or --output written atomically (kvlab.atomic)
+    if args.trace:
+        result.trace.save(args.trace)  # atomic too (kvlab.atomic.write_text)
     return 0
 
 

@@ -1,4 +1,7 @@
-"""`kvlab size`: the KV bytes of every cache kind for an architecture, without loading weights."""
+"""`kvlab size`: the KV bytes of every cache kind for an architecture, without loading weights.
+
+A config without a decoder cache (an encoder-only model such as BERT) is refused in one line, exit status 2; a
+count past the model's positions is sized, with a note (a `note:` line, and `notes` in --json)."""
 
 from __future__ import annotations
 
@@ -59,7 +62,14 @@ def handle(args) -> int:
             value = getattr(args, name)
             if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
-    from kvlab.size import architecture, format_rows, from_config_file, known_architectures, size_rows
+    from kvlab.size import (
+        architecture,
+        format_rows,
+        from_config_file,
+        known_architectures,
+        position_notes,
+        size_rows,
+    )
 
     out = Output(args)
     if args.list:
@@ -87,14 +97,13 @@ def handle(args) -> int:
         page_size=args.page_size,
         lengths=args.lengths,
     )
+    notes = position_notes(arch, args.tokens, source_tokens=args.source_tokens, lengths=args.lengths)
     if args.json:
-        out.json(
-            {"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype, "rows": rows},
-            default=list,
-        )
+        facts = {"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype}
+        out.json({**facts, "notes": notes, "rows": rows}, default=list)
     else:
         out.print(f"{args.tokens:,} tokens, batch {args.batch}, {dtype}")
-        out.print(format_rows(arch, rows, args.tokens))
+        out.print(format_rows(arch, rows, args.tokens, notes))
     out.close()
     return 0
 

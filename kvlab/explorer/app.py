@@ -25,6 +25,7 @@ from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
 from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
 from kvlab.i18n import _, number
+from kvlab.measure.timing import clock
 from kvlab.recording.trace import TraceFormatError
 
 # JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
@@ -307,14 +308,14 @@ class Explorer:
         while not run.done:
             if not self._dirty.wait(0.1):
                 continue
-            time.sleep(max(0.0, self.min_redraw_s - (time.perf_counter() - drawn)))
+            time.sleep(max(0.0, self.min_redraw_s - (clock() - drawn)))
             self._dirty.clear()
             try:
                 self.refresh(run, table=False, live=True)
             except Exception as err:  # noqa: BLE001 - a drawing bug is shown, and the run goes on undrawn
                 self.show_error(err)
                 return
-            drawn = time.perf_counter()
+            drawn = clock()
 
     def _on_done(self, run: Run) -> None:
         try:

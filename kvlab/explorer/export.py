@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvlab.atomic import write_bytes
 from kvlab.explorer.session import Run, RunRequest
 from kvlab.explorer.summary import columns_for
 from kvlab.i18n import _
@@ -54,11 +55,13 @@ class Export:
         )
 
     def write(self, directory: str | Path) -> Path:
+        """Write the file into `directory` atomically: a failed write (a full disk) leaves an earlier save of the
+        same name as it was and raises AtomicWriteError naming the file."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / self.name
-        self.path.write_bytes(self.data)
-        return self.path
+        path = write_bytes(directory / self.name, self.data)
+        self.path = path
+        return path
 
 
 def size_text(n: int) -> str:

@@ -17,10 +17,9 @@ scheduled"). `generate_batch` cannot be stopped midway: it returns when every re
 
 from __future__ import annotations
 
-import time
-
 from kvlab.caches.options import CacheOptionError
 from kvlab.i18n import N_, _, marks
+from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
 from kvlab.serving.workload import load_workload
 from kvlab.size.paged import paged_blocks
@@ -131,15 +130,14 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     )
     previous = model.config._attn_implementation
     model.set_attn_implementation(_compat.PAGED_ATTN_IMPLEMENTATION)
-    started = time.perf_counter()
     try:
-        with kvlab.watch(model) as watch:
+        with Stopwatch() as stopwatch, kvlab.watch(model) as watch:
             outputs = model.generate_batch(
                 prompts, generation_config=generation_config, continuous_batching_config=batching
             )
     finally:
         model.set_attn_implementation(previous)
-    seconds = time.perf_counter() - started
+    seconds = stopwatch.seconds
     failed = {rid: out.error for rid, out in outputs.items() if out.error is not None}
     if failed or len(outputs) != len(prompts):
         detail = next(iter(failed.values()), f"{len(outputs)} of {len(prompts)} requests returned")

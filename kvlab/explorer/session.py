@@ -13,8 +13,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kvlab.atomic import AtomicWriteError
 from kvlab.caches.crop_rules import CacheCropError, removal_count
-from kvlab.caches.options import CacheOptionError, check_options
+from kvlab.caches.options import CacheOptionError, check_options, check_request
 from kvlab.caches.paged import check_paged_model
 from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
@@ -25,9 +26,11 @@ from kvlab.paths import KvlabHomeError
 from kvlab.recorded_run import RunResult
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.trace import Trace
+from kvlab.watched_generate import cache_device
 
-# Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME): one line, no traceback.
-USER_ERRORS = (CacheOptionError, CacheCropError, ValueError, ModelIntegrityError, KvlabHomeError)
+# Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME, or a save_dir on a full
+# disk: AtomicWriteError names the file and says the one that was there is unchanged): one line, no traceback.
+USER_ERRORS = (CacheOptionError, CacheCropError, ValueError, ModelIntegrityError, KvlabHomeError, AtomicWriteError)
 
 
 def one_line(text: str) -> str:
@@ -111,7 +114,8 @@ class Session:
 
     # -- running ------------------------------------------------------------------------------------------------
     def check(self, request: RunRequest) -> None:
-        """Every check that needs no model work; with the model already loaded, all of `kvlab.run`'s checks."""
+        """Every check that needs no model work; with the model already loaded, all of `kvlab.run`'s checks (the
+        options, then the request: its cache fits in memory, its tokens in the model's positions)."""
         if request.max_new_tokens < 1:
             raise ValueError(f"max new tokens must be at least 1; got {request.max_new_tokens}")
         if request.cache == PAGED:  # its requests are its own (no prompt); the model's layers once it is known
@@ -133,6 +137,15 @@ class Session:
                 prompt_tokens=ids.shape[-1],
                 max_new_tokens=request.max_new_tokens,
                 past_recording=request.past_recording,
+            )
+            check_request(  # memory and positions (unloaded, kvlab.run checks them in the worker, after the load)
+                model.config,
+                request.cache,
+                request.options,
+                prompt_tokens=ids.shape[-1],
+                max_new_tokens=request.max_new_tokens,
+                dtype=model.dtype,
+                device=cache_device(model),
             )
 
     def start(

@@ -15,6 +15,7 @@ import html
 
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
 from kvlab.i18n import N_, _, marks
+from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
 
 # (field, column title): the titles are English here and shown in the language in use (`_()` in `to_html`).
@@ -33,6 +34,7 @@ COLUMNS = (
     ("flushes", N_("flushes")),
     ("transfers", N_("transfers")),
     ("crops", N_("crops")),
+    ("ms_per_step", N_("ms/step (IQR)")),
     ("tokens_per_s", N_("tokens/s")),
 )
 PAGED_COLUMNS = (
@@ -76,6 +78,7 @@ def run_row(name: str, run) -> dict:
         "flushes": summary["flushes"],
         "transfers": summary["transfers"],
         "crops": summary["crops"],
+        "ms_per_step": _step_time(trace),
         "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
     }
@@ -84,11 +87,38 @@ def run_row(name: str, run) -> dict:
     return row
 
 
+def _step_time(trace) -> str | None:
+    """The decode steps' median time with its interquartile range, e.g. "95.1 (93.8–97.0)"; the prefill (step 0)
+    is left out, since it runs the whole prompt."""
+    decode = trace.step_seconds()[1:]
+    if not decode:
+        return None
+    timing = Timing("steps", decode)
+    q1, q3 = timing.quartiles
+    return marks(f"{timing.median * 1e3:,.1f} ({q1 * 1e3:,.1f}–{q3 * 1e3:,.1f})")
+
+
+def _repeated_speed(rows: list[dict]) -> None:
+    """Runs of the same configuration and prompt, repeated: their tokens/s as a median with its spread."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row["tokens_per_s"] is not None and not row["stopped"]:
+            groups.setdefault((row["label"], row["prompt_tokens"], row["new_tokens"]), []).append(row)
+    for group in groups.values():
+        if len(group) > 1:
+            timing = Timing("tokens/s", [r["tokens_per_s"] for r in group])
+            q1, q3 = timing.quartiles
+            shown = marks(f"{timing.median:,.1f} ({q1:,.1f}–{q3:,.1f}, {len(group)}×)")
+            for row in group:
+                row["tokens_per_s"] = shown
+
+
 def rows_for(session) -> list[dict]:
     rows = [run_row(f"[{n + 1}]", run) for n, run in enumerate(session.comparison)]
     current = session.current
     if current is not None and not any(r is current for r in session.comparison):
         rows.append(run_row("now", current))
+    _repeated_speed(rows)
     return rows
 
 

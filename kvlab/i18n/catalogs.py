@@ -14,6 +14,8 @@ from pathlib import Path
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po, write_po
 
+from kvlab.atomic import open_atomic
+
 FIXED_DATE = datetime(2026, 12, 1, tzinfo=UTC)  # the header dates: no churn in diffs, git has the history
 
 
@@ -36,9 +38,10 @@ def refresh(catalog: Catalog, template: Catalog) -> Catalog:
 
 
 def write(catalog: Catalog, path: Path, sort_output: bool, include_lineno: bool) -> None:
-    """`include_lineno=False` for source files: a line number moves with every edit above it."""
+    """Write the PO file atomically (a translator's work is never left half-written by a full disk).
+    `include_lineno=False` for source files: a line number moves with every edit above it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
+    with open_atomic(path, "wb") as handle:
         write_po(
             handle,
             catalog,

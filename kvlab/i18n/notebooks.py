@@ -26,6 +26,7 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 
+from kvlab.atomic import write_text
 from kvlab.i18n import catalogs
 
 LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
@@ -143,7 +144,9 @@ def problems(paths: Paths) -> list[str]:
         f"{paths.catalog.name}: stale entry, no English paragraph reads {_start(m.id)!r}"
         for m in catalogs.stale(english, catalog)
     ]
-    if not found and (not paths.script.exists() or paths.script.read_text() != translated_script(paths)):
+    if not found and (
+        not paths.script.exists() or paths.script.read_text(encoding="utf-8") != translated_script(paths)
+    ):
         found.append(f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`")
     return found
 
@@ -184,10 +187,10 @@ def translated_script(paths: Paths) -> str:
 def build(paths: Paths) -> bool:
     """Write the translated script; True when it changed (its .ipynb then needs executing again)."""
     text = translated_script(paths)
-    if paths.script.exists() and paths.script.read_text() == text:
+    if paths.script.exists() and paths.script.read_text(encoding="utf-8") == text:
         return False
     paths.script.parent.mkdir(parents=True, exist_ok=True)
-    paths.script.write_text(text)
+    write_text(paths.script, text)  # atomic: a failed build leaves the published script as it was
     return True
 
 

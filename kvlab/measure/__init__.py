@@ -6,8 +6,13 @@ notebooks); nothing here imports `kvlab.bench` or `kvlab.plots`.
   (`english_text`, `prompt_ids`) and the bench's seeded windows (`pydoc_text`, `token_windows`);
 - `formula`: the textbook KV-cache size formula, to set next to measured bytes;
 - `layer_lengths`: tokens seen, live and stored per layer at one step of a trace;
-- `latency`: time per new token against position, with and without a cache;
-- `timing`: a generation's prefill and decode speed (`DecodeClock`), interleaved repeats, medians;
+- `timing`: the one timing instrument: interleaved repeats, medians with their IQR, a bootstrap interval of
+  each ratio and a verdict a sentence can quote; `DecodeClock` for a generation's prefill and decode steps;
+- `latency`: time per new token against position, with and without a cache, beside the work of each forward;
+- `decode_step`: one decode step against caches of different sizes (what masked slots cost in compute);
+- `step_times`: per-step decode time of several caches, with a quantized cache's flush steps marked;
+- `offload_time`: bytes an offloaded cache moves per step, its decode time, and a labelled PCIe estimate;
+- `batching`: continuous batching (`generate_batch`) against one `generate` per request, with an interval;
 - `roofline`: memory bandwidth, weight bytes, and the decode speed they allow;
 - `quality`: teacher forcing, greedy token agreement, logit KL divergence and perplexity of a cache against
   DynamicCache (or no cache); `sweep` for quantized configurations;

@@ -10,7 +10,6 @@ the prompt. `ChatSession` remembers the ids it fed into the cache and compares t
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.measure import timing
 from kvlab.recording.trace import Trace
 
 ON_MISMATCH = ("raise", "warn", "crop", "ignore")
@@ -113,12 +113,12 @@ class FirstTokenClock(LogitsProcessor):
     """Notes when generate first asks for logits: the end of the prefill. Leaves the scores untouched."""
 
     def __init__(self):
-        self.started = time.perf_counter()
+        self.started = timing.clock()
         self.first_token: float | None = None
 
     def __call__(self, input_ids, scores):
         if self.first_token is None:
-            self.first_token = time.perf_counter()
+            self.first_token = timing.clock()
         return scores
 
 
@@ -191,7 +191,7 @@ class ChatSession:
                 logits_processor=LogitsProcessorList([clock]),
                 **{_compat.CACHE_KWARG: self.cache},
             )
-        seconds = time.perf_counter() - clock.started
+        seconds = timing.clock() - clock.started
         reply_ids = output[0, ids.shape[-1] :].tolist()
         reply = self.tokenizer.decode(reply_ids, skip_special_tokens=True)
         # The last generated token was never fed back, so the cache holds one id fewer than the output.

@@ -17,11 +17,10 @@ eager against compiled, a new prompt length, a new cache length) and `compile_ru
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from kvlab import _compat
+from kvlab.measure.timing import Stopwatch, compare, time_interleaved
 
 
 class CountingBackend:
@@ -59,8 +58,7 @@ def static_generate(
     cache = _compat.StaticCache(config=model.config, max_cache_len=max_cache_len)
     input_ids = input_ids.to(model.device)
     pad = {} if pad_token_id is None else {"pad_token_id": pad_token_id}
-    started = time.perf_counter()
-    with torch.inference_mode():
+    with Stopwatch() as watch, torch.inference_mode():
         output = model.generate(
             input_ids,
             attention_mask=torch.ones_like(input_ids),
@@ -72,18 +70,19 @@ def static_generate(
             **pad,
             **{_compat.CACHE_KWARG: cache},
         )
-    return output[0, input_ids.shape[-1] :].tolist(), time.perf_counter() - started
+    return output[0, input_ids.shape[-1] :].tolist(), watch.seconds
 
 
 def compile_report(
-    model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int, inductor: bool = True
+    model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int, inductor: bool = True, repeats: int = 5
 ) -> dict:
     """Eager vs compiled generation with a StaticCache.
 
     Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second
     is steady); compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
     Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
-    "same_tokens"}; each run records the graphs compiled during it.
+    "same_tokens", "steady"}; each run records the graphs compiled during it. "steady" compares eager with
+    compiled once the graphs exist: `repeats` interleaved runs of each (`kvlab.measure.timing`), compiled / eager.
     """
     torch._dynamo.reset()  # forget graphs from earlier calls, so counts start at zero
     backend = CountingBackend(inductor)
@@ -107,8 +106,20 @@ def compile_report(
                 "seconds": seconds,
             }
         )
+    graphs_before = backend.graphs
+    timings = time_interleaved(
+        {
+            "eager": lambda: static_generate(model, prompts[0], new_tokens, max_cache_len),
+            "compiled": lambda: static_generate(model, prompts[0], new_tokens, max_cache_len, backend),
+        },
+        repeats=repeats,
+        warmup=0,  # the compiled graph exists already (the runs above); eager was warmed up first
+    )
+    steady = compare(timings["eager"], timings["compiled"], warn=False)
     return {
         "eager_seconds": eager_seconds,
+        "steady": steady.as_dict(),
+        "steady_graphs": backend.graphs - graphs_before,  # 0: the timed compiled runs only replayed graphs
         "first_compiled_seconds": runs[0]["seconds"],
         "steady_seconds": runs[1]["seconds"],
         "graphs_first": runs[0]["new_graphs"],

@@ -1,18 +1,29 @@
 """The transformers cache guide's comparison table, regenerated from measurements on this machine.
 
-The guide ("Cache strategies") rates three caches on four properties (`kvlab.measure.published.GUIDE`). Each
-claim here is replaced by a run:
+The guide ("Cache strategies") rates three caches on four properties (`kvlab.measure.published.GUIDE`), and its
+prose adds speed words (`GUIDE_SPEED`). Each cell here comes from a run and a stated rule, never from a ranking:
 - sliding layers: on a model with sliding-window layers, does the cache build, and do its sliding layers stay
   within the window while the full layers keep every token?
-- offloading: does an offloading variant of the cache exist, and does a run log layer transfers?
-- torch.compile: over the decoding steps, how many distinct forward-input signatures (shapes, dtypes, devices)
-  does `generate` produce? A traced backend compiles one graph per signature; a cache with fixed shapes
-  gives one signature for all decoding steps, a growing cache one per step.
-- memory: peak cache bytes for the same prompt and generation.
+- offloading: does an offloading variant of the cache exist, and does a run log layer transfers? The evidence
+  names the devices the transfers went between (on a machine without an accelerator: CPU->CPU, nothing saved).
+- torch.compile: not measured here (`NOT_MEASURED`): compiling takes tens of seconds on a CPU; notebook 02 and
+  `kvlab.measure.compiled` compile for real. The evidence beside it is the number of distinct forward-input
+  signatures over the decoding steps (`kvlab.measure.devices.log_forward_inputs`): what a tracing compiler
+  meets, not what it compiled.
+- memory: peak cache bytes of the same generation, divided by the DynamicCache's. The guide's words are relative
+  to its "Medium" DynamicCache, so the rule is `memory_word`: under `LESS_BELOW` is "Low", over `MORE_ABOVE`
+  "High", between "Medium". The DynamicCache's own cell is the reference of the ratio and is not judged.
+- speed: decode seconds (first new token to last, `DecodeClock`) of each guide call, interleaved repeats,
+  divided by the DynamicCache's, with a bootstrap interval (`kvlab.measure.timing.compare`). The rule is
+  `speed_word`: "slower"/"faster" only when the interval lies on one side of 1 and is not too wide, else
+  `NOT_DISTINGUISHABLE`; a cell is judged only where the guide makes a claim and the verdict is beyond noise.
+
+`compare_with_guide` judges each cell by these rules: `agrees` is True, False, or None (not judged, with why).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 
@@ -22,10 +33,40 @@ from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
+from kvlab.measure.timing import DecodeClock, Timing, compare, interleaved
 from kvlab.recorded_run import run
 
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
-MEMORY_RANKS = ("Low", "Medium", "High")
+MEMORY_RANKS = ("Low", "Medium", "High")  # the guide's memory words, from less than the DynamicCache to more
+REFERENCE = "dynamic"  # every ratio is against this cache kind (the guide's "Medium")
+LESS_BELOW = 0.9  # peak bytes / the DynamicCache's below this: "Low"
+MORE_ABOVE = 1.1  # above this: "High"; between the two: "Medium"
+TABLE_PROPERTIES = ("sliding layers", "offloading", "torch.compile", "memory")
+
+NOT_MEASURED = "not measured here"
+NOT_DISTINGUISHABLE = "not distinguishable here"
+REFERENCE_CELL = "reference"
+NO_CLAIM = "no claim"
+NOT_JUDGED = {
+    REFERENCE_CELL: "the reference of the ratio",
+    NOT_MEASURED: "not measured here",
+    NOT_DISTINGUISHABLE: "the interval contains 1 or is too wide to tell",
+}
+
+# The guide's speed words. Its table has no speed column; these are its prose (transformers 5.x, "Cache
+# strategies"), quoted in `says`. None: the guide makes no claim about eager decoding speed for that cache.
+GUIDE_SPEED = {
+    "dynamic": {"speed": None, "says": "the default cache: the reference"},
+    "static": {
+        "speed": None,
+        "says": "compatible with JIT optimizations like torch.compile to accelerate generation "
+        "(a claim about compiled decoding; eager decoding is what is timed here)",
+    },
+    "quantized": {
+        "speed": "slower",
+        "says": "Quantizing the cache can harm latency if the context length is short",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -73,12 +114,14 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
 
 
 def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
-    """Run the offloading variant of `cache_kind`, if transformers has one, and count the logged layer transfers."""
+    """Run the offloading variant of `cache_kind`, if transformers has one, and count the logged layer transfers
+    and the devices they went between."""
     offloaded = OFFLOADED_KIND[cache_kind]
     if offloaded is None:
         takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
         return {
             "supported": takes,
+            "devices": [],
             "evidence": "QuantizedCache "
             + ("takes" if takes else "has no")
             + " offloading argument and no offloaded variant exists",
@@ -94,10 +137,10 @@ def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: 
     transfers = result.trace.transfers
     moved = sum(1 for t in transfers if t["moved"])
     devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
-    return {
-        "supported": len(transfers) > 0,
-        "evidence": f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})",
-    }
+    evidence = f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})"
+    if transfers and not moved:
+        evidence += "; every transfer stayed on its device here, so this run shows the schedule, not a saving"
+    return {"supported": len(transfers) > 0, "devices": devices, "moved": moved, "evidence": evidence}
 
 
 def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup: Setup = Setup()) -> dict:
@@ -149,16 +192,18 @@ def measure(
     """The table, one row per cache kind, each cell with the measurement behind it.
 
     `sliding_model` has sliding-window layers (the prompt should pass its window); `full_model`/`tokenizer`/
-    `prompt` drive the compile and memory runs.
+    `prompt` drive the memory runs. `kinds` must include the DynamicCache (`REFERENCE`): memory is a ratio to it.
     """
+    if REFERENCE not in kinds:
+        raise ValueError(f"kinds must include {REFERENCE!r}: the memory column is a ratio to it; got {kinds}")
     rows = []
     for cache_kind in kinds:
         sliding = measure_sliding(sliding_model, sliding_prompt_ids, cache_kind, setup)
         offload = measure_offloading(sliding_model, sliding_prompt_ids[:, :4], cache_kind, setup)
         run_facts = measure_compile_and_memory(full_model, tokenizer, prompt, cache_kind, setup)
         rows.append({"cache_kind": cache_kind, "sliding": sliding, "offloading": offload, **run_facts})
-    ranks = _memory_ranks([r["peak_bytes"] for r in rows])
-    return [_row(r, rank) for r, rank in zip(rows, ranks)]
+    reference = next(r["peak_bytes"] for r in rows if r["cache_kind"] == REFERENCE)
+    return [_row(r, r["peak_bytes"] / reference) for r in rows]
 
 
 def live_runs(rows: list[dict]) -> list[dict]:
@@ -171,54 +216,173 @@ def live_runs(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _memory_ranks(peaks: list[int]) -> list[str]:
-    order = sorted(range(len(peaks)), key=lambda i: peaks[i])
-    names = MEMORY_RANKS if len(peaks) == 3 else tuple(f"#{i + 1}" for i in range(len(peaks)))
-    ranks = [""] * len(peaks)
-    for place, i in enumerate(order):
-        ranks[i] = names[place]
-    return ranks
+def memory_word(ratio: float) -> str:
+    """The guide's memory word for peak bytes `ratio` times the DynamicCache's (the guide's "Medium")."""
+    if ratio < LESS_BELOW:
+        return "Low"
+    if ratio > MORE_ABOVE:
+        return "High"
+    return "Medium"
 
 
-def _row(r: dict, memory_rank: str) -> dict:
-    compiles = r["decode_signatures"] == 1
+def speed_word(comparison) -> str:
+    """ "slower" or "faster" than the DynamicCache when `comparison` (`compare(dynamic, cache)`) is beyond noise
+    and not too noisy; else `NOT_DISTINGUISHABLE`."""
+    if comparison.too_noisy or not comparison.differs:
+        return NOT_DISTINGUISHABLE
+    return "slower" if comparison.ratio > 1 else "faster"
+
+
+def _row(r: dict, memory_ratio: float) -> dict:
+    reference = r["cache_kind"] == REFERENCE
     return {
         "cache": GUIDE[r["cache_kind"]]["cache"],
+        "cache_kind": r["cache_kind"],
         "sliding layers": "Yes" if r["sliding"]["supported"] else "No",
         "offloading": "Yes" if r["offloading"]["supported"] else "No",
-        "torch.compile": "Yes" if compiles else "No",
-        "memory": memory_rank,
+        "torch.compile": NOT_MEASURED,
+        "memory": REFERENCE_CELL if reference else memory_word(memory_ratio),
+        "memory ratio": memory_ratio,
         "sliding evidence": r["sliding"]["evidence"],
         "offloading evidence": r["offloading"]["evidence"],
+        "offloading devices": r["offloading"]["devices"],
         "compile evidence": (
-            f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps"
+            f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps "
+            "(what a tracing compiler meets; no compile ran here)"
         ),
         "peak cache bytes": r["peak_bytes"],
         "live": {"sliding model": r["sliding"].get("live"), "full model": r["live"]},
     }
 
 
-def compare_with_guide(rows: list[dict]) -> list[dict]:
-    """For each measured row: the guide's claim and ours, property by property."""
-    by_name = {g["cache"]: g for g in GUIDE.values()}
+def time_decoding(
+    model, input_ids: torch.Tensor, calls: dict[str, dict], new_tokens: int, repeats: int = 5, warmup: int = 1
+) -> dict[str, Timing]:
+    """Decode seconds of each `generate` call, {label: generate keyword arguments}, repeats interleaved.
+
+    Each call is plain transformers (no kvlab recording): greedy, exactly `new_tokens` tokens after `input_ids`
+    (1, prompt_tokens), with the keywords the guide gives for its cache (`{}`, `cache_implementation="static"`,
+    ...). A `DecodeClock` streamer times it from the first new token to the last: `new_tokens - 1` decoding
+    forwards, the prefill left out. `warmup` untimed calls of each come first."""
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be at least 2 (decode time needs two new tokens); got {new_tokens}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1; got {repeats}")
+    ids = input_ids.to(model.device)
+
+    def decode_seconds(kwargs: dict) -> float:
+        clock = DecodeClock()
+        with torch.inference_mode():
+            model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                streamer=clock,
+                **copy.deepcopy(kwargs),  # generate may keep or change a cache_config dict it is given
+            )
+        return clock.stamps[-1] - clock.stamps[0]
+
+    for kwargs in calls.values():
+        for _ in range(warmup):
+            decode_seconds(kwargs)
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    for _, label in interleaved(list(calls), repeats):
+        times[label].append(decode_seconds(calls[label]))
+    return {label: Timing(label, values, work={"decode_forwards": new_tokens - 1}) for label, values in times.items()}
+
+
+def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[str, dict]:
+    """Per cache kind: decode time / the reference's, its interval, the verdict and the word `speed_word` gives
+    (`REFERENCE_CELL` for the reference itself)."""
+    if reference not in timings:
+        raise ValueError(f"timings must include the reference {reference!r}; got {sorted(timings)}")
+    cells = {}
+    for kind, timing in timings.items():
+        if kind == reference:
+            cells[kind] = {
+                "speed": REFERENCE_CELL,
+                "ratio": 1.0,
+                "low": 1.0,
+                "high": 1.0,
+                "verdict": "the reference of every ratio",
+            }
+            continue
+        comparison = compare(timings[reference], timing, warn=False)
+        cells[kind] = {
+            "speed": speed_word(comparison),
+            "ratio": comparison.ratio,
+            "low": comparison.low,
+            "high": comparison.high,
+            "verdict": comparison.verdict(),
+        }
+    return cells
+
+
+def with_speed(rows: list[dict], timings: dict[str, Timing]) -> list[dict]:
+    """The measured rows with a speed column from `timings` ({cache kind: Timing}, e.g. `time_decoding`)."""
+    cells = speed_cells(timings)
     out = []
     for row in rows:
-        guide = by_name[row["cache"]]
-        for prop in ("sliding layers", "offloading", "torch.compile", "memory"):
+        cell = cells[row["cache_kind"]]
+        out.append(
+            {
+                **row,
+                "speed": cell["speed"],
+                "speed ratio": cell["ratio"],
+                "speed interval": (cell["low"], cell["high"]),
+                "speed verdict": cell["verdict"],
+            }
+        )
+    return out
+
+
+def compare_with_guide(rows: list[dict]) -> list[dict]:
+    """For each measured row: the guide's claim and ours, property by property, judged by the rules above.
+
+    The four table columns always; "speed" where a row has it (the guide's prose, `GUIDE_SPEED`). `agrees` is
+    None where a cell is not judged: the reference of a ratio, not measured, not beyond noise, or no claim by the
+    guide; `why` says which."""
+    by_name = {g["cache"]: (kind, g) for kind, g in GUIDE.items()}
+    out = []
+    for row in rows:
+        kind, guide = by_name[row["cache"]]
+        claims = {prop: guide[prop] for prop in TABLE_PROPERTIES}
+        if "speed" in row:
+            claims["speed"] = GUIDE_SPEED[kind]["speed"] or NO_CLAIM
+        for prop, claim in claims.items():
+            measured = row[prop]
+            if measured in NOT_JUDGED:
+                agrees, why = None, NOT_JUDGED[measured]
+            elif claim == NO_CLAIM:
+                agrees, why = None, "the guide makes no claim: " + GUIDE_SPEED[kind]["says"]
+            else:
+                agrees, why = claim == measured, "same word" if claim == measured else "a different word"
             out.append(
                 {
                     "cache": row["cache"],
                     "property": prop,
-                    "guide": guide[prop],
-                    "measured": row[prop],
-                    "agrees": guide[prop] == row[prop],
+                    "guide": claim,
+                    "measured": measured,
+                    "agrees": agrees,
+                    "why": why,
                 }
             )
     return out
 
 
-# The guide's three caches, as `generate` keyword arguments: what a learner types. The quantized cache's
-# `cache_config` is the table's (quanto, 4 bits, an 8-token full-precision residual).
+def tally(verdicts: list[dict]) -> dict:
+    """How many judged cells agree and differ, and how many were not judged: counted, never assumed."""
+    return {
+        "agree": sum(v["agrees"] is True for v in verdicts),
+        "differ": sum(v["agrees"] is False for v in verdicts),
+        "judged": sum(v["agrees"] is not None for v in verdicts),
+        "not judged": sum(v["agrees"] is None for v in verdicts),
+        "cells": len(verdicts),
+    }
+
+
 def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = None):
     """`kvlab.size.cache_size` for the cache a watched `generate` used (`kvlab.watch(...).trace`).
 

@@ -10,13 +10,18 @@ checks the ids and raises `PrefixMismatchError` instead.
 `token_prefix` lines up the ids of a prefix and of prefix + question (notebook 08 draws it); `tokens_fed_after_copy`
 reads, from a `kvlab.watch` trace of a deep copy, how many tokens that answer had to run itself. The notebook runs
 the guide's recipe itself (`StaticCache`, `torch.no_grad()` forward, `copy.deepcopy`, `generate`); `prefill_prefix`
-and `answer` are the same steps packaged with timings.
+and `answer` are the same steps packaged with single readings of their times.
+
+`time_first_token` measures what reuse saves: the caller's own two per-request calls (the guide's
+`copy.deepcopy(prefix_cache)` + `generate(max_new_tokens=1)`, and `generate(max_new_tokens=1)` on the whole prompt)
+and the deep copy alone, repeated and interleaved by `kvlab.measure.timing`, beside the exact work each call did:
+the tokens its one forward prefilled (from a `kvlab.watch` trace) and the bytes the copy duplicates.
 """
 
 from __future__ import annotations
 
 import copy
-import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,7 +29,9 @@ from transformers import LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.measure import timing
 from kvlab.measure.chat import FirstTokenClock
+from kvlab.measure.timing import Comparison, Stopwatch, Timing, compare, time_interleaved
 from kvlab.recorded_run import encode  # the one tokenising of a prompt: (1, tokens) ids
 from kvlab.recording.storage import storage_bytes
 
@@ -71,10 +78,9 @@ def prefill_prefix(model, tokenizer, text: str, cache: str = "dynamic", **cache_
     """One forward over the prefix into a fresh cache of `cache` kind (e.g. "static", max_cache_len=...)."""
     ids = encode(tokenizer, text).to(model.device)
     kv = make_cache(cache, model.config, **cache_options)
-    started = time.perf_counter()
-    with torch.inference_mode():
+    with Stopwatch() as watch, torch.inference_mode():
         model(ids, use_cache=True, **{_compat.CACHE_KWARG: kv})
-    return PrefixCache(text, ids[0].tolist(), kv, time.perf_counter() - started)
+    return PrefixCache(text, ids[0].tolist(), kv, watch.seconds)
 
 
 def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
@@ -191,7 +197,7 @@ def _generate(model, tokenizer, ids, kv, max_new_tokens, clock) -> torch.Tensor:
 
 
 def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answer:
-    seconds = time.perf_counter() - clock.started
+    seconds = timing.clock() - clock.started
     new = output[0, full.shape[-1] :].tolist()
     return Answer(
         question,
@@ -203,3 +209,89 @@ def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answ
         clock.first_token - clock.started,
         copied,
     )
+
+
+@dataclass
+class FirstTokenTimes:
+    """Time to first token per request with the prefix reused and without it, the deep copy alone, and the exact
+    work behind each: tokens the request's forward prefilled, and bytes the deep copy duplicates."""
+
+    with_prefix: list[Timing]  # per request: deep copy + generate(max_new_tokens=1) on the copy
+    without_prefix: list[Timing]  # per request: generate(max_new_tokens=1) on the whole prompt
+    deep_copy: Timing  # the deep copy of the prefix cache alone
+    prefilled_with_prefix: list[int]  # per request, from the trace of a watched call
+    prefilled_without_prefix: list[int]
+    copy_bytes: int  # storage of one deep copy: the prefix cache's bytes, duplicated per request
+
+    def comparison(self, request: int) -> Comparison:
+        """with the prefix / without it, for one request: `.verdict()` says whether reuse was faster."""
+        return compare(self.without_prefix[request], self.with_prefix[request], warn=False)
+
+    def copy_share(self, request: int) -> Comparison:
+        """deep copy / (deep copy + generate) for one request: the share of the reused time spent copying."""
+        return compare(self.with_prefix[request], self.deep_copy, warn=False)
+
+    def series(self) -> dict[str, list[tuple[int, Timing]]]:
+        """`{label: [(tokens prefilled, Timing), ...]}` for `kvlab.plots.prefill_bars.plot_prefill_bars`."""
+        return {
+            self.with_prefix[0].label: list(zip(self.prefilled_with_prefix, self.with_prefix)),
+            self.without_prefix[0].label: list(zip(self.prefilled_without_prefix, self.without_prefix)),
+        }
+
+
+def time_first_token(
+    model,
+    with_prefix: Callable[[object], object],
+    without_prefix: Callable[[object], object],
+    deep_copy: Callable[[], object],
+    requests: Sequence,
+    repeats: int = 10,
+    warmup: int = 1,
+    labels: tuple[str, str, str] = ("with the prefix", "without it", "deepcopy"),
+) -> FirstTokenTimes:
+    """Time to first token of each request, with a reused prefix and without, interleaved, and the copy alone.
+
+    `with_prefix(request)` is the guide's per-request step: `copy.deepcopy(prefix_cache)`, then `generate` with the
+    copy and `max_new_tokens=1` (the copy is timed with it: a server pays it per request); `without_prefix(request)`
+    is `generate(max_new_tokens=1)` on the whole prompt; `deep_copy()` copies the prefix cache and returns the copy.
+    Each is first run once inside `kvlab.watch(model)` to count the tokens its one forward prefilled (a call that
+    runs more than one forward is refused: it would time decoding too); then every request's two calls and the
+    deep copy are timed by `time_interleaved`, `repeats` times each after `warmup` untimed calls.
+    """
+    from kvlab.watcher import watch  # the watcher sits above the measurement layer's recording imports
+
+    if not requests:
+        raise ValueError("time_first_token needs at least one request")
+    reused_label, whole_label, copy_label = labels
+    counts: dict[str, list[int]] = {reused_label: [], whole_label: []}
+    for label, call in ((reused_label, with_prefix), (whole_label, without_prefix)):
+        for request in requests:
+            with watch(model) as seen:
+                call(request)
+            steps = _forwards_after_copy(seen.trace)
+            if len(steps) != 1:
+                raise ValueError(
+                    f"{label!r} ran {len(steps)} forwards; time to first token needs exactly one "
+                    "(generate with max_new_tokens=1)"
+                )
+            counts[label].append(tokens_fed_after_copy(seen.trace))
+    copy_bytes = cache_bytes(deep_copy())
+    runs: dict[str, Callable[[], object]] = {copy_label: deep_copy}
+    for i, request in enumerate(requests):
+        runs[f"{i}\0{reused_label}"] = lambda request=request: with_prefix(request)
+        runs[f"{i}\0{whole_label}"] = lambda request=request: without_prefix(request)
+    timed = time_interleaved(runs, repeats=repeats, warmup=warmup)
+    return FirstTokenTimes(
+        [Timing(reused_label, timed[f"{i}\0{reused_label}"].times) for i in range(len(requests))],
+        [Timing(whole_label, timed[f"{i}\0{whole_label}"].times) for i in range(len(requests))],
+        timed[copy_label],
+        counts[reused_label],
+        counts[whole_label],
+        copy_bytes,
+    )
+
+
+def _forwards_after_copy(trace) -> list[int]:
+    """The steps (forwards) of a trace after its deep copy, if it is one."""
+    start = trace.meta.get("copied_at_event", 0)
+    return sorted({e["step"] for e in trace.events[start:] if e.get("type") == "update" and e.get("op") == "kv"})

@@ -11,18 +11,23 @@ Teacher forcing (`teacher_forced_logits`, used by the notebooks' `teacher_forced
 one token per forward after a prefill, because that is when a cache is read: a QuantizedCache attends to
 full-precision keys during the prefill and to its packed copy only afterwards. Without a cache it is one forward
 over the whole window, the exact reference: every position attends to every earlier token, nothing is stored.
+
+Numerics: the log-softmax is taken in float64 and kept in float32 (`log_softmax_float32`), and the KL is summed in
+float64 after renormalising both sides (`kl_per_position`). A float32 log-softmax over a vocabulary does not sum
+to exactly 1, and that normalisation error (~ vocab x float32 eps) is as large as the KL of a good 8-bit cache, so
+summed as it is the KL came out negative.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.measure.timing import Stopwatch
 from kvlab.recording.trace import Trace
 
 
@@ -60,20 +65,39 @@ def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing:
     ids = ids.to(model.device)  # (1, length)
     if cache is None:
         logits = model(ids, use_cache=False).logits[0, prefill - 1 : -1]  # (length - prefill, vocab)
-        return torch.log_softmax(logits.float(), dim=-1)
+        return log_softmax_float32(logits)
     steps = [model(ids[:, :prefill], **{_compat.CACHE_KWARG: cache}, use_cache=True).logits[0, -1]]
-    started = time.perf_counter()
-    for t in range(prefill, ids.shape[-1] - 1):
-        out = model(ids[:, t : t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
-        steps.append(out.logits[0, -1])
+    with Stopwatch() as watch:
+        for t in range(prefill, ids.shape[-1] - 1):
+            out = model(ids[:, t : t + 1], **{_compat.CACHE_KWARG: cache}, use_cache=True)
+            steps.append(out.logits[0, -1])
     if timing is not None:
-        timing["decode_seconds"] = time.perf_counter() - started
-    return torch.log_softmax(torch.stack(steps).float(), dim=-1)  # (length - prefill, vocab)
+        timing["decode_seconds"] = watch.seconds
+    return log_softmax_float32(torch.stack(steps))  # (length - prefill, vocab)
+
+
+def log_softmax_float32(logits: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities of `logits` (..., vocab), computed in float64 and stored in float32.
+
+    Float64 for the sum over the vocabulary, so each value is its exact log-probability rounded once; float32 to
+    store, because the bench keeps one (positions, vocab) tensor per configuration (262,144 ids for Gemma 3)."""
+    if not _has_float64(logits.device):  # Apple's GPU: float32 here; `kl_per_position` renormalises in float64
+        return torch.log_softmax(logits.float(), dim=-1)
+    return torch.log_softmax(logits.double(), dim=-1).float()
+
+
+def _has_float64(device: torch.device) -> bool:
+    return device.type != "mps"
+
+
+def _float64(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` in float64, on the CPU when its device has no float64 (MPS)."""
+    return tensor.double() if _has_float64(tensor.device) else tensor.cpu().double()
 
 
 def mean_nll(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
     """Mean negative log-likelihood of `targets` (n,) under `log_probs` (n, vocab), in nats."""
-    return float(-log_probs.gather(-1, targets.reshape(-1, 1)).mean())
+    return float(-_float64(log_probs.gather(-1, targets.reshape(-1, 1))).mean())
 
 
 def perplexity(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
@@ -82,14 +106,37 @@ def perplexity(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
 
 
 def kl_per_position(reference: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """KL(reference || other) at each position, both log-probabilities (n, vocab), in nats: shape (n,)."""
-    return (reference.exp() * (reference - other)).sum(-1)
+    """KL(reference || other) at each position, both log-probabilities (n, vocab), in nats: shape (n,), float64.
+
+    Both sides are renormalised in float64 first (a no-op in exact arithmetic): stored float32 log-probabilities
+    sum to 1 only within ~ vocab x float32 eps, which alone shifts the KL by as much, either way. Renormalised,
+    each is a distribution and the KL is >= 0 (Gibbs' inequality) up to float64 rounding of a vocab-long sum;
+    that rounding is what the clamp at 0 removes, so no position reads below zero. Rows go `KL_ROWS` at a time,
+    so the float64 copies stay small next to a 262,144-id vocabulary."""
+    if reference.shape != other.shape:
+        raise ValueError(
+            f"KL needs two log-probability tensors of one shape; got {tuple(reference.shape)} and {tuple(other.shape)}"
+        )
+    rows = reference.reshape(-1, reference.shape[-1]), other.reshape(-1, other.shape[-1])  # any leading shape
+    kl = [_kl_rows(p, q) for p, q in zip(rows[0].split(KL_ROWS), rows[1].split(KL_ROWS))]
+    return torch.cat(kl).reshape(reference.shape[:-1])
+
+
+KL_ROWS = 64  # positions per float64 block in kl_per_position: 64 x 262,144 x 8 bytes = 128 MiB a copy
+
+
+def _kl_rows(reference: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    p = torch.log_softmax(_float64(reference), dim=-1)
+    q = torch.log_softmax(_float64(other), dim=-1)
+    terms = torch.nn.functional.kl_div(q, p, reduction="none", log_target=True)  # exp(p) * (p - q)
+    terms = terms.masked_fill(p == -math.inf, 0.0)  # a token the reference rules out adds 0, not 0 * inf = nan
+    return terms.sum(-1).clamp(min=0.0)
 
 
 def kl_divergence(reference: torch.Tensor, other: torch.Tensor) -> float:
-    """Mean over positions of KL(reference || other), both log-probabilities (n, vocab), in nats (a rounding
-    error below zero reads 0)."""
-    return float(kl_per_position(reference, other).mean().clamp(min=0.0))
+    """Mean over positions of KL(reference || other), both log-probabilities (n, vocab), in nats (>= 0: see
+    `kl_per_position`)."""
+    return float(kl_per_position(reference, other).mean())
 
 
 @dataclass

@@ -16,13 +16,12 @@ order. What it does not give is decode speed: `decode_seconds` is the time of th
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.measure import quality
+from kvlab.measure.timing import Stopwatch
 from kvlab.recording.trace import Trace
 
 DEFAULT_RESIDUAL_LENGTH = 128  # transformers' QuantizedCache default
@@ -53,11 +52,10 @@ def teacher_forced_chunk(
     kwargs = {_compat.CACHE_KWARG: cache_object, "use_cache": True}
     with torch.no_grad():
         first = model(ids[:, :prefill_tokens], **kwargs).logits[0, -1:]  # (1, vocab): predicts token prefill
-        started = time.perf_counter()
-        rest = model(ids[:, prefill_tokens:-1], **kwargs).logits[0] if chunk else first[:0]  # (chunk, vocab)
-        seconds = time.perf_counter() - started
-    log_probs = torch.log_softmax(torch.cat([first, rest]).float(), dim=-1)  # (n - prefill_tokens, vocab)
-    return quality.TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace, seconds)
+        with Stopwatch() as watch:
+            rest = model(ids[:, prefill_tokens:-1], **kwargs).logits[0] if chunk else first[:0]  # (chunk, vocab)
+    log_probs = quality.log_softmax_float32(torch.cat([first, rest]))  # (n - prefill_tokens, vocab)
+    return quality.TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace, watch.seconds)
 
 
 def sweep(model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict]) -> tuple[list[dict], dict]:

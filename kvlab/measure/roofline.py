@@ -3,10 +3,9 @@ tokens/s can never beat memory bandwidth / (weight bytes + cache bytes). kvlab m
 
 from __future__ import annotations
 
-import time
-
 import torch
 
+from kvlab.measure.timing import time_interleaved
 from kvlab.recording.storage import storage_bytes
 
 
@@ -14,17 +13,15 @@ def measure_bandwidth(mebibytes: int = 256, repeats: int = 7, device: str = "cpu
     """Bytes per second of a large tensor copy (each byte read once and written once), median of `repeats`."""
     source = torch.ones(mebibytes * 2**20 // 4, dtype=torch.float32, device=device)
     target = torch.empty_like(source)
-    target.copy_(source)  # warm-up: page in both buffers
-    rates = []
-    for _ in range(repeats):
-        if device != "cpu":
-            torch.cuda.synchronize()
-        started = time.perf_counter()
+
+    def copy():
         target.copy_(source)
         if device != "cpu":
             torch.cuda.synchronize()
-        rates.append(2 * source.numel() * 4 / (time.perf_counter() - started))
-    return sorted(rates)[len(rates) // 2]
+
+    # one warm-up pages in both buffers; every repeat then times one copy
+    timing = time_interleaved({"copy": copy}, repeats=repeats, warmup=1)["copy"]
+    return 2 * source.numel() * 4 / timing.median
 
 
 def weight_bytes(model) -> int:

@@ -3,10 +3,11 @@
 Both come from PyPI packages (see `sources.py`), are converted once into safetensors under `KVLAB_HOME`
 (see `convert.py`), and load from there in seconds afterwards.
 
-A prepared model is never used unchecked: its manifest (`manifest.py`) is checked on every load (milliseconds),
-and fully by `kvlab models verify`. A damaged model is converted again at once when its source is still on this
-machine, and otherwise refused with the command that re-prepares it. A model prepared by an earlier kvlab (no
-manifest yet) has its safetensors structure checked and its manifest recorded on the next prepare, load or verify.
+A prepared model is never used unchecked: every load compares its files with its manifest (`manifest.py`: no
+file is read while none changed since it was checked; a changed one is hashed whole), and `kvlab models verify`
+hashes every byte. A damaged model, or one whose manifest is missing or unreadable, is converted again at once
+from its verified source when that is still on this machine, and otherwise refused with the command that
+prepares it again: a directory is never trusted on its structure alone.
 """
 
 from __future__ import annotations
@@ -14,23 +15,16 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from kvlab.measure.timing import Stopwatch
 from kvlab.models import sources, tiny  # noqa: F401  (kvlab.models.tiny, as when `import kvlab` was eager)
 from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
-from kvlab.models.manifest import (
-    ModelIntegrityError,
-    check_safetensors_layout,
-    fast_check,
-    full_check,
-    has_manifest,
-    write_manifest,
-)
+from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
 from kvlab.paths import KvlabHomeError, check_writable, models_dir
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
@@ -127,19 +121,20 @@ def warm_up_quanto() -> None:
     from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
 
     print("kvlab: warming up optimum-quanto (builds its CPU extension on first use)", file=sys.stderr)
-    started = time.perf_counter()
     x = torch.randn(1, 2, 64, 64)  # (batch, kv_heads, seq, head_dim)
-    for qtype in (qint2, qint4):
-        scale, shift = MaxOptimizer()(x, qtype, 0, 64)
-        quantize_weight(x, qtype, 0, scale, shift, 64).dequantize()
-    print(f"kvlab: optimum-quanto ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    with Stopwatch() as watch:
+        for qtype in (qint2, qint4):
+            scale, shift = MaxOptimizer()(x, qtype, 0, 64)
+            quantize_weight(x, qtype, 0, scale, shift, 64).dequantize()
+    print(f"kvlab: optimum-quanto ready in {watch.seconds:.1f} s", file=sys.stderr)
 
 
 def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
     """Fetch, verify and convert a bundled model once; later calls check its manifest (milliseconds) and return.
 
-    A damaged model is converted again. With `refetch=False` (what `load` passes) that only happens when its
-    source is still on this machine; otherwise ModelIntegrityError says how to re-prepare it.
+    A damaged model (or one whose manifest is missing or unreadable) is converted again. With `refetch=False`
+    (what `load` passes) that only happens when its source is still on this machine; otherwise
+    ModelIntegrityError says, in one line, which file is wrong and how to prepare the model again.
     """
     spec = bundled(name)
     directory = spec.directory
@@ -151,10 +146,9 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
         if problem is not None:
             if not refetch and not spec.source_at_hand(_gguf_dir()):
                 raise ModelIntegrityError(
-                    f"{spec.title} at {directory} is damaged ({problem}); prepare it again: "
-                    f"kvlab models prepare {spec.name}"
+                    f"{spec.title} is not used: {problem}; prepare it again: kvlab models prepare {spec.name}"
                 )
-            print(f"kvlab: {spec.title} is damaged ({problem}); converting it again", file=sys.stderr)
+            print(f"kvlab: {spec.title} is not used: {problem}; converting it again", file=sys.stderr)
             _convert(spec)
     else:
         _convert(spec)
@@ -177,37 +171,12 @@ def _convert(spec: BundledModel) -> None:
 
 
 def _problem(spec: BundledModel) -> str | None:
-    """What is wrong with a prepared model's files (None when they match the manifest, or none can be written)."""
+    """What is wrong with a prepared model's files (None when they match the manifest)."""
     try:
-        if not has_manifest(spec.directory) and not record_manifest(spec.directory, spec.title):
-            return None
-        fast_check(spec.directory)
+        check(spec.directory)
     except ModelIntegrityError as err:
         return str(err)
     return None
-
-
-def record_manifest(directory: Path, title: str) -> bool:
-    """Give a directory prepared by an earlier kvlab (no manifest) one, after checking its safetensors structure.
-
-    Returns False when the directory is read-only (the model is then loaded without a manifest).
-    """
-    for path in sorted(directory.glob("*.safetensors")):
-        check_safetensors_layout(path)
-    try:
-        write_manifest(directory)
-    except OSError as err:
-        print(
-            f"kvlab: {title} has no manifest and {directory} is read-only ({err.strerror}); loading it unverified",
-            file=sys.stderr,
-        )
-        return False
-    print(
-        f"kvlab: {title} was prepared by an earlier kvlab; its structure is sound and its manifest is now "
-        f"recorded ({directory})",
-        file=sys.stderr,
-    )
-    return True
 
 
 def verify(name_or_path: str) -> str:
@@ -223,15 +192,15 @@ def verify(name_or_path: str) -> str:
             raise UnknownModelError(
                 f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} (or a prepared model directory)"
             )
+        if not has_manifest(directory):
+            raise ModelIntegrityError(
+                f"{directory} has no {MANIFEST}: only a directory that kvlab prepared can be verified"
+            )
     try:
-        recorded = not has_manifest(directory) and record_manifest(directory, title)
-        if not recorded and not has_manifest(directory):
-            raise ModelIntegrityError(f"{title} has no manifest and {directory} is read-only, so it cannot be verified")
         full_check(directory)
     except ModelIntegrityError as err:
         raise ModelIntegrityError(f"{title} is damaged: {err}; to prepare it again: {fix}") from None
-    when = " (recorded just now)" if recorded else ""
-    return f"{title}: every file matches its manifest{when} ({directory})"
+    return f"{title}: every file matches its manifest ({directory})"
 
 
 def bundled(name: str) -> BundledModel:
@@ -282,7 +251,7 @@ def _checked_location(name_or_path: str) -> tuple[str, str]:
         prepare(name_or_path, warm_quanto=False, refetch=False)
     elif where == "local" and has_manifest(Path(location)):
         try:
-            fast_check(Path(location))
+            check(Path(location))
         except ModelIntegrityError as err:
             raise ModelIntegrityError(f"{location} is damaged ({err}); re-create the directory") from None
     return where, location

@@ -10,7 +10,8 @@ process's id (`smollm2.partial-1234`), removed if the conversion raises or is in
 when complete, so an unfinished conversion is never mistaken for a finished one. A process killed outright cannot
 clean up; `remove_stale_partials` deletes its leftovers on the next prepare (only those of processes that are no
 longer running, so two prepares at once do not delete each other's work). The manifest is written after the
-rename, from the files in their final place.
+rename, from the files in their final place, with each file's identity (see manifest.py), so that the first
+load does not hash the files again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from kvlab import _compat
+from kvlab import _compat, atomic
 from kvlab.models.manifest import write_manifest
 
 MARKER = "kvlab-model.json"
@@ -84,7 +85,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
         tokenizer.save_pretrained(partial)
         seconds = round(time.perf_counter() - started, 1)
         marker = {**source, "gguf": gguf_path.name, "convert_seconds": seconds}
-        (partial / MARKER).write_text(json.dumps(marker, indent=1))
+        atomic.write_text(partial / MARKER, json.dumps(marker, indent=1))
         shutil.rmtree(model_dir, ignore_errors=True)
         partial.rename(model_dir)
     except BaseException:  # KeyboardInterrupt too: an interrupted conversion leaves no directory behind

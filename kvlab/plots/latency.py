@@ -10,17 +10,22 @@ from kvlab.plots._figure import finish, subplots
 
 
 def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> Figure:
-    """Seconds per token against position (left) and cumulative seconds against tokens generated (right)."""
-    fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.8))
+    """Milliseconds per token against position, with the interquartile band over repeats (left), and the
+    tokens each forward ran through the model, counted exactly (right): the work behind the time."""
+    fig, (ax, ax_work) = subplots(1, 2, figsize=(10, 3.8))
     for label, run in runs.items():
-        ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", label=label)
-        cumulative = [sum(run.seconds[: i + 1]) for i in range(len(run.seconds))]
-        ax_total.plot(range(1, len(cumulative) + 1), cumulative, label=label)
+        line = ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", label=label)[0]
+        if run.repeats > 1 and len(run.q1) == len(run.seconds):
+            low, high = [s * 1e3 for s in run.q1[1:]], [s * 1e3 for s in run.q3[1:]]
+            ax.fill_between(run.positions[1:], low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+        if run.tokens_run:
+            ax_work.plot(run.positions[1:], run.tokens_run[1:], ".-", color=line.get_color(), label=label)
     ax.set_xlabel(_("position (tokens in context)"))
     ax.set_ylabel(_("ms per new token"))
     ax.set_ylim(bottom=0)
     ax.set_title(_("time per new token (after the prefill)"))
-    ax_total.set_xlabel(_("tokens generated"))
-    ax_total.set_ylabel(_("cumulative seconds"))
-    ax_total.set_title(_("total time"))
-    return finish(fig, (ax, ax_total), title)
+    ax_work.set_xlabel(_("position (tokens in context)"))
+    ax_work.set_ylabel(_("tokens run by the forward"))
+    ax_work.set_ylim(bottom=0)
+    ax_work.set_title(_("work per new token (exact)"))
+    return finish(fig, (ax, ax_work), title)

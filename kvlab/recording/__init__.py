@@ -5,7 +5,8 @@
 - `layer_state`: what one cache layer holds now (`LayerState`, `read_layer`), read from transformers' layers;
 - `slots`: the slot vocabulary and the masked share (`waste_pct`), one definition for the trace, explorer, size;
 - `recorder`: turns each cache update, crop, flush and transfer into an event;
-- `trace`: the events, their summaries and the JSON file (schema 2; version 1 files still load).
+- `work`: the work behind a step's time (queries, key slots attended, attention FLOPs, packing calls), exact;
+- `trace`: the events, their summaries and the JSON file (schema 3; versions 1 and 2 still load).
 
 Nothing is imported here, so `kvlab.recording.layer_kinds` stays torch-free for the command line.
 """

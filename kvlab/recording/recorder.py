@@ -6,10 +6,11 @@ updates once per forward, so seeing a (role, layer, op) again means a new step b
 
 from __future__ import annotations
 
-import time
+import timeit
 
 from kvlab.recording.layer_state import LayerState, read_layer
 from kvlab.recording.trace import Trace
+from kvlab.recording.work import no_work
 
 
 class Recorder:
@@ -25,6 +26,10 @@ class Recorder:
         if key in self._seen:
             self.step += 1
             self._seen.clear()
+        if not self._seen:  # the first update of a forward: when the step started (`Trace.step_seconds`)
+            starts = self.trace.meta.setdefault("step_started_s", [])
+            if len(starts) <= self.step:
+                starts.extend([None] * (self.step - len(starts)) + [now()])
         self._seen.add(key)
 
     def state(self, role: str, layer_idx: int) -> LayerState | None:
@@ -38,7 +43,10 @@ class Recorder:
         self._total_bytes += state.bytes_held - (before.bytes_held if before else 0)
         self._states[key] = state
 
-    def record_update(self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds) -> LayerState:
+    def record_update(
+        self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work: dict | None = None
+    ) -> LayerState:
+        """One update event: the layer's state after `op`, and the work it did (`kvlab.recording.work`)."""
         before = self._states.get((role, layer_idx))
         after = read_layer(layer, layer_kind)
         self._set_state((role, layer_idx), after)
@@ -55,6 +63,7 @@ class Recorder:
                 "seconds": seconds,
                 "cache_bytes": self.total_bytes(),
                 **after.as_dict(),
+                **(work if work is not None else no_work()),
             }
         )
         if before is not None and after.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
@@ -101,4 +110,8 @@ class Recorder:
 
 
 def now() -> float:
-    return time.perf_counter()
+    """The trace's timestamp for a cache update: how long transformers' own update took, stored per event.
+
+    Comparisons of model time never use it: they go through `kvlab.measure.timing`, which repeats and
+    interleaves. Same clock as there (`timeit.default_timer`)."""
+    return timeit.default_timer()

@@ -8,8 +8,10 @@ Events are plain dicts (JSON-ready, pandas-ready), each with a `type` (the event
 - "transfer": an offloaded layer moved (direction "offload" or "prefetch"), bytes, seconds, src, dst.
 `meta` holds what produced the trace (model, cache kind under "cache", options, dtype, timings).
 
-Schema version 2 names a layer's kind `layer_kind` (version 1 called it `kind`); `Trace.load` and `from_dict` read
-both versions, translating a version-1 file's fields to today's names (`_upgrade`).
+Schema version 2 names a layer's kind `layer_kind` (version 1 called it `kind`). Version 3 adds the work counters
+to every update (`kvlab.recording.work`: batch, queries, slots_attended, attention_flops and the quantized
+packing calls). `Trace.load` and `from_dict` read every version: a version-1 file's fields get today's names,
+and an older file's updates get the counters as null ("not recorded"), never as a made-up zero (`_upgrade`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import json
 from pathlib import Path
 
 from kvlab.recording.slots import SLOT_FIELDS, waste_pct
+from kvlab.recording.work import WORK_FIELDS, input_signatures, work_by_step
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # older versions are translated on load
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)  # older versions are translated on load
 # The fields the next version renamed, per older version: {version: {event type: {old name: new name}}}
 RENAMED_FIELDS = {1: {"update": {"kind": "layer_kind"}}}
+# The fields the next version added, per older version: {version: {event type: fields}}; null in older files
+ADDED_FIELDS = {2: {"update": WORK_FIELDS}}
 EVENT_TYPES = ("update", "crop", "flush", "transfer")
 
 
@@ -109,6 +114,21 @@ class Trace:
                 row[j] = row[j] or row[j - 1]
         return grid
 
+    def step_seconds(self) -> list[float]:
+        """Wall seconds of each step but the last: from its first layer update to the next step's. One reading
+        per step, for the picture beside the bytes; a comparison repeats runs (`kvlab.measure.timing`)."""
+        starts = self.meta.get("step_started_s") or []
+        return [b - a for a, b in zip(starts, starts[1:]) if a is not None and b is not None]
+
+    def work_by_step(self) -> list[dict]:
+        """Per forward: tokens run, key slots attended, attention FLOPs, packing calls, bytes offloaded
+        (`kvlab.recording.work`)."""
+        return work_by_step(self)
+
+    def input_signatures(self) -> list[tuple]:
+        """The distinct attention shapes of the run: what a compiler would trace again (`kvlab.recording.work`)."""
+        return input_signatures(self)
+
     def layer_table(self) -> list[dict]:
         evicted: dict[tuple, int] = {}
         for e in self.updates:
@@ -169,9 +189,10 @@ class Trace:
         return {"kvlab_trace": SCHEMA_VERSION, "meta": self.meta, "events": self.events}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1, default=str))
-        return path
+        """Write the trace as JSON, atomically: a failed save leaves the file that was there loadable."""
+        from kvlab.atomic import write_text
+
+        return write_text(path, json.dumps(self.to_dict(), indent=1, default=str))
 
     @classmethod
     def from_dict(cls, data, source: str = "trace") -> Trace:
@@ -186,7 +207,7 @@ class Trace:
         if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise TraceFormatError(
                 f"{source} has trace schema version {_short(version)}; this kvlab reads versions "
-                f"{' and '.join(map(str, READABLE_VERSIONS))}."
+                f"{', '.join(map(str, READABLE_VERSIONS[:-1]))} and {READABLE_VERSIONS[-1]}."
             )
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
@@ -228,6 +249,7 @@ class Trace:
 
 # The fields every event of each type carries, as the recorder writes them, and their JSON types.
 _INT, _NUMBER, _STR, _BOOL, _INTS = "an integer", "a number", "a string", "true or false", "a list of integers"
+_COUNT = "an integer, or null where an older kvlab did not count it"
 _COMMON = {"step": _INT, "role": _STR}
 _LAYER_STATE = {
     "layer_kind": _STR,
@@ -253,6 +275,7 @@ EVENT_FIELDS = {
         "seconds": _NUMBER,
         "cache_bytes": _INT,
         **_LAYER_STATE,
+        **dict.fromkeys(WORK_FIELDS, _COUNT),
     },
     "crop": {**_COMMON, "n": _INT, "past_recording": _BOOL, "lengths_before": _INTS, "lengths_after": _INTS},
     "flush": {**_COMMON, "layer_idx": _INT, "residual_tokens_flushed": _INT, "quantized_tokens": _INT},
@@ -270,6 +293,8 @@ EVENT_FIELDS = {
 
 
 def _is(value, expected: str) -> bool:
+    if expected == _COUNT:
+        return value is None or _is(value, _INT)
     if expected == _INT:
         return isinstance(value, int) and not isinstance(value, bool)
     if expected == _NUMBER:
@@ -309,11 +334,17 @@ def _upgrade(events: list, version: int) -> list:
     Every version after `version` applies its renames in turn; anything that is not an event object is left for
     `_event_problem` to name."""
     for old in range(version, SCHEMA_VERSION):
-        renames = RENAMED_FIELDS.get(old, {})
-        events = [
-            {renames[e["type"]].get(k, k): v for k, v in e.items()}
-            if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"] in renames
-            else e
-            for e in events
-        ]
+        renames, added = RENAMED_FIELDS.get(old, {}), ADDED_FIELDS.get(old, {})
+        events = [_upgrade_event(e, renames, added) for e in events]
     return events
+
+
+def _upgrade_event(event, renames: dict, added: dict):
+    if not (isinstance(event, dict) and isinstance(event.get("type"), str)):
+        return event
+    event_type = event["type"]
+    if event_type in renames:
+        event = {renames[event_type].get(k, k): v for k, v in event.items()}
+    if event_type in added:
+        event = {**dict.fromkeys(added[event_type]), **event}
+    return event

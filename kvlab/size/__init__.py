@@ -8,6 +8,7 @@ The rules are transformers' own (see `kvlab.size.layers`), checked against live 
 
 from kvlab.size.architecture import (
     Architecture,
+    NoKVCacheError,
     UnknownArchitectureError,
     architecture,
     from_config,
@@ -15,12 +16,13 @@ from kvlab.size.architecture import (
     known_architectures,
 )
 from kvlab.size.calculator import DTYPE_BYTES, SIZE_KINDS, CacheSize, cache_size
-from kvlab.size.table import format_rows, size_rows
+from kvlab.size.table import format_rows, position_notes, size_rows
 
 __all__ = [
     "Architecture",
     "CacheSize",
     "DTYPE_BYTES",
+    "NoKVCacheError",
     "SIZE_KINDS",
     "UnknownArchitectureError",
     "architecture",
@@ -29,5 +31,6 @@ __all__ = [
     "from_config",
     "from_config_file",
     "known_architectures",
+    "position_notes",
     "size_rows",
 ]

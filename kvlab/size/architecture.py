@@ -3,6 +3,9 @@
 The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
 each names its hub repo under "source"). transformers itself turns the config keys into per-layer kinds
 (`AutoConfig.for_model` + the cache's own layer-type rules), so kvlab never re-implements which layer slides.
+
+An encoder-only config (BERT and its kind, without `is_decoder`) is refused in one line: such a model reads its
+whole input in one pass and keeps no KV cache, so any size would be invented (a BERT config used to report 288 MiB).
 """
 
 from __future__ import annotations
@@ -13,11 +16,17 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from kvlab.atomic import write_text
+from kvlab.caches.options import position_limit
 from kvlab.recording.layer_kinds import layer_kinds
 
 
 class UnknownArchitectureError(ValueError):
     """A model name that is not in kvlab's architecture facts."""
+
+
+class NoKVCacheError(ValueError):
+    """A config whose model keeps no KV cache (encoder-only): there is nothing to size."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class Architecture:
     linear_state: tuple[int, int, int] | None = None
     dtype: str | None = None  # the dtype the published weights use
     note: str = ""
+    max_positions: int | None = None  # max_position_embeddings: the most tokens the model was built to attend
     # a transformers config object, or the config keys to build one from (known architectures, see `config`)
     config_source: object = field(default=None, repr=False, compare=False)
 
@@ -86,7 +96,9 @@ def known_architectures() -> list[str]:
 def from_config(
     config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
 ) -> Architecture:
-    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too)."""
+    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too); an
+    encoder-only config is refused (`NoKVCacheError`)."""
+    check_decoder_cache(config, source if source != "config" else name or "this config")
     text = config.get_text_config(decoder=True)
     kinds = tuple(layer_kinds(config))
     heads = _first(text, "num_attention_heads", "decoder_attention_heads", default=0)
@@ -110,7 +122,33 @@ def from_config(
         linear_state=linear,
         dtype=dtype,
         note=note,
+        max_positions=position_limit(config),
         config_source=config,
+    )
+
+
+def check_decoder_cache(config, what: str = "this config") -> None:
+    """Refuse a config whose model keeps no KV cache: an encoder-only model (BERT, RoBERTa, DistilBERT, ...), which
+    attends to its whole input at once. The signal is the config, not the class names: a model type with a
+    masked-LM head, not encoder-decoder, with no `is_decoder: true` (XLM: `causal: true`). `architectures`
+    (BertForMaskedLM, BertModel, ...) only names it in the message; GPT-NeoX also says is_decoder false."""
+    if getattr(config, "is_encoder_decoder", False):
+        return
+    text = config.get_text_config(decoder=True)
+    if getattr(text, "is_decoder", False) or getattr(text, "causal", False):
+        return
+    from kvlab import _compat
+
+    if text.model_type not in _compat.masked_lm_model_types():
+        return
+    facts = [f"model_type {text.model_type!r}", "is_decoder false" if hasattr(text, "is_decoder") else "no is_decoder"]
+    architectures = getattr(config, "architectures", None) or []
+    if architectures:
+        facts.append(f"architectures {', '.join(architectures)}")
+    raise NoKVCacheError(
+        f"{what} is an encoder-only model ({'; '.join(facts)}): it reads its whole input in one pass and keeps no KV "
+        "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models "
+        "(a BERT-style config with is_decoder: true is a decoder)."
     )
 
 
@@ -162,6 +200,7 @@ def architecture(name: str) -> Architecture:
         source=entry["source"],
         dtype=entry.get("dtype"),
         note=entry.get("note", ""),
+        max_positions=entry["config"].get("max_position_embeddings"),  # the config's own key, read without transformers
         config_source=entry["config"],
         **{k: tuple(v) if isinstance(v, list) else v for k, v in derived.items()},
     )
@@ -206,8 +245,7 @@ def write_derived_facts(path: Path | None = None) -> Path:
         "what transformers derives from each 'config' of architectures.json, so `kvlab size` needs no transformers."
     )
     rows = ",\n".join(f"  {json.dumps(name)}: {json.dumps(facts)}" for name, facts in models.items())
-    path.write_text(f'{{\n "about": {json.dumps(about)},\n "models": {{\n{rows}\n }}\n}}\n')
-    return path
+    return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n{rows}\n }}\n}}\n')
 
 
 def from_config_file(path: str | Path) -> Architecture:

@@ -74,12 +74,35 @@ def size_rows(
     return rows
 
 
-def format_rows(arch: Architecture, rows: list[dict], tokens: int) -> str:
-    """A plain-text table; bytes exact, with a human-readable size beside them."""
+def position_notes(
+    arch: Architecture, tokens: int, *, source_tokens: int | None = None, lengths: list[int] | None = None
+) -> list[str]:
+    """A note for each count past the model's positions (`max_position_embeddings`): the bytes are still what a
+    cache of that many tokens holds, but the model was not built to attend that far (transformers only warns)."""
+    if not arch.max_positions:
+        return []
+    limit = arch.max_positions
+    notes = []
+    most = max([tokens, *(lengths or [])])
+    if most > limit:
+        notes.append(
+            f"{most:,} tokens is past {arch.name}'s {limit:,} positions (max_position_embeddings): the model was not "
+            "built to attend that far; the sizes are what a cache of that many tokens would hold"
+        )
+    source = tokens if source_tokens is None else source_tokens
+    if arch.is_encoder_decoder and source > limit:
+        notes.append(f"{source:,} source tokens is past {arch.name}'s {limit:,} encoder positions")
+    return notes
+
+
+def format_rows(arch: Architecture, rows: list[dict], tokens: int, notes: list[str] = ()) -> str:
+    """A plain-text table; bytes exact, with a human-readable size beside them. `notes` (e.g. `position_notes`)
+    follow the architecture's own note, one line each."""
     dynamic = next((r for r in rows if r["cache_kind"] == "dynamic" and "unsupported" not in r), None)
     lines = [arch.describe()]
     if arch.note:
         lines.append(f"note: {arch.note}")
+    lines.extend(f"note: {note}" for note in notes)
     lines.append(f"{'cache':<32} {'bytes':>16} {'':>11} {'peak':>11} {'B/token':>10} {'vs dynamic':>10}  notes")
     reasons: list[str] = []
     for row in rows:

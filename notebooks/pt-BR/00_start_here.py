@@ -76,7 +76,6 @@ kvlab.set_language("pt-BR")
 # %matplotlib inline
 import os
 import sys
-import time
 import warnings
 
 import ipywidgets as widgets
@@ -86,14 +85,15 @@ from transformers import DynamicCache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import formula, latency, text
+from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
 from kvlab.plots import latency as latency_plots
 from kvlab.plots.generate_time import plot_generate_time
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
-NEW_TOKENS = 16 if QUICK else 32
+NEW_TOKENS = 16 if QUICK else 64
+REPEATS = 1 if QUICK else 3  # timed runs are repeated and interleaved; times are medians with their spread
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
@@ -203,53 +203,82 @@ for name, (_, gap, top_two) in agreement.items():
 # novo* em cada caso? E o tempo *total*: qual dos dois cresce com o quadrado do comprimento?
 #
 # `generate` informa apenas o tempo total; então, para medir o tempo de cada token separadamente,
-# `latency.time_per_token` executa a mesma decodificação greedy como um laço simples de forwards: a sequência inteira a
-# cada passo (sem cache) ou um token mais um `DynamicCache` (com cache).
+# `latency.token_times` executa a mesma decodificação greedy como um laço simples de forwards: a sequência inteira a
+# cada passo (sem cache) ou um token mais um `DynamicCache` (com cache). Ele repete os dois laços, alternando-os, e
+# guarda a mediana do tempo de cada token com o seu intervalo interquartil; ao lado do tempo, conta exatamente o
+# trabalho de cada forward.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
-without_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=False)
-with_cache = latency.time_per_token(model, prompt, NEW_TOKENS, use_cache=True)
+runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS)  # no cache, cache, no cache, ...
+without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
+print("no cache: each forward runs the whole sequence so far:", without_cache.tokens_run == without_cache.positions)
+print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
+print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
+      f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
                                title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt")
 
 # %%
-# Timings (not checked: they depend on the machine and its load).
-for name, run in {"no cache": without_cache, "DynamicCache": with_cache}.items():
-    print(f"{name:>12}: {run.total_seconds:5.2f} s for {len(run.seconds)} tokens, "
-          f"{run.seconds[-1] * 1e3:5.0f} ms for the last one")
-print(f"speed-up: {without_cache.total_seconds / with_cache.total_seconds:.1f}x")
+# Timings (not checked: they depend on the machine). Medians of the repeats; ratios with their 95 % interval.
+last = len(with_cache.seconds) - 1
+for name, run in runs.items():
+    print(f"{name:>12}: token 2 (position {run.positions[1]}) {run.timing_at(1).describe()}; "
+          f"token {last + 1} (position {run.positions[last]}) {run.timing_at(last).describe()}")
+for name, run in runs.items():
+    growth_check = timing.compare(run.timing_at(1, "token 2"), run.timing_at(last, f"token {last + 1}"), warn=False)
+    print(f"{name:>12}: {growth_check.verdict()}")
+totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
+print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
 
 # %% [markdown]
-# Sem cache, cada passo é um forward completo sobre 16, 17, … tokens, então o tempo dele sobe com a posição, e o total
-# sobe com o quadrado dela. Com o cache, o custo de um passo fica quase constante: a atenção sobre as chaves armazenadas
-# até cresce com o comprimento, mas, nesses tamanhos, ela é pequena perto do trabalho por token das 30 camadas. (Numa
-# CPU compartilhada os pontos têm ruído; o que importa é a inclinação.)
+# O trabalho é exato (as linhas verificadas): sem cache, o forward do token na posição t passa todos os t tokens
+# pelas 30 camadas e calcula t × t pares consulta-chave por camada; então o trabalho por token cresce com t, e o
+# trabalho total, com o quadrado de t. Com o cache, cada forward depois do pré-preenchimento processa um token e calcula
+# t pares. Os tempos são a saída acima: o segundo token contra o último, em cada modo, como uma razão com o seu
+# intervalo, e o laço inteiro. O trabalho prevê o que esperar: sem cache, o forward do último token processa 79 tokens
+# em vez de 17, então ele deve levar claramente mais tempo; com o cache, os dois forwards processam um token cada e devem
+# diferir pouco, porque, nesses comprimentos, a atenção sobre as chaves guardadas é pequena perto do trabalho por token
+# das 30 camadas. Um veredito "too noisy to tell" quer dizer que essas repetições não conseguiram decidir; rode a
+# célula de novo numa máquina mais quieta.
 #
 # **Experimente.** Mova `new tokens`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
-# o padrão, depois do prompt de culinária de 8 tokens, e acrescenta o ponto ao gráfico (cada configuração que você testou
-# continua nele). Cerca de 1–3 s por ajuste numa CPU de laptop.
+# o padrão, depois do prompt de culinária de 8 tokens, uma vez cada, alternando, e acrescenta o ponto ao gráfico (cada
+# configuração que você testou continua nele; quatro configurações são medidas antes de o controle desenhar pela
+# primeira vez). A linha de status abaixo do gráfico diz quanto tempo o ajuste levou.
 #
 # O painel da esquerda divide o tempo total de cada chamada pelo número de tokens novos; por isso, com poucos tokens, o
 # custo fixo de uma chamada (o pré-preenchimento, a preparação de `generate`) pesa. Sem cache, cada token a mais custa um
 # forward sobre a sequência inteira, então o total de `use_cache=False` deve se curvar para cima conforme você acrescenta
-# tokens, enquanto o do padrão fica próximo de uma linha reta. Numa CPU compartilhada, pontos isolados têm ruído: teste
-# algumas configurações.
+# tokens, enquanto o do padrão fica próximo de uma linha reta. Cada ponto é uma única medição, então um ponto isolado
+# pode sair errado numa máquina ocupada: julgue a forma ao longo de várias configurações e, para um número que possa
+# citar, use a medição repetida acima.
 
 # %%
 generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
 
 
 def time_generate(new_tokens):
-    for label, options in (("use_cache=False", {"use_cache": False}), ("default (DynamicCache)", {})):
-        started = time.perf_counter()
-        model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **options)
-        generate_seconds[label][new_tokens] = time.perf_counter() - started
+    calls = {
+        "use_cache=False": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                                  min_new_tokens=new_tokens, use_cache=False),
+        "default (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                                         min_new_tokens=new_tokens),
+    }
+    for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():
+        generate_seconds[label][new_tokens] = measured.median
     return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
                               title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+
+
+for new_tokens in ([] if QUICK else [8, 24, 40]):  # a few settings first, so the first picture shows a shape
+    time_generate(new_tokens)
 
 
 live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,

@@ -35,19 +35,22 @@ kvlab.set_language("pt-BR")
 # %%
 # %matplotlib inline
 import copy
+import datetime
 import inspect
 import os
+import platform
 import warnings
 
 import ipywidgets as widgets
 import torch
 import transformers
-from transformers import CompileConfig, StaticCache
+from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import compiled, formula, text
+from kvlab.measure import compiled, decode_step, formula, text, timing
+from kvlab.plots import decode_step as decode_step_plots
 from kvlab.plots import growth, slots
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
@@ -59,7 +62,8 @@ model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, fl
 # ## 1. Cache de tamanho fixo
 #
 # A primeira forma do guia: dar o nome do cache em `generate`. O transformers cria um `StaticCache` para essa chamada,
-# dimensionado para o prompt mais `max_new_tokens`, e faz nele a decodificação greedy.
+# dimensionado com `max_length - 1` posições (o prompt mais `max_new_tokens`, menos o último token, que nunca volta a
+# passar pelo modelo), e faz nele a decodificação greedy.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -121,7 +125,8 @@ print(score_guess(guess, own.summary()["waste_pct"], " %"))
 # ocupa 30 camadas × 128 posições × 1,536 bytes = 5,898,240 bytes desde o pré-preenchimento, com 84.38 % das posições
 # mascaradas no final; o DynamicCache ocupa só o que viu (9 tokens × 46,080 bytes depois do pré-preenchimento,
 # 20 × 46,080 no final). Os tokens são os mesmos com e sem o watch, e nos três caches: as posições mascaradas nunca
-# recebem atenção.
+# mudam um token. Mas elas não saem de graça em computação: a atenção eager e a SDPA calculam a pontuação da consulta
+# contra todas as posições e só depois mascaram as vazias. A seção 3 mede isso.
 
 # %%
 slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live vs masked per step")
@@ -185,7 +190,62 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
                                                     description="max_cache_len"))
 
 # %% [markdown]
-# ## 3. Cache de tamanho fixo: compilando a etapa de decodificação
+# ## 3. Cache de tamanho fixo: quanto as posições mascaradas custam em tempo
+#
+# O alerta do guia sobre um StaticCache é a memória; as posições mascaradas também custam computação. A atenção aqui
+# (SDPA na CPU) calcula `Q Kᵀ` sobre todas as `max_cache_len` posições de cada camada e depois mascara as vazias; então o
+# trabalho de atenção de um passo de decodificação cresce com `max_cache_len`, embora o cache guarde os mesmos 6 tokens.
+#
+# **Preveja primeiro.** Um passo de decodificação depois de um prompt de 6 tokens leva certo tempo com um DynamicCache
+# (7 posições por camada). Quantas vezes mais ele leva com `StaticCache(max_cache_len=4096)`, que calcula 4,096
+# posições por camada? Edite o palpite e depois rode a medição.
+
+# %%
+guess = 2.0  # your prediction: time with StaticCache(4096) / time with DynamicCache
+
+# %% [markdown]
+# Os caches são criados do jeito do guia e passados ao modelo; `decode_step.time_decode_step` pré-preenche cada um
+# com os mesmos 6 tokens e depois mede o mesmo passo de um token contra cada um, 7 vezes, intercalando-os, e volta o
+# cache com `crop(-1)` depois de cada repetição. Dentro de `kvlab.watch`, o trace conta as posições que cada passo
+# atendeu (exato, verificado) ao lado do tempo (não verificado: depende da máquina).
+
+# %%
+short_prompt = text.prompt_ids(tokenizer, 6)  # (1, 6)
+decode_caches = {"DynamicCache": DynamicCache(config=model.config)}
+for max_cache_len in (64, 1024, 4096):
+    decode_caches[f"StaticCache({max_cache_len})"] = StaticCache(config=model.config, max_cache_len=max_cache_len)
+with kvlab.watch(model):
+    decode_steps = decode_step.time_decode_step(model, short_prompt, decode_caches, repeats=7)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, step in decode_steps.items():
+    print(f"{label:>17}: one decode step scores {step.slots_attended:>7,} key slots over 30 layers, "
+          f"{step.attention_flops:>11,} attention FLOPs")
+
+# %%
+# Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95 % interval.
+reference = decode_steps["DynamicCache"].timing
+for label, step in decode_steps.items():
+    print(f"{label:>17}: {step.timing.describe()}")
+for label, step in list(decode_steps.items())[1:]:
+    print(timing.compare(reference, step.timing).verdict())
+ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing, warn=False).ratio
+print(score_guess(guess, round(ratio_4096, 2), "x"))
+
+# %%
+decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
+
+# %% [markdown]
+# As contagens são exatas: 7 posições por camada para o DynamicCache (os 6 tokens guardados e o do próprio passo) e
+# `max_cache_len` por camada para cada StaticCache, posições mascaradas incluídas. Na saída, o tempo acompanha o
+# trabalho: a razão em relação ao DynamicCache cresce com `max_cache_len` e é maior com 4,096 posições, cada razão com o
+# seu intervalo (um intervalo que contém 1 é nenhuma diferença). O trabalho de atenção cresce 585 vezes do DynamicCache
+# até 4,096 posições, enquanto o tempo cresce bem menos, porque o resto do passo (os produtos de matrizes das 30 camadas
+# sobre um token) não depende do cache. Numa GPU, a decodificação compilada também lê o cache estático inteiro a cada
+# passo; dimensionar `max_cache_len` perto do que as requisições precisam economiza esse tempo, além da memória.
+#
+# ## 4. Cache de tamanho fixo: compilando a etapa de decodificação
 #
 # O guia diz que `cache_implementation="static"` também ativa a compilação automática da etapa de decodificação. No
 # transformers 5.24, essa decisão fica em `GenerationMixin._valid_auto_compile_criteria`
@@ -220,41 +280,45 @@ print("with CompileConfig._compile_all_devices = True:",
 # **Preveja primeiro.** Depois de compilar para um prompt de 40 tokens, um prompt de 60 tokens compila de novo? E um
 # `max_cache_len` diferente?
 #
-# Compilar com o inductor leva dezenas de segundos numa CPU (para o SmolLM2 nesta máquina compartilhada: 92 s na
-# primeira vez, 10 s depois que o cache em disco do inductor já tinha os kernels), tempo demais para a suíte de testes;
-# por isso esta seção só roda quando `KVLAB_COMPILE=1` está definido, e a saída registrada abaixo mostra que ela foi
-# pulada. Os números dela são tempos e não são verificados. Uma execução anterior com KVLAB_COMPILE=1 e o cache do
-# inductor já aquecido imprimiu: eager 1.16 s; primeira execução compilada 11.27 s (1 grafo compilado); o mesmo prompt
-# de novo 0.91 s (0 grafos, +27 % de velocidade sobre o eager); um prompt de 60 tokens 1.37 s (0 grafos); `max_cache_len`
-# 256 11.70 s (1 grafo); mesmos tokens que o eager: True.
+# Compilar com o inductor leva de dezenas de segundos a minutos numa CPU, tempo demais para a suíte de testes; por isso
+# a célula só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime
+# "skipped". A saída registrada abaixo foi produzida com `KVLAB_COMPILE=1` quando este notebook foi executado para o
+# repositório (veja a linha impressa com a máquina e a data). O que é compilado: o forward de decodificação do SmolLM2
+# (`generate` do transformers com `compile_config`), com o inductor, para um StaticCache de 128 posições; o
+# pré-preenchimento continua eager. A comparação em regime estável mede `generate` eager e compilado (prompt de 40
+# tokens, 16 tokens novos, mesmo tamanho de cache) 5 vezes cada, intercalando-os, depois que o grafo já existe.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 40)  # (1, 40)
 if os.environ.get("KVLAB_COMPILE") == "1":
     report = compiled.compile_report(model, [prompt, text.prompt_ids(tokenizer, 60)], new_tokens=16, max_cache_len=128)
-    print(f"eager: {report['eager_seconds']:.2f} s; first compiled run: {report['first_compiled_seconds']:.2f} s "
-          f"(compiling ≈ {report['first_compiled_seconds'] - report['steady_seconds']:.1f} s); "
-          f"steady compiled: {report['steady_seconds']:.2f} s "
-          f"({100 * (report['eager_seconds'] / report['steady_seconds'] - 1):+.0f} % speed)")
+    print(f"executed {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} CPUs, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s")
+        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s (one run)")
     print("same tokens as eager:", report["same_tokens"])
+    steady = report["steady"]
+    print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
+          f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
 else:
     print("skipped: set KVLAB_COMPILE=1 to compile (tens of seconds on a CPU)")
 
 # %% [markdown]
 # O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reaproveita o grafo; um novo
 # comprimento de prompt **não** compila nada (o pré-preenchimento é eager, e o grafo de decodificação vê os mesmos
-# formatos); um novo `max_cache_len` muda o formato dos tensores do cache e compila de novo. O ganho estável naquela
-# execução foi de cerca de um quarto (16 tokens, incluindo o pré-preenchimento eager; é uma medição de tempo numa máquina
-# compartilhada, então considere a ordem de grandeza, não os dígitos). Numa GPU, onde o disparo de muitos kernels pequenos
-# domina a decodificação, a decodificação compilada com CUDA graphs pode ganhar mais.
+# formatos); um novo `max_cache_len` muda o formato dos tensores do cache e compila de novo. A linha do regime estável é
+# o ganho, com o seu intervalo, nesta CPU (16 tokens, incluindo o pré-preenchimento eager). O tempo da primeira execução
+# compilada inclui a compilação; ele é menor quando o cache em disco do inductor já tem kernels de uma execução anterior
+# na máquina. Numa GPU, onde o disparo de muitos kernels pequenos domina a decodificação, a decodificação compilada com
+# CUDA graphs pode ganhar mais; este notebook não mede isso.
 #
 # ## Principais conclusões
 #
 # - `cache_implementation="static"` dimensiona um StaticCache para a chamada; `StaticCache(config=..., max_cache_len=...)`
 #   passado como `past_key_values` tem o tamanho que você escolheu. Nos dois casos, cada camada ocupa `max_cache_len`
-#   posições desde o início, e as não usadas ficam mascaradas; os tokens são os mesmos que com um DynamicCache.
+#   posições desde o início, e as não usadas ficam mascaradas; os tokens são os mesmos que com um DynamicCache, mas a
+#   atenção ainda calcula as posições mascaradas, então um `max_cache_len` maior deixa cada passo de decodificação mais
+#   lento.
 # - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
 #   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
 # - O transformers compila a etapa de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,

@@ -24,14 +24,17 @@
 #
 # **Nas palavras do kvlab.** Um cache descarregado guarda todas as camadas na memória da CPU. Enquanto a camada *i*
 # calcula, ele copia a próxima camada descarregada para o acelerador (um *pré-carregamento*, ou *prefetch*, num stream
-# secundário, para se sobrepor ao cálculo) e, quando a camada *i* termina, a devolve à CPU (um *descarregamento*, ou
-# *offload*). Assim, o acelerador guarda cerca de duas camadas em vez de todas; o preço são duas cópias por camada, a
-# cada passo, pelo barramento. `offloaded_static` faz o mesmo com as camadas de tamanho fixo do StaticCache.
+# secundário, para que possa se sobrepor ao cálculo) e, quando a camada *i* termina, a devolve à CPU (um
+# *descarregamento*, ou *offload*). Assim, o acelerador guarda cerca de duas camadas em vez de todas; o preço são duas
+# cópias por camada, a cada passo, pelo barramento. `offloaded_static` faz o mesmo com as camadas de tamanho fixo do
+# StaticCache.
 #
 # **Nesta máquina não há acelerador**, então as cópias são operações CPU-para-CPU que não fazem nada. Dentro de
 # `kvlab.watch`, o kvlab executa mesmo assim o cronograma exato do transformers, registra cada movimentação e calcula, a
 # partir do registro, os bytes que *estariam* residentes no dispositivo: todas as camadas, para um cache comum; para um
-# descarregado, só as camadas entre o pré-carregamento e o descarregamento delas.
+# descarregado, só as camadas entre o pré-carregamento e o descarregamento delas. A seção 5 conta os bytes que as
+# movimentações levariam pelo barramento, mede aqui o tempo da decodificação com e sem descarregamento e estima o que o
+# barramento acrescentaria numa GPU.
 
 # %%
 import kvlab
@@ -41,6 +44,7 @@ kvlab.set_language("pt-BR")
 # %%
 # %matplotlib inline
 import inspect
+import os
 import warnings
 from collections import Counter
 
@@ -52,13 +56,15 @@ from transformers.cache_utils import Cache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import residency, resilient, text
+from kvlab.measure import offload_time, residency, resilient, text
+from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
 smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
 gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: 5 sliding (window 512), then 1 full, three times
 
@@ -230,8 +236,10 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #   com a janela de 512 tokens, e mantém as mesmas 17 de 18 camadas no dispositivo.
 #
 # Portanto, `True` não mantém a fatia do dispositivo pequena nem limitada: as 15 camadas deslizantes ficam, e as duas
-# camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias (3 camadas se
-# movem em vez de 18), e esse é o motivo do guia: as camadas deslizantes são curtas, e descarregá-las custa tempo.
+# camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias (3 camadas se movem
+# em vez de 18), e esse é o motivo do guia para a opção: as camadas deslizantes são curtas, então descarregá-las
+# economiza pouca memória em troca dos bytes que elas moveriam a cada passo. A seção 5 conta esses bytes e estima quanto
+# eles custariam numa GPU.
 #
 # **Experimente.** Alterne `offload_only_non_sliding` e mova o comprimento do prompt: cada ajuste gera 2 tokens no
 # Gemma 3 com `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` dentro de
@@ -300,18 +308,132 @@ print("same tokens as the unconstrained run:", torch.equal(out, out_default))
 # `simulated_device`, só um `torch.OutOfMemoryError` real dispara a nova tentativa (com `inputs` movidos para o
 # dispositivo do modelo), e `torch.cuda.empty_cache()` devolve antes a memória da tentativa que falhou.
 #
+# ## 5. Cache offloading: o custo do tráfego (bytes contados, tempo medido, barramento estimado)
+#
+# O descarregamento troca memória do dispositivo por tráfego. Três números, de três tipos: os bytes que o cronograma
+# transfere a cada passo (exatos, contados a partir do trace, os mesmos em qualquer máquina), o tempo de decodificação
+# por token com e sem descarregamento nesta CPU (medido, com a sua dispersão e um veredito) e o tempo que esses bytes
+# levariam no barramento PCIe de uma GPU (uma estimativa a partir de uma largura de banda declarada, não uma medição).
+#
+# Primeiro, os bytes. Nesta CPU, todo evento de transferência tem `moved=False` (a origem e o destino dele são ambos
+# `cpu`), então `trace.work_by_step()`, que conta só as movimentações entre dispositivos, informa 0 bytes de
+# descarregamento e de pré-carregamento. `offload_time.transfer_bytes_by_step` conta os bytes das movimentações do
+# cronograma mesmo assim (as movimentações que mudam o lugar onde uma camada fica, como na tabela da seção 1): numa GPU,
+# cada um desses bytes atravessa o PCIe.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("work_by_step(), bytes that changed device:",
+      sum(r["offload_bytes"] + r["prefetch_bytes"] for r in offloaded.work_by_step()))
+print('cache_implementation="offloaded", SmolLM2, bytes the schedule hands over:')
+print(f"{'step':>4} {'offloaded':>10} {'prefetched':>10} {'in all':>10} {'cache after the step':>21}")
+for row, cache_bytes in zip(offload_time.transfer_bytes_by_step(offloaded), offloaded.bytes_by_step()):
+    print(f"{row['step']:>4} {row['offload_bytes']:>10,} {row['prefetch_bytes']:>10,} {row['bytes']:>10,} "
+          f"{cache_bytes:>21,}")
+traffic = {f"SmolLM2, {name}": offload_time.offload_traffic(trace) for name, trace in runs.items()}
+traffic["Gemma 3 (600), offloaded"] = offload_time.offload_traffic(gemma_runs["offloaded"])
+traffic["Gemma 3 (600), only_non_sliding=True"] = offload_time.offload_traffic(gemma_runs["DynamicCache(..., True)"])
+print(f"\n{'':>48} {'per decode step':>15} {'per new token':>14} {'in all':>11}")
+for name, t in traffic.items():
+    print(f"{name:>48} {t['bytes_per_decode_step']:>15,.0f} {t['bytes_per_generated_token']:>14,.0f} "
+          f"{t['total_bytes']:>11,}  ({t['generated_tokens']} new tokens)")
+
+# %% [markdown]
+# Leia a primeira tabela linha por linha. Cada passo de decodificação descarrega cada camada com o seu token novo,
+# exatamente o cache inteiro depois do passo (a última coluna), e pré-carrega cada camada de volta antes da sua
+# atualização, com um token a menos (a camada 0 é pré-carregada no fim do passo, já com um token a mais): um passo
+# transfere pouco menos que o dobro do cache. Os bytes crescem com o contexto, então um prompt longo move
+# proporcionalmente mais por passo. O cache padrão não transfere nada; `offloaded_static` transfere a sua alocação
+# inteira nos dois sentidos a cada passo; `offload_only_non_sliding=True` move só as 3 camadas completas do Gemma 3. A
+# coluna "per new token" divide tudo, pré-preenchimento incluído, pelos tokens gerados (um por passo, com batch de
+# tamanho 1).
+#
+# O que uma medição de tempo disso na CPU diria? Veja o que um descarregamento faz com um tensor que já está na CPU:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+keys = torch.zeros(1, 3, 13, 64)  # one SmolLM2 layer's keys: (batch, kv_heads, tokens, head_dim)
+print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
+
+# %% [markdown]
+# Volta exatamente o mesmo tensor: nesta máquina, um descarregamento ou um pré-carregamento não copia nada. Então, medir
+# na CPU o tempo do cache descarregado mede a contabilidade do cronograma (duas chamadas a mais por camada, a cada
+# passo, e o registro delas pelo kvlab), não um barramento; isso não diz quanto o descarregamento custa numa GPU. Mesmo
+# assim, responde a uma pergunta mais restrita: executar o cronograma custa alguma coisa por si só? Os dois caches rodam
+# dentro de `kvlab.watch` (o descarregado não roda em nenhum outro lugar nesta CPU), então a sobrecarga do registro está
+# dos dois lados. Cada repetição é um `generate` de um número fixo de tokens novos, com o tempo medido por token
+# decodificado por um streamer `DecodeClock` (deixando de fora o pré-preenchimento), e os dois caches se intercalam
+# (`offload_time.time_decode`).
+
+# %%
+# Not checked: times depend on the machine.
+NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
+
+
+def decode_with(**cache_arguments):
+    """One greedy generation of exactly NEW_TOKENS tokens, handing each token to `clock`."""
+    return lambda clock: smollm2.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
+                                          min_new_tokens=NEW_TOKENS, streamer=clock, **cache_arguments)
+
+
+with kvlab.watch(smollm2):
+    decode_times = offload_time.time_decode(
+        {"dynamic": decode_with(), "offloaded": decode_with(cache_implementation="offloaded")},
+        repeats=REPEATS, warmup=WARMUP)
+for measured in decode_times.values():
+    print(f"{measured.label:>9}: {measured.describe()} per decoded token")
+print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
+
+# %% [markdown]
+# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "no difference beyond noise"; um que exclui 1 é uma
+# diferença na contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o
+# preço do tráfego, que precisa de um barramento.
+#
+# Para uma GPU, os bytes só podem virar tempo com uma largura de banda, e aqui essa largura de banda é **suposta, não
+# medida**: 25 GB/s, mais ou menos o que as cópias do host para o dispositivo atingem em PCIe 4.0 x16 (32 GB/s brutos
+# por sentido). Uma geração mais antiga, menos lanes ou memória do host sem pinning dão menos, então a estimativa é
+# otimista. Dois números por cache, a partir dos bytes exatos por passo de decodificação acima: se nenhuma transferência
+# se sobrepusesse ao cálculo, cada byte se somaria ao passo; o transformers emite cada pré-carregamento num stream
+# secundário (`prefetch_stream`) para que ele rode enquanto a camada anterior calcula, mas enfileira cada
+# descarregamento no stream de cálculo logo depois da atualização da camada; então, mesmo que todos os pré-carregamentos
+# ficassem escondidos, os descarregamentos sozinhos ainda somariam o tempo deles.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # an assumption, not a measurement
+print(f"estimate, not measured: bytes per decode step / an assumed {BANDWIDTH / 1e9:.0f} GB/s (PCIe 4.0 x16)")
+print(f"{'':>48} {'nothing overlapped':>18} {'prefetches hidden':>18}")
+for name, t in traffic.items():
+    serial = offload_time.pcie_estimate(t["bytes_per_decode_step"], BANDWIDTH)
+    offloads = offload_time.pcie_estimate(t["offload_bytes_per_decode_step"], BANDWIDTH)
+    print(f"{name:>48} {serial.seconds * 1e6:>15,.1f} µs {offloads.seconds * 1e6:>15,.1f} µs")
+per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # SmolLM2's whole cache, per token
+for tokens in (8_192, 32_768):
+    serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # just under twice the cache per step
+    print(f"SmolLM2, offloaded, {tokens:,} tokens in the cache: about 2 × {per_token:,} × {tokens:,} = "
+          f"{2 * per_token * tokens:,} bytes per decode step, {serial.seconds * 1e3:,.1f} ms if nothing overlapped")
+
+# %% [markdown]
+# Com o prompt de 12 tokens da seção 1, o tráfego é pequeno, e a estimativa também; ela cresce linearmente com o
+# contexto, até os milissegundos por passo das últimas linhas. Quanto disso o stream de pré-carregamento esconde, só uma
+# execução numa GPU pode medir; o que este notebook dá com exatidão são os bytes.
+#
 # ## Principais conclusões
 #
-# - `cache_implementation="offloaded"` / `"offloaded_static"` e `DynamicCache`/`StaticCache(...,
-#   offloading=True)`, quando todas as camadas são descarregadas (o SmolLM2 só tem camadas completas), mantêm duas
-#   camadas no dispositivo no pico (a que está calculando e a pré-carregada) e movem cada camada duas vezes por passo;
-#   os tokens nunca mudam. O transformers puro precisa de streams CUDA para eles; `kvlab.watch` executa o cronograma
-#   numa CPU.
+# - `cache_implementation="offloaded"` / `"offloaded_static"` e `DynamicCache`/`StaticCache(..., offloading=True)`,
+#   quando todas as camadas são descarregadas (o SmolLM2 só tem camadas completas), mantêm duas camadas no dispositivo
+#   no pico (a que está calculando e a pré-carregada) e movem cada camada duas vezes por passo; os tokens nunca mudam. O
+#   transformers puro precisa de streams CUDA para eles; `kvlab.watch` executa o cronograma numa CPU.
 # - `offloaded_static` move camadas pré-alocadas inteiras, posições vazias incluídas.
 # - `offload_only_non_sliding` tem `True` como padrão no `StaticCache` (portanto em `offloaded_static`) e `False` no
 #   `DynamicCache` (portanto em `offloaded`). `True` move só as camadas completas, com muito menos cópias, mas mantém
 #   todas as camadas deslizantes mais duas completas no dispositivo: no Gemma 3, além da janela, 17 de 18 camadas.
 # - Capturar `torch.OutOfMemoryError` e tentar de novo com `cache_implementation="offloaded"` transforma uma falta de
-#   memória numa geração mais lenta, mas bem-sucedida.
+#   memória numa geração bem-sucedida que move cada camada para fora e de volta a cada passo de decodificação: cerca do
+#   dobro do seu cache em bytes, por passo (seção 5).
+# - Os bytes são exatos em qualquer máquina; o tempo deles, não. Nesta CPU, as movimentações não copiam nada, então a
+#   medição de tempo (com o seu veredito) mostra só o que custa a contabilidade do cronograma. Numa GPU, a 25 GB/s
+#   supostos, os bytes acrescentariam a cada passo de decodificação algo entre o tempo dos descarregamentos (todos os
+#   pré-carregamentos escondidos) e o tempo de todos os bytes (nada escondido): uma estimativa, não uma medição.
 #
 # **A seguir:** [04 · Caches quantizados](04_quantized_caches.ipynb): encolher cada token em vez de movê-lo.

@@ -18,8 +18,9 @@
 #
 # **Objetivo de aprendizagem.** Ativar um cache quantizado como o guia faz (`cache_implementation="quantized"` mais
 # um dicionário `cache_config`, para os backends hqq, quanto e fp8), entender como um `QuantizedCache` divide sua
-# memória entre dados empacotados em poucos bits e uma parte residual em precisão total, medir o que cada backend e
-# cada largura de bits faz com as previsões do modelo e saber por que o Gemma 3 é recusado.
+# memória entre dados empacotados em poucos bits e uma parte residual em precisão total, cronometrar cada passo de
+# decodificação para ver se um flush aparece no tempo, medir o que cada backend e cada largura de bits faz com as
+# previsões do modelo e saber por que o Gemma 3 é recusado.
 #
 # **Nas palavras do kvlab.** O `QuantizedCache` do transformers segue o KIVI: os `residual_length` tokens mais
 # recentes (128 por padrão) ficam em precisão total, e tudo o que é mais antigo é empacotado com `nbits` por número,
@@ -38,6 +39,7 @@ kvlab.set_language("pt-BR")
 
 # %%
 # %matplotlib inline
+import os
 import sys
 import warnings
 
@@ -49,13 +51,16 @@ from IPython.display import Markdown
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
 from kvlab.live import live, score_guess
-from kvlab.measure import quality, quality_chunked, text
+from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure.timing import compare
 from kvlab.plots import quantized
+from kvlab.plots.step_times import plot_step_times
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
 
 # %% [markdown]
 # ## 1. Cache quantizado
@@ -182,13 +187,13 @@ for label, generated in texts.items():
 # depois os 23 tokens seguintes alimentados ao modelo (teacher forcing), de modo que 24 previsões são avaliadas: a
 # que vem logo após o pré-preenchimento e uma por token alimentado. `kvlab.measure.quality_chunked.sweep` faz isso
 # com o `QuantizedCache` instrumentado do kvlab, construído com as mesmas opções de cada `cache_config`. Ele alimenta
-# os 23 tokens em um único forward, em vez de 23 passos de decodificação, o que é muito mais rápido nesta CPU e prevê
-# o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado já desquantizado, como
-# faria um passo de decodificação, e os tokens anteriores a ele em precisão total, como a parte residual os guardaria
-# (os 23 tokens não chegam a encher a parte residual de 128 tokens, então nenhum flush acontece no meio do caminho;
-# os testes do kvlab conferem isso contra a decodificação token a token). No fim, o cache guarda 279 tokens: 256
-# empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também aceita 1 e 3
-# bits: experimente-os no controle ao vivo abaixo).
+# os 23 tokens em um único forward, em vez de 23 passos de decodificação (uma passagem pelas 30 camadas em vez de 23),
+# e prevê o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado já
+# desquantizado, como faria um passo de decodificação, e os tokens anteriores a ele em precisão total, como a parte
+# residual os guardaria (os 23 tokens não chegam a encher a parte residual de 128 tokens, então nenhum flush acontece
+# no meio do caminho; os testes do kvlab conferem isso contra a decodificação token a token). No fim, o cache guarda
+# 279 tokens: 256 empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também
+# aceita 1 e 3 bits: experimente-os no controle ao vivo abaixo).
 #
 # **Preveja primeiro.** Que fração dos bytes do cache hqq de 4 bits corresponde à parte residual de 23 tokens em
 # precisão total?
@@ -279,11 +284,109 @@ live(quantized_split,
 # Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
 # enquanto o DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas
 # uma parcela maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte
-# empacotada é desquantizada e quantizada de novo junto com a parte residual) no caminho crítico. Mude o backend para
-# fp8 para ver o dente de serra desaparecer, e nbits para 2 para ver o texto greedy se separar do texto do
-# DynamicCache (com qualquer um dos backends em `residual_length=8`, depois de 3 tokens).
+# empacotada é desquantizada e quantizada de novo junto com a parte residual) dentro da própria atualização do cache
+# desse passo, antes que a atenção possa ler as chaves: o passo espera por isso. Se essa espera é longa o bastante
+# para ser vista é o que a seção 5 mede. Mude o backend para fp8 para ver o dente de serra desaparecer, e nbits para
+# 2 para ver o texto greedy se separar do texto do DynamicCache (com qualquer um dos backends em
+# `residual_length=8`, depois de 3 tokens).
 #
-# ## 5. O que a quantização faz com as previsões
+# ## 5. O que um flush custa em tempo
+#
+# Os contadores de trabalho dizem onde olhar. Todo passo de decodificação de um cache por grupo (hqq, quanto)
+# desquantiza toda a sua parte empacotada; um passo de flush também quantiza de novo o cache inteiro, todos os tokens
+# até ali. O fp8 quantiza apenas o token novo a cada passo e nunca faz flush; o DynamicCache não faz nem uma coisa
+# nem outra. Então, se a quantização está no caminho crítico, os passos de flush de um cache por grupo são os seus
+# passos lentos.
+#
+# As chamadas do guia de novo, cada uma gerando 19 tokens novos após um prompt de 6 tokens (um número par, então o
+# hqq no eixo 1 empacota sem que o kvlab precise completar a sequência: 0 tokens zerados para um prompt de 6 tokens,
+# como impresso na seção 1), com `residual_length=6`, para que aconteçam três flushes. Primeiro sob `kvlab.watch`,
+# uma vez, para ter o trabalho exato de cada passo:
+
+# %%
+RESIDUAL, STEP_TOKENS = 6, 19
+step_inputs = tokenizer("I like rock music because it", return_tensors="pt")
+STEP_CONFIGS = {
+    "DynamicCache": {},  # generate's default cache
+    "hqq 4-bit": {"cache_implementation": "quantized",
+                  "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
+                                   "residual_length": RESIDUAL}},
+    "quanto 4-bit": {"cache_implementation": "quantized",
+                     "cache_config": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                      "residual_length": RESIDUAL}},
+    "fp8": {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
+}
+with kvlab.watch(model) as step_watch:
+    for label, generate_kwargs in STEP_CONFIGS.items():
+        model.generate(**step_inputs, do_sample=False, max_new_tokens=STEP_TOKENS, min_new_tokens=STEP_TOKENS,
+                       **generate_kwargs)
+step_traces = dict(zip(STEP_CONFIGS, step_watch.traces))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(step_inputs["input_ids"].shape[-1], "prompt tokens; steps 0 (the prefill) to", STEP_TOKENS - 1)
+print(f"transformers' flush schedule for residual_length={RESIDUAL}:", step_times.flush_schedule(RESIDUAL, STEP_TOKENS))
+for label, trace in step_traces.items():
+    print(f"{label:>13}: flushed at steps {step_times.flush_steps(trace)}, "
+          f"quantized at steps {step_times.quantize_steps(trace)}")
+packing = [label for label in STEP_CONFIGS if label != "DynamicCache"]
+work = {label: step_traces[label].work_by_step() for label in packing}
+print("\nper step, all layers: quantize and dequantize calls / numbers")
+print(("     " + "  ".join(f"{label:^29}" for label in packing)).rstrip())
+print("step " + "  ".join(f"{'quantize':>15} {'dequantize':>13}" for label in packing))
+for step in range(STEP_TOKENS):
+    cells = []
+    for label in packing:
+        row = work[label][step]
+        cells.append(f"{row['quantize_calls']:>3} / {row['quantized_elements']:>9,} "
+                     f"{row['dequantize_calls']:>3} / {row['dequantized_elements']:>7,}")
+    print(f"{step:>4} " + "  ".join(cells))
+
+# %% [markdown]
+# Depois, cronometradas, sem o watch: `kvlab.measure.step_times.decode_step_times` executa o `generate` de cada
+# configuração com um `DecodeClock` como seu `streamer=` (uma marca de tempo por token novo; o tempo entre duas é um
+# passo de decodificação), com as repetições intercaladas entre as configurações, cada uma com um cache próprio
+# (`generate` cria um novo a cada chamada). Impressos: o tempo por token decodificado de cada configuração, sua razão
+# em relação ao do DynamicCache e, para hqq e quanto, seus passos de flush comparados com os demais passos.
+
+# %%
+# Not checked: times depend on the machine.
+STEP_REPEATS = 1 if QUICK else 5
+step_results = step_times.decode_step_times(model, step_inputs["input_ids"], STEP_CONFIGS, new_tokens=STEP_TOKENS,
+                                            repeats=STEP_REPEATS, warmup=0 if QUICK else 1)
+print("time per decoded token (median over repeats, IQR):")
+for label, result in step_results.items():
+    print(f"{label:>13}: {result.decode.describe()}")
+print()
+for label, result in step_results.items():
+    if label != "DynamicCache":
+        print(compare(step_results["DynamicCache"].decode, result.decode, warn=False).verdict())
+print()
+for label in ("hqq 4-bit", "quanto 4-bit"):
+    others, flushes = step_times.split_steps(step_results[label], step_times.flush_steps(step_traces[label]))
+    print(compare(others, flushes, warn=False).verdict())
+
+# %%
+# Not checked: times depend on the machine.
+plot_step_times(step_results, step_traces, field="quantized_elements",
+                title=f"SmolLM2, residual_length={RESIDUAL}: each decode step, median of {STEP_REPEATS} "
+                      "interleaved repeats (band: IQR), flush steps circled")
+
+# %% [markdown]
+# O que observar. A tabela verificada é a previsão: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
+# passos 6, 12 e 18, cada vez o cache inteiro (60 chamadas: chaves e valores de 30 camadas, todos os tokens até
+# ali), enquanto o fp8 quantiza a cada passo, mas só o token novo; o painel da direita desenha os mesmos números por
+# passo. Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do
+# hqq e do quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que os demais, com um
+# intervalo que exclui 1. Onde um ponto circulado fica dentro da faixa dos passos ao seu redor, ou o intervalo
+# contém 1, esta execução não mostra o efeito para aquele backend: o empacotamento é pequeno demais perto do resto de
+# um forward pelas 30 camadas para se destacar do ruído nesta máquina. Os passos após um flush também desquantizam
+# uma parte empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e
+# constante que a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do
+# DynamicCache: neles entram a desquantização de todo passo, com flush ou não, e a conversão de cada token novo do
+# fp8; um intervalo que contém 1 é nenhuma diferença.
+#
+# ## 6. O que a quantização faz com as previsões
 #
 # De volta à execução de 280 tokens da seção 3: em cada uma das 24 posições avaliadas, o próximo token greedy do
 # cache quantizado coincide com o do DynamicCache alimentado com os mesmos tokens (*concordância top-1*)? Quanto a
@@ -338,7 +441,7 @@ Markdown(quantized.references_markdown())
 # contradição: o KIVI quantiza as chaves por canal e os valores por token, em modelos da classe de 7B e em benchmarks
 # longos; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
 #
-# ## 6. Por que o Gemma 3 é recusado
+# ## 7. Por que o Gemma 3 é recusado
 #
 # A tabela do guia diz que o cache quantizado não suporta camadas de janela deslizante. **Preveja primeiro.** As
 # camadas deslizantes do Gemma 3 descartam os tokens mais antigos que a sua janela. O que uma camada quantizada teria
@@ -367,6 +470,10 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
 #   é quase todo parte residual; com 279 tokens, a parte residual de 23 tokens ainda passa de um terço dos bytes do
 #   cache de 4 bits; só muito além de `residual_length` a razão da parte empacotada (aqui, nbits + 1 bits por número)
 #   aparece. O fp8 reduz à metade um cache de 16 bits desde o primeiro token.
+# - Tempo: um cache por grupo desquantiza sua parte empacotada a cada passo de decodificação e reempacota o cache
+#   inteiro a cada flush (a cada `residual_length` passos), dentro do passo. A seção 5 imprimiu se esta execução
+#   mostra os passos de flush como os lentos, e a decodificação de cada backend comparada com a do DynamicCache, com
+#   intervalos.
 # - A qualidade acompanha a largura de bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
 #   mesmo próximo token que o DynamicCache em 22 a 24 das 24 posições; os de 2 bits, em 8 (hqq) e 10 (quanto).
 #

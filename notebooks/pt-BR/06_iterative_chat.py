@@ -36,7 +36,6 @@ kvlab.set_language("pt-BR")
 
 # %%
 # %matplotlib inline
-import time
 import warnings
 
 import ipywidgets as widgets
@@ -46,6 +45,7 @@ from transformers import DynamicCache
 import kvlab
 from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
 from kvlab.live import live, score_guess
+from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
 
@@ -93,6 +93,8 @@ guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
 # %% [markdown]
 # O mesmo loop dentro de `kvlab.watch`, uma vez com o cache reutilizado e outra com um `DynamicCache` novo a cada
 # turno (a única mudança: o cache é criado dentro do loop). O cronômetro em volta de `generate` é o único acréscimo.
+# Uma medição por turno diz pouco numa CPU compartilhada; por isso os dois loops rodam 3 vezes, alternando-se
+# (reutilizado, novo, reutilizado, ...), e o tempo de cada turno é comparado como uma razão com o seu intervalo.
 
 # %%
 def run_chat(prompts, new_tokens, reuse):
@@ -106,19 +108,27 @@ def run_chat(prompts, new_tokens, reuse):
         inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                return_dict=True)
         input_length = inputs["input_ids"].shape[1]
-        started = time.perf_counter()
-        outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                 past_key_values=past_key_values)
-        seconds.append(time.perf_counter() - started)
+        with timing.Stopwatch() as stopwatch:
+            outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+                                     past_key_values=past_key_values)
+        seconds.append(stopwatch.seconds)
         replies.append(outputs[0, input_length:].tolist())
         messages.append({"role": "assistant", "content": tokenizer.decode(replies[-1], skip_special_tokens=True)})
     return replies, seconds
 
 
-with kvlab.watch(model) as reused:
-    reused_replies, reused_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
-with kvlab.watch(model) as fresh:
-    fresh_replies, fresh_seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+REPEATS = 3
+reused_runs, fresh_runs = [], []
+for repeat in range(REPEATS):  # interleaved, so a busy moment of the machine hits both loops alike
+    with kvlab.watch(model) as reused:
+        reused_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
+    reused_runs.append(seconds)
+    with kvlab.watch(model) as fresh:
+        fresh_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+    fresh_runs.append(seconds)
+# per turn: the repeats' times (the watches of the last repeat are kept for the counts below)
+reused_turns = [timing.Timing(f"reused, turn {n + 1}", list(t)) for n, t in enumerate(zip(*reused_runs))]
+fresh_turns = [timing.Timing(f"fresh, turn {n + 1}", list(t)) for n, t in enumerate(zip(*fresh_runs))]
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -134,27 +144,29 @@ print("reused cache length at the end:", reused.caches[0].get_seq_length())
 print(score_guess(guess, reused_prefill[2], " tokens"))
 
 # %%
-plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_seconds)),
-                   "fresh cache per turn": list(zip(fresh_prefill, fresh_seconds))},
-                  "turn", "generate time (ms)", f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
+plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_turns)),
+                   "fresh cache per turn": list(zip(fresh_prefill, fresh_turns))},
+                  "turn", "generate time (ms, median and IQR of 3)",
+                  f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
 
 # %%
-# Timings (not checked: they depend on the machine and its load).
-for name, seconds in {"reused": reused_seconds, "fresh": fresh_seconds}.items():
-    print(f"{name:>6}: generate time per turn (ms): {', '.join(f'{s * 1e3:.0f}' for s in seconds)}")
-saved = sum(fresh_seconds[1:]) - sum(reused_seconds[1:])
-print(f"turns 2-{len(user_prompts)}: the reused cache took {saved * 1e3:,.0f} ms less in total "
-      f"(turn 1 differs by {abs(fresh_seconds[0] - reused_seconds[0]) * 1e3:,.0f} ms: the same work, so noise)")
+# Timings (not checked: they depend on the machine). Per turn: medians of 3 interleaved runs, and the ratio
+# reused / fresh with its 95 % interval.
+for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
+    print(f"{fresh_turn.describe():>36} fresh | {reused_turn.describe():>36} reused")
+    print("   ", timing.compare(fresh_turn, reused_turn, warn=False).verdict())
 
 # %% [markdown]
-# No turno 1, os dois pré-preenchem os mesmos tokens (o cache está vazio), então qualquer diferença entre os dois
-# tempos é ruído. Do turno 2 em diante, o cache reutilizado pré-preenche apenas o novo turno do usuário e o cabeçalho
-# do assistente, mais duas coisas de antes: o último token da resposta anterior (`generate` o produziu, mas nunca o
-# realimentou, então o cache não o guarda) e o marcador de fim de turno `<|im_end|>\n` com que o template fecha essa
-# resposta. O cache novo pré-preenche a conversa inteira, que não para de crescer. Mesmas respostas, menos trabalho.
-# Quanto tempo isso economiza está impresso acima e depende desta máquina e da carga dela; num modelo de 135M e num
-# chat curto, é uma parte pequena de cada turno, que é dominado pelos 16 passos de decodificação. O ganho cresce com
-# a conversa e com o modelo (o notebook 08 trabalha com um prefixo longo).
+# No turno 1, os dois pré-preenchem os mesmos tokens (o cache está vazio): o mesmo trabalho; então qualquer diferença
+# entre os dois tempos é ruído, e o seu intervalo deve conter 1. Do turno 2 em diante, o cache reutilizado pré-preenche
+# apenas o novo turno do usuário e o cabeçalho do assistente, mais duas coisas de antes: o último token da resposta
+# anterior (`generate` o produziu, mas nunca o realimentou, então o cache não o guarda) e o marcador de fim de turno
+# `<|im_end|>\n` com que o template fecha essa resposta. O cache novo pré-preenche a conversa inteira, que não para de
+# crescer. Mesmas respostas, menos trabalho: as contagens de tokens acima são exatas. Se o tempo mostra isso é o
+# veredito impresso para cada turno, com o seu intervalo; um turno cujo intervalo contém 1 não mostra diferença. A maior
+# parte de cada turno ainda são os 16 passos de decodificação; então, num modelo de 135M e num chat curto, a economia é
+# modesta onde aparece, e maior nos turnos seguintes, cujo pré-preenchimento novo é mais longo; ela cresce com a
+# conversa e com o modelo (o notebook 08 trabalha com um prefixo longo).
 
 # %% [markdown]
 # ## Ao vivo: turnos e tamanho da resposta

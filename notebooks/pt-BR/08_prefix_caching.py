@@ -18,7 +18,8 @@
 #
 # **Objetivo de aprendizagem.** Ao final deste notebook você saberá executar a receita de cache de prefixo do guia do
 # transformers (pré-preencher um `StaticCache` dentro de `torch.no_grad()` e depois fazer `copy.deepcopy` dele para
-# cada pergunta), dizer quanto cada cópia custa em memória para um `StaticCache` e para um `DynamicCache`, e
+# cada pergunta), dizer quanto cada cópia custa em memória para um `StaticCache` e para um `DynamicCache`, medir
+# quanto o reuso economiza no tempo até o primeiro token (e que parte desse tempo a cópia profunda consome) e
 # reconhecer a armadilha de tokenização que torna o reuso silenciosamente errado: um prefixo que termina em espaço,
 # como o do próprio guia.
 #
@@ -38,6 +39,7 @@ kvlab.set_language("pt-BR")
 # %%
 # %matplotlib inline
 import copy
+import os
 import warnings
 
 import ipywidgets as widgets
@@ -47,8 +49,10 @@ from transformers import DynamicCache, StaticCache
 
 import kvlab
 from kvlab.live import live, score_guess
+from kvlab.measure import timing
+from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
-from kvlab.measure.prefix import check_token_prefix, token_prefix
+from kvlab.measure.prefix import cache_bytes, check_token_prefix, time_first_token, token_prefix
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -61,7 +65,7 @@ SHOP = (
     "Brake pads cost 15 euros per pair, fitting included. A full service costs 65 euros and takes one day.\n"
     "We sell city bikes and cargo bikes, but no electric bikes. We rent cargo bikes for 30 euros a day.\n"
     "Payment by card or cash. Repairs are guaranteed for three months.\n"
-)  # ends in a newline: a token boundary (section 3 shows why that matters)
+)  # ends in a newline: a token boundary (section 4 shows why that matters)
 QUESTIONS = [
     "Question: How much does it cost to replace an inner tube?\nAnswer:",
     "Question: Do you sell electric bikes?\nAnswer:",
@@ -69,6 +73,8 @@ QUESTIONS = [
 ]
 NEW_TOKENS = 8
 MAX_CACHE_LEN = 224  # room for the prefix, the longest question and its answer
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
+REPEATS = 3 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with their spread
 
 # %% [markdown]
 # ## 1. Preencher um cache (cache de prefixo)
@@ -179,7 +185,82 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 #   dependem do que vem depois dele, e `kvlab.watch` apenas registra.
 
 # %% [markdown]
-# ## 3. A armadilha no próprio prefixo do guia
+# ## 3. O que o reuso economiza antes do primeiro token
+#
+# A seção 2 contou o trabalho: sem reuso, o primeiro forward de cada resposta executa o prompt inteiro, prefixo e
+# pergunta; com uma cópia, executa só os tokens da pergunta. O primeiro token novo sai desse primeiro forward, então
+# os contadores preveem que uma cópia chega a ele mais cedo. Eles também dizem quanto o reuso custa: cada requisição
+# faz uma cópia profunda do cache pré-preenchido, com todos os seus bytes, antes de `generate` começar. É uma cópia de
+# memória, sem nenhuma conta do modelo, então os contadores preveem que ela seja uma fração pequena do tempo com o
+# prefixo. A previsão não é "mais rápido na proporção dos tokens": as duas chamadas também pagam o que não cresce com
+# o prompt (preparar as entradas, os logits finais, escolher um token).
+#
+# Para medir o tempo, cada pergunta roda dos dois jeitos com `max_new_tokens=1`, de modo que cada chamada termina no
+# seu primeiro token novo: o passo do guia (com o `copy.deepcopy` dentro da chamada cronometrada, já que um servidor
+# paga por ele a cada requisição) e um `generate` simples sobre o prompt inteiro. A cópia profunda sozinha também é
+# cronometrada. `time_first_token` executa cada chamada uma vez dentro de `kvlab.watch` para contar o seu
+# pré-preenchimento e depois cronometra todas elas, repetidas e intercaladas.
+
+# %%
+# Not checked: times depend on the machine.
+prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+with torch.no_grad():
+    prompt_cache = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=prompt_cache).cache
+question_inputs = [tokenizer(SHOP + asked, return_tensors="pt") for asked in QUESTIONS]
+
+
+def with_prefix(new_inputs):  # the guide's per-question step, stopped at the first new token
+    past_key_values = copy.deepcopy(prompt_cache)
+    return model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=1, do_sample=False)
+
+
+def without_prefix(new_inputs):  # no reuse: generate prefills the whole prompt into a fresh cache
+    return model.generate(**new_inputs, max_new_tokens=1, do_sample=False)
+
+
+def deep_copy_only():
+    return copy.deepcopy(prompt_cache)
+
+
+first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_only, question_inputs, repeats=REPEATS,
+                               labels=("deepcopy + generate", "generate, whole prompt", "deepcopy alone"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("tokens prefilled per question, deepcopy + generate:   ", first_token.prefilled_with_prefix)
+print("tokens prefilled per question, generate, whole prompt:", first_token.prefilled_without_prefix)
+print(f"bytes each deep copy duplicates: {first_token.copy_bytes:,} B "
+      f"(the prefilled StaticCache holds {cache_bytes(prompt_cache):,} B)")
+
+# %%
+# Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
+# 95 % interval.
+print(f"{first_token.deep_copy.label}: {first_token.deep_copy.describe()}")
+for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.without_prefix):
+    share = timing.compare(reused, first_token.deep_copy, warn=False)  # deepcopy alone / deepcopy + generate
+    print(asked.splitlines()[0])
+    print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
+    print("   ", timing.compare(whole, reused, warn=False).verdict())
+    print(f"    the deepcopy's share of {reused.label}: {share.ratio:.0%} ({share.low:.0%}-{share.high:.0%})")
+
+# %%
+# Not checked: times depend on the machine.
+plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
+                  f"{len(QUESTIONS)} questions after the shop text, one new token each "
+                  f"(times: median and IQR of {REPEATS})")  # fmt: skip
+
+# %% [markdown]
+# As contagens de tokens são exatas: com a cópia, o primeiro forward de cada pergunta executa só os tokens da
+# pergunta; sem ela, o prompt inteiro. Se o tempo até o primeiro token mostra essa economia nesta máquina é o veredito
+# impresso para cada pergunta, com o seu intervalo; um intervalo que contém 1 é nenhuma diferença, e
+# "too noisy to tell" quer dizer que as repetições discordaram demais para decidir. A fração da cópia profunda é
+# impressa ao lado, com o seu intervalo. O que a cópia duplica é o `StaticCache` inteiro, 10,321,920 B: todas as 224
+# posições de `max_cache_len`, preenchidas ou não, então o seu custo acompanha `max_cache_len`, não o comprimento do
+# prefixo. Um prefixo mais longo, ou um modelo maior, faz do pré-preenchimento que o reuso evita uma parte maior de
+# cada requisição.
+
+# %% [markdown]
+# ## 4. A armadilha no próprio prefixo do guia
 #
 # O exemplo do guia põe em cache `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza
 # `INITIAL_PROMPT + prompt` para cada pergunta.
@@ -275,6 +356,10 @@ live(prefix_check,
 #   forward é `.cache` (`.past_key_values` é um alias obsoleto dele).
 # - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len`; uma cópia de `DynamicCache` custa os tokens
 #   do prefixo e cresce com a sua resposta.
+# - O que o reuso economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token
+#   novo (contagens exatas na seção 3). Se isso encurta o tempo até o primeiro token na sua máquina é o veredito que a
+#   seção 3 imprime; cada requisição também paga um `copy.deepcopy` do cache de prefixo inteiro, cuja fração é
+#   impressa lá.
 # - Termine o prefixo em uma fronteira de token, nunca em um espaço: o próprio `"You are a helpful assistant. "` do
 #   guia faz o SmolLM2 pular a primeira palavra da pergunta sem um único aviso. Confira os ids
 #   (`kvlab.measure.prefix.check_token_prefix`) antes de reutilizar um cache.

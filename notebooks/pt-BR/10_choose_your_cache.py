@@ -21,12 +21,15 @@
 # transformers, e saberá calcular o cache KV de um modelo de 7B–12B com 4k ou 32k tokens antes de baixá-lo.
 #
 # **Nas palavras do kvlab.** O guia ("Estratégias de cache") avalia três caches em quatro propriedades: camadas
-# deslizantes, descarregamento (offloading), `torch.compile` e memória. Cada uma delas é uma afirmação que você pode
-# testar. O kvlab troca cada célula por uma execução: um modelo de janela deslizante além da sua janela, uma execução
-# com descarregamento que registra suas transferências, as assinaturas das entradas do forward ao longo dos passos de
-# decodificação (uma assinatura = um grafo compilado) e o pico de bytes da mesma geração. A segunda metade dimensiona
-# os caches de modelos grandes a partir dos dados de arquitetura das suas configs públicas (incluídos em
-# `kvlab/data/architectures.json`), com as mesmas regras que batem, byte a byte, com os caches reais do kvlab.
+# deslizantes, descarregamento (offloading), `torch.compile` e memória; o texto do guia ainda diz algo sobre
+# velocidade. Cada uma delas é uma afirmação que você pode testar. O kvlab troca cada célula por uma execução e uma
+# regra declarada: um modelo de janela deslizante além da sua janela, uma execução com descarregamento que registra
+# suas transferências, o pico de bytes da mesma geração como razão em relação ao do DynamicCache, e o tempo de
+# decodificação das próprias chamadas `generate` do guia como uma razão com o seu intervalo. A compilação não é
+# medida aqui (o notebook 02 compila de verdade); as assinaturas das entradas do forward ao longo dos passos de
+# decodificação ficam ao lado dessa célula como evidência. A segunda metade dimensiona os caches de modelos grandes a
+# partir dos dados de arquitetura das suas configs públicas (incluídos em `kvlab/data/architectures.json`), com as
+# mesmas regras que batem, byte a byte, com os caches reais do kvlab.
 #
 # Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação gulosa (greedy), CPU.
 
@@ -37,6 +40,7 @@ kvlab.set_language("pt-BR")
 
 # %%
 # %matplotlib inline
+import os
 import platform
 import warnings
 
@@ -46,9 +50,11 @@ import transformers
 
 import kvlab
 from kvlab.measure.devices import log_forward_inputs
-from kvlab.live import live
+from kvlab.live import live, score_guess
 from kvlab.measure import text
-from kvlab.measure.guide_table import Setup, calculated_for, compare_with_guide, live_runs, measure
+from kvlab.measure.published import GUIDE
+from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
+                                       time_decoding, with_speed)
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
 from kvlab.size import architecture, cache_size
@@ -56,6 +62,8 @@ from kvlab.size import architecture, cache_size
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # fewer timed repeats in the test suite; checked outputs hold either way
+REPEATS = 2 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with an interval
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 model, tokenizer = kvlab.load("smollm2")
 print(f"this machine: {platform.machine()}, {platform.python_version()}, torch {torch.__version__}, "
@@ -105,17 +113,34 @@ for kind, (trace, out) in watched.items():
 # %% [markdown]
 # O próprio `generate` dimensionou o cache estático para o prompt mais os tokens novos que vão voltar a entrar no
 # modelo (55 posições), então aqui ele guarda exatamente o mesmo que o cache dinâmico. O cache quantizado de 4 bits é
-# cerca de 3.4 vezes menor, e seus tokens gulosos já divergem dos outros em menos de 8 tokens. Essas três execuções
-# formam a coluna de memória da tabela do guia; a próxima seção mede as quatro colunas.
+# cerca de 3.4 vezes menor, e seus tokens gulosos já divergem dos outros em menos de 8 tokens. A próxima seção mede a
+# tabela do guia coluna por coluna e acrescenta uma coluna de velocidade, cronometrada nessas mesmas três chamadas.
 
 # %% [markdown]
 # ## 2. A tabela do guia, medida aqui
 #
-# **Preveja primeiro.** O guia diz: Dinâmico (deslizantes sim, offloading sim, compile não, memória média), Estático
-# (sim, sim, sim, alta), Quantizado (não, não, não, baixa). Quais células você espera que uma medição derrube? Para a
-# memória, o cache estático reserva 64 posições a mais do que a execução precisa (como se faz quando o comprimento
-# final é desconhecido) e o cache quantizado usa o backend quanto com 4 bits e um resíduo de 8 tokens em precisão
-# total.
+# Cada célula é medida e depois julgada por uma regra escrita antes da execução (`kvlab.measure.guide_table`):
+#
+# - **sliding layers** (camadas deslizantes): "Yes" quando o cache é construído sem erro no Gemma 3 além da sua
+#   janela de 512 tokens e suas camadas deslizantes ficam dentro da janela.
+# - **offloading** (descarregamento): "Yes" quando existe uma variante com descarregamento e a sua execução registra
+#   transferências de camadas; os dispositivos entre os quais elas ocorreram são impressos ao lado.
+# - **torch.compile**: *not measured here* (não medido aqui), portanto não julgado: compilar leva dezenas de segundos
+#   numa CPU, e o notebook 02 compila de verdade (com `KVLAB_COMPILE=1`). Ao lado, o número de assinaturas distintas
+#   das entradas do forward ao longo dos passos de decodificação: o que um compilador baseado em tracing encontra, não
+#   o que ele compilou.
+# - **memory** (memória): o pico de bytes do cache dividido pelo do DynamicCache. As palavras do guia são relativas ao
+#   seu DynamicCache "Medium", então a regra é: abaixo de 0.9 é "Low", acima de 1.1 é "High", entre os dois,
+#   "Medium". A célula do próprio DynamicCache é a referência da razão, por isso não é julgada.
+#
+# O cache estático reserva 64 posições a mais do que a execução precisa (como se faz quando o comprimento final não é
+# conhecido) e o cache quantizado usa o backend quanto com 4 bits e um resíduo de 8 tokens em precisão total.
+#
+# **Preveja primeiro.** A execução guarda 48 + 7 tokens. Com as suas 64 posições de sobra, o cache estático vai
+# guardar quantas vezes o pico de bytes do DynamicCache?
+
+# %%
+guess = 2.0  # static peak bytes ÷ dynamic peak bytes
 
 # %%
 setup = Setup(new_tokens=8, static_room=64)
@@ -124,42 +149,109 @@ rows = measure(gemma, model, tokenizer, prompt=text.prompt_ids(tokenizer, 48),
 
 # %%
 # NBVAL_CHECK_OUTPUT
+guide = {g["cache"]: g for g in GUIDE.values()}  # the guide's table, in its words
 for row in rows:
     print(f"{row['cache']:<16} sliding: {row['sliding layers']:<3} offloading: {row['offloading']:<3} "
-          f"torch.compile: {row['torch.compile']:<3} memory: {row['memory']}")
+          f"torch.compile: {row['torch.compile']}")
+    print(f"{'':>18}memory: {row['memory ratio']:.2f}x the DynamicCache's peak -> {row['memory']} "
+          f"(the guide: {guide[row['cache']]['memory']})")
     for key in ("sliding evidence", "offloading evidence", "compile evidence"):
         print(f"{'':>18}{key}: {row[key]}")
     print(f"{'':>18}peak cache bytes (SmolLM2, 48 + {setup.new_tokens} tokens): {row['peak cache bytes']:,}")
 
 # %%
+static_ratio = next(row["memory ratio"] for row in rows if row["cache_kind"] == "static")
+print(score_guess(guess, round(static_ratio, 2), "x"))
+
+# %%
 # NBVAL_CHECK_OUTPUT
 verdicts = compare_with_guide(rows)
-print(f"{sum(v['agrees'] for v in verdicts)} of {len(verdicts)} cells agree with the guide")
+count = tally(verdicts)
+print(f"{count['agree']} of {count['judged']} judged cells agree with the guide, {count['differ']} differ; "
+      f"{count['not judged']} of {count['cells']} not judged")
 for v in verdicts:
-    if not v["agrees"]:
-        print("differs:", v)
+    if v["agrees"] is not True:
+        print(f"  {v['cache']:<16} {v['property']:<15} guide: {v['guide']:<7} measured: {v['measured']:<18} "
+              f"({v['why']})")
 
 # %%
 plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in rows},
            title=f"Peak cache bytes, SmolLM2, 48-token prompt + {setup.new_tokens} new tokens")
 
 # %% [markdown]
-# Nesta máquina a tabela se confirma, com três coisas que os adjetivos escondem:
+# Três coisas que os adjetivos escondem:
 #
 # - "Suporta camadas deslizantes" significa que as camadas deslizantes ficam no tamanho da janela (511 ou 512
 #   posições) enquanto as camadas completas guardam todos os tokens; o cache quantizado recusa o modelo logo de saída.
-# - "Suporta offloading" é medido pelas transferências que uma execução com descarregamento registra. Aqui elas são
-#   CPU→CPU (sem acelerador), então nada é economizado; em uma GPU, o mesmo cronograma mantém uma camada residente e
-#   outra sendo pré-carregada.
-# - A memória "alta" do cache estático é uma escolha: ela é o `max_cache_len` que você reservar. Reserve exatamente os
-#   tokens de que precisa e ele empata com o cache dinâmico; o preço é pago quando o seu palpite é alto demais.
+# - "Suporta offloading" é medido pelas transferências que uma execução com descarregamento registra. A linha de
+#   evidência diz de onde para onde elas foram: numa máquina sem acelerador, elas são CPU→CPU, então nada é
+#   economizado; numa GPU, o mesmo cronograma mantém uma camada residente e outra sendo pré-carregada.
+# - A memória "High" do cache estático é uma escolha: ela é o `max_cache_len` que você reservar. Reserve exatamente
+#   os tokens de que precisa e a razão é 1 (o cache estático da seção 1 guardava exatamente os bytes do cache
+#   dinâmico), o que a regra chamaria de "Medium"; o preço é pago quando o seu palpite é alto demais.
 #
-# A coluna de compilação é a contagem de assinaturas do forward do notebook 09: um cache estático dá uma assinatura
-# para todos os 7 passos de decodificação, e o cache dinâmico, uma por passo (7 de 7). O cache quantizado também dá 7
-# de 7, como o cache dinâmico: as chaves que um forward recebe são o seu resíduo em precisão total, que cresce um
-# token por passo e ainda não tinha preenchido suas 8 posições. Em execuções mais longas, o resíduo é compactado a
-# cada 8 tokens e recomeça, então seus formatos se repetem: o controle abaixo mede isso (8 assinaturas distintas em 23
-# chamadas de decodificação com o seu padrão de 24 tokens novos).
+# A evidência de compilação é a contagem de assinaturas do forward do notebook 09: um cache estático dá uma
+# assinatura para todos os 7 passos de decodificação, e o cache dinâmico, uma por passo (7 de 7). O cache quantizado
+# também dá 7 de 7, como o cache dinâmico: as chaves que um forward recebe são o seu resíduo em precisão total, que
+# cresce um token por passo e ainda não tinha preenchido suas 8 posições. Em execuções mais longas, o resíduo é
+# compactado a cada 8 tokens e recomeça, então seus formatos se repetem: o controle abaixo mede isso (8 assinaturas
+# distintas em 23 chamadas de decodificação com o seu padrão de 24 tokens novos). Se um compilador compila uma vez por
+# assinatura depende das suas opções (formatos dinâmicos, limites de recompilação), e é por isso que esta célula
+# continua "not measured here".
+
+# %% [markdown]
+# ### A coluna de velocidade: tempo de decodificação em relação ao DynamicCache
+#
+# A tabela do guia não tem coluna de velocidade, mas o texto dele usa palavras de velocidade: a quantização do cache
+# "pode prejudicar a latência se o comprimento do contexto for curto" (48 tokens é curto), e a afirmação de velocidade
+# do cache estático é sobre decodificação compilada ("compatíveis com otimizações JIT, como torch.compile, para
+# acelerar a geração"), nenhuma sobre decodificação em modo eager. A célula de velocidade só é julgada onde o guia faz
+# uma afirmação e o veredito medido vai além do ruído (o intervalo fica de um lado só de 1 e não é largo demais); caso
+# contrário, ela diz "not distinguishable here".
+#
+# Primeiro, o que os contadores de trabalho das execuções observadas da seção 1 preveem, por forward de decodificação
+# somado sobre as 30 camadas: as posições de chave contra as quais a pontuação de cada consulta foi calculada (posições
+# mascaradas incluídas), os FLOPs de atenção e os elementos que o cache quantizado desempacotou. Ao lado deles, a
+# aritmética dos pesos de um forward (cerca de 2 FLOPs por parâmetro por token), a mesma para todos os caches.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+weight_flops = 2 * sum(p.numel() for p in model.parameters())
+print(f"weights: about {weight_flops:,} FLOPs per decoding forward, for every cache")
+for kind, (trace, _) in watched.items():
+    decode = trace.work_by_step()[1:]  # row 0 is the prefill
+    slots, flops = sum(r["slots_attended"] for r in decode), sum(r["attention_flops"] for r in decode)
+    print(f"{kind:<10} {len(decode)} decoding forwards: {slots:>6,} key slots attended, {flops:>11,} attention "
+          f"FLOPs, {sum(r['dequantized_elements'] for r in decode):>9,} elements dequantized, "
+          f"{sum(r['quantized_elements'] for r in decode):,} quantized")
+
+# %% [markdown]
+# Os contadores preveem: o cache estático calcula a pontuação de algumas posições de chave a mais que o cache dinâmico
+# (as suas posições mascaradas), um extra pequeno perto da aritmética dos pesos; o cache quantizado faz a atenção do
+# cache dinâmico e, além disso, desempacota suas chaves e valores de 4 bits a cada passo. A célula abaixo cronometra
+# as três chamadas `generate` do guia (transformers puro, sem gravação do kvlab), intercaladas, do primeiro token novo
+# ao último, de modo que o pré-preenchimento fica de fora. Se o trabalho extra previsto aparece no tempo é o que diz o
+# veredito impresso: um intervalo que contém 1 é nenhuma diferença.
+
+# %%
+# Not checked: times depend on the machine.
+guide_calls = {"dynamic": {},  # the default: a DynamicCache
+               "static": {"cache_implementation": "static"},
+               "quantized": {"cache_implementation": "quantized", "cache_config": quanto_4bit}}
+timings = time_decoding(model, prompt, guide_calls, new_tokens=setup.new_tokens, repeats=REPEATS)
+rows_with_speed = with_speed(rows, timings)
+for row in rows_with_speed:
+    low, high = row["speed interval"]
+    print(f"{row['cache']:<16} decode {timings[row['cache_kind']].describe()}; x{row['speed ratio']:.2f} ({low:.2f}-{high:.2f}) "
+          f"of the DynamicCache's -> {row['speed']}")
+    print(f"{'':>18}{row['speed verdict']}")
+speed_verdicts = [v for v in compare_with_guide(rows_with_speed) if v["property"] == "speed"]
+for v in speed_verdicts:
+    print(f"  {v['cache']:<16} speed: guide {v['guide']!r}, measured {v['measured']!r}: "
+          + ("agrees" if v["agrees"] else "differs" if v["agrees"] is False else f"not judged ({v['why']})"))
+count = tally(compare_with_guide(rows_with_speed))
+print(f"whole table with speed: {count['agree']} of {count['judged']} judged cells agree, {count['differ']} differ; "
+      f"{count['not judged']} of {count['cells']} not judged")
 
 # %% [markdown]
 # ### Experimente: um cache, ao vivo, ao lado da calculadora
@@ -176,10 +268,7 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # posições extras.
 
 # %%
-KEYS = "cache.layers[0].keys"
-# the guide's keywords for each cache, as in section 1
-guide_calls = {"dynamic": {}, "static": {"cache_implementation": "static"},
-               "quantized": {"cache_implementation": "quantized", "cache_config": quanto_4bit}}
+KEYS = "cache.layers[0].keys"  # guide_calls: the guide's keywords for each cache, from the speed cell above
 
 
 def cache_choice(cache, new_tokens):
@@ -263,13 +352,15 @@ for live in live_runs(rows):
 # %% [markdown]
 # ## Principais conclusões
 #
-# - DynamicCache: o padrão; lida com camadas deslizantes; um grafo compilado por passo; a memória acompanha os tokens.
-# - StaticCache: uma única assinatura para toda a decodificação, por isso é o cache para `torch.compile`; custa
-#   exatamente o que você reserva com `max_cache_len`.
+# - DynamicCache: o padrão; lida com camadas deslizantes; as entradas do seu forward mudam de formato a cada passo (7
+#   assinaturas em 7 passos); a memória acompanha os tokens.
+# - StaticCache: uma única assinatura para toda a decodificação, por isso é o cache para `torch.compile` (compilado e
+#   cronometrado no notebook 02); custa exatamente o que você reserva com `max_cache_len`.
 # - QuantizedCache: o menor, só para modelos de atenção completa. As entradas do seu forward mudam de formato a cada
 #   passo, como as do cache dinâmico (7 assinaturas em 7 passos na tabela); em execuções mais longas, o comprimento do
 #   resíduo se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em 23
-#   chamadas de decodificação no controle).
+#   chamadas de decodificação no controle). Ele desempacota suas chaves e valores a cada passo; se isso custa tempo na
+#   sua máquina é o veredito de velocidade que a tabela imprimiu.
 # - O descarregamento tira camadas do acelerador ao custo de uma transferência por camada a cada passo; só economiza
 #   memória onde há um acelerador.
 # - Antes de escolher, calcule o tamanho: cabeças KV × head_dim × camadas × dtype × tokens, menos o que as janelas

@@ -19,8 +19,8 @@
 # **Objetivo de aprendizagem.** Veja para onde vai a memória KV de um lote de requisições reais em três arranjos: (a)
 # um cache estático por requisição, dimensionado para a mais longa, (b) um cache dinâmico por requisição, (c) blocos
 # de um cache paginado compartilhado, o arranjo que o próprio `model.generate_batch(...)` do transformers usa. Compare
-# os bytes reservados com os bytes que guardam tokens de fato e observe blocos sendo entregues, devolvidos,
-# compartilhados e recusados.
+# os bytes reservados com os bytes que guardam tokens de fato, observe blocos sendo entregues, devolvidos,
+# compartilhados e recusados, e cronometre `generate_batch` contra um `generate` por requisição.
 #
 # **Além do guia.** O guia de cache (e os notebooks 00-11) atende uma requisição por vez. Este notebook vai além dele:
 # o batching contínuo é uma parte separada do transformers 5.24 (`transformers.generation.continuous_batching`), então
@@ -38,6 +38,7 @@ kvlab.set_language("pt-BR")
 
 # %%
 # %matplotlib inline
+import os
 import warnings
 
 import ipywidgets as widgets
@@ -47,12 +48,14 @@ from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfi
 import kvlab
 from kvlab.caches.paged import paged_steps, paged_summary
 from kvlab.live import live, score_guess
+from kvlab.measure.batching import batching_row
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
 from kvlab.serving import layout_rows, load_workload, request_lengths
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*")
 # continuous batching runs its loop in a background thread; one torch thread keeps it steady on a shared CPU
 torch.set_num_threads(1)
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shorter timed runs in the test suite; checked outputs hold either way
 model, tokenizer = kvlab.load("smollm2")
 workload = load_workload(tokenizer)  # data/requests/chat_requests.json, through SmolLM2's chat template
 print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answers capped at "
@@ -235,7 +238,39 @@ plot_layouts(layouts)
 # bloco, e a linha paginada desperdiça mais do que a estática.
 
 # %% [markdown]
-# ## 5. Ao vivo: tamanho de bloco e número de requisições
+# ## 5. Atendê-las juntas é mais rápido do que uma por vez?
+#
+# A memória é um motivo para processar em lote; o tempo é o outro. `kvlab.measure.batching.batching_row` executa os
+# mesmos oito prompts de duas formas, com decodificação greedy e sem parada no fim de sequência, para que as duas
+# produzam os mesmos tokens: uma vez por `model.generate_batch(...)` (um `ContinuousBatchingConfig` com um pool
+# grande o bastante para todas as requisições ao mesmo tempo, para que ninguém espere) e uma vez como um
+# `model.generate(...)` por requisição, cada um com seu próprio DynamicCache. As execuções são repetidas e
+# intercaladas (em lote, sequencial, em lote, ...).
+#
+# O que os contadores preveem: uma requisição por vez, cada requisição custa um forward por token novo (seu
+# pré-preenchimento, depois um passo de decodificação para cada token seguinte), todos eles levando uma única
+# requisição; em lote, um forward por passo leva todas as requisições em andamento, então rodam muito menos forwards
+# (as duas contagens são impressas). Menos forwards significam que os pesos são lidos menos vezes, mas cada forward
+# em lote faz a aritmética de todas as suas requisições, e, em uma CPU, a atenção paginada roda a implementação
+# eager do transformers. Se o batching é mais rápido nesta máquina é o que diz o veredito impresso: um intervalo que
+# contém 1 é nenhuma diferença.
+
+# %%
+# Not checked: times depend on the machine.
+new_tokens = 8 if QUICK else workload.max_new_tokens
+batching = batching_row(model, workload.input_ids, new_tokens, repeats=1 if QUICK else 3)
+print(f"{batching['label']}; same greedy tokens both ways: {batching['same_tokens']}")
+print(f"forwards: {batching['batched_forwards']} for generate_batch, {batching['sequential_forwards']} for one "
+      f"generate per request")
+for route in ("batched", "sequential"):
+    t = batching["timings"][route]
+    print(f"{route:<10} median {t['median_s']:.2f} s (IQR {t['q1_s']:.2f}-{t['q3_s']:.2f}, {len(t['times_s'])} runs)")
+low, high = batching["speedup_interval"]
+print(f"speed-up, sequential / batched: {batching['speedup']:.2f} ({low:.2f}-{high:.2f})")
+print(batching["verdict"])
+
+# %% [markdown]
+# ## 6. Ao vivo: tamanho de bloco e número de requisições
 #
 # Mexa nos controles: as primeiras *n* requisições da carga de trabalho passam por `generate_batch` (8 tokens novos
 # cada, um pool de 256 posições de token, ou seja, um número de blocos igual a 256 / tamanho do bloco) e a linha do
@@ -269,6 +304,9 @@ live(measure_blocks,
 #   impressa na tabela; um cache dinâmico por requisição não deixou nada vazio, mas não dá ao servidor nenhum
 #   orçamento com que planejar; os blocos paginados desperdiçam apenas o último bloco de cada requisição, e menos
 #   ainda com blocos menores.
+# - Em lote, cada passo é um forward sobre todas as requisições em andamento, em vez de um por requisição, então
+#   rodam muito menos forwards; se isso fez os mesmos tokens chegarem mais cedo nesta máquina é o veredito impresso na
+#   seção 5.
 # - Os 60-80 % contra menos de 4 % do artigo do vLLM são uma referência externa, medida em outras cargas de trabalho;
 #   os números do próprio kvlab estão na tabela.
 #

@@ -34,3 +34,51 @@ def test_the_batching_row_is_reported_with_its_direction(tiny_bench):
     table = markdown_table({**result, "batching": row})
     assert "`generate_batch` 8.00 s against 4.00 s for one `generate` per request, 2.00× slower" in table
     assert "batching" not in markdown_table(result)
+
+
+def test_every_timed_row_carries_its_spread_and_a_ratio_interval_against_dynamic(tiny_bench):
+    _, result = tiny_bench
+    timed = [r for r in result["rows"] if r.get("decode_tokens_per_s")]
+    assert timed
+    for row in timed:
+        spread, versus = row["decode_seconds_per_token"], row["decode_time_vs_dynamic"]
+        assert spread["q1_s"] <= spread["median_s"] <= spread["q3_s"]
+        assert versus["low"] <= versus["ratio"] <= versus["high"] and versus["verdict"]
+    dynamic = next(r for r in timed if r["label"] == "dynamic")
+    assert dynamic["decode_time_vs_dynamic"]["ratio"] == 1.0 and not dynamic["decode_time_vs_dynamic"]["differs"]
+
+
+def test_the_time_column_quotes_the_interval_and_never_calls_noise_an_effect():
+    from kvlab.bench.report import _fmt
+
+    def row(ratio, low, high, differs, noisy):
+        value = {"ratio": ratio, "low": low, "high": high, "differs": differs, "too_noisy": noisy}
+        return {"decode_time_vs_dynamic": value}
+
+    assert _fmt("decode_time_vs_dynamic", row(1.62, 1.55, 1.70, True, False)) == "1.62× (1.55–1.70)"
+    assert _fmt("decode_time_vs_dynamic", row(1.01, 0.97, 1.04, False, False)).endswith("no difference beyond noise")
+    assert _fmt("decode_time_vs_dynamic", row(1.5, 0.8, 2.9, True, True)).endswith("too noisy to tell")
+
+
+def test_a_full_disk_keeps_the_earlier_json_result_and_names_the_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import pytest
+
+    from kvlab.atomic import AtomicWriteError
+
+    path = write_json(
+        {"meta": {"model": "m"}, "rows": [{"label": "dynamic", "perplexity": float("nan")}]}, tmp_path / "b.json"
+    )
+    earlier = path.read_bytes()
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(AtomicWriteError, match=f"cannot write {path}: No space left on device"):
+        write_json({"meta": {"model": "m"}, "rows": [{"label": "dynamic"}] * 50}, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == earlier and json.loads(earlier)["rows"] == [{"label": "dynamic", "perplexity": None}]
+    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]

@@ -1,5 +1,7 @@
 """run_bench end to end on tiny-llama (seconds): structure and relations, never timings."""
 
+import math
+
 import pytest
 import torch
 
@@ -32,6 +34,7 @@ def test_dynamic_is_its_own_reference(tiny_bench):
     _, result = tiny_bench
     dynamic = _rows(result)["dynamic"]
     assert dynamic["ratio_vs_dynamic"] == 1.0 and dynamic["greedy_agreement"] == 1.0
+    # against itself, one tensor both sides: every KL term is exp(p) * (p - p), the perplexity ratio x / x
     assert dynamic["logit_kl_vs_dynamic"] == 0.0 and dynamic["perplexity_delta_pct"] == 0.0
 
 
@@ -52,9 +55,15 @@ def test_cache_bytes_agree_with_the_size_calculator(tiny_bench):
 
 
 def test_quality_of_the_uncached_reference_matches_dynamic(tiny_bench):
+    """No cache and a DynamicCache differ only in float32 summation order: each of the layers sums hidden-size
+    terms, so a log-probability (|log p| < 2 log vocab on the near-uniform random model) moves by at most
+    atol, and a KL between distributions that close is at most (e^2atol - 1)^2 (tests/measure/float_bounds.py)."""
     _, result = tiny_bench
     none = _rows(result)["none"]
-    assert none["logit_kl_vs_dynamic"] < 1e-6 and none["peak_cache_bytes"] == 0
+    config = kvlab.tiny_model("tiny-llama").config
+    scale = 2 * math.log(config.vocab_size)
+    atol = config.num_hidden_layers * config.hidden_size * torch.finfo(torch.float32).eps * scale
+    assert 0 <= none["logit_kl_vs_dynamic"] <= math.expm1(2 * atol) ** 2 and none["peak_cache_bytes"] == 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="transformers offloads for real on a GPU")

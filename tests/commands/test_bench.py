@@ -1,6 +1,8 @@
 """`kvlab bench` on the command line: bad sizes refused before a model loads, a saved result rendered again."""
 
+import errno
 import json
+import os
 
 from kvlab.cli import main
 
@@ -88,3 +90,45 @@ def test_json_prints_and_output_writes_for_bench(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"] == rows
     assert main(["bench", "--from-json", str(saved), "--output", str(tmp_path / "table.md")]) == 0
     assert capsys.readouterr().out == "" and "| dynamic" in (tmp_path / "table.md").read_text()
+
+
+def test_a_full_disk_keeps_the_earlier_markdown_and_plot_and_names_the_file(tmp_path, capsys, monkeypatch):
+    rows = [{"label": "dynamic", "cache": "dynamic", "options": {}, "status": "measured", "peak_cache_bytes": 1024}]
+    saved, md = _saved_result(tmp_path, rows), tmp_path / "table.md"
+    plots = tmp_path / "plots"
+    assert main(["bench", "--from-json", str(saved), "--markdown", str(md), "--plots", str(plots)]) == 0
+    png = plots / "frontier_m.png"
+    earlier_md, earlier_png = md.read_bytes(), png.read_bytes()
+    assert earlier_png[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    for option, value, named in (("--markdown", md, md), ("--plots", plots, png)):
+        assert main(["bench", "--from-json", str(saved), option, str(value)]) == 1
+        err = capsys.readouterr().err
+        assert err == (
+            f"kvlab bench: error: cannot write {named}: No space left on device; the file that was there is unchanged\n"
+        )
+    monkeypatch.undo()
+    assert md.read_bytes() == earlier_md and png.read_bytes() == earlier_png
+    assert sorted(p.name for p in plots.iterdir()) == ["frontier_m.png"]  # no temporary file left
+
+
+def test_an_unwritable_markdown_or_output_is_refused_before_a_model_loads(tmp_path, capsys, monkeypatch):
+    import kvlab.models
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output paths were checked")
+
+    monkeypatch.setattr(kvlab.models, "load", never)
+    missing = tmp_path / "missing" / "table.md"
+    assert main(["bench", "--model", "smollm2", "--markdown", str(missing)]) == 1
+    assert f"cannot write {missing}: the directory {missing.parent} does not exist" in capsys.readouterr().err
+    assert main(["bench", "--model", "smollm2", "--output", str(tmp_path)]) == 1
+    assert f"cannot write {tmp_path}: it is a directory" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["bench", "--model", "smollm2", "--plots", str(tmp_path / "file")]) == 2
+    assert "--plots" in capsys.readouterr().err

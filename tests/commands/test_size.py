@@ -76,3 +76,31 @@ def test_size_paged_layout_for_a_length_distribution(capsys):
     with pytest.raises(SystemExit) as refused:  # argparse: one line, status 2
         main(["size", "--model", "llama-2-7b", "--tokens", "8", "--lengths", "3,0"])
     assert refused.value.code == 2 and "every length must be at least 1" in capsys.readouterr().err
+
+
+def test_an_encoder_only_config_is_refused_with_the_reason(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    bert = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "max_position_embeddings": 512}
+    path.write_text(json.dumps(bert))
+    assert main(["size", "--config", str(path), "--tokens", "4096"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is an encoder-only model (model_type 'bert'" in err and "no KV cache" in err
+
+
+def test_sizes_past_the_models_positions_carry_a_note(capsys):
+    note = "10,000 tokens is past smollm2's 8,192 positions (max_position_embeddings)"
+    assert main(["size", "--model", "smollm2", "--tokens", "10000"]) == 0
+    assert f"note: {note}" in capsys.readouterr().out
+    assert main(["size", "--model", "smollm2", "--tokens", "10000", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (
+        len(data["notes"]) == 1 and data["notes"][0].startswith(note) and data["architecture"]["max_positions"] == 8192
+    )
+    assert main(["size", "--model", "smollm2", "--tokens", "8192", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
+    assert main(["size", "--model", "smollm2", "--tokens", "16", "--page-size", "16", "--lengths", "8,9000"]) == 0
+    assert "9,000 tokens is past smollm2's 8,192 positions" in capsys.readouterr().out
+    assert main(["size", "--model", "bart-large", "--tokens", "16", "--source-tokens", "2000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == [
+        "2,000 source tokens is past bart-large's 1,024 encoder positions"
+    ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import csv
+import errno
 import io
 import json
+import os
 import re
 import threading
 from datetime import UTC, datetime
@@ -88,6 +90,28 @@ def test_a_save_dir_that_cannot_be_written_is_one_line_and_the_download_still_wo
     ex.save_table_button.click()
     assert f"could not be written to {blocked / 'sub'}" in ex.message_text and "<details" not in ex.message.value
     assert list(links(ex.downloads.value)) == ["kvlab_table_tiny-gemma3_dynamic.csv"]
+
+
+def test_a_save_onto_a_full_disk_keeps_the_earlier_file_and_names_it(tmp_path, monkeypatch):
+    ex = make(save_dir=tmp_path)
+    ex.run_and_wait(max_new_tokens=2)
+    ex.save_trace_button.click()
+    saved = tmp_path / "kvlab_trace_tiny-gemma3_dynamic.json"
+    earlier = saved.read_bytes()
+    ex.run_and_wait(max_new_tokens=4)  # a longer run, saved under the same name onto a disk that is now full
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    ex.save_trace_button.click()
+    monkeypatch.undo()
+    assert f"cannot write {saved}: No space left on device; the file that was there is unchanged" in ex.message_text
+    assert "\n" not in ex.message_text and "<details" not in ex.message.value  # one line, no traceback
+    assert saved.read_bytes() == earlier and [p.name for p in tmp_path.iterdir()] == [saved.name]  # no .tmp left
+    assert len(Trace.load(saved).meta["generated_token_ids"]) == 2  # the earlier save, still loadable
+    offered = links(ex.downloads.value)[saved.name]  # the download still holds the new run
+    assert len(json.loads(offered)["meta"]["generated_token_ids"]) == 4
 
 
 def test_saving_before_a_run_is_one_line():
@@ -288,5 +312,5 @@ def test_export_helpers():
     assert 'href="data:text/csv;base64,eCx5CjEsMgo="' in item.link() and "(8 B)" in item.link()
     assert (
         export.table_csv([]) == b"run,prompt_tokens,new_tokens,steps,peak_bytes,bytes_now,slots_allocated,"
-        b"slots_live,slots_masked,waste_pct,tokens_evicted,flushes,transfers,crops,tokens_per_s,label,stopped\n"
+        b"slots_live,slots_masked,waste_pct,tokens_evicted,flushes,transfers,crops,ms_per_step,tokens_per_s,label,stopped\n"
     )

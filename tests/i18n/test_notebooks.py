@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import re
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import nbformat
 import pytest
 from babel.messages.pofile import read_po, write_po
 
+from kvlab.atomic import AtomicWriteError
 from kvlab.i18n import notebooks as i18n
 
 ENGLISH = """\
@@ -120,6 +124,35 @@ def test_the_command_line_checks_and_exits_non_zero_on_a_problem(tmp_path, capsy
     assert "4 messages, 4 to translate or review" in capsys.readouterr().out
     assert i18n.main(["check", str(paths.english)]) == 1
     assert "untranslated paragraph" in capsys.readouterr().out
+
+
+def test_a_full_disk_keeps_the_published_script_and_the_catalog_and_names_the_file(tmp_path, monkeypatch):
+    paths = _notebook(tmp_path)
+    i18n.update(paths)
+    _translate(paths, TRANSLATIONS)
+    assert i18n.build(paths) is True
+    script = paths.script.read_bytes()
+    _notebook(tmp_path, ENGLISH.replace("by one token per step", "by one token per layer per step"))
+    i18n.update(paths)
+    _translate(paths, TRANSLATIONS)  # the new paragraph reads as itself: the build would change the script
+    catalog = paths.catalog.read_bytes()
+    _notebook(tmp_path, ENGLISH)  # and the English changes back: the catalog would be rewritten
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(AtomicWriteError, match=f"cannot write {paths.catalog}: No space left on device"):
+        i18n.update(paths)
+    _notebook(tmp_path, ENGLISH.replace("by one token per step", "by one token per layer per step"))
+    with pytest.raises(AtomicWriteError, match=f"cannot write {paths.script}: No space left on device"):
+        i18n.build(paths)
+    monkeypatch.undo()
+    assert paths.script.read_bytes() == script  # the published script, whole: its .ipynb still matches it
+    assert paths.catalog.read_bytes() == catalog and read_po(io.BytesIO(catalog)).get(
+        "The cache **grows** by one token per layer per step."
+    )  # the translator's work, whole
+    assert not list(tmp_path.rglob("*.tmp"))
 
 
 # -- the repository's own notebooks -----------------------------------------------------------------------------

@@ -15,6 +15,10 @@ def test_prompt_length_does_not_recompile_cache_length_does(tiny, prompt_ids):
     assert graphs["same prompt again"] == 0
     assert graphs["prompt of 9 tokens"] == 0  # the prefill runs eagerly
     assert graphs["max_cache_len 32"] >= 1  # the decode graph is specialised to the cache shape
+    steady = report["steady"]  # eager against compiled once the graphs exist: repeated, with an interval
+    assert len(steady["a"]["times_s"]) == len(steady["b"]["times_s"]) == 5
+    assert steady["low"] <= steady["ratio"] <= steady["high"] and steady["verdict"]
+    assert report["steady_graphs"] == 0  # the timed compiled runs replayed the graph of the first cache shape
 
 
 def test_static_generate_matches_with_and_without_compile(tiny, prompt_ids):

@@ -7,22 +7,135 @@ import torch
 
 import kvlab
 from kvlab.measure.guide_table import (
+    NOT_DISTINGUISHABLE,
+    NOT_MEASURED,
+    REFERENCE_CELL,
     Setup,
-    _memory_ranks,
+    _row,
     calculated_for,
     compare_with_guide,
     live_runs,
     measure_compile_and_memory,
     measure_offloading,
     measure_sliding,
+    memory_word,
+    speed_cells,
+    speed_word,
+    tally,
+    time_decoding,
+    with_speed,
 )
 from kvlab.measure.published import GUIDE
+from kvlab.measure.timing import Timing, compare
 from kvlab.size import from_config
 
 
-def test_memory_ranks_follow_the_bytes():
-    assert _memory_ranks([300, 100, 200]) == ["High", "Low", "Medium"]
-    assert _memory_ranks([5, 1]) == ["#2", "#1"]
+def test_the_memory_word_is_a_rule_on_the_ratio_not_a_ranking():
+    assert [memory_word(r) for r in (0.3, 0.89, 0.9, 1.0, 1.1, 1.11, 2.2)] == [
+        "Low",
+        "Low",
+        "Medium",
+        "Medium",
+        "Medium",
+        "High",
+        "High",
+    ]
+    # three caches that all hold the same bytes are all "Medium": no forced spread over Low/Medium/High
+    assert {memory_word(p / 100) for p in (100, 100, 100)} == {"Medium"}
+
+
+def _synthetic(kind: str, peak: int, reference_peak: int) -> dict:
+    """The facts `measure` gathers for one cache kind, made up: what `_row` turns into cells."""
+    return {
+        "cache_kind": kind,
+        "sliding": {"supported": kind != "quantized", "evidence": "e"},
+        "offloading": {"supported": kind != "quantized", "evidence": "e", "devices": ["cpu->cpu"]},
+        "decode_steps": 7,
+        "decode_signatures": 1 if kind == "static" else 7,
+        "peak_bytes": peak,
+        "live": None,
+    }
+
+
+def _rows(peaks: dict) -> list[dict]:
+    return [_row(_synthetic(kind, peak, peaks["dynamic"]), peak / peaks["dynamic"]) for kind, peak in peaks.items()]
+
+
+def test_rows_carry_a_memory_ratio_a_reference_cell_and_no_compile_measurement():
+    rows = {r["cache_kind"]: r for r in _rows({"dynamic": 1000, "static": 2180, "quantized": 300})}
+    assert [rows[k]["memory"] for k in ("dynamic", "static", "quantized")] == [REFERENCE_CELL, "High", "Low"]
+    assert (rows["static"]["memory ratio"], rows["quantized"]["memory ratio"]) == (2.18, 0.3)
+    assert {r["torch.compile"] for r in rows.values()} == {NOT_MEASURED}
+    assert rows["static"]["compile evidence"].startswith("1 distinct forward signatures over 7 decoding steps")
+
+
+def test_the_table_columns_are_judged_by_the_rules_and_counted():
+    # a static cache sized exactly (ratio 1.0) is "Medium": the guide's "High" is then a disagreement
+    verdicts = compare_with_guide(_rows({"dynamic": 1000, "static": 1000, "quantized": 300}))
+    cells = {(v["cache"], v["property"]): v["agrees"] for v in verdicts}
+    assert cells[("Static Cache", "memory")] is False
+    assert cells[("Quantized Cache", "memory")] is True
+    assert cells[("Dynamic Cache", "memory")] is None  # the reference of the ratio
+    assert {cells[(g["cache"], "torch.compile")] for g in GUIDE.values()} == {None}  # not measured here
+    assert tally(verdicts) == {"agree": 7, "differ": 1, "judged": 8, "not judged": 4, "cells": 12}
+
+
+def _timing(label: str, seconds: float, repeats: int = 5) -> Timing:
+    return Timing(label, [seconds] * repeats)
+
+
+def test_the_speed_word_needs_a_verdict_beyond_noise():
+    dynamic = _timing("dynamic", 0.10)
+    assert speed_word(compare(dynamic, _timing("quantized", 0.20), warn=False)) == "slower"
+    assert speed_word(compare(dynamic, _timing("static", 0.05), warn=False)) == "faster"
+    assert speed_word(compare(dynamic, _timing("static", 0.10), warn=False)) == NOT_DISTINGUISHABLE  # ratio 1
+    noisy = Timing("quantized", [0.05, 0.30, 0.10, 0.02, 0.40])  # an interval far wider than TOO_WIDE
+    assert speed_word(compare(dynamic, noisy, warn=False)) == NOT_DISTINGUISHABLE
+    two_runs = compare(_timing("dynamic", 0.1, 2), _timing("quantized", 0.2, 2), warn=False)
+    assert speed_word(two_runs) == NOT_DISTINGUISHABLE  # fewer than 3 repeats: too noisy to tell
+
+
+def test_speed_cells_are_ratios_to_the_dynamic_cache_with_their_interval():
+    cells = speed_cells({"dynamic": _timing("dynamic", 0.1), "quantized": _timing("quantized", 0.2)})
+    assert cells["dynamic"]["speed"] == REFERENCE_CELL
+    q = cells["quantized"]
+    assert (q["speed"], q["ratio"], q["low"], q["high"]) == ("slower", 2.0, 2.0, 2.0)
+    assert q["verdict"] == "quantized is 2.00x slower than dynamic (2.00-2.00)"
+    with pytest.raises(ValueError, match="reference"):
+        speed_cells({"quantized": _timing("quantized", 0.2)})
+
+
+def test_speed_is_judged_only_where_the_guide_claims_and_the_verdict_is_beyond_noise():
+    rows = _rows({"dynamic": 1000, "static": 2180, "quantized": 300})
+    timings = {"dynamic": _timing("dynamic", 0.1), "static": _timing("static", 0.05), "quantized": None}
+
+    def speed(quantized_seconds):
+        timings["quantized"] = _timing("quantized", quantized_seconds)
+        verdicts = compare_with_guide(with_speed(rows, timings))
+        return {v["cache"]: (v["measured"], v["agrees"]) for v in verdicts if v["property"] == "speed"}
+
+    # the guide: quantized "can harm latency" (slower); no claim about eager static decoding
+    assert speed(0.2) == {
+        "Dynamic Cache": (REFERENCE_CELL, None),
+        "Static Cache": ("faster", None),
+        "Quantized Cache": ("slower", True),
+    }
+    assert speed(0.05)["Quantized Cache"] == ("faster", False)
+    assert speed(0.1)["Quantized Cache"] == (NOT_DISTINGUISHABLE, None)
+    verdicts = compare_with_guide(with_speed(rows, timings))
+    assert tally(verdicts) == {"agree": 8, "differ": 0, "judged": 8, "not judged": 7, "cells": 15}
+    assert with_speed(rows, timings)[2]["speed interval"] == (1.0, 1.0)
+
+
+def test_decoding_is_timed_for_each_call_interleaved(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(6)
+    calls = {"dynamic": {}, "static": {"cache_implementation": "static"}}
+    timings = time_decoding(model, ids, calls, new_tokens=4, repeats=2, warmup=0)
+    assert list(timings) == ["dynamic", "static"]
+    assert all(len(t.times) == 2 and min(t.times) > 0 for t in timings.values())
+    assert timings["static"].work == {"decode_forwards": 3}
+    with pytest.raises(ValueError, match="at least 2"):
+        time_decoding(model, ids, calls, new_tokens=1)
 
 
 def test_sliding_layers_stay_in_the_window_and_quantized_is_refused(tiny, prompt_ids):
@@ -37,9 +150,12 @@ def test_sliding_layers_stay_in_the_window_and_quantized_is_refused(tiny, prompt
 def test_offloading_logs_transfers_for_dynamic_and_static_only(tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(4)
     setup = Setup(new_tokens=2)
-    assert measure_offloading(model, ids, "dynamic", setup)["supported"]
-    assert measure_offloading(model, ids, "static", setup)["supported"]
+    dynamic = measure_offloading(model, ids, "dynamic", setup)
+    assert dynamic["supported"] and measure_offloading(model, ids, "static", setup)["supported"]
     assert not measure_offloading(model, ids, "quantized", setup)["supported"]
+    if next(model.parameters()).device.type == "cpu":  # no accelerator: the transfers say so
+        assert dynamic["devices"] == ["cpu->cpu"] and dynamic["moved"] == 0
+        assert "stayed on its device here" in dynamic["evidence"]
 
 
 def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, prompt_ids):
@@ -72,6 +188,9 @@ def test_compare_with_guide_flags_each_disagreement():
     row = {**GUIDE["dynamic"], "torch.compile": "Yes"}
     verdicts = {c["property"]: c["agrees"] for c in compare_with_guide([row])}
     assert verdicts == {"sliding layers": True, "offloading": True, "torch.compile": False, "memory": True}
+    row = {**GUIDE["static"], "torch.compile": NOT_MEASURED}
+    verdicts = {c["property"]: (c["agrees"], c["why"]) for c in compare_with_guide([row])}
+    assert verdicts["torch.compile"] == (None, "not measured here")
 
 
 GUIDE_CALLS = {  # the guide's keywords for each of its table's caches

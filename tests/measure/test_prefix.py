@@ -12,11 +12,14 @@ from kvlab.measure.prefix import (
     PrefixMismatchError,
     answer,
     answer_without_reuse,
+    cache_bytes,
     check_token_prefix,
     prefill_prefix,
+    time_first_token,
     token_prefix,
     tokens_fed_after_copy,
 )
+from kvlab.measure.timing import Comparison
 
 PREFIX = "Shop facts: a tube costs 12 euros, truing costs 18 euros, we close on Sundays.\n"
 QUESTION = "Question: How much is truing?\nAnswer:"
@@ -106,3 +109,71 @@ def test_tokens_fed_after_copy_counts_only_the_copys_own_prefill(tiny, prompt_id
     assert copied.meta["copied_from"] == 0
     assert tokens_fed_after_copy(copied) == 4
     assert tokens_fed_after_copy(original) == 6  # not a copy: its first forward
+
+
+def _guide_recipe(model, prefix_ids, max_new_tokens=1):
+    """The guide's prefix recipe on a tiny model: a prefilled StaticCache, and the two per-request calls."""
+    prompt_cache = StaticCache(config=model.config, max_cache_len=24)
+    with torch.no_grad():
+        prompt_cache = model(input_ids=prefix_ids, past_key_values=prompt_cache).cache
+
+    def with_prefix(full):
+        past_key_values = copy.deepcopy(prompt_cache)
+        return model.generate(
+            input_ids=full,
+            attention_mask=torch.ones_like(full),
+            past_key_values=past_key_values,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
+
+    def without_prefix(full):
+        return model.generate(
+            input_ids=full,
+            attention_mask=torch.ones_like(full),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=0,
+        )
+
+    return prompt_cache, with_prefix, without_prefix, lambda: copy.deepcopy(prompt_cache)
+
+
+def test_time_first_token_times_both_calls_and_the_copy_beside_the_exact_work(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    prefix_ids = prompt_ids(6)
+    requests = [torch.cat([prefix_ids, prompt_ids(n, seed=n)], dim=-1) for n in (4, 3)]
+    prompt_cache, with_prefix, without_prefix, deep_copy = _guide_recipe(model, prefix_ids)
+    result = time_first_token(
+        model, with_prefix, without_prefix, deep_copy, requests, repeats=3, labels=("reused", "whole", "copy")
+    )
+    assert result.prefilled_with_prefix == [4, 3]  # only the question's tokens: the copy holds the prefix
+    assert result.prefilled_without_prefix == [10, 9]  # the whole prompt
+    assert result.copy_bytes == cache_bytes(prompt_cache) > 0  # a copy duplicates every slot of the StaticCache
+    assert prompt_cache.get_seq_length() == 6  # the prefilled cache itself is never generated into
+    assert [t.label for t in result.with_prefix] == ["reused"] * 2
+    assert [t.label for t in result.without_prefix] == ["whole"] * 2
+    assert result.deep_copy.label == "copy"
+    for timed in (*result.with_prefix, *result.without_prefix, result.deep_copy):
+        assert len(timed.times) == 3 and all(t > 0 for t in timed.times)
+    comparison = result.comparison(1)
+    assert isinstance(comparison, Comparison)
+    assert (comparison.a, comparison.b) == (result.without_prefix[1], result.with_prefix[1])
+    share = result.copy_share(0)
+    assert (share.a, share.b) == (result.with_prefix[0], result.deep_copy)
+    series = result.series()
+    assert list(series) == ["reused", "whole"]
+    assert [tokens for tokens, _timing in series["reused"]] == [4, 3]
+    assert series["whole"][0][1] is result.without_prefix[0]
+
+
+def test_time_first_token_refuses_a_call_that_also_decodes(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    prefix_ids = prompt_ids(6)
+    _, with_prefix, without_prefix, deep_copy = _guide_recipe(model, prefix_ids, max_new_tokens=2)
+    full = torch.cat([prefix_ids, prompt_ids(3, seed=3)], dim=-1)
+    with pytest.raises(ValueError, match="ran 2 forwards.*max_new_tokens=1"):
+        time_first_token(model, with_prefix, without_prefix, deep_copy, [full], repeats=1)
+    with pytest.raises(ValueError, match="at least one request"):
+        time_first_token(model, with_prefix, without_prefix, deep_copy, [], repeats=1)

@@ -1,7 +1,29 @@
-import math
-import time
+"""The timing instrument: interleaving, medians with their spread, a ratio interval and a verdict to quote."""
 
-from kvlab.measure.timing import DecodeClock, interleaved, median
+import math
+import re
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvlab.measure.timing import (
+    DecodeClock,
+    NoisyTimingWarning,
+    Stopwatch,
+    Timing,
+    compare,
+    compare_table,
+    interleaved,
+    median,
+    per_step,
+    ratio_interval,
+    time_interleaved,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_clock_ignores_the_prompt_and_times_decode():
@@ -11,8 +33,8 @@ def test_clock_ignores_the_prompt_and_times_decode():
         time.sleep(0.01)
         clock.put("token")
     clock.end()
-    assert len(clock.stamps) == 3
-    assert 0 < clock.decode_tokens_per_s < 200  # two decoded tokens, 10 ms apart
+    assert len(clock.stamps) == 3 and len(clock.step_seconds) == 2
+    assert 0 < clock.decode_tokens_per_s < 200  # two decoded tokens, at least 10 ms apart
     assert clock.prefill_seconds > 0
 
 
@@ -23,3 +45,115 @@ def test_interleaving_runs_every_configuration_once_per_repeat():
 def test_median_skips_nan():
     assert median([3.0, float("nan"), 1.0, 2.0]) == 2.0
     assert math.isnan(median([float("nan")]))
+
+
+def test_time_interleaved_warms_up_then_alternates_and_times_only_the_work():
+    calls = []
+    timings = time_interleaved(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+        repeats=3,
+        warmup=1,
+        before_each=lambda label: calls.append(f"setup-{label}"),
+    )
+    assert calls == ["setup-a", "a", "setup-b", "b"] + ["setup-a", "a", "setup-b", "b"] * 3
+    assert [len(t.times) for t in timings.values()] == [3, 3]
+
+
+def test_time_interleaved_sets_and_restores_torch_threads():
+    before = torch.get_num_threads()
+    seen = []
+    time_interleaved({"a": lambda: seen.append(torch.get_num_threads())}, repeats=2, threads=1)
+    assert set(seen) == {1} and torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("repeats", [0, -1])
+def test_time_interleaved_refuses_no_repeats(repeats):
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        time_interleaved({"a": lambda: None}, repeats=repeats)
+
+
+def test_median_and_quartiles_come_from_the_times_and_match_torch_measurement():
+    timing = Timing("x", [0.010, 0.012, 0.011, 0.030, 0.011])
+    assert timing.median == 0.011
+    q1, q3 = timing.quartiles
+    assert q1 <= timing.median <= q3 and q3 - q1 == pytest.approx(timing.iqr)
+    assert timing.measurement.median == pytest.approx(timing.median, rel=1e-12)
+    assert "11.0 ms (IQR 11.0-12.0, 5 runs)" == timing.describe()
+
+
+def test_a_clear_difference_is_quoted_with_its_interval():
+    a = Timing("dynamic", [0.100, 0.101, 0.099, 0.100, 0.102, 0.100, 0.098])
+    b = Timing("static", [0.162, 0.160, 0.165, 0.161, 0.163, 0.159, 0.164])
+    result = compare(a, b)
+    assert result.differs and not result.too_noisy
+    assert result.low <= result.ratio <= result.high and result.low > 1.5
+    assert re.fullmatch(r"static is 1\.6\dx slower than dynamic \(1\.\d\d-1\.\d\d\)", result.verdict())
+    faster = compare(b, a).verdict()
+    assert faster.startswith("dynamic is 1.6") and "faster than static" in faster
+
+
+def test_overlapping_times_are_no_difference_and_the_interval_spans_one():
+    a = Timing("a", [0.100, 0.104, 0.097, 0.101, 0.099, 0.103, 0.098])
+    b = Timing("b", [0.101, 0.098, 0.103, 0.100, 0.097, 0.104, 0.099])
+    result = compare(a, b)
+    assert not result.differs and result.low < 1 < result.high
+    assert result.verdict().startswith("no difference beyond noise: b / a = ")
+
+
+def test_a_wide_spread_warns_and_says_it_cannot_tell():
+    a = Timing("a", [0.1, 0.3, 0.1, 0.35, 0.12])
+    b = Timing("b", [0.2, 0.1, 0.4, 0.15, 0.3])
+    with pytest.warns(NoisyTimingWarning, match="too noisy"):
+        result = compare(a, b)
+    assert result.too_noisy and result.verdict().startswith("too noisy to tell")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compare(a, b, warn=False)
+
+
+def test_the_ratio_interval_is_reproducible_and_covers_the_ratio_of_medians():
+    a, b = [1.0, 1.1, 0.9, 1.05, 0.95], [2.0, 2.2, 1.8, 2.1, 1.9]
+    assert ratio_interval(a, b) == ratio_interval(a, b)
+    low, high = ratio_interval(a, b)
+    assert low <= 2.0 <= high
+    with pytest.raises(ValueError, match="at least one time"):
+        ratio_interval([], b)
+
+
+def test_per_step_is_the_median_and_quartiles_across_runs():
+    rows = per_step([[1.0, 2.0, 3.0], [1.2, 2.2], [0.8, 1.8, 2.8]])
+    assert len(rows) == 2  # as many steps as the shortest run
+    assert rows[0][0] == 1.0 and rows[1][0] == 2.0 and rows[0][1] <= rows[0][0] <= rows[0][2]
+
+
+def test_compare_table_names_every_configuration():
+    table = compare_table([Timing("dynamic", [0.1, 0.11]), Timing("static", [0.2, 0.21])])
+    assert "dynamic" in table and "static" in table
+
+
+def test_stopwatch_times_one_block():
+    with Stopwatch() as watch:
+        time.sleep(0.01)
+    assert watch.seconds >= 0.01
+
+
+# The one instrument: no other module reads a clock to time model work.
+ALLOWED = {
+    "kvlab/measure/timing.py": "the instrument",
+    "kvlab/recording/recorder.py": "the trace's per-update timestamp (`now`), never compared",
+    "kvlab/models/convert.py": "conversion progress lines and the age of a stale partial directory",
+}
+CLOCK = re.compile(r"time\.(perf_counter|time|monotonic|process_time)\b|default_timer")
+
+
+def test_no_module_or_notebook_outside_the_instrument_reads_a_clock():
+    sources = [*ROOT.glob("kvlab/**/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("notebooks/**/*.py")]
+    offenders = []
+    for path in sources:
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ALLOWED:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if CLOCK.search(line):
+                offenders.append(f"{relative}:{number}: {line.strip()}")
+    assert not offenders, "time model work through kvlab.measure.timing:\n" + "\n".join(offenders)

@@ -1,88 +1,55 @@
-"""A damaged prepared model is never used: every test damages a COPY of the prepared SmolLM2 directory (under
-tmp_path, reached through KVLAB_HOME), never ~/.cache/kvlab, and restores the byte it changed afterwards."""
+"""A changed prepared model is never used: every test damages a tiny prepared `smollm2` under tmp_path (see
+conftest.py), never ~/.cache/kvlab."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import kvlab.models as models
+from kvlab import atomic
 from kvlab.cli import main
-from kvlab.models import convert
-from kvlab.models.manifest import MANIFEST, ModelIntegrityError, _sample_offsets, fast_check, full_check
+from kvlab.models import manifest
+from kvlab.models.convert import MARKER
+from kvlab.models.manifest import MANIFEST, VERIFIED, ModelIntegrityError, check, full_check, write_manifest
 
 WEIGHTS = "model.safetensors"
+FIX = "kvlab models prepare smollm2"
 
 
-@pytest.fixture(scope="module")
-def pristine() -> Path:
-    """The prepared SmolLM2 under the real KVLAB_HOME: read, never written."""
-    return models.prepare("smollm2", warm_quanto=False)
+def model_files(model_dir: Path) -> list[str]:
+    return sorted(p.name for p in model_dir.iterdir() if p.name != MANIFEST and not p.name.startswith("."))
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory, pristine) -> Path:
-    """A KVLAB_HOME holding a copy of the prepared SmolLM2 (no GGUF, no wheel: its source is not at hand)."""
-    home = tmp_path_factory.mktemp("kvlab-home")
-    shutil.copytree(pristine, home / "models" / "smollm2")
-    return home
+def recorded(model_dir: Path) -> dict:
+    return json.loads((model_dir / VERIFIED).read_text())["files"]
 
 
-@pytest.fixture
-def model_dir(home, monkeypatch) -> Path:
-    monkeypatch.setenv("KVLAB_HOME", str(home))
-    directory = home / "models" / "smollm2"
-    if not (directory / MANIFEST).exists():
-        models.record_manifest(directory, "SmolLM2")
-    return directory
-
-
-@contextlib.contextmanager
-def xor_byte(path: Path, offset: int, mask: int):
-    """Flip the bits `mask` of one byte in place, and put it back whatever happens."""
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        original = f.read(1)[0]
-        f.seek(offset)
-        f.write(bytes([original ^ mask]))
-    try:
-        yield
-    finally:
-        with open(path, "r+b") as f:
-            f.seek(offset)
-            f.write(bytes([original]))
-
-
-def header(path: Path) -> tuple[int, dict]:
+def top_byte_of_a_float(path: Path, near: int) -> int:
+    """The offset of the highest byte (sign + exponent) of the float32 at or after file offset `near`."""
     with open(path, "rb") as f:
         (length,) = struct.unpack("<Q", f.read(8))
-        return 8 + length, json.loads(f.read(length))
+        entries = json.loads(f.read(length))
+    start = 8 + length
+    for name, entry in entries.items():
+        begin, end = (start + o for o in entry["data_offsets"]) if name != "__metadata__" else (0, 0)
+        if begin <= near < end - 4:
+            assert entry["dtype"] == "F32"
+            return begin + (near - begin) // 4 * 4 + 3
+    raise AssertionError(f"no tensor at byte {near}")
 
 
-def float_in(path: Path, tensor: str, near: int) -> int:
-    """The offset of the highest byte (sign + exponent) of a float32 of `tensor` at or after file offset `near`."""
-    start, entries = header(path)
-    begin, end = (start + o for o in entries[tensor]["data_offsets"])
-    assert entries[tensor]["dtype"] == "F32" and begin <= near < end - 4
-    return begin + (near - begin) // 4 * 4 + 3
-
-
-def tensor_at(path: Path, offset: int) -> str:
-    start, entries = header(path)
-    return next(
-        name
-        for name, e in entries.items()
-        if name != "__metadata__" and start + e["data_offsets"][0] <= offset < start + e["data_offsets"][1] - 4
-    )
+def refused(model_dir: Path) -> str:
+    with pytest.raises(ModelIntegrityError) as error:
+        models.prepare("smollm2", warm_quanto=False, refetch=False)  # what every load runs first
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("SmolLM2-135M-Instruct is not used: ") and message.endswith(FIX)
+    return message
 
 
 def one_line_error(capsys) -> str:
@@ -91,142 +58,242 @@ def one_line_error(capsys) -> str:
     return err
 
 
-def test_a_flipped_byte_in_a_tensor_name_is_refused_before_loading(model_dir, capsys):
-    # Before: the renamed tensor was not found, so transformers left that weight randomly initialised, silently.
-    weights = model_dir / WEIGHTS
-    start, _ = header(weights)
-    name_at = weights.read_bytes()[:start].index(b'"model.layers.3.mlp.down_proj.weight"') + 10
-    with xor_byte(weights, name_at, 0x01):
-        with pytest.raises(ModelIntegrityError) as refused:
-            models.load("smollm2")
-        message = str(refused.value)
-        assert "\n" not in message and "header" in message and "kvlab models prepare smollm2" in message
-        # the command line refuses it before loading anything, in one line, with status 2
-        assert main(["run", "--model", "smollm2", "--cache", "dynamic", "--prompt", "Hi", "--max-new-tokens", "2"]) == 2
-        assert "kvlab models prepare smollm2" in one_line_error(capsys)
-    fast_check(model_dir)  # the byte is back: the copy is sound again
+def test_a_byte_flipped_anywhere_in_any_prepared_file_is_refused_naming_the_file(model_dir, xor_byte, settle):
+    # Before: the load hashed 64 sampled 4 KiB blocks of the weights; a byte between them loaded silently.
+    names = model_files(model_dir)
+    assert {WEIGHTS, MARKER, "config.json", "tokenizer.json", "tokenizer_config.json"} <= set(names)
+    for name in names:
+        path = model_dir / name
+        size = path.stat().st_size
+        for offset in sorted({0, size // 3, size // 2, size - 1}):
+            with xor_byte(path, offset, 0xFF):
+                message = refused(model_dir)
+            assert f"{path} has changed since it was checked: its xxh3_128 is not the manifest's" in message
+    settle()
+    assert check(model_dir) == names  # every byte is back: each file changed since its check is hashed once more
+    assert check(model_dir) == []  # and recorded
 
 
-def test_a_flipped_exponent_bit_in_a_weight_is_refused(model_dir, capsys):
-    # Before: the model loaded and one logit moved, with no warning.
+def test_the_issues_weight_of_minus_4608_is_refused_by_the_load_and_the_command_line(model_dir, xor_byte, capsys):
+    # Before: XOR 0xFF on a float's top byte in the middle of the weights changed the greedy tokens, silently.
     weights = model_dir / WEIGHTS
-    start, _ = header(weights)
-    size = weights.stat().st_size
-    sampled = _sample_offsets(start, size)[20] + 100  # inside a block the load-time check hashes
-    with xor_byte(weights, float_in(weights, tensor_at(weights, sampled), sampled), 0x40):
-        with pytest.raises(ModelIntegrityError, match="weights differ from the manifest"):
+    with xor_byte(weights, top_byte_of_a_float(weights, weights.stat().st_size // 2), 0xFF):
+        with pytest.raises(ModelIntegrityError, match=f"{weights} has changed since it was checked.*{FIX}"):
             models.load("smollm2")
-    # between the sampled blocks only the full check (kvlab models verify) sees a flipped bit
-    blocks = _sample_offsets(start, size)
-    between = (blocks[30] + blocks[31]) // 2
-    with xor_byte(weights, float_in(weights, tensor_at(weights, between), between), 0x40):
-        with pytest.raises(ModelIntegrityError, match="different sha256"):
-            full_check(model_dir)
-        assert main(["models", "verify", "smollm2"]) == 2
-        err = one_line_error(capsys)
-        assert "SmolLM2-135M-Instruct is damaged" in err and "to prepare it again: kvlab models prepare smollm2" in err
-    assert main(["models", "verify", "smollm2"]) == 0
-    assert "every file matches its manifest" in capsys.readouterr().out
+        assert main(["run", "--model", "smollm2", "--cache", "dynamic", "--prompt", "ab", "--max-new-tokens", "2"]) == 2
+        assert str(weights) in (err := one_line_error(capsys)) and FIX in err
+    model, tokenizer = models.load("smollm2")  # the byte is back
+    assert type(model).__name__ == "LlamaForCausalLM" and tokenizer("ab").input_ids == [4, 5]
+
+
+def test_a_write_that_puts_the_mtime_back_is_still_seen(model_dir, xor_byte):
+    weights = model_dir / WEIGHTS
+    before = weights.stat()
+    with xor_byte(weights, weights.stat().st_size // 2, 0x01):
+        os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = weights.stat()
+        assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+        assert f"{weights} has changed since it was checked" in refused(model_dir)  # the ctime moved
+
+
+def test_an_unchanged_directory_is_not_read_and_a_touched_identical_file_is_hashed_once_and_recorded(
+    model_dir, monkeypatch, settle
+):
+    real_digests = manifest.digests
+    hashed = []
+    monkeypatch.setattr(manifest, "digests", lambda path, kinds: hashed.append(path.name) or real_digests(path, kinds))
+    assert check(model_dir) == [] and hashed == []  # identities as recorded: no file is read
+    weights = model_dir / WEIGHTS
+    old = recorded(model_dir)[WEIGHTS]
+    os.utime(weights, ns=(old["mtime_ns"] - 10**9, old["mtime_ns"] - 10**9))  # a touch: same bytes, a new mtime
+    settle()
+    assert models.prepare("smollm2", warm_quanto=False, refetch=False) == model_dir  # loads
+    assert hashed == [WEIGHTS]
+    new = recorded(model_dir)[WEIGHTS]
+    assert (new["size"], new["ino"], new["mtime_ns"]) == (old["size"], old["ino"], old["mtime_ns"] - 10**9)
+    assert new["ctime_ns"] != old["ctime_ns"]
+    assert check(model_dir) == [] and hashed == [WEIGHTS]  # recorded: the next load reads nothing
+    model, _ = models.load("smollm2")
+    assert type(model).__name__ == "LlamaForCausalLM"
+
+
+def test_a_file_changed_within_the_timestamp_tick_is_hashed_again_until_it_settles(model_dir, settle):
+    weights = model_dir / WEIGHTS
+    os.utime(weights)  # now: a second write in this tick could leave the identity as it is
+    assert check(model_dir) == [WEIGHTS]
+    assert WEIGHTS not in recorded(model_dir)
+    assert check(model_dir) == [WEIGHTS]
+    settle()
+    assert check(model_dir) == [WEIGHTS] and WEIGHTS in recorded(model_dir)
+    assert check(model_dir) == []
 
 
 def test_a_truncated_file_is_refused_in_one_line(model_dir):
     # Before: the load ended in a raw SafetensorError.
     weights = model_dir / WEIGHTS
     size = weights.stat().st_size
-    with open(weights, "rb") as f:
-        f.seek(size - 64)
-        tail = f.read()
     os.truncate(weights, size - 64)
-    try:
-        with pytest.raises(ModelIntegrityError, match=f"is {size - 64} bytes, the manifest says {size}"):
-            models.load("smollm2")
-    finally:
-        with open(weights, "ab") as f:
-            f.write(tail)
-    assert weights.stat().st_size == size
+    assert f"{weights} is {size - 64} bytes, the manifest says {size}" in refused(model_dir)
 
 
-def test_a_model_prepared_before_manifests_gets_one_and_is_then_checked(model_dir, capsys):
-    (model_dir / MANIFEST).unlink()
-    assert models.prepare("smollm2", warm_quanto=False, refetch=False) == model_dir
-    assert "prepared by an earlier kvlab" in capsys.readouterr().err
-    recorded = json.loads((model_dir / MANIFEST).read_text())["files"]
-    assert set(recorded) == {p.name for p in model_dir.iterdir() if p.name != MANIFEST}
-    assert recorded[WEIGHTS]["size"] == (model_dir / WEIGHTS).stat().st_size
-    full_check(model_dir)
-    # a structurally broken legacy directory is not blessed: the header no longer tiles the file
-    (model_dir / MANIFEST).unlink()
-    with open(model_dir / WEIGHTS, "ab") as f:
-        f.write(b"\0" * 8)
-    try:
-        with pytest.raises(ModelIntegrityError, match="truncated or padded"):
-            models.prepare("smollm2", warm_quanto=False, refetch=False)
-        assert not (model_dir / MANIFEST).exists()
-    finally:
-        os.truncate(model_dir / WEIGHTS, (model_dir / WEIGHTS).stat().st_size - 8)
-        models.record_manifest(model_dir, "SmolLM2")
+def test_a_file_the_manifest_does_not_list_or_a_missing_one_is_refused(model_dir):
+    extra = model_dir / "added_tokens.json"
+    extra.write_text("{}")
+    assert f"{extra} is not in the manifest" in refused(model_dir)
+    extra.unlink()
+    (model_dir / "tokenizer.json").unlink()
+    assert f"{model_dir / 'tokenizer.json'} is missing" in refused(model_dir)
 
 
-def test_a_damaged_model_is_converted_again_when_its_source_is_at_hand(model_dir, pristine, monkeypatch, capsys):
-    calls = []
+def damage_manifest(model_dir: Path, how: str) -> None:
+    path = model_dir / MANIFEST
+    if how == "missing":
+        path.unlink()
+    elif how == "unreadable":  # root reads a 000 file anyway: a directory in its place cannot be read by anyone
+        path.unlink()
+        path.mkdir()
+    elif how == "not JSON":
+        path.write_bytes(b"\xff\xfe{ not json")
+    elif how == "truncated":
+        path.write_text(path.read_text()[:-40])
+    elif how == "not a manifest":
+        path.write_text(json.dumps({"kvlab_manifest": 99, "files": {}}))
+    elif how == "a JSON list":
+        path.write_text("[]")
 
-    def convert_again(gguf, directory, source):  # stands in for the 17 s GGUF conversion of the real source
-        calls.append(directory)
-        shutil.copyfile(pristine / "config.json", directory / "config.json")
-        return directory
 
-    spec = dataclasses.replace(
-        models.BUNDLED["smollm2"], source_at_hand=lambda d: True, fetch_gguf=lambda d: d / "x.gguf"
-    )
-    monkeypatch.setitem(models.BUNDLED, "smollm2", spec)
-    monkeypatch.setattr(models, "convert_gguf", convert_again)
+MANIFEST_DAMAGE = ["missing", "unreadable", "not JSON", "truncated", "not a manifest", "a JSON list"]
+
+
+@pytest.mark.parametrize("how", MANIFEST_DAMAGE)
+def test_a_missing_or_unreadable_manifest_is_refused_when_the_source_is_not_at_hand(model_dir, how, capsys):
+    # Before: a directory without a manifest was re-recorded from whatever was on disk (after a structure check).
+    damage_manifest(model_dir, how)
+    message = refused(model_dir)
+    assert str(model_dir / MANIFEST) in message
+    with pytest.raises(ModelIntegrityError, match=FIX):
+        models.load("smollm2")
+    assert main(["models", "verify", "smollm2"]) == 2
+    assert str(model_dir / MANIFEST) in (err := one_line_error(capsys)) and FIX in err
+    assert how != "missing" or not (model_dir / MANIFEST).exists()  # nothing was recorded from the files on disk
+
+
+@pytest.mark.parametrize("how", MANIFEST_DAMAGE)
+def test_a_missing_or_unreadable_manifest_is_converted_again_from_the_source_at_hand(
+    model_dir, source_at_hand, how, xor_byte, capsys
+):
+    damage_manifest(model_dir, how)
+    with xor_byte(model_dir / WEIGHTS, 1000, 0xFF):  # damage that a manifest recorded from disk would bless
+        assert models.prepare("smollm2", warm_quanto=False, refetch=False) == model_dir
+        assert source_at_hand == ["SmolLM2.gguf"]
+        assert f"{model_dir / MANIFEST}" in (err := capsys.readouterr().err) and "converting it again" in err
+        full_check(model_dir)  # converted again: every byte matches the new manifest
+    # xor_byte wrote the new file's own byte back: a change of identity, not of content, so it loads
+    model, _ = models.load("smollm2")
+    assert type(model).__name__ == "LlamaForCausalLM" and source_at_hand == ["SmolLM2.gguf"]
+
+
+def test_a_damaged_model_is_converted_again_when_its_source_is_at_hand(model_dir, source_at_hand, xor_byte, capsys):
     with xor_byte(model_dir / "config.json", 5, 0x20):
         models.prepare("smollm2", warm_quanto=False, refetch=False)
-        fast_check(model_dir)  # sound again, while the damage would still be there without the re-conversion
-    assert calls == [model_dir]
-    assert (
-        "config.json has a different sha256 than the manifest records); converting it again" in capsys.readouterr().err
-    )
+        check(model_dir)  # sound again, while the damage would still be there without the re-conversion
+    assert source_at_hand == ["SmolLM2.gguf"]
+    assert "config.json has changed since it was checked" in capsys.readouterr().err
 
 
-def test_an_interrupted_conversion_leaves_nothing_and_exits_130(tmp_path, monkeypatch, capsys):
-    import transformers
-
-    monkeypatch.setenv("KVLAB_HOME", str(tmp_path))
-    spec = dataclasses.replace(models.BUNDLED["smollm2"], fetch_gguf=lambda d: d / "SmolLM2.gguf")
-    monkeypatch.setitem(models.BUNDLED, "smollm2", spec)
-
-    class HalfSaved:
-        config = type("Config", (), {})()
-
-        def save_pretrained(self, directory, **kwargs):
-            Path(directory).mkdir(parents=True)
-            (Path(directory) / WEIGHTS).write_bytes(b"\0" * (1 << 20))  # a partial write, then Ctrl-C
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: HalfSaved())
-    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: None)
-    assert main(["models", "prepare", "smollm2"]) == 130
-    err = capsys.readouterr().err
-    assert err.endswith("kvlab models: interrupted\n") and "Traceback" not in err  # after the progress lines
-    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["gguf"]  # no partial directory left
+def test_a_damaged_or_foreign_record_of_identities_costs_a_hash_never_trust(model_dir, xor_byte):
+    files = model_files(model_dir)
+    (model_dir / VERIFIED).write_text("{ not json")
+    assert check(model_dir) == files
+    assert check(model_dir) == []
+    # a record of the current identities, but written for another manifest: void
+    record = json.loads((model_dir / VERIFIED).read_text())
+    with xor_byte(model_dir / WEIGHTS, 100, 0x01):
+        record["files"][WEIGHTS] = manifest.identity(model_dir / WEIGHTS)
+        record["manifest_sha256"] = "0" * 64
+        atomic.write_text(model_dir / VERIFIED, json.dumps(record))
+        assert "model.safetensors has changed" in refused(model_dir)
 
 
-def test_stale_partials_of_killed_processes_are_removed_on_the_next_prepare(model_dir):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = model_dir.parent / f"smollm2.partial-{dead.pid}"
-    alive = model_dir.parent / "smollm2.partial-1"  # pid 1 always runs: another prepare's work in progress
-    stale_gguf = model_dir.parent / "gguf" / f"SmolLM2.gguf.partial-{dead.pid}"
-    for path in (stale, alive):
-        path.mkdir()
-        (path / WEIGHTS).write_bytes(b"\0" * 1024)
-    stale_gguf.parent.mkdir(exist_ok=True)
-    stale_gguf.write_bytes(b"\0" * 1024)
-    try:
-        models.prepare("smollm2", warm_quanto=False, refetch=False)
-        assert not stale.exists() and not stale_gguf.exists() and alive.exists()
-    finally:
-        shutil.rmtree(alive, ignore_errors=True)
-        shutil.rmtree(stale, ignore_errors=True)
-    assert convert.partial_path(model_dir).name == f"smollm2.partial-{os.getpid()}"
+def test_verify_hashes_every_byte_whatever_the_identities_say(model_dir, xor_byte, capsys):
+    # damage no identity shows (as bit rot under the file system would): the load check cannot see it, verify does
+    weights = model_dir / WEIGHTS
+    with xor_byte(weights, weights.stat().st_size // 2, 0x40):
+        record = json.loads((model_dir / VERIFIED).read_text())
+        record["files"][WEIGHTS] = manifest.identity(weights)
+        atomic.write_text(model_dir / VERIFIED, json.dumps(record))
+        assert check(model_dir) == []
+        with pytest.raises(ModelIntegrityError, match="its sha256 is not the manifest's"):
+            full_check(model_dir)
+        assert main(["models", "verify", "smollm2"]) == 2
+        err = one_line_error(capsys)
+        assert f"SmolLM2-135M-Instruct is damaged: {weights}" in err and f"to prepare it again: {FIX}" in err
+    assert main(["models", "verify", "smollm2"]) == 0
+    assert "every file matches its manifest" in capsys.readouterr().out
+
+
+def test_an_earlier_manifest_with_sha256_only_still_verifies_and_protects(model_dir, xor_byte):
+    text = json.loads((model_dir / MANIFEST).read_text())
+    for entry in text["files"].values():  # what kvlab wrote before: sha256 and sampled fingerprints, no xxh3_128
+        entry.pop("xxh3_128")
+    text["files"][WEIGHTS].update(header_sha256="0" * 64, sample_sha256="0" * 64)
+    (model_dir / MANIFEST).write_text(json.dumps({**text, "kvlab_manifest": 1}))
+    (model_dir / VERIFIED).unlink()
+    assert check(model_dir) == model_files(model_dir)  # hashed once (sha256), then recorded
+    assert check(model_dir) == []
+    full_check(model_dir)
+    with xor_byte(model_dir / WEIGHTS, 4096, 0x10):
+        assert "its sha256 is not the manifest's" in refused(model_dir)
+
+
+def test_without_the_xxhash_package_the_check_falls_back_to_sha256(model_dir, monkeypatch, xor_byte):
+    monkeypatch.setattr(manifest, "_xxhash", lambda: None)
+    with xor_byte(model_dir / WEIGHTS, 4096, 0x10):
+        assert "its sha256 is not the manifest's" in refused(model_dir)
+    shutil.copytree(model_dir, model_dir.parent / "other", ignore=shutil.ignore_patterns(MANIFEST, VERIFIED))
+    assert "xxh3_128" not in json.dumps(write_manifest(model_dir.parent / "other"))
+
+
+def test_a_directory_that_cannot_record_identities_still_loads_and_says_so(model_dir, monkeypatch, capsys, settle):
+    os.utime(model_dir / WEIGHTS, ns=(1, 1))
+    settle()
+
+    def read_only(path, text, encoding="utf-8"):
+        raise atomic.AtomicWriteError(30, f"cannot write {path}: Read-only file system")
+
+    monkeypatch.setattr(atomic, "write_text", read_only)
+    assert check(model_dir) == [WEIGHTS]
+    assert "cannot be recorded" in one_line_error(capsys)
+    assert check(model_dir) == [WEIGHTS]  # hashed again: nothing unverified is trusted
+
+
+def test_a_file_that_changes_while_it_is_hashed_is_refused(model_dir, monkeypatch):
+    weights = model_dir / WEIGHTS
+    os.utime(weights, ns=(1, 1))
+    real_digests = manifest.digests
+
+    def written_meanwhile(path, kinds):
+        result = real_digests(path, kinds)
+        os.utime(path, ns=(2, 2))
+        return result
+
+    monkeypatch.setattr(manifest, "digests", written_meanwhile)
+    with pytest.raises(ModelIntegrityError, match=f"{weights} changed while it was being hashed"):
+        check(model_dir)
+
+
+def test_a_local_directory_with_a_manifest_is_checked_and_one_without_is_not_verifiable(model_dir, xor_byte, capsys):
+    local = model_dir.parent / "copy"
+    shutil.copytree(model_dir, local)  # new inodes: every file is hashed once
+    assert check(local) == model_files(local)
+    with xor_byte(local / WEIGHTS, 2000, 0x02):
+        with pytest.raises(ModelIntegrityError, match=f"{local} is damaged .*re-create the directory"):
+            models.load(str(local))
+    (local / MANIFEST).unlink()
+    (local / MANIFEST).mkdir()  # a manifest that cannot be read is refused, not taken for none
+    with pytest.raises(ModelIntegrityError, match=f"{local / MANIFEST} cannot be read"):
+        models.load(str(local))
+    (local / MANIFEST).rmdir()
+    assert main(["models", "verify", str(local)]) == 2
+    assert f"{local} has no {MANIFEST}: only a directory that kvlab prepared can be verified" in one_line_error(capsys)
+    assert not (local / MANIFEST).exists()

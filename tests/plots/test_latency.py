@@ -2,9 +2,27 @@ from kvlab.measure.latency import TokenTimes
 from kvlab.plots import latency
 
 
-def test_plot_token_times_skips_the_prefill_and_accumulates():
-    run = TokenTimes([5, 6, 7, 8], [0.5, 0.1, 0.2, 0.3], [1, 2, 3, 4], use_cache=False)
+def test_plot_token_times_skips_the_prefill_and_draws_the_work_and_the_spread():
+    run = TokenTimes(
+        [5, 6, 7, 8],
+        [0.5, 0.1, 0.2, 0.3],
+        [1, 2, 3, 4],
+        use_cache=False,
+        q1=[0.4, 0.09, 0.18, 0.25],
+        q3=[0.6, 0.12, 0.22, 0.31],
+        tokens_run=[5, 6, 7, 8],
+        repeats=3,
+    )
     fig = latency.plot_token_times({"no cache": run})
-    per_token, total = fig.axes
+    per_token, work = fig.axes
     assert list(per_token.lines[0].get_xdata()) == [6, 7, 8]
-    assert list(total.lines[0].get_ydata()) == [0.5, 0.6, 0.8, 1.1]
+    assert list(per_token.lines[0].get_ydata()) == [100.0, 200.0, 300.0]
+    band = per_token.collections[0].get_paths()[0].vertices[:, 1]  # the IQR band, in ms
+    assert min(band) == 90.0 and max(band) == 310.0
+    assert list(work.lines[0].get_ydata()) == [6, 7, 8]
+
+
+def test_one_repeat_draws_no_band():
+    run = TokenTimes([5, 6], [0.5, 0.1], [1, 2], use_cache=True, tokens_run=[5, 1])
+    per_token, _ = latency.plot_token_times({"cache": run}).axes
+    assert not per_token.collections

@@ -1,3 +1,7 @@
+import sys
+
+import pytest
+
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
@@ -7,5 +11,18 @@ def test_one_group_per_request_and_one_bar_per_series():
     tokens_ax, time_ax = fig.axes
     assert [t.get_text() for t in tokens_ax.get_xticklabels()] == ["turn 1", "turn 2", "turn 3"]
     assert sorted(p.get_height() for p in tokens_ax.patches) == sorted([19, 21, 18, 136, 170, 200])
-    assert max(p.get_height() for p in time_ax.patches) == 900.0  # seconds shown in ms
+    tallest = max(p.get_height() for p in time_ax.patches)
+    assert tallest == pytest.approx(900.0, rel=sys.float_info.epsilon)  # seconds shown in ms: one rounding
     assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == ["reused", "fresh"]
+
+
+def test_repeated_timings_draw_the_median_with_its_interquartile_range():
+    from kvlab.measure.timing import Timing
+
+    series = {"reused": [(19, Timing("t1", [0.10, 0.12, 0.11])), (21, Timing("t2", [0.20, 0.30, 0.25]))]}
+    fig = plot_prefill_bars(series, "turn", "generate time (ms)", "title")
+    _, time_ax = fig.axes
+    assert [round(p.get_height(), 6) for p in time_ax.patches] == [110.0, 250.0]
+    whiskers = next(c for c in time_ax.containers if hasattr(c, "has_yerr")).lines[2][0]
+    low, high = whiskers.get_segments()[1][:, 1]  # the second bar's whisker, in ms
+    assert (round(low, 6), round(high, 6)) == (225.0, 275.0)

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from kvlab.recording.trace import SCHEMA_VERSION, Trace, TraceFormatError
+from kvlab.recording.work import no_work
 
 
 def _update(step, layer, live, allocated=None, nbytes=100, cache_bytes=0, evicted=0, role="self"):
@@ -29,6 +30,7 @@ def _update(step, layer, live, allocated=None, nbytes=100, cache_bytes=0, evicte
         "residual_tokens": 0,
         "packed_bytes": 0,
         "residual_bytes": 0,
+        **no_work(1),
     }
 
 
@@ -78,7 +80,7 @@ def test_a_file_that_does_not_parse_gets_a_clear_error(tmp_path):
     with pytest.raises(TraceFormatError, match="not a kvlab trace"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION + 1, "events": []}))
-    with pytest.raises(TraceFormatError, match="reads versions 1 and 2"):
+    with pytest.raises(TraceFormatError, match="reads versions 1, 2 and 3"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION, "events": [{"type": "nope"}]}))
     with pytest.raises(TraceFormatError, match="update"):

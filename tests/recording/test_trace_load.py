@@ -115,10 +115,10 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
     trace = Trace.load(path)
     assert [row["layer_kind"] for row in trace.layer_table()] == ["sliding", "full"]
     assert all("kind" not in e for e in trace.updates) and trace.meta == VERSION_1["meta"]
-    today = {**VERSION_1, "kvlab_trace": SCHEMA_VERSION, "events": copy.deepcopy(VERSION_1["events"])}
-    for event in today["events"][:4]:
+    version_2 = {**VERSION_1, "kvlab_trace": 2, "events": copy.deepcopy(VERSION_1["events"])}
+    for event in version_2["events"][:4]:
         event["layer_kind"] = event.pop("kind")
-    assert trace.summary() == Trace.from_dict(today).summary()
+    assert trace.summary() == Trace.from_dict(version_2).summary()
     assert trace.summary() == {
         "steps": 2,
         "peak_bytes": 512,
@@ -134,22 +134,33 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
         "transfer_bytes": 0,
         "tokens_per_s": None,
     }
-    saved = trace.save(tmp_path / "v2.json")  # saved again, it is a version-2 trace
-    assert json.loads(saved.read_text())["kvlab_trace"] == SCHEMA_VERSION == 2
+    saved = trace.save(tmp_path / "v3.json")  # saved again, it is a version-3 trace
+    assert json.loads(saved.read_text())["kvlab_trace"] == SCHEMA_VERSION == 3
 
 
-def test_a_version_2_trace_round_trips(tmp_path, recorded):
-    assert recorded["kvlab_trace"] == 2 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
+def test_an_older_trace_loads_with_its_work_counters_unknown_not_zero(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(VERSION_1))
+    trace = Trace.load(path)
+    assert all(e["attention_flops"] is None and e["queries"] is None for e in trace.updates)
+    assert [row["attention_flops"] for row in trace.work_by_step()] == [None, None]
+    assert trace.input_signatures() == []
+    reloaded = Trace.load(trace.save(tmp_path / "v3.json"))  # null stays null through a save
+    assert reloaded.events == trace.events
+
+
+def test_a_version_3_trace_round_trips(tmp_path, recorded):
+    assert recorded["kvlab_trace"] == 3 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
     trace = Trace.from_dict(recorded)
     loaded = Trace.load(trace.save(tmp_path / "t.json"))
     assert (loaded.events, loaded.meta) == (trace.events, trace.meta) and loaded.to_dict() == recorded
 
 
-@pytest.mark.parametrize("version", [0, 3, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 4, "2", 2.0, None])
 def test_an_unknown_version_names_the_versions_this_kvlab_reads(tmp_path, version):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({**VERSION_1, "kvlab_trace": version}))
-    assert f"has trace schema version {version!r}; this kvlab reads versions 1 and 2." in refused(path)
+    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2 and 3." in refused(path)
 
 
 JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]

@@ -1,9 +1,12 @@
 """Known architectures: the facts `kvlab size` reads without transformers are what transformers derives."""
 
+import errno
 import json
+import os
 
 import pytest
 
+from kvlab.atomic import AtomicWriteError
 from kvlab.size.architecture import (
     _config_from_dict,
     _facts,
@@ -11,6 +14,7 @@ from kvlab.size.architecture import (
     derived_facts,
     from_config,
     known_architectures,
+    write_derived_facts,
 )
 
 
@@ -20,3 +24,61 @@ def test_stored_facts_are_transformers_own_reading(name):
     arch = architecture(name)
     assert json.loads(json.dumps(derived_facts(config))) == derived_facts(arch.config)
     assert arch == from_config(config, name=name, source=arch.source, dtype=arch.dtype, note=arch.note)
+
+
+def test_rederiving_onto_a_full_disk_keeps_the_stored_facts(tmp_path, monkeypatch):
+    path = write_derived_facts(tmp_path / "architectures_derived.json")
+    stored = path.read_bytes()
+    assert set(json.loads(stored)["models"]) == set(known_architectures())
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(AtomicWriteError, match=f"cannot write {path}: No space left on device"):
+        write_derived_facts(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == stored and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def write_config(tmp_path, **keys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(keys))
+    return path
+
+
+BERT = {
+    "architectures": ["BertForMaskedLM"],
+    "model_type": "bert",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 512,
+}
+
+
+def test_an_encoder_only_config_is_refused_in_one_line(tmp_path):
+    from kvlab.size import NoKVCacheError, from_config_file
+
+    path = write_config(tmp_path, **BERT)
+    with pytest.raises(NoKVCacheError) as err:
+        from_config_file(path)
+    message = str(err.value)
+    assert message.startswith(f"{path} is an encoder-only model (model_type 'bert'; is_decoder false; architectures ")
+    assert "keeps no KV cache, so there is nothing to size" in message and "\n" not in message
+    with pytest.raises(NoKVCacheError, match=r"model_type 'distilbert'; no is_decoder"):
+        from_config_file(write_config(tmp_path, model_type="distilbert", n_layers=2, dim=64, n_heads=4))
+
+
+def test_decoders_are_sized_whatever_their_is_decoder_says(tmp_path):
+    from kvlab.size import from_config_file
+
+    bert_decoder = from_config_file(write_config(tmp_path, **{**BERT, "is_decoder": True}))  # BertLMHeadModel's
+    assert bert_decoder.layer_kinds == ("full", "full") and bert_decoder.max_positions == 512
+    neox = write_config(tmp_path, model_type="gpt_neox", num_hidden_layers=2, hidden_size=64, num_attention_heads=4)
+    assert from_config_file(neox).kv_heads == 4  # GPT-NeoX's config says is_decoder false: it is a decoder
+    assert from_config_file(write_config(tmp_path, model_type="bart", max_position_embeddings=1024)).is_encoder_decoder
+
+
+def test_the_position_limit_is_part_of_the_facts():
+    assert architecture("smollm2").max_positions == 8192 and architecture("mamba-130m").max_positions is None

@@ -1,0 +1,125 @@
+"""Writing a file so that a reader only ever sees the old content or the new one, never half of either.
+
+Every file kvlab writes for a user (traces, manifests, exports, bench results, `--output`, the pt-BR builder's
+scripts) goes through here: the bytes go to a temporary file in the same directory (so `os.replace` is a rename
+on one file system, atomic on POSIX and Windows), are flushed and fsynced, and only then replace the target. A
+write that fails (a full disk, a killed process) leaves the old file as it was and removes the temporary one.
+The error names the file the user asked for, not the temporary one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+def _read_umask() -> int:
+    """The process's umask, read once at import: reading it means setting it, which would race with threads."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+
+
+class AtomicWriteError(OSError):
+    """A file could not be written; the file that was there (if any) is unchanged."""
+
+    def __str__(self) -> str:  # the message alone, without OSError's "[Errno 28]" prefix
+        return self.strerror or super().__str__()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` atomically; return the path."""
+    with open_atomic(path, "wb") as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write `text` to `path` atomically; return the path."""
+    return write_bytes(path, text.encode(encoding))
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
+    """A handle on a temporary file beside `path` that replaces `path` when the block ends without an error.
+
+    For writers that stream (matplotlib's `savefig`, gettext catalogs): `with open_atomic(p) as f: fig.savefig(f)`.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"open_atomic writes a whole file: mode 'wb' or 'w', not {mode!r}")
+    named = Path(path)
+    target = Path(os.path.realpath(named))  # through a symlink: the file it points to is replaced, the link stays
+    directory = target.parent
+    existed = target.exists()
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise _named(err, named, existed) from err
+    try:
+        with os.fdopen(descriptor, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        _keep_mode(target, temporary)
+        os.replace(temporary, target)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if isinstance(err, OSError) and not isinstance(err, AtomicWriteError):
+            raise _named(err, named, existed) from err
+        raise
+    _sync_directory(directory)
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Refuse, before any work, a path kvlab could not write later: its directory is missing or not writable,
+    or it is a directory itself. Writes nothing."""
+    target = Path(path)
+    directory = Path(os.path.realpath(target)).parent
+    if target.is_dir():
+        raise AtomicWriteError(f"cannot write {target}: it is a directory; name a file")
+    if directory.exists() and not directory.is_dir():
+        raise AtomicWriteError(f"cannot write {target}: {directory} is a file, not a directory")
+    if not directory.is_dir():
+        raise AtomicWriteError(f"cannot write {target}: the directory {directory} does not exist")
+    try:  # the only sure test, root included (os.access says yes to root for /proc and read-only mounts)
+        descriptor, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=directory)
+    except OSError as err:
+        raise AtomicWriteError(f"cannot write {target}: {err.strerror or type(err).__name__}") from None
+    os.close(descriptor)
+    os.unlink(probe)
+    return target
+
+
+def _named(err: OSError, target: Path, existed: bool) -> AtomicWriteError:
+    reason = err.strerror or str(err) or type(err).__name__
+    kept = "; the file that was there is unchanged" if existed else ""
+    named = AtomicWriteError(err.errno, f"cannot write {target}: {reason}{kept}")
+    named.filename = str(target)
+    return named
+
+
+def _keep_mode(target: Path, temporary: str) -> None:
+    """mkstemp creates 0600; a replaced file keeps its permissions, a new one gets the umask's."""
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_UMASK
+    os.chmod(temporary, mode)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make the rename itself durable where the platform allows it (POSIX directories open read-only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

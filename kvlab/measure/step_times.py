@@ -1,0 +1,157 @@
+"""Time of every decode step of a greedy `generate`, per cache configuration: where in the decode the time goes.
+
+A whole-generation time says a cache is slower; it does not say when. A `QuantizedCache` does different work at
+different steps: every step dequantizes its packed part, and the step that fills the residual (every
+`residual_length`-th decode step, `flush_schedule`) also quantizes the whole cache again. If that flush is on the
+critical path, those steps are the slow ones. Here each configuration's `generate` runs `repeats` times,
+interleaved with the others (`kvlab.measure.timing.time_interleaved`), with a `DecodeClock` as its streamer: one
+time per decode step per repeat, reduced per step to a median and quartiles, and the decode as a whole (seconds
+per decoded token) as a `Timing` that `compare` can set against the DynamicCache's.
+
+A configuration is either `generate` keywords (the guide's `{"cache_implementation": "quantized", "cache_config":
+{...}}`, or `{}` for the default DynamicCache), for which `generate` builds a new cache every call, or a callable
+that returns a new cache (`lambda: QuantizedCache(backend="quanto", config=model.config, ...)`), called untimed
+before every call. A cache object itself is refused: a second repeat would decode on top of the first one's tokens.
+
+The step times line up with the trace of the same run: `DecodeClock.step_seconds[i]` is the gap between new tokens
+i+1 and i+2, the forward that fed token i+1, which a trace (`kvlab.watch`) numbers step i+1 (step 0 is the prefill).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kvlab import _compat
+from kvlab.measure.timing import DecodeClock, Timing, per_step, time_interleaved
+
+
+@dataclass
+class StepTimes:
+    """One configuration's decode, timed step by step over repeats."""
+
+    label: str
+    runs: list[list[float]]  # seconds of each decode step, one list per repeat (run order)
+    steps: list[Timing]  # steps[i]: trace step `step_numbers[i]` over the repeats
+    step_numbers: list[int]  # the trace step of each entry: 1 .. new_tokens - 1 (0, the prefill, is not a gap)
+    decode: Timing  # seconds per decoded token, each repeat: from the first new token to the last, per step
+    call: Timing  # the whole generate call, prefill included
+
+    def per_step(self) -> list[tuple[float, float, float]]:
+        """(median, q1, q3) seconds of each decode step over the repeats (`kvlab.measure.timing.per_step`)."""
+        return per_step(self.runs)
+
+
+def decode_step_times(
+    model,
+    input_ids: torch.Tensor,
+    configs: dict[str, dict | Callable[[], object]],
+    new_tokens: int = 24,
+    repeats: int = 5,
+    warmup: int = 1,
+    threads: int | None = None,
+) -> dict[str, StepTimes]:
+    """{label: StepTimes} for `new_tokens` greedy tokens after `input_ids` (1, prompt), every configuration run
+    `repeats` times interleaved (after `warmup` untimed runs each), each run with a fresh cache."""
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
+    if new_tokens < 2:
+        raise ValueError(
+            f"new_tokens must be at least 2 (step times are the gaps between new tokens); got {new_tokens}"
+        )
+    for label, config in configs.items():
+        if not (isinstance(config, dict) or callable(config)):
+            raise TypeError(f"{label}: a configuration is generate keywords (a dict) or a callable returning a cache")
+        if isinstance(config, dict) and any(
+            isinstance(config.get(k), _compat.Cache) for k in _compat.FORWARD_CACHE_KWARGS
+        ):
+            raise ValueError(
+                f"{label}: pass a callable that builds the cache (e.g. lambda: QuantizedCache(...)), not a cache "
+                "object: every repeat needs a fresh one"
+            )
+    input_ids = input_ids.to(model.device)
+    attention_mask = torch.ones_like(input_ids)
+    pending: dict[str, dict] = {}  # label -> the next call's keywords (its fresh cache and clock), set untimed
+    clocks: dict[str, list[DecodeClock]] = {label: [] for label in configs}
+
+    def prepare(label: str) -> None:
+        config = configs[label]
+        kwargs = dict(config) if isinstance(config, dict) else {_compat.CACHE_KWARG: config()}
+        clock = DecodeClock()
+        clocks[label].append(clock)
+        pending[label] = kwargs | {"streamer": clock}
+
+    def run(label: str) -> Callable[[], object]:
+        def call():
+            with torch.inference_mode():
+                return model.generate(
+                    input_ids,
+                    attention_mask=attention_mask,
+                    do_sample=False,
+                    max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens,
+                    **pending.pop(label),
+                )
+
+        return call
+
+    calls = time_interleaved({label: run(label) for label in configs}, repeats, warmup, threads, before_each=prepare)
+    results = {}
+    for label in configs:
+        timed = clocks[label][warmup:]  # warm-ups run first, label by label, before the interleaved repeats
+        runs = [clock.step_seconds for clock in timed]
+        for r in runs:
+            if len(r) != new_tokens - 1:
+                raise RuntimeError(f"{label}: {len(r) + 1} new tokens instead of {new_tokens}")
+        step_numbers = list(range(1, new_tokens))
+        steps = [Timing(f"{label} step {s}", [r[i] for r in runs]) for i, s in enumerate(step_numbers)]
+        decode = Timing(label, [sum(r) / len(r) for r in runs])
+        results[label] = StepTimes(label, runs, steps, step_numbers, decode, Timing(label, calls[label].times))
+    return results
+
+
+def split_steps(result: StepTimes, steps, names: tuple[str, str] = ("other steps", "flush steps")):
+    """(the other steps, the given steps) of `result` as two Timings, every repeat's times pooled: what
+    `compare(others, chosen)` sets side by side ("... flush steps is 1.8x slower than ... other steps")."""
+    chosen = set(steps)
+    missing = chosen - set(result.step_numbers)
+    if missing:
+        raise ValueError(f"{result.label}: steps {sorted(missing)} were not timed (timed: {result.step_numbers})")
+    if not chosen or chosen == set(result.step_numbers):
+        raise ValueError(f"{result.label}: split_steps needs steps on both sides; got {sorted(chosen)}")
+    pooled = {True: [], False: []}
+    for step, timing in zip(result.step_numbers, result.steps):
+        pooled[step in chosen].extend(timing.times)
+    others, picked = names
+    return Timing(f"{result.label} {others}", pooled[False]), Timing(f"{result.label} {picked}", pooled[True])
+
+
+def flush_schedule(residual_length: int, new_tokens: int) -> list[int]:
+    """The decode steps at which transformers' `QuantizedLayer` flushes, for `new_tokens` greedy tokens.
+
+    The prefill (step 0) quantizes the prompt and leaves the residual empty; each decode step then adds one token,
+    and the step that would bring the residual to `residual_length` quantizes everything instead and empties it
+    (`QuantizedLayer.update`: `residual + new >= residual_length`). The last new token is never fed back, so the
+    steps run are 1 .. new_tokens - 1."""
+    if residual_length < 1:
+        raise ValueError(f"residual_length must be at least 1; got {residual_length}")
+    steps, residual = [], 0
+    for step in range(1, new_tokens):
+        if residual + 1 >= residual_length:
+            steps.append(step)
+            residual = 0
+        else:
+            residual += 1
+    return steps
+
+
+def flush_steps(trace) -> list[int]:
+    """The steps at which some layer of the traced cache flushed its residual (the trace's "flush" events)."""
+    return sorted({e["step"] for e in trace.flushes})
+
+
+def quantize_steps(trace) -> list[int]:
+    """The steps at which the traced cache quantized anything (`work_by_step()`'s quantize_calls > 0)."""
+    return [row["step"] for row in trace.work_by_step() if row["quantize_calls"]]

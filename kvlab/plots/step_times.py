@@ -1,0 +1,85 @@
+"""Time of each decode step beside the quantize work the trace counted at it (`kvlab.measure.step_times`)."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from kvlab.i18n import _
+from kvlab.measure.step_times import flush_steps
+from kvlab.plots._figure import subplots
+
+
+def plot_step_times(
+    times: dict, traces: dict | None = None, field: str = "quantize_calls", title: str | None = None
+) -> Figure:
+    """Left: median ms of each decode step per configuration (`StepTimes`), its interquartile range as a band;
+    each configuration's flush steps (from its trace) circled on its line, and every flush step a dotted line.
+    Right: `field` of each trace's `work_by_step()` (quantize calls, or quantized_elements) at the same steps,
+    one bar per configuration that did any; exact, the same on every machine."""
+    traces = traces or {}
+    fig, (ax, ax_work) = subplots(1, 2, figsize=(11, 3.8), sharex=True)
+    colors = {}
+    for label, result in times.items():
+        steps = result.step_numbers
+        rows = result.per_step()
+        medians = [m * 1e3 for m, _q1, _q3 in rows]
+        (line,) = ax.plot(steps, medians, ".-", label=label)
+        colors[label] = line.get_color()
+        ax.fill_between(
+            steps,
+            [q1 * 1e3 for _m, q1, _q3 in rows],
+            [q3 * 1e3 for _m, _q1, q3 in rows],
+            color=line.get_color(),
+            alpha=0.2,
+            linewidth=0,
+        )
+        flushed = [s for s in flush_steps(traces[label]) if s in steps] if label in traces else []
+        if flushed:
+            ax.plot(
+                flushed,
+                [medians[steps.index(s)] for s in flushed],
+                "o",
+                markersize=9,
+                fillstyle="none",
+                color=line.get_color(),
+            )
+    all_steps = sorted({s for result in times.values() for s in result.step_numbers})
+    flushed_anywhere = sorted({s for trace in traces.values() for s in flush_steps(trace) if s in all_steps})
+    drawn = [label for label in traces if any(_work(traces[label], field).get(s) for s in all_steps)]
+    width = 0.8 / max(len(drawn), 1)
+    for i, label in enumerate(drawn):
+        work = _work(traces[label], field)
+        offset = (i - (len(drawn) - 1) / 2) * width
+        ax_work.bar(
+            [s + offset for s in all_steps],
+            [work.get(s) or 0 for s in all_steps],
+            width=width,
+            color=colors.get(label),
+            label=label,
+        )
+    for a in (ax, ax_work):
+        for k, s in enumerate(flushed_anywhere):
+            a.axvline(s, color="#555555", linestyle=":", linewidth=1, label=_("flushes") if k == 0 else None)
+        a.set_xlabel(_("step (0 = prefill)"))
+        if len(all_steps) <= 30:
+            a.set_xticks(all_steps)
+            a.tick_params(axis="x", labelsize=7)
+        a.set_ylim(bottom=0)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    ax.set_ylabel(_("ms per decode step (median, IQR)"))
+    ax.set_title(_("time of one decode step"))
+    names = {
+        "quantize_calls": _("quantize calls (all layers)"),
+        "quantized_elements": _("numbers quantized (all layers)"),
+    }
+    ax_work.set_ylabel(names.get(field, field))
+    ax_work.set_title(_("quantize work of that step (exact)"))
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def _work(trace, field: str) -> dict[int, int]:
+    return {row["step"]: row[field] for row in trace.work_by_step()}

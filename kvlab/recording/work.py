@@ -1,0 +1,135 @@
+"""The work behind a step's time, counted exactly: what a forward asked of attention and of the cache.
+
+Time varies from machine to machine and run to run; the work does not. Each update event carries:
+- `batch`, `queries`: the sequences and the new tokens (queries) this layer ran in this forward;
+- `slots_attended`: the key positions each query is scored against. Eager and SDPA attention compute `Q K^T`
+  over every slot the cache hands back and only then mask, so a StaticCache's empty slots count here: that is
+  the compute its fixed shape wastes (`slots_masked` counts the memory, this the work);
+- `attention_flops`: 2 x batch x query heads x queries x slots_attended x (key dim + value dim), the
+  multiply-adds of `Q K^T` and of `softmax(.) V`. `torch.utils.flop_counter` cannot give this on the CPU: it
+  counts matrix products but not CPU SDPA;
+- `quantize_calls` / `quantized_elements`, `dequantize_calls` / `dequantized_elements`: a QuantizedCache's
+  packing work in this update (a flush quantizes the residual; every update dequantizes what it returns).
+Bytes moved by offloading are the "transfer" events' `bytes`. A step's input signature (what a compiler
+re-traces on) is derived from these fields (`Trace.input_signatures`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+WORK_FIELDS = (
+    "batch",
+    "queries",
+    "slots_attended",
+    "attention_flops",
+    "quantize_calls",
+    "quantized_elements",
+    "dequantize_calls",
+    "dequantized_elements",
+)
+QUANT_FIELDS = WORK_FIELDS[4:]
+
+
+def no_work(queries: int = 0) -> dict:
+    """The counters of an update that ran no attention (a crop's re-read, a state read, an attach)."""
+    return dict.fromkeys(WORK_FIELDS, 0) | {"queries": int(queries)}
+
+
+def query_heads(config) -> int:
+    """Attention heads of the queries (more than the cache's KV heads under grouped-query attention)."""
+    if config is None:
+        return 0
+    text = config.get_text_config(decoder=True)
+    return int(getattr(text, "num_attention_heads", 0) or 0)
+
+
+def attention_work(key_states, returned, heads: int) -> dict:
+    """Counters of one key/value update: `key_states` went in, `returned` (keys, values) goes to attention.
+
+    key_states: (batch, kv_heads, new_tokens, head_dim); returned keys/values: (batch, kv_heads, slots, dim).
+    With no query-head count (no config) the KV heads stand in, which is exact for multi-head attention.
+    """
+    work = no_work(int(key_states.shape[-2]))
+    keys, values = _pair(returned)
+    if keys is None:
+        return work
+    batch, slots = int(keys.shape[0]), int(keys.shape[-2])
+    heads = heads or int(keys.shape[1])
+    work["batch"], work["slots_attended"] = batch, slots
+    work["attention_flops"] = (
+        2 * batch * heads * work["queries"] * slots * (int(keys.shape[-1]) + int(values.shape[-1]))
+    )
+    return work
+
+
+def _pair(returned):
+    if isinstance(returned, (tuple, list)) and len(returned) >= 2:
+        keys, values = returned[0], returned[1]
+        if isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor) and keys.dim() == 4:
+            return keys, values
+    return None, None
+
+
+def work_by_step(trace) -> list[dict]:
+    """Per forward (step): the work summed over layers, and the bytes offloading moved.
+
+    `tokens` is the queries of the forward (the most any layer ran: every attention layer runs the same tokens);
+    `slots_attended` sums the key slots over layers, so it is what every query was scored against in all
+    layers together; a field an older trace did not record stays None.
+    """
+    rows: dict[int, dict] = {}
+    for e in trace.events:
+        row = rows.setdefault(e["step"], _empty_row(e["step"]))
+        if e["type"] == "update":
+            row["tokens"] = _max(row["tokens"], e.get("queries"))
+            for name in ("slots_attended", "attention_flops", *QUANT_FIELDS):
+                row[name] = _add(row[name], e.get(name))
+        elif e["type"] == "transfer":
+            row[f"{e['direction']}_bytes"] += int(e["bytes"]) if e["moved"] else 0
+    return [rows[s] for s in sorted(rows)]
+
+
+def input_signatures(trace) -> list[tuple]:
+    """The distinct shapes attention saw, in order of first appearance: (batch, queries, slots attended per layer).
+
+    A compiled forward is specialised to its input shapes; each new signature is what `torch.compile` would
+    trace again (or handle with a dynamic shape). A StaticCache keeps one shape for every decode step; a
+    DynamicCache's keys grow, so every step is a new signature."""
+    per_step: dict[int, dict] = {}
+    for e in trace.updates:
+        if e["op"] == "kv" and e.get("slots_attended") is not None:
+            per_step.setdefault(e["step"], {})[(e["role"], e["layer_idx"])] = (
+                e["batch"],
+                e["queries"],
+                e["slots_attended"],
+            )
+    seen: list[tuple] = []
+    for step in sorted(per_step):
+        layers = per_step[step]
+        keys = sorted(layers, key=lambda k: (k[0] != "self", k[1]))
+        batch, queries, _ = layers[keys[0]]
+        signature = (batch, queries, tuple(layers[k][2] for k in keys))
+        if signature not in seen:
+            seen.append(signature)
+    return seen
+
+
+def _empty_row(step: int) -> dict:
+    return {
+        "step": step,
+        "tokens": 0,
+        "slots_attended": 0,
+        "attention_flops": 0,
+        **dict.fromkeys(QUANT_FIELDS, 0),
+        "offload_bytes": 0,
+        "prefetch_bytes": 0,
+    }
+
+
+def _add(total, value):
+    return None if total is None or value is None else total + value
+
+
+def _max(total, value):
+    return None if value is None else max(total or 0, value)

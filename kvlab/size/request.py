@@ -1,0 +1,104 @@
+"""The most bytes one generation's cache would hold, predicted from the model's config before anything is allocated.
+
+`kvlab.caches.options.check_memory` refuses a request whose cache cannot fit in the memory it would live in (a
+static cache of 100,000,009 slots used to load the model, then die in transformers with a 106-line traceback
+trying to allocate it). The numbers come from the size calculator (`cache_size`, checked to the byte against live
+caches), so the refusal names the bytes `kvlab size` and a trace would show for the same cache.
+
+A request is a prompt of `prompt_tokens` and a cache that holds at most `cached_tokens` (prompt + new tokens - 1
+for a decoder-only model, the new tokens for an encoder-decoder one, whose encoder states fill the cross-attention
+cache), for `batch` sequences. A static kind is sized at its `max_cache_len` (what `generate` allocates when it
+sizes the cache: `cached_tokens`). This module imports no torch: `kvlab run` predicts before the weights load.
+"""
+
+from __future__ import annotations
+
+from kvlab.caches.options import STATIC_KINDS, CacheOptionError
+from kvlab.size.architecture import Architecture, from_config
+from kvlab.size.calculator import DTYPE_BYTES, cache_size
+
+
+def _architecture(config) -> Architecture | None:
+    try:
+        return from_config(config)
+    except ValueError:  # a layer kind or state the calculator does not model, or no decoder cache at all
+        return None
+
+
+def _peak(arch: Architecture, cache_kind: str, options: dict, prompt_tokens: int, length: int, batch, dtype) -> int:
+    """Peak bytes when the cache is sized for `length`: a static kind's slots, any other kind's tokens."""
+    options = dict(options)
+    tokens = length
+    if cache_kind in STATIC_KINDS:
+        options["max_cache_len"] = length
+    if arch.is_encoder_decoder:  # the decoder starts from one token; the encoder's states fill the cross cache
+        return cache_size(
+            arch, cache_kind, tokens, prefill=1, batch=batch, dtype=dtype, source_tokens=prompt_tokens, **options
+        ).peak_bytes
+    return cache_size(
+        arch, cache_kind, tokens, prefill=min(prompt_tokens, tokens), batch=batch, dtype=dtype, **options
+    ).peak_bytes
+
+
+def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
+    """What sizes the cache: a static kind's max_cache_len (generate's own, `cached_tokens`, when none is set),
+    any other kind's tokens."""
+    if cache_kind in STATIC_KINDS:
+        return max(options.get("max_cache_len") or cached_tokens, cached_tokens)
+    return cached_tokens
+
+
+def request_bytes(
+    config,
+    cache_kind: str,
+    options: dict,
+    *,
+    prompt_tokens: int,
+    cached_tokens: int,
+    batch: int = 1,
+    dtype: str = "float32",
+) -> int | None:
+    """The most bytes the request's cache holds at any point; None where the calculator cannot say (no cache, an
+    unknown dtype, a layer kind it does not model): a prediction that cannot be made refuses nothing."""
+    arch = _architecture(config)
+    if arch is None or cache_kind == "none" or dtype not in DTYPE_BYTES:
+        return None
+    length = requested_length(cache_kind, options, cached_tokens)
+    try:
+        return _peak(arch, cache_kind, options, prompt_tokens, length, batch, dtype)
+    except (CacheOptionError, ValueError):  # the option rules themselves ran before, with the request's facts
+        return None
+
+
+def most_length(
+    config,
+    cache_kind: str,
+    options: dict,
+    *,
+    prompt_tokens: int,
+    cached_tokens: int,
+    budget: int,
+    batch: int = 1,
+    dtype: str = "float32",
+) -> int:
+    """The largest length (a static kind's max_cache_len, any other kind's cached tokens) whose cache fits in
+    `budget` bytes, at least the prompt for a decoder-only model (one token for an encoder-decoder one); 0 when not
+    even that fits. A binary search: bytes never shrink as the length grows."""
+    arch = _architecture(config)
+    if arch is None:
+        return 0
+    low = 1 if arch.is_encoder_decoder else prompt_tokens
+    high = requested_length(cache_kind, options, cached_tokens)
+
+    def fits(length: int) -> bool:
+        return _peak(arch, cache_kind, options, prompt_tokens, length, batch, dtype) <= budget
+
+    if not fits(low):
+        return 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -1,0 +1,94 @@
+"""`kvlab run`: an impossible request is refused in one line, exit status 2, before the weights load; a possible
+one writes its report and trace atomically."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kvlab
+import kvlab.models
+from kvlab.caches import options
+from kvlab.cli import main
+
+PROMPT = "the cache holds keys and values"  # 6 tokens for the tiny-llama directory's word-level tokenizer
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Loading the weights fails the test: every refusal here must come before it."""
+
+    def load(*args, **kwargs):
+        raise AssertionError("the weights were loaded")
+
+    monkeypatch.setattr(kvlab.models, "load", load)
+
+
+def refused(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvlab run: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err.strip()
+
+
+def test_a_static_cache_bigger_than_memory_is_refused_before_the_weights_load(capsys, no_weights):
+    """The issue's request on SmolLM2 (config and tokenizer only): 100,000,000 new tokens in a static cache, with
+    the memory this machine really has (no machine has the 4 TiB it needs)."""
+    argv = ["run", "--model", "smollm2", "--cache", "static", "--max-new-tokens", "100000000", "--prompt", "Hello"]
+    err = refused(capsys, argv + ["--device", "cpu"])
+    slots = 1 + 100_000_000 - 1  # "Hello" is one token: generate sizes the cache at prompt + new tokens - 1
+    needed = 30 * 2 * 3 * 64 * 4 * slots  # 30 layers x K,V x 3 kv heads x 64 x fp32 = 4.6 TB
+    assert f"a static cache of {slots:,} slots per layer needs " in err and f"({needed:,} B) and CPU memory has" in err
+    assert err.endswith("(the model's 8,192 positions allow no more)")
+
+
+def test_the_memory_refusal_names_what_fits(tiny_llama_dir, capsys, no_weights, monkeypatch):
+    monkeypatch.setattr(options, "available_memory", lambda device="cpu": 1 << 20)
+    base = ["run", "--model", str(tiny_llama_dir), "--prompt", PROMPT, "--device", "cpu"]
+    err = refused(capsys, base + ["--cache", "static", "--max-cache-len", "10000", "--max-new-tokens", "3"])
+    assert err == (
+        "kvlab run: error: a static cache of 10,000 slots per layer needs 7.32 MiB (7,680,000 B) and CPU memory has "
+        "1.00 MiB (1,048,576 B) available; valid here: max_cache_len at most 1,365"
+    )
+    err = refused(capsys, base + ["--cache", "dynamic", "--max-new-tokens", "5000", "--allow-past-positions"])
+    assert "a dynamic cache of 5,005 tokens" in err and err.endswith("valid here: at most 1,360 new tokens")
+
+
+def test_a_prompt_past_the_models_positions_is_refused_unless_allowed(tiny_llama_dir, capsys, monkeypatch):
+    long_prompt = " ".join([PROMPT] * 100)  # 600 tokens; tiny-llama has 512 positions
+    argv = ["run", "--model", str(tiny_llama_dir), "--cache", "dynamic", "--prompt", long_prompt, "--device", "cpu"]
+    argv += ["--max-new-tokens", "3", "--json"]
+    with monkeypatch.context() as patched:
+        patched.setattr(kvlab.models, "load", lambda *a, **k: pytest.fail("the weights were loaded"))
+        err = refused(capsys, argv)
+    assert "the prompt (600 tokens) plus 3 new tokens need 602 positions" in err
+    assert "past this model's 512 (max_position_embeddings); valid: a prompt of at most 512 tokens" in err
+    assert main(argv + ["--allow-past-positions"]) == 0  # explicitly allowed: it generates
+    data = json.loads(capsys.readouterr().out)
+    assert data["prompt_tokens"] == 600 and 1 <= len(data["generated_token_ids"]) <= 3  # an end token may end it
+
+
+@pytest.mark.parametrize("option", ["--trace", "--output"])
+def test_an_unwritable_file_is_refused_before_anything_loads(tmp_path, capsys, monkeypatch, option):
+    monkeypatch.setattr(kvlab.models, "load_config_and_tokenizer", lambda *a: pytest.fail("the config was read"))
+    base = ["run", "--model", "smollm2", "--cache", "dynamic", "--prompt", "Hi", "--max-new-tokens", "2"]
+    missing = tmp_path / "missing" / "out.json"
+    err = refused(capsys, base + [option, str(missing)])
+    assert (
+        err
+        == f"kvlab run: error: cannot write {missing}: the directory {missing.parent} does not exist; nothing was run"
+    )
+    assert "it is a directory; name a file" in refused(capsys, base + [option, str(tmp_path)])
+
+
+def test_the_report_and_the_trace_are_written_whole(tiny_llama_dir, tmp_path, capsys):
+    report, trace = tmp_path / "report.json", tmp_path / "trace.json"
+    argv = ["run", "--model", str(tiny_llama_dir), "--cache", "static", "--max-cache-len", "16", "--device", "cpu"]
+    argv += ["--prompt", PROMPT, "--max-new-tokens", "3", "--json", "--output", str(report), "--trace", str(trace)]
+    assert main(argv) == 0
+    data = json.loads(report.read_text())
+    assert data["final_cache_bytes"] == 3 * 2 * 2 * 16 * 4 * 16  # 3 layers x K,V x 2 heads x 16 x fp32 x 16 slots
+    saved = kvlab.Trace.load(trace)
+    assert saved.summary()["final_bytes"] == data["final_cache_bytes"] and saved.meta["cache"] == "static"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "trace.json"]  # no temporary file left
