@@ -123,8 +123,8 @@ print(score_guess(guess, round(share, 2), " %"))
 # The offloaded cache peaks on the device at two layers' worth, 2/30 of the whole cache: the layer computing
 # and the one being prefetched. The hand-built `DynamicCache(offloading=True)` is the same cache as
 # `cache_implementation="offloaded"`, move for move. `offloaded_static` holds two *pre-allocated* layers
-# (`generate` sizes them for the prompt plus the new tokens), and every move copies the whole allocation, empty
-# slots included. The tokens are identical: offloading moves data, it never changes it.
+# (`generate` sizes them for the prompt plus the new tokens, minus the last token, which never goes back through
+# the model), and every move copies the whole allocation, empty slots included. The tokens are identical: offloading moves data, it never changes it.
 #
 # The bill is the traffic. Per step:
 

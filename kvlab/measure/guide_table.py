@@ -23,7 +23,6 @@ prose adds speed words (`GUIDE_SPEED`). Each cell here comes from a run and a st
 
 from __future__ import annotations
 
-import copy
 import inspect
 from dataclasses import dataclass
 
@@ -33,7 +32,8 @@ from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
-from kvlab.measure.timing import DecodeClock, Timing, compare, interleaved
+from kvlab.measure.step_times import decode_step_times
+from kvlab.measure.timing import Timing, compare
 from kvlab.recorded_run import run
 
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
@@ -262,35 +262,17 @@ def time_decoding(
 
     Each call is plain transformers (no kvlab recording): greedy, exactly `new_tokens` tokens after `input_ids`
     (1, prompt_tokens), with the keywords the guide gives for its cache (`{}`, `cache_implementation="static"`,
-    ...). A `DecodeClock` streamer times it from the first new token to the last: `new_tokens - 1` decoding
+    ...). Timed by `kvlab.measure.step_times` from the first new token to the last: `new_tokens - 1` decoding
     forwards, the prefill left out. `warmup` untimed calls of each come first."""
     if new_tokens < 2:
         raise ValueError(f"new_tokens must be at least 2 (decode time needs two new tokens); got {new_tokens}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1; got {repeats}")
-    ids = input_ids.to(model.device)
-
-    def decode_seconds(kwargs: dict) -> float:
-        clock = DecodeClock()
-        with torch.inference_mode():
-            model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                do_sample=False,
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                streamer=clock,
-                **copy.deepcopy(kwargs),  # generate may keep or change a cache_config dict it is given
-            )
-        return clock.stamps[-1] - clock.stamps[0]
-
-    for kwargs in calls.values():
-        for _ in range(warmup):
-            decode_seconds(kwargs)
-    times: dict[str, list[float]] = {label: [] for label in calls}
-    for _, label in interleaved(list(calls), repeats):
-        times[label].append(decode_seconds(calls[label]))
-    return {label: Timing(label, values, work={"decode_forwards": new_tokens - 1}) for label, values in times.items()}
+    timed = decode_step_times(model, input_ids, calls, new_tokens=new_tokens, repeats=repeats, warmup=warmup)
+    return {
+        label: Timing(label, [sum(run) for run in result.runs], work={"decode_forwards": new_tokens - 1})
+        for label, result in timed.items()
+    }
 
 
 def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[str, dict]:

@@ -19,6 +19,7 @@ i+1 and i+2, the forward that fed token i+1, which a trace (`kvlab.watch`) numbe
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -78,7 +79,8 @@ def decode_step_times(
 
     def prepare(label: str) -> None:
         config = configs[label]
-        kwargs = dict(config) if isinstance(config, dict) else {_compat.CACHE_KWARG: config()}
+        # generate may keep or change a cache_config dict it is given: every call gets its own copy
+        kwargs = copy.deepcopy(config) if isinstance(config, dict) else {_compat.CACHE_KWARG: config()}
         clock = DecodeClock()
         clocks[label].append(clock)
         pending[label] = kwargs | {"streamer": clock}

@@ -132,8 +132,9 @@ print(score_guess(guess, round(share, 2), " %"))
 # O cache descarregado atinge, no dispositivo, um pico equivalente a duas camadas, 2/30 do cache inteiro: a camada que
 # está calculando e a que está sendo pré-carregada. O `DynamicCache(offloading=True)` criado à mão é o mesmo cache que
 # `cache_implementation="offloaded"`, movimentação por movimentação. `offloaded_static` mantém duas camadas
-# *pré-alocadas* (`generate` as dimensiona para o prompt mais os tokens novos), e cada movimentação copia a alocação
-# inteira, posições vazias incluídas. Os tokens são idênticos: o descarregamento move os dados, nunca os altera.
+# *pré-alocadas* (`generate` as dimensiona para o prompt mais os tokens novos, menos o último token, que nunca volta a
+# passar pelo modelo), e cada movimentação copia a alocação inteira, posições vazias incluídas. Os tokens são
+# idênticos: o descarregamento move os dados, nunca os altera.
 #
 # A conta a pagar é o tráfego. Por passo:
 
