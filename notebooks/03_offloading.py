@@ -47,7 +47,7 @@ from transformers.cache_utils import Cache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import offload_time, residency, resilient, text
+from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
@@ -348,23 +348,18 @@ print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
 # running the schedule cost anything by itself? Both caches run inside `kvlab.watch` (the offloaded one runs
 # nowhere else on this CPU), so the recording's overhead is on both sides. Each repeat is one `generate` of a
 # fixed number of new tokens, timed per decoded token by a `DecodeClock` streamer (the prefill left out), the two
-# caches interleaved (`offload_time.time_decode`).
+# caches interleaved (`step_times.decode_step_times`, the loop notebook 04 times its quantized caches with).
 
 # %%
 # Not checked: times depend on the machine.
 NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
 
 
-def decode_with(**cache_arguments):
-    """One greedy generation of exactly NEW_TOKENS tokens, handing each token to `clock`."""
-    return lambda clock: smollm2.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
-                                          min_new_tokens=NEW_TOKENS, streamer=clock, **cache_arguments)
-
-
-with kvlab.watch(smollm2):
-    decode_times = offload_time.time_decode(
-        {"dynamic": decode_with(), "offloaded": decode_with(cache_implementation="offloaded")},
-        repeats=REPEATS, warmup=WARMUP)
+with kvlab.watch(smollm2):  # greedy, exactly NEW_TOKENS tokens after the same prompt, each way
+    decoded = step_times.decode_step_times(
+        smollm2, inputs["input_ids"], {"dynamic": {}, "offloaded": {"cache_implementation": "offloaded"}},
+        new_tokens=NEW_TOKENS, repeats=REPEATS, warmup=WARMUP)
+decode_times = {label: result.decode for label, result in decoded.items()}  # seconds per decoded token
 for measured in decode_times.values():
     print(f"{measured.label:>9}: {measured.describe()} per decoded token")
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())

@@ -1,6 +1,9 @@
 """What offloading costs: the bytes its schedule hands over each step (exact), the decode time per token with
 and without it (measured, `kvlab.measure.timing`), and what those bytes would cost over PCIe (an estimate).
 
+The decode time is `kvlab.measure.step_times.decode_step_times` (the one decode-timing loop), run inside
+`kvlab.watch` (an offloaded cache runs nowhere else on a CPU-only torch).
+
 An offloaded cache (`cache_implementation="offloaded"` / `"offloaded_static"`, `DynamicCache(...,
 offloading=True)`) prefetches each offloaded layer before its update and offloads it after: the bytes of every
 such move are in the trace's "transfer" events. On a CPU-only machine every move is CPU -> CPU, so the events
@@ -17,11 +20,9 @@ measurement.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvlab.measure.residency import effective_moves
-from kvlab.measure.timing import DecodeClock, Timing, time_interleaved
 from kvlab.recording.trace import Trace
 
 # An assumption, not a measurement: PCIe 4.0 x16 carries 32 GB/s raw per direction (31.5 GB/s after its
@@ -98,35 +99,6 @@ def pcie_estimate(nbytes: float, bandwidth: float = PCIE4_X16_EFFECTIVE_BYTES_PE
     if nbytes < 0:
         raise ValueError(f"nbytes must not be negative; got {nbytes}")
     return PcieEstimate(float(nbytes), float(bandwidth))
-
-
-def time_decode(runs: dict[str, Callable[[DecodeClock], object]], repeats: int = 5, warmup: int = 1) -> dict:
-    """{label: Timing of seconds per decoded token}: each callable runs one generation with the streamer it is
-    given (`generate(..., streamer=clock)`); the calls are interleaved (`time_interleaved`).
-
-    Each repeat's time is the decode time per token of that generation (first new token to last, over the tokens
-    in between), so the prefill is left out; warm-up calls are not kept. A generation needs at least two new
-    tokens (`min_new_tokens` keeps the count fixed).
-    """
-    clocks: dict[str, list[DecodeClock]] = {label: [] for label in runs}
-
-    def timed(label: str):
-        def call():
-            clock = DecodeClock()
-            runs[label](clock)
-            clock.end()
-            clocks[label].append(clock)
-
-        return call
-
-    time_interleaved({label: timed(label) for label in runs}, repeats=repeats, warmup=warmup)
-    timings = {}
-    for label, kept in clocks.items():
-        per_token = [1 / c.decode_tokens_per_s for c in kept[warmup:]]
-        if any(t != t for t in per_token):  # NaN: fewer than two new tokens
-            raise ValueError(f"{label!r}: every generation must produce at least two new tokens to time decoding")
-        timings[label] = Timing(label, per_token)
-    return timings
 
 
 def _steps(trace: Trace) -> list[int]:

@@ -56,7 +56,7 @@ from transformers.cache_utils import Cache
 
 import kvlab
 from kvlab.live import live, score_guess
-from kvlab.measure import offload_time, residency, resilient, text
+from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
@@ -364,23 +364,19 @@ print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
 # dentro de `kvlab.watch` (o descarregado não roda em nenhum outro lugar nesta CPU), então a sobrecarga do registro está
 # dos dois lados. Cada repetição é um `generate` de um número fixo de tokens novos, com o tempo medido por token
 # decodificado por um streamer `DecodeClock` (deixando de fora o pré-preenchimento), e os dois caches se intercalam
-# (`offload_time.time_decode`).
+# (`step_times.decode_step_times`, o laço com que o notebook 04 mede
+# os seus caches quantizados).
 
 # %%
 # Not checked: times depend on the machine.
 NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
 
 
-def decode_with(**cache_arguments):
-    """One greedy generation of exactly NEW_TOKENS tokens, handing each token to `clock`."""
-    return lambda clock: smollm2.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
-                                          min_new_tokens=NEW_TOKENS, streamer=clock, **cache_arguments)
-
-
-with kvlab.watch(smollm2):
-    decode_times = offload_time.time_decode(
-        {"dynamic": decode_with(), "offloaded": decode_with(cache_implementation="offloaded")},
-        repeats=REPEATS, warmup=WARMUP)
+with kvlab.watch(smollm2):  # greedy, exactly NEW_TOKENS tokens after the same prompt, each way
+    decoded = step_times.decode_step_times(
+        smollm2, inputs["input_ids"], {"dynamic": {}, "offloaded": {"cache_implementation": "offloaded"}},
+        new_tokens=NEW_TOKENS, repeats=REPEATS, warmup=WARMUP)
+decode_times = {label: result.decode for label, result in decoded.items()}  # seconds per decoded token
 for measured in decode_times.values():
     print(f"{measured.label:>9}: {measured.describe()} per decoded token")
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())

@@ -6,7 +6,7 @@ import torch
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.measure import offload_time, residency
+from kvlab.measure import offload_time, residency, step_times
 from kvlab.recording.layer_state import layer_kinds
 
 
@@ -106,37 +106,22 @@ def test_pcie_estimate_is_bytes_over_the_stated_bandwidth():
         offload_time.pcie_estimate(-1)
 
 
-def test_time_decode_times_each_generation_per_decoded_token(tiny, prompt_ids):
+def test_offloaded_decoding_is_timed_per_decoded_token_by_the_one_decode_loop(tiny, prompt_ids, monkeypatch):
+    """Notebook 03 times the offloaded cache with `step_times.decode_step_times` inside `kvlab.watch`: warm-ups,
+    then the two configurations interleaved, each repeat one generation timed per decoded token."""
     model, ids = tiny("tiny-llama"), prompt_ids(6)
-    calls = []
+    calls, generate = [], model.generate
 
-    def generate(label, **kwargs):
-        def run(clock):
-            calls.append(label)
-            model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                do_sample=False,
-                max_new_tokens=4,
-                min_new_tokens=4,
-                streamer=clock,
-                **kwargs,
-            )
+    def recorded(*args, **kwargs):
+        calls.append(kwargs.get("cache_implementation", "dynamic"))
+        return generate(*args, **kwargs)
 
-        return run
-
+    monkeypatch.setattr(model, "generate", recorded)
+    configs = {"dynamic": {}, "offloaded": {"cache_implementation": "offloaded"}}
     with kvlab.watch(model):
-        times = offload_time.time_decode(
-            {"dynamic": generate("dynamic"), "offloaded": generate("offloaded", cache_implementation="offloaded")},
-            repeats=3,
-            warmup=1,
-        )
+        times = step_times.decode_step_times(model, ids, configs, new_tokens=4, repeats=3, warmup=1)
     assert calls == ["dynamic", "offloaded"] + ["dynamic", "offloaded"] * 3  # warm-ups, then interleaved
     assert set(times) == {"dynamic", "offloaded"}
-    assert all(len(t.times) == 3 and all(s > 0 for s in t.times) for t in times.values())
-
-    def one_token(clock):
-        model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=1, streamer=clock)
-
-    with pytest.raises(ValueError, match="at least two new tokens"):
-        offload_time.time_decode({"short": one_token}, repeats=1, warmup=0)
+    assert all(len(t.decode.times) == 3 and all(s > 0 for s in t.decode.times) for t in times.values())
+    with pytest.raises(ValueError, match="at least 2"):
+        step_times.decode_step_times(model, ids, {"short": {}}, new_tokens=1, repeats=1, warmup=0)
