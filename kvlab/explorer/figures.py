@@ -16,7 +16,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from kvlab.i18n import N_, _
-from kvlab.plots._figure import LAYER_KIND_COLORS
+from kvlab.plots.palette import LAYER_KIND_COLORS
 from kvlab.recording.trace import Trace
 from kvlab.units import human_bytes
 

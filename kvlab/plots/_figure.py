@@ -8,15 +8,6 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-# One colour per layer kind, in every kvlab picture (plots and the explorer).
-LAYER_KIND_COLORS = {
-    "full": "#2b8cbe",
-    "sliding": "#e6550d",
-    "chunked": "#31a354",
-    "linear": "#756bb1",
-    "dummy": "#999999",
-}
-
 
 def subplots(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (7, 4), **kwargs):
     """(Figure, axes) like `plt.subplots`, without pyplot."""

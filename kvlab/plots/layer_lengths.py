@@ -7,7 +7,8 @@ from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _
 from kvlab.measure.layer_lengths import LayerLength
-from kvlab.plots._figure import LAYER_KIND_COLORS, subplots
+from kvlab.plots._figure import subplots
+from kvlab.plots.palette import LAYER_KIND_COLORS
 
 
 def plot_layer_lengths(
