@@ -10,6 +10,7 @@ Nothing here imports torch: building the parser must stay light (`kvlab --help`)
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,31 @@ from kvlab.atomic import check_writable, write_text
 
 class UsageError(Exception):
     """Raised by a subcommand for bad input: printed as one line, exit status 2."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps an example's line breaks and shows an option's default where it has one and its help does not say it.
+
+    argparse's own ArgumentDefaultsHelpFormatter would also print "(default: None)" for every unset option."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        shown = not unset and "default" not in text
+        return f"{text} (default: %(default)s)" if shown and action.option_strings else text
+
+
+def add_command(subparsers, name: str, summary: str, *examples: str) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` opens with what it does and ends with how to call it: the first hour of a new
+    user is spent in `--help`, so every subcommand has a one-line summary, examples and its defaults."""
+    lines = "\n".join(f"  {example}" for example in examples)
+    return subparsers.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog=f"example{'s' if len(examples) > 1 else ''}:\n{lines}",
+        formatter_class=HelpFormatter,
+    )
 
 
 def add_output_options(parser, what: str = "the result") -> None:

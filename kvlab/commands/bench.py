@@ -5,17 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvlab.atomic import open_atomic, write_text
-from kvlab.commands import Output, UsageError, add_output_options, check_output_paths
+from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("bench", help="measure every cache kind: memory, speed, quality, roofline")
+    p = add_command(
+        subparsers,
+        "bench",
+        "measure every cache kind: memory, speed, quality, roofline",
+        "kvlab bench --model smollm2 --only dynamic,static --repeats 5 --markdown bench.md",
+        "kvlab bench --overhead --repeats 9",
+    )
     p.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (or a local model directory)")
-    p.add_argument("--prompt-tokens", type=int, default=128)
-    p.add_argument("--new-tokens", type=int, default=32)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--prompt-tokens", type=int, default=128, help="tokens of each prompt")
+    p.add_argument("--new-tokens", type=int, default=32, help="tokens generated per run")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration, interleaved")
     p.add_argument("--quality-windows", type=int, default=2, help="pydoc text windows for perplexity and KL")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when available, else cpu)")
     p.add_argument(
         "--compile",

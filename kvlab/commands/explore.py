@@ -15,13 +15,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvlab.commands import UsageError
+from kvlab.commands import UsageError, add_command
 
 NOTEBOOK_NAME = "kvlab_cache_explorer.ipynb"
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("explore", help="serve the Cache Explorer in the browser (Voila, 127.0.0.1)")
+    p = add_command(
+        subparsers,
+        "explore",
+        "serve the Cache Explorer in the browser (Voila, 127.0.0.1)",
+        "kvlab explore",
+        "kvlab explore --model gemma3 --lang pt-BR --no-browser",
+    )
     p.add_argument("--port", type=int, default=0, help="port to serve on (default: a free one)")
     p.add_argument("--no-browser", action="store_true", help="print the URL but do not open a browser")
     p.add_argument("--token", help="access token (default: a random one, printed in the URL)")

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from kvlab.commands import add_command
+
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("models", help="list, prepare or verify the bundled models")
-    actions = parser.add_subparsers(dest="action")
-    actions.add_parser("list", help="list the bundled models (default)")
-    prepare = actions.add_parser("prepare", help="fetch, verify and convert a bundled model once")
+    parser = add_command(
+        subparsers, "models", "list, prepare or verify the bundled models", "kvlab models", "kvlab models prepare all"
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    add_command(
+        actions, "list", "list the bundled models and whether each is prepared (the default)", "kvlab models list"
+    )
+    prepare = add_command(
+        actions, "prepare", "fetch, verify and convert a bundled model once", "kvlab models prepare smollm2"
+    )
     prepare.add_argument("name", help="a bundled model name, or 'all'")
-    verify = actions.add_parser("verify", help="check every byte of a prepared model against its manifest")
+    verify = add_command(
+        actions, "verify", "check every byte of a prepared model against its manifest", "kvlab models verify all"
+    )
     verify.add_argument("name", help="a bundled model name, 'all', or a prepared model directory")
     parser.set_defaults(handler=handle, action="list")
 

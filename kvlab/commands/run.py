@@ -10,11 +10,17 @@ lets it generate past them). One line, exit status 2. The report is written befo
 from __future__ import annotations
 
 from kvlab.cache_kinds import CACHE_KINDS, OPTION_NAMES  # imports nothing: building the parser stays light
-from kvlab.commands import Output, UsageError, add_output_options, read_text_argument
+from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("run", help="generate greedily with an instrumented cache and report what it held")
+    p = add_command(
+        subparsers,
+        "run",
+        "generate greedily with an instrumented cache and report what it held",
+        'kvlab run --model smollm2 --cache static --prompt "The KV cache" --max-new-tokens 16',
+        'kvlab run --model gemma3 --cache quantized --backend hqq --nbits 4 --prompt "Hi" --max-new-tokens 8 --json',
+    )
     p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
     p.add_argument(
         "--cache", required=True, choices=CACHE_KINDS, metavar="CACHE_KIND", help=f"one of {', '.join(CACHE_KINDS)}"
@@ -49,8 +55,8 @@ def add_parser(subparsers) -> None:
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", help="read the prompt from a file ('-': from stdin)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
-    p.add_argument("--max-new-tokens", type=int, required=True)
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate (greedy; fewer if EOS comes)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
     p.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
     add_output_options(p)
     p.add_argument("--trace", help="also save the full trace as JSON to this file")

@@ -5,7 +5,7 @@ count past the model's positions is sized, with a note (a `note:` line, and `not
 
 from __future__ import annotations
 
-from kvlab.commands import Output, UsageError, add_output_options
+from kvlab.commands import Output, UsageError, add_command, add_output_options
 
 # the keys of kvlab.size.DTYPE_BYTES, written out so that building the parser imports nothing heavy
 # (tests/test_light_cli.py checks the two agree)
@@ -13,7 +13,14 @@ DTYPES = ("float32", "float16", "bfloat16", "float8")
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("size", help="KV-cache bytes of every cache kind for a model architecture")
+    p = add_command(
+        subparsers,
+        "size",
+        "KV-cache bytes of every cache kind for a model architecture",
+        "kvlab size --model smollm2 --tokens 4096",
+        "kvlab size --model llama-3-8b --tokens 32768 --batch 8 --dtype bfloat16",
+        "kvlab size --list",
+    )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="a known architecture (kvlab size --list shows them)")
     which.add_argument("--config", help="a config.json file")
@@ -24,7 +31,7 @@ def add_parser(subparsers) -> None:
         type=int,
         help="tokens of the first forward (default: all --tokens); the rest arrive one per decode step",
     )
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="sequences held side by side")
     p.add_argument(
         "--dtype",
         default=None,
