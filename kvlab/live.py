@@ -22,7 +22,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from kvlab.explorer.figures import png_bytes
-from kvlab.i18n import _, marks, number
+from kvlab.i18n import _, number
 from kvlab.measure.timing import Stopwatch
 
 DPI = 80
@@ -83,15 +83,3 @@ class LiveControl:
 def live(measure: Callable[..., Figure], **controls: widgets.ValueWidget) -> LiveControl:
     """A `LiveControl` running `measure(**values)`; each keyword names the argument a control sets."""
     return LiveControl(measure, controls)
-
-
-def score_guess(guess: float, measured: float, unit: str = "") -> str:
-    """One line comparing a learner's prediction with the measurement (the "predict first" cells)."""
-    shown = _("your guess {guess}{unit}; measured {measured}{unit}").format(
-        guess=marks(f"{guess:,}"), measured=marks(f"{measured:,}"), unit=unit
-    )
-    if measured == 0:
-        return shown
-    off = 100.0 * (guess - measured) / measured
-    verdict = _("spot on") if abs(off) < 5 else (_("close") if abs(off) < 25 else _("far off"))
-    return _("{comparison}: {off}% ({verdict})").format(comparison=shown, off=marks(f"{off:+.0f}"), verdict=verdict)

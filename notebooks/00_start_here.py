@@ -76,11 +76,12 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
 from kvlab.plots import latency as latency_plots
 from kvlab.plots.generate_time import plot_generate_time
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
@@ -99,6 +100,10 @@ print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}
 # `DynamicCache` you create and hand to `generate`.
 #
 # **Predict first.** Greedy decoding, same prompt, 20 new tokens: does switching the cache off change the text?
+# Set `guess` to `True` (the text changes) or `False` (it does not), then run the next two cells.
+
+# %%
+guess = None  # does use_cache=False change the generated text? True or False: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -107,6 +112,8 @@ no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cach
 default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
 print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
 print("same tokens with use_cache=False:", torch.equal(no_cache, default))
+texts_differ = not torch.equal(no_cache, default)
+print(score(guess, texts_differ, kind="choice"))
 
 # %% [markdown]
 # **A spelling note, said once for all notebooks.** The guide passes a cache as `generate(past_key_values=...)`.
@@ -146,8 +153,9 @@ print("the default generate built:", watch_default.trace.meta["cache_class"],
 print("caches seen with use_cache=False:", len(watch_off.traces))
 
 # %% [markdown]
-# One step is the prefill (the 8-token prompt), then one per new token but the last: 20 steps. Each step adds
-# one token to each of the 30 layers, so the bytes grow in equal stairs.
+# One step is the prefill (the 8-token prompt, all at once), then one per new token but the last: 20 steps.
+# Each decode step adds one token to each of the 30 layers, so the 30 layers end with 8 + 19 = 27 tokens each:
+# the 810 live slots printed above.
 #
 # ## 2. Does the cache change the tokens?
 #
@@ -189,10 +197,19 @@ for name, (_, gap, top_two) in agreement.items():
 #
 # ## 3. Time per new token, with and without a cache
 #
-# **Predict first.** Without a cache, the model re-reads the whole sequence for each new token. With one, it
-# reads one token plus the stored keys and values. As the sequence grows from 16 to 48 tokens, how does the
-# time *per new token* change in each case? And the *total* time: which one grows like the square of the length?
+# Without a cache, the model re-reads the whole sequence for each new token. With one, it reads one token plus
+# the stored keys and values. As the sequence grows, how should the time *per new token* change in each case?
 #
+# **Predict first.** The work can be counted before anything is timed. The prompt has 16 tokens. In the forward
+# that produces the 5th new token, how many query-key pairs does one attention layer score without a cache
+# (every token of the sequence so far against every one), and how many with the cache (the one new token against
+# every stored key and itself)? Set both guesses, then run the cells down to the scores.
+
+# %%
+guess_no_cache = None  # query-key pairs per layer for the 5th new token, use_cache=False: your guess
+guess_cache = None  # the same with the DynamicCache: your guess
+
+# %% [markdown]
 # `generate` reports only its total time, so to time each token on its own, `latency.token_times` runs the
 # same greedy decoding as a plain loop of forwards: the whole sequence each step (no cache), or one token plus a
 # `DynamicCache` (with cache). It repeats both loops, alternating, and keeps each token's median time and its
@@ -210,6 +227,8 @@ print("no cache: each forward runs the whole sequence so far:", without_cache.to
 print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
 print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
       f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
+print("no cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
+print("cache:   ", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
@@ -240,8 +259,8 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 #
 # **Try it.** Move `new tokens`: the cell times the guide's two `generate` calls, `use_cache=False` and the
 # default, after the 8-token cooking prompt, once each, alternating, and adds the point to the plot (every
-# setting you tried stays on it; four settings are measured before the control first draws). The status line
-# under the plot says how long the move took.
+# setting you tried stays on it; 8, 24 and 40 new tokens are measured before the control first draws at 16).
+# The status line under the plot says how long the move took.
 #
 # The left panel divides each call's total time by its new tokens, so at small counts the fixed cost of a call
 # (the prefill, `generate`'s setup) weighs in. Without a cache every extra token costs a forward over the whole
@@ -266,7 +285,7 @@ def time_generate(new_tokens):
                               title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
 
 
-for new_tokens in ([] if QUICK else [8, 24, 40]):  # a few settings first, so the first picture shows a shape
+for new_tokens in (8, 24, 40):  # a few settings first, so the first picture shows a shape, not one point
     time_generate(new_tokens)
 
 
@@ -280,13 +299,13 @@ live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4
 # stored as float32 (4 bytes). How many bytes per token is that? Write your guess in the next cell.
 
 # %%
-guess = 23_040  # bytes per token: your guess
+guess = None  # bytes per token: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
 print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
-print(score_guess(guess, per_token, " B"))
+print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
 # Now measure it: a 128-token prompt and 32 new tokens through `generate`'s default cache, inside `kvlab.watch`.
@@ -321,7 +340,7 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #   `DynamicCache(config=model.config)` you build can be passed in (`past_key_values=`, spelled `cache=` in
 #   transformers 5.24). `kvlab.watch` records any of them without changing the code.
 # - A KV cache stores, for each attention layer, the keys and values of every token so far:
-#   `2 × layers × kv_heads × head_dim × bytes` per token (46,080 B for SmolLM2 in float32, ≈ 45 KiB).
+#   `2 × layers × kv_heads × head_dim × bytes` per token (46,080 B for SmolLM2 in float32: 45 KiB).
 # - It trades that memory for time: a step processes one token instead of the whole sequence, so time per token
 #   stays nearly flat instead of growing with the position.
 # - On the four prompts checked here (float32, greedy, 12 new tokens each) it did not change a single token; the

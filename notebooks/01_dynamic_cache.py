@@ -37,11 +37,12 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
 from kvlab.plots import growth, occupancy
 from kvlab.plots.layer_lengths import plot_layer_lengths
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -53,8 +54,13 @@ gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: [sliding × 5, full]
 # ## 1. The default cache on a model of full layers (Cache padrão)
 #
 # **Predict first.** After a 40-token prompt and 8 generated tokens, how many tokens does each of SmolLM2's
-# 30 layers hold? Do any two layers differ?
-#
+# 30 layers hold? Do any two layers differ (`True` or `False`)?
+
+# %%
+guess_tokens = None  # tokens each SmolLM2 layer holds after 40 + 8: your guess
+guess_layers_differ = None  # do any two layers hold different numbers of tokens? True or False: your guess
+
+# %% [markdown]
 # The guide's call: build a `DynamicCache` from the model's config and pass it to `generate`.
 
 # %%
@@ -63,8 +69,10 @@ smollm2_prompt = text.prompt_ids(smollm2_tokenizer, 40)  # (1, 40): the first 40
 past_key_values = DynamicCache(config=smollm2.config)
 smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                  max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
-print("tokens per layer:", sorted({layer.get_seq_length() for layer in past_key_values.layers}),
-      "in", len(past_key_values.layers), "layers")
+lengths = [layer.get_seq_length() for layer in past_key_values.layers]
+print("tokens per layer:", sorted(set(lengths)), "in", len(past_key_values.layers), "layers")
+print("tokens:", score(guess_tokens, lengths[0], unit=" tokens", kind="count"))
+print("layers differ:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
 
 # %% [markdown]
 # The same code inside `kvlab.watch`; the trace gives each layer's length and bytes, step by step.
@@ -89,8 +97,12 @@ print("steps:", watch.trace.summary()["steps"], "(the prefill, then one per new 
 # Gemma 3 270M has 18 layers: `[sliding × 5, full] × 3`, window 512, one KV head of 256. We give it a prompt of
 # 520 tokens of the reference text (longer than the window) and generate 24 more, with the same guide code.
 #
-# **Predict first.** At the end, how many tokens does a sliding layer hold, and a full layer? Which step holds
-# the most bytes: the prefill or the last step?
+# **Predict first.** At the end, how many tokens' keys does a sliding layer keep (the length of its keys
+# tensor), and a full layer?
+
+# %%
+guess_sliding = None  # tokens in a sliding layer's keys after 520 + 24: your guess
+guess_full = None  # tokens in a full layer's keys: your guess
 
 # %%
 gemma_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
@@ -111,6 +123,8 @@ print({name: classes.count(name) for name in dict.fromkeys(classes)}, "window", 
 for i in (4, 5, 6):
     layer = past_key_values.layers[i]
     print(f"layer {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+print("sliding:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
+print("full:   ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # And the trace of the same run, with kvlab's counts per layer:
@@ -138,6 +152,7 @@ for row in trace.layer_table()[4:7]:
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
+print(f"one token in one layer: {per_token:,} bytes")
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
     print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored} "
@@ -153,11 +168,16 @@ for step in (0, 1, trace.summary()["steps"] - 1):
 occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evictions per layer (520-token prompt)")
 
 # %% [markdown]
-# Rows are layers, columns steps; the colour is **live** slots. Every sixth row (the full layers) keeps
-# deepening; the sliding rows are at 511 live from the prefill on (their storage is 520 at step 0, then 512),
-# while their eviction count climbs by one per step.
+# Rows are layers, columns steps; the colour is **live** slots, and the first and last column write the count.
+# Every sixth row (the full layers) climbs from 520 to 543; the sliding rows are at 511 live from the prefill on
+# (their storage is 520 at step 0, then 512), while their eviction count climbs by one per step.
 #
-# **Predict first.** Plot total bytes against tokens. Where is the peak?
+# **Predict first.** Which step holds the most bytes in the whole cache: the `"prefill"` (step 0) or the
+# `"last step"` (step 23)? Count storage, not live tokens: 15 sliding and 3 full layers, with the storage printed
+# above.
+
+# %%
+guess_peak = None  # "prefill" or "last step": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -166,21 +186,24 @@ by_step = trace.bytes_by_step()
 print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
 peak_step = by_step.index(summary["peak_bytes"])
 print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
+peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
+print(score(guess_peak, peak_at, kind="choice"))
 print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
       f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
 
 # %%
-growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560),
+growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,
                    title="Gemma 3 DynamicCache: bytes against tokens (dotted: formula from 0 tokens)")
 
 # %% [markdown]
-# The dotted curves show what the formula predicts from the first token on: the sliding part ramps up to the
-# window and then stays flat, while the full part (only 3 layers) keeps its slope; the measured lines (from 520
-# tokens on) sit on them. The one surprise is the **prefill**: the sliding layers' storage holds all 520 prompt
-# tokens until the first decode step trims it to 512, so the peak is at step 0, although 23 more tokens arrive
-# later. A sliding-window model's peak cache memory is set by the longest *prompt*, not by how long it generates:
-# here the prefill's extra storage is 8 tokens × 15 sliding layers × 2,048 bytes, but a 32k-token prompt would
-# hold 32k tokens of storage in every sliding layer for a moment.
+# The dotted curves show what the formula predicts from the first token on: the sliding part ramps up to the window and
+# then stays flat, while the full part (only 3 layers) keeps its slope; the measured lines (from 520 tokens on) sit on
+# them from the first decode step on. The one surprise is the **prefill**, too small for the main axes and drawn in the
+# inset, which zooms on the measured total: the sliding layers' storage holds all 520 prompt tokens until the first
+# decode step trims it to 512, so the total drops after step 0 and the peak is at step 0, although 23 more tokens arrive
+# later. A sliding-window model's peak cache memory is set by the longest *prompt*, not by how long it generates: here
+# the prefill's extra storage is 8 tokens × 15 sliding layers × 2,048 bytes, but a 32k-token prompt would hold 32k
+# tokens of storage in every sliding layer for a moment.
 #
 # ### Try it: a prompt crossing the window
 #
@@ -188,7 +211,7 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560),
 # with a `DynamicCache` passed in): how many tokens stay *live* in a sliding layer?
 
 # %%
-guess = 512  # live tokens in a sliding layer after a 576-token prefill: your guess
+guess = None  # live tokens in a sliding layer after a 576-token prefill: your guess
 
 # %% [markdown]
 # Move `prompt tokens`: the cell runs one forward of that many tokens inside `kvlab.watch` and draws, per layer,
@@ -217,7 +240,7 @@ live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768,
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
 print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored}")
-print(score_guess(guess, sliding.live, " tokens"))
+print(score(guess, sliding.live, unit=" tokens", kind="count"))
 
 # %% [markdown]
 # ## 3. Chunked attention layers, Llama 4 style (Cache padrão)
@@ -227,7 +250,10 @@ print(score_guess(guess, sliding.live, " tokens"))
 # build a tiny random-weight Llama 4 (`kvlab.tiny_model("tiny-llama4")`: 4 layers, the first 3 chunked with
 # chunks of 8 tokens, the last full). Its text is noise; its cache structure is real transformers code.
 #
-# **Predict first.** A 13-token prompt and 10 new tokens: how many tokens does a chunked layer keep?
+# **Predict first.** A 13-token prompt and 10 new tokens: how many tokens' keys does a chunked layer keep?
+
+# %%
+guess = None  # tokens in a chunked layer's keys after 13 + 10: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -240,6 +266,7 @@ tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt)
 for i, layer in enumerate(past_key_values.layers):
     print(f"layer {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
           f"get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+print(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # transformers builds a chunked layer as a `DynamicSlidingWindowLayer` whose window is `attention_chunk_size`
@@ -310,7 +337,8 @@ print("recording, after crop(-3): seen", [layer.get_seq_length() for layer in pa
 # - Sliding layers keep `window − 1` live tokens and evict the rest; on Gemma 3 past 512 tokens, 15 of 18 layers
 #   stop growing, so memory grows at 3/18 of the full-attention rate.
 # - Live is not storage: right after a prefill of N > 512 tokens a sliding layer has 511 live tokens but still
-#   holds N tokens of storage, so the prefill is the memory peak; the first decode step frees it.
+#   holds N tokens of storage until the first decode step frees it, so the prefill can be the memory peak (it was
+#   here, 520 + 24: step 0).
 # - Chunked layers (Llama 4) are cached by transformers exactly like sliding ones, with the chunk size as the
 #   window: they cap at `chunk − 1`, and `crop` past a full chunk needs `activate_past_recording()`.
 #

@@ -41,10 +41,11 @@ from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import compiled, decode_step, formula, text, timing
 from kvlab.plots import decode_step as decode_step_plots
 from kvlab.plots import growth, slots
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -85,7 +86,8 @@ print("layer 0 keys, (batch, kv_heads, slots, head_dim):", tuple(past_key_values
 # returns? And in the cache `cache_implementation="static"` built?
 
 # %%
-guess = 50.0  # your prediction: % of the 128-slot cache's slots masked at the end
+guess_own = None  # % of the 128-slot cache's slots masked at the end: your guess
+guess_auto = None  # % of the slots masked in the cache cache_implementation="static" built: your guess
 
 # %% [markdown]
 # The same three calls, unchanged, inside `kvlab.watch`: the two static caches and, for comparison, the
@@ -107,10 +109,14 @@ for name, trace in {"static (generate)": auto, "StaticCache(128)": own, "dynamic
           f"allocated {s['slots_allocated']:>5,} ({s['slots_allocated'] // 30} per layer), live {s['slots_live']:,}, "
           f"masked {s['slots_masked']:,} ({s['waste_pct']} %)")
 print("same tokens as without the watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
+print("static (generate), masked slots per step:", [r["slots_masked"] for r in auto.slots_by_step()])
+print(f"one token: {formula.bytes_per_token_per_layer(model.config, torch.float32):,} bytes per layer, "
+      f"{formula.kv_bytes_per_token(model.config, torch.float32):,} bytes over the 30 layers")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score_guess(guess, own.summary()["waste_pct"], " %"))
+print("StaticCache(128):  ", score(guess_own, own.summary()["waste_pct"], unit=" %", kind="share"))
+print("static (generate): ", score(guess_auto, auto.summary()["waste_pct"], unit=" %", kind="share"))
 
 # %% [markdown]
 # `cache_implementation="static"` sized its cache at 20 slots per layer, exactly what this call writes, so
@@ -136,8 +142,12 @@ growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "Dynamic
 # later, shorter sequence pays for that size. A server that must accept a 200-token prompt with 8 new tokens
 # needs `max_cache_len` ≥ 208; say 256.
 #
-# **Predict first.** With that size, what share of the allocated slots is masked at the end of a 20-token
-# request (8 new tokens)? A 60-token one?
+# **Predict first.** With that size, what share of the allocated slots is masked at the end of a request with
+# a 20-token prompt (8 new tokens)? With a 60-token prompt?
+
+# %%
+guess_20 = None  # % of the 256-slot cache masked after a 20-token prompt + 8 new: your guess
+guess_60 = None  # the same after a 60-token prompt: your guess
 
 # %%
 server_cache_len = 256
@@ -157,12 +167,15 @@ for row in slots.run_slots(runs):
     print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
           f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
           f"{dynamic_bytes:>9,} bytes")
+waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
+print("20-token prompt:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
+print("60-token prompt:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
 
 # %%
 slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
 
 # %% [markdown]
-# The short requests pay for the long one: 89.5 % of the 20-token request's cache is masked. Two ways out: a
+# The short requests pay for the long one: 89.5 % of the 20-token prompt's cache is masked. Two ways out: a
 # DynamicCache (no waste, but changing shapes, so no reusable compiled graph), or a few StaticCaches of
 # different sizes (length buckets), each request going to the smallest that fits.
 #
@@ -194,7 +207,7 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
 # per layer? Edit the guess, then run the measurement.
 
 # %%
-guess = 2.0  # your prediction: time with StaticCache(4096) / time with DynamicCache
+guess = None  # time of one step with StaticCache(4096) / time with DynamicCache: your guess
 
 # %% [markdown]
 # The caches are built the guide's way and passed to the model; `decode_step.time_decode_step` prefills each
@@ -224,19 +237,20 @@ for label, step in decode_steps.items():
 for label, step in list(decode_steps.items())[1:]:
     print(timing.compare(reference, step.timing).verdict())
 ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing, warn=False).ratio
-print(score_guess(guess, round(ratio_4096, 2), "x"))
+print(score(guess, ratio_4096, unit="x", kind="amount"))
 
 # %%
 decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
 
 # %% [markdown]
 # The counts are exact: 7 slots per layer for the DynamicCache (the 6 held tokens and the step's own), and
-# `max_cache_len` per layer for each StaticCache, masked slots included. In the printout the time follows the
-# work: the ratio to the DynamicCache grows with `max_cache_len` and is largest at 4,096 slots, each ratio with
-# its interval (an interval that contains 1 is no difference). The attention work grows 585-fold from the DynamicCache to 4,096 slots while the time grows far less, because the
-# rest of the step (the 30 layers' matrix products on one token) does not depend on the cache. On a GPU,
-# compiled decoding reads the whole static cache at every step too; sizing `max_cache_len` close to what
-# requests need saves that time as well as the memory.
+# `max_cache_len` per layer for each StaticCache, masked slots included: the attention work grows 585-fold
+# from the DynamicCache to 4,096 slots (122,880 / 210). The work says the time should grow with
+# `max_cache_len` too, but by far less: the rest of the step (the 30 layers' matrix products on one token)
+# does not depend on the cache. The verdicts above say how much it grew on this run, each ratio with its
+# interval (an interval that contains 1 is no difference). On a GPU, compiled decoding reads the whole static
+# cache at every step too; sizing `max_cache_len` close to what requests need saves that work as well as the
+# memory.
 #
 # ## 4. Compiling the decoding step (Cache de tamanho fixo)
 #
@@ -270,10 +284,16 @@ print("with CompileConfig._compile_all_devices = True:",
 # The fixed shape is what makes a StaticCache compile-friendly: transformers compiles the *decoding* forward once
 # and replays it at every step. The prefill stays eager.
 #
-# **Predict first.** After compiling for a 40-token prompt, does a 60-token prompt compile again? Does a
-# different `max_cache_len`?
-#
-# Compiling with inductor takes tens of seconds to minutes on a CPU, too long for the test suite, so the cell
+# **Predict first.** After compiling for a 40-token prompt, does a 60-token prompt compile a new graph? Does a
+# different `max_cache_len`? Set each guess to `True` or `False`; they are scored when the cell compiles.
+
+# %%
+guess_new_prompt = None  # does a 60-token prompt compile a new graph? True or False: your guess
+guess_new_size = None  # does max_cache_len 256 (instead of 128) compile a new graph? True or False: your guess
+
+# %% [markdown]
+# Compiling with inductor takes from seconds (when inductor's on-disk cache already holds the kernels) to
+# minutes on a CPU, too long for the test suite, so the cell
 # compiles only when `KVLAB_COMPILE=1` is set; without it (as in the test suite) it prints "skipped". The output
 # committed below was produced with `KVLAB_COMPILE=1` when this notebook was executed for the repository (see
 # the printed line for the machine and date). What is compiled: the decoding forward of SmolLM2 (transformers'
@@ -293,24 +313,28 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     steady = report["steady"]
     print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
           f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
+    new_graphs = {run["run"]: run["new_graphs"] for run in report["runs"]}
+    print("60-token prompt:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
+    print("max_cache_len 256:", score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice"))
 else:
-    print("skipped: set KVLAB_COMPILE=1 to compile (tens of seconds on a CPU)")
+    print("skipped: set KVLAB_COMPILE=1 to compile (seconds to minutes on a CPU); the guesses are scored then")
 
 # %% [markdown]
 # What to look for: the first compiled run pays the compilation; the same prompt again reuses the graph; a new
 # prompt length compiles **nothing** (the prefill is eager and the decode graph sees the same shapes); a new
 # `max_cache_len` changes the cache tensors' shape and compiles again. The steady line is the speed-up, with its
 # interval, on this CPU (16 tokens, eager prefill included). The first compiled run's time includes compiling;
-# it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine. On a GPU, where launching many
-# small kernels dominates decoding, compiled decoding with CUDA graphs can gain more; this notebook does not
-# measure that.
+# it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine. On a
+# GPU, where launching many small kernels dominates decoding, compiled decoding with CUDA graphs can gain more;
+# this notebook does not measure that.
 #
 # ## Takeaway
 #
-# - `cache_implementation="static"` sizes a StaticCache for the call; `StaticCache(config=..., max_cache_len=...)`
-#   passed as `past_key_values` holds the size you chose. Either way every layer holds `max_cache_len` slots
-#   from the start and the unused ones are masked; the tokens are the same as with a DynamicCache, but attention
-#   still scores the masked slots, so a larger `max_cache_len` makes every decode step slower.
+# - `cache_implementation="static"` sizes a StaticCache for the call (prompt + `max_new_tokens` − 1 slots);
+#   `StaticCache(config=..., max_cache_len=...)` passed as `past_key_values` holds the size you chose. Either way every
+#   layer holds `max_cache_len` slots from the start and the unused ones are masked; the tokens are the same as with a
+#   DynamicCache, but attention still scores the masked slots, so a larger `max_cache_len` adds attention work to every
+#   decode step.
 # - Sized for the longest request, it wastes most of its memory on short ones; bucket by length or use a
 #   DynamicCache when lengths vary and compile is not needed.
 # - transformers compiles the decoding step by itself only on an accelerator (cuda, xpu, neuron, tpu); on a CPU

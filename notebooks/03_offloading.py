@@ -46,11 +46,13 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
+from kvlab.measure.formula import bytes_per_token_per_layer
 from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -85,11 +87,13 @@ print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.
 # accelerator. Below: the default cache, the guide's two names, and the cache built by hand as the guide also
 # shows, `DynamicCache(config=..., offloading=True)` passed as `past_key_values`.
 #
-# **Predict first.** SmolLM2 has 30 layers. What fraction of the cache sits on the device at the peak for each
-# kind? Do the generated tokens change?
+# **Predict first.** SmolLM2 has 30 layers. With `cache_implementation="offloaded"`, what percentage of the whole
+# cache sits on the device at the peak? And do the generated tokens of any of the four runs differ from the
+# default cache's (True or False)?
 
 # %%
-guess = 50.0  # your prediction: % of the whole cache on the device at the peak, cache_implementation="offloaded"
+guess = None  # % of the whole cache on the device at the peak, cache_implementation="offloaded": your guess
+guess_tokens_differ = None  # True or False: your guess
 
 # %%
 with kvlab.watch(smollm2) as watch:
@@ -106,7 +110,9 @@ outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new")
+per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # keys + values: 2 × 3 heads × 64 × 4 bytes
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new; one token: {per_layer:,} bytes per layer, "
+      f"{smollm2.config.num_hidden_layers * per_layer:,} in all {smollm2.config.num_hidden_layers} layers")
 print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
 for name, trace in runs.items():
     moves = residency.effective_moves(trace)
@@ -117,14 +123,18 @@ for name, trace in runs.items():
 # NBVAL_CHECK_OUTPUT
 offloaded = runs['cache_implementation="offloaded"']
 share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
-print(score_guess(guess, round(share, 2), " %"))
+print(score(guess, round(share, 2), unit=" %", kind="share"))
+tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
+print(score(guess_tokens_differ, tokens_differ, kind="choice"))
 
 # %% [markdown]
-# The offloaded cache peaks on the device at two layers' worth, 2/30 of the whole cache: the layer computing
-# and the one being prefetched. The hand-built `DynamicCache(offloading=True)` is the same cache as
-# `cache_implementation="offloaded"`, move for move. `offloaded_static` holds two *pre-allocated* layers
-# (`generate` sizes them for the prompt plus the new tokens, minus the last token, which never goes back through
-# the model), and every move copies the whole allocation, empty slots included. The tokens are identical: offloading moves data, it never changes it.
+# The offloaded cache peaks on the device at two layers' worth, 2/30 of the whole cache (58,368 of 875,520 bytes):
+# the layer computing and the one being prefetched. The hand-built `DynamicCache(offloading=True)` is the same
+# cache as `cache_implementation="offloaded"`, move for move. `offloaded_static` holds two *pre-allocated*
+# layers: `generate` sizes a static cache at `max_length - 1` slots (transformers' source), 12 + 8 − 1 = 19
+# tokens, since the last new token never goes back through the model; 19 × 46,080 = 875,520 bytes, the whole
+# cache of the table. Every move copies that whole allocation, empty slots included, hence its larger bytes
+# moved. The tokens are identical in all four runs: offloading moves data, it never changes it.
 #
 # The bill is the traffic. Per step:
 
@@ -142,8 +152,11 @@ for step in sorted({s for s, _ in per_step}):
 #
 # ## 2. The schedule, drawn (Cache offloading)
 #
-# **Predict first.** In one decode step, in what order do the 30 prefetches, updates and offloads happen? Which
-# layer is prefetched while the last layer computes?
+# In one decode step, each of the 30 layers is prefetched, updated and offloaded. **Predict first.** While the
+# last layer (29) computes, which layer is prefetched?
+
+# %%
+guess = None  # a layer index: your guess
 
 # %%
 timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
@@ -154,10 +167,14 @@ order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_i
          for e in residency.schedule(offloaded, steps=(1, 1))]
 print(" → ".join(order[:7]), "…")
 print("…", " → ".join(order[-4:]))
+last_update = order.index("update 29")
+prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
+print(score(guess, prefetched_then, kind="choice"))
 
 # %% [markdown]
-# Each layer is prefetched while the previous one computes, updated, then offloaded; the last layer prefetches
-# layer 0 for the next step, so the schedule wraps around.
+# Each layer is prefetched while the previous one computes, updated, then offloaded; while the last layer
+# computes, layer 0 is prefetched for the next step, so the schedule wraps around: in the figure, layer 0's ▲
+# just left of the dotted line (prefetched in step 1 for step 2), and again at the top right, at the end of step 2.
 #
 # ## 3. `offload_only_non_sliding` on Gemma 3 (Cache offloading)
 #
@@ -188,13 +205,18 @@ for name, cache in zip(gemma_runs, watch.caches):
 # `DynamicCache`, and with it `cache_implementation="offloaded"`, defaults to `False` and offloads every layer.
 # `generate` takes no option for it: to get `True` with a dynamic cache, build the cache yourself.
 #
-# **Predict first.** Gemma 3 with a 600-token prompt, past its 512-token window, 4 new tokens. How much of the
-# cache stays on the device with `True`, and with `False`?
+# **Predict first.** Gemma 3 with a 600-token prompt, past its 512-token window, 4 new tokens. At the last
+# step's peak, what percentage of the whole cache is on the device with `True`, and with `False`?
+
+# %%
+guess_true = None  # % of the cache on the device, offload_only_non_sliding=True: your guess
+guess_false = None  # % with False (cache_implementation="offloaded"): your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
+print(f"one Gemma 3 token in one layer: {bytes_per_token_per_layer(gemma.config, torch.float32):,} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
@@ -204,6 +226,13 @@ for name, trace in settings.items():
         print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
               f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
               f"{len(row['resident_at_peak'])} layers resident")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
+    last = residency.device_bytes_by_step(trace)[-1]
+    print(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit=" %",
+                kind="share"))
 
 # %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
@@ -218,11 +247,15 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #   93.6-94.4 % of the cache. It saves one full layer (1,234,944 bytes at step 3), not most of the cache.
 # - With `False`, every layer travels and the device holds two layers at the peak (a full and a sliding one),
 #   11.1-11.8 % of the cache here, for 18 layers moved twice per step instead of 3 (127 moves against 22).
-# - A sliding layer stops growing at the window (1,048,576 bytes: 512 slots × 2,048 bytes from step 1 on), while
-#   a full layer grows by 2,048 bytes per token. At the prefill the sliding layers' buffers still hold the
-#   whole 600-token prompt (they keep a view of the last 511 tokens of it), which is why step 0 is the largest.
-# - `offloaded_static` (`True`) allocates its 3 full layers at the call's length and its sliding layers at the
-#   512-token window, and holds the same 17 of 18 layers on the device.
+# - A sliding layer stops growing at the window: after its first decode update it holds 512 tokens,
+#   512 × 2,048 = 1,048,576 bytes, while a full layer grows by 2,048 bytes per token (1,228,800 → 1,230,848 →
+#   1,232,896 → 1,234,944 in the `False` rows). At the prefill the sliding layers' buffers still hold the whole
+#   600-token prompt, 1,228,800 bytes each (they keep a view of the last 511 tokens of it), which is why step 0
+#   is the largest. During step 1 the sliding layers not yet updated still hold those buffers, so every sliding
+#   layer on the device is down to 1,048,576 bytes only from step 2 on (15 × 1,048,576 = 15,728,640 with `True`).
+# - `offloaded_static` (`True`) allocates its 3 full layers at `max_length - 1` = 600 + 4 − 1 = 603 tokens
+#   (603 × 2,048 = 1,234,944 bytes) and its sliding layers at the 512-token window, and holds the same 17 of 18
+#   layers on the device.
 #
 # So `True` does not keep the device share small or bounded: the 15 sliding layers stay, and the two resident
 # full layers keep growing with the sequence. It buys fewer copies (3 layers move instead of 18), which is the
@@ -278,8 +311,13 @@ def generate_or_offload(model, **kwargs):
 # budget. Only the cache is counted, not the weights or activations. `generate_or_offload` is unchanged: its
 # `except torch.OutOfMemoryError` catches the simulated error as it would a real one.
 #
-# **Predict first.** The prompt above is 12 tokens, and SmolLM2's cache takes 46,080 bytes per token. With a
-# 600,000-byte budget, at which step does the default cache run out, and does the offloaded retry fit?
+# **Predict first.** The prompt above is 12 tokens, and SmolLM2's cache takes 46,080 bytes per token (section 1's
+# table). With a 600,000-byte budget, at which step does the default cache run out (0 is the prefill), and does the
+# offloaded retry fit (True or False)?
+
+# %%
+guess_step = None  # the step the default cache runs out at: your guess
+guess_retry_fits = None  # True or False: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -288,11 +326,14 @@ with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_b
 print("caches used:", [t.meta["cache"] for t in watch.traces])
 print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
 print("same tokens as the unconstrained run:", torch.equal(out, out_default))
+print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
+print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
 
 # %% [markdown]
 # The default cache ran out at step 2, while adding the 14th token: 13 × 46,080 = 599,040 bytes fit, and the
-# 1,536 bytes of that token's layer 0 do not (600,576 > 600,000). The retry offloads, holds two layers on the
-# device (58,368 bytes, as in section 1), fits easily, and produces the same tokens. On a GPU, without
+# 1,536 bytes of that token's layer 0 (section 1's bytes per layer) do not (600,576 > 600,000). The retry
+# offloads, holds two layers on the device (58,368 bytes, as in section 1), fits easily, and produces the same
+# tokens. On a GPU, without
 # `simulated_device`, only a real `torch.OutOfMemoryError` triggers the retry (with `inputs` moved to the
 # model's device), and `torch.cuda.empty_cache()` gives the failed attempt's memory back first.
 #
@@ -365,9 +406,10 @@ for measured in decode_times.values():
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
 
 # %% [markdown]
-# Read the verdict as printed: an interval that contains 1 is no difference beyond noise; one that excludes 1
-# is a difference in the schedule's bookkeeping on this CPU (its calls and their record). Either way it is not
-# the price of the traffic, which needs a bus.
+# Read the verdict as printed: an interval that contains 1 is no difference beyond noise, and "too noisy to
+# tell" (too few repeats) says nothing either way; one that excludes 1 is a difference in the schedule's
+# bookkeeping on this CPU (its calls and their record). In no case is it the price of the traffic, which needs a
+# bus.
 #
 # For a GPU, the bytes can be turned into time only with a bandwidth, and here that bandwidth is **assumed, not
 # measured**: 25 GB/s, about what host-to-device copies reach on PCIe 4.0 x16 (32 GB/s raw per direction). An

@@ -31,6 +31,7 @@
 
 # %%
 # %matplotlib inline
+import inspect
 import os
 import sys
 import warnings
@@ -39,16 +40,20 @@ import ipywidgets as widgets
 import torch
 import transformers
 from IPython.display import Markdown
+from transformers import DynamicCache, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure.formula import kv_bytes_per_token
 from kvlab.measure.timing import compare
 from kvlab.plots import quantized
 from kvlab.plots.step_times import plot_step_times
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
@@ -89,7 +94,8 @@ out = model.generate(
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("zero tokens kvlab adds to a 5-token prompt:", hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
+print("zero tokens kvlab adds to a 5-token prompt:",
+      hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
 print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
 
 # %% [markdown]
@@ -130,7 +136,12 @@ model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementatio
 # The three `generate` calls again, unchanged, inside one `kvlab.watch` block: one trace per cache.
 #
 # **Predict first.** After 20 new tokens the cache holds 24 tokens (the 20th new token is never fed back). With
-# the default `residual_length=128`, how many of them are packed, and how many wait in full precision?
+# the default `residual_length=128`, how many of them does the 4-bit hqq cache hold packed, and how many wait in
+# full precision?
+
+# %%
+guess_packed = None  # tokens packed: your guess
+guess_residual = None  # tokens in the full-precision residual: your guess
 
 # %%
 CONFIGS_SHOWN = {
@@ -159,6 +170,10 @@ for label, trace in zip(texts, watch.traces):
 print()
 for label, generated in texts.items():
     print(f"{label:>22}: {generated}")
+print()
+hqq_layer = watch.traces[0].final_layers()[0]  # "hqq 4-bit, axis 1", layer 0 (every layer holds the same tokens)
+print(score(guess_packed, hqq_layer["quantized_tokens"], unit=" tokens", kind="count"))
+print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # hqq at axis 1 runs under the watch (kvlab pads), and its text parts from the DynamicCache's after "it's a way
@@ -182,10 +197,10 @@ for label, generated in texts.items():
 # tokens: 256 packed, 23 in the residual. hqq runs at the guide's axis 1, quanto at axis 0 (hqq also takes 1
 # and 3 bits: try them in the live control below).
 #
-# **Predict first.** What share of the 4-bit hqq cache's bytes is the 23-token full-precision residual?
+# **Predict first.** What percentage of the 4-bit hqq cache's bytes is the 23-token full-precision residual?
 
 # %%
-guess = 0.1  # a fraction of the whole cache's bytes
+guess = None  # % of the whole cache's bytes: your guess
 
 # %%
 SWEEP = {
@@ -206,8 +221,11 @@ print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit
 for r in rows:
     print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
           f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
+per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
+print(f"residual: {residual_tokens} tokens × {per_token:,} B = {residual_tokens * per_token:,} B")
 hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
-print(score_guess(guess, round(hqq4["residual_bytes"] / hqq4["cache_bytes"], 2)))
+print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
 
 # %%
 quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
@@ -215,7 +233,7 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 
 # %% [markdown]
 # Every group-wise configuration carries the same residual: 23 tokens × 46,080 B (30 layers × keys and values ×
-# 3 heads × 64 numbers × 4 bytes) = 1,059,840 B. In the 4-bit hqq cache that is 37 % of its 2,903,040 B, so
+# 3 heads × 64 numbers × 4 bytes) = 1,059,840 B. In the 4-bit hqq cache that is 36.5 % of its 2,903,040 B, so
 # the whole cache is 0.452 of a 16-bit cache of the same tokens, far from the 0.25 that 4 of 16 bits suggest;
 # at 2 bits the residual is almost half the cache (1,059,840 of 2,165,760 B). The DynamicCache reads 2.000
 # because it stores float32, twice a 16-bit cache. hqq and quanto pack to the same bytes at the same bit
@@ -224,21 +242,27 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 # longer than the residual approaches. fp8 has no residual: half a 16-bit cache (plus one scale per tensor), at
 # any length.
 #
-# ## 4. The residual as a saw (live)
+# ## 4. The residual over time (live)
 #
 # **Predict first.** With `residual_length=8`, the residual flushes into the packed part every 8 tokens.
-# Draw the packed and residual bytes against tokens in your head: a ramp, or a saw?
+# Draw the residual bytes against tokens in your head (quanto 4-bit, 32 new tokens after the guide's prompt): a
+# ramp (they only grow), or a saw (they grow, then fall at each flush)?
 #
 # The control below runs the guide's call (`cache_implementation="quantized"` with the `cache_config` you pick)
 # inside `kvlab.watch` for 32 new tokens after the guide's prompt, and compares its greedy tokens with the
 # DynamicCache's. hqq runs at axis 1 and quanto at axis 0, as the guide recommends; fp8 takes only the backend.
-# quanto accepts 2 or 4 bits, hqq 1, 2, 3, 4 or 8: other choices show transformers' own error.
+# quanto accepts 2 or 4 bits, hqq 1, 2, 3, 4 or 8: other choices show transformers' own error. It opens at the
+# prediction's settings: look at the figure after you have guessed.
+
+# %%
+guess = None  # "ramp" or "saw": your guess
 
 # %%
 LIVE_NEW_TOKENS = 32
 prompt_length = inputs["input_ids"].shape[-1]
 with kvlab.watch(model) as reference_watch:
-    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS)
+    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS,
+                               min_new_tokens=LIVE_NEW_TOKENS)
 reference_tokens = reference[0, prompt_length:].tolist()
 
 
@@ -255,8 +279,8 @@ def quantized_split(backend, nbits, residual_length):
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
     name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
     return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
-                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the DynamicCache's, "
-                                      f"the first {same['common_prefix']} identical")
+                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the "
+                                      f"DynamicCache's, the first {same['common_prefix']} identical")
 
 
 live(quantized_split,
@@ -266,13 +290,44 @@ live(quantized_split,
                                        description="residual_length"))
 
 # %% [markdown]
+# The same call at four settings of the control, counted rather than drawn: how often the residual bytes fall
+# (a flush), the most they reach, and how many greedy tokens match the DynamicCache's before the first difference.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+SAW_CONFIGS = {
+    "quanto 4-bit, residual_length=8": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                        "residual_length": 8},
+    "fp8": {"backend": "fp8"},
+    "hqq 2-bit, residual_length=8": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1,
+                                     "residual_length": 8},
+    "quanto 2-bit, residual_length=8": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0,
+                                        "residual_length": 8},
+}
+shapes = {}
+for label, cache_config in SAW_CONFIGS.items():
+    with kvlab.watch(model) as watch:
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
+                             cache_implementation="quantized", cache_config=cache_config)
+    residual = [row["residual_bytes"] for row in quantized.split_by_step(watch.trace)]
+    falls = sum(after < before for before, after in zip(residual, residual[1:]))
+    shapes[label] = "saw" if falls else "ramp"
+    same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
+    print(f"{label:>31}: residual falls {falls} times, at most {max(residual):>7,} B; "
+          f"the first {same['common_prefix']:>2} of {same['tokens']} tokens as the DynamicCache's")
+print(score(guess, shapes["quanto 4-bit, residual_length=8"], kind="choice"))
+
+# %% [markdown]
 # A saw: the residual fills one token per step and empties into the packed part at each flush, while the
 # DynamicCache (dashed) climbs in a straight line. A short residual makes the cache smaller sooner, but more of
 # the tokens are read back from their quantized copy, and each flush re-packs the whole cache (the packed part
 # is dequantized and quantized again with the residual) inside that step's own cache update, before attention
 # can read the keys: the step waits for it. Whether that wait is long enough to see is measured in section 5.
-# Move the backend to fp8 to see the saw disappear, and nbits to 2 to see the greedy text part ways with the
-# DynamicCache's (with either backend at `residual_length=8`, after 3 tokens).
+# The residual never holds more than 7 tokens (322,560 B = 7 × 46,080 B): transformers' `QuantizedLayer.update`
+# packs everything as soon as the residual plus the new token would reach `residual_length`, so the 8th token
+# goes straight into the packed part. fp8 draws no saw: its residual never holds a byte. The last column: at 2
+# bits, both backends part ways with the DynamicCache's greedy text after 3 tokens; quanto 4-bit after 29, and
+# fp8 after 5 (its text already differed in section 1). Move the control to those settings to see each drawn.
 #
 # ## 5. What a flush costs in time
 #
@@ -356,7 +411,7 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
                       "interleaved repeats (band: IQR), flush steps circled")
 
 # %% [markdown]
-# What to look for. The checked table is the prediction: hqq and quanto quantize at the prefill and then only
+# What to look for. The checked table says where: hqq and quanto quantize at the prefill and then only
 # at steps 6, 12 and 18, each time the whole cache (60 calls: keys and values of 30 layers, every token so far),
 # while fp8 quantizes at every step, but only the new token; the right panel draws the same numbers per step.
 # If that packing is on the critical path, the circled steps stand above their neighbours on the hqq and
@@ -367,7 +422,7 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # dequantize a larger packed part than the steps before it (the table's dequantize columns), a smaller, steady cost
 # the line may or may not show. The first three verdicts compare the whole decode with the DynamicCache's:
 # every step's dequantizing is in them, flush or not, and fp8's cast of each new token; an interval that
-# contains 1 is no difference.
+# contains 1 is no difference, and a verdict of "too noisy to tell" (too few repeats) says nothing either way.
 #
 # ## 6. What quantization does to the predictions
 #
@@ -375,14 +430,19 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # next token match the DynamicCache's fed the same tokens (*top-1 agreement*)? How far did the next-token
 # distribution move (*KL*, nats)? How well does the model still predict the real text (*perplexity*)?
 #
-# **Predict first.** Rank hqq 2, 4 and 8 bits, quanto 2 and 4 bits and fp8 by top-1 agreement. Where does it
-# fall off a cliff?
+# **Predict first.** Of hqq 2, 4 and 8 bits, quanto 2 and 4 bits and fp8, which configuration picks the
+# DynamicCache's next token at the fewest of the 24 positions?
+
+# %%
+guess = None  # one of SWEEP's names, e.g. "hqq 8-bit": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 positions = len(runs["dynamic"].targets)
 for r in rows:
     print(f"{r['config']:>13}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
+fewest = min(rows, key=lambda r: r["top1_agreement"])["config"]
+print(score(guess, fewest, kind="choice"))
 
 # %%
 # KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
@@ -396,12 +456,15 @@ for r in rows:
 # (printed above, not checked because they are floating-point sums) say the same: the mean KL is about 0.01
 # nats at 4 bits, below 0.003 at 8 bits and fp8, and above 1 nat at 2 bits, where the perplexity of the real
 # text also jumps from the DynamicCache's 15.25 to about 32 (hqq) and 51 (quanto); at 4 bits and above it stays
-# within 0.1 of it. 24 positions are few (one position is about 4 %): read 22 against 23 as a tie, and the
+# within 0.1 of it. 24 positions are few (one position is 1/24 of them): read 22 against 23 as a tie, and the
 # 2-bit fall as the finding.
 #
-# The figure puts each configuration at two memory ratios, both relative to a 16-bit cache of the same tokens:
-# filled, the whole cache at 279 tokens as measured (residual included); hollow, the packed part alone, the
-# limit a much longer sequence approaches. Only kvlab's own measurements are on it.
+# The figure pairs each configuration's agreement with the memory of the same run: the whole cache at 279
+# tokens, residual included (section 3's "vs 16-bit" column), relative to a 16-bit cache of the same tokens.
+# The hollow ticks on the bottom edge mark the packed part alone ("packed vs 16-bit"), the ratio a sequence much
+# longer than the residual approaches; they sit at no height, because no agreement was measured at such a
+# length: at 279 tokens the 23 newest tokens were still read in full precision, and a long sequence would read
+# nearly all of its tokens from their quantized copy. Only kvlab's own measurements are on it.
 
 # %%
 quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
@@ -424,10 +487,10 @@ Markdown(quantized.references_markdown())
 #
 # ## 7. Why Gemma 3 is refused
 #
-# The guide's table says the quantized cache does not support sliding-window layers. **Predict first.** Gemma
-# 3's sliding layers drop tokens older than their window. What would a quantized layer have to do that the
-# `QuantizedCache` does not? Here is the guide's call on tiny-gemma3 (random weights, Gemma 3's layout of
-# sliding and full layers at toy size):
+# The guide's table says the quantized cache does not support sliding-window layers. Gemma 3's sliding layers
+# drop tokens older than their window; what would a quantized layer have to do that the `QuantizedCache` does
+# not? Here is the guide's call on tiny-gemma3 (random weights, Gemma 3's layout of sliding and full layers at
+# toy size):
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -438,9 +501,31 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
                cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
 
 # %% [markdown]
-# transformers' `QuantizedCache` builds only full-attention quantized layers: it has no layer that evicts, so a
-# sliding model would keep (and attend to) tokens outside its window. It refuses before generating anything
-# (and `kvlab.make_cache("quantized", ...)` refuses the same way).
+# transformers' `QuantizedCache` builds only full-attention quantized layers (the check and the list of layers
+# are in its `__init__`): it has no layer that evicts. It refuses before generating anything (and
+# `kvlab.make_cache("quantized", ...)` refuses the same way).
+#
+# What would a cache without evicting layers cost a sliding model: wrong attention, or memory? Which tokens a
+# sliding layer attends to is decided by its mask, and transformers builds the sliding mask from the config,
+# not from the cache. A `DynamicCache()` built without a config has the same flaw as a quantized one (a full
+# layer for every layer, none evicts), so it shows what happens:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("in create_sliding_window_causal_mask:",
+      next(line.strip() for line in inspect.getsource(masking_utils.create_sliding_window_causal_mask).splitlines()
+           if "sliding_window = " in line))
+long_source = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))  # (1, 16): past the window
+by_config = DynamicCache(config=gemma.config)  # a sliding layer for each sliding_attention layer
+full_only = DynamicCache()  # no config: a full layer for every layer, as a QuantizedCache would have
+generated = {}
+for name, cache in (("DynamicCache(config=...)", by_config), ("DynamicCache()", full_only)):
+    generated[name] = gemma.generate(long_source, attention_mask=torch.ones_like(long_source), do_sample=False,
+                                     max_new_tokens=6, past_key_values=cache)
+    held = [layer.keys.shape[-2] for layer in cache.layers]  # keys: (batch, kv_heads, tokens, head_dim)
+    print(f"{name:>24}: tokens each layer holds {held}")
+print("sliding_window:", gemma.config.sliding_window, "| same tokens generated:",
+      torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]))
 #
 # ## Takeaway
 #
@@ -456,5 +541,8 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
 #   flush steps as the slow ones, and each backend's decode against the DynamicCache's, with intervals.
 # - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
 #   next token at 22 to 24 of 24 positions; 2-bit ones at 8 (hqq) and 10 (quanto).
+# - Sliding-window models are refused: `QuantizedCache` has only full layers. The sliding mask comes from
+#   `config.sliding_window`, so a cache without evicting layers would not attend wrongly; it would keep every
+#   token in every layer, the memory a sliding layer exists to save.
 #
 # **Next:** [05 · Encoder-decoder and model-specific caches](05_encoder_decoder_and_model_specific.ipynb).

@@ -14,10 +14,11 @@
 # %% [markdown]
 # # 05 · Encoder-decoder and model-specific caches
 #
-# **Learning goal.** Build an `EncoderDecoderCache` from two caches and pass it to `generate`, the way the guide
-# describes it; tell apart the three shapes a cache can take: an encoder-decoder's cross-attention cache, fixed
-# at the source length; a decoder's self-attention cache, growing per token; and a state-space (Mamba) layer's
-# state, constant whatever the length. Recognise them mixed in one hybrid model (Jamba).
+# **Learning goal.** Build an `EncoderDecoderCache` from two caches and pass it to `generate` (the guide describes it as
+# a wrapper around two caches, one of them may be of another kind than the other, and shows no code for it: the calls
+# here are kvlab's, made of transformers' classes); tell apart the three shapes a cache can take: an encoder-decoder's
+# cross-attention cache, fixed at the source length; a decoder's self-attention cache, growing per token; and a
+# state-space (Mamba) layer's state, constant whatever the length. Recognise them mixed in one hybrid model (Jamba).
 #
 # **In kvlab's words.** An encoder-decoder (BART, T5, Whisper) runs its encoder once over the source. Every
 # decoder layer attends twice: to the decoder's own tokens (*self-attention*, which grows like any KV cache) and
@@ -43,8 +44,9 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.plots import growth
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*")
 torch.manual_seed(0)
@@ -84,7 +86,7 @@ print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_
 # 4 bytes). How many bytes will the cross-attention hold in total, both layers, for the 24-token source?
 
 # %%
-guess = 24_576  # bytes, both layers' cross-attention, 24-token source
+guess = None  # bytes, both layers' cross-attention, 24-token source: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -101,7 +103,7 @@ for source_tokens in (12, 24):
         print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
               f"{row['bytes_held']:>6,} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
-print(score_guess(guess, cross_bytes, " B"))
+print(score(guess, cross_bytes, unit=" B", kind="amount"))
 
 # %% [markdown]
 # The trace tags each layer with its role: `self` for the decoder's own tokens, `cross` for the encoder's. The
@@ -119,7 +121,8 @@ growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cros
 # %% [markdown]
 # The self-attention part starts with one token (the decoder's start token) and grows by one per step; the
 # cross-attention part is filled once, on the first decoder step, with the encoder's keys and values for all 24
-# source tokens, and then never changes. For a long source (a 30-second Whisper clip is 1,500 encoder frames)
+# source tokens, and then never changes. For a long source (a 30-second Whisper clip is 1,500 encoder frames;
+# source: Radford et al. 2022, the Whisper paper)
 # the cross-attention part can be most of the cache, and it is the same size at the first token as at the last.
 #
 # The two halves need not be the same kind of cache. Here the self-attention half is a `StaticCache`
@@ -141,7 +144,7 @@ for row in watch.trace.layer_table():
 # Each half behaves as its own class would alone: the static half holds 32 slots from the start (22 of them
 # masked), the dynamic half exactly the 12 source tokens.
 #
-# **Live.** Move the source length and the number of new tokens: the guide's `EncoderDecoderCache` call runs
+# **Live.** Move the source length and the number of new tokens: the `EncoderDecoderCache` call of section 1 runs
 # again under `kvlab.watch` and the plot is redrawn.
 
 # %%
@@ -165,7 +168,8 @@ live(self_vs_cross,
 # The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. In
 # transformers 5.24 there is no separate Mamba cache class any more: `generate` builds a plain `DynamicCache`
 # whose layers are `LinearAttentionLayer`s, each holding a convolution state and a recurrent state instead of
-# keys and values. Built by hand, the guide's way, and handed to tiny-mamba (3 Mamba layers):
+# keys and values. The guide shows no code for it; here it is built by hand as notebook 00 builds a
+# `DynamicCache` for a decoder (`DynamicCache(config=...)`), and handed to tiny-mamba (3 Mamba layers):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -189,8 +193,14 @@ for idx, layer in enumerate(past_key_values.layers):
 past_key_values.get_seq_length()
 
 # %% [markdown]
-# **Predict first.** Generate 64 tokens after an 8-token prompt with tiny-llama (3 attention layers), tiny-mamba
-# (3 Mamba layers) and tiny-jamba (a hybrid, below). Sketch bytes against tokens for each.
+# Next: 64 tokens after an 8-token prompt with tiny-llama (3 attention layers, 2 KV heads × 16, float32),
+# tiny-mamba (3 Mamba layers) and tiny-jamba (a hybrid, section 3).
+#
+# **Predict first.** How many bytes does tiny-llama's cache add per generated token? And tiny-mamba's?
+
+# %%
+guess_llama = None  # bytes tiny-llama's cache adds per token: your guess
+guess_mamba = None  # bytes tiny-mamba's cache adds per token: your guess
 
 # %%
 TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
@@ -210,6 +220,10 @@ for name, trace in traces.items():
     print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
           f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
           f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
+             for name, t in traces.items()}  # fmt: skip
+print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
+print("tiny-mamba:", score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount"))
 
 # %%
 growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
@@ -220,8 +234,8 @@ growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models
 # float32 numbers, 6,144 bytes, updated in place. The tiny Mamba's state is bigger than the tiny Llama's KV
 # cache up to 24 tokens (18,432 / 768); past that, and at real sizes and long contexts, the constant wins.
 #
-# **Live.** Move the number of new tokens: tiny-llama's line crosses tiny-mamba's flat one at 24 tokens seen,
-# whatever the length, and the gap after it widens by 768 bytes per token.
+# **Live.** Move the number of new tokens: tiny-llama's line crosses tiny-mamba's flat one at 24 tokens seen
+# (8 + 16: set 20 new tokens or more to reach it), and the gap after it widens by 768 bytes per token.
 
 # %%
 def mamba_vs_llama(new_tokens):
@@ -243,7 +257,12 @@ live(mamba_vs_llama,
 #
 # tiny-jamba alternates Mamba and attention layers; transformers gives it one `DynamicCache` with a
 # `LinearAttentionLayer` where the model has a Mamba layer and a `DynamicLayer` where it has attention.
-# **Predict first.** Which of its layers grow?
+#
+# **Predict first.** Which of its layers grow with the tokens: the attention layers (`"full"`), the Mamba
+# layers (`"linear"`), `"both"` or `"neither"`?
+
+# %%
+guess = None  # "full", "linear", "both" or "neither": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -251,14 +270,17 @@ print("layer types:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
     print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
           f"{row['bytes_held']:>6,} bytes")
-print({kind: points[-1][1] for kind, points in growth.bytes_by_layer_kind(traces["tiny-jamba"]).items()})
+jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
+print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
+grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
+print(score(guess, grown[0] if len(grown) == 1 else ("both" if grown else "neither"), kind="choice"))
 
 # %%
 growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")
 
 # %% [markdown]
 # Only the attention layers grow; the Mamba layers' state stays flat. A hybrid's memory slope is set by its
-# attention layers alone, which is why long-context hybrids keep few of them.
+# attention layers alone: tiny-jamba's 2 attention layers add 512 bytes per token, against 768 for tiny-llama's 3.
 #
 # ## Takeaway
 #

@@ -36,10 +36,11 @@ from transformers import DynamicCache
 
 import kvlab
 from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -76,11 +77,11 @@ for prompt in user_prompts:
     print(f"prompt {input_length} tokens, cache now {past_key_values.get_seq_length()}: {completion!r}")
 
 # %% [markdown]
-# **Predict first.** The system prompt alone is about 80 tokens, so turn 3's prompt is over a hundred. A fresh
-# cache would prefill all of it. How many tokens does turn 3 prefill with the reused cache?
+# **Predict first.** Turn 3's prompt is 170 tokens (printed above). A fresh cache would prefill all of it. How
+# many tokens does turn 3 prefill with the reused cache?
 
 # %%
-guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
+guess = None  # tokens turn 3 prefills with the reused cache: your guess
 
 # %% [markdown]
 # The same loop inside `kvlab.watch`, once with the reused cache and once with a fresh `DynamicCache` each turn
@@ -133,7 +134,7 @@ print("reused cache length at the end:", reused.caches[0].get_seq_length())
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score_guess(guess, reused_prefill[2], " tokens"))
+print(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
 
 # %%
 plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_turns)),
@@ -150,15 +151,16 @@ for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
 
 # %% [markdown]
 # Turn 1 prefills the same tokens either way (the cache is empty): the same work, so any difference between its
-# two times is noise, and its interval should contain 1. From turn 2 on, the reused cache prefills only the new
-# user turn and the assistant header, plus two things from before: the last token of the previous reply
-# (`generate` produced it but never fed it back, so the cache does not hold it) and the end-of-turn marker
-# `<|im_end|>\n` the template closes that reply with. The fresh cache prefills the whole, growing conversation.
-# Same replies, less work: the token counts above are exact. Whether the time shows it is the verdict printed
-# for each turn, with its interval; a turn whose interval contains 1 shows no difference. Most of each turn is
-# still the 16 decoding steps, so on a 135M model and a short chat the saving is modest where it shows, and
-# larger on later turns, whose fresh prefill is longer; it grows with the conversation and the model (notebook
-# 08 makes a prefix long).
+# two times is noise, and its interval should contain 1. From turn 2 on, the reused cache prefills only what
+# the cache lacks: turn 2's prompt is 136 tokens and the cache held 117 after turn 1 (102 + 16 new - 1), so 19.
+# Those are the new user turn and the assistant header, plus two things from before: the last token of the
+# previous reply (`generate` produced it but never fed it back, so the cache does not hold it) and the
+# end-of-turn marker `<|im_end|>\n` the template closes that reply with. The fresh cache prefills the whole,
+# growing conversation. Same replies, less work: the token counts above are exact. Whether the time shows it is
+# the verdict printed for each turn, with its interval; a turn whose interval contains 1 shows no difference.
+# Each turn also runs 15 decoding forwards after its prefill (16 new tokens), the same with either cache, so the
+# counts predict a saving that is a part of each turn's time, not most of it, and that grows with the
+# fresh prefill: with the conversation and the model (notebook 08 makes a prefix long).
 
 # %% [markdown]
 # ## Live: turns and reply length
@@ -190,13 +192,18 @@ live(prefill_per_turn,
 #
 # The guide warns that `apply_chat_template` may not render a past assistant turn the way it was generated:
 # models that reason inside `<think> ... </think>` can lose those tokens when the conversation is re-encoded, and
-# the cache then holds keys and values for tokens that are no longer in the prompt. Qwen3's template with
-# thinking disabled is one: it opens every assistant turn with an empty `<think>\n\n</think>\n\n` block, but
-# renders *earlier* assistant turns without it. `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave
+# the cache then holds keys and values for tokens that are no longer in the prompt. Qwen3's chat template with
+# thinking disabled is written that way: its generation prompt opens the assistant turn with an empty
+# `<think>\n\n</think>\n\n` block, while earlier assistant turns are rendered from the text after `</think>`.
+# (That is Qwen3's template as published with its tokenizer; this notebook does not load Qwen3.)
+# `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave
 # that way, so we can watch it on our model. The loop is the one above with `chat_template=` added.
 #
-# **Predict first.** Plain transformers prefills `prompt[cache_length:]` anyway. Does it raise? Does the answer
-# to question 2 change compared with a fresh cache?
+# **Predict first.** Plain transformers prefills `prompt[cache_length:]` without comparing any ids. Will turn
+# 2's reply on the reused cache be the same as a fresh cache's reply to the same prompt (True or False)?
+
+# %%
+guess_same_reply = None  # True if the reused cache gives the fresh cache's reply: your guess
 
 # %%
 past_key_values = DynamicCache(config=model.config)
@@ -227,13 +234,15 @@ print(alignment_counts(cached_ids, prompts[1]))
 print("reused (stale) cache:", repr(stale_reply))
 print("fresh cache:         ", repr(fresh_reply))
 print("same reply:", stale_reply == fresh_reply)
+print(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%
 plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds vs the new prompt's ids")
 
 # %% [markdown]
-# Everything from the first red position on is stale: the model attends to keys and values computed for the
-# think block and for turn-1 text at shifted positions, and nothing tells you. `kvlab.measure.chat.ChatSession` keeps the
+# Every red position is stale: the model attends to keys and values computed for the
+# think block and for turn-1 text at shifted positions, and nothing tells you. `kvlab.measure.chat.ChatSession` keeps
+# the
 # ids it fed into the cache and compares them before generating. By default it refuses, naming the position and
 # both tokens:
 
@@ -246,7 +255,11 @@ strict.ask(user_prompts[1])
 # %% [markdown]
 # **Predict first.** `on_mismatch="crop"` crops the cache back to the last matching position
 # (`past_key_values.crop(-n)`, notebook 07) and lets `generate` prefill the rest. How many tokens will turn 2
-# prefill now, and will its answer match the fresh cache?
+# prefill now, and will its reply match the fresh cache's (True or False)?
+
+# %%
+guess_prefilled = None  # tokens turn 2 prefills after the crop: your guess
+guess_matches = None  # True if the repaired turn 2 gives the fresh cache's reply: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -259,6 +272,11 @@ print(f"kept {turn.reused_tokens} cached tokens, cropped {turn.mismatch.cached_t
 print("same reply as the fresh cache:", turn.reply == fresh_reply)
 print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops])
 
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_prefilled, turn.prefilled_tokens, unit=" tokens", kind="count"))
+print(score(guess_matches, turn.reply == fresh_reply, kind="choice"))
+
 # %% [markdown]
 # ## Takeaway
 #
@@ -268,7 +286,8 @@ print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops]
 # - The reuse is only correct if the cached ids are a prefix of the new prompt's ids. A template that drops or
 #   rewrites tokens of earlier turns (think blocks, whitespace, a reply that re-tokenizes differently) breaks
 #   that **silently** in plain transformers.
-# - Compare the ids the cache was fed with the new prompt before generating (`kvlab.measure.chat.first_mismatch`), or let
+# - Compare the ids the cache was fed with the new prompt before generating (`kvlab.measure.chat.first_mismatch`), or
+# let
 #   `ChatSession` do it: raise, warn, or crop back to the common prefix.
 #
 # **Next:** [07 · Crop and rollback](07_crop_and_rollback.ipynb): what `crop` does to each kind of layer, and a

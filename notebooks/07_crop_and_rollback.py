@@ -23,7 +23,9 @@
 # full-attention layer just drops its last *n* slots. A sliding layer keeps only its last `window - 1` tokens;
 # once it has moved past its window, forgetting the newest tokens would have to bring the oldest back into view,
 # and those are gone. A linear-attention layer (Mamba) folds every token into a fixed-size state, so it has
-# nothing to step back to at all. `activate_past_recording()` makes these layers keep what a crop needs.
+# nothing to step back to at all. `activate_past_recording()` makes a sliding layer keep its past, so a crop can
+# restore it exactly; a Mamba layer then keeps its convolution inputs, but not its recurrent state: section 3
+# shows that crop running and leaving the recurrent state as it was (`is_croppable` is False).
 #
 # SmolLM2-135M-Instruct (30 full layers), Gemma 3 270M (5 sliding : 1 full, window 512) and two tiny
 # random-weight models, greedy, CPU. Each section first runs transformers' own calls, then the same calls inside
@@ -39,9 +41,10 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import text
 from kvlab.plots._figure import subplots
+from kvlab.predictions import score
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
 from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
@@ -58,7 +61,11 @@ print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own 
 #
 # **Predict first.** A 6-token prompt, 8 new tokens: the cache holds 13 tokens (the 8th new token was never fed
 # back). After `crop(-3)`, how many does it hold? If we then resume from the kept tokens, do the same three
-# tokens come back?
+# tokens come back (True or False)?
+
+# %%
+guess_kept = None  # tokens the cache holds after crop(-3): your guess
+guess_same_tokens = None  # True if resuming brings back the same three tokens: your guess
 
 # %%
 inputs = tokenizer("The key-value cache stores", return_tensors="pt")  # 6 ids
@@ -68,12 +75,7 @@ print("cache length after generate:", past_key_values.get_seq_length())
 past_key_values.crop(-3)  # forget the last three tokens
 print("cache length after crop(-3):", past_key_values.get_seq_length())
 
-# %%
-guess = 10  # your prediction: tokens held after crop(-3)
-
-# %%
-# NBVAL_CHECK_OUTPUT
-print(score_guess(guess, past_key_values.get_seq_length(), " tokens"))
+kept_after_crop = past_key_values.get_seq_length()
 
 # %% [markdown]
 # Generation resumes from position 10: give `generate` the 11 ids whose first 10 the cache holds, and it feeds
@@ -85,6 +87,11 @@ again = model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]),
                        past_key_values=past_key_values)
 print("regenerated:", again[0, 11:].tolist(), "cropped:", out[0, 11:].tolist())
 print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_values.get_seq_length())
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_kept, kept_after_crop, unit=" tokens", kind="count"))
+print(score(guess_same_tokens, torch.equal(again, out), kind="choice"))
 
 # %% [markdown]
 # The same calls inside `kvlab.watch`, which records each layer's slots and storage bytes. `holdings` sums them
@@ -107,6 +114,8 @@ for stage, holding in stages.items():
     print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
+slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
+print(f"one slot of one layer: {slot_bytes:,} B; 13 slots: {13 * slot_bytes:,} B; 10 slots: {10 * slot_bytes:,} B")
 
 # %%
 plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
@@ -116,13 +125,17 @@ plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the stor
 # would be 15,360 B), 599,040 B over the 30 layers. `crop` slices the stored tensors, and a slice is a *view*
 # that keeps the whole storage alive. The memory is released only when the next update concatenates the kept
 # slots with the new token into a fresh tensor. Resuming feeds one id and decodes two more tokens: 13 tokens
-# again, in new storage.
+# again, and 19,968 B per layer again: 13 slots' worth, so the storage matches the slots once more. (Section 2
+# shows the bytes follow the slots only at the next update.)
 
 # %% [markdown]
 # ## 2. Gemma 3 past its window
 #
 # **Predict first.** A 520-token prompt is longer than Gemma 3's 512-token window. We generate 4 tokens with a
-# `DynamicCache`, then call `crop(-3)`. Which layers can do it, and what happens to the call?
+# `DynamicCache`, then call `crop(-3)`. Will the crop run (True) or be refused (False)?
+
+# %%
+guess_gemma_crop_runs = None  # True if crop(-3) runs on Gemma 3 past its window: your guess
 
 # %%
 gemma, gemma_tokenizer = kvlab.load("gemma3")
@@ -130,16 +143,24 @@ long_ids = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
 long_inputs = {"input_ids": long_ids, "attention_mask": torch.ones_like(long_ids)}
 past_key_values = DynamicCache(config=gemma.config)
 out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
-print("cache length:", past_key_values.get_seq_length())
+length_before = past_key_values.get_seq_length()
+print("cache length:", length_before)
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
 past_key_values.crop(-3)
 
+# %%
+# NBVAL_CHECK_OUTPUT
+print("cache length after crop(-3):", past_key_values.get_seq_length())
+print(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+
 # %% [markdown]
 # transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have
-# to restore 3 old ones it no longer has. It raises from inside its loop over the layers, so on a model whose
-# first layers were full attention, those would already be cropped when the error comes. Under `kvlab.watch`
+# to restore 3 old ones it no longer has. Layer 0 is a sliding layer, so nothing was cropped (still 523
+# tokens). But `DynamicCache.crop` raises from inside its loop over the layers (`for layer_idx in
+# range(len(self.layers))` in transformers' source), so on a model whose first layers were full attention,
+# those would already be cropped when the error comes. Under `kvlab.watch`
 # the cache checks every layer first and refuses before touching any, naming the fix:
 
 # %% tags=["raises-exception"]
@@ -178,6 +199,9 @@ for stage, holding in stages.items():
           f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
 print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
 print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
+sliding = stages["recording, 523 fed"]["sliding"]
+print(f"one sliding layer, 523 fed: {sliding['bytes_per_layer']:,} B = {sliding['slots_live']} slots x "
+      f"{sliding['bytes_per_layer'] // sliding['slots_live']:,} B")
 
 # %%
 plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
@@ -186,7 +210,8 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 # With past recording the sliding layers kept all 523 tokens (the price: they grow like full layers until a
 # crop; 523 slots x 2,048 B = 1,071,104 B per layer), so `crop(-3)` can step back to 520 tokens and trim the
 # slots to the window's 511, while the bytes stay: the slice is a view of the 523-slot storage. Recording stays on:
-# the 4 more tokens grow the sliding layers to 515 slots (in fresh storage: the old 523-slot tensors are gone).
+# the 4 more tokens grow the sliding layers to 515 slots, and their bytes to 515 slots' worth (15,820,800 B over
+# 15 layers): fresh storage, the old 523-slot tensors are gone.
 # `crop(0)` then removes no token but trims them back to 511, the part the next token can attend to. Again the
 # storage bytes drop only at the next forward, which concatenates into a fresh 512-slot tensor: that is when
 # `crop(0)` actually frees the recorded past. The full layers' slots do not change under `crop(0)`.
@@ -197,7 +222,10 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 # A Mamba layer keeps two states, not keys and values: a short convolution window over the last few inputs and
 # a recurrent state that sums up every token so far. kvlab's tiny Jamba (random weights) alternates Mamba
 # layers with full-attention layers. **Predict first.** It has generated 4 tokens after a 10-token prompt, no
-# window was ever reached. Does `crop(-3)` work?
+# window was ever reached. Will `crop(-3)` run (True) or be refused (False)?
+
+# %%
+guess_jamba_crop_runs = None  # True if crop(-3) runs on the tiny Jamba without past recording: your guess
 
 # %%
 jamba = kvlab.tiny_model("tiny-jamba")
@@ -206,10 +234,16 @@ ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
 past_key_values = DynamicCache(config=jamba.config)
 out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
                      past_key_values=past_key_values, pad_token_id=0)
+length_before = past_key_values.get_seq_length()  # what the attention layers hold
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
 past_key_values.crop(-3)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("attention layers hold, before and after crop(-3):", length_before, past_key_values.get_seq_length())
+print(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
 # It raises at once: a linear-attention layer keeps no past unless asked, whatever the length. With
@@ -233,9 +267,9 @@ print("recurrent state changed by the crop:", not torch.equal(recurrent_before, 
 print("is_croppable:", past_key_values.is_croppable)
 
 # %% [markdown]
-# The crop runs, but look at what it did: the convolution state went back 3 inputs (and was trimmed to the 4
-# the next step needs), the attention layers went back to 10 tokens, and the recurrent state is untouched: it
-# still sums up all 13 tokens. transformers says so itself with `is_croppable` (False once a layer has a
+# The crop runs, but look at what it did: the convolution state went from 13 recorded inputs to the 4 the next
+# step reads (the kernel's width), the attention layers went back to 10 tokens, and the recurrent state is
+# untouched: it still sums up all 13 tokens. transformers says so itself with `is_croppable` (False once a layer has a
 # recurrent state) and refuses assisted decoding on such a cache. Does it matter? Compare the next-token logits
 # from the cropped cache with a fresh cache that never saw the 3 tokens:
 
@@ -260,17 +294,20 @@ print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1
 
 # %% [markdown]
 # So on a model with a recurrent state, `crop` with past recording rolls back the parts it can and leaves the
-# recurrent state stale: the logits after the crop differ from a fresh cache's by far more than rounding. The
-# next token happens to be the same here because the tiny model's random weights are small (logits near zero);
-# the stale state is still 3 tokens too far along. Only linear-attention layers with a convolution state alone
-# (no recurrent state) can be rolled back exactly, which is what `is_croppable` tells you.
+# recurrent state stale: the largest logit difference after the crop is far above the rounding difference
+# printed beside it (and the check above it says False). The next token happens to be the same here, with this tiny
+# random-weight
+# model; the stale state is still 3 tokens too far along. transformers' `is_croppable` is True for a
+# linear-attention layer only while it has no recurrent state (its docstring: "only supported when there are
+# no recurrent states"); here it is False.
 
 # %% [markdown]
 # ## 4. Live: what each layer holds after `crop(-n)`
 #
 # kvlab's tiny Gemma 3 has a window of 8 and 6 layers (sliding, sliding, full, twice). It reads 14 prompt tokens
-# and generates 6, then `crop(-n)`. Move *n* and tick *past recording*: without it, any crop past the window is
-# refused; with it, the sliding layers hold the whole past until the crop trims them.
+# and generates 6, then `crop(-n)`. Move *n* and tick *past recording*: without it, `crop(-n)` with n of 1 or
+# more is refused (19 tokens fed, past the window); with it, the sliding layers hold the whole past until the crop
+# trims them. Red columns are the positions the crop removed, orange ones what a sliding layer has dropped.
 
 # %%
 tiny = kvlab.tiny_model("tiny-gemma3")
@@ -287,12 +324,13 @@ def crop_picture(n, past_recording):
                       past_key_values=past_key_values, pad_token_id=0)
         try:
             past_key_values.crop(-n)
-            title = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens"
+            title, cropped = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens", n
         except kvlab.CacheCropError as err:
-            title = str(err).split(", so")[0]  # "crop(-n) refused: sliding layer 0 has seen ... keeps only ..."
+            title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
-    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax)
+    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax,
+                          cropped=cropped)
     return fig
 
 
@@ -333,6 +371,11 @@ for recording in (False, True):
 # proposals will it roll back?
 
 # %%
+guess_same_as_greedy = None  # True if the loop's tokens equal plain greedy decoding: your guess
+guess_forwards = None  # forwards of the model, the prefill included: your guess
+guess_rolled_back = None  # drafted tokens rolled back by crop: your guess
+
+# %%
 copy_prompt = encode(tokenizer, "Copy this list exactly, twice: red, orange, yellow, green, blue, indigo, "
                                 "violet, white, black, grey.", chat=True)
 greedy = model.generate(copy_prompt, attention_mask=torch.ones_like(copy_prompt), do_sample=False,
@@ -345,8 +388,18 @@ spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1)
 print("same tokens as greedy:", spec.token_ids == greedy)
 print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
       f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
+drafted = sum(1 for step in spec.steps if step.drafted)
+print(f"forwards: 1 prefill + {len(spec.steps)} after it ({drafted} verified a draft, "
+      f"{len(spec.steps) - drafted} had no draft and decoded one token)")
+print(f"plain greedy decoding of the same {len(greedy)} tokens: {len(greedy)} forwards, one per token")
 print("crops:", [c["n"] for c in spec.cache.trace.crops])
 print(repr(tokenizer.decode(spec.token_ids)))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_same_as_greedy, spec.token_ids == greedy, kind="choice"))
+print(score(guess_forwards, spec.forwards, unit=" forwards", kind="count"))
+print(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 
 # %%
 plot_speculative_steps(spec)
@@ -354,7 +407,9 @@ plot_speculative_steps(spec)
 # %% [markdown]
 # Every rejected proposal was written into the cache by the verify forward and removed by `crop(-rejected)`
 # right after, so the next forward starts from exactly the tokens that were kept. The output is
-# token-for-token greedy decoding, in fewer forwards. On Gemma 3 the same loop needs
+# token-for-token greedy decoding, in fewer forwards than greedy's one per token (both counts are printed
+# above). The figure draws every forward after the prefill: those with a draft as bars, those without one
+# marked "no draft". On Gemma 3 the same loop needs
 # `activate_past_recording()` once the sequence passes the window (`speculative_generate(...,
 # past_recording=True)`), for the reason seen in section 2.
 
@@ -362,10 +417,10 @@ plot_speculative_steps(spec)
 # ## Takeaway
 #
 # - `past_key_values.crop(-n)` forgets the last *n* tokens. Full layers always can. Sliding layers past their
-#   window, and linear-attention layers at any length, only if `activate_past_recording()` ran before the
-#   forward, at the price of keeping the past until the next crop.
-# - On a layer with a recurrent state (Mamba), even a recording crop rolls back only the convolution state:
-#   `is_croppable` is False and the continuation differs from a fresh run.
+#   window can only if `activate_past_recording()` ran before the forward, at the price of keeping the past
+#   until the next crop; linear-attention layers refuse any crop without it.
+# - On a layer with a recurrent state (Mamba), even a recording crop rolls back only the convolution state and
+#   the attention layers: `is_croppable` is False and the next logits differ from a fresh run's.
 # - A crop frees no memory by itself: it leaves views of the old storage, released by the next update.
 #   `crop(0)` trims recording sliding layers back to the window; the bytes go at the next forward.
 # - Speculative decoding is crop in a loop: verify *k* proposals in one forward, keep what matches, crop the

@@ -40,11 +40,13 @@ import transformers
 from transformers import DynamicCache, StaticCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
 from kvlab.measure.prefix import cache_bytes, check_token_prefix, time_first_token, token_prefix
+from kvlab.models import load_config_and_tokenizer
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -104,11 +106,13 @@ for question, new in zip(QUESTIONS, answers):
 
 # %% [markdown]
 # **Predict first.** SmolLM2 keeps, per token, 30 layers × (keys + values) × 3 heads × 64 dims × 4 bytes =
-# 46,080 B. How many bytes does each deep copy of the `StaticCache` hold? And a copy of a `DynamicCache`
-# prefilled with the same prefix? Write your guess for the static copy below (in bytes).
+# 46,080 B (printed with the scores below). The `StaticCache` above was made with `max_cache_len=224` and
+# prefilled with the 160-token prefix. How many bytes does each deep copy of it hold? And a deep copy of a
+# `DynamicCache` prefilled with the same prefix, at the moment it is made?
 
 # %%
-guess = 150 * 46_080  # "the prefix is about 150 tokens, so its keys and values"
+guess_static_copy = None  # bytes a deep copy of the prefilled StaticCache holds: your guess
+guess_dynamic_copy = None  # bytes a deep copy of the prefilled DynamicCache holds when made: your guess
 
 # %% [markdown]
 # ## 2. The same recipe, watched
@@ -155,7 +159,10 @@ for name, outs in reused.items():
 # %%
 # NBVAL_CHECK_OUTPUT
 static_copy = watch.traces[1]
-print(score_guess(guess, static_copy.summary()["peak_bytes"], " B"))
+dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
+print(f"per token, all 30 layers: {static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN:,} B")
+print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
+print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
 # %%
 plot_prefix_copies(watch.traces, prompt_tokens,
@@ -178,9 +185,10 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 #
 # Section 2 counted the work: without reuse, the first forward of every answer runs the whole prompt, prefix and
 # question; with a copy, it runs only the question's tokens. The first new token comes out of that first forward,
-# so the counters predict that a copy reaches it sooner. They also name what the reuse costs: every request
+# so the counts predict that a copy reaches it sooner. They also name what the reuse costs: every request
 # deep-copies the prefilled cache, all of its bytes, before `generate` starts. That is a memory copy with no model
-# math in it, so the counters predict it to be a small share of the time with the prefix. The prediction is not
+# math in it, so we expect it to be a small share of the time with the prefix; the run below measures the share. The
+# prediction is not
 # "faster by the ratio of the tokens": both calls also pay what does not grow with the prompt (preparing the
 # inputs, the final logits, choosing a token).
 #
@@ -252,9 +260,15 @@ plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
 # The guide's sample caches `"You are a helpful assistant. "`, with a space at the end, and then tokenizes
 # `INITIAL_PROMPT + prompt` for every question.
 #
-# **Predict first.** SmolLM2's tokenizer (byte-level BPE, like Llama's) attaches a space to the word after it.
-# Tokenized alone, how does the guide's prefix end? Tokenized together with `"What is the capital of France?"`,
-# are the prefix's ids still the first ids of the full prompt?
+# SmolLM2's tokenizer is a byte-level BPE (GPT-2's scheme: a space is written `Ġ`); the guide's Llama-2 uses a
+# SentencePiece tokenizer (a space is written `▁`), and so does Gemma 3, whose tokenizer the cell below checks
+# too. Both attach a space to the word after it.
+#
+# **Predict first.** Tokenized together with `"What is the capital of France?"`, are the ids of the guide's prefix
+# still the first ids of the full prompt (True or False)?
+
+# %%
+guess_ids_line_up = None  # True if the prefix's ids are the first ids of prefix + question: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -264,10 +278,22 @@ check = token_prefix(tokenizer, INITIAL_PROMPT, question)
 print("prefix alone:       ", check.prefix_tokens)
 print("prefix + question:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
 print("ids of the prefix are a prefix of the full ids:", check.ok, "| first difference at position", check.mismatch)
+print(f"ids at position {check.mismatch}: prefix alone {check.prefix_ids[check.mismatch]}, "
+      f"prefix + question {check.full_ids[check.mismatch]}")
+_config, gemma_tokenizer = load_config_and_tokenizer("gemma3")  # a SentencePiece-style tokenizer, no weights
+gemma_check = token_prefix(gemma_tokenizer, INITIAL_PROMPT, question)
+print("Gemma 3, prefix alone ends:", gemma_check.prefix_tokens[-3:], "| prefix + question:",
+      gemma_check.full_tokens[len(gemma_check.prefix_tokens) - 2:len(gemma_check.prefix_tokens) + 1])
+print("Gemma 3: ids of the prefix are a prefix of the full ids:", gemma_check.ok)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_ids_line_up, check.ok, kind="choice"))
 
 # %% [markdown]
-# Alone, the prefix ends in a lone space token `Ġ` (id shown above). Joined to the question, the same space is
-# spelled inside `ĠWhat`. The cache holds 7 positions, so `generate` treats the first 7 ids of the full prompt
+# Alone, the prefix ends in a lone space token `Ġ` (its id is printed above). Joined to the question, the same
+# space is spelled inside `ĠWhat`; Gemma 3's tokenizer does the same with `▁` and `▁What`. The cache holds 7 positions,
+# so `generate` treats the first 7 ids of the full prompt
 # as already cached and feeds the model from position 7 on: `ĠWhat` is never run, and position 6 holds the keys
 # and values of a bare space instead. What does that do to the answer? The guide's recipe, with its prefix:
 
@@ -307,8 +333,9 @@ check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
 # ### Try it: which prefixes are safe?
 #
 # Pick a prefix and type a question: the figure tokenizes prefix and prefix + question with SmolLM2's tokenizer
-# and lines the ids up around the seam. Green positions agree, red ones differ (the cache would hold the wrong
-# keys and values there), grey-blue ones are the question's own tokens, which the copy's first forward runs.
+# and lines the ids up around the seam. Purple positions agree (the cache can be reused there), red ones differ
+# (the cache would hold the wrong keys and values there), light grey ones are the question's own tokens, which
+# the copy's first forward runs.
 
 # %%
 PREFIXES = {
@@ -327,17 +354,26 @@ live(prefix_check,
      prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefix"),
      question=widgets.Text(value=question, continuous_update=False, description="question"))
 
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, prefix in PREFIXES.items():
+    each = token_prefix(tokenizer, prefix, question)
+    print(f"{label:<48} ids line up: {each.ok!s:<5} | first difference at position {each.mismatch}")
+
 # %% [markdown]
-# The default is the guide's prefix: the red box at its last position is the lone space. Choose the prefix that
-# ends in a newline, or the chat-template turn, and every box of the prefix turns green, whatever question you
-# type. The shop text ending in `"Question: "` fails the same way as the guide's prefix.
+# The default is the guide's prefix: the red box at its last position is the lone space. For this question the
+# prefix that ends in a newline and the chat-template turn line up (every box of the prefix purple), and the shop
+# text ending in `"Question: "` fails the same way as the guide's prefix, as the table above prints. Type other
+# questions to test them; the table is for the question typed in the code.
 
 # %% [markdown]
 # ## Takeaway
 #
-# - The guide's recipe works as written: prefill a cache once under `torch.no_grad()`, `copy.deepcopy` it per
-#   question, pass the copy with the whole prompt. Each answer runs only its question's tokens, and the tokens
-#   equal those without reuse. In transformers 5.24 the forward's output field is `.cache`
+# - The guide's recipe works on a prefix that ends on a token boundary (the shop text ends in a newline):
+#   prefill a cache once under `torch.no_grad()`, `copy.deepcopy` it per question, pass the copy with the whole
+#   prompt. Each answer runs only its question's tokens, and the tokens equal those without reuse. With the
+#   guide's own prefix, which ends in a space, the same recipe silently changes the answer (section 4). In transformers
+#   5.24 the forward's output field is `.cache`
 #   (`.past_key_values` is a deprecated alias for it).
 # - A `StaticCache` copy costs every slot of `max_cache_len`; a `DynamicCache` copy costs the prefix's tokens
 #   and grows with its answer.

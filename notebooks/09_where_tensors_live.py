@@ -38,15 +38,17 @@ import torch
 import transformers
 
 import kvlab
+from kvlab.live import live
 from kvlab.measure.devices import log_forward_inputs
-from kvlab.live import live, score_guess
 from kvlab.plots.forward_inputs import plot_forward_shapes
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available())
+print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available(),
+      "| transformers", transformers.__version__)
 
 # %% [markdown]
 # ## 1. Keep the inputs on the CPU (Mantenha os tensores de geração na CPU)
@@ -71,8 +73,12 @@ print(tokenizer.decode(output[0]))
 # and how its shapes change from call to call.
 #
 # **Predict first.** The same sample, now watched. We generate 5 tokens after a 7-token prompt. How many
-# forward calls will there be? What shape will `input_ids` have in the first call, and in the others? Does
-# `forward` receive the growing sequence at all?
+# forward calls will there be? The first call receives the 7 prompt ids; how many ids will `input_ids` hold in
+# each call after it?
+
+# %%
+guess_calls = None  # forward calls for 5 new tokens: your guess
+guess_ids = None  # ids in `input_ids` of each call after the first: your guess
 
 # %%
 with kvlab.watch(model) as watch, log_forward_inputs(model) as log:
@@ -86,12 +92,19 @@ for row in log.table():
     print(f"call {row['call']}: {row['name']:<22} {row['device']:<5} {row['dtype']:<8} {row['shape']}")
 print("devices seen, per input:", log.devices())
 
+# %%
+# NBVAL_CHECK_OUTPUT
+(later_ids,) = set(log.lengths("input_ids"))  # input_ids' length, one value for every call after the prefill
+print("forward calls:", score(guess_calls, log.calls, kind="count"))
+print("ids in input_ids, each call after the first:", score(guess_ids, later_ids, kind="count"))
+
 # %% [markdown]
 # Five forwards for five tokens: the prefill produces the first token, each later call one more. `forward` never
 # sees the whole sequence again: after the prefill it gets one id `(1, 1)`, its position, and the cache, whose
 # keys (logged as the call begins) grow by one slot per call. The fifth token is never fed back, so the cache ends
-# holding 7 + 4 = 11 tokens per layer. No attention mask reaches the model at all: the prompt has no padding, so
-# `generate` leaves the causal mask to the model. On this CPU-only machine every device is `cpu`.
+# holding 7 + 4 = 11 tokens per layer. No attention mask reaches the model at all: the tokenizer's mask is all
+# ones (no padding), so `generate` drops it (transformers sets `attention_mask` to None when every entry is 1)
+# and the model builds its causal mask itself. On this CPU-only machine every device is `cpu`.
 
 # %% [markdown]
 # ## 2. A fixed-shape cache: what a tracing compiler sees
@@ -102,10 +115,11 @@ print("devices seen, per input:", log.devices())
 #
 # **Predict first.** We generate 13 new tokens: 13 forward calls, the prefill and then 12 decoding calls. Over
 # those 12 decoding calls, how many distinct input signatures will the default cache produce? And with
-# `cache_implementation="static"`? Write your guess for the static cache.
+# `cache_implementation="static"`?
 
 # %%
-guess = 12  # "the mask and the cache change every step, static or not"
+guess_dynamic = None  # distinct signatures over the 12 decoding calls, default cache: your guess
+guess_static = None  # the same with cache_implementation="static": your guess
 
 # %%
 logs = {}
@@ -122,7 +136,12 @@ for kind, kind_log in logs.items():
           f"({kind_log.distinct_signatures()} counting the prefill); inputs: {kind_log.names()}")
 static_log = logs['cache_implementation="static"']
 print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
-print("static cache:", score_guess(guess, static_log.decoding_signatures()[0]))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, guessed, kind_log in [("default cache", guess_dynamic, logs["dynamic (default)"]),
+                                 ("static cache", guess_static, static_log)]:  # fmt: skip
+    print(f"{label}, distinct decoding signatures:", score(guessed, kind_log.decoding_signatures()[0], kind="count"))
 
 # %%
 plot_forward_shapes(logs, title="Sequence length of each forward input, per call")
@@ -130,11 +149,11 @@ plot_forward_shapes(logs, title="Sequence length of each forward input, per call
 # %% [markdown]
 # With the default `DynamicCache` the cache's keys grow by one slot per call, so each of the 12 decoding calls
 # has a signature of its own: a traced backend would re-trace every step (or fall back to dynamic shapes). With
-# `cache_implementation="static"` the cache allocates its slots up front (19 here: the 7 prompt tokens and the 12
-# new ones fed back, as the call-1 shapes show) and `generate` builds a 4-D boolean mask of that same fixed width
-# `(1, 1, 1, 19)`, so all 12 decoding calls share
-# **one** signature: one graph, captured once, replayed every step. The prefill is the one call with a shape of
-# its own in both runs (the figure titles leave it out; counted, it makes 13 and 2). That is why the guide pairs
+# `cache_implementation="static"` the cache allocates its slots up front: `generate` sizes it at `max_length - 1`
+# = 7 + 13 - 1 = 19 slots (the 7 prompt tokens and the 12 new ones fed back, as the call-1 shapes show), and
+# builds a 4-D boolean mask of that same fixed width `(1, 1, 1, 19)`, so all 12 decoding calls share
+# **one** signature: one graph, captured once, replayed every step. The prefill adds a signature of its own in
+# both runs (the figure titles leave it out; counted, it makes 13 and 2). That is why the guide pairs
 # a static cache with `torch.compile`, and why `generate` keeps its own growing tensors off the traced path.
 
 # %% [markdown]

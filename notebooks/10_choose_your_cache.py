@@ -16,7 +16,8 @@
 #
 # **Learning goal.** After this notebook you can pick a cache for a model and a context length with numbers,
 # not adjectives: you will have re-measured the transformers guide's comparison table on this machine, and you
-# can compute the KV cache of a 7B–12B model at 4k or 32k tokens before downloading it.
+# can compute the KV cache of a 2B–12B model at 4k or 32k tokens before downloading it, and say when 32k is past
+# the context the model was built for.
 #
 # **In kvlab's words.** The guide ("Cache strategies") rates three caches on four properties: sliding layers,
 # offloading, `torch.compile`, memory; its prose adds a word on speed. Each of those is a claim you can test.
@@ -25,7 +26,8 @@
 # decode time of the guide's own `generate` calls as a ratio with its interval. Compiling is not measured here
 # (notebook 02 compiles for real); the forward-input signatures over the decoding steps stand beside that cell
 # as evidence. The second half sizes big models' caches from the architecture facts of their public configs
-# (shipped in `kvlab/data/architectures.json`), with the same rules that match kvlab's live caches to the byte.
+# (shipped in `kvlab/data/architectures.json`), with the rules that match the live caches of section 2 to the byte
+# (section 4 says exactly which runs that covers).
 #
 # Gemma 3 270M (sliding window 512) and SmolLM2-135M-Instruct, greedy, CPU.
 
@@ -40,15 +42,16 @@ import torch
 import transformers
 
 import kvlab
-from kvlab.measure.devices import log_forward_inputs
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import text
-from kvlab.measure.published import GUIDE
+from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
                                        time_decoding, with_speed)
+from kvlab.measure.published import GUIDE
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
-from kvlab.size import architecture, cache_size
+from kvlab.predictions import score
+from kvlab.size import architecture, cache_size, position_notes
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
@@ -58,7 +61,8 @@ REPEATS = 2 if QUICK else 7  # timed runs are repeated and interleaved; times ar
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 model, tokenizer = kvlab.load("smollm2")
 print(f"this machine: {platform.machine()}, {platform.python_version()}, torch {torch.__version__}, "
-      f"{torch.get_num_threads()} threads, accelerator: {torch.cuda.is_available()}")
+      f"{torch.get_num_threads()} threads, accelerator: {torch.cuda.is_available()}; "
+      f"models loaded in {gemma.dtype} and {model.dtype}")
 
 # %% [markdown]
 # ## 1. The guide's three caches, called the guide's way (Estratégias de cache)
@@ -100,12 +104,16 @@ for kind, (trace, out) in watched.items():
     print(f"{trace.meta['cache_class']:<14} holds {trace.summary()['final_bytes']:>9,} B for {size.tokens} tokens "
           f"(calculated {size.bytes:>9,} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
           f"as the dynamic cache: {torch.equal(outputs[kind], outputs['dynamic'])}")
+static_trace = watched["static"][0]
+print(f"StaticCache slots per layer: {static_trace.final_layers()[0]['slots_allocated']} "
+      f"(generate's max_length - 1 = 48 + 8 - 1)")
 
 # %% [markdown]
-# `generate` sized the static cache itself, to the prompt plus the new tokens it will feed back (55 slots), so
-# here it holds exactly what the dynamic cache holds. The 4-bit quantized cache is about 3.4 times smaller, and
-# its greedy tokens already differ from the others within 8 tokens. The next section measures the guide's
-# table column by column, and adds a speed column timed on these same three calls.
+# `generate` sized the static cache itself, at `max_length - 1` = 48 + 8 - 1 = 55 slots: the prompt plus the 7
+# new tokens it feeds back (the 8th is never fed), so here it holds exactly what the dynamic cache holds. The
+# 4-bit quantized cache is about 3.4 times smaller, and its greedy tokens already differ from the others within
+# 8 tokens. The next section measures the guide's table column by column, and adds a speed column timed on these
+# same three calls.
 
 # %% [markdown]
 # ## 2. The guide's table, measured here
@@ -123,14 +131,15 @@ for kind, (trace, out) in watched.items():
 #   DynamicCache, so the rule is: under 0.9 is "Low", over 1.1 is "High", in between "Medium". The
 #   DynamicCache's own cell is the reference of the ratio, so it is not judged.
 #
-# The static cache reserves 64 slots more than the run needs (as one does when the final length is not known)
-# and the quantized cache uses 4-bit quanto with an 8-token full-precision residual.
+# Here the static cache is built with room to spare, as one does when the final length is not known:
+# `max_cache_len` = 48 + 8 + 64 (`Setup(static_room=64)`), printed below. The quantized cache uses 4-bit quanto
+# with an 8-token full-precision residual.
 #
-# **Predict first.** The run holds 48 + 7 tokens. With its 64 spare slots, how many times the DynamicCache's
-# peak bytes will the static cache hold?
+# **Predict first.** The run holds 48 + 7 = 55 tokens. How many times the DynamicCache's peak bytes will the
+# static cache hold?
 
 # %%
-guess = 2.0  # static peak bytes ÷ dynamic peak bytes
+guess = None  # static peak bytes ÷ dynamic peak bytes: your guess
 
 # %%
 setup = Setup(new_tokens=8, static_room=64)
@@ -147,11 +156,15 @@ for row in rows:
           f"(the guide: {guide[row['cache']]['memory']})")
     for key in ("sliding evidence", "offloading evidence", "compile evidence"):
         print(f"{'':>18}{key}: {row[key]}")
-    print(f"{'':>18}peak cache bytes (SmolLM2, 48 + {setup.new_tokens} tokens): {row['peak cache bytes']:,}")
+    print(f"{'':>18}peak cache bytes (SmolLM2, 48-token prompt + {setup.new_tokens} new): "
+          f"{row['peak cache bytes']:,}")
+static_slots = setup.options("static", 48)["max_cache_len"]
+print(f"static max_cache_len: {static_slots} slots for the 55 tokens held: {static_slots - 55} more")
 
 # %%
+# NBVAL_CHECK_OUTPUT
 static_ratio = next(row["memory ratio"] for row in rows if row["cache_kind"] == "static")
-print(score_guess(guess, round(static_ratio, 2), "x"))
+print(score(guess, round(static_ratio, 2), unit="x", kind="amount"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -174,8 +187,8 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # - "Supports sliding layers" means the sliding layers stay at the window (511 or 512 slots) while full layers
 #   hold every token; the quantized cache refuses the model outright.
 # - "Supports offloading" is measured by the transfers an offloaded run logs. The evidence line says where they
-#   went: on a machine without an accelerator they are CPU→CPU, so nothing is saved; on a GPU the same schedule
-#   keeps one layer resident and one prefetching.
+#   went: on a machine without an accelerator they are CPU→CPU, so nothing is saved. On a GPU, the guide says,
+#   only the current layer's cache stays on the device while the next layer's is prefetched (not measured here).
 # - "High" memory for the static cache is a choice: it is whatever `max_cache_len` you reserve. Reserve exactly
 #   the tokens you need and the ratio is 1 (section 1's static cache held exactly the dynamic cache's bytes),
 #   which the rule would call "Medium"; the price is paid when you guess high.
@@ -197,10 +210,10 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # decoding. The speed cell is judged only where the guide makes a claim and the measured verdict is beyond noise
 # (the interval lies on one side of 1 and is not too wide); otherwise it says "not distinguishable here".
 #
-# First what the work counters of section 1's watched runs predict, per decoding forward summed over the 30
-# layers: the key slots every query was scored against (masked slots included), the attention FLOPs, and the
-# elements the quantized cache unpacked. Beside them, the weights' arithmetic of one forward (about 2 FLOPs per
-# parameter per token), the same for every cache.
+# First what the work counters of section 1's watched runs predict, summed over each run's decoding forwards and
+# the 30 layers: the key slots every query was scored against (masked slots included), the attention FLOPs, and
+# the elements the quantized cache unpacked. Beside them, the weights' arithmetic of the same forwards (about 2
+# FLOPs per parameter per token), the same for every cache.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -211,7 +224,7 @@ for kind, (trace, _) in watched.items():
     slots, flops = sum(r["slots_attended"] for r in decode), sum(r["attention_flops"] for r in decode)
     print(f"{kind:<10} {len(decode)} decoding forwards: {slots:>6,} key slots attended, {flops:>11,} attention "
           f"FLOPs, {sum(r['dequantized_elements'] for r in decode):>9,} elements dequantized, "
-          f"{sum(r['quantized_elements'] for r in decode):,} quantized")
+          f"{sum(r['quantized_elements'] for r in decode):,} quantized; weights {len(decode) * weight_flops:,} FLOPs")
 
 # %% [markdown]
 # The counters predict: the static cache scores a few more key slots than the dynamic cache (its masked ones),
@@ -246,7 +259,7 @@ print(f"whole table with speed: {count['agree']} of {count['judged']} judged cel
 #
 # Choose a cache and a number of new tokens: the figure runs the guide's `generate` call for that cache on the
 # 48-token prompt inside `kvlab.watch` and `log_forward_inputs`. Left: the bytes the live cache holds at the
-# end (red diamond) on the bars `kvlab.size` calculates for each kind at the same tokens. Right: the length of
+# end (orange diamond) on the bars `kvlab.size` calculates for each kind at the same tokens. Right: the length of
 # the cache's keys that each decoding forward received (0 when the quantized residual is empty), and the number
 # of distinct input signatures a tracing compiler would meet.
 #
@@ -277,9 +290,19 @@ live(cache_choice,
 # %% [markdown]
 # ## 3. Sizing big models' caches before you download them
 #
-# **Predict first.** Llama-2-7B has 32 KV heads per layer; Llama-3-8B has 8 (grouped-query attention). At 32k
-# tokens in their native 16-bit dtypes, how many GiB does each hold? And Gemma 3 12B, whose 48 layers are 40
-# sliding (window 1024) and 8 full?
+# Each cache is sized in the dtype its published config names (`torch_dtype`): 16-bit for most, but float32 for
+# Gemma 2 (its rows would halve in bfloat16). The table prints each model's context, its
+# `max_position_embeddings`: where 32k tokens is past it, the 32k bytes are what a cache that long would hold,
+# not a length the model was built to attend (marked `past ctx`, and hatched in the figure).
+#
+# **Predict first.** Llama-2-7B (float16) has 32 KV heads per layer; Llama-3-8B (bfloat16) has 8 (grouped-query
+# attention); both have 32 layers of head size 128. At 4k tokens, how many GiB does each hold? And Gemma 3 12B
+# (bfloat16), whose 48 layers are 40 sliding (window 1024) and 8 full, at 32k tokens?
+
+# %%
+guess_llama2 = None  # GiB, Llama-2-7B at 4k tokens: your guess
+guess_llama3 = None  # GiB, Llama-3-8B at 4k tokens: your guess
+guess_gemma3 = None  # GiB, Gemma 3 12B at 32k tokens: your guess
 
 # %%
 MODELS = ["llama-2-7b", "llama-3-8b", "mistral-7b", "gemma-2-2b", "gemma-2-9b", "gemma-3-4b", "gemma-3-12b",
@@ -293,47 +316,76 @@ for name in MODELS:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'model':<12} {'dtype':<9} {'layers (kinds)':<24} {'kv heads x dim':>14} {'4k tokens':>12} {'32k tokens':>12} "
-      f"{'32k prefill peak':>17}")
+print(f"{'model':<12} {'dtype':<9} {'layers (kinds)':<20} {'window':>6} {'kv heads x dim':>14} {'context':>8} "
+      f"{'4k tokens':>12} {'32k tokens':>21} {'32k prefill peak':>17}")
+past_context = set()  # (model, "32k tokens") where 32k is past the model's max_position_embeddings
 for name in MODELS:
     arch, four, thirty_two = architecture(name), *sizes[name].values()
     kinds = ", ".join(f"{n} {k}" for k, n in arch.counts().items())
-    print(f"{name:<12} {arch.dtype:<9} {kinds:<24} {f'{arch.kv_heads} x {arch.head_dim}':>14} "
-          f"{four.bytes / 2**30:>8.3f} GiB {thirty_two.bytes / 2**30:>8.3f} GiB {thirty_two.peak_bytes / 2**30:>13.3f} GiB")
+    past = bool(position_notes(arch, thirty_two.tokens))  # a note only when the tokens pass the model's positions
+    if past:
+        past_context.add((name, "32k tokens"))
+    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
+          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {arch.max_positions:>8,} {four.bytes / 2**30:>8.3f} GiB "
+          f"{'past ctx ' if past else '':>9}{thirty_two.bytes / 2**30:>8.3f} GiB "
+          f"{thirty_two.peak_bytes / 2**30:>13.3f} GiB")
+print(f"past ctx: {thirty_two.tokens:,} tokens is past the model's context for {len(past_context)} of {len(MODELS)} "
+      "models: the bytes are what a cache that long would hold; the model was not built to attend that far")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, guessed, name, length in [("Llama-2-7B, 4k", guess_llama2, "llama-2-7b", "4k tokens"),
+                                     ("Llama-3-8B, 4k", guess_llama3, "llama-3-8b", "4k tokens"),
+                                     ("Gemma 3 12B, 32k", guess_gemma3, "gemma-3-12b", "32k tokens")]:  # fmt: skip
+    print(f"{label}:", score(guessed, round(sizes[name][length].bytes / 2**30, 3), unit=" GiB", kind="amount"))
 
 # %%
 plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.items()},
-           title="DynamicCache after a prompt of 4k / 32k tokens (native dtype, batch 1)")
+           title="DynamicCache after a prompt of 4k / 32k tokens (published dtype, batch 1)",
+           marked=past_context, marked_label="past the model's context")
 
 # %% [markdown]
-# Grouped-query attention is the biggest lever: Llama-3-8B holds a quarter of Llama-2-7B's cache at any length.
-# Sliding layers are the second: Gemma 3's 5:1 sliding:full layout keeps most layers at 1023 tokens, so its
-# cache grows with the few full layers only. (Mistral-7B v0.1 and Phi-3-mini configs make *every* layer
-# sliding.) But mind the last column: a single long prefill first builds the whole prompt's keys and values in
-# every layer, sliding or not, and only the next decoding step drops the sliding layers back to their window.
-# That transient, not the steady state, is what has to fit.
+# Grouped-query attention divides the cache by the ratio of heads: with 8 KV heads instead of 32 (same layers,
+# head size and 2-byte dtype), Llama-3-8B holds a quarter of Llama-2-7B's cache at both lengths. Sliding layers
+# stop growing at their window: Gemma 3's layouts (29 sliding to 5 full in the 4B, 40 to 8 in the 12B) keep most
+# layers at their 1024-token window, so from 4k to 32k tokens their caches grow about 4x while Llama-3-8B's grows
+# 8x. (Mistral-7B v0.1 and Phi-3-mini configs make *every* layer sliding, so their 4k and 32k rows are equal;
+# Phi-3-mini's 32k is also past its context.) But mind the last column: a single long prefill first builds the
+# whole prompt's keys and values in every layer, sliding or not, and only the next decoding step drops the
+# sliding layers back to their window. That transient, not the steady state, is what has to fit.
 
 # %% [markdown]
 # ## 4. Is the calculator right? Checked against the live caches above
 #
 # **Predict first.** The calculator never runs a model. For the runs of section 2 (Gemma 3 past its window,
-# SmolLM2 with three cache kinds), will it agree with the bytes kvlab counted in the live caches: roughly, or
-# exactly?
+# SmolLM2 with three cache kinds), will every calculated size, at the end and at the peak, equal the bytes kvlab
+# counted in the live cache (True), or only come close (False)?
+
+# %%
+guess = None  # True: equal to the byte in every run; False: only close. Your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for live in live_runs(rows):
-    arch = architecture("gemma3" if live["model"] == "sliding model" else "smollm2")
-    predicted = cache_size(arch, live["cache_kind"], live["tokens"], prefill=live["prefill"], **live["options"])
-    print(f"{arch.name:<8} {live['cache_kind']:<10} {live['tokens']} tokens: live {live['final_bytes']:>11,} B, "
-          f"calculated {predicted.bytes:>11,} B | peak live {live['peak_bytes']:>11,} B, calculated "
-          f"{predicted.peak_bytes:>11,} B | exact: {(live['final_bytes'], live['peak_bytes']) == (predicted.bytes, predicted.peak_bytes)}")
+exact = []
+for run_facts in live_runs(rows):  # not `live`: that name is the widget helper imported above
+    arch = architecture("gemma3" if run_facts["model"] == "sliding model" else "smollm2")
+    predicted = cache_size(arch, run_facts["cache_kind"], run_facts["tokens"], prefill=run_facts["prefill"],
+                           dtype=str(model.dtype).removeprefix("torch."), **run_facts["options"])  # fmt: skip
+    exact.append((run_facts["final_bytes"], run_facts["peak_bytes"]) == (predicted.bytes, predicted.peak_bytes))
+    print(f"{arch.name:<8} {predicted.dtype:<8} {run_facts['cache_kind']:<10} {run_facts['tokens']} tokens: live "
+          f"{run_facts['final_bytes']:>11,} B, calculated {predicted.bytes:>11,} B | peak live "
+          f"{run_facts['peak_bytes']:>11,} B, calculated {predicted.peak_bytes:>11,} B | exact: {exact[-1]}")
+print(score(guess, all(exact), kind="choice"))
 
 # %% [markdown]
-# Exact, to the byte, including the quantized cache's packed payload and the sliding layers' prefill
-# transient. That is what lets you trust the big-model numbers above: they come from the same rules, applied
-# to facts read from the models' public configs. The same calculator is on the command line:
-# `kvlab size --model llama-3-8b --tokens 32768 --dtype bfloat16`.
+# What this checks, exactly: five live runs on two small models loaded in float32 — Gemma 3 270M (dynamic and
+# static, 527 tokens, past its 512-token window, with the sliding layers' prefill transient) and SmolLM2-135M
+# (dynamic, static and 4-bit quanto quantized, 55 tokens) — equal to the byte, at the end and at the peak, where
+# the table above prints `exact: True`. The big-model rows of section 3 apply the same per-layer rules to other
+# configs, 16-bit dtypes and lengths up to 32k that were not run here: they are calculated, not measured, and
+# hold as far as those rules carry over (KV heads, head size, layer kinds and windows read from each public
+# config). The same calculator is on the command line:
+# `kvlab size --model gemma-3-12b --tokens 32768 --dtype bfloat16`.
 
 # %% [markdown]
 # ## Takeaway
@@ -347,9 +399,10 @@ for live in live_runs(rows):
 #   repeats with the period of `residual_length`, so the count stops at `residual_length` (8 distinct over
 #   23 decoding calls in the control). It unpacks its keys and values at every step; whether that costs time
 #   on your machine is the speed verdict the table printed.
-# - Offloading moves layers off the accelerator at a transfer per layer per step; it only saves memory where
-#   there is an accelerator.
-# - Before choosing, size it: KV heads × head_dim × layers × dtype × tokens, minus what sliding windows drop,
-#   plus the prefill transient. `kvlab.size` does this exactly.
+# - Offloading moves each layer's cache between devices around every forward (271 logged transfers for the
+#   offloaded dynamic run here); it only saves memory where there is an accelerator.
+# - Before choosing, size it: 2 (keys and values) × KV heads × head_dim × layers × dtype bytes × tokens, minus
+#   what sliding windows drop, plus the prefill transient, and check the tokens against the model's context.
+#   `kvlab.size` does this; section 4 shows it exact on the runs above.
 #
 # **Back to the start:** [00 · Start here](00_start_here.ipynb), or open the Cache Explorer with `kvlab explore`.

@@ -3,7 +3,7 @@
 import ipywidgets as widgets
 import pytest
 
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.plots._figure import subplots
 
 
@@ -40,8 +40,3 @@ def test_an_error_is_shown_and_the_last_figure_kept():
     assert "ZeroDivisionError" in control.status.value and control.image.value == image
     with pytest.raises(KeyError, match="controls: n"):
         control.update(m=1)
-
-
-def test_score_guess():
-    assert score_guess(100, 100, " B") == "your guess 100 B; measured 100 B: +0% (spot on)"
-    assert score_guess(50, 100) == "your guess 50; measured 100: -50% (far off)"

@@ -17,7 +17,7 @@ def english():
 
 def test_open_question_shows_the_answer():
     assert score(None, 23040, unit=" B") == (
-        "no guess yet; measured 23,040 B. Set `guess` above and run both cells again."
+        "no guess yet; measured 23,040 B. Enter your guess above and run both cells again."
     )
 
 

@@ -13,12 +13,12 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import Formatter, MaxNLocator
 
-from kvlab.i18n import N_, _
-from kvlab.plots.palette import LAYER_KIND_COLORS
+from kvlab.i18n import N_, _, number
+from kvlab.plots import palette
 from kvlab.recording.trace import Trace
-from kvlab.units import human_bytes
+from kvlab.units import BINARY_UNITS, human_bytes
 
 # Occupancy map cell states, in drawing order.
 CELL_STATES = (
@@ -31,9 +31,11 @@ CELL_STATES = (
     N_("cropped"),
 )
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
-CELL_COLORS = ("#ffffff", "#2b8cbe", "#d9d9d9", "#fdae6b", "#756bb1", "#9ecae1", "#e34a33")
 FACE = "#ffffff"  # the figure's background, opaque: black text on it reads the same on a light or dark page
-COMPARISON_COLORS = ("#636363", "#8c6d31", "#7b4173", "#3182bd", "#31a354")
+# The slot states in kvlab's one palette (the notebooks' figures use the same: grey is masked, red is cropped);
+# quantized (dark blue) and its full-precision residual (light blue) are the explorer's own states, in colours no
+# other state, layer kind or series uses.
+CELL_COLORS = (FACE, palette.LIVE, palette.MASKED, palette.EVICTED, "#08306b", "#9ecae1", palette.CROPPED)
 
 
 def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
@@ -106,21 +108,22 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
             range(len(total)),
             total,
             "--",
-            color=COMPARISON_COLORS[n % len(COMPARISON_COLORS)],
+            color=palette.series(n),
             label=_("[{number}] total").format(number=n + 1),
         )
     if current is not None:
         label, trace = current
         series = bytes_by_layer_kind(trace)
         for layer_kind, points in series.items():
-            color = LAYER_KIND_COLORS.get(layer_kind, "#000000")
+            color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
             ax.plot(*zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
         if len(series) > 1:
             total = trace.bytes_by_step()
-            ax.plot(range(len(total)), total, color="#000000", linewidth=1, label=_("total"))
+            ax.plot(range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_ylabel(_("cache bytes"))
-    ax.yaxis.set_major_formatter(FuncFormatter(bytes_tick))
+    ax.yaxis.set_major_locator(BinaryBytesLocator())
+    ax.yaxis.set_major_formatter(BinaryBytesFormatter())
     ax.set_title(_("bytes held, per layer kind"), fontsize=10)
     _legend(ax)
 
@@ -128,7 +131,7 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
 def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
     for n, (_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()
-        color = COMPARISON_COLORS[n % len(COMPARISON_COLORS)]
+        color = palette.series(n)
         ax.plot(
             [r["step"] for r in rows],
             [r["slots_allocated"] for r in rows],
@@ -142,9 +145,9 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         rows = current[1].slots_by_step()
         steps = [r["step"] for r in rows]
         for field, color, label in (
-            ("slots_allocated", "#000000", _("allocated")),
-            ("slots_live", "#2b8cbe", _("live")),
-            ("slots_masked", "#969696", _("masked")),
+            ("slots_allocated", palette.ALLOCATED, _("allocated")),
+            ("slots_live", palette.LIVE, _("live")),
+            ("slots_masked", palette.MASKED, _("masked")),
         ):
             ax.plot(steps, [r[field] for r in rows], color=color, label=label)
     ax.set_xlabel(_("step (0 = prefill)"))
@@ -154,15 +157,55 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
 
 
 def bytes_tick(value: float, _pos=None) -> str:
-    """A byte count on the bytes axis (matplotlib's FuncFormatter passes the tick position too)."""
+    """One byte count in the largest binary unit it reaches (a value read off the axis, not a tick label)."""
     return human_bytes(value, decimals=1, localized=True)
 
 
+def binary_unit(value: float) -> tuple[str, int]:
+    """(unit, bytes in it): the largest binary unit `value` reaches, ("B", 1) below 1 KiB."""
+    return next(((unit, scale) for unit, scale in BINARY_UNITS if abs(value) >= scale), ("B", 1))
+
+
+class BinaryBytesLocator(MaxNLocator):
+    """Ticks at round multiples of the binary unit the axis top reaches: 0, 0.5, 1, 1.5 MiB, never 500,000 B.
+
+    matplotlib's default ticks are round in decimal (1,000,000 B), which a KiB/MiB label can only write as
+    "976.6 KiB"; choosing the ticks in the unit (1 MiB = 2**20 B) makes every label exact."""
+
+    def __init__(self):
+        super().__init__(nbins=6, steps=[1, 2, 5, 10])
+
+    def tick_values(self, vmin, vmax):
+        _unit, scale = binary_unit(max(abs(vmin), abs(vmax)))
+        return super().tick_values(vmin / scale, vmax / scale) * scale
+
+
+class BinaryBytesFormatter(Formatter):
+    """Every tick in the one binary unit of the largest, with as many decimals as the step needs (0.5 MiB, 1.0 MiB)."""
+
+    unit, scale, decimals = "B", 1, 0
+
+    def set_locs(self, locs):
+        super().set_locs(locs)
+        # the unit of the view's top, as the locator chose it (a tick just past the top must not change it)
+        top = max(abs(v) for v in self.axis.get_view_interval()) if self.axis is not None else max(locs, default=0)
+        self.unit, self.scale = binary_unit(top)
+        steps = np.diff(np.sort(np.asarray(locs, dtype=float))) / self.scale
+        step = float(steps[steps > 0].min()) if (steps > 0).any() else 1.0
+        self.decimals = max(0, -int(np.floor(np.log10(step) + 1e-9)))  # 0.5 -> 1, 0.05 -> 2, 20 -> 0
+
+    def __call__(self, value, pos=None) -> str:
+        if value == 0:
+            return "0 B"
+        return f"{number(value / self.scale, self.decimals)} {self.unit}"
+
+
 def _legend(ax) -> None:
+    """The legend beside the axes, never over a line: a live run's lines can pass through any corner."""
     ax.set_ylim(bottom=0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, frameon=False, loc="lower right")
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def dashboard(
@@ -178,8 +221,8 @@ def dashboard(
     # (whatever the user's matplotlib style or `savefig.facecolor` says).
     fig = Figure(figsize=(11, 6.4), facecolor=FACE)
     grid = fig.add_gridspec(
-        2, 2, height_ratios=(1, 1.1), left=0.1, right=0.84, top=0.91, bottom=0.08, hspace=0.38, wspace=0.3
-    )
+        2, 2, height_ratios=(1, 1.1), left=0.08, right=0.84, top=0.91, bottom=0.08, hspace=0.38, wspace=0.75
+    )  # the wide gap between the top panels holds the left one's legend
     draw_bytes(fig.add_subplot(grid[0, 0]), current, comparison)
     draw_slots(fig.add_subplot(grid[0, 1]), current, comparison)
     occupancy = fig.add_subplot(grid[1, :])

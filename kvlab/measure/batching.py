@@ -6,9 +6,10 @@ no end-of-sequence stop, so the tokens must agree. `batching_row` reports both w
 medians and quartiles) and their ratio with a bootstrap interval and a verdict (`kvlab.measure.timing.compare`).
 Both routes run the same tokens through the model; what differs is how many forwards carry them (counted,
 exactly, in `sequential_forwards` and `batched_forwards`): one request at a time, each request costs `new_tokens`
-forwards of its own; batched, one forward per step carries every request in flight. On a CPU the ratio may
-well favour the sequential calls: batching pays off when one forward is bound by memory traffic, not
-arithmetic. The attention implementation for the paged run is transformers' CPU-capable "paged|eager".
+forwards of its own; batched, one forward per step carries every request in flight. Which way the ratio goes
+depends on the machine and the model: batching pays off when one forward is bound by reading the weights (memory
+traffic) rather than by arithmetic, so the verdict, not an expectation, says which route won. The attention
+implementation for the paged run is transformers' CPU-capable "paged|eager".
 
 Notebook 12 and `kvlab bench --batching` (through `kvlab.bench.batching`) both call `batching_row`.
 """

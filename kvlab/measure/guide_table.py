@@ -71,9 +71,10 @@ GUIDE_SPEED = {
 
 @dataclass(frozen=True)
 class Setup:
-    """What each measurement runs. Static caches reserve `static_room` slots beyond what the run needs, as one
-    does when the final length is not known in advance; the quantized cache keeps `residual_length` tokens in
-    full precision and quantizes the rest."""
+    """What each measurement runs. Static caches reserve `max_cache_len` = prompt + `new_tokens` + `static_room`, as
+    one does when the final length is not known in advance: `static_room + 1` slots more than the prompt +
+    `new_tokens` - 1 tokens the run holds (the last new token is never fed back). The quantized cache keeps
+    `residual_length` tokens in full precision and quantizes the rest."""
 
     new_tokens: int = 12
     static_room: int = 64
@@ -105,10 +106,10 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
     layers = result.trace.layer_table()
     sliding = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "sliding")
     full = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "full")
-    tokens = prompt_ids.shape[-1] + setup.new_tokens
+    held = prompt_ids.shape[-1] + setup.new_tokens - 1  # the last new token is never fed back
     return {
         "supported": sliding <= window,
-        "evidence": f"{tokens} tokens: sliding layers hold {sliding} slots (window {window}), full layers {full}",
+        "evidence": f"{held} tokens held: sliding layers hold {sliding} slots (window {window}), full layers {full}",
         "live": _live(result),
     }
 
@@ -247,7 +248,8 @@ def _row(r: dict, memory_ratio: float) -> dict:
         "offloading evidence": r["offloading"]["evidence"],
         "offloading devices": r["offloading"]["devices"],
         "compile evidence": (
-            f"{r['decode_signatures']} distinct forward signatures over {r['decode_steps']} decoding steps "
+            f"{r['decode_signatures']} distinct forward signature{'s' * (r['decode_signatures'] != 1)} over "
+            f"{r['decode_steps']} decoding steps "
             "(what a tracing compiler meets; no compile ran here)"
         ),
         "peak cache bytes": r["peak_bytes"],

@@ -164,14 +164,17 @@ class SimulatedDevice:
     After every decoder layer it adds up the bytes the watched cache would hold on an accelerator now
     (`device_bytes`: all layers of an ordinary cache; for an offloaded one the layer that just computed plus the
     ones prefetched or never offloaded) and raises `SimulatedOutOfMemoryError`, a `torch.OutOfMemoryError`,
-    once they exceed the budget. Only the KV cache is counted: weights and activations are not. Enter it after
-    `kvlab.watch` (the watch must adopt the cache first); its hooks are removed on exit, also after an error.
+    once they exceed the budget; `out_of_memory` lists where (step, layer, bytes) each time. Only the KV cache
+    is counted: weights and activations are not. Enter it after `kvlab.watch` (the watch must adopt the cache
+    first); its hooks are removed on exit, also after an error.
     """
 
     def __init__(self, model, budget_bytes: int):
         self.model = model
         self.budget_bytes = budget_bytes
         self.peak_bytes = 0  # largest device-resident cache bytes seen, across every generate in the block
+        # Each time it ran out: {"step", "layer_idx", "bytes"}, so a notebook can print (and score) where.
+        self.out_of_memory: list[dict] = []
         self._cache = None
         self._handles: list = []
 
@@ -199,9 +202,11 @@ class SimulatedDevice:
         held = device_bytes(cache, also_resident=layer_idx)
         self.peak_bytes = max(self.peak_bytes, held)
         if held > self.budget_bytes:
+            step = cache.kvlab_recorder.step
+            self.out_of_memory.append({"step": step, "layer_idx": layer_idx, "bytes": held})
             raise SimulatedOutOfMemoryError(
                 f"simulated out of memory: the KV cache needs {held:,} bytes on the device at layer {layer_idx}, "
-                f"step {cache.kvlab_recorder.step}; the simulated device has {self.budget_bytes:,} bytes for it"
+                f"step {step}; the simulated device has {self.budget_bytes:,} bytes for it"
             )
 
 

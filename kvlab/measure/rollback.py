@@ -112,6 +112,9 @@ def corrupted_draft(truth: list[int], every: int = 3, vocab_size: int | None = N
 # -- the accept/reject loop -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SpeculativeStep:
+    """One forward after the prefill. `drafted` is empty when the draft had nothing to propose: that forward
+    then decodes one token, as plain greedy decoding would, and is still counted in `SpeculativeResult.forwards`."""
+
     drafted: tuple[int, ...]
     accepted: int
     rejected: int
@@ -122,8 +125,8 @@ class SpeculativeStep:
 @dataclass
 class SpeculativeResult:
     token_ids: list[int]  # the new tokens, after the prompt
-    steps: list[SpeculativeStep] = field(default_factory=list)
-    forwards: int = 0
+    steps: list[SpeculativeStep] = field(default_factory=list)  # every forward after the prefill, drafted or not
+    forwards: int = 0  # the prefill + len(steps)
     cache: object = None
 
     @property
@@ -184,8 +187,7 @@ def speculative_generate(
             elif past_recording:
                 kv.crop(0)  # nothing to undo, but let recording sliding layers drop what they no longer need
             committed.extend([*guesses[:accepted], predicted[accepted]])
-            if guesses:
-                result.steps.append(SpeculativeStep(tuple(guesses), accepted, rejected, before, kv.get_seq_length()))
+            result.steps.append(SpeculativeStep(tuple(guesses), accepted, rejected, before, kv.get_seq_length()))
     new = committed[input_ids.shape[-1] :][:max_new_tokens]
     if eos_token_id is not None and eos_token_id in new:
         new = new[: new.index(eos_token_id) + 1]

@@ -12,6 +12,7 @@ from matplotlib.colors import ListedColormap
 
 from kvlab.caches.paged import paged_steps
 from kvlab.i18n import N_, _, number
+from kvlab.plots import palette
 from kvlab.plots._figure import subplots
 from kvlab.recording.trace import Trace
 
@@ -54,22 +55,13 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     order = request_order(trace)
     grid = block_grid(trace)
     fig, (top, bottom) = subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    colors = [(0.93, 0.93, 0.93), (0.55, 0.55, 0.55)]  # free, cached
-    base = [
-        "#4c72b0",
-        "#dd8452",
-        "#55a868",
-        "#c44e52",
-        "#8172b3",
-        "#937860",
-        "#da8bc3",
-        "#8c8c8c",
-        "#ccb974",
-        "#64b5cd",
-    ]
-    palette = ListedColormap([colors[1], colors[0]] + [base[i % len(base)] for i in range(max(len(order), 1))])
+    # kvlab's one palette: cached and free blocks in their state colours, each request in `series(i)` (never the
+    # grey or red of a state, so no request reads as "cached")
+    palette_map = ListedColormap(
+        [palette.CACHED, palette.FREE] + [palette.series(i) for i in range(max(len(order), 1))]
+    )
     top.imshow(
-        grid + 2, aspect="auto", interpolation="nearest", cmap=palette, vmin=0, vmax=len(order) + 1, origin="lower"
+        grid + 2, aspect="auto", interpolation="nearest", cmap=palette_map, vmin=0, vmax=len(order) + 1, origin="lower"
     )
     top.set_ylabel(_("block id (of {blocks})").format(blocks=meta["num_blocks"]))
     top.set_title(
@@ -79,8 +71,8 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
         )
     )
     for i, rid in enumerate(order):
-        top.plot([], [], "s", color=base[i % len(base)], label=rid)
-    top.plot([], [], "s", color=colors[1], label=_("cached"))
+        top.plot([], [], "s", color=palette.series(i), label=rid)
+    top.plot([], [], "s", color=palette.CACHED, label=_("cached"))
     top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     steps = np.arange(len(rows))
     in_use = np.array([r["blocks_in_use"] for r in rows])
@@ -92,15 +84,18 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
         cached,
         free,
         labels=[_("in use"), _("cached"), _("free")],
-        colors=["#4c72b0", colors[1], colors[0]],
+        colors=[palette.LIVE, palette.CACHED, palette.FREE],
         step="mid",
     )
     refused = [i for i, r in enumerate(rows) if r["refused"]]
     preempted = [i for i, r in enumerate(rows) if r["preempted"]]
     if refused:
-        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color="#c44e52", label=_("request waits"))
+        waits = _("request waits")
+        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color=palette.ALLOCATED, label=waits)
     if preempted:
-        bottom.plot(preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color="k", label=_("preempted"))
+        bottom.plot(
+            preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color=palette.ALLOCATED, label=_("preempted")
+        )
     bottom.set_ylim(0, meta["num_blocks"] + 1.5)
     bottom.set_xlabel(_("forward (one batch step of continuous batching)"))
     bottom.set_ylabel(_("blocks"))
@@ -110,19 +105,21 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
 
 
 def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout: reserved vs live KV bytes")):
-    """One bar pair per layout row (`kvlab.serving.layout_rows`): bytes reserved, bytes holding live tokens."""
+    """One bar per layout row (`kvlab.serving.layout_rows`): the bytes reserved, stacked as the part holding live
+    tokens (live colour) under the empty rest (masked grey), so the bar's height is what the layout reserves."""
     fig, ax = subplots(figsize=(8, 3.6))
     x = np.arange(len(rows))
     reserved = [r["bytes_held"] / 2**20 for r in rows]
     live = [r["bytes_live"] / 2**20 for r in rows]
-    ax.bar(x - 0.2, reserved, 0.4, label=_("reserved"), color="#dd8452")
-    ax.bar(x + 0.2, live, 0.4, label=_("holding live tokens"), color="#4c72b0")
+    ax.bar(x, live, 0.6, label=_("holding live tokens"), color=palette.LIVE)
+    ax.bar(x, np.subtract(reserved, live), 0.6, bottom=live, label=_("reserved, empty"), color=palette.MASKED)
     for i, r in enumerate(rows):
         waste = _("{percent}% waste").format(percent=number(r["waste_pct"], 1))
-        ax.text(i - 0.2, reserved[i], waste, ha="center", va="bottom", fontsize=7)
+        ax.text(i, reserved[i], waste, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, [r["layout"] for r in rows])
     ax.set_ylabel("MiB")
     ax.set_title(_(title))
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, max(reserved, default=0) * 1.12)  # room for the tallest bar's waste label
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig

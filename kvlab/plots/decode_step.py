@@ -6,11 +6,13 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import series
 
 
 def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
     """Left: median ms of the step per cache, with its interquartile range as an error bar. Right: key slots
-    the step's query was scored against, over all layers (exact: the work the masked slots add)."""
+    the step's query was scored against, over all layers (exact: the work the masked slots add). Each bar is
+    labelled with its value: next to 122,880 slots a DynamicCache's 210 is not a visible bar."""
     fig, (ax, ax_work) = subplots(1, 2, figsize=(10, 3.6))
     labels = list(steps)
     x = range(len(labels))
@@ -18,15 +20,18 @@ def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
     q1 = [steps[k].timing.quartiles[0] * 1e3 for k in labels]
     q3 = [steps[k].timing.quartiles[1] * 1e3 for k in labels]
     errors = [[m - lo for m, lo in zip(medians, q1)], [hi - m for m, hi in zip(medians, q3)]]
-    ax.bar(x, medians, color="#3182bd", yerr=errors, capsize=4)
+    time_bars = ax.bar(x, medians, color=series(0), yerr=errors, capsize=4)
+    ax.bar_label(time_bars, labels=[f"{m:.1f}" for m in medians], fontsize=7, padding=6)
     ax.set_ylabel(_("ms per decode step (median, IQR)"))
     ax.set_title(_("time of one decode step"))
-    ax_work.bar(x, [steps[k].slots_attended or 0 for k in labels], color="#e6550d")
+    work = [steps[k].slots_attended or 0 for k in labels]
+    work_bars = ax_work.bar(x, work, color=series(1))
+    ax_work.bar_label(work_bars, labels=[f"{w:,}" for w in work], fontsize=7)
     ax_work.set_ylabel(_("key slots attended (all layers)"))
     ax_work.set_title(_("attention work of that step (exact)"))
     for a in (ax, ax_work):
         a.set_xticks(list(x), labels, rotation=15, fontsize=8)
-        a.set_ylim(bottom=0)
+        a.set_ylim(0, a.get_ylim()[1] * 1.1)  # room for the labels above the tallest bar
         a.grid(alpha=0.3, axis="y")
     if title:
         fig.suptitle(title)

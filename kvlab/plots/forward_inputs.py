@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
+from kvlab.plots.palette import series
 
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
@@ -21,17 +22,25 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
     prefill (call 0, drawn but not counted: it always has a signature of its own).
 
     The y value is the input's sequence dimension: the last dim for ids, positions and masks, dim -2 for the
-    cache's keys (batch, kv_heads, seq, head_dim).
+    cache's keys (batch, kv_heads, seq, head_dim). An input keeps its colour and style in every panel, so the
+    panels share one legend, drawn below them where it covers no line.
     """
+    names = sorted({name for log in logs.values() for name in log.names()})
     with plt.ioff():
-        fig, axes = plt.subplots(1, len(logs), figsize=(5 * len(logs), 3.6), sharey=True, squeeze=False)
+        fig, axes = plt.subplots(1, len(logs), figsize=(5 * len(logs), 3.9), sharey=True, squeeze=False)
     plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    handles = {}
     for ax, (label, log) in zip(axes[0], logs.items()):
-        for i, name in enumerate(log.names()):
+        for name in log.names():
+            i = names.index(name)
             records = log.of(name)
             lengths = [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]
             # distinct markers and dashes, so inputs of the same length stay visible on top of each other
-            ax.plot([r.call for r in records], lengths, STYLES[i % len(STYLES)], label=name, markersize=7 - i)
+            (line,) = ax.plot(
+                [r.call for r in records], lengths, STYLES[i % len(STYLES)], color=series(i), label=name,
+                markersize=7 - i % len(STYLES),
+            )  # fmt: skip
+            handles.setdefault(name, line)
         distinct, calls = log.decoding_signatures()
         signatures = (
             _("{label}: {distinct} distinct signature\nover {calls} decoding calls (prefill not counted)")
@@ -40,8 +49,13 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
         )
         ax.set_title(signatures.format(label=label, distinct=distinct, calls=calls), fontsize=10)
         ax.set_xlabel(_("forward call (0 = prefill)"))
-        ax.legend(fontsize="small")
+        ax.set_ylim(0, 1.1 * max((max(line.get_ydata()) for line in ax.lines), default=1))
     axes[0][0].set_ylabel(_("sequence length of the input"))
     fig.suptitle(_(title))
-    fig.tight_layout()
+    columns = min(len(names), 2 * len(logs))  # two legend entries fit under each 5-inch panel
+    rows = -(-len(names) // columns) if names else 0
+    fig.legend(
+        [handles[n] for n in names], names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False
+    )
+    fig.tight_layout(rect=(0, 0.07 * rows, 1, 1))  # the bottom strip holds the shared legend, a row per 7 %
     return fig

@@ -7,6 +7,9 @@ import matplotlib.pyplot as plt
 
 from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
+from kvlab.plots.palette import series
+
+MEASURED, EXTERNAL = series(0), series(1)  # blue: measured by kvlab; orange: published references
 
 
 def frontier_points(rows: list[dict]) -> list[dict]:
@@ -36,13 +39,13 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
     with plt.ioff():
         fig, ax = plt.subplots(figsize=(9, 5.5))
         for p in points:
-            ax.scatter(p["memory_ratio"], p["quality"], s=40, color="tab:blue", zorder=3)
+            ax.scatter(p["memory_ratio"], p["quality"], s=40, color=MEASURED, zorder=3)
             ax.annotate(
                 p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3), fontsize=7.5
             )
         lines = []
         for ref in published or []:
-            ax.axvline(ref["memory_ratio"], color="tab:orange", linestyle="--", linewidth=1, zorder=1)
+            ax.axvline(ref["memory_ratio"], color=EXTERNAL, linestyle="--", linewidth=1, zorder=1)
             ax.text(
                 ref["memory_ratio"],
                 0.02,
@@ -50,7 +53,7 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
                 rotation=90,
                 fontsize=7,
                 transform=ax.get_xaxis_transform(),
-                color="tab:orange",
+                color=EXTERNAL,
                 va="bottom",
                 ha="right",
             )
@@ -63,9 +66,9 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
                 _("External references (orange dashed, published, not measured by kvlab):") + "\n" + "\n".join(lines),
                 transform=ax.transAxes,
                 fontsize=7,
-                color="tab:orange",
+                color=EXTERNAL,
                 va="top",
-                bbox={"facecolor": "white", "edgecolor": "tab:orange", "alpha": 0.9},
+                bbox={"facecolor": "white", "edgecolor": EXTERNAL, "alpha": 0.9},
             )
         ax.axhline(0, color="grey", linewidth=0.5)
         ax.set_yscale("symlog", linthresh=1.0)

@@ -6,6 +6,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _
 from kvlab.plots._figure import finish, subplots
+from kvlab.plots.palette import series
 
 
 def plot_generate_time(
@@ -18,9 +19,9 @@ def plot_generate_time(
     tokens); right: total seconds. Every setting measured so far is drawn; `current` is circled. `max_tokens`
     fixes the x axis (a slider's maximum), so the picture keeps its scale as points are added."""
     fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.6))
-    for label, runs in seconds.items():
+    for index, (label, runs) in enumerate(seconds.items()):
         tokens = sorted(runs)
-        (line,) = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", label=label)
+        (line,) = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", color=series(index), label=label)
         ax_total.plot(tokens, [runs[n] for n in tokens], "o-", color=line.get_color(), label=label)
         if current in runs:
             ax.plot(

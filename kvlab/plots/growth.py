@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
+from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
 
 
@@ -40,34 +41,56 @@ def total_bytes(trace: Trace) -> list[tuple[int, int]]:
     ]
 
 
+def _kind_color(layer_kind: str, index: int) -> str:
+    """A layer kind's palette colour. Cross-attention is no layer kind of its own: it takes the pink series
+    colour, the one farthest from every layer kind's (an orange would read as "sliding", a purple as "linear")."""
+    if layer_kind == "cross":
+        return series(5)
+    return LAYER_KIND_COLORS.get(layer_kind, series(index))
+
+
 def plot_growth(
     traces: Trace | dict[str, Trace],
     by_layer_kind: bool = True,
     formula_bytes_per_token: float | None = None,
     expected: dict[str, list[tuple[int, int]]] | None = None,
+    zoom: bool = False,
     title: str | None = None,
 ) -> Figure:
     """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_layer_kind`).
 
     Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`
     adds the dashed line `tokens * bytes_per_token` (the textbook estimate) for comparison. `expected`
-    ({label: [(tokens, bytes)]}, e.g. `kvlab.measure.formula.expected_curves`) adds dotted formula curves.
+    ({label: [(tokens, bytes)]}, e.g. `kvlab.measure.formula.expected_curves`) adds dotted formula curves, each
+    in the colour of the measured line it predicts. `zoom` adds an inset of the total over the measured tokens
+    only, at its own scale: a change of a few hundred kB (a prefill peak) is a few pixels on the full axes.
+    The legend sits outside the axes, so it never covers a line.
     """
-    fig, ax = subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(9, 4))
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     max_tokens = 0
-    for label, trace in named.items():
+    measured_totals: list[tuple[str, list[tuple[int, int]]]] = []
+    kind_colors: dict[str, str] = {"total": ALLOCATED}
+    for index, (label, trace) in enumerate(named.items()):
         totals = total_bytes(trace)
         if not totals:
             continue
         max_tokens = max(max_tokens, totals[-1][0])
         xs, ys = zip(*totals)
         split = by_layer_kind and len(named) == 1
-        ax.plot(xs, [y / 1e6 for y in ys], label=_("{label}: total").format(label=label) if split else label, lw=2)
+        color = ALLOCATED if len(named) == 1 else series(index)
+        measured_totals.append((color, totals))
+        ax.plot(
+            xs,
+            [y / 1e6 for y in ys],
+            label=_("{label}: total").format(label=label) if split else label,
+            lw=2,
+            color=color,
+        )
         if split:
             kinds = bytes_by_layer_kind(trace)
             if len(kinds) > 1:
-                for layer_kind, points in kinds.items():
+                for kind_index, (layer_kind, points) in enumerate(kinds.items()):
                     kx, ky = zip(*points)
                     cross = layer_kind == "cross"
                     count = sum(
@@ -85,27 +108,53 @@ def plot_growth(
                         )
                     )
                     label_kind = _("{count} {name} layers").format(count=count, name=name)
-                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=label_kind)
+                    kind_colors[layer_kind] = _kind_color(layer_kind, kind_index)
+                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=label_kind, color=kind_colors[layer_kind])
     if formula_bytes_per_token:
         ax.plot(
             [0, max_tokens],
             [0, max_tokens * formula_bytes_per_token / 1e6],
-            "k--",
+            ls="--",
+            color=ALLOCATED,
             lw=1,
             label=_("formula: {bytes} B/token").format(bytes=number(formula_bytes_per_token)),
         )
     for label, points in (expected or {}).items():
         ex, ey = zip(*points)
-        ax.plot(
-            ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color="grey", label=_("formula: {label}").format(label=label)
-        )
-        ax.annotate(label, (ex[-1], ey[-1] / 1e6), fontsize=7, color="grey", xytext=(2, 0), textcoords="offset points")
-    ax.set_xlabel(_("tokens seen (prompt + generated)"))
+        color = kind_colors.get(label, ALLOCATED)
+        ax.plot(ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color=color, label=_("formula: {label}").format(label=label))
+        ax.annotate(label, (ex[-1], ey[-1] / 1e6), fontsize=7, color=color, xytext=(2, 0), textcoords="offset points")
+    decoder = any(e["role"] == "cross" for trace in named.values() for e in trace.final_layers())
+    ax.set_xlabel(
+        _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
+    )
     ax.set_ylabel(_("cache bytes (MB)"))
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(title or _("KV-cache bytes against tokens"))
+    if zoom and measured_totals:
+        _zoom_inset(ax, measured_totals, (expected or {}).get("total"))
     fig.tight_layout()
     return fig
+
+
+def _zoom_inset(ax, measured_totals: list[tuple[str, list[tuple[int, int]]]], expected_total) -> None:
+    """An inset in the empty upper left (the lines rise from the origin to the right): the measured totals, and
+    the formula's total over the same tokens, at a y scale set by the measured bytes alone."""
+    inset = ax.inset_axes([0.07, 0.55, 0.36, 0.37])
+    low = min(t for _color, totals in measured_totals for t, _b in totals)
+    high = max(t for _color, totals in measured_totals for t, _b in totals)
+    for color, totals in measured_totals:
+        xs, ys = zip(*totals)
+        inset.plot(xs, [y / 1e6 for y in ys], ".-", lw=1.5, ms=3, color=color)
+    if expected_total:
+        near = [(t, b) for t, b in expected_total if low <= t <= high]
+        if near:
+            ex, ey = zip(*near)
+            inset.plot(ex, [y / 1e6 for y in ey], ls=":", lw=1.2, color=ALLOCATED)
+    inset.set_title(_("total (MB), zoomed on the measured tokens"), fontsize=7)
+    inset.tick_params(labelsize=7)
+    inset.grid(alpha=0.3)
+    inset.margins(x=0.05, y=0.15)

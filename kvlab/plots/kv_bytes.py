@@ -1,7 +1,9 @@
 """Bytes side by side: horizontal bars per label, one bar per series (e.g. per context length or per cache).
 
 Cache sizes span orders of magnitude between a 135M model and an 8B one, so the axis unit is picked from the
-largest value (B, KiB, MiB or GiB) and every bar is annotated with its size.
+largest value (B, KiB, MiB or GiB) and every bar is annotated with its size. Series take `palette.series`
+colours; bars a caller marks (e.g. a length past the model's context) are hatched and named in the legend, which
+sits outside the axes so it never covers a bar.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
+from kvlab.plots.palette import series as series_color
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 
@@ -20,8 +24,15 @@ def unit_for(largest: float) -> tuple[str, int]:
     return next(((name, scale) for name, scale in UNITS if largest >= scale), UNITS[-1])
 
 
-def plot_bytes(values: dict[str, dict[str, int]], title: str = N_("KV cache bytes")) -> Figure:
-    """`{label: {series: bytes}}`: one group of bars per label (top to bottom), one colour per series."""
+def plot_bytes(
+    values: dict[str, dict[str, int]],
+    title: str = N_("KV cache bytes"),
+    marked: frozenset | set = frozenset(),
+    marked_label: str = "",
+) -> Figure:
+    """`{label: {series: bytes}}`: one group of bars per label (top to bottom), one colour per series.
+
+    `marked` holds (label, series) pairs drawn hatched; `marked_label` says in the legend what the hatch means."""
     labels = list(values)
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
@@ -33,15 +44,24 @@ def plot_bytes(values: dict[str, dict[str, int]], title: str = N_("KV cache byte
     y = np.arange(len(labels))
     for i, name in enumerate(series):
         sizes = [values[label].get(name, 0) / scale for label in labels]
-        bars = ax.barh(y + (i - (len(series) - 1) / 2) * height, sizes, height, label=name)
+        hatches = ["//" if (label, name) in marked else "" for label in labels]
+        bars = ax.barh(
+            y + (i - (len(series) - 1) / 2) * height, sizes, height, label=name, color=series_color(i),
+            hatch=hatches, edgecolor="black", linewidth=0,
+        )  # fmt: skip
         shown = [f"{number(s, 2, grouping=False)} {unit}" if s else "" for s in sizes]
         ax.bar_label(bars, labels=shown, fontsize="x-small", padding=2)
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel(_("bytes ({unit})").format(unit=unit))
     ax.set_xlim(0, largest / scale * 1.2)
-    if len(series) > 1:
-        ax.legend(fontsize="small", loc="lower right")
+    handles = [Patch(facecolor=series_color(i)) for i in range(len(series))]  # plain: a hatched first bar is no key
+    names = list(series)
+    if marked and marked_label:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
+        names.append(marked_label)
+    if len(names) > 1:
+        ax.legend(handles, names, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(_(title))
     fig.tight_layout()
     return fig

@@ -7,14 +7,15 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _
 from kvlab.measure.latency import TokenTimes
 from kvlab.plots._figure import finish, subplots
+from kvlab.plots.palette import series
 
 
 def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> Figure:
     """Milliseconds per token against position, with the interquartile band over repeats (left), and the
     tokens each forward ran through the model, counted exactly (right): the work behind the time."""
     fig, (ax, ax_work) = subplots(1, 2, figsize=(10, 3.8))
-    for label, run in runs.items():
-        line = ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", label=label)[0]
+    for index, (label, run) in enumerate(runs.items()):
+        line = ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", color=series(index), label=label)[0]
         if run.repeats > 1 and len(run.q1) == len(run.seconds):
             low, high = [s * 1e3 for s in run.q1[1:]], [s * 1e3 for s in run.q3[1:]]
             ax.fill_between(run.positions[1:], low, high, color=line.get_color(), alpha=0.25, linewidth=0)

@@ -29,8 +29,22 @@ def evictions(trace: Trace) -> list[list[int]]:
     return grid
 
 
+def _write_ends(ax, grid: np.ndarray, image) -> None:
+    """Each row's value at its first and last step, written in the cells: a colour scale stretched over the
+    full layers' growth (say 520 to 543) paints every capped sliding row the same darkest colour, and only
+    the number says it stays at 511."""
+    columns = sorted({0, grid.shape[1] - 1})
+    for row, values in enumerate(grid):
+        for column in columns:
+            red, green, blue, _alpha = image.cmap(image.norm(values[column]))
+            ink = "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+            ax.text(column, row, f"{values[column]:,}", ha="center", va="center", fontsize=7, color=ink)
+
+
 def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None = None) -> Figure:
-    """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted."""
+    """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted.
+
+    The live panel writes each layer's count at the first and the last step in the cells."""
     live = np.array(trace.occupancy())
     panels = [(_("live slots"), live, "viridis")]
     if show_evictions:
@@ -39,6 +53,8 @@ def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None 
     fig, axes = subplots(1, len(panels), figsize=(5.5 * len(panels), 0.25 * len(labels) + 2), squeeze=False)
     for ax, (name, grid, cmap) in zip(axes[0], panels):
         image = ax.imshow(grid, aspect="auto", cmap=cmap, interpolation="nearest")
+        if grid is live:
+            _write_ends(ax, grid, image)
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
         ax.set_xlabel(_("step (0 = prefill)"))
         ax.set_title(name)

@@ -34,8 +34,8 @@ STATE_COLORS = {
     "cached": CACHED,
 }
 
-# Runs, requests and configurations: tab10 without its grey and red, so a series never reads as a state.
-SERIES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+# Runs, requests and configurations: tab10 without its grey, red and purple, so a series never reads as a state.
+SERIES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
 
 def series(index: int) -> str:

@@ -1,57 +1,71 @@
 """The "cached positions" picture: which token positions each layer holds, and which the next token sees.
 
 One row per layer, one column per token position. A full-attention layer holds every position; a sliding layer
-holds only its last `window - 1` (plus the token being computed). With past recording on, a sliding layer keeps
-older positions it no longer attends to, so that a crop can bring them back: those show in a lighter colour.
+holds only its last `window - 1` (plus the token being computed): the older ones it has seen are evicted. With
+past recording on, a sliding layer keeps older positions it no longer attends to, so that a crop can bring them
+back: those show in a lighter green. Positions a crop just removed are drawn in the crop's red.
 """
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from kvlab.i18n import N_, _, number
+from kvlab.plots import palette
 
-NOT_CACHED, LIVE, VISIBLE = 0, 1, 2
-COLOURS = ("#f4f4f4", "#9ecae1", "#08519c")
-LABELS = (N_("not in the cache"), N_("held, not attended (recorded past)"), N_("held and attended by the next token"))
+NOT_CACHED, LIVE, VISIBLE, CROPPED = 0, 1, 2, 3
+RECORDED = to_hex(0.45 * np.array(to_rgb(palette.LIVE)) + 0.55)  # live, paler: held but not attended
+COLOURS = (palette.EVICTED, RECORDED, palette.LIVE, palette.CROPPED)
+LABELS = (
+    N_("seen, dropped by the window"),
+    N_("held, not attended (recorded past)"),
+    N_("held and attended by the next token"),
+    N_("removed by the crop"),
+)
 
 
-def positions_grid(rows: list[dict]) -> np.ndarray:
-    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE from `kvlab.measure.rollback.cached_positions` rows."""
-    width = max((r["seen"] for r in rows), default=0)
-    grid = np.full((len(rows), width), NOT_CACHED, dtype=int)
+def positions_grid(rows: list[dict], cropped: int = 0) -> np.ndarray:
+    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE / CROPPED from
+    `kvlab.measure.rollback.cached_positions` rows, read after a crop that removed the last `cropped` positions."""
+    seen = max((r["seen"] for r in rows), default=0)
+    grid = np.full((len(rows), seen + cropped), NOT_CACHED, dtype=int)
     for i, row in enumerate(rows):
         grid[i, row["positions_live"]] = LIVE
         grid[i, row["positions_visible"]] = VISIBLE
+        grid[i, row["seen"] : row["seen"] + cropped] = CROPPED
     return grid
 
 
-def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions per layer"), ax=None):
-    """Draw `cached_positions(cache)` rows; returns the Figure."""
-    grid = positions_grid(rows)
+def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions per layer"), ax=None, cropped: int = 0):
+    """Draw `cached_positions(cache)` rows (and, with `cropped`, the positions a crop just removed); returns the
+    Figure. The legend lists only the states the picture shows."""
+    grid = positions_grid(rows, cropped)
     if ax is None:
         with plt.ioff():
             fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.6))
         plt.close(fig)  # shown once, by its return value; no pyplot state left open
     else:
         fig = ax.figure
-    ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+    ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=len(COLOURS) - 1, aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {r['layer_kind']}" for r in rows])
     ax.set_xlabel(_("token position"))
     ax.set_ylabel(_("layer"))
     ax.set_title(_(title))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
     ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
     ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
+    shown = sorted(set(grid.ravel().tolist()))
     ax.legend(
-        handles=[Patch(color=c, label=_(label)) for c, label in zip(COLOURS, LABELS)],
+        handles=[Patch(color=COLOURS[state], label=_(LABELS[state])) for state in shown],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12),
-        ncol=3,
+        ncol=len(shown),
         fontsize="small",
         frameon=False,
     )
@@ -60,32 +74,48 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
 
 
 def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind holds")) -> Figure:
-    """Grouped bars from `{stage label: kvlab.measure.rollback.holdings(cache)}`: slots one layer holds (left) and the
-    bytes of storage all layers of that kind keep alive (right). A crop shows as fewer slots, same bytes."""
+    """From `{stage label: kvlab.measure.rollback.holdings(cache)}`: one row per layer kind, the slots one layer
+    holds (left) and the bytes of storage all layers of that kind keep alive (right), stage by stage.
+
+    A crop shows as fewer slots, same bytes. Those steps are small beside the totals (523 -> 511 slots, 16.07 ->
+    15.82 MB), so each panel is a line over its own range, not bars from zero, and every point carries its value.
+    """
     kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
     with plt.ioff():
-        fig, (slots_ax, bytes_ax) = plt.subplots(1, 2, figsize=(10, 4.2))
+        fig, axes = plt.subplots(len(kinds), 2, figsize=(10, 1.2 + 2.4 * len(kinds)), squeeze=False)
     plt.close(fig)  # shown once, by its return value; no pyplot state left open
-    width = 0.8 / max(len(kinds), 1)
     x = np.arange(len(stages))
-    for i, layer_kind in enumerate(kinds):
-        offset = x + (i - (len(kinds) - 1) / 2) * width
+    for (slots_ax, bytes_ax), layer_kind in zip(axes, kinds):
         rows = [holding.get(layer_kind, {}) for holding in stages.values()]
         layers = next(row["layers"] for row in rows if row)
-        slots = slots_ax.bar(offset, [row.get("slots_live", 0) for row in rows], width, label=layer_kind)
-        storage = bytes_ax.bar(
-            offset,
-            [row.get("bytes_all_layers", 0) / 1e6 for row in rows],
-            width,
-            label=_("{layer_kind} ({layers} layers)").format(layer_kind=layer_kind, layers=layers),
+        colour = palette.LAYER_KIND_COLORS.get(layer_kind, "#000000")
+        slots = [row.get("slots_live", 0) for row in rows]
+        megabytes = [row.get("bytes_all_layers", 0) / 1e6 for row in rows]
+        slots_ax.plot(x, slots, "o-", color=colour)
+        bytes_ax.plot(x, megabytes, "s-", color=colour)
+        slots_ax.set_title(_("{layer_kind}: slots held by one layer").format(layer_kind=layer_kind), fontsize=10)
+        bytes_ax.set_title(
+            _("{layer_kind} ({layers} layers): storage of all of them").format(layer_kind=layer_kind, layers=layers),
+            fontsize=10,
         )
-        slots_ax.bar_label(slots, fmt="%d", fontsize=7)  # small changes (523 -> 511) are read, not seen
-        bytes_ax.bar_label(storage, labels=[number(v, 2, grouping=False) for v in storage.datavalues], fontsize=7)
-    for ax, ylabel in ((slots_ax, _("slots held by one layer")), (bytes_ax, _("storage, all layers (MB)"))):
-        ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
-        ax.set_ylabel(ylabel)
-        ax.margins(y=0.12)
-        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=len(kinds), frameon=False)
+        for i, (count, size) in enumerate(zip(slots, megabytes)):
+            slots_ax.annotate(
+                f"{count}", (i, count), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8
+            )
+            bytes_ax.annotate(
+                number(size, 2, grouping=False),
+                (i, size),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize=8,
+            )
+        for ax, values, ylabel in ((slots_ax, slots, _("slots")), (bytes_ax, megabytes, _("MB"))):
+            pad = max((max(values) - min(values)) * 0.25, abs(max(values)) * 0.02, 1e-9)
+            ax.set_ylim(min(values) - pad, max(values) + 2 * pad)  # the data's own range: a 2 % step is seen
+            ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
     fig.suptitle(_(title))
     fig.tight_layout()
     return fig

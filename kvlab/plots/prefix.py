@@ -9,6 +9,8 @@ from matplotlib.patches import Rectangle
 from kvlab.i18n import N_, _
 from kvlab.measure.prefix import tokens_fed_after_copy
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import CACHED, CROPPED, FREE
+from kvlab.plots.palette import series as series_color
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
@@ -19,19 +21,24 @@ def plot_prefix_answers(runs: dict, title: str = N_("One prefix, several questio
     return plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
 
 
-MATCH, DIFFERS, QUESTION = "#4c9a5f", "#d1495b", "#9db4c0"
+# A prefix position whose ids agree is what the cache can be reused for; one that differs holds the wrong keys and
+# values (the red of a crop: rolling the cache back to the common prefix removes it); the question's own tokens
+# are not in the cache yet.
+MATCH, DIFFERS, QUESTION = CACHED, CROPPED, FREE
 
 
 def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figure:
     """From a `kvlab.measure.prefix.TokenPrefix`: two rows of token boxes around the seam where the question begins.
 
-    Top row: the prefix tokenized alone; bottom row: prefix + question. A position whose ids agree is green,
-    the first one that differs (and everything after it in the prefix) red, the question's own tokens grey-blue.
-    Only the last `around` prefix positions and up to `around` more of the full prompt are drawn.
+    Top row: the prefix tokenized alone; bottom row: prefix + question. A position whose ids agree is purple
+    (CACHED), the first one that differs (and everything after it in the prefix) red (CROPPED), the question's
+    own tokens light grey (FREE, outlined). A prefix of up to `around` + 2 tokens is drawn whole from position 0;
+    a longer one shows its last `around` positions, and the axis says where it starts. Up to `around` more
+    positions of the full prompt follow.
     """
     n_prefix, n_full = len(check.prefix_ids), len(check.full_ids)
     mismatch = check.mismatch
-    start = max(0, n_prefix - around)
+    start = 0 if n_prefix <= around + 2 else n_prefix - around
     stop = min(max(n_prefix, n_full), n_prefix + around)
     fig, ax = subplots(figsize=(min(1.1 * (stop - start) + 1.5, 14), 2.2))
     rows = [
@@ -46,10 +53,13 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
                 color = MATCH
             else:
                 color = QUESTION
-            ax.add_patch(Rectangle((position - 0.45, y - 0.35), 0.9, 0.7, facecolor=color, edgecolor="white"))
-            ax.text(position, y, _show(tokens[position]), ha="center", va="center", fontsize=8, color="black")
+            edge = "#969696" if color == QUESTION else "white"
+            ax.add_patch(Rectangle((position - 0.45, y - 0.35), 0.9, 0.7, facecolor=color, edgecolor=edge))
+            ink = "white" if color in (MATCH, DIFFERS) else "black"
+            ax.text(position, y, _show(tokens[position]), ha="center", va="center", fontsize=8, color=ink)
     ax.axvline(n_prefix - 0.5, color="black", linestyle="--", linewidth=1)
     ax.set_xlim(start - 0.6, stop - 0.4)
+    ax.set_xticks(range(start, stop))
     ax.set_ylim(-0.6, 1.6)
     ax.set_yticks([1, 0], [label for label, _ids, _tokens in rows])
     ax.set_xlabel(_("token position (dashed line: end of the cached prefix)"))
@@ -76,12 +86,13 @@ def plot_prefix_copies(
 ) -> Figure:
     """From `kvlab.watch(...).traces` of the guide's prefix recipe (one prefix cache, then one deep copy per
     question, possibly for several cache classes) and the full prompt length of each question: tokens each
-    answer had to prefill (reused copy vs no reuse), and the bytes each copy held at its peak."""
+    answer had to prefill (reused copy vs no reuse), and the bytes each copy held at its peak (decimal MB, each
+    bar labelled). A cache class keeps its colour in both panels; the legend sits right of the panels, over no bar."""
     copies: dict[str, list] = {}
     for trace in traces:
         if trace.meta.get("copied_from") is not None:
             copies.setdefault(trace.meta.get("cache_class", "cache"), []).append(trace)
-    fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(10, 3.6))
+    fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(11, 3.6))
     series = {_("no reuse"): list(prompt_tokens)}
     series.update(
         {
@@ -92,26 +103,29 @@ def plot_prefix_copies(
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
         x = np.arange(len(values)) + (i - (len(series) - 1) / 2) * width
-        tokens_ax.bar(x, values, width, label=label)
+        tokens_ax.bar_label(tokens_ax.bar(x, values, width, label=label, color=series_color(i)), fontsize=7)
     width = 0.8 / max(len(copies), 1)
     for i, (name, group) in enumerate(copies.items()):
         x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
-        bytes_ax.bar(
+        held = bytes_ax.bar(
             x,
-            [t.summary()["peak_bytes"] / 2**20 for t in group],
+            [t.summary()["peak_bytes"] / 1e6 for t in group],
             width,
             label=_("{name} copy").format(name=name),
-            color=f"C{i + 1}",
+            color=series_color(i + 1),
         )
+        bytes_ax.bar_label(held, fmt="%.2f", fontsize=7)
     for ax, ylabel in (
         (tokens_ax, _("tokens prefilled for the answer")),
-        (bytes_ax, _("bytes held by the copy (MiB)")),
+        (bytes_ax, _("bytes held by the copy (MB)")),
     ):
         ax.set_xticks(
             range(len(prompt_tokens)), [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
         )
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize="small")
+        ax.margins(y=0.12)
+    handles, labels = tokens_ax.get_legend_handles_labels()  # one legend for both panels: same colour, same run
+    bytes_ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(_(title))
     fig.tight_layout()
     return fig

@@ -13,7 +13,11 @@ from matplotlib.figure import Figure
 from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
+from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
+
+# The two parts of a quantized cache, in series colours (the palette's states keep theirs: red is "cropped").
+PACKED, RESIDUAL = series(0), series(1)
 
 # Published results, drawn as external references (other models, other benchmarks, other hardware).
 # x: KV memory relative to a 16-bit cache; y: quality relative to the 16-bit cache (1.0 = same), None when the
@@ -76,13 +80,13 @@ def plot_split(
     `reference_trace` (e.g. a DynamicCache on the same tokens) adds its total bytes as a dashed line."""
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
-    fig, ax = subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(9, 4))
     ax.stackplot(
         tokens,
         [r["packed_bytes"] / 1e6 for r in rows],
         [r["residual_bytes"] / 1e6 for r in rows],
         labels=[_("packed (quantized)"), _("residual (full precision)")],
-        colors=["tab:purple", "tab:orange"],
+        colors=[PACKED, RESIDUAL],
         alpha=0.7,
     )
     if reference_trace is not None:
@@ -91,7 +95,7 @@ def plot_split(
     ax.set_xlabel(_("tokens seen"))
     ax.set_ylabel(_("cache bytes (MB)"))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the saw fills the axes
     ax.set_title(title or _("Packed vs residual bytes"))
     fig.tight_layout()
     return fig
@@ -101,14 +105,14 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     """One bar per configuration: final packed and residual bytes stacked; a line at `reference_bytes`."""
     labels = list(traces)
     finals = [split_by_step(t)[-1] for t in traces.values()]
-    fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2), 4))
+    fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2) + 2, 4))
     packed = [r["packed_bytes"] / 1e6 for r in finals]
-    ax.bar(labels, packed, color="tab:purple", alpha=0.7, label=_("packed"))
+    ax.bar(labels, packed, color=PACKED, alpha=0.7, label=_("packed"))
     ax.bar(
         labels,
         [r["residual_bytes"] / 1e6 for r in finals],
         bottom=packed,
-        color="tab:orange",
+        color=RESIDUAL,
         alpha=0.7,
         label=_("residual (full precision)"),
     )
@@ -116,7 +120,7 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
         ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
     ax.set_ylabel(_("cache bytes (MB)"))
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(title or _("Packed vs residual bytes per configuration"))
     fig.tight_layout()
     return fig
@@ -178,29 +182,48 @@ def plot_quality_vs_memory(
     quality_label: str = N_("top-1 agreement with DynamicCache (1.0 = same)"),
     title: str | None = None,
 ) -> Figure:
-    """Measured points only, each configuration at two memory ratios (both relative to a 16-bit cache):
-    filled, the whole cache at the length the quality was measured (`memory_ratio_16bit`, residual included);
-    hollow, the packed part alone (`packed_ratio_16bit`, what a sequence much longer than the residual
-    approaches). A thin line joins the two. Configurations that land on the same point share one label
-    ("hqq 4-bit, quanto 4-bit"). `rows`: `kvlab.measure.quality.sweep` rows."""
-    fig, ax = subplots(figsize=(8, 5))
+    """Measured pairs only: each configuration's quality at the memory ratio of the same run (both relative to
+    a 16-bit cache of the same tokens): `memory_ratio_16bit`, the whole cache at the length the quality was
+    measured, residual included. The packed part's ratio (`packed_ratio_16bit`, what a sequence much longer
+    than the residual approaches) is drawn as a hollow tick on the x axis, at no height: no quality was measured
+    at that length, and one measured with a full-precision residual says nothing about it. Configurations that
+    land on the same point share one label ("hqq 4-bit, quanto 4-bit"). `rows`: `kvlab.measure.quality.sweep`
+    rows."""
+    fig, ax = subplots(figsize=(9, 5.5))
     labels: dict[tuple[float, float], list[str]] = {}
+    rug = ax.get_xaxis_transform()  # x in data, y in axes fraction: a tick along the bottom edge
     for index, r in enumerate(rows):
-        color = f"C{index % 10}"
+        color = series(index)
         whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
-        ax.plot([packed, whole], [y, y], color=color, lw=1, alpha=0.6)
         ax.scatter(whole, y, s=45, color=color, zorder=3)
-        ax.scatter(packed, y, s=45, facecolors="none", edgecolors=color, zorder=3)
+        ax.scatter(packed, 0.03, s=45, marker="^", facecolors="none", edgecolors=color, transform=rug, zorder=3)
         labels.setdefault((whole, y), []).append(r["config"])
     for point, names in labels.items():
         ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 3), textcoords="offset points")
-    ax.scatter([], [], s=45, color="grey", label=_("whole cache at the measured length (residual included)"))
-    ax.scatter([], [], s=45, facecolors="none", edgecolors="grey", label=_("packed part alone (long-sequence limit)"))
+    ax.scatter([], [], s=45, color="k", label=_("whole cache at the measured length (residual included)"))
+    ax.scatter(
+        [],
+        [],
+        s=45,
+        marker="^",
+        facecolors="none",
+        edgecolors="k",
+        label=_("packed part alone: its memory ratio only (no quality measured there)"),
+    )
     ax.set_xlabel(_("KV bytes relative to a 16-bit cache of the same tokens"))
     ax.set_ylabel(_(quality_label))
+    if rows:
+        ys = [r[quality_key] for r in rows]
+        span = max(max(ys) - min(ys), 0.1)
+        ax.set_ylim(min(ys) - 0.15 * span, max(ys) + 0.08 * span)  # a bottom strip for the packed-part ticks
+        # The ticks' transform is half axes, so autoscaling ignores them: fit x to both ratios by hand, with room
+        # on the right for the labels.
+        xs = [r[key] for r in rows for key in ("memory_ratio_16bit", "packed_ratio_16bit")]
+        width = max(max(xs) - min(xs), 0.05)
+        ax.set_xlim(min(xs) - 0.05 * width, max(xs) + 0.15 * width)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or _("Measured here: quality against memory, two ways of counting the memory"))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below the axes, over no point
+    ax.set_title(title or _("Measured here: quality against the memory of the same run"))
     fig.tight_layout()
     return fig
 

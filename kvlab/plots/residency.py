@@ -14,20 +14,19 @@ from matplotlib.patches import Patch
 from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_by_step
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
-
-COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 
 
 def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None) -> Figure:
     """Grouped bars per step (one per trace): device peak, sliding part hatched; ticks: the whole cache then."""
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
-    fig, ax = subplots(figsize=(8, 4))
+    fig, ax = subplots(figsize=(10, 4))
     width = 0.8 / max(len(named), 1)
     top = 0.0
     for n, (label, trace) in enumerate(named.items()):
         rows = device_bytes_by_step(trace)
-        colour = COLOURS[n % len(COLOURS)]
+        colour = series(n)
         xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
         sliding = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) / 1e6 for r in rows]
         other = [
@@ -43,14 +42,14 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
             ax.annotate(f"{number(share)}%", (x, r["device_peak_bytes"] / 1e6), ha="center", va="bottom", fontsize=8)
     handles = ax.get_legend_handles_labels()[0]
     handles += [
-        Patch(facecolor="white", edgecolor="grey", hatch="//", label=_("sliding layers' part")),
+        Patch(facecolor="white", edgecolor="k", hatch="//", label=_("sliding layers' part")),
         Line2D([], [], color="k", lw=2, label=_("whole cache at that moment")),
     ]
-    ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=2)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: covers no bar
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))
     ax.set_ylabel(_("MB on the device at the step's peak"))
-    ax.set_ylim(0, 1.35 * top)  # room for the legend above the bars
+    ax.set_ylim(0, 1.1 * top)  # room for the share labels above the bars
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(title or _("Device-resident cache bytes per step (% of the whole cache)"))
     fig.tight_layout()

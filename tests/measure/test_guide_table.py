@@ -66,7 +66,8 @@ def test_rows_carry_a_memory_ratio_a_reference_cell_and_no_compile_measurement()
     assert [rows[k]["memory"] for k in ("dynamic", "static", "quantized")] == [REFERENCE_CELL, "High", "Low"]
     assert (rows["static"]["memory ratio"], rows["quantized"]["memory ratio"]) == (2.18, 0.3)
     assert {r["torch.compile"] for r in rows.values()} == {NOT_MEASURED}
-    assert rows["static"]["compile evidence"].startswith("1 distinct forward signatures over 7 decoding steps")
+    assert rows["static"]["compile evidence"].startswith("1 distinct forward signature over 7 decoding steps")
+    assert rows["dynamic"]["compile evidence"].startswith("7 distinct forward signatures over 7 decoding steps")
 
 
 def test_the_table_columns_are_judged_by_the_rules_and_counted():
@@ -142,7 +143,11 @@ def test_sliding_layers_stay_in_the_window_and_quantized_is_refused(tiny, prompt
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)
     setup = Setup(new_tokens=4)
     dynamic = measure_sliding(model, ids, "dynamic", setup)
-    assert dynamic["supported"] and "sliding layers hold 7 slots (window 8), full layers 15" in dynamic["evidence"]
+    # 12 + 4 - 1 = 15 tokens held (the last new token is never fed back): the full layers hold all of them
+    assert dynamic["supported"] and dynamic["evidence"].startswith(
+        "15 tokens held: sliding layers hold 7 slots (window 8)"
+    )
+    assert dynamic["evidence"].endswith("full layers 15")
     quantized = measure_sliding(model, ids, "quantized", setup)
     assert not quantized["supported"] and quantized["evidence"].startswith("refused:")
 

@@ -66,12 +66,15 @@ def test_simulated_device_raises_an_out_of_memory_error_and_lets_offloading_retr
     budget = roomy.peak_bytes * 3 // 4  # offloaded holds 2 of the 3 layers: the current and the next
     assert roomy.peak_bytes == watch.trace.summary()["peak_bytes"]
     with kvlab.watch(model) as watch, resilient.simulated_device(model, budget_bytes=budget) as device:
-        with pytest.raises(torch.OutOfMemoryError, match=f"has {budget:,} bytes"):
+        with pytest.raises(torch.OutOfMemoryError, match=f"has {budget:,} bytes") as excinfo:
             model.generate(ids, **kwargs)
         output = model.generate(ids, cache_implementation="offloaded", **kwargs)  # the guide's fallback
     assert torch.equal(output, expected)
     assert [t.meta["cache"] for t in watch.traces] == ["dynamic", "offloaded"]
     assert budget < device.peak_bytes  # the failed attempt's
+    [where] = device.out_of_memory  # the dynamic attempt ran out once, the offloaded retry never
+    assert where["bytes"] > budget and 0 <= where["layer_idx"] < model.config.num_hidden_layers
+    assert f"layer {where['layer_idx']}, step {where['step']};" in str(excinfo.value)
     assert not model._forward_pre_hooks and not any(layer._forward_hooks for layer in resilient.decoder_layers(model))
 
 

@@ -32,10 +32,19 @@ def test_speculative_output_equals_greedy_and_rejections_are_cropped(tiny, promp
     assert result.token_ids == truth
     assert result.rejected > 0 and result.accepted > 0
     assert result.forwards < 14  # fewer forwards than one per token
+    assert result.forwards == 1 + len(result.steps)  # the prefill, then one step per forward
     crops = result.cache.trace.crops
     assert [c["n"] for c in crops] == [-s.rejected for s in result.steps if s.rejected]
     # invariant: the cache holds everything but the last token
     assert result.cache.get_seq_length() == ids.shape[-1] + len(truth) - 1
+
+
+def test_a_forward_whose_draft_proposes_nothing_is_a_step_too(tiny, prompt_ids):
+    model, ids = tiny("tiny-llama"), prompt_ids(10)
+    result = speculative_generate(model, ids, 5, lambda committed, k: [], k=4)
+    assert result.token_ids == greedy(model, ids, 5)
+    assert result.forwards == 5 == 1 + len(result.steps)  # no draft: one token per forward, like greedy
+    assert all(s.drafted == () and s.accepted == s.rejected == 0 for s in result.steps)
 
 
 def test_sliding_layers_past_the_window_need_past_recording(tiny, prompt_ids):

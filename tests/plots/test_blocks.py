@@ -9,7 +9,7 @@ from transformers import ContinuousBatchingConfig, GenerationConfig
 
 from kvlab import _compat
 from kvlab.caches.paged import paged_steps
-from kvlab.plots import blocks
+from kvlab.plots import blocks, palette
 from kvlab.serving import layout_rows
 
 
@@ -49,7 +49,30 @@ def test_timeline_draws_grid_and_stacked_counts(paged_trace):
     assert len(bottom.collections) >= 3  # in use, cached, free
 
 
-def test_layout_bars_one_pair_per_layout():
+def test_timeline_colours_requests_as_series_and_blocks_as_states(paged_trace):
+    """A request drawn in the cached colour (or a state's grey or red) would read as a state: one palette."""
+    from matplotlib.colors import to_hex
+
+    fig = blocks.plot_block_timeline(paged_trace)
+    top, bottom = fig.axes[:2]
+    order = blocks.request_order(paged_trace)
+    cmap = top.images[0].get_cmap()
+    assert [to_hex(c) for c in cmap.colors[:2]] == [palette.CACHED, palette.FREE]  # grid codes -2, -1 (+2)
+    requests = [to_hex(c) for c in cmap.colors[2 : 2 + len(order)]]
+    assert requests == [palette.series(i) for i in range(len(order))]
+    assert not set(requests) & set(palette.STATE_COLORS.values())
+    legend = {label: to_hex(handle.get_color()) for handle, label in zip(*top.get_legend_handles_labels())}
+    assert legend["cached"] == palette.CACHED and legend[order[0]] == palette.series(0)
+    stack = [to_hex(c.get_facecolor()[0]) for c in bottom.collections[:3]]
+    assert stack == [palette.LIVE, palette.CACHED, palette.FREE]
+
+
+def test_layout_bars_stack_live_under_empty_to_the_reserved_bytes():
     rows = layout_rows([10, 20], 4, max_cache_len=32, block_sizes=(4, 16))
     fig = blocks.plot_layouts(rows)
-    assert len(fig.axes[0].patches) == 2 * len(rows)
+    patches = fig.axes[0].patches
+    assert len(patches) == 2 * len(rows)
+    live, empty = patches[: len(rows)], patches[len(rows) :]
+    for row, low, high in zip(rows, live, empty):
+        assert abs(low.get_height() - row["bytes_live"] / 2**20) < 1e-12
+        assert abs(low.get_height() + high.get_height() - row["bytes_held"] / 2**20) < 1e-12

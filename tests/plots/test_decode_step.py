@@ -13,3 +13,5 @@ def test_bars_are_the_medians_and_the_work_beside_them():
     assert [round(p.get_height(), 3) for p in time_axis.patches] == [51.0, 74.0]
     assert [p.get_height() for p in work_axis.patches] == [210, 122880]
     assert [t.get_text() for t in time_axis.get_xticklabels()] == ["dynamic", "static 4096"]
+    assert [t.get_text() for t in work_axis.texts] == ["210", "122,880"]  # 210 is no visible bar beside 122,880
+    assert [t.get_text() for t in time_axis.texts] == ["51.0", "74.0"]

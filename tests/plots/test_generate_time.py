@@ -25,3 +25,11 @@ def test_ms_per_token_and_totals_for_every_setting_measured():
 def test_a_current_setting_not_measured_is_not_circled():
     ax = plot_generate_time({"a": {4: 1.0}}, current=8).axes[0]
     assert len(ax.get_lines()) == 1
+
+
+def test_each_series_takes_a_series_colour():
+    from kvlab.plots.palette import series
+
+    ax, ax_total = plot_generate_time({"a": {4: 1.0}, "b": {4: 0.5}}).axes
+    assert [line.get_color() for line in ax.get_lines()] == [series(0), series(1)]
+    assert [line.get_color() for line in ax_total.get_lines()] == [series(0), series(1)]

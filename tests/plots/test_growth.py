@@ -54,3 +54,43 @@ def test_a_linear_attention_model_counts_tokens_from_the_prompt(tiny, prompt_ids
     assert [t for t, _ in totals] == [10, 11, 12, 13]
     assert len({b for _, b in totals}) == 1  # the state does not grow
     assert set(growth.bytes_by_layer_kind(trace)) == {"linear"}
+
+
+def test_lines_take_the_palette_and_the_legend_sits_outside_the_axes(traces):
+    from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
+
+    ax = growth.plot_growth(traces["sliding"], expected={"sliding": [(0, 0), (10, 5000)]}).axes[0]
+    colors = {line.get_label(): line.get_color() for line in ax.lines}
+    assert colors["cache: total"] == ALLOCATED
+    assert colors[next(label for label in colors if label.endswith("sliding layers"))] == LAYER_KIND_COLORS["sliding"]
+    assert colors["formula: sliding"] == LAYER_KIND_COLORS["sliding"]  # the formula in its measured line's colour
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # right of the axes
+    several = growth.plot_growth({"a": traces["dynamic"], "b": traces["static"]}).axes[0]
+    assert [line.get_color() for line in several.lines] == [series(0), series(1)]
+
+
+def test_zoom_draws_the_total_at_the_scale_of_the_measured_tokens(traces):
+    trace = traces["sliding"]
+    fig = growth.plot_growth(trace, expected={"total": [(0, 0), (100, 10**6)]}, zoom=True)
+    ax = fig.axes[0]
+    (inset,) = ax.child_axes
+    totals = growth.total_bytes(trace)
+    assert list(inset.lines[0].get_xdata()) == [t for t, _ in totals]
+    low, high = inset.get_ylim()
+    measured = [b / 1e6 for _, b in totals]
+    assert low <= min(measured) and max(measured) <= high
+    assert high - low < ax.get_ylim()[1] - ax.get_ylim()[0]  # a closer look than the main axes
+    assert not growth.plot_growth(trace).axes[0].child_axes  # no inset unless asked
+
+
+def test_an_encoder_decoder_counts_decoder_tokens_on_the_x_axis(traces):
+    assert growth.plot_growth(traces["bart"]).axes[0].get_xlabel() == "decoder tokens seen (start token + generated)"
+    assert growth.plot_growth(traces["dynamic"]).axes[0].get_xlabel() == "tokens seen (prompt + generated)"
+
+
+def test_cross_attention_takes_a_colour_no_layer_kind_uses(traces):
+    from kvlab.plots.palette import LAYER_KIND_COLORS
+
+    ax = growth.plot_growth(traces["bart"]).axes[0]
+    cross = next(line for line in ax.lines if "cross-attention" in line.get_label())
+    assert cross.get_color() not in LAYER_KIND_COLORS.values()

@@ -16,3 +16,18 @@ def test_bars_are_scaled_and_grouped():
     assert ax.get_xlabel() == "bytes (GiB)"
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4k", "32k"]
+
+
+def test_marked_bars_are_hatched_and_named_and_the_legend_is_outside_the_axes():
+    from matplotlib.colors import to_hex
+
+    from kvlab.plots.palette import series
+
+    values = {"a": {"4k": 2**30, "32k": 8 * 2**30}, "b": {"4k": 2**29, "32k": 4 * 2**30}}
+    fig = plot_bytes(values, marked={("a", "32k")}, marked_label="past the context")
+    ax = fig.axes[0]
+    hatched = [(round(p.get_width(), 2), to_hex(p.get_facecolor())) for p in ax.patches if p.get_hatch()]
+    assert hatched == [(8.0, series(1))]  # only a's 32k bar, in the 32k series' colour
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4k", "32k", "past the context"]
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1

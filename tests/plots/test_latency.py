@@ -26,3 +26,12 @@ def test_one_repeat_draws_no_band():
     run = TokenTimes([5, 6], [0.5, 0.1], [1, 2], use_cache=True, tokens_run=[5, 1])
     per_token, _ = latency.plot_token_times({"cache": run}).axes
     assert not per_token.collections
+
+
+def test_runs_take_series_colours():
+    from kvlab.plots.palette import series
+
+    runs = {name: TokenTimes([5, 6], [0.5, 0.1], [1, 2], use_cache=True, tokens_run=[5, 1]) for name in ("a", "b")}
+    per_token, work = latency.plot_token_times(runs).axes
+    assert [line.get_color() for line in per_token.lines] == [series(0), series(1)]
+    assert [line.get_color() for line in work.lines] == [series(0), series(1)]

@@ -31,6 +31,7 @@ def test_three_bars_per_layer_heights_from_the_lengths_and_the_window_line():
         ["seen", "stored (bytes)", "live", "window 8", "full layer", "sliding layer", "chunked layer"]
     )
     assert ax.get_title() == "t"
+    assert [t.get_text() for t in ax.texts] == ["7", "12", "7"]  # each live bar carries its count
 
 
 def test_the_window_line_can_be_named_for_chunks():

@@ -24,3 +24,12 @@ def test_plot_occupancy_has_two_heatmaps_with_layer_labels(traces):
 
 def test_plot_occupancy_without_evictions(traces):
     assert len([ax for ax in occupancy.plot_occupancy(traces["dynamic"], show_evictions=False).axes if ax.images]) == 1
+
+
+def test_the_live_panel_writes_each_rows_first_and_last_count(traces):
+    trace = traces["sliding"]
+    live = np.array(trace.occupancy())
+    ax = occupancy.plot_occupancy(trace, show_evictions=False).axes[0]
+    written = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in ax.texts}
+    last = live.shape[1] - 1
+    assert written == {(column, row): f"{live[row, column]:,}" for row in range(live.shape[0]) for column in (0, last)}

@@ -3,7 +3,7 @@
 import matplotlib
 import matplotlib.pyplot as plt
 
-from kvlab.plots.positions import LIVE, NOT_CACHED, VISIBLE, plot_cached_positions, positions_grid
+from kvlab.plots.positions import CROPPED, LIVE, NOT_CACHED, VISIBLE, plot_cached_positions, positions_grid
 
 ROWS = [
     {
@@ -32,6 +32,27 @@ def test_grid_marks_live_and_visible_positions():
     assert grid[1].tolist() == [VISIBLE] * 6
 
 
+def test_positions_a_crop_removed_are_drawn_after_the_kept_ones():
+    grid = positions_grid(ROWS, cropped=2)
+    assert grid.shape == (2, 8)
+    assert grid[0].tolist()[4:] == [VISIBLE, VISIBLE, CROPPED, CROPPED]
+    assert grid[1].tolist() == [VISIBLE] * 6 + [CROPPED] * 2
+
+
+def test_crop_red_is_the_palettes_and_the_legend_names_only_what_is_drawn():
+    from kvlab.plots import palette
+
+    fig = plot_cached_positions(ROWS, title="t", cropped=2)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[-1] == "removed by the crop" and len(labels) == 4
+    handle = fig.axes[0].get_legend().legend_handles[-1]
+    assert matplotlib.colors.to_hex(handle.get_facecolor()) == palette.CROPPED
+    full_only = [ROWS[1]]
+    assert [t.get_text() for t in plot_cached_positions(full_only).axes[0].get_legend().get_texts()] == [
+        "held and attended by the next token"
+    ]
+
+
 def test_plot_returns_a_figure_with_one_row_per_layer():
     matplotlib.use("Agg")
     fig = plot_cached_positions(ROWS, title="t")
@@ -55,8 +76,20 @@ def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
         },
     }
     fig = plot_holdings(stages, title="t")
-    slots_ax, bytes_ax = fig.axes
-    assert [p.get_height() for p in slots_ax.patches] == [10, 7, 7, 7]  # full per stage, then sliding per stage
-    assert [p.get_height() for p in bytes_ax.patches] == [4.0, 4.0, 2.0, 2.0]
-    assert [t.get_text() for t in bytes_ax.get_legend().get_texts()] == ["full (2 layers)", "sliding (4 layers)"]
+    (full_slots, full_bytes), (sliding_slots, sliding_bytes) = (fig.axes[:2], fig.axes[2:])  # one row per kind
+    assert list(full_slots.lines[0].get_ydata()) == [10, 7]
+    assert list(full_bytes.lines[0].get_ydata()) == [4.0, 4.0]
+    assert list(sliding_slots.lines[0].get_ydata()) == [7, 7]
+    assert sliding_bytes.get_title() == "sliding (4 layers): storage of all of them"
+    assert [t.get_text() for t in full_slots.texts] == ["10", "7"]  # every point carries its value
     assert fig._suptitle.get_text() == "t"
+
+
+def test_holdings_axes_span_the_data_so_a_small_crop_is_visible():
+    from kvlab.plots.positions import plot_holdings
+
+    stages = {s: {"sliding": {"layers": 15, "slots_live": n, "bytes_all_layers": 16_000_000}} for s, n in
+              (("fed", 523), ("crop(-3)", 511))}  # fmt: skip
+    slots_ax = plot_holdings(stages).axes[0]
+    low, high = slots_ax.get_ylim()
+    assert 500 < low < 511 and 523 < high < 560  # 12 slots take a visible part of the axis, not 2 % of a bar

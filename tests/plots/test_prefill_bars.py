@@ -13,7 +13,21 @@ def test_one_group_per_request_and_one_bar_per_series():
     assert sorted(p.get_height() for p in tokens_ax.patches) == sorted([19, 21, 18, 136, 170, 200])
     tallest = max(p.get_height() for p in time_ax.patches)
     assert tallest == pytest.approx(900.0, rel=sys.float_info.epsilon)  # seconds shown in ms: one rounding
-    assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == ["reused", "fresh"]
+    assert [t.get_text() for t in time_ax.get_legend().get_texts()] == ["reused", "fresh"]
+    assert [t.get_text() for t in tokens_ax.texts] == ["19", "21", "18", "136", "170", "200"]  # counts on the bars
+
+
+def test_the_legend_sits_outside_both_panels_and_series_take_palette_colours():
+    from matplotlib.colors import to_hex
+
+    from kvlab.plots.palette import series as series_color
+
+    fig = plot_prefill_bars({"a": [(3, 0.1)], "b": [(9, 0.2)]}, "turn", "ms", "title")
+    tokens_ax, time_ax = fig.axes
+    fig.canvas.draw()
+    legend = time_ax.get_legend().get_window_extent()
+    assert legend.x0 >= time_ax.get_window_extent().x1  # right of the time panel: it covers no bar
+    assert [to_hex(p.get_facecolor()) for p in tokens_ax.patches] == [series_color(0), series_color(1)]
 
 
 def test_repeated_timings_draw_the_median_with_its_interquartile_range():

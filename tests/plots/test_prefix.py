@@ -43,6 +43,16 @@ def test_token_prefix_boxes_are_coloured_by_the_check():
     assert ax.get_title().startswith("ids line up")
 
 
+def test_a_short_prefix_is_drawn_from_position_0():
+    tokens = ("You", "Ġare", "Ġa", "Ġhelpful", "Ġassistant", ".", "Ġ")
+    guide = TokenPrefix(tuple(range(7)), (0, 1, 2, 3, 4, 5, 9, 10), tokens, tokens[:6] + ("ĠWhat", "Ġis"))
+    ax = plot_token_prefix(guide).axes[0]
+    assert ax.get_xlim()[0] < 0 < ax.get_xlim()[1]
+    assert ax.texts[0].get_text() == "You"  # position 0 is shown, not cut off
+    long = TokenPrefix(tuple(range(30)), tuple(range(32)), ("t",) * 30, ("t",) * 32)
+    assert plot_token_prefix(long).axes[0].get_xlim()[0] > 20  # a long prefix: only its end, around the seam
+
+
 def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
     model = tiny("tiny-llama")
     prefix = prompt_ids(6)
@@ -68,7 +78,7 @@ def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
     )
     assert static_bytes[0] == static_bytes[1] > max(dynamic_bytes)  # a static copy holds every slot of max_cache_len
     assert dynamic_bytes[0] < dynamic_bytes[1]  # a dynamic copy holds only the tokens it has seen
-    assert [t.get_text() for t in tokens_ax.get_legend().get_texts()] == [
+    assert [t.get_text() for t in bytes_ax.get_legend().get_texts()] == [
         "no reuse",
         "StaticCache copy",
         "DynamicCache copy",

@@ -1,3 +1,5 @@
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
 from kvlab.plots import quantized
 
 
@@ -14,6 +16,7 @@ def test_split_shows_residual_filling_then_flushing(traces):
 def test_plot_split_and_configs(traces):
     fig = quantized.plot_split(traces["quantized"])
     assert len(fig.axes[0].collections) == 2
+    assert fig.axes[0].get_legend().get_bbox_to_anchor().x0 >= fig.axes[0].bbox.x1  # the saw stays uncovered
     fig = quantized.plot_configs({"q": traces["quantized"], "q2": traces["quantized"]}, reference_bytes=10_000)
     assert len(fig.axes[0].patches) == 4 and fig.axes[0].lines
 
@@ -36,16 +39,26 @@ def test_split_draws_the_reference_cache_as_a_line(traces):
     assert list(line.get_ydata()) == [b / 1e6 for _, b in expected]
 
 
-def test_quality_vs_memory_draws_both_ratios_and_no_reference():
+def test_quality_vs_memory_pairs_quality_only_with_the_memory_of_the_same_run():
     rows = [
         {"config": "hqq 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
         {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0},
     ]
     fig = quantized.plot_quality_vs_memory(rows)
     ax = fig.axes[0]
-    offsets = [tuple(c.get_offsets()[0]) for c in ax.collections if len(c.get_offsets())]
-    assert (0.45, 0.9) in offsets and (0.31, 0.9) in offsets and (0.5, 1.0) in offsets
+    drawn = [c for c in ax.collections if len(c.get_offsets())]
+    in_data = {tuple(c.get_offsets()[0]) for c in drawn if c.get_offset_transform() == ax.transData}
+    assert in_data == {(0.45, 0.9), (0.5, 1.0)}  # quality at the whole cache's ratio, measured together
+    rug = [
+        c for c in drawn if c.get_offset_transform() != ax.transData
+    ]  # the packed ratios: x only, on the bottom edge
+    assert sorted(c.get_offsets()[0][0] for c in rug) == [0.31, 0.5]
+    assert all(c.get_offsets()[0][1] < 0.1 for c in rug) and ax.get_ylim()[0] < 0.9
     assert not any("external" in t.get_text() for t in ax.texts)
+    assert ax.get_xlim()[0] < 0.31 and ax.get_xlim()[1] > 0.5  # every tick and point inside the axes
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    assert ax.get_legend().get_window_extent(renderer).y1 <= ax.get_window_extent(renderer).y0  # below: covers none
 
 
 def test_references_table_is_marked_external_and_cites_each_source():

@@ -24,6 +24,7 @@ def test_plot_device_bytes_draws_each_steps_device_peak(traces):
     assert len(ax.patches) == 2 * len(rows)  # a full-layer part and a sliding part per step and trace
     assert _bar_heights(ax) == pytest.approx(sorted(r["device_peak_bytes"] / 1e6 for r in rows))
     assert ax.get_title() == "t"
+    assert ax.get_legend().get_bbox_to_anchor().x0 >= ax.bbox.x1  # outside the axes: it covers no bar
 
 
 def test_a_single_watched_trace_is_accepted(tiny, prompt_ids):

@@ -19,3 +19,16 @@ def test_plot_slots_stacks_live_and_masked_under_allocated(traces):
 def test_plot_runs_one_bar_pair_per_run(traces):
     fig = slots.plot_runs({"long": traces["static"], "short": traces["dynamic"]})
     assert len(fig.axes[0].patches) == 4
+
+
+def test_the_states_take_the_palette_and_the_legends_sit_outside(traces):
+    from matplotlib.colors import to_hex
+
+    from kvlab.plots.palette import LIVE, MASKED
+
+    ax = slots.plot_slots(traces["static"]).axes[0]
+    assert [to_hex(c.get_facecolor()[0]) for c in ax.collections] == [LIVE, MASKED]
+    bars = slots.plot_runs({"long": traces["static"]}).axes[0]
+    assert [to_hex(p.get_facecolor()) for p in bars.patches] == [LIVE, MASKED]
+    for axes in (ax, bars):
+        assert axes.get_legend().get_bbox_to_anchor().x0 > axes.get_window_extent().x1 - 1  # right of the data

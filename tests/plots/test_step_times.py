@@ -1,7 +1,9 @@
 import pytest
+from matplotlib.colors import to_hex
 
 from kvlab.measure.step_times import StepTimes, flush_steps
 from kvlab.measure.timing import Timing
+from kvlab.plots.palette import series
 from kvlab.plots.step_times import plot_step_times
 
 
@@ -38,7 +40,12 @@ def test_medians_bands_flush_marks_and_quantize_calls(traces):
     heights = [p.get_height() for p in ax_work.patches]
     assert heights == [work[s] for s in range(1, 12)]
     assert [s for s, h in zip(range(1, 12), heights) if h] == [8]
-    assert [t.get_text() for t in ax_work.get_legend().get_texts()] == ["flushes", "quanto"]
+    # one legend for both panels, outside them: every configuration (its line colour is its bar colour), then flushes
+    assert ax.get_legend() is None
+    legend = ax_work.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["dynamic", "quanto", "flushes"]
+    assert legend.get_bbox_to_anchor().x0 >= ax_work.bbox.x1
+    assert to_hex(ax_work.patches[0].get_facecolor()) == quanto_line.get_color() == series(1)
 
 
 def test_the_work_panel_can_show_the_numbers_quantized(traces):

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import matplotlib
 import matplotlib.pyplot as plt
 
+from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turns
 
 matplotlib.use("Agg")
@@ -27,7 +28,7 @@ def test_alignment_counts_and_strip():
     assert alignment_counts(cached, prompt) == {"match": 3, "differ": 1, "new": 2}
     fig = plot_id_alignment(cached, prompt)
     colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches]
-    assert colours == ["#41ab5d", "#41ab5d", "#de2d26", "#41ab5d", "#bdbdbd", "#bdbdbd"]
+    assert colours == [CACHED, CACHED, CROPPED, CACHED, FREE, FREE]  # stale is the red a crop removes
     plt.close(fig)
 
 
@@ -40,3 +41,5 @@ def test_plot_turn_prefills_labels_each_bar_with_its_count():
     assert [t.get_text() for t in ax.texts] == ["40", "20", "18", "40", "80", "120"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["turn 1", "turn 2", "turn 3"]
     assert ax.get_title() == "t"
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1  # outside: it covers no bar

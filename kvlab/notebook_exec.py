@@ -1,0 +1,114 @@
+"""Executing the committed notebooks, and stamping each with the code its outputs came from.
+
+A notebook's outputs are the evidence its sentences quote, so they must never be older than its code. Nothing
+in the file says so by itself: `jupytext --to ipynb --update` keeps the old outputs (and execution counts) when
+a script's code changes, so a notebook edited after its last run looks just like a fresh one. Only a stamp taken
+at execution can tell: this module runs a notebook top to bottom and writes the digest of the code cells that
+ran into `metadata.kvlab.executed_code_sha256`; `tests/test_notebook_truth.py` recomputes it from the committed
+notebook and fails when they differ.
+
+    python -m kvlab.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
+
+Each notebook runs in a fresh `python3` kernel, in the notebook's own directory (its relative paths work), with
+this process's environment plus the `--env` settings. The stamp is the digest alone, and cell timings are not
+recorded: re-running unchanged code changes nothing but the outputs themselves. A cell that raises leaves the
+file as it was and stops the command, naming the notebook and the cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+from kvlab.atomic import write_text
+
+CELL_TIMEOUT_S = 1500  # the longest cells (timing sweeps on a 2-core CPU) take minutes; a hung kernel does not
+STAMP = "executed_code_sha256"
+_SEPARATOR = "\n\x1e\n"  # ASCII record separator: no code cell contains it, so cell boundaries stay in the digest
+
+
+class NotebookExecutionError(RuntimeError):
+    """A cell of a notebook raised (or timed out); the notebook file was not written."""
+
+
+def code_digest(nb) -> str:
+    """sha256 of the code cells' sources, in order: what the outputs were computed from.
+
+    Markdown is left out (fixing a sentence does not make the outputs stale) and trailing whitespace is dropped
+    (jupytext does not keep it stable); anything else in a code cell changes the digest."""
+    sources = [cell.source.rstrip() for cell in nb.cells if cell.cell_type == "code"]
+    return hashlib.sha256(_SEPARATOR.join(sources).encode("utf-8")).hexdigest()
+
+
+def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
+    """Run the notebook at `path` in a fresh kernel and write it back with its outputs and stamp.
+
+    `env` adds to (or overrides) this process's environment, for the kernel only."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:  # timings of an earlier run would be stale, and they make every diff noisy
+        cell.metadata.pop("execution", None)
+    running = {"cell": None}
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.resolve().parent)}},
+        on_cell_execute=lambda cell, cell_index: running.update(cell=cell_index),
+    )
+    try:
+        client.execute(env={**os.environ, **(env or {})})
+    except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
+        index = running["cell"]
+        reason = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else type(err).__name__
+        first_line = nb.cells[index].source.strip().splitlines()[0] if index is not None else ""
+        raise NotebookExecutionError(
+            f"{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged"
+        ) from err
+    nb.metadata.setdefault("kvlab", {})[STAMP] = code_digest(nb)
+    write_text(path, nbformat.writes(nb) + "\n")  # nbformat.write's own layout: a re-run diff shows outputs only
+    return path
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--env takes KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m kvlab.notebook_exec",
+        description="Execute notebooks one at a time, in place, and stamp the code their outputs came from.",
+    )
+    parser.add_argument("notebooks", nargs="+", type=Path, help=".ipynb files, run in the order given")
+    parser.add_argument(
+        "--env", action="append", type=_setting, default=[], metavar="KEY=VALUE", help="set for the kernels"
+    )
+    args = parser.parse_args(argv)
+    missing = [str(path) for path in args.notebooks if not path.is_file()]
+    if missing:
+        parser.error(f"no such notebook: {', '.join(missing)}")
+    for done, path in enumerate(args.notebooks):
+        print(f"executing {path}", flush=True)
+        try:
+            execute(path, dict(args.env))
+        except NotebookExecutionError as err:
+            rest = args.notebooks[done + 1 :]
+            skipped = f" (not run: {', '.join(map(str, rest))})" if rest else ""
+            print(f"error: {err}{skipped}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""`kvlab.notebook_exec`: a notebook runs for real in a kernel, in its own directory, and is stamped with the code
+that ran; a failing cell leaves the file untouched. Two kernel starts in all (a few seconds each)."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from kvlab.notebook_exec import STAMP, code_digest, main
+
+
+def notebook(*code: str):
+    return new_notebook(cells=[new_markdown_cell("# A title, 1,234")] + [new_code_cell(source) for source in code])
+
+
+def test_the_digest_is_of_the_code_only():
+    nb = notebook("x = 1", "print(x)")
+    digest = code_digest(nb)
+    nb.cells[0].source = "# Another title"
+    nb.cells[1].source = "x = 1  \n\n"  # trailing whitespace: jupytext does not keep it stable
+    assert code_digest(nb) == digest
+    nb.cells[2].source = "print(x + 1)"
+    assert code_digest(nb) != digest
+    assert code_digest(notebook("a = 1", "b = 2")) != code_digest(notebook("a = 1\nb = 2"))  # cell boundaries count
+
+
+def test_a_notebook_runs_in_its_directory_with_the_extra_environment_and_is_stamped(tmp_path):
+    path = tmp_path / "tiny.ipynb"
+    nb = notebook("import os\nvalue = os.environ['KVLAB_EXEC_TEST']", "print(value, os.getcwd())")
+    nb.cells[1].metadata["execution"] = {"iopub.status.busy": "2020-01-01T00:00:00Z"}  # an older run's timing
+    nbformat.write(nb, path)
+
+    assert main([str(path), "--env", "KVLAB_EXEC_TEST=from --env"]) == 0
+
+    ran = nbformat.read(path, as_version=4)
+    assert ran.cells[2].outputs[0].text == f"from --env {os.path.realpath(tmp_path)}\n"
+    assert [cell.execution_count for cell in ran.cells[1:]] == [1, 2]
+    assert ran.metadata["kvlab"] == {STAMP: code_digest(nb)}  # the digest alone: nothing that differs run to run
+    assert all("execution" not in cell.metadata for cell in ran.cells)
+    assert "KVLAB_EXEC_TEST" not in os.environ  # the setting went to the kernel only
+
+
+def test_a_failing_cell_leaves_the_file_untouched_and_names_the_cell(tmp_path, capsys):
+    path, later = tmp_path / "broken.ipynb", tmp_path / "later.ipynb"
+    nbformat.write(notebook("x = 1", "x / 0", "print('never')"), path)
+    nbformat.write(notebook("y = 2"), later)
+    before = path.read_bytes()
+
+    assert main([str(path), str(later)]) == 1
+
+    message = capsys.readouterr().err
+    assert f"{path}: cell 2 ('x / 0') failed with ZeroDivisionError" in message and "unchanged" in message
+    assert f"(not run: {later})" in message
+    assert path.read_bytes() == before
+    assert "kvlab" not in nbformat.read(later, as_version=4).metadata
+
+
+def test_arguments_are_checked_before_anything_runs(tmp_path):
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing.ipynb")])
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "any.ipynb"), "--env", "NO_EQUALS_SIGN"])
