@@ -37,7 +37,8 @@ def score(guess, measured, *, unit: str = "", kind: str = "amount") -> str:
         raise ValueError(f"unknown kind of prediction {kind!r}; kinds: {', '.join(KINDS)}")
     answer = _shown(measured, kind) + unit
     if guess is None:
-        return _("no guess yet; measured {answer}. Enter your guess above and run both cells again.").format(answer=answer)
+        open_question = _("no guess yet; measured {answer}. Enter your guess above and run both cells again.")
+        return open_question.format(answer=answer)
     shown = _("your guess {guess}; measured {answer}").format(guess=_shown(guess, kind) + unit, answer=answer)
     if kind == "choice":
         verdict = _("right") if guess == measured else _("wrong")

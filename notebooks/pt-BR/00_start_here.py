@@ -84,11 +84,12 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
 from kvlab.plots import latency as latency_plots
 from kvlab.plots.generate_time import plot_generate_time
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
@@ -107,6 +108,10 @@ print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}
 # você cria e entrega a `generate`.
 #
 # **Preveja primeiro.** Decodificação greedy, o mesmo prompt, 20 tokens novos: desligar o cache muda o texto?
+# Defina `guess` como `True` (o texto muda) ou `False` (não muda) e depois rode as duas células seguintes.
+
+# %%
+guess = None  # does use_cache=False change the generated text? True or False: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -115,6 +120,8 @@ no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cach
 default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
 print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
 print("same tokens with use_cache=False:", torch.equal(no_cache, default))
+texts_differ = not torch.equal(no_cache, default)
+print(score(guess, texts_differ, kind="choice"))
 
 # %% [markdown]
 # **Uma observação sobre o nome do argumento, feita uma vez para todos os notebooks.** O guia passa o cache como
@@ -155,8 +162,9 @@ print("the default generate built:", watch_default.trace.meta["cache_class"],
 print("caches seen with use_cache=False:", len(watch_off.traces))
 
 # %% [markdown]
-# O primeiro passo é o pré-preenchimento (o prompt de 8 tokens); depois vem um passo por token novo, menos o último: 20
-# passos. Cada passo acrescenta um token a cada uma das 30 camadas, então os bytes sobem em degraus iguais.
+# O primeiro passo é o pré-preenchimento (o prompt de 8 tokens, todo de uma vez); depois vem um passo por token
+# novo, menos o último: 20 passos. Cada passo de decodificação acrescenta um token a cada uma das 30 camadas, então
+# as 30 camadas terminam com 8 + 19 = 27 tokens cada: as 810 posições ativas impressas acima.
 #
 # ## 2. O cache muda os tokens?
 #
@@ -198,10 +206,19 @@ for name, (_, gap, top_two) in agreement.items():
 #
 # ## 3. Tempo por token novo, com e sem cache
 #
-# **Preveja primeiro.** Sem cache, o modelo relê a sequência inteira a cada token novo. Com cache, ele lê um token mais
-# as chaves e os valores armazenados. À medida que a sequência cresce de 16 para 48 tokens, como muda o tempo *por token
-# novo* em cada caso? E o tempo *total*: qual dos dois cresce com o quadrado do comprimento?
+# Sem cache, o modelo relê a sequência inteira a cada token novo. Com cache, ele lê um token mais as chaves e os
+# valores armazenados. À medida que a sequência cresce, como deve mudar o tempo *por token novo* em cada caso?
 #
+# **Preveja primeiro.** O trabalho pode ser contado antes de medir qualquer tempo. O prompt tem 16 tokens. No forward
+# que produz o 5º token novo, quantos pares consulta-chave uma camada de atenção calcula sem cache (cada token da
+# sequência até ali contra cada um), e quantos com o cache (o único token novo contra cada chave armazenada e contra
+# si mesmo)? Defina os dois palpites e depois rode as células até a que avalia os palpites.
+
+# %%
+guess_no_cache = None  # query-key pairs per layer for the 5th new token, use_cache=False: your guess
+guess_cache = None  # the same with the DynamicCache: your guess
+
+# %% [markdown]
 # `generate` informa apenas o tempo total; então, para medir o tempo de cada token separadamente,
 # `latency.token_times` executa a mesma decodificação greedy como um laço simples de forwards: a sequência inteira a
 # cada passo (sem cache) ou um token mais um `DynamicCache` (com cache). Ele repete os dois laços, alternando-os, e
@@ -220,6 +237,8 @@ print("no cache: each forward runs the whole sequence so far:", without_cache.to
 print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
 print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
       f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
+print("no cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
+print("cache:   ", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
@@ -250,8 +269,8 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 #
 # **Experimente.** Mova `new tokens`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
 # o padrão, depois do prompt de culinária de 8 tokens, uma vez cada, alternando, e acrescenta o ponto ao gráfico (cada
-# configuração que você testou continua nele; quatro configurações são medidas antes de o controle desenhar pela
-# primeira vez). A linha de status abaixo do gráfico diz quanto tempo o ajuste levou.
+# configuração que você testou continua nele; 8, 24 e 40 tokens novos são medidos antes de o controle desenhar pela
+# primeira vez, em 16). A linha de status abaixo do gráfico diz quanto tempo o ajuste levou.
 #
 # O painel da esquerda divide o tempo total de cada chamada pelo número de tokens novos; por isso, com poucos tokens, o
 # custo fixo de uma chamada (o pré-preenchimento, a preparação de `generate`) pesa. Sem cache, cada token a mais custa um
@@ -277,7 +296,7 @@ def time_generate(new_tokens):
                               title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
 
 
-for new_tokens in ([] if QUICK else [8, 24, 40]):  # a few settings first, so the first picture shows a shape
+for new_tokens in (8, 24, 40):  # a few settings first, so the first picture shows a shape, not one point
     time_generate(new_tokens)
 
 
@@ -291,13 +310,13 @@ live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4
 # números, armazenados em float32 (4 bytes). Quantos bytes por token isso dá? Escreva seu palpite na próxima célula.
 
 # %%
-guess = 23_040  # bytes per token: your guess
+guess = None  # bytes per token: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
 print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
-print(score_guess(guess, per_token, " B"))
+print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
 # Agora meça: um prompt de 128 tokens e 32 tokens novos passando pelo cache padrão de `generate`, dentro de `kvlab.watch`.
@@ -332,7 +351,7 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #   `DynamicCache(config=model.config)` criado por você pode ser passado (`past_key_values=`, que se chama `cache=` no
 #   transformers 5.24). `kvlab.watch` registra qualquer um deles sem mudar o código.
 # - Um cache KV guarda, para cada camada de atenção, as chaves e os valores de todos os tokens vistos até ali:
-#   `2 × layers × kv_heads × head_dim × bytes` por token (46,080 B para o SmolLM2 em float32, ≈ 45 KiB).
+#   `2 × layers × kv_heads × head_dim × bytes` por token (46.080 B para o SmolLM2 em float32: 45 KiB).
 # - Ele troca essa memória por tempo: um passo processa um token em vez da sequência inteira, então o tempo por token
 #   fica quase constante em vez de crescer com a posição.
 # - Nos quatro prompts verificados aqui (float32, greedy, 12 tokens novos cada), ele não mudou um único token; os

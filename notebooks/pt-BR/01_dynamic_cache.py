@@ -46,11 +46,12 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
 from kvlab.plots import growth, occupancy
 from kvlab.plots.layer_lengths import plot_layer_lengths
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -62,8 +63,13 @@ gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: [sliding × 5, full]
 # ## 1. Cache padrão num modelo só de camadas completas
 #
 # **Preveja primeiro.** Depois de um prompt de 40 tokens e 8 tokens gerados, quantos tokens guarda cada uma das 30
-# camadas do SmolLM2? Há duas camadas que diferem?
-#
+# camadas do SmolLM2? Há duas camadas que diferem (`True` ou `False`)?
+
+# %%
+guess_tokens = None  # tokens each SmolLM2 layer holds after 40 + 8: your guess
+guess_layers_differ = None  # do any two layers hold different numbers of tokens? True or False: your guess
+
+# %% [markdown]
 # A chamada do guia: crie um `DynamicCache` a partir da config do modelo e passe-o a `generate`.
 
 # %%
@@ -72,8 +78,10 @@ smollm2_prompt = text.prompt_ids(smollm2_tokenizer, 40)  # (1, 40): the first 40
 past_key_values = DynamicCache(config=smollm2.config)
 smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                  max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
-print("tokens per layer:", sorted({layer.get_seq_length() for layer in past_key_values.layers}),
-      "in", len(past_key_values.layers), "layers")
+lengths = [layer.get_seq_length() for layer in past_key_values.layers]
+print("tokens per layer:", sorted(set(lengths)), "in", len(past_key_values.layers), "layers")
+print("tokens:", score(guess_tokens, lengths[0], unit=" tokens", kind="count"))
+print("layers differ:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
 
 # %% [markdown]
 # O mesmo código dentro de `kvlab.watch`; o trace dá o comprimento e os bytes de cada camada, passo a passo.
@@ -99,8 +107,12 @@ print("steps:", watch.trace.summary()["steps"], "(the prefill, then one per new 
 # O Gemma 3 270M tem 18 camadas: `[sliding × 5, full] × 3`, janela de 512, uma cabeça KV de 256. Damos a ele um prompt
 # de 520 tokens do texto de referência (mais longo que a janela) e geramos mais 24, com o mesmo código do guia.
 #
-# **Preveja primeiro.** No final, quantos tokens guarda uma camada deslizante, e uma camada completa? Qual passo ocupa
-# mais bytes: o pré-preenchimento ou o último passo?
+# **Preveja primeiro.** No final, de quantos tokens uma camada deslizante guarda as chaves (o comprimento do seu
+# tensor de chaves), e uma camada completa?
+
+# %%
+guess_sliding = None  # tokens in a sliding layer's keys after 520 + 24: your guess
+guess_full = None  # tokens in a full layer's keys: your guess
 
 # %%
 gemma_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
@@ -121,6 +133,8 @@ print({name: classes.count(name) for name in dict.fromkeys(classes)}, "window", 
 for i in (4, 5, 6):
     layer = past_key_values.layers[i]
     print(f"layer {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+print("sliding:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
+print("full:   ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # E o trace da mesma execução, com as contagens do kvlab por camada:
@@ -148,6 +162,7 @@ for row in trace.layer_table()[4:7]:
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
+print(f"one token in one layer: {per_token:,} bytes")
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
     print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored} "
@@ -163,11 +178,17 @@ for step in (0, 1, trace.summary()["steps"] - 1):
 occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evictions per layer (520-token prompt)")
 
 # %% [markdown]
-# As linhas são camadas, as colunas são passos; a cor indica as posições **ativas**. Em uma linha a cada seis (as
-# camadas completas), a cor continua se intensificando; as linhas deslizantes ficam em 511 ativas desde o
-# pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512), enquanto a contagem de descartes sobe um por passo.
+# As linhas são camadas, as colunas são passos; a cor indica as posições **ativas**, e a primeira e a última coluna
+# mostram a contagem escrita. Em uma linha a cada seis (as camadas completas), a contagem sobe de 520 para 543; as
+# linhas deslizantes ficam em 511 ativas desde o pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512),
+# enquanto a contagem de descartes sobe um por passo.
 #
-# **Preveja primeiro.** Faça o gráfico do total de bytes em função dos tokens. Onde fica o pico?
+# **Preveja primeiro.** Qual passo ocupa mais bytes no cache inteiro: o `"prefill"` (passo 0) ou o `"last step"`
+# (passo 23)? Conte o armazenamento, não os tokens ativos: 15 camadas deslizantes e 3 completas, com o armazenamento
+# impresso acima.
+
+# %%
+guess_peak = None  # "prefill" or "last step": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -176,22 +197,25 @@ by_step = trace.bytes_by_step()
 print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
 peak_step = by_step.index(summary["peak_bytes"])
 print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
+peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
+print(score(guess_peak, peak_at, kind="choice"))
 print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
       f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
 
 # %%
-growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560),
+growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,
                    title="Gemma 3 DynamicCache: bytes against tokens (dotted: formula from 0 tokens)")
 
 # %% [markdown]
 # As curvas pontilhadas mostram o que a fórmula prevê desde o primeiro token: a parte deslizante sobe até a janela e
 # depois fica plana, enquanto a parte completa (só 3 camadas) mantém a inclinação; as linhas medidas (a partir de 520
-# tokens) ficam em cima delas. A única surpresa é o **pré-preenchimento**: o armazenamento das camadas deslizantes guarda
-# os 520 tokens do prompt até que o primeiro passo de decodificação o reduza a 512, então o pico está no passo 0, embora
-# cheguem mais 23 tokens depois. O pico de memória de cache de um modelo com janela deslizante é definido pelo *prompt*
-# mais longo, não por quanto ele gera: aqui, o armazenamento extra do pré-preenchimento é de 8 tokens × 15 camadas
-# deslizantes × 2,048 bytes, mas um prompt de 32k tokens ocuparia, por um instante, 32k tokens de armazenamento em cada
-# camada deslizante.
+# tokens) ficam em cima delas desde o primeiro passo de decodificação. A única surpresa é o **pré-preenchimento**,
+# pequeno demais para os eixos principais e desenhado no quadro em destaque, que amplia o total medido: o
+# armazenamento das camadas deslizantes guarda os 520 tokens do prompt até que o primeiro passo de decodificação o
+# reduza a 512, então o total cai depois do passo 0 e o pico está no passo 0, embora cheguem mais 23 tokens depois. O
+# pico de memória de cache de um modelo com janela deslizante é definido pelo *prompt* mais longo, não por quanto ele
+# gera: aqui, o armazenamento extra do pré-preenchimento é de 8 tokens × 15 camadas deslizantes × 2.048 bytes, mas um
+# prompt de 32k tokens ocuparia, por um instante, 32k tokens de armazenamento em cada camada deslizante.
 #
 # ### Experimente: um prompt que ultrapassa a janela
 #
@@ -199,7 +223,7 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560),
 # prefixo do guia, com um `DynamicCache` passado): quantos tokens continuam *ativos* numa camada deslizante?
 
 # %%
-guess = 512  # live tokens in a sliding layer after a 576-token prefill: your guess
+guess = None  # live tokens in a sliding layer after a 576-token prefill: your guess
 
 # %% [markdown]
 # Mova `prompt tokens`: a célula roda um forward com essa quantidade de tokens dentro de `kvlab.watch` e desenha, por
@@ -229,7 +253,7 @@ live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768,
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
 print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored}")
-print(score_guess(guess, sliding.live, " tokens"))
+print(score(guess, sliding.live, unit=" tokens", kind="count"))
 
 # %% [markdown]
 # ## 3. Cache padrão: camadas de atenção em blocos, no estilo do Llama 4
@@ -240,7 +264,11 @@ print(score_guess(guess, sliding.live, " tokens"))
 # primeiras em blocos de 8 tokens, a última completa). O texto dele é ruído; a estrutura do cache é código real do
 # transformers.
 #
-# **Preveja primeiro.** Um prompt de 13 tokens e 10 tokens novos: quantos tokens uma camada em blocos guarda?
+# **Preveja primeiro.** Um prompt de 13 tokens e 10 tokens novos: de quantos tokens uma camada em blocos guarda as
+# chaves?
+
+# %%
+guess = None  # tokens in a chunked layer's keys after 13 + 10: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -253,6 +281,7 @@ tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt)
 for i, layer in enumerate(past_key_values.layers):
     print(f"layer {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
           f"get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+print(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # O transformers constrói uma camada em blocos como uma `DynamicSlidingWindowLayer` cuja janela é `attention_chunk_size`
@@ -323,8 +352,8 @@ print("recording, after crop(-3): seen", [layer.get_seq_length() for layer in pa
 # - As camadas deslizantes mantêm `window − 1` tokens ativos e descartam o resto; no Gemma 3, acima de 512 tokens, 15 das
 #   18 camadas param de crescer, então a memória cresce a 3/18 do ritmo da atenção completa.
 # - Ativo não é armazenamento: logo depois de um pré-preenchimento de N > 512 tokens, uma camada deslizante tem 511
-#   tokens ativos, mas ainda ocupa N tokens de armazenamento, então o pré-preenchimento é o pico de memória; o primeiro
-#   passo de decodificação libera esse excesso.
+#   tokens ativos, mas ainda ocupa N tokens de armazenamento até que o primeiro passo de decodificação o libere, então
+#   o pré-preenchimento pode ser o pico de memória (aqui foi, com 520 + 24: passo 0).
 # - O transformers guarda as camadas em blocos (Llama 4) no cache exatamente como as deslizantes, com o tamanho do bloco
 #   como janela: elas se limitam a `chunk − 1`, e um `crop` depois de um bloco completo exige `activate_past_recording()`.
 #

@@ -48,10 +48,11 @@ from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import compiled, decode_step, formula, text, timing
 from kvlab.plots import decode_step as decode_step_plots
 from kvlab.plots import growth, slots
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -92,7 +93,8 @@ print("layer 0 keys, (batch, kv_heads, slots, head_dim):", tuple(past_key_values
 # retorna? E no cache que `cache_implementation="static"` criou?
 
 # %%
-guess = 50.0  # your prediction: % of the 128-slot cache's slots masked at the end
+guess_own = None  # % of the 128-slot cache's slots masked at the end: your guess
+guess_auto = None  # % of the slots masked in the cache cache_implementation="static" built: your guess
 
 # %% [markdown]
 # As mesmas três chamadas, sem mudança, dentro de `kvlab.watch`: os dois caches estáticos e, para comparação, o
@@ -114,10 +116,14 @@ for name, trace in {"static (generate)": auto, "StaticCache(128)": own, "dynamic
           f"allocated {s['slots_allocated']:>5,} ({s['slots_allocated'] // 30} per layer), live {s['slots_live']:,}, "
           f"masked {s['slots_masked']:,} ({s['waste_pct']} %)")
 print("same tokens as without the watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
+print("static (generate), masked slots per step:", [r["slots_masked"] for r in auto.slots_by_step()])
+print(f"one token: {formula.bytes_per_token_per_layer(model.config, torch.float32):,} bytes per layer, "
+      f"{formula.kv_bytes_per_token(model.config, torch.float32):,} bytes over the 30 layers")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score_guess(guess, own.summary()["waste_pct"], " %"))
+print("StaticCache(128):  ", score(guess_own, own.summary()["waste_pct"], unit=" %", kind="share"))
+print("static (generate): ", score(guess_auto, auto.summary()["waste_pct"], unit=" %", kind="share"))
 
 # %% [markdown]
 # `cache_implementation="static"` dimensionou seu cache com 20 posições por camada, exatamente o que esta chamada grava,
@@ -143,8 +149,12 @@ growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "Dynamic
 # guardar, e cada sequência mais curta que vier depois paga por esse tamanho. Um servidor que precisa aceitar um prompt de
 # 200 tokens com 8 tokens novos precisa de `max_cache_len` ≥ 208; digamos 256.
 #
-# **Preveja primeiro.** Com esse tamanho, que fração das posições alocadas está mascarada no final de uma requisição de
-# 20 tokens (8 tokens novos)? E de uma de 60 tokens?
+# **Preveja primeiro.** Com esse tamanho, que fração das posições alocadas está mascarada no final de uma requisição
+# com um prompt de 20 tokens (8 tokens novos)? E com um prompt de 60 tokens?
+
+# %%
+guess_20 = None  # % of the 256-slot cache masked after a 20-token prompt + 8 new: your guess
+guess_60 = None  # the same after a 60-token prompt: your guess
 
 # %%
 server_cache_len = 256
@@ -164,12 +174,15 @@ for row in slots.run_slots(runs):
     print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
           f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
           f"{dynamic_bytes:>9,} bytes")
+waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
+print("20-token prompt:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
+print("60-token prompt:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
 
 # %%
 slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
 
 # %% [markdown]
-# As requisições curtas pagam pela longa: 89.5 % do cache da requisição de 20 tokens está mascarado. Há duas saídas: um
+# As requisições curtas pagam pela longa: 89,5 % do cache do prompt de 20 tokens está mascarado. Há duas saídas: um
 # DynamicCache (sem desperdício, mas com formatos que mudam, portanto sem grafo compilado reutilizável) ou alguns
 # StaticCaches de tamanhos diferentes (faixas de comprimento), com cada requisição indo para o menor que comporte.
 #
@@ -201,7 +214,7 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
 # posições por camada? Edite o palpite e depois rode a medição.
 
 # %%
-guess = 2.0  # your prediction: time with StaticCache(4096) / time with DynamicCache
+guess = None  # time of one step with StaticCache(4096) / time with DynamicCache: your guess
 
 # %% [markdown]
 # Os caches são criados do jeito do guia e passados ao modelo; `decode_step.time_decode_step` pré-preenche cada um
@@ -231,19 +244,20 @@ for label, step in decode_steps.items():
 for label, step in list(decode_steps.items())[1:]:
     print(timing.compare(reference, step.timing).verdict())
 ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing, warn=False).ratio
-print(score_guess(guess, round(ratio_4096, 2), "x"))
+print(score(guess, ratio_4096, unit="x", kind="amount"))
 
 # %%
 decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
 
 # %% [markdown]
 # As contagens são exatas: 7 posições por camada para o DynamicCache (os 6 tokens guardados e o do próprio passo) e
-# `max_cache_len` por camada para cada StaticCache, posições mascaradas incluídas. Na saída, o tempo acompanha o
-# trabalho: a razão em relação ao DynamicCache cresce com `max_cache_len` e é maior com 4,096 posições, cada razão com o
-# seu intervalo (um intervalo que contém 1 é nenhuma diferença). O trabalho de atenção cresce 585 vezes do DynamicCache
-# até 4,096 posições, enquanto o tempo cresce bem menos, porque o resto do passo (os produtos de matrizes das 30 camadas
-# sobre um token) não depende do cache. Numa GPU, a decodificação compilada também lê o cache estático inteiro a cada
-# passo; dimensionar `max_cache_len` perto do que as requisições precisam economiza esse tempo, além da memória.
+# `max_cache_len` por camada para cada StaticCache, posições mascaradas incluídas: o trabalho de atenção cresce 585
+# vezes do DynamicCache até 4.096 posições (122.880 / 210). O trabalho diz que o tempo também deve crescer com
+# `max_cache_len`, mas bem menos: o resto do passo (os produtos de matrizes das 30 camadas sobre um token) não depende
+# do cache. Os vereditos acima dizem quanto ele cresceu nesta execução, cada razão com o seu intervalo (um intervalo
+# que contém 1 é nenhuma diferença). Numa GPU, a decodificação compilada também lê o cache estático inteiro a cada
+# passo; dimensionar `max_cache_len` perto do que as requisições precisam economiza esse trabalho, além da
+# memória.
 #
 # ## 4. Cache de tamanho fixo: compilando a etapa de decodificação
 #
@@ -277,16 +291,23 @@ print("with CompileConfig._compile_all_devices = True:",
 # O formato fixo é o que torna um StaticCache amigável à compilação: o transformers compila o forward de *decodificação*
 # uma vez e o repete a cada passo. O pré-preenchimento continua em modo eager.
 #
-# **Preveja primeiro.** Depois de compilar para um prompt de 40 tokens, um prompt de 60 tokens compila de novo? E um
-# `max_cache_len` diferente?
-#
-# Compilar com o inductor leva de dezenas de segundos a minutos numa CPU, tempo demais para a suíte de testes; por isso
-# a célula só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime
-# "skipped". A saída registrada abaixo foi produzida com `KVLAB_COMPILE=1` quando este notebook foi executado para o
-# repositório (veja a linha impressa com a máquina e a data). O que é compilado: o forward de decodificação do SmolLM2
-# (`generate` do transformers com `compile_config`), com o inductor, para um StaticCache de 128 posições; o
-# pré-preenchimento continua eager. A comparação em regime estável mede `generate` eager e compilado (prompt de 40
-# tokens, 16 tokens novos, mesmo tamanho de cache) 5 vezes cada, intercalando-os, depois que o grafo já existe.
+# **Preveja primeiro.** Depois de compilar para um prompt de 40 tokens, um prompt de 60 tokens compila um grafo novo?
+# E um `max_cache_len` diferente? Defina cada palpite como `True` ou `False`; eles são avaliados quando a célula
+# compila.
+
+# %%
+guess_new_prompt = None  # does a 60-token prompt compile a new graph? True or False: your guess
+guess_new_size = None  # does max_cache_len 256 (instead of 128) compile a new graph? True or False: your guess
+
+# %% [markdown]
+# Compilar com o inductor leva de segundos (quando o cache em disco do inductor já tem os kernels) a minutos numa
+# CPU, tempo demais para a suíte de testes; por isso, a célula
+# só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime "skipped". A
+# saída registrada abaixo foi produzida com `KVLAB_COMPILE=1` quando este notebook foi executado para o repositório
+# (veja a linha impressa com a máquina e a data). O que é compilado: o forward de decodificação do SmolLM2 (`generate`
+# do transformers com `compile_config`), com o inductor, para um StaticCache de 128 posições; o pré-preenchimento
+# continua eager. A comparação em regime estável mede `generate` eager e compilado (prompt de 40 tokens, 16 tokens
+# novos, mesmo tamanho de cache) 5 vezes cada, intercalando-os, depois que o grafo já existe.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 40)  # (1, 40)
@@ -300,8 +321,11 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     steady = report["steady"]
     print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
           f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
+    new_graphs = {run["run"]: run["new_graphs"] for run in report["runs"]}
+    print("60-token prompt:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
+    print("max_cache_len 256:", score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice"))
 else:
-    print("skipped: set KVLAB_COMPILE=1 to compile (tens of seconds on a CPU)")
+    print("skipped: set KVLAB_COMPILE=1 to compile (seconds to minutes on a CPU); the guesses are scored then")
 
 # %% [markdown]
 # O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reaproveita o grafo; um novo
@@ -314,11 +338,11 @@ else:
 #
 # ## Principais conclusões
 #
-# - `cache_implementation="static"` dimensiona um StaticCache para a chamada; `StaticCache(config=..., max_cache_len=...)`
-#   passado como `past_key_values` tem o tamanho que você escolheu. Nos dois casos, cada camada ocupa `max_cache_len`
-#   posições desde o início, e as não usadas ficam mascaradas; os tokens são os mesmos que com um DynamicCache, mas a
-#   atenção ainda calcula as posições mascaradas, então um `max_cache_len` maior deixa cada passo de decodificação mais
-#   lento.
+# - `cache_implementation="static"` dimensiona um StaticCache para a chamada (prompt + `max_new_tokens` − 1 posições);
+#   `StaticCache(config=..., max_cache_len=...)` passado como `past_key_values` tem o tamanho que você escolheu. Nos dois
+#   casos, cada camada ocupa `max_cache_len` posições desde o início, e as não usadas ficam mascaradas; os tokens são os
+#   mesmos que com um DynamicCache, mas a atenção ainda calcula as posições mascaradas, então um `max_cache_len` maior
+#   acrescenta trabalho de atenção a cada passo de decodificação.
 # - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
 #   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
 # - O transformers compila a etapa de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,

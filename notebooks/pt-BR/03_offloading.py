@@ -55,11 +55,13 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
+from kvlab.measure.formula import bytes_per_token_per_layer
 from kvlab.measure.timing import compare
 from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -94,11 +96,13 @@ print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.
 # tensores estão num acelerador. Abaixo: o cache padrão, os dois nomes do guia e o cache criado à mão, como o guia também
 # mostra, `DynamicCache(config=..., offloading=True)` passado como `past_key_values`.
 #
-# **Preveja primeiro.** O SmolLM2 tem 30 camadas. Que fração do cache fica no dispositivo no pico, para cada tipo? Os
-# tokens gerados mudam?
+# **Preveja primeiro.** O SmolLM2 tem 30 camadas. Com `cache_implementation="offloaded"`, que porcentagem do cache
+# inteiro fica no dispositivo no pico? E os tokens gerados de alguma das quatro execuções diferem dos do cache padrão
+# (True ou False)?
 
 # %%
-guess = 50.0  # your prediction: % of the whole cache on the device at the peak, cache_implementation="offloaded"
+guess = None  # % of the whole cache on the device at the peak, cache_implementation="offloaded": your guess
+guess_tokens_differ = None  # True or False: your guess
 
 # %%
 with kvlab.watch(smollm2) as watch:
@@ -115,7 +119,9 @@ outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new")
+per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # keys + values: 2 × 3 heads × 64 × 4 bytes
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new; one token: {per_layer:,} bytes per layer, "
+      f"{smollm2.config.num_hidden_layers * per_layer:,} in all {smollm2.config.num_hidden_layers} layers")
 print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
 for name, trace in runs.items():
     moves = residency.effective_moves(trace)
@@ -126,15 +132,19 @@ for name, trace in runs.items():
 # NBVAL_CHECK_OUTPUT
 offloaded = runs['cache_implementation="offloaded"']
 share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
-print(score_guess(guess, round(share, 2), " %"))
+print(score(guess, round(share, 2), unit=" %", kind="share"))
+tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
+print(score(guess_tokens_differ, tokens_differ, kind="choice"))
 
 # %% [markdown]
-# O cache descarregado atinge, no dispositivo, um pico equivalente a duas camadas, 2/30 do cache inteiro: a camada que
-# está calculando e a que está sendo pré-carregada. O `DynamicCache(offloading=True)` criado à mão é o mesmo cache que
-# `cache_implementation="offloaded"`, movimentação por movimentação. `offloaded_static` mantém duas camadas
-# *pré-alocadas* (`generate` as dimensiona para o prompt mais os tokens novos, menos o último token, que nunca volta a
-# passar pelo modelo), e cada movimentação copia a alocação inteira, posições vazias incluídas. Os tokens são
-# idênticos: o descarregamento move os dados, nunca os altera.
+# O cache descarregado atinge, no dispositivo, um pico equivalente a duas camadas, 2/30 do cache inteiro (58.368 de
+# 875.520 bytes): a camada que está calculando e a que está sendo pré-carregada. O `DynamicCache(offloading=True)`
+# criado à mão é o mesmo cache que `cache_implementation="offloaded"`, movimentação por movimentação.
+# `offloaded_static` mantém duas camadas *pré-alocadas*: `generate` dimensiona um cache estático com `max_length - 1`
+# posições (código-fonte do transformers), 12 + 8 − 1 = 19 tokens, já que o último token novo nunca volta a passar
+# pelo modelo; 19 × 46.080 = 875.520 bytes, o cache inteiro da tabela. Cada movimentação copia essa alocação inteira,
+# posições vazias incluídas, daí os seus bytes movidos maiores. Os tokens são idênticos nas quatro execuções: o
+# descarregamento move os dados, nunca os altera.
 #
 # A conta a pagar é o tráfego. Por passo:
 
@@ -152,8 +162,11 @@ for step in sorted({s for s, _ in per_step}):
 #
 # ## 2. Cache offloading: o cronograma, em gráfico
 #
-# **Preveja primeiro.** Num passo de decodificação, em que ordem acontecem os 30 pré-carregamentos, atualizações e
-# descarregamentos? Qual camada é pré-carregada enquanto a última camada calcula?
+# Em um passo de decodificação, cada uma das 30 camadas é pré-carregada, atualizada e descarregada.
+# **Preveja primeiro.** Enquanto a última camada (29) calcula, qual camada é pré-carregada?
+
+# %%
+guess = None  # a layer index: your guess
 
 # %%
 timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
@@ -164,10 +177,15 @@ order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_i
          for e in residency.schedule(offloaded, steps=(1, 1))]
 print(" → ".join(order[:7]), "…")
 print("…", " → ".join(order[-4:]))
+last_update = order.index("update 29")
+prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
+print(score(guess, prefetched_then, kind="choice"))
 
 # %% [markdown]
-# Cada camada é pré-carregada enquanto a anterior calcula, depois é atualizada e então descarregada; a última camada
-# pré-carrega a camada 0 para o próximo passo, então o cronograma dá a volta.
+# Cada camada é pré-carregada enquanto a anterior calcula, depois é atualizada e então descarregada; enquanto a última
+# camada calcula, a camada 0 é pré-carregada para o próximo passo, então o cronograma dá a volta: na figura, o ▲ da
+# camada 0 logo à esquerda da linha pontilhada (pré-carregada no passo 1 para o passo 2) e de novo no canto superior
+# direito, no fim do passo 2.
 #
 # ## 3. Cache offloading: `offload_only_non_sliding` no Gemma 3
 #
@@ -198,13 +216,18 @@ for name, cache in zip(gemma_runs, watch.caches):
 # `DynamicCache`, e com ele `cache_implementation="offloaded"`, tem `False` como padrão e descarrega todas as camadas.
 # `generate` não aceita essa opção: para ter `True` com um cache dinâmico, crie o cache você mesmo.
 #
-# **Preveja primeiro.** Gemma 3 com um prompt de 600 tokens, além da sua janela de 512 tokens, e 4 tokens novos. Quanto
-# do cache fica no dispositivo com `True`, e com `False`?
+# **Preveja primeiro.** Gemma 3 com um prompt de 600 tokens, além da sua janela de 512 tokens, e 4 tokens novos. No
+# pico do último passo, que porcentagem do cache inteiro está no dispositivo com `True`, e com `False`?
+
+# %%
+guess_true = None  # % of the cache on the device, offload_only_non_sliding=True: your guess
+guess_false = None  # % with False (cache_implementation="offloaded"): your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
+print(f"one Gemma 3 token in one layer: {bytes_per_token_per_layer(gemma.config, torch.float32):,} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
@@ -216,6 +239,13 @@ for name, trace in settings.items():
               f"{len(row['resident_at_peak'])} layers resident")
 
 # %%
+# NBVAL_CHECK_OUTPUT
+for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
+    last = residency.device_bytes_by_step(trace)[-1]
+    print(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit=" %",
+                kind="share"))
+
+# %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
                                   "False (cache_implementation='offloaded')": settings["False (offloaded)"]},
                                  title="Gemma 3, 600-token prompt: cache bytes on the device at each step's peak")
@@ -225,16 +255,20 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #
 # - Com `True`, só as camadas 5, 11 e 17 se movem. No pico de cada passo, o dispositivo guarda as 15 camadas deslizantes
 #   *e* duas das três camadas completas (a que está calculando e a próxima, pré-carregada): 17 de 18 camadas,
-#   93.6-94.4 % do cache. Isso economiza uma camada completa (1,234,944 bytes no passo 3), não a maior parte do cache.
+#   93,6-94,4 % do cache. Isso economiza uma camada completa (1.234.944 bytes no passo 3), não a maior parte do cache.
 # - Com `False`, todas as camadas se movem, e o dispositivo guarda duas camadas no pico (uma completa e uma deslizante),
-#   11.1-11.8 % do cache aqui, ao custo de mover 18 camadas duas vezes por passo em vez de 3 (127 movimentações
+#   11,1-11,8 % do cache aqui, ao custo de mover 18 camadas duas vezes por passo em vez de 3 (127 movimentações
 #   contra 22).
-# - Uma camada deslizante para de crescer na janela (1,048,576 bytes: 512 posições × 2,048 bytes a partir do passo 1),
-#   enquanto uma camada completa cresce 2,048 bytes por token. No pré-preenchimento, os buffers das camadas deslizantes
-#   ainda guardam o prompt inteiro de 600 tokens (elas mantêm uma view dos últimos 511 tokens dele), e é por isso que o
-#   passo 0 é o maior.
-# - `offloaded_static` (`True`) aloca suas 3 camadas completas com o comprimento da chamada e suas camadas deslizantes
-#   com a janela de 512 tokens, e mantém as mesmas 17 de 18 camadas no dispositivo.
+# - Uma camada deslizante para de crescer na janela: depois da sua primeira atualização de decodificação, ela guarda
+#   512 tokens, 512 × 2.048 = 1.048.576 bytes, enquanto uma camada completa cresce 2.048 bytes por token (1.228.800 →
+#   1.230.848 → 1.232.896 → 1.234.944 nas linhas de `False`). No pré-preenchimento, os buffers das camadas deslizantes
+#   ainda guardam o prompt inteiro de 600 tokens, 1.228.800 bytes cada (elas mantêm uma view dos últimos 511 tokens
+#   dele), e é por isso que o passo 0 é o maior. Durante o passo 1, as camadas deslizantes ainda não atualizadas
+#   continuam com esses buffers, então cada camada deslizante no dispositivo só cai para 1.048.576 bytes a partir do
+#   passo 2 (15 × 1.048.576 = 15.728.640 com `True`).
+# - `offloaded_static` (`True`) aloca suas 3 camadas completas com `max_length - 1` = 600 + 4 − 1 = 603 tokens
+#   (603 × 2.048 = 1.234.944 bytes) e suas camadas deslizantes com a janela de 512 tokens, e mantém as mesmas 17 de 18
+#   camadas no dispositivo.
 #
 # Portanto, `True` não mantém a fatia do dispositivo pequena nem limitada: as 15 camadas deslizantes ficam, e as duas
 # camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias (3 camadas se movem
@@ -291,8 +325,13 @@ def generate_or_offload(model, **kwargs):
 # do orçamento. Só o cache é contado, não os pesos nem as ativações. `generate_or_offload` não muda: o seu
 # `except torch.OutOfMemoryError` captura o erro simulado como capturaria um real.
 #
-# **Preveja primeiro.** O prompt acima tem 12 tokens, e o cache do SmolLM2 ocupa 46,080 bytes por token. Com um
-# orçamento de 600,000 bytes, em que passo o cache padrão fica sem memória, e a nova tentativa com descarregamento cabe?
+# **Preveja primeiro.** O prompt acima tem 12 tokens, e o cache do SmolLM2 ocupa 46.080 bytes por token (tabela da
+# seção 1). Com um orçamento de 600.000 bytes, em que passo o cache padrão fica sem memória (0 é o
+# pré-preenchimento), e a nova tentativa com descarregamento cabe (True ou False)?
+
+# %%
+guess_step = None  # the step the default cache runs out at: your guess
+guess_retry_fits = None  # True or False: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -301,11 +340,14 @@ with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_b
 print("caches used:", [t.meta["cache"] for t in watch.traces])
 print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
 print("same tokens as the unconstrained run:", torch.equal(out, out_default))
+print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
+print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
 
 # %% [markdown]
-# O cache padrão ficou sem memória no passo 2, ao adicionar o 14º token: 13 × 46,080 = 599,040 bytes cabem, e os
-# 1,536 bytes da camada 0 desse token não (600,576 > 600,000). A nova tentativa descarrega, mantém duas camadas no
-# dispositivo (58,368 bytes, como na seção 1), cabe com folga e produz os mesmos tokens. Numa GPU, sem
+# O cache padrão ficou sem memória no passo 2, ao adicionar o 14º token: 13 × 46.080 = 599.040 bytes cabem, e os
+# 1.536 bytes da camada 0 desse token (os bytes por camada da seção 1) não (600.576 > 600.000). A nova tentativa
+# descarrega, mantém duas camadas no dispositivo (58.368 bytes, como na seção 1), cabe com folga e produz os mesmos
+# tokens. Numa GPU, sem
 # `simulated_device`, só um `torch.OutOfMemoryError` real dispara a nova tentativa (com `inputs` movidos para o
 # dispositivo do modelo), e `torch.cuda.empty_cache()` devolve antes a memória da tentativa que falhou.
 #
@@ -382,9 +424,10 @@ for measured in decode_times.values():
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
 
 # %% [markdown]
-# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "no difference beyond noise"; um que exclui 1 é uma
-# diferença na contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o
-# preço do tráfego, que precisa de um barramento.
+# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "no difference beyond noise", e "too noisy to
+# tell" (repetições de menos) não diz nada, nem num sentido nem no outro; um que exclui 1 é uma diferença na
+# contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o preço do
+# tráfego, que precisa de um barramento.
 #
 # Para uma GPU, os bytes só podem virar tempo com uma largura de banda, e aqui essa largura de banda é **suposta, não
 # medida**: 25 GB/s, mais ou menos o que as cópias do host para o dispositivo atingem em PCIe 4.0 x16 (32 GB/s brutos

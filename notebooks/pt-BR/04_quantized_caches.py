@@ -39,6 +39,7 @@ kvlab.set_language("pt-BR")
 
 # %%
 # %matplotlib inline
+import inspect
 import os
 import sys
 import warnings
@@ -47,16 +48,20 @@ import ipywidgets as widgets
 import torch
 import transformers
 from IPython.display import Markdown
+from transformers import DynamicCache, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure.formula import kv_bytes_per_token
 from kvlab.measure.timing import compare
 from kvlab.plots import quantized
 from kvlab.plots.step_times import plot_step_times
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
@@ -99,7 +104,8 @@ out = model.generate(
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("zero tokens kvlab adds to a 5-token prompt:", hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
+print("zero tokens kvlab adds to a 5-token prompt:",
+      hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
 print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
 
 # %% [markdown]
@@ -141,7 +147,12 @@ model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementatio
 # por cache.
 #
 # **Preveja primeiro.** Depois de 20 tokens novos, o cache guarda 24 tokens (o 20º token novo nunca é realimentado).
-# Com o `residual_length=128` padrão, quantos deles estão empacotados e quantos esperam em precisão total?
+# Com o `residual_length=128` padrão, quantos deles o cache hqq de 4 bits guarda empacotados, e quantos esperam em
+# precisão total?
+
+# %%
+guess_packed = None  # tokens packed: your guess
+guess_residual = None  # tokens in the full-precision residual: your guess
 
 # %%
 CONFIGS_SHOWN = {
@@ -170,6 +181,10 @@ for label, trace in zip(texts, watch.traces):
 print()
 for label, generated in texts.items():
     print(f"{label:>22}: {generated}")
+print()
+hqq_layer = watch.traces[0].final_layers()[0]  # "hqq 4-bit, axis 1", layer 0 (every layer holds the same tokens)
+print(score(guess_packed, hqq_layer["quantized_tokens"], unit=" tokens", kind="count"))
+print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # O hqq no eixo 1 roda sob o watch (o kvlab completa a sequência), e seu texto se afasta do texto do DynamicCache
@@ -195,11 +210,11 @@ for label, generated in texts.items():
 # 279 tokens: 256 empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também
 # aceita 1 e 3 bits: experimente-os no controle ao vivo abaixo).
 #
-# **Preveja primeiro.** Que fração dos bytes do cache hqq de 4 bits corresponde à parte residual de 23 tokens em
+# **Preveja primeiro.** Que porcentagem dos bytes do cache hqq de 4 bits corresponde à parte residual de 23 tokens em
 # precisão total?
 
 # %%
-guess = 0.1  # a fraction of the whole cache's bytes
+guess = None  # % of the whole cache's bytes: your guess
 
 # %%
 SWEEP = {
@@ -220,40 +235,48 @@ print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit
 for r in rows:
     print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
           f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
+per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
+print(f"residual: {residual_tokens} tokens × {per_token:,} B = {residual_tokens * per_token:,} B")
 hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
-print(score_guess(guess, round(hqq4["residual_bytes"] / hqq4["cache_bytes"], 2)))
+print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
 
 # %%
 quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
                        title="SmolLM2 at 279 tokens (256 packed): packed vs full-precision residual bytes")
 
 # %% [markdown]
-# Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46,080 B (30 camadas × chaves e valores × 3
-# cabeças × 64 números × 4 bytes) = 1,059,840 B. No cache hqq de 4 bits, isso é 37 % dos seus 2,903,040 B, de modo
-# que o cache inteiro fica em 0.452 de um cache de 16 bits com os mesmos tokens, longe dos 0.25 que 4 de 16 bits
-# sugerem; com 2 bits, a parte residual é quase metade do cache (1,059,840 de 2,165,760 B). O DynamicCache marca
-# 2.000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
+# Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46.080 B (30 camadas × chaves e valores × 3
+# cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5 % dos seus 2.903.040 B, de modo
+# que o cache inteiro fica em 0,452 de um cache de 16 bits com os mesmos tokens, longe dos 0,25 que 4 de 16 bits
+# sugerem; com 2 bits, a parte residual é quase metade do cache (1.059.840 de 2.165.760 B). O DynamicCache marca
+# 2,000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
 # largura de bits. A parte empacotada sozinha (última coluna) custa nbits + 1 bits por número: cada grupo de 64
 # números acrescenta uma escala e um deslocamento em float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e
 # 9/16). Essa é a razão da qual se aproxima uma sequência muito mais longa que a parte residual. O fp8 não tem parte
 # residual: metade de um cache de 16 bits (mais uma escala por tensor), em qualquer comprimento.
 #
-# ## 4. A parte residual em dente de serra (ao vivo)
+# ## 4. A parte residual ao longo do tempo (ao vivo)
 #
 # **Preveja primeiro.** Com `residual_length=8`, a parte residual é esvaziada na parte empacotada (flush) a cada 8
-# tokens. Imagine os bytes empacotados e residuais em função dos tokens: uma rampa ou um dente de serra?
+# tokens. Imagine os bytes residuais em função dos tokens (quanto de 4 bits, 32 tokens novos após o prompt do guia):
+# uma rampa (eles só crescem) ou um dente de serra (crescem e depois caem a cada flush)?
 #
 # O controle abaixo executa a chamada do guia (`cache_implementation="quantized"` com o `cache_config` que você
 # escolher) dentro de `kvlab.watch`, gerando 32 tokens novos após o prompt do guia, e compara seus tokens greedy com
 # os do DynamicCache. O hqq roda no eixo 1 e o quanto no eixo 0, como o guia recomenda; o fp8 recebe apenas o
 # backend. O quanto aceita 2 ou 4 bits, o hqq 1, 2, 3, 4 ou 8: outras escolhas mostram o próprio erro do
-# transformers.
+# transformers. Ele abre com as configurações da previsão: olhe a figura depois de dar o seu palpite.
+
+# %%
+guess = None  # "ramp" or "saw": your guess
 
 # %%
 LIVE_NEW_TOKENS = 32
 prompt_length = inputs["input_ids"].shape[-1]
 with kvlab.watch(model) as reference_watch:
-    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS)
+    reference = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS,
+                               min_new_tokens=LIVE_NEW_TOKENS)
 reference_tokens = reference[0, prompt_length:].tolist()
 
 
@@ -270,8 +293,8 @@ def quantized_split(backend, nbits, residual_length):
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
     name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
     return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
-                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the DynamicCache's, "
-                                      f"the first {same['common_prefix']} identical")
+                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the "
+                                      f"DynamicCache's, the first {same['common_prefix']} identical")
 
 
 live(quantized_split,
@@ -281,14 +304,47 @@ live(quantized_split,
                                        description="residual_length"))
 
 # %% [markdown]
+# A mesma chamada em quatro configurações do controle, contada em vez de desenhada: quantas vezes os bytes residuais
+# caem (um flush), o máximo que atingem e quantos tokens greedy coincidem com os do DynamicCache antes da primeira
+# diferença.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+SAW_CONFIGS = {
+    "quanto 4-bit, residual_length=8": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                        "residual_length": 8},
+    "fp8": {"backend": "fp8"},
+    "hqq 2-bit, residual_length=8": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1,
+                                     "residual_length": 8},
+    "quanto 2-bit, residual_length=8": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0,
+                                        "residual_length": 8},
+}
+shapes = {}
+for label, cache_config in SAW_CONFIGS.items():
+    with kvlab.watch(model) as watch:
+        out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
+                             cache_implementation="quantized", cache_config=cache_config)
+    residual = [row["residual_bytes"] for row in quantized.split_by_step(watch.trace)]
+    falls = sum(after < before for before, after in zip(residual, residual[1:]))
+    shapes[label] = "saw" if falls else "ramp"
+    same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
+    print(f"{label:>31}: residual falls {falls} times, at most {max(residual):>7,} B; "
+          f"the first {same['common_prefix']:>2} of {same['tokens']} tokens as the DynamicCache's")
+print(score(guess, shapes["quanto 4-bit, residual_length=8"], kind="choice"))
+
+# %% [markdown]
 # Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
 # enquanto o DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas
 # uma parcela maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte
 # empacotada é desquantizada e quantizada de novo junto com a parte residual) dentro da própria atualização do cache
 # desse passo, antes que a atenção possa ler as chaves: o passo espera por isso. Se essa espera é longa o bastante
-# para ser vista é o que a seção 5 mede. Mude o backend para fp8 para ver o dente de serra desaparecer, e nbits para
-# 2 para ver o texto greedy se separar do texto do DynamicCache (com qualquer um dos backends em
-# `residual_length=8`, depois de 3 tokens).
+# para ser vista é o que a seção 5 mede.
+# A parte residual nunca guarda mais de 7 tokens (322.560 B = 7 × 46.080 B): `QuantizedLayer.update` do transformers
+# empacota tudo assim que a parte residual mais o token novo atingiriam `residual_length`, então o 8º token vai
+# direto para a parte empacotada. O fp8 não desenha dente de serra: a sua parte residual nunca guarda um byte. A
+# última coluna: com 2 bits, os dois backends se separam do texto greedy do DynamicCache depois de 3 tokens; o
+# quanto de 4 bits, depois de 29, e o fp8, depois de 5 (o texto dele já era diferente na seção 1). Mova o controle
+# para essas configurações para ver cada uma desenhada.
 #
 # ## 5. O que um flush custa em tempo
 #
@@ -373,7 +429,7 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
                       "interleaved repeats (band: IQR), flush steps circled")
 
 # %% [markdown]
-# O que observar. A tabela verificada é a previsão: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
+# O que observar. A tabela verificada diz onde: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
 # passos 6, 12 e 18, cada vez o cache inteiro (60 chamadas: chaves e valores de 30 camadas, todos os tokens até
 # ali), enquanto o fp8 quantiza a cada passo, mas só o token novo; o painel da direita desenha os mesmos números por
 # passo. Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do
@@ -384,7 +440,8 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # uma parte empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e
 # constante que a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do
 # DynamicCache: neles entram a desquantização de todo passo, com flush ou não, e a conversão de cada token novo do
-# fp8; um intervalo que contém 1 é nenhuma diferença.
+# fp8; um intervalo que contém 1 é nenhuma diferença, e um veredito "too noisy to tell" (repetições de menos) não
+# diz nada, nem num sentido nem no outro.
 #
 # ## 6. O que a quantização faz com as previsões
 #
@@ -393,14 +450,19 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # distribuição do próximo token se deslocou (*KL*, em nats)? Quão bem o modelo ainda prevê o texto real
 # (*perplexidade*)?
 #
-# **Preveja primeiro.** Ordene hqq com 2, 4 e 8 bits, quanto com 2 e 4 bits e fp8 pela concordância top-1. Em que
-# ponto ela despenca?
+# **Preveja primeiro.** Entre hqq com 2, 4 e 8 bits, quanto com 2 e 4 bits e fp8, qual configuração escolhe o mesmo
+# próximo token que o DynamicCache no menor número das 24 posições?
+
+# %%
+guess = None  # one of SWEEP's names, e.g. "hqq 8-bit": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 positions = len(runs["dynamic"].targets)
 for r in rows:
     print(f"{r['config']:>13}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
+fewest = min(rows, key=lambda r: r["top1_agreement"])["config"]
+print(score(guess, fewest, kind="choice"))
 
 # %%
 # KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
@@ -412,15 +474,18 @@ for r in rows:
 # O fp8 concorda nas 24 posições, o hqq de 8 bits em 23, o hqq de 4 bits e o quanto de 4 bits em 22 cada. O
 # despenhadeiro fica entre 4 e 2 bits: o quanto de 2 bits concorda em 10 posições e o hqq de 2 bits em 8, menos da
 # metade. As medidas mais finas (impressas acima, não verificadas porque são somas em ponto flutuante) dizem o mesmo:
-# o KL médio fica em torno de 0.01 nats com 4 bits, abaixo de 0.003 com 8 bits e com fp8, e acima de 1 nat com 2
-# bits, onde a perplexidade do texto real também salta dos 15.25 do DynamicCache para cerca de 32 (hqq) e 51
-# (quanto); com 4 bits ou mais, ela fica a menos de 0.1 dele. 24 posições são poucas (uma posição vale cerca de 4 %):
+# o KL médio fica em torno de 0,01 nats com 4 bits, abaixo de 0,003 com 8 bits e com fp8, e acima de 1 nat com 2
+# bits, onde a perplexidade do texto real também salta dos 15,25 do DynamicCache para cerca de 32 (hqq) e 51
+# (quanto); com 4 bits ou mais, ela fica a menos de 0,1 dele. 24 posições são poucas (uma posição é 1/24 delas):
 # leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
 #
-# A figura coloca cada configuração em duas razões de memória, ambas relativas a um cache de 16 bits com os mesmos
-# tokens: marcador cheio, o cache inteiro com 279 tokens, como medido (parte residual incluída); vazado, só a parte
-# empacotada, o limite do qual uma sequência muito mais longa se aproxima. Só as medições do próprio kvlab aparecem
-# nela.
+# A figura põe lado a lado a concordância de cada configuração e a memória da mesma execução: o cache inteiro com 279
+# tokens, parte residual incluída (a coluna "vs 16-bit" da seção 3), em relação a um cache de 16 bits com os mesmos
+# tokens. As marcas vazadas na borda inferior indicam só a parte empacotada ("packed vs 16-bit"), a razão da qual se
+# aproxima uma sequência muito mais longa que a parte residual; elas não ficam em altura nenhuma, porque nenhuma
+# concordância foi medida num comprimento assim: com 279 tokens, os 23 tokens mais recentes ainda eram lidos em
+# precisão total, e uma sequência longa leria quase todos os seus tokens da cópia quantizada. Só as medições do
+# próprio kvlab estão nela.
 
 # %%
 quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
@@ -443,10 +508,10 @@ Markdown(quantized.references_markdown())
 #
 # ## 7. Por que o Gemma 3 é recusado
 #
-# A tabela do guia diz que o cache quantizado não suporta camadas de janela deslizante. **Preveja primeiro.** As
-# camadas deslizantes do Gemma 3 descartam os tokens mais antigos que a sua janela. O que uma camada quantizada teria
-# de fazer que o `QuantizedCache` não faz? Eis a chamada do guia no tiny-gemma3 (pesos aleatórios, com a mesma
-# disposição de camadas deslizantes e completas do Gemma 3, em tamanho de brinquedo):
+# A tabela do guia diz que o cache quantizado não suporta camadas de janela deslizante. As camadas deslizantes do
+# Gemma 3 descartam os tokens mais antigos que a sua janela; o que uma camada quantizada teria de fazer que o
+# `QuantizedCache` não faz? Eis a chamada do guia no tiny-gemma3 (pesos aleatórios, com a mesma disposição de camadas
+# deslizantes e completas do Gemma 3, em tamanho de brinquedo):
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -457,24 +522,49 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
                cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
 
 # %% [markdown]
-# O `QuantizedCache` do transformers só constrói camadas quantizadas de atenção completa: ele não tem nenhuma camada
-# que descarte tokens, então um modelo com janela deslizante manteria (e usaria na atenção) tokens fora da sua
-# janela. Ele recusa antes de gerar qualquer coisa (e `kvlab.make_cache("quantized", ...)` recusa da mesma forma).
+# O `QuantizedCache` do transformers só constrói camadas quantizadas de atenção completa (a verificação e a lista de
+# camadas estão no seu `__init__`): ele não tem nenhuma camada que descarte tokens. Ele recusa antes de gerar
+# qualquer coisa (e `kvlab.make_cache("quantized", ...)` recusa da mesma forma).
 #
-# ## Principais conclusões
+# O que um cache sem camadas que descartam tokens custaria a um modelo com janela deslizante: atenção errada ou
+# memória? Os tokens a que uma camada deslizante presta atenção são decididos pela sua máscara, e o transformers
+# constrói a máscara deslizante a partir da config, não do cache. Um `DynamicCache()` criado sem config tem a mesma
+# falha que um quantizado (uma camada completa para cada camada, nenhuma descarta tokens), então ele mostra o que
+# acontece:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("in create_sliding_window_causal_mask:",
+      next(line.strip() for line in inspect.getsource(masking_utils.create_sliding_window_causal_mask).splitlines()
+           if "sliding_window = " in line))
+long_source = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))  # (1, 16): past the window
+by_config = DynamicCache(config=gemma.config)  # a sliding layer for each sliding_attention layer
+full_only = DynamicCache()  # no config: a full layer for every layer, as a QuantizedCache would have
+generated = {}
+for name, cache in (("DynamicCache(config=...)", by_config), ("DynamicCache()", full_only)):
+    generated[name] = gemma.generate(long_source, attention_mask=torch.ones_like(long_source), do_sample=False,
+                                     max_new_tokens=6, past_key_values=cache)
+    held = [layer.keys.shape[-2] for layer in cache.layers]  # keys: (batch, kv_heads, tokens, head_dim)
+    print(f"{name:>24}: tokens each layer holds {held}")
+print("sliding_window:", gemma.config.sliding_window, "| same tokens generated:",
+      torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]))
 #
-# - A chave do guia é `cache_implementation="quantized"` com um dicionário `cache_config`. O hqq no eixo 1
-#   recomendado pode derrubar o transformers puro com prompts curtos de tamanho ímpar (o kvlab completa a sequência);
-#   o fp8 recebe apenas `{"backend": "fp8"}` e recusa as opções por grupo.
-# - Um cache quantizado é formado por dados empacotados mais uma parte residual em precisão total. Com 24 tokens, ele
-#   é quase todo parte residual; com 279 tokens, a parte residual de 23 tokens ainda passa de um terço dos bytes do
-#   cache de 4 bits; só muito além de `residual_length` a razão da parte empacotada (aqui, nbits + 1 bits por número)
-#   aparece. O fp8 reduz à metade um cache de 16 bits desde o primeiro token.
-# - Tempo: um cache por grupo desquantiza sua parte empacotada a cada passo de decodificação e reempacota o cache
-#   inteiro a cada flush (a cada `residual_length` passos), dentro do passo. A seção 5 imprimiu se esta execução
-#   mostra os passos de flush como os lentos, e a decodificação de cada backend comparada com a do DynamicCache, com
-#   intervalos.
-# - A qualidade acompanha a largura de bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
-#   mesmo próximo token que o DynamicCache em 22 a 24 das 24 posições; os de 2 bits, em 8 (hqq) e 10 (quanto).
+# ## Takeaway
 #
-# **A seguir:** [05 · Caches de encoder-decoder e específicos de modelo](05_encoder_decoder_and_model_specific.ipynb).
+# - The guide's switch is `cache_implementation="quantized"` with a `cache_config` dict. hqq at the
+#   recommended axis 1 can crash plain transformers on short odd-sized prompts (kvlab pads); fp8 takes only
+#   `{"backend": "fp8"}` and refuses per-group options.
+# - A quantized cache is packed data plus a full-precision residual. At 24 tokens it is nearly all residual; at
+#   279 tokens the 23-token residual is still over a third of the 4-bit cache's bytes; only far past
+#   `residual_length` does the packed ratio (nbits + 1 bits per number here) show. fp8 halves a 16-bit cache
+#   from the first token.
+# - Time: a group-wise cache dequantizes its packed part at every decode step and re-packs the whole cache at
+#   each flush (every `residual_length`-th step), inside the step. Section 5 printed whether this run shows the
+#   flush steps as the slow ones, and each backend's decode against the DynamicCache's, with intervals.
+# - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
+#   next token at 22 to 24 of 24 positions; 2-bit ones at 8 (hqq) and 10 (quanto).
+# - Sliding-window models are refused: `QuantizedCache` has only full layers. The sliding mask comes from
+#   `config.sliding_window`, so a cache without evicting layers would not attend wrongly; it would keep every
+#   token in every layer, the memory a sliding layer exists to save.
+#
+# **Next:** [05 · Encoder-decoder and model-specific caches](05_encoder_decoder_and_model_specific.ipynb).

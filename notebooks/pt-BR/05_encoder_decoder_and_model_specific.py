@@ -16,11 +16,12 @@
 # %% [markdown]
 # # 05 · Caches de encoder-decoder e específicos de modelo
 #
-# **Objetivo de aprendizagem.** Construir um `EncoderDecoderCache` a partir de dois caches e passá-lo para
-# `generate`, como o guia descreve; distinguir as três formas que um cache pode ter: o cache de atenção cruzada de um
-# encoder-decoder, fixo no comprimento da sequência de origem; o cache de autoatenção de um decoder, que cresce a
-# cada token; e o estado de uma camada de espaço de estados (Mamba), constante qualquer que seja o comprimento.
-# Reconhecê-las misturadas em um mesmo modelo híbrido (Jamba).
+# **Objetivo de aprendizagem.** Construir um `EncoderDecoderCache` a partir de dois caches e passá-lo para `generate`
+# (o guia o descreve como um wrapper em torno de dois caches, um dos quais pode ser de um tipo diferente do outro, e
+# não mostra código para isso: as chamadas aqui são do kvlab, feitas com classes do transformers); distinguir as três
+# formas que um cache pode ter: o cache de atenção cruzada de um encoder-decoder, fixo no comprimento da sequência de
+# origem; o cache de autoatenção de um decoder, que cresce a cada token; e o estado de uma camada de espaço de estados
+# (Mamba), constante qualquer que seja o comprimento. Reconhecê-las misturadas em um mesmo modelo híbrido (Jamba).
 #
 # **Nas palavras do kvlab.** Um encoder-decoder (BART, T5, Whisper) executa o encoder uma única vez sobre a sequência
 # de origem. Cada camada do decoder faz atenção duas vezes: sobre os próprios tokens do decoder (*autoatenção*, que
@@ -51,8 +52,9 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.plots import growth
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*")
 torch.manual_seed(0)
@@ -93,7 +95,7 @@ print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_
 # origem de 24 tokens?
 
 # %%
-guess = 24_576  # bytes, both layers' cross-attention, 24-token source
+guess = None  # bytes, both layers' cross-attention, 24-token source: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -110,7 +112,7 @@ for source_tokens in (12, 24):
         print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
               f"{row['bytes_held']:>6,} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
-print(score_guess(guess, cross_bytes, " B"))
+print(score(guess, cross_bytes, unit=" B", kind="amount"))
 
 # %% [markdown]
 # O trace marca cada camada com o seu papel: `self` para os próprios tokens do decoder, `cross` para os do encoder.
@@ -128,9 +130,9 @@ growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cros
 # %% [markdown]
 # A parte de autoatenção começa com um token (o token inicial do decoder) e cresce um por passo; a parte de atenção
 # cruzada é preenchida uma única vez, no primeiro passo do decoder, com as chaves e valores do encoder para todos os
-# 24 tokens de origem, e depois nunca muda. Para uma origem longa (um clipe de 30 segundos no Whisper tem 1,500
-# frames no encoder), a parte de atenção cruzada pode ser a maior parte do cache, e ela tem o mesmo tamanho no
-# primeiro token e no último.
+# 24 tokens de origem, e depois nunca muda. Para uma origem longa (um clipe de 30 segundos no Whisper tem 1.500 frames
+# no encoder; fonte: Radford et al. 2022, o artigo do Whisper)
+# a parte de atenção cruzada pode ser a maior parte do cache, e ela tem o mesmo tamanho no primeiro token e no último.
 #
 # As duas metades não precisam ser do mesmo tipo de cache. Aqui a metade de autoatenção é um `StaticCache`
 # (pré-alocado com 32 posições), e a metade de atenção cruzada continua dinâmica:
@@ -151,8 +153,8 @@ for row in watch.trace.layer_table():
 # Cada metade se comporta como a sua classe se comportaria sozinha: a metade estática ocupa 32 posições desde o
 # início (22 delas mascaradas), a metade dinâmica exatamente os 12 tokens de origem.
 #
-# **Ao vivo.** Mude o comprimento da origem e o número de tokens novos: a chamada `EncoderDecoderCache` do guia roda
-# de novo sob `kvlab.watch` e o gráfico é redesenhado.
+# **Ao vivo.** Mude o comprimento da origem e o número de tokens novos: a chamada `EncoderDecoderCache` da seção 1
+# roda de novo sob `kvlab.watch` e o gráfico é redesenhado.
 
 # %%
 def self_vs_cross(source_tokens, new_tokens):
@@ -175,8 +177,9 @@ live(self_vs_cross,
 # O guia diz que os modelos Mamba precisam de um cache próprio: eles não têm atenção, portanto não têm chaves nem
 # valores. No transformers 5.24 não existe mais uma classe de cache separada para o Mamba: `generate` constrói um
 # `DynamicCache` comum cujas camadas são `LinearAttentionLayer`s, cada uma com um estado de convolução e um estado
-# recorrente no lugar de chaves e valores. Montado à mão, do jeito do guia, e entregue ao tiny-mamba (3 camadas
-# Mamba):
+# recorrente no lugar de chaves e valores. O guia não mostra código para isso; aqui ele é montado à mão, como o
+# notebook 00 monta um `DynamicCache` para um decoder (`DynamicCache(config=...)`), e entregue ao tiny-mamba (3
+# camadas Mamba):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -200,9 +203,14 @@ for idx, layer in enumerate(past_key_values.layers):
 past_key_values.get_seq_length()
 
 # %% [markdown]
-# **Preveja primeiro.** Gere 64 tokens após um prompt de 8 tokens com o tiny-llama (3 camadas de atenção), o
-# tiny-mamba (3 camadas Mamba) e o tiny-jamba (um híbrido, abaixo). Esboce os bytes em função dos tokens para cada
-# um.
+# A seguir: 64 tokens após um prompt de 8 tokens com o tiny-llama (3 camadas de atenção, 2 cabeças KV × 16,
+# float32), o tiny-mamba (3 camadas Mamba) e o tiny-jamba (um híbrido, seção 3).
+#
+# **Preveja primeiro.** Quantos bytes o cache do tiny-llama acrescenta por token gerado? E o do tiny-mamba?
+
+# %%
+guess_llama = None  # bytes tiny-llama's cache adds per token: your guess
+guess_mamba = None  # bytes tiny-mamba's cache adds per token: your guess
 
 # %%
 TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
@@ -222,6 +230,10 @@ for name, trace in traces.items():
     print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
           f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
           f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
+             for name, t in traces.items()}  # fmt: skip
+print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
+print("tiny-mamba:", score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount"))
 
 # %%
 growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
@@ -234,7 +246,8 @@ growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models
 # o tamanho constante vence.
 #
 # **Ao vivo.** Mude o número de tokens novos: a linha do tiny-llama cruza a linha plana do tiny-mamba em 24 tokens
-# vistos, qualquer que seja o comprimento, e a distância entre elas depois disso aumenta 768 bytes por token.
+# vistos (8 + 16: escolha 20 tokens novos ou mais para chegar lá), e a distância entre elas depois disso aumenta 768
+# bytes por token.
 
 # %%
 def mamba_vs_llama(new_tokens):
@@ -256,7 +269,12 @@ live(mamba_vs_llama,
 #
 # O tiny-jamba alterna camadas Mamba e camadas de atenção; o transformers lhe dá um único `DynamicCache`, com uma
 # `LinearAttentionLayer` onde o modelo tem uma camada Mamba e uma `DynamicLayer` onde ele tem atenção.
-# **Preveja primeiro.** Quais de suas camadas crescem?
+#
+# **Preveja primeiro.** Quais das suas camadas crescem com os tokens: as camadas de atenção (`"full"`), as camadas
+# Mamba (`"linear"`), `"both"` (ambas) ou `"neither"` (nenhuma)?
+
+# %%
+guess = None  # "full", "linear", "both" or "neither": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -264,15 +282,18 @@ print("layer types:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
     print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
           f"{row['bytes_held']:>6,} bytes")
-print({kind: points[-1][1] for kind, points in growth.bytes_by_layer_kind(traces["tiny-jamba"]).items()})
+jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
+print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
+grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
+print(score(guess, grown[0] if len(grown) == 1 else ("both" if grown else "neither"), kind="choice"))
 
 # %%
 growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")
 
 # %% [markdown]
 # Só as camadas de atenção crescem; o estado das camadas Mamba fica constante. A inclinação da curva de memória de um
-# híbrido é definida apenas pelas suas camadas de atenção, e é por isso que os híbridos de contexto longo têm poucas
-# delas.
+# híbrido é definida apenas pelas suas camadas de atenção: as 2 camadas de atenção do tiny-jamba acrescentam 512 bytes
+# por token, contra 768 das 3 do tiny-llama.
 #
 # ## Principais conclusões
 #

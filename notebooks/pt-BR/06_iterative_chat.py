@@ -44,10 +44,11 @@ from transformers import DynamicCache
 
 import kvlab
 from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, ChatSession, first_mismatch, turn_prefills
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 torch.manual_seed(0)
@@ -84,11 +85,11 @@ for prompt in user_prompts:
     print(f"prompt {input_length} tokens, cache now {past_key_values.get_seq_length()}: {completion!r}")
 
 # %% [markdown]
-# **Preveja primeiro.** Só o prompt de sistema tem cerca de 80 tokens, então o prompt do turno 3 passa de cem. Um
-# cache novo pré-preencheria tudo isso. Quantos tokens o turno 3 pré-preenche com o cache reutilizado?
+# **Preveja primeiro.** O prompt do turno 3 tem 170 tokens (impresso acima). Um cache novo pré-preencheria tudo isso.
+# Quantos tokens o turno 3 pré-preenche com o cache reutilizado?
 
 # %%
-guess = 20  # your prediction: tokens prefilled in turn 3 with the reused cache
+guess = None  # tokens turn 3 prefills with the reused cache: your guess
 
 # %% [markdown]
 # O mesmo loop dentro de `kvlab.watch`, uma vez com o cache reutilizado e outra com um `DynamicCache` novo a cada
@@ -141,7 +142,7 @@ print("reused cache length at the end:", reused.caches[0].get_seq_length())
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score_guess(guess, reused_prefill[2], " tokens"))
+print(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
 
 # %%
 plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_turns)),
@@ -159,14 +160,16 @@ for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
 # %% [markdown]
 # No turno 1, os dois pré-preenchem os mesmos tokens (o cache está vazio): o mesmo trabalho; então qualquer diferença
 # entre os dois tempos é ruído, e o seu intervalo deve conter 1. Do turno 2 em diante, o cache reutilizado pré-preenche
-# apenas o novo turno do usuário e o cabeçalho do assistente, mais duas coisas de antes: o último token da resposta
-# anterior (`generate` o produziu, mas nunca o realimentou, então o cache não o guarda) e o marcador de fim de turno
-# `<|im_end|>\n` com que o template fecha essa resposta. O cache novo pré-preenche a conversa inteira, que não para de
-# crescer. Mesmas respostas, menos trabalho: as contagens de tokens acima são exatas. Se o tempo mostra isso é o
-# veredito impresso para cada turno, com o seu intervalo; um turno cujo intervalo contém 1 não mostra diferença. A maior
-# parte de cada turno ainda são os 16 passos de decodificação; então, num modelo de 135M e num chat curto, a economia é
-# modesta onde aparece, e maior nos turnos seguintes, cujo pré-preenchimento novo é mais longo; ela cresce com a
-# conversa e com o modelo (o notebook 08 trabalha com um prefixo longo).
+# apenas o que falta no cache: o prompt do turno 2 tem 136 tokens e o cache guardava 117 depois do turno 1
+# (102 + 16 novos - 1), então 19. São o novo turno do usuário e o cabeçalho do assistente, mais duas coisas de antes:
+# o último token da resposta anterior (`generate` o produziu, mas nunca o realimentou, então o cache não o guarda) e o
+# marcador de fim de turno `<|im_end|>\n` com que o template fecha essa resposta. O cache novo pré-preenche a conversa
+# inteira, que não para de crescer. Mesmas respostas, menos trabalho: as contagens de tokens acima são exatas. Se o
+# tempo mostra isso é o veredito impresso para cada turno, com o seu intervalo; um turno cujo intervalo contém 1 não
+# mostra diferença. Cada turno também executa 15 forwards de decodificação depois do seu pré-preenchimento (16 tokens
+# novos), os mesmos com qualquer um dos dois caches; então as contagens preveem uma economia que é uma parte do tempo
+# de cada turno, não a maior parte dele, e que cresce com o pré-preenchimento do cache novo: com a conversa e com o
+# modelo (o notebook 08 trabalha com um prefixo longo).
 
 # %% [markdown]
 # ## Ao vivo: turnos e tamanho da resposta
@@ -199,14 +202,19 @@ live(prefill_per_turn,
 #
 # O guia avisa que `apply_chat_template` pode não renderizar um turno anterior do assistente do jeito que ele foi
 # gerado: modelos que raciocinam dentro de `<think> ... </think>` podem perder esses tokens quando a conversa é
-# recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O template do
-# Qwen3 com o raciocínio desativado é um desses casos: ele abre todo turno do assistente com um bloco vazio
-# `<think>\n\n</think>\n\n`, mas renderiza os turnos *anteriores* do assistente sem ele. `THINK_DROPPING_TEMPLATE` é
-# o ChatML do SmolLM2 remodelado para se comportar assim, para podermos observar o efeito no nosso modelo. O loop é o
-# de cima, com `chat_template=` acrescentado.
+# recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O template de chat
+# do Qwen3 com o raciocínio desativado é escrito assim: o seu prompt de geração abre o turno do assistente com um
+# bloco vazio `<think>\n\n</think>\n\n`, enquanto os turnos anteriores do assistente são renderizados a partir do
+# texto que vem depois de `</think>`.
+# (Esse é o template do Qwen3 tal como publicado com o seu tokenizador; este notebook não carrega o Qwen3.)
+# `THINK_DROPPING_TEMPLATE` é o ChatML do SmolLM2 remodelado para se comportar
+# assim, para podermos observar o efeito no nosso modelo. O loop é o de cima, com `chat_template=` acrescentado.
 #
-# **Preveja primeiro.** O transformers puro pré-preenche `prompt[cache_length:]` de qualquer jeito. Ele levanta um
-# erro? A resposta à pergunta 2 muda em relação à de um cache novo?
+# **Preveja primeiro.** O transformers puro pré-preenche `prompt[cache_length:]` sem comparar nenhum id. A resposta
+# do turno 2 com o cache reutilizado vai ser igual à resposta de um cache novo ao mesmo prompt (True ou False)?
+
+# %%
+guess_same_reply = None  # True if the reused cache gives the fresh cache's reply: your guess
 
 # %%
 past_key_values = DynamicCache(config=model.config)
@@ -237,13 +245,14 @@ print(alignment_counts(cached_ids, prompts[1]))
 print("reused (stale) cache:", repr(stale_reply))
 print("fresh cache:         ", repr(fresh_reply))
 print("same reply:", stale_reply == fresh_reply)
+print(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%
 plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds vs the new prompt's ids")
 
 # %% [markdown]
-# Tudo a partir da primeira posição em vermelho está obsoleto: o modelo faz atenção sobre chaves e valores calculados
-# para o bloco think e para o texto do turno 1 em posições deslocadas, e nada avisa você. `kvlab.measure.chat.ChatSession`
+# Toda posição em vermelho está obsoleta: o modelo faz atenção sobre chaves e valores calculados para o
+# bloco think e para o texto do turno 1 em posições deslocadas, e nada avisa você. `kvlab.measure.chat.ChatSession`
 # guarda os ids com que alimentou o cache e os compara antes de gerar. Por padrão, ele recusa, indicando a posição e
 # os dois tokens:
 
@@ -256,7 +265,11 @@ strict.ask(user_prompts[1])
 # %% [markdown]
 # **Preveja primeiro.** `on_mismatch="crop"` recorta o cache de volta até a última posição coincidente
 # (`past_key_values.crop(-n)`, notebook 07) e deixa `generate` pré-preencher o resto. Quantos tokens o turno 2 vai
-# pré-preencher agora, e a resposta vai coincidir com a do cache novo?
+# pré-preencher agora, e a resposta vai coincidir com a do cache novo (True ou False)?
+
+# %%
+guess_prefilled = None  # tokens turn 2 prefills after the crop: your guess
+guess_matches = None  # True if the repaired turn 2 gives the fresh cache's reply: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -269,17 +282,23 @@ print(f"kept {turn.reused_tokens} cached tokens, cropped {turn.mismatch.cached_t
 print("same reply as the fresh cache:", turn.reply == fresh_reply)
 print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops])
 
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_prefilled, turn.prefilled_tokens, unit=" tokens", kind="count"))
+print(score(guess_matches, turn.reply == fresh_reply, kind="choice"))
+
 # %% [markdown]
 # ## Principais conclusões
 #
 # - Reutilizar um cache ao longo dos turnos custa um único argumento: crie um `DynamicCache` uma vez e passe-o como
 #   `past_key_values=` ao `generate` de cada turno, com os ids da conversa inteira. Cada turno então pré-preenche só
-#   o que é novo; as respostas são as mesmas que um cache novo daria.
+#   o que é novo; as respostas são as mesmas que um cache novo dá.
 # - A reutilização só é correta se os ids em cache forem um prefixo dos ids do novo prompt. Um template que remove ou
 #   reescreve tokens de turnos anteriores (blocos think, espaços em branco, uma resposta que é retokenizada de outro
 #   jeito) quebra isso **silenciosamente** no transformers puro.
-# - Compare os ids com que o cache foi alimentado com os do novo prompt antes de gerar (`kvlab.measure.chat.first_mismatch`),
-#   ou deixe o `ChatSession` fazer isso: levantar um erro, avisar ou recortar de volta até o prefixo comum.
+# - Compare os ids com que o cache foi alimentado com o novo prompt antes de gerar
+#   (`kvlab.measure.chat.first_mismatch`), ou deixe o `ChatSession` fazer isso: levantar um erro, avisar ou recortar
+#   de volta até o prefixo comum.
 #
 # **A seguir:** [07 · Recorte e reversão](07_crop_and_rollback.ipynb): o que `crop` faz com cada tipo de camada, e um
 # loop de decodificação especulativa que retira do cache os tokens rejeitados.

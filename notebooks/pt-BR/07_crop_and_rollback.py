@@ -26,7 +26,10 @@
 # janela deslizante guarda só os seus últimos `window - 1` tokens; depois que ela passa da janela, esquecer os tokens
 # mais novos exigiria trazer os mais antigos de volta à vista, e esses já se foram. Uma camada de atenção linear
 # (Mamba) condensa cada token em um estado de tamanho fixo, então não tem ponto anterior nenhum para onde voltar.
-# `activate_past_recording()` faz essas camadas guardarem o que um recorte precisa.
+# `activate_past_recording()` faz uma camada deslizante guardar o seu passado, para que um recorte possa restaurá-lo
+# com exatidão; uma camada Mamba passa então a guardar as suas entradas de convolução, mas não o seu estado
+# recorrente: a seção 3 mostra esse recorte rodando e deixando o estado recorrente como estava (`is_croppable` é
+# False).
 #
 # SmolLM2-135M-Instruct (30 camadas de atenção completa), Gemma 3 270M (5 deslizantes : 1 completa, janela 512) e
 # dois modelos minúsculos de pesos aleatórios, greedy, CPU. Cada seção primeiro executa as chamadas do próprio
@@ -47,9 +50,10 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import text
 from kvlab.plots._figure import subplots
+from kvlab.predictions import score
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
 from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
@@ -66,7 +70,11 @@ print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own 
 #
 # **Preveja primeiro.** Um prompt de 6 tokens, 8 tokens novos: o cache guarda 13 tokens (o 8º token novo nunca foi
 # realimentado). Depois de `crop(-3)`, quantos ele guarda? Se então retomarmos a partir dos tokens mantidos, os
-# mesmos três tokens voltam?
+# mesmos três tokens voltam (True ou False)?
+
+# %%
+guess_kept = None  # tokens the cache holds after crop(-3): your guess
+guess_same_tokens = None  # True if resuming brings back the same three tokens: your guess
 
 # %%
 inputs = tokenizer("The key-value cache stores", return_tensors="pt")  # 6 ids
@@ -76,12 +84,7 @@ print("cache length after generate:", past_key_values.get_seq_length())
 past_key_values.crop(-3)  # forget the last three tokens
 print("cache length after crop(-3):", past_key_values.get_seq_length())
 
-# %%
-guess = 10  # your prediction: tokens held after crop(-3)
-
-# %%
-# NBVAL_CHECK_OUTPUT
-print(score_guess(guess, past_key_values.get_seq_length(), " tokens"))
+kept_after_crop = past_key_values.get_seq_length()
 
 # %% [markdown]
 # A geração retoma a partir da posição 10: dê a `generate` os 11 ids cujos 10 primeiros o cache guarda, e ele
@@ -93,6 +96,11 @@ again = model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]),
                        past_key_values=past_key_values)
 print("regenerated:", again[0, 11:].tolist(), "cropped:", out[0, 11:].tolist())
 print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_values.get_seq_length())
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_kept, kept_after_crop, unit=" tokens", kind="count"))
+print(score(guess_same_tokens, torch.equal(again, out), kind="choice"))
 
 # %% [markdown]
 # As mesmas chamadas dentro de `kvlab.watch`, que registra as posições (slots) e os bytes de armazenamento de cada
@@ -116,23 +124,28 @@ for stage, holding in stages.items():
     print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
+slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
+print(f"one slot of one layer: {slot_bytes:,} B; 13 slots: {13 * slot_bytes:,} B; 10 slots: {10 * slot_bytes:,} B")
 
 # %%
 plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
 
 # %% [markdown]
-# As camadas passam a relatar 10 tokens na hora, mas os bytes não mudam: 19,968 B por camada equivalem a 13 posições
-# (10 posições seriam 15,360 B), 599,040 B nas 30 camadas. `crop` fatia os tensores armazenados, e uma fatia é uma
+# As camadas passam a relatar 10 tokens na hora, mas os bytes não mudam: 19.968 B por camada equivalem a 13 posições
+# (10 posições seriam 15.360 B), 599.040 B nas 30 camadas. `crop` fatia os tensores armazenados, e uma fatia é uma
 # *view* que mantém viva toda a memória subjacente. A memória só é liberada quando a próxima atualização concatena as
 # posições mantidas com o novo token em um tensor novo. Retomar alimenta um id e decodifica mais dois tokens: 13
-# tokens de novo, em memória nova.
+# tokens de novo, e 19.968 B por camada de novo: o equivalente a 13 posições, então o armazenamento volta a
+# corresponder às posições. (A seção 2 mostra que os bytes só acompanham as posições na atualização seguinte.)
 
 # %% [markdown]
 # ## 2. Gemma 3 além da janela
 #
 # **Preveja primeiro.** Um prompt de 520 tokens é mais longo que a janela de 512 tokens do Gemma 3. Geramos 4 tokens
-# com um `DynamicCache` e depois chamamos `crop(-3)`. Quais camadas conseguem fazer isso, e o que acontece com a
-# chamada?
+# com um `DynamicCache` e depois chamamos `crop(-3)`. O recorte vai rodar (True) ou ser recusado (False)?
+
+# %%
+guess_gemma_crop_runs = None  # True if crop(-3) runs on Gemma 3 past its window: your guess
 
 # %%
 gemma, gemma_tokenizer = kvlab.load("gemma3")
@@ -140,18 +153,25 @@ long_ids = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
 long_inputs = {"input_ids": long_ids, "attention_mask": torch.ones_like(long_ids)}
 past_key_values = DynamicCache(config=gemma.config)
 out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
-print("cache length:", past_key_values.get_seq_length())
+length_before = past_key_values.get_seq_length()
+print("cache length:", length_before)
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
 past_key_values.crop(-3)
 
+# %%
+# NBVAL_CHECK_OUTPUT
+print("cache length after crop(-3):", past_key_values.get_seq_length())
+print(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+
 # %% [markdown]
 # O transformers recusa: as suas camadas deslizantes guardam só os últimos 511 tokens, então remover os 3 mais novos
-# exigiria restaurar 3 antigos que elas não têm mais. O erro é levantado de dentro do loop sobre as camadas; assim,
-# num modelo cujas primeiras camadas fossem de atenção completa, essas já estariam recortadas quando o erro surgisse.
-# Sob `kvlab.watch`, o cache verifica todas as camadas primeiro e recusa antes de tocar em qualquer uma, indicando a
-# correção:
+# exigiria restaurar 3 antigos que elas não têm mais. A camada 0 é deslizante, então nada foi recortado (ainda 523
+# tokens). Mas `DynamicCache.crop` levanta o erro de dentro do seu loop sobre as camadas (`for layer_idx in
+# range(len(self.layers))` no código-fonte do transformers); assim, num modelo cujas primeiras camadas fossem de
+# atenção completa, essas já estariam recortadas quando o erro surgisse. Sob `kvlab.watch`,
+# o cache verifica todas as camadas primeiro e recusa antes de tocar em qualquer uma, indicando a correção:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -189,19 +209,24 @@ for stage, holding in stages.items():
           f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
 print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
 print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
+sliding = stages["recording, 523 fed"]["sliding"]
+print(f"one sliding layer, 523 fed: {sliding['bytes_per_layer']:,} B = {sliding['slots_live']} slots x "
+      f"{sliding['bytes_per_layer'] // sliding['slots_live']:,} B")
 
 # %%
 plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
 
 # %% [markdown]
 # Com a gravação do passado, as camadas deslizantes guardaram todos os 523 tokens (o preço: elas crescem como camadas
-# completas até um recorte; 523 posições x 2,048 B = 1,071,104 B por camada), então `crop(-3)` consegue voltar para
+# completas até um recorte; 523 posições x 2.048 B = 1.071.104 B por camada), então `crop(-3)` consegue voltar para
 # 520 tokens e reduzir as posições às 511 da janela, enquanto os bytes ficam: a fatia é uma view do armazenamento de
 # 523 posições. A gravação continua ativa: os 4 tokens a mais fazem as camadas deslizantes crescerem para 515
-# posições (em memória nova: os antigos tensores de 523 posições se foram). `crop(0)` então não remove nenhum token,
-# mas as reduz de volta para 511, a parte sobre a qual o próximo token pode fazer atenção. De novo, os bytes de
-# armazenamento só caem no forward seguinte, que concatena em um tensor novo de 512 posições: é nesse momento que
-# `crop(0)` de fato libera o passado gravado. As posições das camadas completas não mudam com `crop(0)`.
+# posições, e os seus bytes para o equivalente a 515 posições (15.820.800 B em 15 camadas): armazenamento novo, os
+# antigos tensores de 523 posições se foram.
+# `crop(0)` então não remove nenhum token, mas reduz as camadas deslizantes de volta a 511, a parte sobre a qual o
+# próximo token pode fazer atenção. De novo, os bytes de armazenamento só caem no forward seguinte, que concatena em
+# um tensor novo de 512 posições: é nesse momento que `crop(0)` de fato libera o passado gravado. As posições das
+# camadas completas não mudam com `crop(0)`.
 
 # %% [markdown]
 # ## 3. Camadas de atenção linear (Mamba, Jamba)
@@ -209,7 +234,10 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 # Uma camada Mamba guarda dois estados, e não chaves e valores: uma janela curta de convolução sobre as últimas
 # entradas e um estado recorrente que resume todos os tokens até aqui. O Jamba minúsculo do kvlab (pesos aleatórios)
 # alterna camadas Mamba com camadas de atenção completa. **Preveja primeiro.** Ele gerou 4 tokens após um prompt de
-# 10 tokens, e nenhuma janela chegou a ser atingida. `crop(-3)` funciona?
+# 10 tokens, e nenhuma janela chegou a ser atingida. `crop(-3)` vai rodar (True) ou ser recusado (False)?
+
+# %%
+guess_jamba_crop_runs = None  # True if crop(-3) runs on the tiny Jamba without past recording: your guess
 
 # %%
 jamba = kvlab.tiny_model("tiny-jamba")
@@ -218,10 +246,16 @@ ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
 past_key_values = DynamicCache(config=jamba.config)
 out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
                      past_key_values=past_key_values, pad_token_id=0)
+length_before = past_key_values.get_seq_length()  # what the attention layers hold
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
 past_key_values.crop(-3)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("attention layers hold, before and after crop(-3):", length_before, past_key_values.get_seq_length())
+print(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
 # Ele levanta um erro na hora: uma camada de atenção linear não guarda passado nenhum a menos que isso seja pedido,
@@ -246,11 +280,11 @@ print("recurrent state changed by the crop:", not torch.equal(recurrent_before, 
 print("is_croppable:", past_key_values.is_croppable)
 
 # %% [markdown]
-# O recorte roda, mas veja o que ele fez: o estado de convolução voltou 3 entradas (e foi reduzido às 4 de que o
-# próximo passo precisa), as camadas de atenção voltaram para 10 tokens, e o estado recorrente ficou intocado: ele
-# ainda resume todos os 13 tokens. O próprio transformers admite isso com `is_croppable` (False assim que uma camada
-# tem estado recorrente) e recusa a decodificação assistida com um cache assim. Isso importa? Compare os logits do
-# próximo token a partir do cache recortado com os de um cache novo que nunca viu os 3 tokens:
+# O recorte roda, mas veja o que ele fez: o estado de convolução passou de 13 entradas gravadas para as 4 que o
+# próximo passo lê (a largura do kernel), as camadas de atenção voltaram para 10 tokens, e o estado recorrente ficou
+# intocado: ele ainda resume todos os 13 tokens. O próprio transformers admite isso com `is_croppable` (False assim
+# que uma camada tem estado recorrente) e recusa a decodificação assistida com um cache assim. Isso importa? Compare
+# os logits do próximo token a partir do cache recortado com os de um cache novo que nunca viu os 3 tokens:
 
 # %%
 with torch.inference_mode():
@@ -273,18 +307,21 @@ print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1
 
 # %% [markdown]
 # Então, num modelo com estado recorrente, `crop` com gravação do passado reverte as partes que consegue e deixa o
-# estado recorrente obsoleto: os logits depois do recorte diferem dos de um cache novo por muito mais que um erro de
-# arredondamento. O próximo token por acaso é o mesmo aqui porque os pesos aleatórios do modelo minúsculo são
-# pequenos (logits perto de zero); o estado obsoleto continua 3 tokens adiantado. Só camadas de atenção linear que
-# têm apenas estado de convolução (sem estado recorrente) podem ser revertidas com exatidão, e é isso que
-# `is_croppable` informa.
+# estado recorrente obsoleto: a maior diferença de logit depois do recorte fica muito acima da diferença de
+# arredondamento impressa ao lado dela (e a verificação acima dela diz False). O próximo token por acaso é o mesmo
+# aqui, com este modelo minúsculo de pesos aleatórios; o estado obsoleto continua 3 tokens adiantado. O
+# `is_croppable` do transformers é True para uma camada de atenção linear apenas enquanto ela não tem estado
+# recorrente (a sua docstring: "only supported when there are no recurrent states", ou seja, suportado só quando não
+# há estados recorrentes); aqui ele é False.
 
 # %% [markdown]
 # ## 4. Ao vivo: o que cada camada guarda depois de `crop(-n)`
 #
 # O Gemma 3 minúsculo do kvlab tem janela de 8 e 6 camadas (deslizante, deslizante, completa, duas vezes). Ele lê 14
-# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *past recording*: sem isso, qualquer recorte
-# além da janela é recusado; com isso, as camadas deslizantes guardam o passado inteiro até que o recorte as reduza.
+# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *past recording*: sem isso, `crop(-n)` com n
+# igual a 1 ou mais é recusado (19 tokens alimentados, além da janela); com isso, as camadas deslizantes guardam o
+# passado inteiro até que o recorte as reduza. As colunas vermelhas são as posições que o recorte removeu; as
+# laranja, o que uma camada deslizante já descartou.
 
 # %%
 tiny = kvlab.tiny_model("tiny-gemma3")
@@ -301,12 +338,13 @@ def crop_picture(n, past_recording):
                       past_key_values=past_key_values, pad_token_id=0)
         try:
             past_key_values.crop(-n)
-            title = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens"
+            title, cropped = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens", n
         except kvlab.CacheCropError as err:
-            title = str(err).split(", so")[0]  # "crop(-n) refused: sliding layer 0 has seen ... keeps only ..."
+            title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
-    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax)
+    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax,
+                          cropped=cropped)
     return fig
 
 
@@ -349,6 +387,11 @@ for recording in (False, True):
 # vai reverter?
 
 # %%
+guess_same_as_greedy = None  # True if the loop's tokens equal plain greedy decoding: your guess
+guess_forwards = None  # forwards of the model, the prefill included: your guess
+guess_rolled_back = None  # drafted tokens rolled back by crop: your guess
+
+# %%
 copy_prompt = encode(tokenizer, "Copy this list exactly, twice: red, orange, yellow, green, blue, indigo, "
                                 "violet, white, black, grey.", chat=True)
 greedy = model.generate(copy_prompt, attention_mask=torch.ones_like(copy_prompt), do_sample=False,
@@ -361,8 +404,18 @@ spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1)
 print("same tokens as greedy:", spec.token_ids == greedy)
 print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
       f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
+drafted = sum(1 for step in spec.steps if step.drafted)
+print(f"forwards: 1 prefill + {len(spec.steps)} after it ({drafted} verified a draft, "
+      f"{len(spec.steps) - drafted} had no draft and decoded one token)")
+print(f"plain greedy decoding of the same {len(greedy)} tokens: {len(greedy)} forwards, one per token")
 print("crops:", [c["n"] for c in spec.cache.trace.crops])
 print(repr(tokenizer.decode(spec.token_ids)))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_same_as_greedy, spec.token_ids == greedy, kind="choice"))
+print(score(guess_forwards, spec.forwards, unit=" forwards", kind="count"))
+print(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 
 # %%
 plot_speculative_steps(spec)
@@ -370,19 +423,20 @@ plot_speculative_steps(spec)
 # %% [markdown]
 # Cada proposta rejeitada foi escrita no cache pelo forward de verificação e removida por `crop(-rejected)` logo em
 # seguida, então o forward seguinte parte exatamente dos tokens que foram mantidos. A saída é, token por token, a da
-# decodificação greedy, em menos forwards. No Gemma 3, o mesmo loop precisa de `activate_past_recording()` assim que
-# a sequência passa da janela (`speculative_generate(...,
+# decodificação greedy, em menos forwards que o um por token da greedy (as duas contagens estão impressas
+# acima). A figura desenha cada forward depois do pré-preenchimento: os que têm um rascunho (draft) como barras, os
+# que não têm marcados com "no draft". No Gemma 3, o mesmo loop precisa de
+# `activate_past_recording()` assim que a sequência passa da janela (`speculative_generate(...,
 # past_recording=True)`), pelo motivo visto na seção 2.
 
 # %% [markdown]
 # ## Principais conclusões
 #
 # - `past_key_values.crop(-n)` esquece os últimos *n* tokens. Camadas de atenção completa sempre conseguem. Camadas
-#   deslizantes além da janela, e camadas de atenção linear em qualquer comprimento, só se
-#   `activate_past_recording()` tiver sido chamado antes do forward, ao preço de guardar o passado até o próximo
-#   recorte.
-# - Numa camada com estado recorrente (Mamba), mesmo um recorte com gravação reverte só o estado de convolução:
-#   `is_croppable` é False e a continuação difere da de uma execução nova.
+#   deslizantes além da janela só conseguem se `activate_past_recording()` tiver sido chamado antes do forward, ao
+#   preço de guardar o passado até o próximo recorte; camadas de atenção linear recusam qualquer recorte sem isso.
+# - Numa camada com estado recorrente (Mamba), mesmo um recorte com gravação reverte só o estado de convolução e as
+#   camadas de atenção: `is_croppable` é False e os logits seguintes diferem dos de uma execução nova.
 # - Um recorte não libera memória por si só: ele deixa views do armazenamento antigo, liberado na próxima
 #   atualização. `crop(0)` reduz as camadas deslizantes com gravação de volta à janela; os bytes vão embora no
 #   forward seguinte.

@@ -48,11 +48,13 @@ import transformers
 from transformers import DynamicCache, StaticCache
 
 import kvlab
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.prefix import plot_prefix_copies, plot_token_prefix
 from kvlab.measure.prefix import cache_bytes, check_token_prefix, time_first_token, token_prefix
+from kvlab.models import load_config_and_tokenizer
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
@@ -113,11 +115,13 @@ for question, new in zip(QUESTIONS, answers):
 
 # %% [markdown]
 # **Preveja primeiro.** O SmolLM2 guarda, por token, 30 camadas × (chaves + valores) × 3 cabeças × 64 dimensões × 4
-# bytes = 46,080 B. Quantos bytes ocupa cada cópia profunda do `StaticCache`? E uma cópia de um `DynamicCache`
-# pré-preenchido com o mesmo prefixo? Escreva abaixo seu palpite para a cópia estática (em bytes).
+# bytes = 46.080 B (impresso junto com as pontuações abaixo). O `StaticCache` acima foi criado com `max_cache_len=224`
+# e pré-preenchido com o prefixo de 160 tokens. Quantos bytes ocupa cada cópia profunda dele? E uma cópia profunda de
+# um `DynamicCache` pré-preenchido com o mesmo prefixo, no momento em que ela é feita?
 
 # %%
-guess = 150 * 46_080  # "the prefix is about 150 tokens, so its keys and values"
+guess_static_copy = None  # bytes a deep copy of the prefilled StaticCache holds: your guess
+guess_dynamic_copy = None  # bytes a deep copy of the prefilled DynamicCache holds when made: your guess
 
 # %% [markdown]
 # ## 2. A mesma receita, observada
@@ -165,7 +169,10 @@ for name, outs in reused.items():
 # %%
 # NBVAL_CHECK_OUTPUT
 static_copy = watch.traces[1]
-print(score_guess(guess, static_copy.summary()["peak_bytes"], " B"))
+dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
+print(f"per token, all 30 layers: {static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN:,} B")
+print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
+print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
 # %%
 plot_prefix_copies(watch.traces, prompt_tokens,
@@ -189,11 +196,12 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 #
 # A seção 2 contou o trabalho: sem reuso, o primeiro forward de cada resposta executa o prompt inteiro, prefixo e
 # pergunta; com uma cópia, executa só os tokens da pergunta. O primeiro token novo sai desse primeiro forward, então
-# os contadores preveem que uma cópia chega a ele mais cedo. Eles também dizem quanto o reuso custa: cada requisição
+# as contagens preveem que uma cópia chega a ele mais cedo. Elas também dizem o que o reuso custa: cada requisição
 # faz uma cópia profunda do cache pré-preenchido, com todos os seus bytes, antes de `generate` começar. É uma cópia de
-# memória, sem nenhuma conta do modelo, então os contadores preveem que ela seja uma fração pequena do tempo com o
-# prefixo. A previsão não é "mais rápido na proporção dos tokens": as duas chamadas também pagam o que não cresce com
-# o prompt (preparar as entradas, os logits finais, escolher um token).
+# memória, sem nenhuma conta do modelo, então esperamos que ela seja uma fração pequena do tempo com o prefixo; a
+# execução abaixo mede essa fração. A previsão não é
+# "mais rápido na proporção dos tokens": as duas chamadas também pagam o que não cresce com o prompt (preparar as
+# entradas, os logits finais, escolher um token).
 #
 # Para medir o tempo, cada pergunta roda dos dois jeitos com `max_new_tokens=1`, de modo que cada chamada termina no
 # seu primeiro token novo: o passo do guia (com o `copy.deepcopy` dentro da chamada cronometrada, já que um servidor
@@ -265,9 +273,15 @@ plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
 # O exemplo do guia põe em cache `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza
 # `INITIAL_PROMPT + prompt` para cada pergunta.
 #
-# **Preveja primeiro.** O tokenizador do SmolLM2 (BPE em nível de byte, como o do Llama) junta o espaço à palavra que
-# vem depois dele. Tokenizado sozinho, como termina o prefixo do guia? Tokenizado junto com
-# `"What is the capital of France?"`, os ids do prefixo continuam sendo os primeiros ids do prompt completo?
+# O tokenizador do SmolLM2 é um BPE em nível de byte (o esquema do GPT-2: um espaço é escrito `Ġ`); o Llama-2 do
+# guia usa um tokenizador SentencePiece (um espaço é escrito `▁`), e o mesmo vale para o Gemma 3, cujo tokenizador a
+# célula abaixo também verifica. Os dois prendem um espaço à palavra que vem depois dele.
+#
+# **Preveja primeiro.** Tokenizados junto com `"What is the capital of France?"`, os ids do prefixo do guia
+# continuam sendo os primeiros ids do prompt completo (True ou False)?
+
+# %%
+guess_ids_line_up = None  # True if the prefix's ids are the first ids of prefix + question: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -277,13 +291,25 @@ check = token_prefix(tokenizer, INITIAL_PROMPT, question)
 print("prefix alone:       ", check.prefix_tokens)
 print("prefix + question:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
 print("ids of the prefix are a prefix of the full ids:", check.ok, "| first difference at position", check.mismatch)
+print(f"ids at position {check.mismatch}: prefix alone {check.prefix_ids[check.mismatch]}, "
+      f"prefix + question {check.full_ids[check.mismatch]}")
+_config, gemma_tokenizer = load_config_and_tokenizer("gemma3")  # a SentencePiece-style tokenizer, no weights
+gemma_check = token_prefix(gemma_tokenizer, INITIAL_PROMPT, question)
+print("Gemma 3, prefix alone ends:", gemma_check.prefix_tokens[-3:], "| prefix + question:",
+      gemma_check.full_tokens[len(gemma_check.prefix_tokens) - 2:len(gemma_check.prefix_tokens) + 1])
+print("Gemma 3: ids of the prefix are a prefix of the full ids:", gemma_check.ok)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(score(guess_ids_line_up, check.ok, kind="choice"))
 
 # %% [markdown]
-# Sozinho, o prefixo termina em um token de espaço isolado, `Ġ` (id mostrado acima). Junto com a pergunta, o mesmo
-# espaço vem escrito dentro de `ĠWhat`. O cache guarda 7 posições, então `generate` trata os primeiros 7 ids do prompt
-# completo como já estando em cache e alimenta o modelo a partir da posição 7: `ĠWhat` nunca é executado, e a posição
-# 6 guarda, no lugar dele, as chaves e os valores de um espaço solto. O que isso faz com a resposta? A receita do
-# guia, com o prefixo do guia:
+# Sozinho, o prefixo termina em um token de espaço isolado, `Ġ` (o seu id está impresso acima). Junto com a
+# pergunta, o mesmo espaço vem escrito dentro de `ĠWhat`; o tokenizador do Gemma 3 faz o mesmo com `▁` e `▁What`. O
+# cache guarda 7 posições, então `generate` trata os primeiros 7 ids do prompt completo
+# como já estando em cache e alimenta o modelo a partir da posição 7: `ĠWhat` nunca é executado, e a posição 6
+# guarda, no lugar dele, as chaves e os valores de um espaço solto. O que isso faz com a resposta? A receita do guia,
+# com o prefixo do guia:
 
 # %%
 prompt_cache = StaticCache(config=model.config, max_cache_len=64)
@@ -321,9 +347,9 @@ check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
 # ### Experimente: quais prefixos são seguros?
 #
 # Escolha um prefixo e digite uma pergunta: a figura tokeniza o prefixo e o prefixo + pergunta com o tokenizador do
-# SmolLM2 e alinha os ids em torno da emenda. As posições verdes coincidem, as vermelhas diferem (ali o cache
-# guardaria as chaves e os valores errados) e as azul-acinzentadas são os tokens da própria pergunta, que o primeiro
-# forward da cópia executa.
+# SmolLM2 e alinha os ids em torno da emenda. As posições roxas coincidem (ali o cache pode ser reutilizado), as
+# vermelhas diferem (ali o cache guardaria as chaves e os valores errados) e as cinza-claras são os tokens da própria
+# pergunta, que o primeiro forward da cópia executa.
 
 # %%
 PREFIXES = {
@@ -342,18 +368,27 @@ live(prefix_check,
      prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefix"),
      question=widgets.Text(value=question, continuous_update=False, description="question"))
 
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, prefix in PREFIXES.items():
+    each = token_prefix(tokenizer, prefix, question)
+    print(f"{label:<48} ids line up: {each.ok!s:<5} | first difference at position {each.mismatch}")
+
 # %% [markdown]
-# O padrão é o prefixo do guia: o quadrado vermelho na última posição é o espaço isolado. Escolha o prefixo que
-# termina em quebra de linha, ou o turno do chat template, e todos os quadrados do prefixo ficam verdes, qualquer que
-# seja a pergunta digitada. O texto da loja terminado em `"Question: "` falha do mesmo jeito que o prefixo do guia.
+# O padrão é o prefixo do guia: o quadrado vermelho na sua última posição é o espaço isolado. Para esta pergunta, o
+# prefixo que termina em quebra de linha e o turno do chat template se alinham (todos os quadrados do prefixo ficam
+# roxos), e o texto da loja terminado em `"Question: "` falha do mesmo jeito que o prefixo do guia, como mostra a
+# tabela impressa acima. Digite outras perguntas para testá-las; a tabela vale para a pergunta digitada no código.
 
 # %% [markdown]
 # ## Principais conclusões
 #
-# - A receita do guia funciona como está escrita: pré-preencha um cache uma vez dentro de `torch.no_grad()`, faça
-#   `copy.deepcopy` dele para cada pergunta e passe a cópia com o prompt inteiro. Cada resposta executa apenas os
-#   tokens da sua pergunta, e os tokens são iguais aos obtidos sem reuso. No transformers 5.24, o campo da saída do
-#   forward é `.cache` (`.past_key_values` é um alias obsoleto dele).
+# - A receita do guia funciona com um prefixo que termina em uma fronteira de token (o texto da loja termina em uma
+#   quebra de linha): pré-preencha um cache uma vez dentro de `torch.no_grad()`, faça `copy.deepcopy` dele para cada
+#   pergunta e passe a cópia com o prompt inteiro. Cada resposta executa apenas os tokens da sua pergunta, e os tokens
+#   são iguais aos obtidos sem reuso. Com o próprio prefixo do guia, que termina em espaço, a mesma receita muda a
+#   resposta silenciosamente (seção 4). No transformers 5.24, o campo da saída do forward é `.cache`
+#   (`.past_key_values` é um alias obsoleto dele).
 # - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len`; uma cópia de `DynamicCache` custa os tokens
 #   do prefixo e cresce com a sua resposta.
 # - O que o reuso economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token

@@ -46,15 +46,17 @@ import torch
 import transformers
 
 import kvlab
+from kvlab.live import live
 from kvlab.measure.devices import log_forward_inputs
-from kvlab.live import live, score_guess
 from kvlab.plots.forward_inputs import plot_forward_shapes
+from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available())
+print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available(),
+      "| transformers", transformers.__version__)
 
 # %% [markdown]
 # ## 1. Mantenha os tensores de geração na CPU
@@ -78,8 +80,12 @@ print(tokenizer.decode(output[0]))
 # como seus formatos mudam de uma chamada para a outra.
 #
 # **Preveja primeiro.** O mesmo exemplo, agora observado. Geramos 5 tokens depois de um prompt de 7 tokens. Quantas
-# chamadas de forward haverá? Que formato `input_ids` terá na primeira chamada, e nas outras? O `forward` chega a
-# receber a sequência crescente?
+# chamadas de forward haverá? A primeira chamada recebe os 7 ids do prompt; quantos ids `input_ids` terá em cada
+# chamada depois dela?
+
+# %%
+guess_calls = None  # forward calls for 5 new tokens: your guess
+guess_ids = None  # ids in `input_ids` of each call after the first: your guess
 
 # %%
 with kvlab.watch(model) as watch, log_forward_inputs(model) as log:
@@ -93,13 +99,20 @@ for row in log.table():
     print(f"call {row['call']}: {row['name']:<22} {row['device']:<5} {row['dtype']:<8} {row['shape']}")
 print("devices seen, per input:", log.devices())
 
+# %%
+# NBVAL_CHECK_OUTPUT
+(later_ids,) = set(log.lengths("input_ids"))  # input_ids' length, one value for every call after the prefill
+print("forward calls:", score(guess_calls, log.calls, kind="count"))
+print("ids in input_ids, each call after the first:", score(guess_ids, later_ids, kind="count"))
+
 # %% [markdown]
 # Cinco forwards para cinco tokens: o pré-preenchimento (prefill) produz o primeiro token, e cada chamada seguinte
 # produz mais um. O `forward` nunca mais vê a sequência inteira: depois do pré-preenchimento, recebe um id `(1, 1)`,
 # sua posição e o cache, cujas chaves (registradas no início da chamada) crescem uma posição por chamada. O quinto
 # token nunca volta a entrar no modelo, então o cache termina com 7 + 4 = 11 tokens por camada. Nenhuma máscara de
-# atenção chega ao modelo: o prompt não tem padding, então `generate` deixa a máscara causal por conta do modelo.
-# Nesta máquina só com CPU, todo dispositivo é `cpu`.
+# atenção chega ao modelo: a máscara do tokenizer é toda de uns (não há padding), então `generate` a descarta (o
+# transformers define `attention_mask` como None quando todas as entradas valem 1) e o próprio modelo monta sua
+# máscara causal. Nesta máquina só com CPU, todo dispositivo é `cpu`.
 
 # %% [markdown]
 # ## 2. Um cache de formato fixo: o que um compilador baseado em tracing vê
@@ -110,10 +123,11 @@ print("devices seen, per input:", log.devices())
 #
 # **Preveja primeiro.** Geramos 13 tokens novos: 13 chamadas de forward, o pré-preenchimento e depois 12 chamadas de
 # decodificação. Nessas 12 chamadas de decodificação, quantas assinaturas de entrada distintas o cache padrão vai
-# produzir? E com `cache_implementation="static"`? Escreva seu palpite para o cache estático.
+# produzir? E com `cache_implementation="static"`?
 
 # %%
-guess = 12  # "the mask and the cache change every step, static or not"
+guess_dynamic = None  # distinct signatures over the 12 decoding calls, default cache: your guess
+guess_static = None  # the same with cache_implementation="static": your guess
 
 # %%
 logs = {}
@@ -130,7 +144,12 @@ for kind, kind_log in logs.items():
           f"({kind_log.distinct_signatures()} counting the prefill); inputs: {kind_log.names()}")
 static_log = logs['cache_implementation="static"']
 print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
-print("static cache:", score_guess(guess, static_log.decoding_signatures()[0]))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for label, guessed, kind_log in [("default cache", guess_dynamic, logs["dynamic (default)"]),
+                                 ("static cache", guess_static, static_log)]:  # fmt: skip
+    print(f"{label}, distinct decoding signatures:", score(guessed, kind_log.decoding_signatures()[0], kind="count"))
 
 # %%
 plot_forward_shapes(logs, title="Sequence length of each forward input, per call")
@@ -138,13 +157,14 @@ plot_forward_shapes(logs, title="Sequence length of each forward input, per call
 # %% [markdown]
 # Com o `DynamicCache` padrão, as chaves do cache crescem uma posição por chamada, então cada uma das 12 chamadas de
 # decodificação tem uma assinatura própria: um backend baseado em tracing refaria o tracing a cada passo (ou
-# recorreria a formatos dinâmicos). Com `cache_implementation="static"`, o cache aloca suas posições de antemão (19
-# aqui: os 7 tokens do prompt e os 12 novos que voltam a entrar no modelo, como mostram os formatos da chamada 1) e
-# `generate` monta uma máscara booleana 4-D com essa mesma largura fixa, `(1, 1, 1, 19)`, de modo que todas as 12
-# chamadas de decodificação compartilham **uma única** assinatura: um grafo, capturado uma vez e reexecutado a cada
-# passo. O pré-preenchimento é a única chamada com um formato só seu nas duas execuções (os títulos da figura o deixam
-# de fora; contando com ele, são 13 e 2). É por isso que o guia combina o cache estático com `torch.compile`, e é por
-# isso que `generate` mantém seus próprios tensores crescentes fora do caminho que passa pelo tracing.
+# recorreria a formatos dinâmicos). Com `cache_implementation="static"`, o cache aloca suas posições de antemão:
+# `generate` o dimensiona em `max_length - 1` = 7 + 13 - 1 = 19 posições (os 7 tokens do prompt e os 12 novos que
+# voltam a entrar no modelo, como mostram os formatos da chamada 1) e monta uma máscara booleana 4-D com essa mesma
+# largura fixa, `(1, 1, 1, 19)`, de modo que todas as 12 chamadas de decodificação compartilham **uma única**
+# assinatura: um grafo, capturado uma vez e reexecutado a cada passo. O pré-preenchimento acrescenta uma assinatura
+# própria nas duas execuções (os títulos da figura o deixam de fora; contando com ele, são 13 e 2). É por isso que o
+# guia combina o cache estático com `torch.compile`, e é por isso que `generate` mantém seus próprios tensores
+# crescentes fora do caminho que passa pelo tracing.
 
 # %% [markdown]
 # ### Experimente: assinaturas por cache e por comprimento

@@ -27,14 +27,15 @@
 # - **bytes guardados por tipo de camada** em função do passo (o passo 0 é o pré-preenchimento);
 # - **posições alocadas, ocupadas e mascaradas**, somadas sobre as camadas: a diferença entre alocadas e ocupadas é o
 #   desperdício de um cache estático;
-# - **um mapa camada × posição**: azul = ocupada, cinza = mascarada (alocada, mas vazia), laranja = descartada por uma
-#   janela deslizante, roxo/azul-claro = quantizada/resíduo em precisão total, vermelho = recortada.
+# - **um mapa camada × posição**: verde = ocupada, cinza = mascarada (alocada, mas vazia), laranja = descartada por
+#   uma janela deslizante, azul-escuro/azul-claro = quantizada/resíduo em precisão total, vermelho = recortada. Essas
+#   também são as cores do kvlab nas figuras de todos os notebooks (`kvlab/plots/palette.py`).
 #
 # Só aparecem as opções que se aplicam ao cache escolhido. Combinações inválidas são explicadas no próprio app.
 # "Adicionar à comparação" guarda uma execução, desenhada tracejada e como uma linha da tabela; o controle de recorte
 # aplica `cache.crop(-n)` ao cache da última execução e explica a regra quando o recorte não pode ser desfeito.
 #
-# O mesmo app roda sem Jupyter: `kvlab explore` o serve com Voila em 127.0.0.1.
+# O mesmo app roda sem Jupyter: `kvlab explore` o serve com Voila apenas nesta máquina (localhost).
 
 # %%
 import kvlab
@@ -46,6 +47,7 @@ import transformers
 from IPython.display import HTML, Image
 
 from kvlab.explorer import explore
+from kvlab.predictions import score
 
 transformers.logging.disable_progress_bar()
 transformers.logging.set_verbosity_error()
@@ -59,8 +61,14 @@ explorer
 # ## 1. O desperdício, visto ao vivo
 #
 # **Preveja primeiro.** O SmolLM2 tem 30 camadas de atenção completa. Com um cache estático de `max_cache_len=64`, a
-# pergunta pré-definida (preset) de 21 tokens e 8 tokens novos, quantas posições ficam alocadas, quantas ocupadas e
-# quantas mascaradas?
+# pergunta pré-definida (preset) de 21 tokens e 8 tokens novos, quantas posições (somadas sobre as camadas) estão
+# alocadas, quantas ocupadas e quantas mascaradas quando a execução termina? Digite seus três números e depois execute
+# as células abaixo.
+
+# %%
+guess_allocated = None  # slots allocated, all layers: your guess
+guess_live = None  # slots holding a token: your guess
+guess_masked = None  # slots allocated but empty: your guess
 
 # %%
 demo = explore(model_name="smollm2")
@@ -74,13 +82,23 @@ print(f"{row['label']}: prompt {row['prompt_tokens']} tokens, {row['new_tokens']
 print(f"slots allocated {row['slots_allocated']:,}  live {row['slots_live']:,}  masked {row['slots_masked']:,}"
       f"  ({row['waste_pct']}% waste)  bytes {row['bytes_now']:,}")
 
+# %%
+# NBVAL_CHECK_OUTPUT
+print("allocated:", score(guess_allocated, row["slots_allocated"], unit=" slots", kind="count"))
+print("live:     ", score(guess_live, row["slots_live"], unit=" slots", kind="count"))
+print("masked:   ", score(guess_masked, row["slots_masked"], unit=" slots", kind="count"))
+
 # %% [markdown]
-# 30 camadas × 64 posições são alocadas antes do primeiro token; 30 × 28 guardam um token (21 + 8 − 1: o último token
-# é devolvido e nunca volta a entrar no modelo); o resto fica mascarado. Agora guarde essa execução e compare-a com um
-# cache dinâmico.
+# 30 camadas × 64 posições ficam alocadas desde o pré-preenchimento (a linha preta do painel de posições é plana);
+# 30 × 28 guardam um token no final (21 + 8 − 1: o último token é devolvido e nunca volta a entrar no modelo); o resto
+# fica mascarado. Agora guarde essa execução e compare-a com um cache dinâmico sobre o mesmo prompt.
 #
-# **Preveja primeiro.** A linha de bytes do cache dinâmico vai começar abaixo ou acima da do estático, e onde ela
-# termina?
+# **Preveja primeiro.** A linha de bytes do cache dinâmico começa abaixo da do estático (True ou False)? E que
+# fração dos bytes do cache estático, em porcentagem, o cache dinâmico guarda no final?
+
+# %%
+guess_starts_lower = None  # True or False: your guess
+guess_end_share = None  # % of the static cache's final bytes: your guess
 
 # %%
 demo.on_add_to_comparison()
@@ -93,44 +111,87 @@ for row in demo.summary_rows():
     print(f"{row['run']:>4} {row['label']:<36} allocated {row['slots_allocated']:>5,}  live {row['slots_live']:>5,}"
           f"  peak bytes {row['peak_bytes']:>9,}")
 
+# %%
+# NBVAL_CHECK_OUTPUT
+static_bytes = demo.session.comparison[0].trace.bytes_by_step()  # bytes held after each step, step 0 = prefill
+dynamic_bytes = demo.session.current.trace.bytes_by_step()
+starts_lower = dynamic_bytes[0] < static_bytes[0]
+end_share = 100 * dynamic_bytes[-1] / static_bytes[-1]
+print(f"after the prefill: dynamic {dynamic_bytes[0]:,} B, static {static_bytes[0]:,} B")
+print(f"at the end: dynamic {dynamic_bytes[-1]:,} B = {end_share:.0f} % of static {static_bytes[-1]:,} B")
+print("starts lower:", score(guess_starts_lower, starts_lower, kind="choice"))
+print("end share:   ", score(guess_end_share, end_share, unit=" %", kind="share"))
+
 # %% [markdown]
-# O cache dinâmico aloca exatamente o que está ocupado: 840 posições contra 1,920 do cache estático, então no final
-# ele guarda 44 % dos bytes do cache estático (1,290,240 de 2,949,120).
+# O cache dinâmico aloca exatamente o que está ocupado: 840 posições contra 1.920 do cache estático, então no final
+# ele guarda 44 % dos bytes do cache estático (1.290.240 de 2.949.120). Ele começa nos 21 tokens do
+# pré-preenchimento e cresce um token por passo; a linha do estático fica plana nas suas 64 posições desde o
+# pré-preenchimento.
 #
 # ## 2. Um recorte que o cache não consegue desfazer
 #
 # Camadas de janela deslizante descartam os tokens que saem da janela, então remover os últimos tokens (o que fazem a
 # decodificação especulativa e o rollback de um chat) exigiria tokens que já se foram. O minúsculo modelo aleatório
-# `tiny-gemma3` tem uma janela de 8, então a pergunta pré-definida (104 bytes: um token por byte nos modelos
-# minúsculos) passa muito dela.
+# `tiny-gemma3` tem uma janela de 8 (suas camadas deslizantes guardam os últimos 7 tokens: janela − 1), então a
+# pergunta pré-definida (104 bytes: um token por byte nos modelos minúsculos) passa muito dela.
 #
-# **Preveja primeiro.** Depois de uma execução com cache dinâmico, `crop(-2)` funciona? E depois da mesma execução com
-# o registro do passado (past recording) ativado?
+# **Preveja primeiro.** Depois de uma execução com cache dinâmico de 6 tokens novos, `crop(-2)` funciona (True ou
+# False)? E depois da mesma execução com o registro do passado (past recording) ativado?
+
+# %%
+guess_crop_works = None  # True or False: your guess for the plain dynamic run
+guess_crop_works_recorded = None  # True or False: your guess with past recording
 
 # %%
 tiny = explore(model_name="tiny-gemma3")
 tiny.run_and_wait(cache="dynamic", max_new_tokens=6, preset="kv_cache_question")
 tiny.crop_n.value = 2
-tiny.on_crop()
+crop_works = tiny.on_crop() is not None  # on_crop returns the crop event, or None when it refuses
 refusal = tiny.message_text
 HTML(tiny.message.value)
 
+# %% [markdown]
+# A mesma execução com o registro do passado ativado, desenhada antes do recorte: no mapa, as camadas deslizantes
+# (s) agora estão verdes em todas as posições, como as camadas completas (f), em vez de laranja antes das suas últimas
+# 7.
+
 # %%
 tiny.run_and_wait(past_recording=True)
+before = tiny.session.current.layer_rows()
+Image(tiny.plot.value)
+
+# %% [markdown]
+# Agora o mesmo `crop(-2)` neste cache:
+
+# %%
 event = tiny.on_crop()
+crop_works_recorded = event is not None
 Image(tiny.plot.value)
 
 # %%
 # NBVAL_CHECK_OUTPUT
+def live_by_kind(layer_rows):
+    """{layer kind: the distinct numbers of tokens its layers hold}."""
+    return {kind: sorted({r["slots_live"] for r in layer_rows if r["layer_kind"] == kind})
+            for kind in sorted({r["layer_kind"] for r in layer_rows})}
+
+
+print(f"prompt {tiny.session.current.prompt_tokens} tokens, {tiny.session.current.new_tokens} new")
 print("without past recording:", refusal[:90], "...")
 print("with past recording:   ", tiny.message_text)
-print("sliding layers now hold", sorted({r["slots_live"] for r in tiny.session.current.layer_rows()}), "tokens")
+print("tokens held before the crop:", live_by_kind(before))
+print("tokens held after the crop: ", live_by_kind(tiny.session.current.layer_rows()))
+print("crop without past recording:", score(guess_crop_works, crop_works, kind="choice"))
+print("crop with past recording:   ", score(guess_crop_works_recorded, crop_works_recorded, kind="choice"))
 
 # %% [markdown]
-# **Conclusão.** Com o registro do passado, as camadas deslizantes guardam todos os tokens até um recorte (as longas
-# linhas azuis do mapa antes do recorte: mais memória), e o recorte então as restringe de novo à janela (laranja =
-# descartada, vermelho = recortada). Sem ele, um cache deslizante não pode ser revertido: o explorador se recusa e diz
-# por quê, enquanto o transformers puro lançaria um erro de dentro de uma camada.
+# **Conclusão.** Com o registro do passado, as camadas deslizantes guardam todos os tokens até um recorte (109 cada
+# uma antes dele, tantos quanto as camadas completas: as linhas verdes do primeiro mapa, e bytes das camadas
+# deslizantes acima dos das camadas completas no seu painel de bytes, já que 4 das 6 camadas são deslizantes), e o
+# recorte então as restringe de novo à janela (7 tokens; laranja = descartada, vermelho = recortada no segundo mapa)
+# enquanto as camadas completas guardam 107. Sem ele, um cache deslizante não pode ser revertido: o explorador se
+# recusa e diz por quê, enquanto o transformers puro lança um `RuntimeError` de dentro da camada
+# (`DynamicSlidingWindowLayer.crop`).
 #
 # **A seguir.** Use o explorador para conferir suas respostas às perguntas "Preveja primeiro" dos notebooks anteriores,
 # começando por `00_start_here`; `kvlab explore` abre o mesmo app em uma aba do navegador.

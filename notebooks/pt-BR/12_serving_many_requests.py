@@ -23,8 +23,8 @@
 # compartilhados e recusados, e cronometre `generate_batch` contra um `generate` por requisição.
 #
 # **Além do guia.** O guia de cache (e os notebooks 00-11) atende uma requisição por vez. Este notebook vai além dele:
-# o batching contínuo é uma parte separada do transformers 5.24 (`transformers.generation.continuous_batching`), então
-# aqui não há título de seção do guia a que fazer referência.
+# o batching contínuo é uma parte separada do transformers
+# (`transformers.generation.continuous_batching`), então aqui não há título de seção do guia a que fazer referência.
 #
 # **Como é medido.** `kvlab.watch(model)` faz o gerenciador que `generate_batch` inicia criar um
 # `InstrumentedPagedAttentionCache`, uma subclasse do `PagedAttentionCache` do transformers que chama os próprios
@@ -47,9 +47,11 @@ from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfi
 
 import kvlab
 from kvlab.caches.paged import paged_steps, paged_summary
-from kvlab.live import live, score_guess
+from kvlab.live import live
 from kvlab.measure.batching import batching_row
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
+from kvlab.predictions import score
+from kvlab.recording.slots import waste_pct
 from kvlab.serving import layout_rows, load_workload, request_lengths
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*")
@@ -72,14 +74,15 @@ print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answ
 # GPU). A chamada está na seção 3, dentro de `kvlab.watch`; sem a linha do `with`, é transformers puro.
 
 # %% [markdown]
-# ## 2. Preveja primeiro
+# ## 2. Uma previsão
 #
-# Cada requisição da carga de trabalho recebe no máximo 24 tokens novos. Um servidor que dá a cada requisição seu
-# próprio cache estático precisa dimensioná-lo para a requisição mais longa que aceita: o prompt mais longo mais 24.
-# Que fração dessas posições reservadas não vai guardar nenhum token quando as requisições terminarem?
+# **Preveja primeiro.** Cada requisição da carga de trabalho recebe no máximo 24 tokens novos. Dê a cada requisição
+# seu próprio cache estático dimensionado para a requisição mais longa desta carga de trabalho: o prompt mais longo
+# dela mais 24 posições. Que fração de todas essas posições reservadas, em porcentagem, não vai guardar nenhum token
+# quando as requisições terminarem? Digite-a abaixo; ela é pontuada na seção 4.
 
 # %%
-guess = 30.0  # % of a static-per-request layout's slots left empty
+guess = None  # % of the static-per-request slots left empty: your guess
 
 # %% [markdown]
 # ## 3. A carga de trabalho inteira, observada
@@ -152,11 +155,16 @@ print(f"internal fragmentation: {summary['fragmentation_pct_mean']} % of handed-
 plot_block_timeline(trace)
 
 # %% [markdown]
-# Cada coluna é um forward. Uma célula colorida é um bloco que alguma requisição ocupa; os blocos cinza são blocos
-# completos que o transformers mantém depois que a requisição deles termina, para que uma requisição posterior com o
-# mesmo prefixo possa reutilizá-los (o chat template do SmolLM2 começa todo prompt com o mesmo texto de sistema); as
-# células claras estão livres. Um triângulo vermelho marca um forward em que uma requisição pediu blocos e foi
-# recusada: ela continua na fila.
+# Cada coluna é um forward. Uma célula na cor de uma requisição é um bloco que essa requisição ocupa; os blocos
+# roxo-escuros ("cached") são blocos completos que o transformers mantém depois que a requisição deles terminou, para
+# que uma requisição posterior com o mesmo prefixo possa reutilizá-los (o chat template do SmolLM2 começa todo prompt
+# com o mesmo texto de sistema: os tokens de prompt reutilizados estão impressos acima); as células cinza-claras estão
+# livres. No painel de baixo, um triângulo preto marca um forward em que uma requisição pediu blocos e foi recusada
+# (ela continua na fila), e uma cruz, uma preempção.
+#
+# A fragmentação interna impressa acima é uma média sobre todos os forwards da execução: em cada forward, as posições
+# vazias dos blocos entregues naquele momento, enquanto as requisições ainda estavam crescendo. A seção 4, em vez
+# disso, toma cada requisição no seu comprimento final; os dois números medem momentos diferentes da mesma execução.
 
 # %% [markdown]
 # ## 4. Todos os arranjos, as mesmas requisições
@@ -181,7 +189,8 @@ for row in layouts:
           f"{row['fit_in_budget']:>14}")
 
 # %%
-print(score_guess(guess, layouts[0]["waste_pct"], " %"))
+# NBVAL_CHECK_OUTPUT
+print(score(guess, layouts[0]["waste_pct"], unit=" %", kind="share"))
 
 # %% [markdown]
 # ### As linhas estática e dinâmica, medidas em caches reais
@@ -208,6 +217,7 @@ last_blocks = {}
 for r in paged_steps(trace):
     last_blocks.update({rid: len(blocks) for rid, blocks in r["block_tables"].items()})
 paged_16 = sum(last_blocks.values()) * meta["bytes_per_block"]
+handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held)  # each request at its last forward
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -216,6 +226,14 @@ for layout, (held_bytes, live_bytes) in measured.items():
     print(f"{layout:8} measured held {held_bytes:,} B, live {live_bytes:,} B;"
           f" table: {by_name[layout]['bytes_held']:,} / {by_name[layout]['bytes_live']:,}")
 print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_held']:,}")
+print(f"paged 16, each request at its last forward: {handed_out} slots handed out, {live_slots} live, "
+      f"{waste_pct(handed_out - live_slots, handed_out, digits=1)} % empty (the table's waste %)")
+
+# %% [markdown]
+# As linhas paginadas contam blocos inteiros: com 16, cada requisição desperdiça o que sobra do seu último bloco, e
+# isso depende de onde cai o seu comprimento final (80 tokens preenchem exatamente cinco blocos; 66 deixam vazias 14
+# posições do quinto). É por isso que os 7,7 % daqui diferem da fragmentação impressa na seção 3, que é uma média
+# sobre os forwards.
 
 # %%
 plot_layouts(layouts)
@@ -225,17 +243,37 @@ plot_layouts(layouts)
 #
 # | fonte | arranjo | memória KV desperdiçada |
 # |---|---|---|
-# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), medido nos traces de serviço deles | sistemas anteriores, que reservam memória contígua por requisição | 60-80 % |
-# | o mesmo artigo | blocos paginados (vLLM) | menos de 4 % |
+# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), medido nos traces de serviço deles (fonte: Kwon et al. 2023, o artigo do vLLM) | sistemas anteriores, que reservam memória contígua para o comprimento máximo de cada requisição | 60-80 % |
+# | o mesmo artigo (fonte: Kwon et al. 2023, o artigo do vLLM) | blocos paginados (vLLM) | menos de 4 % |
 #
-# Esses são os números do artigo, em GPUs, com conversas reais longas e o tamanho de bloco deles; aparecem aqui só
-# para comparação. Os números do kvlab são os da tabela acima, para oito requisições curtas de chat nesta máquina.
-# Repare no que a tabela medida diz ao lado deles: aqui um cache dinâmico por requisição não desperdiça nada dentro
-# dos seus tensores (ele cresce token a token); o que lhe falta é um orçamento compartilhado com o qual um servidor
-# possa planejar admissões, e ele realoca seus tensores a cada passo. Os blocos paginados limitam o desperdício ao
-# último bloco de cada requisição, e quanto menor o bloco, menor esse desperdício: com o `page_size` padrão de 256 do
-# transformers, cada uma dessas requisições curtas (no máximo 80 tokens) preenche menos de um terço do seu único
-# bloco, e a linha paginada desperdiça mais do que a estática.
+# Estes são os números do artigo, em GPUs, com conversas reais longas e o seu próprio tamanho de bloco; servem apenas
+# para comparação. Duas diferenças importam ao lado da tabela acima. A linha de base do artigo reservava o comprimento
+# máximo de cada requisição, enquanto a linha estática deste notebook é dimensionada para a carga de trabalho (o seu
+# prompt mais longo mais 24); a célula abaixo a dimensiona do jeito do artigo, no comprimento máximo do SmolLM2.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+max_positions = model.config.max_position_embeddings  # the longest sequence SmolLM2 accepts
+at_max = layout_rows(held, bytes_per_token, max_cache_len=max_positions, block_sizes=())[0]
+print(f"static, {max_positions:,} slots reserved per request: {at_max['bytes_held']:,} B held, "
+      f"{at_max['waste_pct']} % waste (sized to the workload, {max_cache_len} slots: {layouts[0]['waste_pct']} %)")
+
+# %% [markdown]
+# Reservar o máximo do SmolLM2, 8.192 posições, para cada uma dessas oito requisições desperdiçaria 99,2 % da memória,
+# acima dos 60-80 % do artigo para a sua linha de base (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas
+# requisições são muito mais curtas do que o máximo. A outra diferença: blocos de 16 desperdiçam 7,7 % aqui, acima dos
+# menos de 4 % que o artigo relata para o vLLM (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas requisições
+# são curtas (80 tokens no máximo) e o último bloco parcialmente preenchido de cada uma é uma fração maior dela.
+#
+# Dentro da tabela: um cache dinâmico por requisição não desperdiça nada dentro dos seus tensores (o
+# `DynamicLayer.update` do transformers os aumenta com `torch.cat` exatamente pelos tokens novos, com tensores novos a
+# cada passo) e, contado em bytes nos comprimentos finais, é o arranjo que põe mais requisições no orçamento (6, contra
+# 5 para blocos de 4 ou 16). Essa contagem supõe que um servidor conhece o comprimento final de cada requisição quando
+# a admite, e ele não conhece; o que o cache paginado acrescenta é um único pool fixo do qual os blocos são entregues à
+# medida que as requisições crescem e ao qual voltam quando elas terminam — as recusas e a preempção da seção 3. Os
+# blocos paginados limitam o desperdício ao último bloco de cada requisição, e quanto menor o bloco, menor esse
+# desperdício: com o `page_size` padrão de 256 do transformers, cada uma dessas requisições curtas preenche menos de um
+# terço do seu único bloco, e a linha paginada desperdiça mais do que a estática.
 
 # %% [markdown]
 # ## 5. Atendê-las juntas é mais rápido do que uma por vez?
@@ -272,7 +310,7 @@ print(batching["verdict"])
 # %% [markdown]
 # ## 6. Ao vivo: tamanho de bloco e número de requisições
 #
-# Mexa nos controles: as primeiras *n* requisições da carga de trabalho passam por `generate_batch` (8 tokens novos
+# Mexa nos controles: as primeiras *n* requisições da carga de trabalho passam por `generate_batch` (até 8 tokens novos
 # cada, um pool de 256 posições de token, ou seja, um número de blocos igual a 256 / tamanho do bloco) e a linha do
 # tempo dos blocos é redesenhada com, no título, a fração das posições entregues que ficou vazia.
 
@@ -301,14 +339,16 @@ live(measure_blocks,
 #   entregues às requisições à medida que elas crescem e devolvidos quando terminam; quando o pool se esgota, as
 #   requisições novas esperam, e uma em execução pode ser preemptada e recalculada.
 # - Nas mesmas oito requisições, um cache estático por requisição dimensionado para a mais longa deixou vazia a fração
-#   impressa na tabela; um cache dinâmico por requisição não deixou nada vazio, mas não dá ao servidor nenhum
-#   orçamento com que planejar; os blocos paginados desperdiçam apenas o último bloco de cada requisição, e menos
-#   ainda com blocos menores.
+#   impressa na tabela (muito mais quando dimensionado para o comprimento máximo do modelo, como era a linha de base do
+#   artigo do vLLM); um cache dinâmico por requisição não deixou nada vazio e, nos comprimentos finais que o servidor
+#   não tem como saber de antemão, é o que põe mais requisições no orçamento; os blocos paginados desperdiçam apenas o
+#   último bloco de cada requisição, menos com blocos menores, e vêm de um único pool compartilhado que o escalonador
+#   entrega e recolhe bloco a bloco.
 # - Em lote, cada passo é um forward sobre todas as requisições em andamento, em vez de um por requisição, então
 #   rodam muito menos forwards; se isso fez os mesmos tokens chegarem mais cedo nesta máquina é o veredito impresso na
 #   seção 5.
-# - Os 60-80 % contra menos de 4 % do artigo do vLLM são uma referência externa, medida em outras cargas de trabalho;
-#   os números do próprio kvlab estão na tabela.
+# - Os 60-80 % contra menos de 4 % do artigo do vLLM (fonte: Kwon et al. 2023, o artigo do vLLM) são uma referência
+#   externa, medida em outras cargas de trabalho; os números do próprio kvlab estão na tabela.
 #
 # De volta ao início: [00 · Comece aqui](00_start_here.ipynb),
 # ou brinque no [Cache Explorer](11_cache_explorer.ipynb).
