@@ -253,9 +253,9 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 # t pairs. The times are the printout above it: the second token against the last, in each mode, as a ratio
 # with its interval, and the whole loop. The work predicts what to expect: without a cache the last token's
 # forward runs 79 tokens instead of 17, so it should take clearly longer; with the cache the two forwards run one
-# token each and should differ by little, because at these lengths the attention over stored keys is small next
-# to the per-token work of the 30 layers. A verdict of "too noisy to tell" means these repeats could not decide;
-# rerun the cell on a quieter machine.
+# token each and only the attention over the stored keys grows (from 17 keys to 79), so whatever difference the
+# cached line shows should be much smaller than the uncached one: compare the two printed ratios. A verdict of
+# "too noisy to tell" means these repeats could not decide; rerun the cell on a quieter machine.
 #
 # **Try it.** Move `new tokens`: the cell times the guide's two `generate` calls, `use_cache=False` and the
 # default, after the 8-token cooking prompt, once each, alternating, and adds the point to the plot (every

@@ -262,10 +262,10 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 # trabalho total, com o quadrado de t. Com o cache, cada forward depois do pré-preenchimento processa um token e calcula
 # t pares. Os tempos são a saída acima: o segundo token contra o último, em cada modo, como uma razão com o seu
 # intervalo, e o laço inteiro. O trabalho prevê o que esperar: sem cache, o forward do último token processa 79 tokens
-# em vez de 17, então ele deve levar claramente mais tempo; com o cache, os dois forwards processam um token cada e devem
-# diferir pouco, porque, nesses comprimentos, a atenção sobre as chaves guardadas é pequena perto do trabalho por token
-# das 30 camadas. Um veredito "too noisy to tell" quer dizer que essas repetições não conseguiram decidir; rode a
-# célula de novo numa máquina mais quieta.
+# em vez de 17, então ele deve levar claramente mais tempo; com o cache, os dois forwards processam um token cada e só
+# a atenção sobre as chaves guardadas cresce (de 17 chaves para 79), então a diferença que a linha com cache mostrar
+# deve ser bem menor que a da linha sem cache: compare as duas razões impressas. Um veredito "too noisy to tell" quer
+# dizer que essas repetições não conseguiram decidir; rode a célula de novo numa máquina mais quieta.
 #
 # **Experimente.** Mova `new tokens`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
 # o padrão, depois do prompt de culinária de 8 tokens, uma vez cada, alternando, e acrescenta o ponto ao gráfico (cada

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from kvlab.measure.timing import (
+    TOO_WIDE,
     DecodeClock,
     NoisyTimingWarning,
     Stopwatch,
@@ -109,6 +110,14 @@ def test_a_wide_spread_warns_and_says_it_cannot_tell():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         compare(a, b, warn=False)
+
+
+def test_a_wide_interval_beyond_one_still_states_the_direction():
+    a = Timing("a", [0.30, 0.45, 0.25, 0.50, 0.28, 0.40, 0.31])
+    b = Timing("b", [0.09, 0.15, 0.08, 0.14, 0.10, 0.16, 0.09])
+    result = compare(a, b)
+    assert result.high / result.low > TOO_WIDE and result.high < 1
+    assert not result.too_noisy and result.verdict().startswith("b is ") and "x faster than a (" in result.verdict()
 
 
 def test_the_ratio_interval_is_reproducible_and_covers_the_ratio_of_medians():
