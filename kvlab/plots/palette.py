@@ -34,8 +34,9 @@ STATE_COLORS = {
     "cached": CACHED,
 }
 
-# Runs, requests and configurations: tab10 without its grey, red and purple, so a series never reads as a state.
-SERIES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+# Runs, requests and configurations: tab10 without its grey, red and purple, so a series never reads as a state,
+# and two of tab20b's darker tones, so the eight requests of notebook 12 get eight colours before any repeats.
+SERIES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#e7ba52", "#393b79")
 
 
 def series(index: int) -> str:

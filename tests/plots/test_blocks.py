@@ -76,3 +76,10 @@ def test_layout_bars_stack_live_under_empty_to_the_reserved_bytes():
     for row, low, high in zip(rows, live, empty):
         assert abs(low.get_height() - row["bytes_live"] / 2**20) < 1e-12
         assert abs(low.get_height() + high.get_height() - row["bytes_held"] / 2**20) < 1e-12
+
+
+def test_the_palette_gives_the_workloads_requests_distinct_colours():
+    """Notebook 12 serves eight requests at once: none may share a colour with another or with a slot state."""
+    colours = [palette.series(i) for i in range(8)]
+    assert len(set(colours)) == 8
+    assert not set(colours) & set(palette.STATE_COLORS.values())
