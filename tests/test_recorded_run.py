@@ -33,3 +33,18 @@ def test_kvlab_generate_checks_the_length_generate_settles_on(tiny, prompt_ids):
         model, ids, max_new_tokens=14, min_new_tokens=14, pad_token_id=0, allow_past_positions=True
     )
     assert output.shape[-1] == 514 and cache is not None
+
+
+def test_the_static_size_kvlab_picks_is_one_it_accepts(prompt_ids):
+    """Without max_cache_len, generate sizes the cache at prompt + new - 1; passing that size back is accepted
+    and gives the same tokens, and one slot less is refused with the size to use."""
+    from kvlab.caches.options import CacheOptionError
+
+    # a model of its own: generate keeps reusing the largest static cache it built before on a model
+    model, ids, exactly = kvlab.tiny_model("tiny-llama"), prompt_ids(20), {"min_new_tokens": 16}
+    picked = kvlab.run(model, None, ids, cache="static", max_new_tokens=16, generate_kwargs=exactly)
+    assert picked.options == {"max_cache_len": 35}
+    again = kvlab.run(model, None, ids, cache="static", max_cache_len=35, max_new_tokens=16, generate_kwargs=exactly)
+    assert again.generated_token_ids == picked.generated_token_ids
+    with pytest.raises(CacheOptionError, match="use at least 35"):
+        kvlab.run(model, None, ids, cache="static", max_cache_len=34, max_new_tokens=16)

@@ -223,7 +223,8 @@ def check_static_length(
 ) -> None:
     """A static cache must fit the prompt, and its full-attention layers (sliding ones keep a window) every token.
 
-    With `prompt_tokens` (and `new_tokens`), as `kvlab.run` counts: slots for the prompt plus the new tokens; with
+    With `prompt_tokens` (and `new_tokens`), as `kvlab.run` counts: slots for the prompt plus the new tokens
+    generate feeds back (all but the last); with
     `tokens`, as the size calculator counts: slots for the tokens the cache holds. The full-attention rule needs
     the model's `layer_kinds`.
     """
@@ -231,18 +232,21 @@ def check_static_length(
         return
     if not isinstance(max_cache_len, int) or max_cache_len < 1:
         raise CacheOptionError(f"max_cache_len must be a positive integer; got {max_cache_len!r}")
+    # generate never feeds its last new token back, so it writes prompt + new - 1 positions: the size it picks
+    # itself (max_length - 1) is the smallest one accepted here.
+    needed = prompt_tokens + max((new_tokens or 0) - 1, 0) if prompt_tokens is not None else None
     if prompt_tokens is not None and max_cache_len < prompt_tokens:
         raise CacheOptionError(
-            f"max_cache_len={max_cache_len} is below the prompt length ({prompt_tokens} tokens); "
-            f"use at least {prompt_tokens + (new_tokens or 0)} to hold the prompt and the new tokens."
+            f"max_cache_len={max_cache_len} is below the prompt length ({prompt_tokens} tokens); use at least "
+            f"{needed} to hold the prompt and the new tokens fed back (prompt + new - 1, as generate sizes it)."
         )
     if not layer_kinds or "full" not in layer_kinds:
         return
-    needed = prompt_tokens + (new_tokens or 0) if prompt_tokens is not None else None
     if needed is not None and max_cache_len < needed:
         raise CacheOptionError(
-            f"max_cache_len={max_cache_len} cannot hold the prompt ({prompt_tokens} tokens) plus "
-            f"{new_tokens or 0} new tokens in the full-attention layers; use at least {needed}."
+            f"max_cache_len={max_cache_len} cannot hold the prompt ({prompt_tokens} tokens) plus the "
+            f"{max((new_tokens or 0) - 1, 0)} new tokens fed back in the full-attention layers; use at least "
+            f"{needed} (prompt + new - 1, as generate sizes it)."
         )
     if tokens is not None and max_cache_len < tokens:
         raise CacheOptionError(

@@ -122,6 +122,7 @@ def handle(args) -> int:
         **options,
     )
     data = result.to_dict()
+    data["stop_reason"] = stop_reason(data["generated_token_ids"], args.max_new_tokens, model.generation_config)
     out = Output(args)
     if args.json:
         out.json(data)
@@ -133,13 +134,31 @@ def handle(args) -> int:
     return 0
 
 
+def stop_reason(generated: list[int], max_new_tokens: int, generation_config) -> str:
+    """Why generation ended: "max_new_tokens", or "eos" when the model chose an end-of-sequence token first.
+
+    A run that stops after one token with empty text looks broken; it usually means the model answered with its
+    end-of-sequence token (an instruct model given a bare prompt, without `--chat`)."""
+    eos = getattr(generation_config, "eos_token_id", None)
+    eos_ids = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+    if len(generated) < max_new_tokens or (generated and generated[-1] in eos_ids):
+        return "eos"
+    return "max_new_tokens"
+
+
 def report(out: Output, data: dict) -> None:
     say = out.print
     say(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
+    new = len(data["generated_token_ids"])
     say(
-        f"prompt {data['prompt_tokens']} tokens -> {len(data['generated_token_ids'])} new tokens "
+        f"prompt {data['prompt_tokens']} tokens -> {new} new token{'' if new == 1 else 's'} "
         f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)"
     )
+    if data.get("stop_reason") == "eos":
+        say(
+            f"stopped at the model's end-of-sequence token after {new} new token{'' if new == 1 else 's'}"
+            " (an instruct model given a bare prompt often answers that way: try --chat)"
+        )
     say(f"text: {data['text']!r}")
     say(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
     say(

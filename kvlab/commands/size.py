@@ -36,7 +36,8 @@ def add_parser(subparsers) -> None:
         "--dtype",
         default=None,
         choices=DTYPES,
-        help="cache dtype (default: the dtype of the published weights, else float32)",
+        help="cache dtype (default: float32 for kvlab's bundled models, as kvlab loads them; for other models the "
+        "dtype of the published weights, else float32)",
     )
     p.add_argument("--max-cache-len", type=int, help="static kinds: slots per layer (default: --tokens)")
     p.add_argument("--source-tokens", type=int, help="encoder-decoder: encoder tokens (default: --tokens)")
@@ -51,6 +52,13 @@ def add_parser(subparsers) -> None:
     )
     add_output_options(p)
     p.set_defaults(handler=handle)
+
+
+def _default_dtype(arch) -> str:
+    """The dtype a user would run: kvlab loads its bundled models in float32, others run as published."""
+    if arch.bundled:
+        return "float32"
+    return arch.dtype if arch.dtype in ("float32", "float16", "bfloat16") else "float32"
 
 
 def handle(args) -> int:
@@ -89,7 +97,7 @@ def handle(args) -> int:
         out.close()
         return 0
     arch = architecture(args.model) if args.model else from_config_file(args.config)
-    dtype = args.dtype or (arch.dtype if arch.dtype in ("float32", "float16", "bfloat16") else "float32")
+    dtype = args.dtype or _default_dtype(arch)
     rows = size_rows(
         arch,
         args.tokens,

@@ -44,6 +44,8 @@ class Architecture:
     # linear-attention (Mamba-style) state per layer: (channels, conv_kernel, state_size)
     linear_state: tuple[int, int, int] | None = None
     dtype: str | None = None  # the dtype the published weights use
+    # one of kvlab's own models, which kvlab.load runs in float32 unless asked otherwise (not a structural fact)
+    bundled: bool = field(default=False, compare=False)
     note: str = ""
     max_positions: int | None = None  # max_position_embeddings: the most tokens the model was built to attend
     # a transformers config object, or the config keys to build one from (known architectures, see `config`)
@@ -199,6 +201,7 @@ def architecture(name: str) -> Architecture:
         name=name,
         source=entry["source"],
         dtype=entry.get("dtype"),
+        bundled=entry.get("bundled", False),
         note=entry.get("note", ""),
         max_positions=entry["config"].get("max_position_embeddings"),  # the config's own key, read without transformers
         config_source=entry["config"],

@@ -50,11 +50,13 @@ def test_static_length_holds_the_prompt_and_in_full_layers_the_new_tokens():
     with pytest.raises(CacheOptionError, match="max_cache_len must be a positive integer; got 0"):
         options.check_static_length(0)
     with pytest.raises(
-        CacheOptionError, match=r"max_cache_len=4 is below the prompt length \(5 tokens\); use at least 8"
+        CacheOptionError, match=r"max_cache_len=4 is below the prompt length \(5 tokens\); use at least 7"
     ):
         options.check_static_length(4, 5, 3)
-    with pytest.raises(CacheOptionError, match=r"cannot hold the prompt \(5 tokens\) plus 3 new tokens .*at least 8"):
+    with pytest.raises(CacheOptionError, match=r"prompt \(5 tokens\) plus the 2 new tokens fed back .*at least 7"):
         options.check_static_length(6, 5, 3, ["sliding", "full"])
+    options.check_static_length(7, 5, 3, ["full"])  # prompt + new - 1: the size generate picks is accepted
+    options.check_static_length(5, 5, 1, ["full"])  # one new token is never fed back
     options.check_static_length(6, 5, 3, ["sliding", "sliding"])  # sliding layers keep a window: no rule
     options.check_static_length(6, 5, 3)  # layer kinds unknown: left to the call that knows them
     with pytest.raises(CacheOptionError, match="max_cache_len=6 cannot hold 7 tokens in the full-attention layers"):

@@ -45,7 +45,7 @@ def test_defaults_are_shown_once():
     assert "(default: None)" not in text
     size = " ".join(COMMANDS["kvlab size"].format_help().split())
     assert "(default: 0)" in size  # --axis: a falsy default is still a default
-    assert size.count("(default: the dtype") == 1
+    assert size.count("(default: float32 for kvlab") == 1
 
 
 @pytest.mark.parametrize("example", [e.strip() for e in COMMANDS["kvlab size"].epilog.splitlines()[1:]])

@@ -92,3 +92,42 @@ def test_the_report_and_the_trace_are_written_whole(tiny_llama_dir, tmp_path, ca
     saved = kvlab.Trace.load(trace)
     assert saved.summary()["final_bytes"] == data["final_cache_bytes"] and saved.meta["cache"] == "static"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "trace.json"]  # no temporary file left
+
+
+def test_a_run_that_stops_at_eos_says_why():
+    from types import SimpleNamespace
+
+    from kvlab.commands import run as run_command
+
+    config = SimpleNamespace(eos_token_id=[2, 7])
+    assert run_command.stop_reason([5, 7], 8, config) == "eos"  # fewer than asked, ended by an EOS id
+    assert run_command.stop_reason([7], 8, config) == "eos"
+    assert run_command.stop_reason([5, 6, 9], 3, config) == "max_new_tokens"
+    assert run_command.stop_reason([5, 2], 2, SimpleNamespace(eos_token_id=2)) == "eos"
+    assert run_command.stop_reason([5, 6], 2, SimpleNamespace(eos_token_id=None)) == "max_new_tokens"
+
+    lines = []
+    out = SimpleNamespace(print=lines.append)
+    data = {
+        "model": "smollm2",
+        "cache": "dynamic",
+        "options": {},
+        "dtype": "float32",
+        "generated_token_ids": [2],
+        "prompt_tokens": 5,
+        "seconds": 0.5,
+        "tokens_per_s": 2.0,
+        "text": "",
+        "peak_cache_bytes": 1,
+        "final_cache_bytes": 1,
+        "slots_allocated": 1,
+        "slots_live": 1,
+        "slots_masked": 0,
+        "waste_pct": 0,
+        "tokens_evicted": 0,
+        "stop_reason": "eos",
+        "layers": [],
+    }
+    run_command.report(out, data)
+    assert "-> 1 new token in" in lines[1]
+    assert "end-of-sequence token after 1 new token" in lines[2] and "--chat" in lines[2]

@@ -104,3 +104,16 @@ def test_sizes_past_the_models_positions_carry_a_note(capsys):
     assert json.loads(capsys.readouterr().out)["notes"] == [
         "2,000 source tokens is past bart-large's 1,024 encoder positions"
     ]
+
+
+@pytest.mark.parametrize(
+    ("model", "dtype", "per_token"), [("smollm2", "float32", 46080), ("llama-2-7b", "float16", None)]
+)
+def test_size_defaults_to_the_dtype_the_model_runs_in(model, dtype, per_token, capsys):
+    """A bundled model is sized as kvlab loads it (float32, not its published bfloat16); others as published."""
+    assert main(["size", "--model", model, "--tokens", "10", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dtype"] == dtype
+    if per_token is not None:
+        dynamic = next(row for row in data["rows"] if row["cache_kind"] == "dynamic")
+        assert dynamic["bytes"] == 10 * per_token  # 30 layers x 2 x 3 heads x 64 x 4 bytes per token
