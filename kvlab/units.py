@@ -5,6 +5,12 @@ from __future__ import annotations
 BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
+def binary_unit(value: float) -> tuple[str, int]:
+    """(unit, bytes in it): the largest binary unit `value` reaches, ("B", 1) below 1 KiB. The one choice of unit
+    for a written byte count (`human_bytes`) and for a bytes axis (the explorer's ticks)."""
+    return next(((unit, scale) for unit, scale in BINARY_UNITS if abs(value) >= scale), ("B", 1))
+
+
 def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str:
     """`value` bytes in the largest binary unit it reaches: "512 B", "1.50 KiB", "6.99 MiB", "4.15 GiB".
 
@@ -17,7 +23,7 @@ def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str
     from kvlab.i18n import marks
 
     write = marks if localized else str
-    for unit, scale in BINARY_UNITS:
-        if abs(value) >= scale:
-            return f"{write(f'{value / scale:.{decimals}f}')} {unit}"
-    return f"{write(f'{value:,.0f}')} B"
+    unit, scale = binary_unit(value)
+    if scale == 1:
+        return f"{write(f'{value:,.0f}')} B"
+    return f"{write(f'{value / scale:.{decimals}f}')} {unit}"

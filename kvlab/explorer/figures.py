@@ -18,7 +18,7 @@ from matplotlib.ticker import Formatter, MaxNLocator
 from kvlab.i18n import N_, _, number
 from kvlab.plots import palette
 from kvlab.recording.trace import Trace
-from kvlab.units import BINARY_UNITS, human_bytes
+from kvlab.units import binary_unit
 
 # Occupancy map cell states, in drawing order.
 CELL_STATES = (
@@ -154,16 +154,6 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
     ax.set_ylabel(_("slots (all layers)"))
     ax.set_title(_("allocated vs live vs masked slots"), fontsize=10)
     _legend(ax)
-
-
-def bytes_tick(value: float, _pos=None) -> str:
-    """One byte count in the largest binary unit it reaches (a value read off the axis, not a tick label)."""
-    return human_bytes(value, decimals=1, localized=True)
-
-
-def binary_unit(value: float) -> tuple[str, int]:
-    """(unit, bytes in it): the largest binary unit `value` reaches, ("B", 1) below 1 KiB."""
-    return next(((unit, scale) for unit, scale in BINARY_UNITS if abs(value) >= scale), ("B", 1))
 
 
 class BinaryBytesLocator(MaxNLocator):

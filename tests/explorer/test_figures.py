@@ -7,6 +7,7 @@ import kvlab
 from kvlab.explorer import figures
 from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTIZED, RESIDUAL
 from kvlab.plots import palette
+from kvlab.units import binary_unit, human_bytes
 
 
 def row(layer_kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
@@ -62,7 +63,9 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     assert np.asarray(image).shape == (3, 8 + 3)  # 3 layers x the positions the cache holds
     png = figures.png_bytes(figures.dashboard(None, []))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert figures.bytes_tick(3 * 1024 * 1024) == "3.0 MiB" and figures.bytes_tick(512) == "512 B"
+    assert human_bytes(3 * 1024 * 1024, decimals=1, localized=True) == "3.0 MiB"  # a value read off the axis
+    assert human_bytes(512, decimals=1, localized=True) == "512 B" and binary_unit(512) == ("B", 1)
+    assert binary_unit(3 * 1024 * 1024) == ("MiB", 2**20)
     bytes_axis = fig.axes[0].yaxis
     assert isinstance(bytes_axis.get_major_locator(), figures.BinaryBytesLocator)
     assert isinstance(bytes_axis.get_major_formatter(), figures.BinaryBytesFormatter)
