@@ -17,6 +17,7 @@ from matplotlib.ticker import Formatter, MaxNLocator
 
 from kvlab.i18n import N_, _, number
 from kvlab.plots import palette
+from kvlab.plots._figure import legend_beside
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
 
@@ -92,12 +93,12 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
     ax.set_title(title or _("what each layer holds (f = full, s = sliding)"), fontsize=10)
     shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
-    ax.legend(
+    legend_beside(
+        ax,
         handles=[Patch(color=CELL_COLORS[s], label=_(CELL_STATES[s])) for s in shown],
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
         fontsize=7,
         frameon=False,
+        anchor=1.0,
     )
 
 
@@ -195,7 +196,7 @@ def _legend(ax) -> None:
     ax.set_ylim(bottom=0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        legend_beside(ax, fontsize=7, frameon=False)
 
 
 def dashboard(

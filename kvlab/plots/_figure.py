@@ -15,6 +15,13 @@ def subplots(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (7, 
     return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
+def legend_beside(ax, *args, anchor: float = 1.01, **kwargs):
+    """The legend to the right of the axes, outside them: a kvlab figure's legend never covers its data (its
+    lines and bars can pass through any corner). `args` and `kwargs` go to `Axes.legend` (handles, fontsize...);
+    `anchor` is how far right of the axes, in axes widths, the legend's top-left corner sits."""
+    return ax.legend(*args, loc="upper left", bbox_to_anchor=(anchor, 1.0), **kwargs)
+
+
 def finish(fig: Figure, axes, title: str | None = None) -> Figure:
     """The last touches every two-panel kvlab figure shares: grid, legend, an optional title, tight layout."""
     for ax in axes:

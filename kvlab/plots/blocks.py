@@ -13,7 +13,7 @@ from matplotlib.colors import ListedColormap
 from kvlab.caches.paged import paged_steps
 from kvlab.i18n import N_, _, number
 from kvlab.plots import palette
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.recording.trace import Trace
 
 FREE, CACHED = -1, -2
@@ -73,7 +73,7 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     for i, rid in enumerate(order):
         top.plot([], [], "s", color=palette.series(i), label=rid)
     top.plot([], [], "s", color=palette.CACHED, label=_("cached"))
-    top.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    legend_beside(top, fontsize=7, frameon=False, anchor=1.0)
     steps = np.arange(len(rows))
     in_use = np.array([r["blocks_in_use"] for r in rows])
     cached = np.array([r["blocks_cached"] for r in rows])
@@ -99,7 +99,7 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     bottom.set_ylim(0, meta["num_blocks"] + 1.5)
     bottom.set_xlabel(_("forward (one batch step of continuous batching)"))
     bottom.set_ylabel(_("blocks"))
-    bottom.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    legend_beside(bottom, fontsize=7, frameon=False, anchor=1.0)
     fig.tight_layout()
     return fig
 
@@ -120,6 +120,6 @@ def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout:
     ax.set_ylabel("MiB")
     ax.set_title(_(title))
     ax.set_ylim(0, max(reserved, default=0) * 1.12)  # room for the tallest bar's waste label
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_beside(ax, fontsize=8, frameon=False)
     fig.tight_layout()
     return fig

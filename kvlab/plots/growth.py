@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
@@ -132,7 +132,7 @@ def plot_growth(
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    legend_beside(ax, fontsize=8)
     ax.set_title(title or _("KV-cache bytes against tokens"))
     if zoom and measured_totals:
         _zoom_inset(ax, measured_totals, (expected or {}).get("total"))

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
+from kvlab.plots._figure import legend_beside
 from kvlab.plots.palette import series as series_color
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
@@ -61,7 +62,7 @@ def plot_bytes(
         handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", linewidth=0.8))
         names.append(marked_label)
     if len(names) > 1:
-        ax.legend(handles, names, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+        legend_beside(ax, handles, names, fontsize="small")
     ax.set_title(_(title))
     fig.tight_layout()
     return fig

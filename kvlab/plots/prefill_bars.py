@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series as series_color
 
 
@@ -38,7 +38,7 @@ def plot_prefill_bars(
         ax.set_xticks(range(count), [f"{request_name} {i + 1}" for i in range(count)])
         ax.set_ylabel(ylabel)
         ax.margins(y=0.1)
-    time_ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    legend_beside(time_ax, fontsize="small", frameon=False, anchor=1.02)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -8,7 +8,7 @@ from matplotlib.patches import Rectangle
 
 from kvlab.i18n import N_, _
 from kvlab.measure.prefix import tokens_fed_after_copy
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 from kvlab.plots.prefill_bars import plot_prefill_bars
@@ -125,7 +125,7 @@ def plot_prefix_copies(
         ax.set_ylabel(ylabel)
         ax.margins(y=0.12)
     handles, labels = tokens_ax.get_legend_handles_labels()  # one legend for both panels: same colour, same run
-    bytes_ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_beside(bytes_ax, handles, labels, fontsize="small", frameon=False)
     fig.suptitle(_(title))
     fig.tight_layout()
     return fig

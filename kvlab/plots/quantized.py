@@ -11,7 +11,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
@@ -95,7 +95,7 @@ def plot_split(
     ax.set_xlabel(_("tokens seen"))
     ax.set_ylabel(_("cache bytes (MB)"))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the saw fills the axes
+    legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
     ax.set_title(title or _("Packed vs residual bytes"))
     fig.tight_layout()
     return fig
@@ -120,7 +120,7 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
         ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
     ax.set_ylabel(_("cache bytes (MB)"))
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    legend_beside(ax, fontsize=8)
     ax.set_title(title or _("Packed vs residual bytes per configuration"))
     fig.tight_layout()
     return fig

@@ -13,7 +13,7 @@ from matplotlib.patches import Patch
 
 from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_by_step
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
@@ -45,7 +45,7 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
         Patch(facecolor="white", edgecolor="k", hatch="//", label=_("sliding layers' part")),
         Line2D([], [], color="k", lw=2, label=_("whole cache at that moment")),
     ]
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: covers no bar
+    legend_beside(ax, handles=handles, fontsize=8)  # outside: covers no bar
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))
     ax.set_ylabel(_("MB on the device at the step's peak"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import ALLOCATED, LIVE, MASKED
 from kvlab.recording.trace import Trace
 
@@ -33,7 +33,7 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     ax.set_ylabel(_("slots, summed over layers"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the stack fills the axes
+    legend_beside(ax, fontsize=8)  # outside: the stack fills the axes
     ax.set_title(title or _("Allocated vs live vs masked slots"))
     fig.tight_layout()
     return fig
@@ -66,7 +66,7 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
         masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"]))
         ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel(_("slots, summed over layers"))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: the bars fill the axes
+    legend_beside(ax, fontsize=8)  # outside: the bars fill the axes
     ax.set_title(title or _("Live vs masked slots per run"))
     ax.tick_params(axis="x", labelsize=8)
     fig.tight_layout()

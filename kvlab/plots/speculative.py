@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
+from kvlab.plots._figure import legend_beside
 from kvlab.plots.palette import CROPPED, LIVE
 from kvlab.plots.palette import series as series_color
 
@@ -44,7 +45,7 @@ def plot_speculative_steps(result, title: str = N_("Speculative decoding: accept
     lengths.set_ylabel(_("cache length (tokens)"))
     lengths.set_xticks(x)
     for ax in (bars, lengths):
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        legend_beside(ax, fontsize="small", frameon=False)
     fig.suptitle(_(title))
     fig.tight_layout()
     return fig

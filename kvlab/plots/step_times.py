@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _
 from kvlab.measure.step_times import flush_steps
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series
 
 
@@ -70,13 +70,7 @@ def plot_step_times(
         a.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     more = [(h, lab) for h, lab in zip(*ax_work.get_legend_handles_labels()) if lab not in labels]
-    ax_work.legend(
-        handles + [h for h, _lab in more],
-        labels + [lab for _h, lab in more],
-        fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1),
-    )
+    legend_beside(ax_work, handles + [h for h, _lab in more], labels + [lab for _h, lab in more], fontsize=8)
     ax.set_ylabel(_("ms per decode step (median, IQR)"))
     ax.set_title(_("time of one decode step"))
     names = {

@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kvlab.i18n import N_, _
 from kvlab.measure.residency import resident_intervals, schedule
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
@@ -56,7 +56,7 @@ def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: s
     ax.invert_yaxis()
     ax.set_xlabel(_("event order (dotted lines: step boundaries)"))
     ax.set_ylabel(_("layer"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    legend_beside(ax, handles=handles, fontsize=8)
     ax.set_title(title or _("Offload / prefetch timeline"))
     fig.tight_layout()
     return fig

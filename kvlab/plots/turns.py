@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 from kvlab.plots.prefill_bars import plot_prefill_bars
@@ -96,7 +96,7 @@ def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens pre
     ax.set_xticks(range(turns), [_("turn {number}").format(number=i + 1) for i in range(turns)])
     ax.set_ylabel(_("tokens prefilled"))
     ax.margins(y=0.12)
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_beside(ax, fontsize="small", frameon=False)
     ax.set_title(_(title))
     fig.tight_layout()
     return fig
