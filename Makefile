@@ -5,6 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.kvlab-installed
+# Every recipe, and every process the suite starts, finds the venv's tools first: the venv's ninja, not the system's,
+# builds optimum-quanto's extension (two ninjas take turns rebuilding it from scratch, about a minute each time).
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 # torch is installed first, pinned, so that kvlab's own requirement (`torch>=2.7`) finds it and pulls nothing more.
 # Which build `torch==2.13.0` gives depends on the index pip uses: the default Linux wheel on PyPI bundles CUDA
 # (several GB); the registry this project's CI machines use serves the CPU build. Choose with TORCH (any pip
@@ -20,7 +23,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 TEST_THREADS ?= 1
 
-.PHONY: lab test lint install models browser notebooks clean-venv
+.PHONY: lab test test-extras lint install models browser notebooks clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,19 +41,26 @@ models: install
 
 # Serves JupyterLab on 127.0.0.1 and prints its URL (with a token); Ctrl-C twice stops it.
 lab: models
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/
+	$(BIN)/jupyter lab --config=jupyter_server_config.py --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/
 
 # Headless Chromium for the Cache Explorer's browser tests (Debian's package; no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || bash .ci/install-chromium || echo "WARNING: chromium could not be installed; browser tests will be skipped"
 
-# One formatter and one linter (ruff, pinned in the test extra; settings in pyproject.toml): a violation fails `make test`.
+# One formatter, one linter (ruff) and a type check of recording/ and caches/ (mypy), pinned in the test extra,
+# settings in pyproject.toml: a violation fails `make test`.
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy kvlab/recording kvlab/caches
 
 test: lint models browser
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+
+# Each extra on its own (models, explore, lab): the wheel installed with that extra alone into a fresh venv, its entry
+# point run (`kvlab explore` rendered in Chromium). About 2 minutes, so a step of its own (.ci/run runs it).
+test-extras: install browser
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -m packaging_extras tests/packaging/ $(PYTEST_ARGS)
 
 # Re-executes every committed notebook in place, the English ones and then their pt-BR twins, one at a time, each
 # stamped with the code its outputs came from (kvlab/notebook_exec.py; tests/test_notebook_truth.py checks it).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import TYPE_CHECKING
 
 from kvlab._version import __version__
@@ -93,3 +94,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = sorted([*_EXPORTS, "explore"])
+
+
+if "IPython" in sys.modules:  # a notebook or IPython: kvlab.html registers how traces and results display there
+    importlib.import_module("kvlab.html")

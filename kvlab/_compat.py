@@ -1,16 +1,20 @@
 """Everything kvlab knows about one transformers release lives here.
 
 kvlab extends transformers' cache classes instead of forking them. Their internals move between releases
-(in 2026 `crop` switched to negative counts and `generate(past_key_values=...)` became `generate(cache=...)`),
-so every attribute name and behaviour that kvlab depends on is named once, in this module, and checked by
-`tests/test_compat.py`. Tested range: see `SUPPORTED_TRANSFORMERS` (pinned in pyproject.toml).
+(in 2026 `crop` switched to negative counts, and 5.24 renamed `generate(past_key_values=...)` to
+`generate(cache=...)`), so every attribute name and behaviour that kvlab depends on is named once, in this module,
+and checked by `tests/test_compat.py`. Supported range: `SUPPORTED_TRANSFORMERS` (pyproject.toml requires it);
+`.ci/oldest-transformers` runs the cache tests against its floor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING
+
+from kvlab.extras import MissingExtraError
 
 if TYPE_CHECKING:  # annotations only
     import torch
@@ -60,22 +64,30 @@ def masked_lm_model_types() -> frozenset[str]:
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
+    if name not in _LAZY and name not in ("cache_utils", "PAGED_CACHE_MODULE", "QUANTIZED_LAYER_BACKENDS"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    check_transformers()  # the first transformers class kvlab asks for: a release outside the range says so here
+    if name == "DummyLayer" and not hasattr(_cu(), name):
+        value = _NoDummyLayer
+    elif name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
     elif name == "cache_utils":
         value = importlib.import_module("transformers.cache_utils")
     elif name == "PAGED_CACHE_MODULE":
         value = importlib.import_module("transformers.generation.continuous_batching.continuous_api")
-    elif name == "QUANTIZED_LAYER_BACKENDS":
+    else:  # QUANTIZED_LAYER_BACKENDS
         value = {
             __getattr__("QuantoQuantizedLayer"): "quanto",
             __getattr__("HQQQuantizedLayer"): "hqq",
             __getattr__("Fp8QuantizedLayer"): "fp8",
         }
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # later lookups are plain attribute reads
     return value
+
+
+class _NoDummyLayer:
+    """`_compat.DummyLayer` before 5.23, which has no DummyLayer: no layer is one (a layer without attention,
+    "moe" or "mlp", is an empty LinearAttentionLayer there, which kvlab already reads as holding no tokens)."""
 
 
 def _cu():
@@ -83,11 +95,44 @@ def _cu():
     return __getattr__("cache_utils")
 
 
-SUPPORTED_TRANSFORMERS = ">=5.24,<5.25"
+# The floor is the first release with every cache the guide teaches: QuantizedCache's "fp8" backend
+# (`Fp8QuantizedLayer`) first ships in 5.21.0; the rest (crop by negative counts, activate_past_recording,
+# offloaded_static, offload_only_non_sliding) is already in 5.20. Releases after 5.24 are untested.
+SUPPORTED_TRANSFORMERS = ">=5.21,<5.25"
 TRANSFORMERS_VERSION = metadata.version("transformers")
 
-# `generate`/`forward` take the cache under this keyword (it was `past_key_values` before 2026).
-CACHE_KWARG = "cache"
+
+class UnsupportedTransformersError(MissingExtraError):
+    """The installed transformers is outside `SUPPORTED_TRANSFORMERS`: kvlab reads cache internals that move
+    between releases, so outside the range it would fail deep inside a generate (a kwarg transformers rejects, an
+    attribute of None) instead of saying which release it needs."""
+
+
+def transformers_release(version: str | None = None) -> tuple[int, int]:
+    """(major, minor) of a transformers version string (the installed one by default): what the switches below
+    compare, since every difference kvlab handles came with a minor release."""
+    from packaging.version import Version
+
+    release = Version(version or TRANSFORMERS_VERSION).release
+    return release[0], release[1]
+
+
+def check_transformers(version: str | None = None) -> None:
+    """Raise UnsupportedTransformersError, in one line, unless `version` (the installed one by default) is in
+    the supported range (pre-releases of a supported minor release count as in it)."""
+    from packaging.specifiers import SpecifierSet
+
+    version = version or TRANSFORMERS_VERSION
+    if not SpecifierSet(SUPPORTED_TRANSFORMERS).contains(version, prereleases=True):
+        raise UnsupportedTransformersError(
+            f"kvlab supports transformers {SUPPORTED_TRANSFORMERS}, but {version} is installed: "
+            f"pip install 'transformers{SUPPORTED_TRANSFORMERS}'"
+        )
+
+
+# `generate`/`forward` take the cache under this keyword: 5.24 renamed `past_key_values` to `cache` (the old name
+# still works there, deprecated). Passing `cache=` to 5.21-5.23 fails ("model_kwargs are not used: ['cache']").
+CACHE_KWARG = "cache" if transformers_release() >= (5, 24) else "past_key_values"
 
 # QuantizedCache's backends and what each accepts (the cache kinds themselves: `kvlab.cache_kinds`).
 QUANTIZED_BACKENDS = ("hqq", "quanto", "fp8")
@@ -166,16 +211,27 @@ def offloaded_update(cache: Cache, key_states, value_states, layer_idx: int, *ar
 
 
 # -- what `kvlab.watch` relies on ---------------------------------------------------------------------------------
-# A model's forward takes its cache as `cache`; `past_key_values` still works (deprecated until 5.40, with a warning),
-# and is the spelling of the cache guide's samples.
-FORWARD_CACHE_KWARGS = ("cache", "past_key_values")
-# The field of a model output that holds the cache the forward used (or created, with use_cache=True).
-OUTPUT_CACHE_FIELD = "cache"
+# Every keyword a model's forward may get its cache under, in this range: `cache` (5.24's name; continuous batching
+# passes its paged cache as `cache=` in every release), `past_key_values` (the only name before 5.24, deprecated
+# after, and the spelling of the cache guide's samples) and `cache_params` (the Mamba family's before 5.24).
+FORWARD_CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
+# The field of a model output that holds the cache the forward used (or created, with use_cache=True): renamed
+# with the keyword in 5.24.
+OUTPUT_CACHE_FIELDS = ("cache",) if CACHE_KWARG == "cache" else ("past_key_values", "cache_params")
 # QUANTIZED_LAYER_BACKENDS (layer class -> backend name) is built on first use by `__getattr__`.
 
 
+def cache_kwarg(model) -> str:
+    """The keyword `model.generate(...)` and `model(...)` take a cache object under. 5.24: `cache` for every model.
+    Before: `past_key_values`, except the Mamba family's `cache_params` (transformers tells them apart by class
+    name, as below); `CACHE_KWARG` is the common one."""
+    if CACHE_KWARG == "cache" or "mamba" not in type(model).__name__.lower():
+        return CACHE_KWARG
+    return "cache_params"
+
+
 def forward_cache(kwargs: dict):
-    """The cache object passed to a model's forward, under either spelling (None when there is none)."""
+    """The cache object passed to a model's forward, under any spelling (None when there is none)."""
     for name in FORWARD_CACHE_KWARGS:
         if kwargs.get(name) is not None:
             return kwargs[name]
@@ -184,7 +240,11 @@ def forward_cache(kwargs: dict):
 
 def output_cache(output):
     """The cache a forward returned (None for outputs without one, e.g. use_cache=False)."""
-    return getattr(output, OUTPUT_CACHE_FIELD, None)
+    for name in OUTPUT_CACHE_FIELDS:
+        cache = getattr(output, name, None)
+        if cache is not None:
+            return cache
+    return None
 
 
 def is_offloading(cache: Cache) -> bool:
@@ -239,9 +299,10 @@ class generate_cache_hook:  # noqa: N801 - used as a function: `with generate_ca
     def _hooked(self, generation_config, model_kwargs, generation_mode, batch_size, max_cache_length):
         self.before(generation_config, batch_size, max_cache_length)
         out = self.original(generation_config, model_kwargs, generation_mode, batch_size, max_cache_length)
-        cache = model_kwargs.get(CACHE_KWARG)
+        name = cache_kwarg(self.model)  # where generate put the cache it built
+        cache = model_kwargs.get(name)
         if cache is not None and not getattr(cache, "_is_user_defined", False):
-            model_kwargs[CACHE_KWARG] = self.after(cache)
+            model_kwargs[name] = self.after(cache)
         return out
 
     def __enter__(self):
@@ -281,6 +342,20 @@ def static_cache_length(cache) -> int:
 PAGED_CACHE_NAME = "PagedAttentionCache"
 # The attention implementation that runs continuous batching without flash attention (CPU): paged cache + eager.
 PAGED_ATTN_IMPLEMENTATION = "paged|eager"
+
+
+@contextlib.contextmanager
+def paged_attention(model):
+    """Run `model` with the attention implementation continuous batching needs (`generate_batch` without flash
+    attention, e.g. on a CPU), and give it back its own afterwards, also after an exception."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation(PAGED_ATTN_IMPLEMENTATION)
+    try:
+        yield model
+    finally:
+        model.set_attn_implementation(previous)
+
+
 PAGED_TRASH_SECTORS = 2
 
 
@@ -328,10 +403,12 @@ def paged_cached_block_ids(cache) -> list[int]:
 
 # -- what kvlab's option and crop rules read from layers and configs (issue 11) ------------------------------------
 def layer_flags(config) -> list[tuple[bool, bool]]:
-    """(attention, sliding) per layer of a decoder config, as 5.24's DynamicCache lays them out (layers are lazy:
-    nothing is allocated). Linear-attention and dummy layers are not attention; offloading skips them."""
+    """(attention, sliding) per layer of a decoder config, as this release's DynamicCache lays them out (layers are
+    lazy: nothing is allocated). Linear-attention and dummy layers are not attention; offloading skips them (before
+    5.23 there are no dummy layers: "moe"/"mlp" layers are linear-attention ones, skipped the same way)."""
     empty = __getattr__("DynamicCache")(config=config.get_text_config(decoder=True))
-    attention = [not (linear or dummy) for linear, dummy in zip(empty.is_linear, empty.is_dummy)]
+    dummies = getattr(empty, "is_dummy", [False] * len(empty.layers))
+    attention = [not (linear or dummy) for linear, dummy in zip(empty.is_linear, dummies)]
     return list(zip(attention, empty.is_sliding))
 
 
@@ -349,6 +426,23 @@ def static_sliding_state(layer) -> tuple[int, int] | None:
     if not isinstance(layer, __getattr__("StaticSlidingWindowLayer")) or not layer.is_initialized:
         return None
     return static_sliding_length(layer), int(layer.max_cache_len)
+
+
+def crop_static_layer(layer, tokens_to_remove: int) -> None:
+    """`layer.crop(tokens_to_remove)` for a StaticCache layer (kvlab's crop rules have refused positive counts).
+
+    5.24's static layers crop by rewinding their token count (the next update overwrites the slots past it; a
+    sliding one only while it has not wrapped, which kvlab's rules check). Before 5.24 they have no `crop` at all
+    ("'StaticLayer' object has no attribute 'crop'"), so kvlab does exactly what 5.24 does."""
+    if hasattr(layer, "crop"):  # 5.24, and every non-static layer (linear attention) of a StaticCache
+        layer.crop(tokens_to_remove)
+        return
+    removed = abs(tokens_to_remove)
+    layer.cumulative_length.sub_(removed)  # in place: the tensor's address stays static
+    if hasattr(layer, "cumulative_length_int"):  # StaticSlidingWindowLayer
+        layer.cumulative_length_int -= removed
+    if getattr(layer, "is_indexer_initialized", False):  # StaticIndexedLayer
+        layer.indexer_cumulative_length.sub_(removed)
 
 
 def quantized_residual_length(layer) -> int:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from kvlab.errors import KvlabEnvironmentError
+
 
 def _read_umask() -> int:
     """The process's umask, read once at import: reading it means setting it, which would race with threads."""
@@ -27,7 +29,7 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-class AtomicWriteError(OSError):
+class AtomicWriteError(KvlabEnvironmentError, OSError):
     """A file could not be written; the file that was there (if any) is unchanged."""
 
     def __str__(self) -> str:  # the message alone, without OSError's "[Errno 28]" prefix

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 
+from kvlab.errors import KvlabEnvironmentError
 
-class MissingExtraError(ImportError):
+
+class MissingExtraError(KvlabEnvironmentError, ImportError):
     """A part of kvlab whose packages are not installed; the message names the extra that installs them."""
 
 

@@ -1,17 +1,23 @@
-"""Rich HTML summaries: what a notebook shows for a `Trace` or a `RunResult` left as a cell's last expression.
+"""Rich HTML summaries: what a notebook shows for a `Trace`, a `RunResult`, a trace's `summary()` or its
+`layer_table()` left as a cell's last expression.
 
 A compact table (steps, peak and final bytes, slots allocated/live/masked, waste %, evictions, crops, flushes,
 transfers) and, for a `RunResult`, the model, cache, options and generated text; the per-layer table folds away
 in a `<details>`. Colours come from JupyterLab's theme variables (with light fallbacks for a plain HTML page),
 so the summary stays readable in the dark theme. Every number cell carries its raw value in `data-value`.
+
+The objects do not know this module: recording sits above presentation (ARCHITECTURE.md), so a `Trace` has no
+`_repr_html_`. Importing this module registers the HTML with IPython's display formatter, by the classes'
+module and name, when IPython is running (a notebook, `ipython`); `register_ipython(shell)` does it for a given
+shell. A plain script never imports IPython for it, and prints the objects' text tables.
 """
 
 from __future__ import annotations
 
 import html
+import sys
 
-from kvlab.i18n import N_, _, marks, number
-from kvlab.units import human_bytes
+from kvlab.i18n import N_, _, number
 
 # JupyterLab's theme variables; the fallbacks are what a page without them (nbviewer, a browser) shows.
 BORDER = "var(--jp-border-color2, #ddd)"
@@ -33,30 +39,14 @@ SUMMARY_ROWS = (
     ("flushes", N_("flushes")),
     ("transfers", N_("transfers")),
 )
-LAYER_COLUMNS = (
-    "layer_idx",
-    "role",
-    "layer_kind",
-    "logical_length",
-    "slots_allocated",
-    "slots_live",
-    "slots_masked",
-    "bytes_held",
-    "tokens_evicted",
-    "device",
-)
 
 
 def _number(field: str, value) -> str:
+    from kvlab.recording.trace import shown  # here, not above: importing kvlab.html stays free of torch
+
     if value is None:
         return f'<td data-field="{field}" style="{CELL}"></td>'
-    if field.endswith("bytes"):
-        shown = human_bytes(value, decimals=1, localized=True)
-    elif isinstance(value, float):
-        shown = marks(f"{value:g}")
-    else:
-        shown = marks(f"{value:,}")
-    return f'<td data-field="{field}" data-value="{value}" style="{CELL}">{html.escape(shown)}</td>'
+    return f'<td data-field="{field}" data-value="{value}" style="{CELL}">{html.escape(shown(field, value))}</td>'
 
 
 def summary_table(summary: dict) -> str:
@@ -71,28 +61,35 @@ def summary_table(summary: dict) -> str:
     return f'<table class="kvlab-html-summary" style="border-collapse:collapse;font-size:12px">{rows}</table>'
 
 
-def layer_table(rows: list[dict]) -> str:
-    """One row per layer (`Trace.layer_table()`), folded in a <details> so the summary stays compact."""
-    if not rows:
-        return ""
-    head = "".join(f'<th style="{HEAD}">{html.escape(c)}</th>' for c in LAYER_COLUMNS)
+def layer_rows(rows: list[dict]) -> str:
+    """One row per layer (`Trace.layer_table()`), under a header of the fields, the columns `LayerTable` shows."""
+    from kvlab.recording.trace import LayerTable  # loaded already: a trace exists to be shown
+
+    columns = LayerTable(rows).columns()
+    head = "".join(f'<th style="{HEAD}">{html.escape(c)}</th>' for c in columns)
     body = "".join(
         "<tr>"
         + "".join(
             _number(c, r.get(c))
             if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
             else f'<td data-field="{c}" style="{CELL}">{html.escape(str(r.get(c, "")))}</td>'
-            for c in LAYER_COLUMNS
+            for c in columns
         )
         + "</tr>"
         for r in rows
     )
+    table = '<table class="kvlab-html-layer-table" style="border-collapse:collapse;font-size:11px">'
+    return f"{table}<tr>{head}</tr>{body}</table>"
+
+
+def layer_table(rows: list[dict]) -> str:
+    """The per-layer table folded in a <details>, so a trace's summary stays compact ("" without layers)."""
+    if not rows:
+        return ""
     count = html.escape(_("{count} layers").format(count=len(rows)))
     return (
         f'<details class="kvlab-html-layers"><summary style="cursor:pointer;font-size:12px;color:{MUTED}">'
-        f"{count}</summary>"
-        f'<table style="border-collapse:collapse;font-size:11px">{head and f"<tr>{head}</tr>"}{body}</table>'
-        "</details>"
+        f"{count}</summary>{layer_rows(rows)}</details>"
     )
 
 
@@ -115,9 +112,9 @@ def trace_html(trace) -> str:
     what = []
     if meta.get("model"):
         what.append(html.escape(str(meta["model"])))
-    if meta.get("cache"):
+    if meta.get("cache_kind"):
         options = html.escape(_options(meta.get("options")))
-        code = f"<code>{html.escape(str(meta['cache']))}</code>"
+        code = f"<code>{html.escape(str(meta['cache_kind']))}</code>"
         what.append(_("cache {cache} ({options})").format(cache=code, options=options))
     if meta.get("dtype"):
         what.append(html.escape(str(meta["dtype"])))
@@ -160,3 +157,37 @@ def run_result_html(result) -> str:
         f'<div class="kvlab-html kvlab-html-run">{header}<div style="font-size:12px;color:{MUTED}">{timing}</div>'
         f"{text}{summary_table(trace.summary())}{layer_table(trace.layer_table())}</div>"
     )
+
+
+def _shown_layers(rows: list[dict]) -> str | None:
+    """A layer table shown on its own: unfolded; None (the text table) when it is empty."""
+    return layer_rows(rows) if rows else None
+
+
+# (module, class name, HTML of one object): by name, so registering imports neither torch nor the classes
+DISPLAYS = (
+    ("kvlab.recording.trace", "Trace", trace_html),
+    ("kvlab.recording.trace", "TraceSummary", summary_table),
+    ("kvlab.recording.trace", "LayerTable", _shown_layers),
+    ("kvlab.recorded_run", "RunResult", run_result_html),
+)
+
+
+def register_ipython(shell=None) -> bool:
+    """Have `shell` (default: the running IPython, if any) show kvlab's objects as the HTML above. Returns whether
+    there was a shell to register with; registering twice changes nothing."""
+    if shell is None:
+        if "IPython" not in sys.modules:  # no IPython imported, none running: nothing to register with
+            return False
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            return False
+    formatter = shell.display_formatter.formatters["text/html"]
+    for module, name, render in DISPLAYS:
+        formatter.for_type_by_name(module, name, render)
+    return True
+
+
+register_ipython()  # importing kvlab.html in a notebook is what turns the HTML on

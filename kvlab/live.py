@@ -21,9 +21,9 @@ from collections.abc import Callable
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from kvlab.explorer.figures import png_bytes
 from kvlab.i18n import _, number
 from kvlab.measure.timing import Stopwatch
+from kvlab.plots.png import png_bytes
 
 DPI = 80
 

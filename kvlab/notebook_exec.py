@@ -28,13 +28,14 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 from kvlab.atomic import write_text
+from kvlab.errors import KvlabEnvironmentError
 
 CELL_TIMEOUT_S = 1500  # the longest cells (timing sweeps on a 2-core CPU) take minutes; a hung kernel does not
 STAMP = "executed_code_sha256"
 _SEPARATOR = "\n\x1e\n"  # ASCII record separator: no code cell contains it, so cell boundaries stay in the digest
 
 
-class NotebookExecutionError(RuntimeError):
+class NotebookExecutionError(KvlabEnvironmentError, RuntimeError):
     """A cell of a notebook raised (or timed out); the notebook file was not written."""
 
 

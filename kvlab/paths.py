@@ -12,8 +12,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from kvlab.errors import KvlabUserError
 
-class KvlabHomeError(RuntimeError):
+
+class KvlabHomeError(KvlabUserError, RuntimeError):
     """KVLAB_HOME (or the default) cannot be created or written."""
 
 

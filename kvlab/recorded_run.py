@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlab import _compat
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches import make_cache
 from kvlab.caches.options import check_options, check_request
+from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import layer_kinds
@@ -40,12 +42,6 @@ class RunResult:
     @property
     def tokens_per_s(self) -> float:
         return len(self.generated_token_ids) / self.seconds if self.seconds > 0 else 0.0
-
-    def _repr_html_(self) -> str:
-        """Model, cache, options, text and the trace's summary when a notebook shows a result (`kvlab.html`)."""
-        from kvlab.html import run_result_html
-
-        return run_result_html(self)
 
     def to_dict(self) -> dict:
         summary = self.trace.summary()
@@ -102,7 +98,8 @@ def run(
     `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
     evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to
     `generate` as they are (a streamer, stopping criteria...). `allow_past_positions` generates past the model's
-    max_position_embeddings (refused by default: transformers only warns).
+    max_position_embeddings (refused by default: transformers only warns). A quanto cache's one-time extension
+    build (`kvlab.caches.quantized.ensure_quanto_extension`) happens before the clock starts.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
@@ -144,7 +141,9 @@ def run(
     if cache == "none":
         kwargs["use_cache"] = False
     elif cache_object is not None:
-        kwargs[_compat.CACHE_KWARG] = cache_object
+        kwargs[_compat.cache_kwarg(model)] = cache_object
+    if cache == "quantized" and given.get("backend", DEFAULT_QUANTIZED_BACKEND) == "quanto":
+        ensure_quanto_extension(input_ids.device)  # its one-time build (about a minute) stays out of the timing
     with Stopwatch() as stopwatch, torch.inference_mode():  # one reading: the run's own tokens/s, not a comparison
         if sized_by_generate:  # transformers sizes and builds it, kvlab records it
             output, cache_object = generate(
@@ -168,7 +167,7 @@ def run(
     trace.meta.update(
         {
             "model": name,
-            "cache": cache,
+            "cache_kind": cache,
             "options": given,
             "past_recording": past_recording,
             "dtype": dtype_name(model.dtype),

@@ -67,10 +67,11 @@ def generate(
     `cache_implementation=None` means what transformers picks: the generation config's, else "dynamic".
     `allow_past_positions` generates past the model's max_position_embeddings (refused by default).
     """
-    if any(name in generate_kwargs for name in (_compat.CACHE_KWARG, "past_key_values")):
+    if any(name in generate_kwargs for name in _compat.FORWARD_CACHE_KWARGS):
         raise ValueError(
             "kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
-            "call model.generate(..., cache=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)"
+            f"call model.generate(..., {_compat.cache_kwarg(model)}=kvlab.make_cache(...)) or wrap it in "
+            "kvlab.watch(model)"
         )
     input_ids = on_model_device(model, input_ids, generate_kwargs)
     prompt_tokens = check_prompt(input_ids if input_ids is not None else generate_kwargs.get("inputs_embeds"))
@@ -123,7 +124,7 @@ def generate(
         adopt(cache, model.config, recorder=Recorder(trace))
         if offload is not None:
             _compat.set_offload_only_non_sliding(cache, offload)
-        cache.trace.meta.setdefault("cache", built["cache_kind"])
+        cache.trace.meta.setdefault("cache_kind", built["cache_kind"])
         built["cache"] = cache
         return cache
 

@@ -33,13 +33,15 @@ import warnings
 
 from kvlab import _compat
 from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
-from kvlab.caches.paged import PagedLayoutError, adopt_paged, building_instrumented, check_paged_model, release_paged
+from kvlab.caches.options import PagedLayoutError
+from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
+from kvlab.errors import KvlabUserError
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import layer_kinds
 from kvlab.recording.trace import Trace
 
 
-class NoCacheSeenError(RuntimeError):
+class NoCacheSeenError(KvlabUserError, RuntimeError):
     """`watch.trace` was asked for, but the model used no cache inside the block."""
 
 
@@ -149,13 +151,13 @@ class Watch:
             return  # its own setup recorded its kind, class, dtype, layer kinds and block geometry
         meta.update(
             {
-                "cache": cache_kind(cache),
+                "cache_kind": cache_kind(cache),
                 "cache_class": cache._kvlab_original_class.__name__,
                 "dtype": dtype_name(self.model.dtype),
                 "layer_kinds": layer_kinds(config),
             }
         )
-        if meta["cache"] == "quantized":
+        if meta["cache_kind"] == "quantized":
             meta["options"] = {"backend": cache.backend}
 
     # -- results ------------------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import marks, number
 from kvlab.live import live
 from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
@@ -146,10 +147,10 @@ with kvlab.watch(model) as watch_off:
     model.generate(**inputs, do_sample=False, max_new_tokens=4, use_cache=False)
 summary = watch.trace.summary()
 print("recorded the cache we passed:", watch.caches[0] is past_key_values, "| class:", watch.trace.meta["cache_class"])
-print(f"steps {summary['steps']}, final {summary['final_bytes']:,} bytes, live slots {summary['slots_live']:,} "
-      f"(30 layers × {summary['slots_live'] // 30} tokens)")
+print(f"steps {summary['steps']}, final {number(summary['final_bytes'])} bytes, "
+      f"live slots {number(summary['slots_live'])} (30 layers × {summary['slots_live'] // 30} tokens)")
 print("the default generate built:", watch_default.trace.meta["cache_class"],
-      f"holding {watch_default.trace.summary()['final_bytes']:,} bytes")
+      f"holding {number(watch_default.trace.summary()['final_bytes'])} bytes")
 print("caches seen with use_cache=False:", len(watch_off.traces))
 
 # %% [markdown]
@@ -185,8 +186,8 @@ for name, (same, _, _) in agreement.items():
 # %%
 # Not checked: the size of the float32 rounding differences depends on the CPU's kernels.
 for name, (_, gap, top_two) in agreement.items():
-    print(f"{name:>17}: largest logit difference over the 12 steps {gap:.1e}; "
-          f"smallest gap between the top two logits {top_two:.3f}")
+    print(f"{name:>17}: largest logit difference over the 12 steps {marks(f'{gap:.1e}')}; "
+          f"smallest gap between the top two logits {number(top_two, 3)}")
 
 # %% [markdown]
 # On these four prompts, in float32 with greedy decoding on this CPU, the cache did not change a single token;
@@ -225,8 +226,8 @@ without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
 print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
 print("no cache: each forward runs the whole sequence so far:", without_cache.tokens_run == without_cache.positions)
 print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
-print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
-      f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
+print(f"query-key pairs per layer for token 5: no cache {number(without_cache.pairs_scored[4])} (20 x 20), "
+      f"cache {number(with_cache.pairs_scored[4])} (1 x 20)")
 print("no cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
 print("cache:   ", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
 
@@ -241,7 +242,8 @@ for name, run in runs.items():
     print(f"{name:>12}: token 2 (position {run.positions[1]}) {run.timing_at(1).describe()}; "
           f"token {last + 1} (position {run.positions[last]}) {run.timing_at(last).describe()}")
 for name, run in runs.items():
-    growth_check = timing.compare(run.timing_at(1, "token 2"), run.timing_at(last, f"token {last + 1}"), warn=False)
+    growth_check = timing.compare(run.timing_at(1, label="token 2"), run.timing_at(last, label=f"token {last + 1}"),
+                                  warn=False)
     print(f"{name:>12}: {growth_check.verdict()}")
 totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
 print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
@@ -304,7 +306,7 @@ guess = None  # bytes per token: your guess
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
-print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
+print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {number(per_token)} bytes per token")
 print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
@@ -321,7 +323,7 @@ tokens = cache.get_seq_length()
 print("layer 0 keys:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
 print(f"tokens in the cache: {tokens}  (128 + 32 − 1)")
 measured, expected = watch.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
-print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
+print(f"measured: {number(measured)} bytes;  formula: {number(expected)} bytes")
 
 # %% [markdown]
 # Measured and formula agree to the byte: a DynamicCache of full-attention layers holds exactly the keys and

@@ -37,6 +37,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
@@ -135,7 +136,7 @@ kinds = [row["layer_kind"] for row in trace.layer_table()]
 print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
 for row in trace.layer_table()[4:7]:
     print(f"layer {row['layer_idx']:2d} {row['layer_kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
-          f"evicted {row['tokens_evicted']}, {row['bytes_held']:,} bytes")
+          f"evicted {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
 # The sliding layer has seen all 543 tokens but keeps 511 (the window minus the token being added, which
@@ -152,7 +153,7 @@ for row in trace.layer_table()[4:7]:
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
-print(f"one token in one layer: {per_token:,} bytes")
+print(f"one token in one layer: {number(per_token)} bytes")
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
     print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored} "
@@ -183,13 +184,14 @@ guess_peak = None  # "prefill" or "last step": your guess
 # NBVAL_CHECK_OUTPUT
 summary = trace.summary()
 by_step = trace.bytes_by_step()
-print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
+print(f"prefill: {number(by_step[0])} bytes;  after step 1: {number(by_step[1])};  final: {number(by_step[-1])}")
 peak_step = by_step.index(summary["peak_bytes"])
-print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
+print(f"peak: {number(summary['peak_bytes'])} bytes at step {peak_step};  "
+      f"tokens evicted: {number(summary['tokens_evicted'])}")
 peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
 print(score(guess_peak, peak_at, kind="choice"))
 print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
-      f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
+      f"{number(formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']))} bytes")
 
 # %%
 growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,

@@ -41,6 +41,7 @@ from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
+from kvlab.i18n import marks, number, percent
 from kvlab.live import live
 from kvlab.measure import compiled, decode_step, formula, text, timing
 from kvlab.plots import decode_step as decode_step_plots
@@ -103,15 +104,20 @@ auto, own, dynamic = watch.traces
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for name, trace in {"static (generate)": auto, "StaticCache(128)": own, "dynamic": dynamic}.items():
+def print_trace(trace, label):
     by_step, s = trace.bytes_by_step(), trace.summary()
-    print(f"{name:>17}: {by_step[0]:>9,} bytes after the prefill, {by_step[-1]:>9,} at the end; slots "
-          f"allocated {s['slots_allocated']:>5,} ({s['slots_allocated'] // 30} per layer), live {s['slots_live']:,}, "
-          f"masked {s['slots_masked']:,} ({s['waste_pct']} %)")
+    print(f"{label:>17}: {number(by_step[0]):>9} bytes after the prefill, {number(by_step[-1]):>9} at the end; "
+          f"slots allocated {number(s['slots_allocated']):>5} ({s['slots_allocated'] // 30} per layer), "
+          f"live {number(s['slots_live'])}, masked {number(s['slots_masked'])} ({marks(str(s['waste_pct']))} %)")
+
+
+print_trace(auto, label="static (generate)")
+print_trace(own, label="StaticCache(128)")
+print_trace(dynamic, label="dynamic")
 print("same tokens as without the watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
 print("static (generate), masked slots per step:", [r["slots_masked"] for r in auto.slots_by_step()])
-print(f"one token: {formula.bytes_per_token_per_layer(model.config, torch.float32):,} bytes per layer, "
-      f"{formula.kv_bytes_per_token(model.config, torch.float32):,} bytes over the 30 layers")
+print(f"one token: {number(formula.bytes_per_token_per_layer(model.config, torch.float32))} bytes per layer, "
+      f"{number(formula.kv_bytes_per_token(model.config, torch.float32))} bytes over the 30 layers")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -164,9 +170,9 @@ runs = dict(zip(requests, watch.traces))
 # NBVAL_CHECK_OUTPUT
 for row in slots.run_slots(runs):
     dynamic_bytes = formula.kv_bytes(model.config, row["slots_live"] // 30)  # live slots of 30 layers → tokens
-    print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
-          f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
-          f"{dynamic_bytes:>9,} bytes")
+    print(f"{row['run']:>17}: {number(row['final_bytes']):>10} bytes allocated, {number(row['slots_masked']):>5} of "
+          f"{number(row['slots_allocated'])} slots masked ({percent(row['waste_pct'], 1):>7}); a DynamicCache would "
+          f"hold {number(dynamic_bytes):>9} bytes")
 waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
 print("20-token prompt:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
 print("60-token prompt:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
@@ -188,8 +194,9 @@ def measure_waste(max_cache_len):
         model.generate(**inputs, do_sample=False, max_new_tokens=6,
                        past_key_values=StaticCache(config=model.config, max_cache_len=max_cache_len))
     s = watch.trace.summary()
-    return slots.plot_slots(watch.trace, title=f"StaticCache(max_cache_len={max_cache_len}): {s['slots_masked']:,} "
-                                               f"of {s['slots_allocated']:,} slots masked ({s['waste_pct']:.1f} %)")
+    return slots.plot_slots(watch.trace, title=f"StaticCache(max_cache_len={max_cache_len}): "
+                                               f"{number(s['slots_masked'])} of {number(s['slots_allocated'])} slots "
+                                               f"masked ({percent(s['waste_pct'], 1)})")
 
 
 live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, step=16, continuous_update=False,
@@ -226,8 +233,8 @@ with kvlab.watch(model):
 # %%
 # NBVAL_CHECK_OUTPUT
 for label, step in decode_steps.items():
-    print(f"{label:>17}: one decode step scores {step.slots_attended:>7,} key slots over 30 layers, "
-          f"{step.attention_flops:>11,} attention FLOPs")
+    print(f"{label:>17}: one decode step scores {number(step.slots_attended):>7} key slots over 30 layers, "
+          f"{number(step.attention_flops):>11} attention FLOPs")
 
 # %%
 # Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95 % interval.
@@ -308,11 +315,12 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     print(f"executed {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} CPUs, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s (one run)")
+        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, "
+              f"{number(run['seconds'], 2, grouping=False)} s (one run)")
     print("same tokens as eager:", report["same_tokens"])
     steady = report["steady"]
-    print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
-          f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
+    print(f"steady, 5 interleaved runs each: eager {number(steady['a']['median_s'], 2, grouping=False)} s, compiled "
+          f"{number(steady['b']['median_s'], 2, grouping=False)} s (medians); {steady['verdict']}")
     new_graphs = {run["run"]: run["new_graphs"] for run in report["runs"]}
     print("60-token prompt:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
     print("max_cache_len 256:", score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice"))

@@ -46,6 +46,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
+from kvlab.i18n import number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -111,13 +112,13 @@ outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
 # %%
 # NBVAL_CHECK_OUTPUT
 per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # keys + values: 2 × 3 heads × 64 × 4 bytes
-print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new; one token: {per_layer:,} bytes per layer, "
-      f"{smollm2.config.num_hidden_layers * per_layer:,} in all {smollm2.config.num_hidden_layers} layers")
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new; one token: {number(per_layer)} bytes per layer, "
+      f"{number(smollm2.config.num_hidden_layers * per_layer)} in all {smollm2.config.num_hidden_layers} layers")
 print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
 for name, trace in runs.items():
     moves = residency.effective_moves(trace)
-    print(f"{name:>40} {residency.device_peak(trace):>12,} {trace.summary()['peak_bytes']:>12,} {len(moves):>6} "
-          f"{sum(e['bytes'] for e in moves):>12,}  {torch.equal(outputs[name], out_default)}")
+    print(f"{name:>40} {number(residency.device_peak(trace)):>12} {number(trace.summary()['peak_bytes']):>12} "
+          f"{len(moves):>6} {number(sum(e['bytes'] for e in moves)):>12}  {torch.equal(outputs[name], out_default)}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -216,15 +217,16 @@ guess_false = None  # % with False (cache_implementation="offloaded"): your gues
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
-print(f"one Gemma 3 token in one layer: {bytes_per_token_per_layer(gemma.config, torch.float32):,} bytes")
+print(f"one Gemma 3 token in one layer: {number(bytes_per_token_per_layer(gemma.config, torch.float32))} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
           f"{len(residency.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
     for row in residency.device_bytes_by_step(trace):
-        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
-        print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
-              f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
+        kinds = ", ".join(f"{kind} {number(b)}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
+        share = 100 * row["device_peak_bytes"] / row["cache_bytes_at_peak"]
+        print(f"  step {row['step']}: device peak {number(row['device_peak_bytes']):>10} of "
+              f"{number(row['cache_bytes_at_peak']):>10} bytes ({percent(share, 1):>6}; {kinds}), "
               f"{len(row['resident_at_peak'])} layers resident")
 
 # %%
@@ -323,8 +325,8 @@ guess_retry_fits = None  # True or False: your guess
 # NBVAL_CHECK_OUTPUT
 with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
     out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
-print("caches used:", [t.meta["cache"] for t in watch.traces])
-print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
+print("caches used:", [t.meta["cache_kind"] for t in watch.traces])
+print(f"retry's device peak: {number(residency.device_peak(watch.trace))} bytes of the 600,000")
 print("same tokens as the unconstrained run:", torch.equal(out, out_default))
 print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
 print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
@@ -356,15 +358,15 @@ print("work_by_step(), bytes that changed device:",
 print('cache_implementation="offloaded", SmolLM2, bytes the schedule hands over:')
 print(f"{'step':>4} {'offloaded':>10} {'prefetched':>10} {'in all':>10} {'cache after the step':>21}")
 for row, cache_bytes in zip(offload_time.transfer_bytes_by_step(offloaded), offloaded.bytes_by_step()):
-    print(f"{row['step']:>4} {row['offload_bytes']:>10,} {row['prefetch_bytes']:>10,} {row['bytes']:>10,} "
-          f"{cache_bytes:>21,}")
+    print(f"{row['step']:>4} {number(row['offload_bytes']):>10} {number(row['prefetch_bytes']):>10} "
+          f"{number(row['bytes']):>10} {number(cache_bytes):>21}")
 traffic = {f"SmolLM2, {name}": offload_time.offload_traffic(trace) for name, trace in runs.items()}
 traffic["Gemma 3 (600), offloaded"] = offload_time.offload_traffic(gemma_runs["offloaded"])
 traffic["Gemma 3 (600), only_non_sliding=True"] = offload_time.offload_traffic(gemma_runs["DynamicCache(..., True)"])
 print(f"\n{'':>48} {'per decode step':>15} {'per new token':>14} {'in all':>11}")
 for name, t in traffic.items():
-    print(f"{name:>48} {t['bytes_per_decode_step']:>15,.0f} {t['bytes_per_generated_token']:>14,.0f} "
-          f"{t['total_bytes']:>11,}  ({t['generated_tokens']} new tokens)")
+    print(f"{name:>48} {number(t['bytes_per_decode_step']):>15} {number(t['bytes_per_generated_token']):>14} "
+          f"{number(t['total_bytes']):>11}  ({t['generated_tokens']} new tokens)")
 
 # %% [markdown]
 # Read the first table row by row. Each decode step offloads every layer with its new token, exactly the whole
@@ -422,17 +424,18 @@ print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).ve
 # %%
 # NBVAL_CHECK_OUTPUT
 BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # an assumption, not a measurement
-print(f"estimate, not measured: bytes per decode step / an assumed {BANDWIDTH / 1e9:.0f} GB/s (PCIe 4.0 x16)")
+print(f"estimate, not measured: bytes per decode step / an assumed {number(BANDWIDTH / 1e9)} GB/s (PCIe 4.0 x16)")
 print(f"{'':>48} {'nothing overlapped':>18} {'prefetches hidden':>18}")
 for name, t in traffic.items():
     serial = offload_time.pcie_estimate(t["bytes_per_decode_step"], BANDWIDTH)
     offloads = offload_time.pcie_estimate(t["offload_bytes_per_decode_step"], BANDWIDTH)
-    print(f"{name:>48} {serial.seconds * 1e6:>15,.1f} µs {offloads.seconds * 1e6:>15,.1f} µs")
+    print(f"{name:>48} {number(serial.seconds * 1e6, 1):>15} µs {number(offloads.seconds * 1e6, 1):>15} µs")
 per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # SmolLM2's whole cache, per token
 for tokens in (8_192, 32_768):
     serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # just under twice the cache per step
-    print(f"SmolLM2, offloaded, {tokens:,} tokens in the cache: about 2 × {per_token:,} × {tokens:,} = "
-          f"{2 * per_token * tokens:,} bytes per decode step, {serial.seconds * 1e3:,.1f} ms if nothing overlapped")
+    print(f"SmolLM2, offloaded, {number(tokens)} tokens in the cache: about 2 × {number(per_token)} × "
+          f"{number(tokens)} = {number(2 * per_token * tokens)} bytes per decode step, "
+          f"{number(serial.seconds * 1e3, 1)} ms if nothing overlapped")
 
 # %% [markdown]
 # With section 1's 12-token prompt the traffic is small, and so is the estimate; it grows linearly with the

@@ -44,8 +44,9 @@ from transformers import DynamicCache, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
+from kvlab.i18n import number
 from kvlab.live import live
-from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure import quality, step_times, text
 from kvlab.measure.formula import kv_bytes_per_token
 from kvlab.measure.timing import compare
 from kvlab.plots import quantized
@@ -165,8 +166,8 @@ print(f"{'cache':>22} {'packed tok':>10} {'residual tok':>12} {'packed B':>9} {'
 for label, trace in zip(texts, watch.traces):
     layers = trace.final_layers()
     print(f"{label:>22} {layers[0]['quantized_tokens']:>10} {layers[0]['residual_tokens']:>12} "
-          f"{sum(e['packed_bytes'] for e in layers):>9,} {sum(e['residual_bytes'] for e in layers):>10,} "
-          f"{trace.summary()['final_bytes']:>9,}")
+          f"{number(sum(e['packed_bytes'] for e in layers)):>9} {number(sum(e['residual_bytes'] for e in layers)):>10} "
+          f"{number(trace.summary()['final_bytes']):>9}")
 print()
 for label, generated in texts.items():
     print(f"{label:>22}: {generated}")
@@ -188,7 +189,7 @@ print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="
 # 24 tokens says little about compression. Here each backend is run over 280 tokens of real English (the prose
 # of Python's reference manual, shipped with Python): a 256-token prefill, packed at once, then the next 23
 # tokens fed to the model (teacher forcing), so that 24 predictions are scored: the one after the prefill and
-# one per token fed. `kvlab.measure.quality_chunked.sweep` does it with kvlab's instrumented `QuantizedCache`,
+# one per token fed. `kvlab.measure.quality.sweep(..., chunked=True)` does it with kvlab's instrumented `QuantizedCache`,
 # built from the same options as each `cache_config`. It feeds the 23 tokens in one forward instead of 23
 # decode steps (one pass through the 30 layers instead of 23) and predicts the same: attention is causal, so
 # each of those tokens reads the packed prefill dequantized, as a decode step would, and the tokens before it in full
@@ -213,17 +214,18 @@ SWEEP = {
 }
 ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
 print(f"Python {sys.version.split()[0]} (the text comes from its pydoc_data)")
-rows, runs = quality_chunked.sweep(model, ids, prefill_tokens=256, configs=SWEEP)
+rows, runs = quality.sweep(model, ids, prefill_tokens=256, configs=SWEEP, chunked=True)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit':>9} {'packed vs 16-bit':>17}")
 for r in rows:
-    print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
-          f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+    print(f"{r['config']:>13} {number(r['packed_bytes']):>10} {number(r['residual_bytes']):>10} "
+          f"{number(r['cache_bytes']):>10} {number(r['memory_ratio_16bit'], 3):>9} "
+          f"{number(r['packed_ratio_16bit'], 3):>17}")
 residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
 per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
-print(f"residual: {residual_tokens} tokens × {per_token:,} B = {residual_tokens * per_token:,} B")
+print(f"residual: {residual_tokens} tokens × {number(per_token)} B = {number(residual_tokens * per_token)} B")
 hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
 print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
 
@@ -295,27 +297,27 @@ live(quantized_split,
 
 # %%
 # NBVAL_CHECK_OUTPUT
-SAW_CONFIGS = {
-    "quanto 4-bit, residual_length=8": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
-                                        "residual_length": 8},
-    "fp8": {"backend": "fp8"},
-    "hqq 2-bit, residual_length=8": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1,
-                                     "residual_length": 8},
-    "quanto 2-bit, residual_length=8": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0,
-                                        "residual_length": 8},
-}
-shapes = {}
-for label, cache_config in SAW_CONFIGS.items():
+def residual_shape(cache_config, label):
+    """The guide's call with `cache_config`, counted: "saw" if the residual bytes ever fall (a flush), else "ramp"."""
     with kvlab.watch(model) as watch:
         out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
                              cache_implementation="quantized", cache_config=cache_config)
     residual = [row["residual_bytes"] for row in quantized.split_by_step(watch.trace)]
     falls = sum(after < before for before, after in zip(residual, residual[1:]))
-    shapes[label] = "saw" if falls else "ramp"
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
-    print(f"{label:>31}: residual falls {falls} times, at most {max(residual):>7,} B; "
+    print(f"{label:>31}: residual falls {falls} times, at most {number(max(residual)):>7} B; "
           f"the first {same['common_prefix']:>2} of {same['tokens']} tokens as the DynamicCache's")
-print(score(guess, shapes["quanto 4-bit, residual_length=8"], kind="choice"))
+    return "saw" if falls else "ramp"
+
+
+quanto_4bit_shape = residual_shape({"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                    "residual_length": 8}, label="quanto 4-bit, residual_length=8")
+residual_shape({"backend": "fp8"}, label="fp8")
+residual_shape({"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1, "residual_length": 8},
+               label="hqq 2-bit, residual_length=8")
+residual_shape({"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0, "residual_length": 8},
+               label="quanto 2-bit, residual_length=8")
+print(score(guess, quanto_4bit_shape, kind="choice"))
 
 # %% [markdown]
 # A saw: the residual fills one token per step and empties into the packed part at each flush, while the
@@ -371,13 +373,15 @@ packing = [label for label in STEP_CONFIGS if label != "DynamicCache"]
 work = {label: step_traces[label].work_by_step() for label in packing}
 print("\nper step, all layers: quantize and dequantize calls / numbers")
 print(("     " + "  ".join(f"{label:^29}" for label in packing)).rstrip())
-print("step " + "  ".join(f"{'quantize':>15} {'dequantize':>13}" for label in packing))
+print("step", end=" ")
+for label in packing:  # one pair of columns per cache, two spaces between pairs
+    print(f"{'quantize':>15} {'dequantize':>13}", end="\n" if label == packing[-1] else "  ")
 for step in range(STEP_TOKENS):
     cells = []
     for label in packing:
         row = work[label][step]
-        cells.append(f"{row['quantize_calls']:>3} / {row['quantized_elements']:>9,} "
-                     f"{row['dequantize_calls']:>3} / {row['dequantized_elements']:>7,}")
+        cells.append(f"{row['quantize_calls']:>3} / {number(row['quantized_elements']):>9} "
+                     f"{row['dequantize_calls']:>3} / {number(row['dequantized_elements']):>7}")
     print(f"{step:>4} " + "  ".join(cells))
 
 # %% [markdown]
@@ -448,7 +452,8 @@ print(score(guess, fewest, kind="choice"))
 # KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
 print(f"{'config':>13} {'KL mean':>8} {'KL max':>7} {'perplexity':>11}")
 for r in rows:
-    print(f"{r['config']:>13} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f}")
+    print(f"{r['config']:>13} {number(r['kl_mean'], 4):>8} {number(r['kl_max'], 3):>7} "
+          f"{number(r['perplexity'], 2, grouping=False):>11}")
 
 # %% [markdown]
 # fp8 agrees at all 24 positions, hqq 8-bit at 23, hqq 4-bit and quanto 4-bit at 22 each. The cliff is between
@@ -526,7 +531,8 @@ for name, cache in (("DynamicCache(config=...)", by_config), ("DynamicCache()", 
     print(f"{name:>24}: tokens each layer holds {held}")
 print("sliding_window:", gemma.config.sliding_window, "| same tokens generated:",
       torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]))
-#
+
+# %% [markdown]
 # ## Takeaway
 #
 # - The guide's switch is `cache_implementation="quantized"` with a `cache_config` dict. hqq at the

@@ -44,6 +44,7 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
@@ -101,7 +102,7 @@ for source_tokens in (12, 24):
     print(f"source of {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
     for row in watch.trace.layer_table():
         print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
-              f"{row['bytes_held']:>6,} bytes")
+              f"{number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
 print(score(guess, cross_bytes, unit=" B", kind="amount"))
 
@@ -138,7 +139,7 @@ with kvlab.watch(bart) as watch:
                   min_new_tokens=10, past_key_values=past_key_values)
 for row in watch.trace.layer_table():
     print(f"{row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
-          f"{row['slots_allocated']:>2} slots, {row['bytes_held']:>6,} bytes")
+          f"{row['slots_allocated']:>2} slots, {number(row['bytes_held']):>6} bytes")
 
 # %% [markdown]
 # Each half behaves as its own class would alone: the static half holds 32 slots from the start (22 of them
@@ -217,9 +218,9 @@ for name, model in TINY.items():
 for name, trace in traces.items():
     by_step = trace.bytes_by_step()
     kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
-    print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
-          f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
-          f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+    print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {number(by_step[0]):>6} bytes "
+          f"after the prompt, {number(by_step[-1]):>6} after {len(by_step) - 1} more tokens, "
+          f"+{number((by_step[-1] - by_step[0]) // (len(by_step) - 1))} per token")
 per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
              for name, t in traces.items()}  # fmt: skip
 print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
@@ -269,7 +270,7 @@ guess = None  # "full", "linear", "both" or "neither": your guess
 print("layer types:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
     print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
-          f"{row['bytes_held']:>6,} bytes")
+          f"{number(row['bytes_held']):>6} bytes")
 jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
 print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
 grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]

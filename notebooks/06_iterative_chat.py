@@ -120,8 +120,8 @@ for repeat in range(REPEATS):  # interleaved, so a busy moment of the machine hi
         fresh_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
     fresh_runs.append(seconds)
 # per turn: the repeats' times (the watches of the last repeat are kept for the counts below)
-reused_turns = [timing.Timing(f"reused, turn {n + 1}", list(t)) for n, t in enumerate(zip(*reused_runs))]
-fresh_turns = [timing.Timing(f"fresh, turn {n + 1}", list(t)) for n, t in enumerate(zip(*fresh_runs))]
+reused_turns = [timing.Timing(label=f"reused, turn {n + 1}", times=list(t)) for n, t in enumerate(zip(*reused_runs))]
+fresh_turns = [timing.Timing(label=f"fresh, turn {n + 1}", times=list(t)) for n, t in enumerate(zip(*fresh_runs))]
 
 # %%
 # NBVAL_CHECK_OUTPUT

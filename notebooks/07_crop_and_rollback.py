@@ -41,6 +41,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import marks, number
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.plots._figure import subplots
@@ -115,7 +116,8 @@ for stage, holding in stages.items():
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
-print(f"one slot of one layer: {slot_bytes:,} B; 13 slots: {13 * slot_bytes:,} B; 10 slots: {10 * slot_bytes:,} B")
+print(f"one slot of one layer: {number(slot_bytes)} B; 13 slots: {number(13 * slot_bytes)} B; "
+      f"10 slots: {number(10 * slot_bytes)} B")
 
 # %%
 plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
@@ -195,13 +197,14 @@ with kvlab.watch(gemma) as watch:
 # NBVAL_CHECK_OUTPUT
 for stage, holding in stages.items():
     sliding, full = holding["sliding"], holding["full"]
-    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots_live']} slots, {sliding['bytes_all_layers']:,} B"
-          f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
+    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots_live']} slots, "
+          f"{number(sliding['bytes_all_layers'])} B | full x{full['layers']}: {full['slots_live']} slots, "
+          f"{number(full['bytes_all_layers'])} B")
 print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
 print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
 sliding = stages["recording, 523 fed"]["sliding"]
-print(f"one sliding layer, 523 fed: {sliding['bytes_per_layer']:,} B = {sliding['slots_live']} slots x "
-      f"{sliding['bytes_per_layer'] // sliding['slots_live']:,} B")
+print(f"one sliding layer, 523 fed: {number(sliding['bytes_per_layer'])} B = {sliding['slots_live']} slots x "
+      f"{number(sliding['bytes_per_layer'] // sliding['slots_live'])} B")
 
 # %%
 plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
@@ -289,8 +292,8 @@ print("cropped cache gives a fresh cache's logits:", after_crop <= 10 * rounding
 print("same next token anyway:", cropped_next.argmax().item() == fresh_next.argmax().item())
 
 # %%
-print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1e}; "
-      f"without any crop {rounding:.1e} (float rounding)")
+print(f"largest logit difference vs a fresh cache: after the crop {marks(f'{after_crop:.1e}')}; "
+      f"without any crop {marks(f'{rounding:.1e}')} (float rounding)")
 
 # %% [markdown]
 # So on a model with a recurrent state, `crop` with past recording rolls back the parts it can and leaves the
@@ -329,8 +332,10 @@ def crop_picture(n, past_recording):
             title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
-    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax,
-                          cropped=cropped)
+    if past_recording:
+        plot_cached_positions(rows, title=f"with past recording, {title}", ax=ax, cropped=cropped)
+    else:
+        plot_cached_positions(rows, title=f"without past recording, {title}", ax=ax, cropped=cropped)
     return fig
 
 

@@ -40,6 +40,7 @@ import transformers
 from transformers import DynamicCache, StaticCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
@@ -146,11 +147,17 @@ for question in QUESTIONS:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for i, trace in enumerate(watch.traces):
+def print_trace(i, trace, label):
     summary = trace.summary()
-    origin = "prefilled prefix" if trace.meta.get("copied_from") is None else f"copy of trace {trace.meta['copied_from']}"
-    print(f"trace {i}: {trace.meta['cache_class']:<12} {origin:<18} holds {summary['final_bytes']:>10,} B at the end, "
-          f"{summary['slots_live'] // 30} of {summary['slots_allocated'] // 30} slots per layer live")
+    print(f"trace {i}: {trace.meta['cache_class']:<12} {label:<18} holds {number(summary['final_bytes']):>10} B at "
+          f"the end, {summary['slots_live'] // 30} of {summary['slots_allocated'] // 30} slots per layer live")
+
+
+for i, trace in enumerate(watch.traces):
+    if trace.meta.get("copied_from") is None:
+        print_trace(i, trace, label="prefilled prefix")
+    else:
+        print_trace(i, trace, label=f"copy of trace {trace.meta['copied_from']}")
 print("prompt tokens per question, no reuse:", prompt_tokens)
 for name, outs in reused.items():
     print(f"{name}: same tokens as no reuse: {[torch.equal(a, b) for a, b in zip(outs, no_reuse)]}; "
@@ -160,7 +167,7 @@ for name, outs in reused.items():
 # NBVAL_CHECK_OUTPUT
 static_copy = watch.traces[1]
 dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
-print(f"per token, all 30 layers: {static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN:,} B")
+print(f"per token, all 30 layers: {number(static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN)} B")
 print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
 print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
@@ -225,8 +232,8 @@ first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_onl
 # NBVAL_CHECK_OUTPUT
 print("tokens prefilled per question, deepcopy + generate:   ", first_token.prefilled_with_prefix)
 print("tokens prefilled per question, generate, whole prompt:", first_token.prefilled_without_prefix)
-print(f"bytes each deep copy duplicates: {first_token.copy_bytes:,} B "
-      f"(the prefilled StaticCache holds {cache_bytes(prompt_cache):,} B)")
+print(f"bytes each deep copy duplicates: {number(first_token.copy_bytes)} B "
+      f"(the prefilled StaticCache holds {number(cache_bytes(prompt_cache))} B)")
 
 # %%
 # Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
@@ -237,7 +244,8 @@ for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.
     print(asked.splitlines()[0])
     print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
     print("   ", timing.compare(whole, reused, warn=False).verdict())
-    print(f"    the deepcopy's share of {reused.label}: {share.ratio:.0%} ({share.low:.0%}-{share.high:.0%})")
+    print(f"    the deepcopy's share of {reused.label}: {number(100 * share.ratio)}% "
+          f"({number(100 * share.low)}%-{number(100 * share.high)}%)")
 
 # %%
 # Not checked: times depend on the machine.

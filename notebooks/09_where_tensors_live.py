@@ -139,9 +139,10 @@ print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.cal
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for label, guessed, kind_log in [("default cache", guess_dynamic, logs["dynamic (default)"]),
-                                 ("static cache", guess_static, static_log)]:  # fmt: skip
-    print(f"{label}, distinct decoding signatures:", score(guessed, kind_log.decoding_signatures()[0], kind="count"))
+print("default cache, distinct decoding signatures:",
+      score(guess_dynamic, logs["dynamic (default)"].decoding_signatures()[0], kind="count"))
+print("static cache, distinct decoding signatures:",
+      score(guess_static, static_log.decoding_signatures()[0], kind="count"))
 
 # %%
 plot_forward_shapes(logs, title="Sequence length of each forward input, per call")

@@ -42,11 +42,12 @@ import torch
 import transformers
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
-                                       time_decoding, with_speed)
+                                       time_decoding, with_speed, word)
 from kvlab.measure.published import GUIDE
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
@@ -101,8 +102,8 @@ watched = {kind: (trace, watched_outputs[kind]) for kind, trace in zip(watched_o
 smollm2 = architecture("smollm2")
 for kind, (trace, out) in watched.items():
     size = calculated_for(trace, smollm2, prompt_tokens=48, cache_config=quanto_4bit if kind == "quantized" else None)
-    print(f"{trace.meta['cache_class']:<14} holds {trace.summary()['final_bytes']:>9,} B for {size.tokens} tokens "
-          f"(calculated {size.bytes:>9,} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
+    print(f"{trace.meta['cache_class']:<14} holds {number(trace.summary()['final_bytes']):>9} B for {size.tokens} "
+          f"tokens (calculated {number(size.bytes):>9} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
           f"as the dynamic cache: {torch.equal(outputs[kind], outputs['dynamic'])}")
 static_trace = watched["static"][0]
 print(f"StaticCache slots per layer: {static_trace.final_layers()[0]['slots_allocated']} "
@@ -149,15 +150,16 @@ rows = measure(gemma, model, tokenizer, prompt=text.prompt_ids(tokenizer, 48),
 # %%
 # NBVAL_CHECK_OUTPUT
 guide = {g["cache"]: g for g in GUIDE.values()}  # the guide's table, in its words
-for row in rows:
-    print(f"{row['cache']:<16} sliding: {row['sliding layers']:<3} offloading: {row['offloading']:<3} "
-          f"torch.compile: {row['torch.compile']}")
-    print(f"{'':>18}memory: {row['memory ratio']:.2f}x the DynamicCache's peak -> {row['memory']} "
-          f"(the guide: {guide[row['cache']]['memory']})")
-    for key in ("sliding evidence", "offloading evidence", "compile evidence"):
-        print(f"{'':>18}{key}: {row[key]}")
+for row in rows:  # the cells keep the guide's English words; `word` shows each in the reader's language
+    print(f"{word(row['cache']):<16} sliding: {word(row['sliding layers']):<3} "
+          f"offloading: {word(row['offloading']):<3} torch.compile: {word(row['torch.compile'])}")
+    print(f"{'':>18}memory: {number(row['memory ratio'], 2)}x the DynamicCache's peak -> {word(row['memory'])} "
+          f"(the guide: {word(guide[row['cache']]['memory'])})")
+    print(f"{'':>18}sliding evidence: {row['sliding evidence']}")
+    print(f"{'':>18}offloading evidence: {row['offloading evidence']}")
+    print(f"{'':>18}compile evidence: {row['compile evidence']}")
     print(f"{'':>18}peak cache bytes (SmolLM2, 48-token prompt + {setup.new_tokens} new): "
-          f"{row['peak cache bytes']:,}")
+          f"{number(row['peak cache bytes'])}")
 static_slots = setup.options("static", 48)["max_cache_len"]
 print(f"static max_cache_len: {static_slots} slots for the 55 tokens held: {static_slots - 55} more")
 
@@ -174,8 +176,8 @@ print(f"{count['agree']} of {count['judged']} judged cells agree with the guide,
       f"{count['not judged']} of {count['cells']} not judged")
 for v in verdicts:
     if v["agrees"] is not True:
-        print(f"  {v['cache']:<16} {v['property']:<15} guide: {v['guide']:<7} measured: {v['measured']:<18} "
-              f"({v['why']})")
+        print(f"  {word(v['cache']):<16} {word(v['property']):<15} guide: {word(v['guide']):<7} "
+              f"measured: {word(v['measured']):<18} ({v['why']})")
 
 # %%
 plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in rows},
@@ -218,13 +220,14 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # %%
 # NBVAL_CHECK_OUTPUT
 weight_flops = 2 * sum(p.numel() for p in model.parameters())
-print(f"weights: about {weight_flops:,} FLOPs per decoding forward, for every cache")
+print(f"weights: about {number(weight_flops)} FLOPs per decoding forward, for every cache")
 for kind, (trace, _) in watched.items():
     decode = trace.work_by_step()[1:]  # row 0 is the prefill
     slots, flops = sum(r["slots_attended"] for r in decode), sum(r["attention_flops"] for r in decode)
-    print(f"{kind:<10} {len(decode)} decoding forwards: {slots:>6,} key slots attended, {flops:>11,} attention "
-          f"FLOPs, {sum(r['dequantized_elements'] for r in decode):>9,} elements dequantized, "
-          f"{sum(r['quantized_elements'] for r in decode):,} quantized; weights {len(decode) * weight_flops:,} FLOPs")
+    print(f"{kind:<10} {len(decode)} decoding forwards: {number(slots):>6} key slots attended, {number(flops):>11} "
+          f"attention FLOPs, {number(sum(r['dequantized_elements'] for r in decode)):>9} elements dequantized, "
+          f"{number(sum(r['quantized_elements'] for r in decode))} quantized; "
+          f"weights {number(len(decode) * weight_flops)} FLOPs")
 
 # %% [markdown]
 # The counters predict: the static cache scores a few more key slots than the dynamic cache (its masked ones),
@@ -243,13 +246,19 @@ timings = time_decoding(model, prompt, guide_calls, new_tokens=setup.new_tokens,
 rows_with_speed = with_speed(rows, timings)
 for row in rows_with_speed:
     low, high = row["speed interval"]
-    print(f"{row['cache']:<16} decode {timings[row['cache_kind']].describe()}; x{row['speed ratio']:.2f} ({low:.2f}-{high:.2f}) "
-          f"of the DynamicCache's -> {row['speed']}")
+    print(f"{word(row['cache']):<16} decode {timings[row['cache_kind']].describe()}; "
+          f"x{number(row['speed ratio'], 2)} ({number(low, 2)}-{number(high, 2)}) of the DynamicCache's "
+          f"-> {word(row['speed'])}")
     print(f"{'':>18}{row['speed verdict']}")
 speed_verdicts = [v for v in compare_with_guide(rows_with_speed) if v["property"] == "speed"]
 for v in speed_verdicts:
-    print(f"  {v['cache']:<16} speed: guide {v['guide']!r}, measured {v['measured']!r}: "
-          + ("agrees" if v["agrees"] else "differs" if v["agrees"] is False else f"not judged ({v['why']})"))
+    cache, claim, measured = word(v["cache"]), word(v["guide"]), word(v["measured"])
+    if v["agrees"]:
+        print(f"  {cache:<16} speed: guide {claim!r}, measured {measured!r}: agrees")
+    elif v["agrees"] is False:
+        print(f"  {cache:<16} speed: guide {claim!r}, measured {measured!r}: differs")
+    else:
+        print(f"  {cache:<16} speed: guide {claim!r}, measured {measured!r}: not judged ({v['why']})")
 count = tally(compare_with_guide(rows_with_speed))
 print(f"whole table with speed: {count['agree']} of {count['judged']} judged cells agree, {count['differ']} differ; "
       f"{count['not judged']} of {count['cells']} not judged")
@@ -326,11 +335,16 @@ for name in MODELS:
     if past:
         past_context.add((name, "32k tokens"))
     print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
-          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {arch.max_positions:>8,} {four.bytes / 2**30:>8.3f} GiB "
-          f"{'past ctx ' if past else '':>9}{thirty_two.bytes / 2**30:>8.3f} GiB "
-          f"{thirty_two.peak_bytes / 2**30:>13.3f} GiB")
-print(f"past ctx: {thirty_two.tokens:,} tokens is past the model's context for {len(past_context)} of {len(MODELS)} "
-      "models: the bytes are what a cache that long would hold; the model was not built to attend that far")
+          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
+          f"{number(four.bytes / 2**30, 3):>8} GiB ", end="")
+    if past:  # the 32k column's marker, 9 characters wide
+        print(f"{'past ctx ':>9}", end="")
+    else:
+        print(f"{'':>9}", end="")
+    print(f"{number(thirty_two.bytes / 2**30, 3):>8} GiB {number(thirty_two.peak_bytes / 2**30, 3):>13} GiB")
+print(f"past ctx: {number(thirty_two.tokens)} tokens is past the model's context for {len(past_context)} of "
+      f"{len(MODELS)} models: the bytes are what a cache that long would hold; the model was not built to attend "
+      "that far")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -373,8 +387,9 @@ for run_facts in live_runs(rows):  # not `live`: that name is the widget helper 
                            dtype=str(model.dtype).removeprefix("torch."), **run_facts["options"])  # fmt: skip
     exact.append((run_facts["final_bytes"], run_facts["peak_bytes"]) == (predicted.bytes, predicted.peak_bytes))
     print(f"{arch.name:<8} {predicted.dtype:<8} {run_facts['cache_kind']:<10} {run_facts['tokens']} tokens: live "
-          f"{run_facts['final_bytes']:>11,} B, calculated {predicted.bytes:>11,} B | peak live "
-          f"{run_facts['peak_bytes']:>11,} B, calculated {predicted.peak_bytes:>11,} B | exact: {exact[-1]}")
+          f"{number(run_facts['final_bytes']):>11} B, calculated {number(predicted.bytes):>11} B | peak live "
+          f"{number(run_facts['peak_bytes']):>11} B, calculated {number(predicted.peak_bytes):>11} B | "
+          f"exact: {exact[-1]}")
 print(score(guess, all(exact), kind="choice"))
 
 # %% [markdown]

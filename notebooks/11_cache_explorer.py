@@ -40,6 +40,7 @@ import transformers
 from IPython.display import HTML, Image
 
 from kvlab.explorer import explore
+from kvlab.i18n import marks, number, percent
 from kvlab.predictions import score
 
 transformers.logging.disable_progress_bar()
@@ -64,15 +65,17 @@ guess_masked = None  # slots allocated but empty: your guess
 
 # %%
 demo = explore(model_name="smollm2")
-demo.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8, preset="kv_cache_question")
+# chat=False: the preset's text as it is, 21 tokens (the explorer wraps it in SmolLM2's chat template by default)
+demo.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8, preset="kv_cache_question", chat=False)
 Image(demo.plot.value)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 row = demo.summary_rows()[-1]
 print(f"{row['label']}: prompt {row['prompt_tokens']} tokens, {row['new_tokens']} new")
-print(f"slots allocated {row['slots_allocated']:,}  live {row['slots_live']:,}  masked {row['slots_masked']:,}"
-      f"  ({row['waste_pct']}% waste)  bytes {row['bytes_now']:,}")
+print(f"slots allocated {number(row['slots_allocated'])}  live {number(row['slots_live'])}  "
+      f"masked {number(row['slots_masked'])}  ({marks(str(row['waste_pct']))}% waste)  "
+      f"bytes {number(row['bytes_now'])}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -100,8 +103,8 @@ Image(demo.plot.value)
 # %%
 # NBVAL_CHECK_OUTPUT
 for row in demo.summary_rows():
-    print(f"{row['run']:>4} {row['label']:<36} allocated {row['slots_allocated']:>5,}  live {row['slots_live']:>5,}"
-          f"  peak bytes {row['peak_bytes']:>9,}")
+    print(f"{row['run']:>4} {row['label']:<36} allocated {number(row['slots_allocated']):>5}  "
+          f"live {number(row['slots_live']):>5}  peak bytes {number(row['peak_bytes']):>9}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -109,8 +112,9 @@ static_bytes = demo.session.comparison[0].trace.bytes_by_step()  # bytes held af
 dynamic_bytes = demo.session.current.trace.bytes_by_step()
 starts_lower = dynamic_bytes[0] < static_bytes[0]
 end_share = 100 * dynamic_bytes[-1] / static_bytes[-1]
-print(f"after the prefill: dynamic {dynamic_bytes[0]:,} B, static {static_bytes[0]:,} B")
-print(f"at the end: dynamic {dynamic_bytes[-1]:,} B = {end_share:.0f} % of static {static_bytes[-1]:,} B")
+print(f"after the prefill: dynamic {number(dynamic_bytes[0])} B, static {number(static_bytes[0])} B")
+print(f"at the end: dynamic {number(dynamic_bytes[-1])} B = {percent(end_share, 0)} of static "
+      f"{number(static_bytes[-1])} B")
 print("starts lower:", score(guess_starts_lower, starts_lower, kind="choice"))
 print("end share:   ", score(guess_end_share, end_share, unit=" %", kind="share"))
 

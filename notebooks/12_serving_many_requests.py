@@ -42,6 +42,7 @@ from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfi
 
 import kvlab
 from kvlab.caches.paged import paged_steps, paged_summary
+from kvlab.i18n import marks, number, percent
 from kvlab.live import live
 from kvlab.measure.batching import batching_row
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
@@ -123,8 +124,8 @@ print("tokens in each request's cache when it finishes (prompt + answer - 1):", 
 # NBVAL_CHECK_OUTPUT
 meta = trace.meta["paged"]
 print(f"pool: {meta['num_blocks']} blocks of {meta['page_size']} tokens (+{meta['trash_blocks']} trash blocks "
-      f"transformers reserves for padding), {meta['bytes_per_block']:,} B per block, "
-      f"{meta['storage_bytes']:,} B of storage")
+      f"transformers reserves for padding), {number(meta['bytes_per_block'])} B per block, "
+      f"{number(meta['storage_bytes'])} B of storage")
 print("trace bytes = storage:", trace.summary()["peak_bytes"] == watch.caches[0].cache_tensor.untyped_storage().nbytes())
 
 # %% [markdown]
@@ -138,10 +139,16 @@ waited = sorted({rid for r in rows for rid in r["refused"]})
 preempted = [rid for r in rows for rid in r["preempted"]]
 print(f"{summary['forwards']} forwards; at most {summary['peak_requests']} requests in flight and "
       f"{summary['peak_blocks_in_use']} of {meta['num_blocks']} blocks in use")
-print(f"requests refused blocks at least once (they waited in the queue): {waited or 'none'}")
-print(f"requests preempted (blocks freed, re-queued, prompt recomputed): {preempted or 'none'}")
+if waited:
+    print(f"requests refused blocks at least once (they waited in the queue): {waited}")
+else:
+    print("requests refused blocks at least once (they waited in the queue): none")
+if preempted:
+    print(f"requests preempted (blocks freed, re-queued, prompt recomputed): {preempted}")
+else:
+    print("requests preempted (blocks freed, re-queued, prompt recomputed): none")
 print(f"prompt tokens reused from another request's blocks (prefix sharing): {summary['prefix_hit_tokens']}")
-print(f"internal fragmentation: {summary['fragmentation_pct_mean']} % of handed-out slots empty, "
+print(f"internal fragmentation: {marks(str(summary['fragmentation_pct_mean']))} % of handed-out slots empty, "
       f"averaged over forwards")
 
 # %%
@@ -174,11 +181,11 @@ layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{bytes_per_token:,} B per token; static max_cache_len = {max_cache_len}; budget {budget:,} B")
+print(f"{number(bytes_per_token)} B per token; static max_cache_len = {max_cache_len}; budget {number(budget)} B")
 print(f"{'layout':10} {'held B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
 for row in layouts:
-    print(f"{row['layout']:10} {row['bytes_held']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
-          f"{row['fit_in_budget']:>14}")
+    print(f"{row['layout']:10} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
+          f"{number(row['waste_pct'], 1):>8} {row['fit_in_budget']:>14}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -214,11 +221,11 @@ handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held
 # NBVAL_CHECK_OUTPUT
 by_name = {row["layout"]: row for row in layouts}
 for layout, (held_bytes, live_bytes) in measured.items():
-    print(f"{layout:8} measured held {held_bytes:,} B, live {live_bytes:,} B;"
-          f" table: {by_name[layout]['bytes_held']:,} / {by_name[layout]['bytes_live']:,}")
-print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_held']:,}")
+    print(f"{layout:8} measured held {number(held_bytes)} B, live {number(live_bytes)} B;"
+          f" table: {number(by_name[layout]['bytes_held'])} / {number(by_name[layout]['bytes_live'])}")
+print(f"paged 16 measured from the trace: {number(paged_16)} B; table: {number(by_name['paged 16']['bytes_held'])}")
 print(f"paged 16, each request at its last forward: {handed_out} slots handed out, {live_slots} live, "
-      f"{waste_pct(handed_out - live_slots, handed_out, digits=1)} % empty (the table's waste %)")
+      f"{percent(waste_pct(handed_out - live_slots, handed_out, digits=1), 1)} empty (the table's waste %)")
 
 # %% [markdown]
 # The paged rows count whole blocks: at 16, each request wastes what its last block has left, and that depends
@@ -245,8 +252,9 @@ plot_layouts(layouts)
 # NBVAL_CHECK_OUTPUT
 max_positions = model.config.max_position_embeddings  # the longest sequence SmolLM2 accepts
 at_max = layout_rows(held, bytes_per_token, max_cache_len=max_positions, block_sizes=())[0]
-print(f"static, {max_positions:,} slots reserved per request: {at_max['bytes_held']:,} B held, "
-      f"{at_max['waste_pct']} % waste (sized to the workload, {max_cache_len} slots: {layouts[0]['waste_pct']} %)")
+print(f"static, {number(max_positions)} slots reserved per request: {number(at_max['bytes_held'])} B held, "
+      f"{percent(at_max['waste_pct'], 1)} waste (sized to the workload, {max_cache_len} slots: "
+      f"{percent(layouts[0]['waste_pct'], 1)})")
 
 # %% [markdown]
 # Reserving SmolLM2's 8,192 positions for each of these eight requests would waste 99.2 % of the memory, above
@@ -289,9 +297,10 @@ print(f"forwards: {batching['batched_forwards']} for generate_batch, {batching['
       f"generate per request")
 for route in ("batched", "sequential"):
     t = batching["timings"][route]
-    print(f"{route:<10} median {t['median_s']:.2f} s (IQR {t['q1_s']:.2f}-{t['q3_s']:.2f}, {len(t['times_s'])} runs)")
+    print(f"{route:<10} median {number(t['median_s'], 2)} s (IQR {number(t['q1_s'], 2)}-{number(t['q3_s'], 2)}, "
+          f"{len(t['times_s'])} runs)")
 low, high = batching["speedup_interval"]
-print(f"speed-up, sequential / batched: {batching['speedup']:.2f} ({low:.2f}-{high:.2f})")
+print(f"speed-up, sequential / batched: {number(batching['speedup'], 2)} ({number(low, 2)}-{number(high, 2)})")
 print(batching["verdict"])
 
 # %% [markdown]
@@ -312,7 +321,7 @@ def measure_blocks(block_size, requests):
                                  page_size=block_size, num_blocks=256 // block_size, max_batch_tokens=512))
     s = paged_summary(w.trace)
     return plot_block_timeline(w.trace, title=f"{requests} requests, blocks of {block_size} tokens: "
-                               f"{s['fragmentation_pct_mean']} % of handed-out slots empty")
+                               f"{marks(str(s['fragmentation_pct_mean']))} % of handed-out slots empty")
 
 
 live(measure_blocks,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import warnings
-from types import SimpleNamespace
 
 import pytest
 import torch
 
 import kvlab
+from kvlab import _compat
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
 # Notebooks under nbval take their short timing runs (their checked outputs are counts, the same either way);
@@ -42,23 +42,43 @@ def device(request) -> torch.device:
     return torch.device(request.param)
 
 
-class ByteTokenizer:
-    """A stand-in tokenizer for the tiny models (vocab 128): text -> one id per UTF-8 byte, folded into ids 3..127.
-    What `kvlab.measure.text.token_windows` cuts windows from, with no tokenizer file."""
+@pytest.fixture(scope="session")
+def byte_tokenizer():
+    """The tiny models' tokenizer (vocab 128: one id per UTF-8 byte, folded into ids 3..127), kvlab's own: what the
+    explorer gives them, and what `kvlab.measure.text.token_windows` cuts windows from, with no tokenizer file."""
+    from kvlab.explorer.models import ByteTokenizer
 
-    pad_token_id = 0
+    return ByteTokenizer()
 
-    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
-        ids = [3 + b % 125 for b in text.encode()]
-        return SimpleNamespace(input_ids=torch.tensor([ids]))
 
-    def decode(self, ids, skip_special_tokens=True) -> str:
-        return ""
+def greedy_generate(model, ids, cache=None, new_tokens=8, *, logits=False, **generate_kwargs):
+    """transformers' greedy `generate` of exactly `new_tokens` tokens after `ids` (batch, prompt_tokens), or after
+    a tokenizer's output (its input_ids and padding mask), into `cache` (None: generate builds its own, from
+    `generate_kwargs` such as cache_implementation). Returns the sequences (batch, prompt_tokens + new_tokens);
+    with `logits=True`, (sequences, the raw logits stacked (new_tokens, batch, vocab)). Every default (all-ones
+    attention mask, pad id 0) can be overridden."""
+    if not isinstance(ids, torch.Tensor):  # a tokenizer's output: a left-padded batch brings its own mask
+        generate_kwargs = {"attention_mask": ids["attention_mask"], **generate_kwargs}
+        ids = ids["input_ids"]
+    kwargs = {
+        "attention_mask": torch.ones_like(ids),
+        "do_sample": False,
+        "max_new_tokens": new_tokens,
+        "min_new_tokens": new_tokens,
+        "pad_token_id": 0,
+        **generate_kwargs,
+    }
+    if cache is not None:
+        kwargs[_compat.cache_kwarg(model)] = cache
+    out = model.generate(ids, return_dict_in_generate=True, output_logits=logits, **kwargs)
+    return (out.sequences, torch.stack(out.logits)) if logits else out.sequences
 
 
 @pytest.fixture(scope="session")
-def byte_tokenizer():
-    return ByteTokenizer()
+def greedy():
+    """The tests' one greedy generation helper: greedy(model, ids, cache=None, new_tokens=8, logits=False, **kw)
+    (`greedy_generate`)."""
+    return greedy_generate
 
 
 @pytest.fixture(scope="session")

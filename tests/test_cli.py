@@ -27,7 +27,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize("args, message", BAD_INPUT, ids=[m[:30] for _, m in BAD_INPUT])
 def test_bad_input_exits_2_with_one_line_naming_what_is_valid(capsys, args, message):
-    base = ["run", "--max-new-tokens", "4"]
+    base = ["run", "--max-new-tokens", "4", "--no-chat-template"]  # the prompt as is: its token count is the point
     if "--model" not in args:
         base += ["--model", "smollm2"]
     if "--prompt-file" not in args:
@@ -59,6 +59,7 @@ def test_run_json_through_the_installed_command(tmp_path):
         "32",
         "--prompt",
         "The cache holds",
+        "--no-chat-template",
         "--max-new-tokens",
         "5",
         "--json",

@@ -1,12 +1,18 @@
-"""What kvlab assumes about the installed transformers, checked in one place (see kvlab/_compat.py)."""
+"""What kvlab assumes about the installed transformers, checked in one place (see kvlab/_compat.py). The same
+file runs against the oldest supported release too (.ci/oldest-transformers), so nothing here assumes 5.24."""
 
 import inspect
+import re
+from pathlib import Path
 
+import pytest
 import torch
 import transformers
 from packaging.specifiers import SpecifierSet
 
 from kvlab import _compat
+from kvlab.cli import main
+from kvlab.errors import KvlabEnvironmentError, one_line
 
 
 def test_installed_transformers_is_the_tested_range():
@@ -14,7 +20,7 @@ def test_installed_transformers_is_the_tested_range():
 
 
 def test_the_attributes_kvlab_reads_exist():
-    assert "cache" in inspect.signature(transformers.LlamaForCausalLM.forward).parameters
+    assert _compat.CACHE_KWARG in inspect.signature(transformers.LlamaForCausalLM.forward).parameters
     layer = _compat.StaticSlidingWindowLayer(max_cache_len=8, sliding_window=4)
     assert _compat.static_sliding_length(layer) == 0
     quantized = _compat.QuantoQuantizedLayer()
@@ -87,3 +93,76 @@ def test_dropping_the_quantizer_lets_a_dequantized_model_save(tmp_path):
     _compat.drop_quantizer(model)
     assert model.hf_quantizer is None and not hasattr(model.config, "quantization_config")
     model.save_pretrained(tmp_path)
+
+
+def test_the_oldest_release_ci_tests_is_the_floor_of_the_range():
+    script = (Path(__file__).parents[1] / ".ci" / "oldest-transformers").read_text()
+    oldest = re.search(r"^OLDEST=(\S+)", script, re.MULTILINE).group(1)
+    floor = re.match(r">=([\d.]+),", _compat.SUPPORTED_TRANSFORMERS).group(1)
+    assert _compat.transformers_release(oldest) == _compat.transformers_release(floor)
+    assert oldest in SpecifierSet(_compat.SUPPORTED_TRANSFORMERS)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-mamba"])
+def test_a_cache_passed_under_the_release_keyword_is_the_one_the_model_fills_and_returns(tiny, prompt_ids, name):
+    """`cache_kwarg` names the keyword this release's forward takes (before 5.24, Mamba's is `cache_params`), and
+    `forward_cache` / `output_cache` find the cache on the way in and out."""
+    model = tiny(name)
+    cache = _compat.DynamicCache(config=model.config)
+    kwargs = {_compat.cache_kwarg(model): cache}
+    assert _compat.forward_cache(kwargs) is cache
+    with torch.no_grad():
+        out = model(prompt_ids(4), use_cache=True, **kwargs)
+    assert _compat.output_cache(out) is cache
+    if name == "tiny-llama":
+        assert cache.get_seq_length() == 4
+
+
+def test_static_layers_crop_by_rewinding_their_count():
+    """5.24's StaticLayer.crop, or kvlab's copy of it where the release has none: the count goes back, the next
+    update overwrites the slots past it."""
+    full = _compat.StaticLayer(max_cache_len=8)
+    sliding = _compat.StaticSlidingWindowLayer(max_cache_len=4, sliding_window=4)
+    for layer in (full, sliding):
+        layer.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))  # (batch, heads, tokens, head_dim)
+        _compat.crop_static_layer(layer, -2)
+        assert int(layer.get_seq_length()) == 1
+        layer.update(torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
+        assert int(layer.get_seq_length()) == 2 and layer.keys[0, 0, 1].eq(1).all()  # slot 1 overwritten
+    assert _compat.static_sliding_length(sliding) == 2
+
+
+@pytest.mark.parametrize("version", ["5.21.0", "5.22.2", "5.24.0", "5.24.1rc1"])
+def test_releases_in_the_range_pass_the_check(version):
+    _compat.check_transformers(version)
+
+
+@pytest.mark.parametrize("version", ["5.20.2", "5.25.0", "6.0.0", "4.57.6"])
+def test_a_release_outside_the_range_is_named_in_one_line(version):
+    with pytest.raises(_compat.UnsupportedTransformersError) as err:
+        _compat.check_transformers(version)
+    message = one_line(err.value)
+    assert message == str(err.value) and "\n" not in message
+    assert message.startswith(
+        f"kvlab supports transformers {_compat.SUPPORTED_TRANSFORMERS}, but {version} is installed"
+    )
+    assert isinstance(err.value, KvlabEnvironmentError)  # the CLI prints it in one line, status 1
+
+
+def test_kvlab_run_on_an_unsupported_release_says_so_before_the_weights_load(monkeypatch, capsys, tiny_llama_dir):
+    """A fresh process on 5.20: the first transformers class kvlab asks `_compat` for raises. Forgetting the
+    classes this process already looked up replays that first use."""
+    import kvlab.models
+
+    monkeypatch.setattr(_compat, "TRANSFORMERS_VERSION", "5.20.2")
+    for name in [*_compat._LAZY, "cache_utils", "PAGED_CACHE_MODULE", "QUANTIZED_LAYER_BACKENDS"]:
+        monkeypatch.delitem(vars(_compat), name, raising=False)
+    monkeypatch.setattr(kvlab.models, "load", lambda *a, **k: pytest.fail("the weights were loaded"))
+    argv = ["run", "--model", str(tiny_llama_dir), "--cache", "dynamic", "--prompt", "the cache"]
+    argv += ["--max-new-tokens", "2"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"kvlab run: error: kvlab supports transformers {_compat.SUPPORTED_TRANSFORMERS}, but 5.20.2 is installed: "
+        f"pip install 'transformers{_compat.SUPPORTED_TRANSFORMERS}'\n"
+    )

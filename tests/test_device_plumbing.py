@@ -76,7 +76,7 @@ def ids(n: int = 6) -> Tracked:
 def helper_calls():
     from kvlab.bench.configs import BenchConfig
     from kvlab.bench.runner import generate_once
-    from kvlab.measure import compiled, latency, prefix, quality, resilient
+    from kvlab.measure import compiled, latency, prefix, quality
     from kvlab.measure.guide_table import measure_compile_and_memory
 
     tok = Tokenizer()
@@ -105,10 +105,6 @@ def helper_calls():
         "measure.latency.time_per_token": lambda m: latency.time_per_token(m, ids(), 2),
         "measure.quality.teacher_forced": lambda m: quality.teacher_forced(m, ids(), 3),
         "measure.compiled.static_generate (eager)": lambda m: compiled.static_generate(m, ids(), 2, 16),
-        "measure.resilient.resilient_generate": lambda m: resilient.resilient_generate(
-            m, ids(), max_new_tokens=2, log=lambda *_: None
-        ),
-        "measure.resilient.device_peak": lambda m: resilient.device_peak(m, ids(), "offloaded", max_new_tokens=2),
         "measure.quality.teacher_forced_logits": lambda m: quality.teacher_forced_logits(m, ids(), 3, None),
         "bench.runner.generate_once (plain)": lambda m: generate_once(
             m, None, BenchConfig("dynamic", "dynamic", {}, plain=True), ids(), 2

@@ -81,6 +81,7 @@ def test_group_sizes_are_checked_against_the_model_before_anything_is_allocated(
         "smollm2",
         "--prompt",
         "The cache holds a lot",
+        "--no-chat-template",
         "--max-new-tokens",
         "3",
         "--cache",
@@ -224,3 +225,31 @@ def test_random_option_sets_are_refused_in_one_line_or_generate(prompt_ids):
         assert len(result.generated_token_ids) == new and result.trace.summary()["steps"] == new
         seen["generated"] += 1
     assert seen["refused"] >= 8 and seen["generated"] >= 8
+
+
+# -- every error kvlab defines is a user error or an environment error -------------------------------------------
+def test_every_kvlab_error_class_subclasses_one_of_the_two_bases():
+    """The CLI and the explorer catch `KvlabUserError` and `KvlabEnvironmentError`: an error class that
+    subclasses neither would show a traceback for a user's mistake, so a new one cannot be forgotten here."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from kvlab.errors import KvlabEnvironmentError, KvlabUserError
+
+    found = {}
+    for info in pkgutil.walk_packages(kvlab.__path__, "kvlab."):
+        if info.name.endswith("__main__"):  # running it is the command line
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, Exception) and not issubclass(cls, Warning) and cls.__module__ == info.name:
+                found[f"{info.name}.{name}"] = cls
+    bases = (KvlabUserError, KvlabEnvironmentError)
+    assert {name for name, cls in found.items() if not issubclass(cls, bases) and cls not in bases} == set()
+    assert {
+        name
+        for name, cls in found.items()
+        if issubclass(cls, KvlabUserError) and issubclass(cls, KvlabEnvironmentError)
+    } == set()
+    assert {"kvlab.caches.options.CacheOptionError", "kvlab.atomic.AtomicWriteError"} <= set(found)

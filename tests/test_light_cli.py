@@ -140,7 +140,10 @@ def test_prompt_file_dash_reads_stdin(monkeypatch):
 def test_run_reads_its_prompt_from_stdin(capsys, monkeypatch):
     # the tokenizer alone sees the prompt (refused before the weights load): 4 slots cannot hold it
     monkeypatch.setattr(sys, "stdin", io.StringIO("A prompt of about ten tokens, give or take.\n"))
-    args = ["run", "--model", "smollm2", "--cache", "static", "--max-cache-len", "4", "--max-new-tokens", "2"]
+    args = [
+        *("run", "--model", "smollm2", "--cache", "static", "--max-cache-len", "4", "--max-new-tokens", "2"),
+        "--no-chat-template",
+    ]
     assert main(args + ["--prompt-file", "-"]) == 2
     assert "max_cache_len=4 is below the prompt length (12 tokens)" in capsys.readouterr().err
 
@@ -198,10 +201,13 @@ def test_a_failed_download_is_one_line_and_status_1(tmp_path, monkeypatch, capsy
 
 
 def test_pip_output_is_passed_on_when_not_on_a_terminal(capsys):
+    from kvlab.log import progress_shown
     from kvlab.models.sources import _run_showing_progress
 
-    code, tail = _run_showing_progress(
-        [sys.executable, "-c", "print('Downloading x (93 MB)'); print('ERROR: gone'); raise SystemExit(3)"]
-    )
+    command = [sys.executable, "-c", "print('Downloading x (93 MB)'); print('ERROR: gone'); raise SystemExit(3)"]
+    with progress_shown():  # as the command line shows them
+        code, tail = _run_showing_progress(command)
     assert (code, tail) == (3, "ERROR: gone")
-    assert "  pip: Downloading x (93 MB)" in capsys.readouterr().err
+    assert "kvlab: pip: Downloading x (93 MB)\n" in capsys.readouterr().err
+    _run_showing_progress(command)  # a library user sees the progress lines only when asking for info
+    assert "pip:" not in capsys.readouterr().err

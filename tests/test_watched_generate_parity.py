@@ -146,7 +146,14 @@ def test_kvlab_run_static_without_max_cache_len_is_sized_by_generate(smollm2, ca
     assert result.trace.summary()["final_bytes"] == held(theirs.cache, model.config)[0] == 2 * 30 * 3 * 64 * slots * 4
     # a freshly loaded model: exactly max_length - 1 slots
     assert (
-        main(["run", "--model", "smollm2", "--cache", "static", "--prompt", prompt, "--max-new-tokens", "4", "--json"])
+        main(
+            [
+                *("run", "--model", "smollm2", "--cache", "static", "--prompt", prompt, "--no-chat-template"),
+                "--max-new-tokens",
+                "4",
+                "--json",
+            ]
+        )
         == 0
     )
     data = json.loads(capsys.readouterr().out)

@@ -9,6 +9,7 @@ import torch
 from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
 
 import kvlab
+from kvlab import _compat
 from kvlab.recording.storage import storage_bytes
 
 KINDS = [  # (id, generate kwargs, models)
@@ -93,7 +94,7 @@ def test_bytes_match_the_storage_and_the_cache_goes_back(tiny, prompt_ids):
         assert watch.trace.summary()["final_bytes"] == storage_bytes(*kv_tensors(cache))
     assert type(cache) is StaticCache
     assert not [name for name in vars(cache) if "kvlab" in name]
-    assert watch.trace.meta["cache"] == "static" and watch.trace.meta["cache_class"] == "StaticCache"
+    assert watch.trace.meta["cache_kind"] == "static" and watch.trace.meta["cache_class"] == "StaticCache"
     assert watch.trace.summary()["slots_masked"] > 0
 
 
@@ -117,7 +118,9 @@ def test_prefix_recipe_deep_copies_are_watched(smollm2):
     prompt_cache = StaticCache(config=model.config, max_cache_len=48)
     with kvlab.watch(model) as watch:
         with torch.no_grad():
-            prompt_cache = model(**tokenizer(prefix, return_tensors="pt"), past_key_values=prompt_cache).cache
+            prompt_cache = _compat.output_cache(
+                model(**tokenizer(prefix, return_tensors="pt"), past_key_values=prompt_cache)
+            )
         answers = []
         for question in questions:
             cache = copy.deepcopy(prompt_cache)
@@ -169,7 +172,7 @@ def test_a_bare_forward_creates_its_cache_inside_and_is_seen(tiny, prompt_ids):
     model = tiny("tiny-llama")
     with kvlab.watch(model) as watch:
         out = model(prompt_ids(5), use_cache=True)
-    assert type(out.cache) is DynamicCache
+    assert type(_compat.output_cache(out)) is DynamicCache
     assert watch.trace.meta["first_seen_tokens"] == 5
 
 
@@ -219,7 +222,7 @@ def test_offloaded_runs_on_cpu_inside_a_watch(tiny, prompt_ids):
         seq, logits = generate(model, ids, cache_implementation="offloaded")
     assert torch.equal(seq, dynamic_seq)
     torch.testing.assert_close(logits, dynamic_logits, rtol=0, atol=0)
-    assert watch.trace.meta["cache"] == "offloaded"
+    assert watch.trace.meta["cache_kind"] == "offloaded"
     assert watch.trace.summary()["transfers"] > 0
     assert not [layer for layer in watch.caches[0].layers if "TransferRecording" in type(layer).__name__]
 
@@ -260,6 +263,24 @@ def test_guide_chat_loop_reuses_one_cache(smollm2):
     assert len(watch.traces) == 1
     prefills = [e["tokens_added"] for e in watch.trace.updates if e["layer_idx"] == 0 and e["tokens_added"] > 1]
     assert len(prefills) == 2 and prefills[1] < prefills[0] + 6  # the second turn prefills only what is new
+
+
+def test_a_text_generation_pipeline_is_watched_token_for_token(smollm2):
+    """transformers' `pipeline("text-generation")` calls generate itself: watching its model records that cache
+    and changes nothing it returns."""
+    from transformers import pipeline
+
+    model, tokenizer = smollm2
+    pipe = pipeline("text-generation", model=model, tokenizer=tokenizer)
+    settings = {"max_new_tokens": 5, "min_new_tokens": 5, "do_sample": False}
+    plain = pipe("The KV cache", **settings)
+    with kvlab.watch(pipe.model) as watch:
+        watched = pipe("The KV cache", **settings)
+    assert watched == plain and pipe("The KV cache", **settings) == plain  # the same text, during and after
+    prompt_tokens = len(tokenizer("The KV cache").input_ids)
+    assert len(watch.traces) == 1 and watch.trace.meta["cache_class"] == "DynamicCache"
+    assert watch.trace.summary()["steps"] == 5  # the prefill, then one per new token but the last
+    assert {row["logical_length"] for row in watch.trace.layer_table()} == {prompt_tokens + 4}
 
 
 def test_crop_on_a_pure_linear_attention_cache_gets_transformers_own_answer(tiny, prompt_ids):

@@ -15,6 +15,7 @@ from kvlab.bench.configs import BenchConfig
 from kvlab.bench.runner import BenchSettings, generate_once
 from kvlab.measure.text import token_windows
 from kvlab.measure.timing import interleaved, median
+from kvlab.watcher import watch
 
 
 def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
@@ -24,8 +25,6 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     Returns {"model", "prompt_tokens", "new_tokens", "repeats", "threads", "device", "plain_decode_tokens_per_s",
     "instrumented_decode_tokens_per_s", "watched_decode_tokens_per_s", "time_ratio" (instrumented time / plain
     time), "watched_time_ratio", "same_tokens"}."""
-    import kvlab
-
     settings.check()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -36,9 +35,9 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     generate_once(model, tokenizer, plain, ids, settings.new_tokens)  # warm-up, not counted
     for _, name in interleaved(list(configs), settings.repeats):
         if name == "watched":  # transformers' own code and cache, recorded by kvlab.watch
-            with kvlab.watch(model) as watch:
+            with watch(model) as watched:
                 runs[name].append(generate_once(model, tokenizer, plain, ids, settings.new_tokens))
-            steps = watch.trace.summary()["steps"]
+            steps = watched.trace.summary()["steps"]
             if steps != settings.new_tokens:
                 raise RuntimeError(f"kvlab.watch recorded {steps} steps of generate, not {settings.new_tokens}")
         else:

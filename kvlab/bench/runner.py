@@ -1,12 +1,18 @@
 """`run_bench`: every configuration in one process, repeats interleaved, medians, quality, roofline.
 
-Order of work: check which configurations can run; time greedy generations (repeat r of every configuration
+Order of work: check which configurations can run; build optimum-quanto's extension if a quanto row will run (once
+per machine, about a minute, never inside a timing); time greedy generations (repeat r of every configuration
 before repeat r+1, so machine drift hits all alike); teacher-force the quality windows through each cache;
 optionally compile; measure the memory bandwidth; assemble one row per configuration.
+
+The progress bar is redrawn every second while a configuration runs, with that configuration's elapsed seconds,
+and its ETA is the remaining work at the average rate of the work completed (tqdm's `smoothing=0`): a run that
+takes longer than the others moves the ETA instead of leaving a stale one on screen.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict, dataclass
 
@@ -15,9 +21,13 @@ import torch
 from kvlab import _compat
 from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
 from kvlab.bench.support import unsupported_reason
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
+from kvlab.caches.factory import make_cache
+from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
+from kvlab.recorded_run import run
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,6 @@ def _pad(model, tokenizer):
 
 def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
     """One greedy generation of exactly `new_tokens` tokens; timing, tokens and (instrumented) the trace."""
-    import kvlab
-
     clock = timing.DecodeClock()
     ids = ids.to(model.device)
     cuda = ids.device.type == "cuda"
@@ -77,7 +85,7 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
             )
         tokens, trace = out[0, ids.shape[-1] :].tolist(), None
     else:
-        result = kvlab.run(
+        result = run(
             model,
             tokenizer,
             ids,
@@ -99,9 +107,7 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
 
 
 def _new_cache(model, config: BenchConfig):
-    import kvlab
-
-    return kvlab.make_cache(config.cache_kind, model.config, **config.options)
+    return make_cache(config.cache_kind, model.config, **config.options)
 
 
 def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], prefill: int) -> torch.Tensor:
@@ -113,10 +119,49 @@ def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], pre
     return torch.cat(parts)
 
 
+def uses_quanto(config: BenchConfig) -> bool:
+    return config.cache_kind == "quantized" and config.options.get("backend", DEFAULT_QUANTIZED_BACKEND) == "quanto"
+
+
 def _progress(total: int, enabled: bool, description: str):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=description, unit="run", leave=True)
+    # smoothing=0: the rate (and so the ETA) is the completed work over the elapsed time, recomputed at each redraw
+    return tqdm(total=total, disable=not enabled, desc=description, unit="run", leave=True, smoothing=0)
+
+
+class Ticker:
+    """Shows what the bench is doing and for how long: `start(label)` at each piece of work; while it runs, the bar
+    is redrawn every `interval` seconds by a daemon thread (only for a bar that draws), so its elapsed time and
+    ETA keep moving through a long configuration instead of freezing at the last update."""
+
+    def __init__(self, bar, interval: float = 1.0):
+        self.bar, self.interval = bar, interval
+        self.current = ("", timing.clock())  # (label, when it started): replaced whole, read whole by the thread
+        self._stop = threading.Event()
+        self._thread = None if bar.disable else threading.Thread(target=self._redraw, daemon=True)
+
+    def __enter__(self) -> Ticker:
+        if self._thread is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def start(self, label: str) -> None:
+        self.current = (label, timing.clock())
+        self.tick()
+
+    def tick(self) -> None:
+        label, started = self.current
+        self.bar.set_postfix_str(f"{label} ({timing.clock() - started:.0f} s)")  # redraws the bar
+
+    def _redraw(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.tick()
 
 
 def run_bench(
@@ -136,51 +181,53 @@ def run_bench(
     reasons = {c.label: unsupported_reason(model, c, settings.prompt_tokens, settings.new_tokens) for c in configs}
     timed = [c for c in configs if reasons[c.label] is None and not c.compile]
     scored = [c for c in timed if not c.plain]
+    if any(uses_quanto(c) for c in timed):
+        ensure_quanto_extension(device)  # before the bar and every clock: its one-time build is no one's timing
     bar = _progress(
         len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1,
         progress,
         f"kvlab bench {settings.model}",
     )
-
-    runs: dict[str, list[dict]] = {c.label: [] for c in timed}
-    by_label = {c.label: c for c in configs}
-    for _, label in timing.interleaved([c.label for c in timed], settings.repeats):
-        bar.set_postfix_str(label)
-        if label in reasons and reasons[label] is not None:
+    with Ticker(bar) as ticker:
+        runs: dict[str, list[dict]] = {c.label: [] for c in timed}
+        by_label = {c.label: c for c in configs}
+        for _, label in timing.interleaved([c.label for c in timed], settings.repeats):
+            ticker.start(label)
+            if label in reasons and reasons[label] is not None:
+                bar.update(1)
+                continue
+            try:
+                runs[label].append(generate_once(model, tokenizer, by_label[label], prompt, settings.new_tokens))
+            except Exception as err:  # a configuration that fails here is reported, not fatal
+                reasons[label] = f"{type(err).__name__}: {err}"
             bar.update(1)
-            continue
-        try:
-            runs[label].append(generate_once(model, tokenizer, by_label[label], prompt, settings.new_tokens))
-        except Exception as err:  # a configuration that fails here is reported, not fatal
-            reasons[label] = f"{type(err).__name__}: {err}"
-        bar.update(1)
 
-    log_probs: dict[str, torch.Tensor] = {}
-    targets = torch.cat([w[0, settings.prompt_tokens :] for w in quality_windows]).cpu()
-    for config in scored:
-        bar.set_postfix_str(f"quality {config.label}")
-        if reasons[config.label] is None:
-            log_probs[config.label] = measure_quality(model, config, quality_windows, settings.prompt_tokens).cpu()
-        bar.update(1)
+        log_probs: dict[str, torch.Tensor] = {}
+        targets = torch.cat([w[0, settings.prompt_tokens :] for w in quality_windows]).cpu()
+        for config in scored:
+            ticker.start(f"quality {config.label}")
+            if reasons[config.label] is None:
+                log_probs[config.label] = measure_quality(model, config, quality_windows, settings.prompt_tokens).cpu()
+            bar.update(1)
 
-    compiled = None
-    if settings.compile:
-        bar.set_postfix_str("torch.compile")
-        shorter = windows[1][:, : max(settings.prompt_tokens // 2, 1)]
-        try:
-            compiled = compile_summary(
-                compile_runs(model, [prompt, prompt, shorter], settings.new_tokens, _pad(model, tokenizer))
-            )
-        except Exception as err:
-            for c in configs:
-                if c.compile:
-                    reasons[c.label] = f"{type(err).__name__}: {err}"
-        bar.update(1)
+        compiled = None
+        if settings.compile:
+            ticker.start("torch.compile")
+            shorter = windows[1][:, : max(settings.prompt_tokens // 2, 1)]
+            try:
+                compiled = compile_summary(
+                    compile_runs(model, [prompt, prompt, shorter], settings.new_tokens, _pad(model, tokenizer))
+                )
+            except Exception as err:
+                for c in configs:
+                    if c.compile:
+                        reasons[c.label] = f"{type(err).__name__}: {err}"
+            bar.update(1)
 
-    bar.set_postfix_str("memory bandwidth")
-    bandwidth = roofline.measure_bandwidth(device=device.type)
-    weights = roofline.weight_bytes(model)
-    bar.update(1)
+        ticker.start("memory bandwidth")
+        bandwidth = roofline.measure_bandwidth(device=device.type)
+        weights = roofline.weight_bytes(model)
+        bar.update(1)
     bar.close()
 
     rows = assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights)

@@ -11,30 +11,17 @@ import functools
 
 from kvlab import _compat
 from kvlab.caches.base import InstrumentedCacheMixin
-from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
-from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache, stop_transfer_recording
+from kvlab.caches.kinds import KINDS
+from kvlab.caches.offloaded import stop_transfer_recording
 from kvlab.caches.quantized import InstrumentedQuantizedCache
-from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder
 
-# transformers class -> its instrumented twin; offloading is a flag of Dynamic/StaticCache, not a class.
-TWINS = {
-    (_compat.DynamicCache, False): InstrumentedDynamicCache,
-    (_compat.DynamicCache, True): InstrumentedOffloadedCache,
-    (_compat.StaticCache, False): InstrumentedStaticCache,
-    (_compat.StaticCache, True): InstrumentedOffloadedStaticCache,
-    (_compat.QuantizedCache, False): InstrumentedQuantizedCache,
-}
-# The name `cache_implementation` uses for each twin, kept in the trace's meta.
-TWIN_KINDS = {
-    InstrumentedDynamicCache: "dynamic",
-    InstrumentedOffloadedCache: "offloaded",
-    InstrumentedStaticCache: "static",
-    InstrumentedOffloadedStaticCache: "offloaded_static",
-    InstrumentedQuantizedCache: "quantized",
-}
+# transformers class (and offloading flag) -> its instrumented twin, and each twin's `cache_implementation` name,
+# kept in the trace's meta: both read from the one table of kinds.
+TWINS = {(kind.transformers_class, kind.offloading): kind.instrumented for kind in KINDS}
+TWIN_KINDS = {kind.instrumented: kind.name for kind in KINDS}
 
 
 def twin_class(cls: type, offloading: bool = False) -> type:
@@ -80,7 +67,7 @@ def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self"
     A cache that already holds tokens is logged from here on: one "attach" update per layer records what it
     held when first seen (step 0), and the model's next forward is step 1.
     """
-    original = type(cache)
+    original: type = type(cache)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
     if isinstance(cache, _compat.EncoderDecoderCache):
         shared = recorder if recorder is not None else Recorder()
         # the pair is copied and watched as one: only the outer cache knows its watch
@@ -89,7 +76,7 @@ def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self"
         cache.__class__ = _encoder_decoder_twin(original)
     else:
         cache.__class__ = twin_class(original, _compat.is_offloading(cache))
-        if isinstance(cache, _compat.QuantizedCache):
+        if isinstance(cache, InstrumentedQuantizedCache):  # the twin of a QuantizedCache (and only of one)
             cache.backend = _compat.quantized_backend(cache)
             cache._kvlab_adopt_layers()
         cache._kvlab_setup(config=config, recorder=recorder, role=role)

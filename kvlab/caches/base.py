@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import copy
 import inspect
+from typing import TYPE_CHECKING, TypeGuard
 
 from kvlab import _compat
 from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
-from kvlab.recording.layer_state import layer_kinds, read_layer
+from kvlab.recording.layer_kinds import layer_kinds
+from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import attention_work, no_work, query_heads
+
+if TYPE_CHECKING:
+    # What a type checker reads the mixin as: it always comes before a transformers Cache class, so `self.layers`
+    # and `super().update(...)` are that Cache's. At run time it is a plain class (importing this module does not
+    # import transformers; `_kvlab_setup` refuses a class that has no Cache after the mixin).
+    from kvlab._compat import Cache as _CacheBase
+    from kvlab._compat import CacheLayerMixin
+else:
+    _CacheBase = object
 
 # CacheCropError is defined with the crop rules (kvlab.caches.crop_rules) and still importable from here.
 __all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]
@@ -40,10 +51,13 @@ def _then_refresh(name: str, op: str):
     return method
 
 
-class InstrumentedCacheMixin:
+class InstrumentedCacheMixin(_CacheBase):
     """Records every layer update into `self.trace`. Use through the concrete classes in `kvlab.caches`."""
 
     kvlab_role = "self"
+    kvlab_recorder: Recorder
+    _kvlab_layer_kinds: list[str]
+    _kvlab_query_heads: int
 
     def _kvlab_setup(
         self, config=None, trace: Trace | None = None, recorder: Recorder | None = None, role: str = "self"
@@ -164,7 +178,7 @@ class InstrumentedCacheMixin:
         self._kvlab_refresh("crop")
 
 
-def deepcopy_cache(cache, memo: dict):
+def deepcopy_cache(cache: _CacheBase, memo: dict):
     """A deep copy with its own trace (the history so far, then its own), for the prefix-cache recipe.
 
     The default deep copy fails on offloaded caches: their prefetch `torch.Stream` cannot be pickled. The copy
@@ -185,5 +199,6 @@ def deepcopy_cache(cache, memo: dict):
     return copied
 
 
-def _has_length(layer) -> bool:
+def _has_length(layer) -> TypeGuard[CacheLayerMixin]:
+    """A layer that counts tokens (`get_seq_length`): neither a linear-attention state nor a DummyLayer."""
     return not _compat.is_linear_layer(layer) and not isinstance(layer, _compat.DummyLayer)

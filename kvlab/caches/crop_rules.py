@@ -19,9 +19,10 @@ from __future__ import annotations
 import operator
 
 from kvlab import _compat
+from kvlab.errors import KvlabUserError
 
 
-class CacheCropError(ValueError):
+class CacheCropError(KvlabUserError, ValueError):
     """A crop that would leave the cache inconsistent with the tokens it claims to hold."""
 
 

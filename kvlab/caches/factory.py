@@ -7,33 +7,28 @@ then only builds.
 from __future__ import annotations
 
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
-from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
-from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache
+from kvlab.caches.kinds import KINDS
 from kvlab.caches.options import check_options
-from kvlab.caches.quantized import InstrumentedQuantizedCache
-from kvlab.caches.static import InstrumentedStaticCache
+from kvlab.model_facts import ModelFacts
 from kvlab.recording.trace import Trace
 
 __all__ = ["CACHE_CLASSES", "make_cache"]
 
-CACHE_CLASSES = {
-    "dynamic": InstrumentedDynamicCache,
-    "static": InstrumentedStaticCache,
-    "offloaded": InstrumentedOffloadedCache,
-    "offloaded_static": InstrumentedOffloadedStaticCache,
-    "quantized": InstrumentedQuantizedCache,
-}
+CACHE_CLASSES = {kind.name: kind.instrumented for kind in KINDS}  # the class `make_cache` builds for each name
 
 
 def make_cache(cache_kind: str, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):
-    """An instrumented cache of `cache_kind` for a model `config`; None for cache kind "none" (use_cache=False).
+    """An instrumented cache of `cache_kind` for a model `config` (or its `ModelFacts`, `kvlab.model_facts`, which
+    hold the config they were read from); None for cache kind "none" (use_cache=False).
 
     `cache_config` takes the same dict as `generate(cache_config=...)`; keyword options are merged over it.
     """
     given = check_options(cache_kind, {**(cache_config or {}), **options}, config)  # every option rule, in one place
     if cache_kind == "none":
         return None
+    if isinstance(config, ModelFacts):
+        config = config.config  # the transformers config the facts were read from
     cls = CACHE_CLASSES[cache_kind]
     if cache_kind == "quantized":
         backend = given.pop("backend", DEFAULT_QUANTIZED_BACKEND)

@@ -9,13 +9,18 @@ studied on a laptop and really saves accelerator memory on a GPU.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from kvlab import _compat
+from kvlab.caches.base import InstrumentedCacheMixin
 from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.recorder import now
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.work import attention_work
+
+if TYPE_CHECKING:
+    from kvlab._compat import CacheLayerMixin
 
 
 def _move_recorded(layer, direction: str, move) -> None:
@@ -35,7 +40,7 @@ def _move_recorded(layer, direction: str, move) -> None:
 
 
 @functools.cache
-def _recording_class(layer_class: type) -> type:
+def _recording_class(layer_class: type[CacheLayerMixin]) -> type:
     """A subclass of `layer_class` that logs its `offload` and `prefetch` moves.
 
     Single inheritance with no new state, so an existing layer's `__class__` can be swapped in place.
@@ -62,8 +67,9 @@ def stop_transfer_recording(cache) -> None:
     cache.__dict__.pop("_kvlab_watched", None)
 
 
-class OffloadingMixin:
-    """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it."""
+class OffloadingMixin(InstrumentedCacheMixin):
+    """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it. Placed before an
+    instrumented cache (the MRO is the same as with no base: this mixin, that cache, InstrumentedCacheMixin, ...)."""
 
     def _kvlab_watch_transfers(self) -> None:
         """Swap in the recording class for layers not seen yet (new ones only: this runs on every update)."""
@@ -71,8 +77,10 @@ class OffloadingMixin:
         for idx in range(watched, len(self.layers)):
             layer = self.layers[idx]
             if isinstance(layer, _compat.CacheLayerMixin):
-                layer.__class__ = _recording_class(type(layer))
-                layer._kvlab_recorder, layer._kvlab_idx, layer._kvlab_role = self.kvlab_recorder, idx, self.kvlab_role
+                layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+                layer.__class__ = _recording_class(layer_type)
+                # what `_move_recorded` logs with; `stop_transfer_recording` pops them from the layer's __dict__
+                layer.__dict__.update(_kvlab_recorder=self.kvlab_recorder, _kvlab_idx=idx, _kvlab_role=self.kvlab_role)
         self._kvlab_watched = len(self.layers)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):

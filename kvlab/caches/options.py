@@ -19,6 +19,10 @@ explorer's session, `kvlab run`; the command line before the weights load). Its 
 - a prompt plus new tokens past the model's positions (`check_positions`, max_position_embeddings: transformers
   only warns, and a 9,000-token prompt ran to the end on a model of 8,192 positions), unless explicitly allowed.
 
+What the rules know of a model (its layer kinds, KV shapes, windows, positions) is `kvlab.model_facts`, read once
+per check, and only by a rule that needs it; wherever a check takes a model `config` it takes its `ModelFacts` as
+well, so an entry point that read them passes them on instead of having each check read them again.
+
 Every check runs before any model work, and every message names what is valid. What transformers would only
 find mid-generation is checked here against the model's shapes, before anything is allocated:
 - quantized group sizes per backend (`check_quantized_options`): hqq at axis 0 packs along each group, so the
@@ -34,7 +38,9 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.atomic import AtomicWriteError, check_writable
 from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
-from kvlab.recording.layer_kinds import layer_kinds
+from kvlab.errors import KvlabUserError
+from kvlab.model_facts import ModelFacts, model_facts
+from kvlab.names import dtype_name
 
 # The options each kind takes (beyond `config` and `trace`).
 STATIC_KINDS = ("static", "offloaded_static")
@@ -42,11 +48,28 @@ STATIC_KINDS = ("static", "offloaded_static")
 PAST_RECORDING_KINDS = ("dynamic", "offloaded")
 
 
-class CacheOptionError(ValueError):
+class CacheOptionError(KvlabUserError, ValueError):
     """An invalid cache kind, option or combination."""
 
 
-class RequestError(ValueError):
+class PagedLayoutError(CacheOptionError):
+    """A model whose paged cache kvlab neither instruments nor sizes: layers other than full attention."""
+
+
+def check_paged_layers(kinds: list[str] | tuple[str, ...], name: str) -> None:
+    """The paged cache's one model rule, for the caches, the watcher, the explorer and `kvlab size`: transformers'
+    PagedAttentionCache keeps one block allocator per attention type, and kvlab records (and sizes) the
+    full-attention one only, so any other layer kind is refused before anything runs."""
+    others = sorted({kind for kind in kinds if kind != "full"})
+    if others:
+        raise PagedLayoutError(
+            "kvlab instruments transformers' paged cache, and sizes its layout, for models whose layers are all full "
+            f"attention; {name} has {', '.join(others)} layers ({list(kinds).count('full')} of {len(kinds)} full). "
+            "Plain model.generate_batch(...) still runs it."
+        )
+
+
+class RequestError(KvlabUserError, ValueError):
     """A request this machine or this model cannot serve, whatever the options: an output that cannot be written,
     a cache bigger than the memory, more positions than the model has. One line; the command line exits 2."""
 
@@ -66,12 +89,13 @@ def _describe_kinds(kinds: list[str], window: int | None) -> str:
     )
 
 
-def _config_kinds(config) -> list[str]:
-    return layer_kinds(config)
+def _describe_layers(facts: ModelFacts) -> str:
+    return _describe_kinds(list(facts.layer_kinds), facts.sliding_window)
 
 
-def _describe_layers(config) -> str:
-    return _describe_kinds(layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None))
+def _facts(config) -> ModelFacts | None:
+    """The model's facts, read once per check (None without a model: the rules that need them are skipped)."""
+    return None if config is None else model_facts(config)
 
 
 def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
@@ -96,10 +120,11 @@ def check_quantized_options(
 ) -> None:
     """Refuse what QuantizedCache cannot do, in kvlab's words, before anything is allocated.
 
-    With the model's `config`, group sizes are checked against its shapes; with `prompt_tokens` (and
-    `cached_tokens`, the most tokens the cache will hold: prompt + new tokens - 1) also at every length the
-    cache will quantize, for `batch` sequences (beams and returned sequences included).
+    With the model's `config` (or its `ModelFacts`), group sizes are checked against its shapes; with
+    `prompt_tokens` (and `cached_tokens`, the most tokens the cache will hold: prompt + new tokens - 1) also at
+    every length the cache will quantize, for `batch` sequences (beams and returned sequences included).
     """
+    facts = _facts(config)
     if backend not in _compat.QUANTIZED_BACKENDS:
         raise CacheOptionError(
             f"unknown quantization backend {backend!r}; valid: {', '.join(_compat.QUANTIZED_BACKENDS)}"
@@ -130,13 +155,11 @@ def check_quantized_options(
         for name in ("q_group_size", "residual_length"):
             if name in given and (not isinstance(given[name], int) or given[name] < 1):
                 raise CacheOptionError(f"{name} must be a positive integer; got {given[name]!r}")
-    if config is not None:
-        check_quantized_layers(
-            layer_kinds(config), getattr(config.get_text_config(decoder=True), "sliding_window", None)
-        )
+    if facts is not None:
+        check_quantized_layers(list(facts.layer_kinds), facts.sliding_window)
     if backend != "fp8":
         settings = {**_compat.QUANTIZED_DEFAULTS, **given}
-        _check_group_size(backend, config, settings, prompt_tokens, cached_tokens, batch)
+        _check_group_size(backend, facts, settings, prompt_tokens, cached_tokens, batch)
 
 
 def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: int | None = None) -> list[int]:
@@ -151,18 +174,13 @@ def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: i
     return [prompt_tokens] + ([first_flush] if cached_tokens is None or cached_tokens >= first_flush else [])
 
 
-def _kv_shape(config) -> tuple[int, int]:
-    text = config.get_text_config(decoder=True)
-    heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    return int(heads), int(head_dim)
-
-
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
-def _check_group_size(backend: str, config, settings: dict, prompt_tokens, cached_tokens, batch: int) -> None:
+def _check_group_size(
+    backend: str, facts: ModelFacts | None, settings: dict, prompt_tokens, cached_tokens, batch: int
+) -> None:
     group, nbits = settings["q_group_size"], settings["nbits"]
     axes = {settings["axis_key"], settings["axis_value"]}
     if backend == "hqq":
@@ -174,9 +192,9 @@ def _check_group_size(backend: str, config, settings: dict, prompt_tokens, cache
                 f"(the default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
             )
         return
-    if config is None or prompt_tokens is None:
+    if facts is None or prompt_tokens is None:
         return  # quanto's groups depend on the lengths: checked where they are known (run, generate, the CLI)
-    heads, head_dim = _kv_shape(config)
+    heads, head_dim = facts.kv_heads, facts.head_dim
     for axis in sorted(axes):
         # quanto groups the values of each slice along `axis`: (kv_heads x tokens x head_dim) per sequence at
         # axis 0, (batch x kv_heads x tokens) per channel at axis -1
@@ -201,14 +219,16 @@ def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "
 
     Offloaded layers are the attention layers that are not sliding when `offload_only_non_sliding`
     (transformers' default for offloaded_static, not for offloaded); linear-attention layers never are.
+    `config` is the model's config or its `ModelFacts`.
     """
     if config is None or not offload_only_non_sliding:
         return
-    flags = _compat.layer_flags(config)  # (attention, sliding) per layer
+    facts = model_facts(config)
+    flags = facts.layer_flags  # (attention, sliding) per layer
     if any(attention for attention, _ in flags) and not any(attention and not sliding for attention, sliding in flags):
         raise CacheOptionError(
             f"{cache_kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
-            f"model has none ({_describe_layers(config)}): transformers' prefetch would fail in the first forward "
+            f"model has none ({_describe_layers(facts)}): transformers' prefetch would fail in the first forward "
             "('True is not in list'). "
             "Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not offload."
         )
@@ -312,8 +332,9 @@ def check_options(
     """Every rule about a cache of `cache_kind` with `options`; returns the options that are set (not None).
 
     Each entry point passes what it knows; a rule whose facts are missing is left to the call that has them:
-    - `config` (the model's): its layer kinds, shapes and encoder-decoder flag; without it, `layer_kinds` and
-      `sliding_window` (an architecture's, for the size calculator) give the layer kinds alone;
+    - `config` (the model's, or its `ModelFacts`): its layer kinds, shapes and encoder-decoder flag, read once by
+      the first rule that needs them; without it, `layer_kinds` and `sliding_window` (an architecture's, for the
+      size calculator) give the layer kinds alone;
     - `prompt_tokens` and `max_new_tokens`: an empty prompt is refused, a static cache must hold the prompt plus
       the new tokens, quanto's group size must divide what it quantizes at those lengths (`cached_tokens`, the
       most tokens the cache holds, defaults to prompt + new - 1; `batch` counts beams and returned sequences);
@@ -327,26 +348,30 @@ def check_options(
     check_prompt_length(prompt_tokens)
     check_cache_kind(cache_kind, kinds)
     given = check_option_names(cache_kind, options, require_length)
+    facts = None  # the model's, read by the first rule that needs them
     if cache_kind in STATIC_KINDS:
         prompt = None if length_is_minimum else prompt_tokens
         if layer_kinds is None and config is not None and (prompt is not None or tokens is not None):
-            layer_kinds = _config_kinds(config)
+            facts = model_facts(config)
+            layer_kinds = list(facts.layer_kinds)
         check_static_length(given.get("max_cache_len"), prompt, max_new_tokens, layer_kinds, tokens)
     if cache_kind == "quantized":
-        if getattr(config, "is_encoder_decoder", False):
+        facts = _facts(config)
+        if facts is not None and facts.is_encoder_decoder:
             raise CacheOptionError("a quantized cache is for decoder-only models; this model is encoder-decoder")
         if cached_tokens is None and prompt_tokens is not None and max_new_tokens > 0:
             cached_tokens = prompt_tokens + max_new_tokens - 1  # the last new token is never fed back
         quantized = {k: v for k, v in given.items() if k != "backend"}
         backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
         check_quantized_options(
-            backend, config, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, batch=batch, **quantized
+            backend, facts, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, batch=batch, **quantized
         )
-        if config is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
+        if facts is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
             check_quantized_layers(list(layer_kinds), sliding_window)
     if cache_kind in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
         default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache_kind]
-        check_offloading(config, given.get("offload_only_non_sliding", default), cache_kind)
+        offload = given.get("offload_only_non_sliding", default)
+        check_offloading(facts if facts is not None else config, offload, cache_kind)
     check_past_recording(cache_kind, past_recording)
     return given
 
@@ -388,26 +413,15 @@ def check_paths(paths) -> None:
             raise RequestError(f"{err}; nothing was run") from None
 
 
-def position_limit(config, encoder: bool = False) -> int | None:
-    """The positions a model was built for (`max_position_embeddings`; Whisper's decoder says
-    `max_target_positions`); None where there is no such limit (Mamba's state, T5's relative positions)."""
-    text = config.get_text_config(encoder=True) if encoder else config.get_text_config(decoder=True)
-    for name in ("max_position_embeddings",) if encoder else ("max_position_embeddings", "max_target_positions"):
-        value = getattr(text, name, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def _positions_needed(config, prompt_tokens: int, cached_tokens: int) -> list[tuple[str, int, int]]:
+def _positions_needed(facts: ModelFacts, prompt_tokens: int, cached_tokens: int) -> list[tuple[str, int, int]]:
     """(what, positions needed, limit) for each position limit the request passes: the decoder's positions are the
     tokens the cache holds (the last new token is never fed back), an encoder's are the prompt's."""
     over = []
-    if getattr(config, "is_encoder_decoder", False):
-        limit = position_limit(config, encoder=True)
+    if facts.is_encoder_decoder:
+        limit = facts.encoder_max_positions
         if limit and prompt_tokens > limit:
             over.append(("encoder", prompt_tokens, limit))
-    limit = position_limit(config)
+    limit = facts.max_positions
     if limit and cached_tokens > limit:
         over.append(("decoder", cached_tokens, limit))
     return over
@@ -415,16 +429,18 @@ def _positions_needed(config, prompt_tokens: int, cached_tokens: int) -> list[tu
 
 def check_positions(config, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False) -> None:
     """A prompt plus new tokens past the model's positions is refused unless `allow`: transformers only warns
-    ("friendly reminder") and generates on, with rotary models drifting and learned position tables failing."""
+    ("friendly reminder") and generates on, with rotary models drifting and learned position tables failing.
+    `config` is the model's config or its `ModelFacts`."""
     if allow or config is None or prompt_tokens is None or cached_tokens is None:
         return
-    for what, needed, limit in _positions_needed(config, prompt_tokens, cached_tokens):
+    facts = model_facts(config)
+    for what, needed, limit in _positions_needed(facts, prompt_tokens, cached_tokens):
         if what == "encoder":
             raise RequestError(
                 f"the prompt ({prompt_tokens:,} tokens) is longer than this model's encoder positions ({limit:,}, "
                 f"max_position_embeddings); valid: a prompt of at most {limit:,} tokens, or {ALLOW_PAST_POSITIONS}"
             )
-        if getattr(config, "is_encoder_decoder", False):
+        if facts.is_encoder_decoder:
             raise RequestError(
                 f"{needed:,} new tokens need {needed:,} decoder positions, past this model's {limit:,} "
                 f"(max_position_embeddings); valid: at most {limit:,} new tokens, or {ALLOW_PAST_POSITIONS}"
@@ -459,16 +475,18 @@ def check_memory(
     The bytes are the size calculator's prediction (`kvlab.size.request`): a static kind's preallocation, any other
     kind at the most it would grow to (prompt + new tokens). An offloaded kind lives in CPU memory whatever the
     model's device. `device=None` (a model spread over several devices) checks nothing. It is a floor, not a
-    promise: the cache alone must fit; activations and the weights (when not loaded yet) come on top.
+    promise: the cache alone must fit; activations and the weights (when not loaded yet) come on top. `config` is
+    the model's config or its `ModelFacts`.
     """
     if config is None or prompt_tokens is None or cached_tokens is None or cache_kind == "none" or device is None:
         return
     from kvlab.size import request as predicted  # here, not at the top: the size calculator imports this module
 
+    facts = model_facts(config)
     where = "cpu" if cache_kind.startswith("offloaded") else str(device)
-    facts = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
-    dtype = str(dtype).replace("torch.", "")
-    needed = predicted.request_bytes(config, cache_kind, options, dtype=dtype, **facts)
+    request = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
+    dtype = dtype_name(dtype)
+    needed = predicted.request_bytes(facts, cache_kind, options, dtype=dtype, **request)
     if needed is None:
         return
     available = available_memory(where)
@@ -476,7 +494,7 @@ def check_memory(
         return
     from kvlab.units import human_bytes
 
-    fit = predicted.most_length(config, cache_kind, options, budget=available, dtype=dtype, **facts)
+    fit = predicted.most_length(facts, cache_kind, options, budget=available, dtype=dtype, **request)
     length = predicted.requested_length(cache_kind, options, cached_tokens)
     static = cache_kind in STATIC_KINDS
     article = "an" if cache_kind[0] in "aeiou" else "a"
@@ -491,20 +509,22 @@ def check_memory(
         f"{human_bytes(available)} ({available:,} B) available"
     )
     raise RequestError(
-        f"{head}; {_memory_advice(config, static, options, prompt_tokens, cached_tokens, fit, positions_allowed)}"
+        f"{head}; {_memory_advice(facts, static, options, prompt_tokens, cached_tokens, fit, positions_allowed)}"
     )
 
 
-def _memory_advice(config, static: bool, options: dict, prompt_tokens, cached_tokens, fit, positions_allowed) -> str:
+def _memory_advice(
+    facts: ModelFacts, static: bool, options: dict, prompt_tokens, cached_tokens, fit, positions_allowed
+) -> str:
     """What fits: the new tokens (capped by the model's positions unless they may be passed), a static length."""
     if fit == 0:
         return "not even the prompt's cache fits there; valid: a shorter prompt, a smaller dtype or another device"
-    encoder_decoder = getattr(config, "is_encoder_decoder", False)
+    encoder_decoder = facts.is_encoder_decoder
     explicit = static and options.get("max_cache_len") is not None
     if explicit and fit >= cached_tokens:
         return f"valid here: max_cache_len at most {fit:,}"
     new_tokens = fit if encoder_decoder else fit - prompt_tokens + 1
-    limit = None if positions_allowed else position_limit(config)
+    limit = None if positions_allowed else facts.max_positions
     capped = ""
     if limit is not None:
         most = limit if encoder_decoder else limit - prompt_tokens + 1
@@ -530,8 +550,9 @@ def check_request(
 ) -> None:
     """Every rule about a request that no cache option fixes; each entry point passes what it knows, in order:
     - `paths`: the files it will write are writable (no model needed: the command line checks them first);
-    - with the model's `config` and `prompt_tokens`: the cache fits in `device`'s memory (for `batch` sequences of
-      `dtype`), and the positions hold the prompt plus `max_new_tokens` unless `allow_past_positions`.
+    - with the model's `config` (or its `ModelFacts`, read once here otherwise) and `prompt_tokens`: the cache fits
+      in `device`'s memory (for `batch` sequences of `dtype`), and the positions hold the prompt plus
+      `max_new_tokens` unless `allow_past_positions`.
     `cached_tokens` is the most tokens the cache holds (default: prompt + new - 1, or the new tokens for an
     encoder-decoder model); `generate` passes its own (max_length - 1). `options` are the cache's (a static
     kind's max_cache_len is the length it allocates; without one, `generate` sizes it at `cached_tokens`).
@@ -539,13 +560,13 @@ def check_request(
     check_paths(paths)
     if config is None or prompt_tokens is None:
         return
+    facts = model_facts(config)
     if cached_tokens is None:
         new_tokens = max(max_new_tokens, 1)
-        encoder_decoder = getattr(config, "is_encoder_decoder", False)
-        cached_tokens = new_tokens if encoder_decoder else prompt_tokens + new_tokens - 1
+        cached_tokens = new_tokens if facts.is_encoder_decoder else prompt_tokens + new_tokens - 1
     given = {k: v for k, v in (options or {}).items() if v is not None}
     check_memory(
-        config,
+        facts,
         cache_kind,
         given,
         prompt_tokens=prompt_tokens,
@@ -555,4 +576,4 @@ def check_request(
         device=device,
         positions_allowed=allow_past_positions,
     )
-    check_positions(config, prompt_tokens, cached_tokens, allow_past_positions)
+    check_positions(facts, prompt_tokens, cached_tokens, allow_past_positions)

@@ -37,8 +37,9 @@ is refused before anything runs (`PagedLayoutError`).
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.names import dtype_name
-from kvlab.recording.layer_state import layer_kinds
+from kvlab.caches.options import check_paged_layers
+from kvlab.names import dtype_name, model_name
+from kvlab.recording.layer_kinds import layer_kinds
 from kvlab.recording.recorder import now
 from kvlab.recording.slots import waste_pct
 from kvlab.recording.storage import storage_bytes
@@ -46,12 +47,10 @@ from kvlab.recording.trace import Trace
 from kvlab.recording.work import attention_work, no_work, query_heads
 
 
-class PagedLayoutError(ValueError):
-    """A model whose paged cache kvlab does not instrument (layers other than full attention)."""
-
-
 class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
     """`PagedAttentionCache` that records its blocks into `self.trace` (see the module docstring)."""
+
+    _kvlab_pending: dict  # what the scheduler did since the last forward (`_fresh_pending`), set by `_setup`
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -253,7 +252,7 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
     cache._kvlab_tokens = {}
     cache._kvlab_trace = Trace(
         meta={
-            "cache": "paged",
+            "cache_kind": "paged",
             "cache_class": _compat.PAGED_CACHE_NAME,
             "dtype": dtype_name(cache.dtype),
             "layer_kinds": ["full"] * len(layers),
@@ -281,17 +280,10 @@ def release_paged(cache) -> None:
 
 def check_paged_model(model) -> None:
     """Refuse, in kvlab's words and before anything runs, a model whose paged cache kvlab cannot instrument."""
-    kinds = layer_kinds(model.config)
-    others = sorted({k for k in kinds if k != "full"})
-    if others:
-        raise PagedLayoutError(
-            f"kvlab instruments transformers' paged cache for models whose layers are all full attention; "
-            f"{getattr(model, 'kvlab_name', model.config.model_type)} has {', '.join(others)} layers "
-            f"({kinds.count('full')} of {len(kinds)} full). Plain model.generate_batch(...) still runs it."
-        )
+    check_paged_layers(layer_kinds(model.config), model_name(model))
 
 
-class building_instrumented:  # noqa: N801 - used as a function: `with building_instrumented(on_build):`
+class building_instrumented:  # lower case: used as a function, `with building_instrumented(on_build):`
     """While the block runs, transformers' continuous-batching manager builds `InstrumentedPagedAttentionCache`
     (same arguments) and `on_build(cache)` is told of each one. The manager looks the class up as a module global
     when it starts, so that global is switched for the block and restored in `finally`-like `__exit__`."""
@@ -309,9 +301,8 @@ class building_instrumented:  # noqa: N801 - used as a function: `with building_
         setattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME, self._build)
         return self
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info) -> None:
         setattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME, self.original)
-        return False
 
 
 def paged_steps(trace: Trace) -> list[dict]:

@@ -8,11 +8,21 @@ Two guards where transformers 5.24 fails:
   that packs, and drops them again on dequantization. Lengths that already pack take transformers' path.
 - `crop` on a quantized layer only shortens the residual while `get_seq_length` keeps counting the cropped
   tokens. kvlab crops the residual *and* the length, and refuses to cut into tokens already quantized.
+
+optimum-quanto compiles a C++ extension, silently, the first time a quantized tensor is unpacked on a device type
+(46-70 s on a CPU): a first `kvlab run` reported 8 tokens in 46 s, and `kvlab bench` quanto int2 at 0.1 tok/s
+(11.5 once built). `ensure_quanto_extension` builds it after one line of notice, and kvlab calls it before any
+clock starts (`kvlab models prepare`; `kvlab.run`, so `kvlab run` and the explorer; the bench); a quanto cache
+calls it before its first update is recorded, which covers `kvlab.watch` and `kvlab.make_cache`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,7 +31,92 @@ from kvlab.caches.base import InstrumentedCacheMixin
 from kvlab.caches.crop_rules import check_quantized_residual
 from kvlab.caches.hqq_packing import hqq_needs_flatten, hqq_sequence_padding
 from kvlab.caches.options import check_quantized_options
+from kvlab.i18n import _
+from kvlab.log import get_logger
 from kvlab.recording.work import QUANT_FIELDS
+
+log = get_logger(__name__)
+
+if TYPE_CHECKING:
+    from kvlab._compat import BaseQuantizedLayer
+
+# optimum-quanto (0.2.7) registers one extension per device type its `quanto::unpack` kernel runs on; on ROCm
+# torch's "cuda" device type is served by the HIP one. Device types without one fall back to quanto's Python code.
+QUANTO_EXTENSIONS = {"cpu": "quanto_cpp", "cuda": "quanto_cuda", "mps": "quanto_mps"}
+_quanto_ready: set[str] = set()  # device types whose extension is loaded in this process
+QUANTO_LOAD_SECONDS = 2.0  # loading a built library takes milliseconds (36 ms measured); longer means it compiles
+
+
+def _quanto_extension(device_type: str):
+    """quanto's `Extension` object for `device_type`, or None where quanto has none registered."""
+    from optimum.quanto.library.extensions import get_extension, is_extension_available
+
+    name = "quanto_hip" if device_type == "cuda" and torch.version.hip else QUANTO_EXTENSIONS.get(device_type)
+    return get_extension(name) if name is not None and is_extension_available(name) else None
+
+
+def _extension_built(extension) -> bool:
+    """What quanto itself checks before it loads: its build directory holds the library, built for this torch
+    (another torch version makes quanto delete the directory and compile again)."""
+    from torch.utils.cpp_extension import LIB_EXT
+
+    build = Path(extension.build_directory)
+    version = build / "pytorch_version.txt"
+    built = (build / f"{extension.name}{LIB_EXT}").is_file() and version.is_file()
+    return built and version.read_text().strip() == torch.__version__
+
+
+def quanto_extension_pending(device: torch.device | str = "cpu") -> bool:
+    """Whether the next quanto cache on `device`'s type will first compile the extension (about a minute): what
+    a status line can say before it starts (`ensure_quanto_extension` prints it on stderr)."""
+    device_type = torch.device(device).type
+    if device_type in _quanto_ready:
+        return False
+    extension = _quanto_extension(device_type)
+    return extension is not None and not _extension_built(extension)
+
+
+def ensure_quanto_extension(device: torch.device | str = "cpu") -> None:
+    """Build (the first time on this machine) and load optimum-quanto's C++ extension for `device`'s type.
+
+    The build runs once per machine and torch version and says so in one line on stderr first; a built one only
+    loads (milliseconds), silently. Later calls in the process return at once. Call it before timing anything
+    that quantizes with quanto, so the build never lands in a measured time.
+    """
+    device_type = torch.device(device).type
+    if device_type in _quanto_ready:
+        return
+    extension = _quanto_extension(device_type)
+    if extension is not None:
+        with _announced(at_once=quanto_extension_pending(device_type)):
+            extension.lib  # noqa: B018 - quanto builds (if needed) and loads the library on first access
+    _quanto_ready.add(device_type)
+
+
+@contextlib.contextmanager
+def _announced(at_once: bool):
+    """The build notice before the block (`at_once`), or during it once it outlasts the load of a built library.
+
+    A library the probe finds built can still be compiled again, since torch's ninja build decides (here two ninja
+    versions on two PATHs rebuilt it at every switch between them), and a load waits while another process builds.
+    A load longer than QUANTO_LOAD_SECONDS is one of those, and says so."""
+    if at_once:
+        _notice()
+        yield
+        return
+    late = threading.Timer(QUANTO_LOAD_SECONDS, _notice)
+    late.daemon = True
+    late.start()
+    try:
+        yield
+    finally:
+        late.cancel()
+        late.join()  # a notice being printed is finished before the caller's work starts
+
+
+def _notice() -> None:
+    notice = _("building optimum-quanto's C++ extension once (about 1 minute)…")
+    log.warning("%s", notice)  # shown without any logging set up: kvlab/log.py
 
 
 class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
@@ -54,7 +149,7 @@ class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
 
 
 @functools.cache
-def _counting_class(layer_class: type) -> type:
+def _counting_class(layer_class: type[BaseQuantizedLayer]) -> type:
     """A subclass of `layer_class` that counts its `_quantize` / `_dequantize` calls and their elements.
 
     Single inheritance with no new state (the counts live in the instance's `__dict__`), so an existing layer's
@@ -88,14 +183,22 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
         self._kvlab_adopt_layers()
         self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
 
+    def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
+        # key_states: (batch, kv_heads, new_tokens, head_dim); quanto's first quantization would build its extension
+        # inside the model's forward: built here instead, before the step's clock starts (kvlab.watch, make_cache)
+        if self.backend == "quanto" and key_states.device.type not in _quanto_ready:
+            ensure_quanto_extension(key_states.device)
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
     def _kvlab_adopt_layers(self) -> None:
         """Every layer counts its packing calls; hqq layers also become `PaddedHQQQuantizedLayer`. Both classes
         add no state, so they are switched in place (and back by `_kvlab_release_layers`)."""
         for layer in self.layers:
             if self.backend == "hqq" and type(layer) is _compat.HQQQuantizedLayer:
                 layer.__class__ = PaddedHQQQuantizedLayer
-            if not hasattr(type(layer), "kvlab_counted_class"):
-                layer.__class__ = _counting_class(type(layer))
+            layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470); every layer quantizes
+            if not hasattr(layer_type, "kvlab_counted_class"):
+                layer.__class__ = _counting_class(layer_type)
 
     def _kvlab_release_layers(self) -> None:
         """Undo `_kvlab_adopt_layers` (used when `kvlab.watch` gives a cache back)."""

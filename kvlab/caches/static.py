@@ -27,3 +27,7 @@ class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
             state = _compat.static_sliding_state(layer)  # (seen, window), sliding layers that hold tokens only
             if state is not None:
                 check_static_sliding(tokens_to_remove, idx, *state)
+
+    def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
+        for layer in self.layers:  # what transformers' Cache.crop does, through _compat (static layers crop from 5.24)
+            _compat.crop_static_layer(layer, tokens_to_remove)

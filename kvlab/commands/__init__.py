@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 
 from kvlab.atomic import check_writable, write_text
+from kvlab.errors import KvlabUserError
 
 
-class UsageError(Exception):
+class UsageError(KvlabUserError):
     """Raised by a subcommand for bad input: printed as one line, exit status 2."""
 
 

@@ -2,10 +2,16 @@
 
 Voila runs a notebook and shows only its widgets. The notebook is written to a temporary directory (two cells:
 import, `explore(preload=True)`), so the command works from any directory and never touches the repository.
+
+The first frame is what a learner waits for, so nothing on its way imports more than it needs: this command
+imports neither torch nor Voila nor nbformat (Voila's process imports them; nbformat's schema validator alone
+takes a second), and the served notebook draws the controls before the explorer imports torch in the background.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import secrets
 import signal
@@ -37,15 +43,24 @@ def add_parser(subparsers) -> None:
 
 
 def explorer_notebook(model: str, lang: str | None = None) -> dict:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_code_cell("import kvlab.explorer"),
-        nbformat.v4.new_code_cell(f"kvlab.explorer.explore(model_name={model!r}, preload=True, lang={lang!r})"),
-    ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb
+    """The served notebook as nbformat 4.5 JSON (a plain dict: `nbformat.from_dict` makes it a NotebookNode)."""
+    sources = ("import kvlab.explorer", f"kvlab.explorer.explore(model_name={model!r}, preload=True, lang={lang!r})")
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": f"kvlab-{n}",
+                "metadata": {},
+                "execution_count": None,
+                "outputs": [],
+                "source": s,
+            }
+            for n, s in enumerate(sources)
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def free_port() -> int:
@@ -70,6 +85,7 @@ def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> 
 
 
 def handle(args) -> int:
+    from kvlab.atomic import write_text
     from kvlab.explorer.models import model_choices
     from kvlab.extras import require
 
@@ -85,14 +101,14 @@ def handle(args) -> int:
         args.lang = current_language()  # "pt_br" -> "pt-BR"
     if args.port < 0 or args.port > 65535:
         raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
-    require("voila", "explore", "kvlab explore")  # Voila brings nbformat too
-    import nbformat
+    if importlib.util.find_spec("voila") is None:  # found, not imported: Voila's process imports it (seconds)
+        require("voila", "explore", "kvlab explore")  # raises the one line that names the extra
 
     port = args.port or free_port()
     token = args.token or secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="kvlab-explore-") as tmp:
         notebook = Path(tmp) / NOTEBOOK_NAME
-        nbformat.write(explorer_notebook(args.model, args.lang), notebook)
+        write_text(notebook, json.dumps(explorer_notebook(args.model, args.lang), indent=1))
         url = f"http://127.0.0.1:{port}/?token={token}"
         print(f"kvlab explore: serving the Cache Explorer at {url}", flush=True)
         print("kvlab explore: press Ctrl-C to stop", flush=True)

@@ -5,9 +5,16 @@ write (`--output`, `--trace`), then, with the config and the tokenizer, whether 
 prompt plus new tokens in the model's positions (`kvlab.caches.options.check_request`; `--allow-past-positions`
 lets it generate past them). One line, exit status 2. The report is written before the trace, both atomically
 (`kvlab.atomic`): a trace that fails to save does not take the report with it.
+
+A chat model gets its chat template, as a user of its model card would write it; `--no-chat-template` gives the
+prompt raw. A run is never silent on a terminal: when the report goes to a terminal, transformers' `TextStreamer`
+prints the text as it is generated; otherwise, when stderr is a terminal, one line there counts the steps
+("step 37/200") and is erased at the end. Output that goes to a pipe or a file is the report (or the JSON) alone.
 """
 
 from __future__ import annotations
+
+import sys
 
 from kvlab.cache_kinds import CACHE_KINDS, OPTION_NAMES  # imports nothing: building the parser stays light
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
@@ -54,7 +61,25 @@ def add_parser(subparsers) -> None:
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text")
     prompt.add_argument("--prompt-file", help="read the prompt from a file ('-': from stdin)")
-    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    chat = p.add_mutually_exclusive_group()
+    chat.add_argument(
+        "--chat",
+        dest="chat",
+        action="store_const",
+        const="on",
+        default="auto",
+        help="wrap the prompt in the model's chat template, refused for a model without one (default: wrapped "
+        "when the model's tokenizer has a chat template, as smollm2's has, and raw otherwise, as for gemma3)",
+    )
+    chat.add_argument(
+        "--no-chat-template",
+        "--raw",
+        dest="chat",
+        action="store_const",
+        const="off",
+        help="give the prompt to the model as it is, without its chat template (default: the template is used "
+        "when the model's tokenizer has one)",
+    )
     p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate (greedy; fewer if EOS comes)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
     p.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
@@ -76,9 +101,20 @@ def _prompt(args) -> str:
     return args.prompt
 
 
+def chat_template(choice: str, tokenizer) -> str:
+    """How the prompt reaches the model: "applied" (its chat template), "off" (raw, by `--no-chat-template`) or
+    "none" (raw: the tokenizer has no template). `choice` is the command's "auto", "on" or "off"."""
+    has_template = getattr(tokenizer, "chat_template", None) is not None
+    if choice == "on" and not has_template:
+        raise UsageError("--chat: this model's tokenizer has no chat template; run without --chat")
+    if choice == "off":
+        return "off"
+    return "applied" if has_template else "none"
+
+
 def handle(args) -> int:
     from kvlab import models
-    from kvlab.caches.options import check_options, check_request
+    from kvlab.caches.options import check_options, check_prompt_length, check_request
     from kvlab.recorded_run import encode, run
 
     if args.max_new_tokens < 1:
@@ -92,7 +128,10 @@ def handle(args) -> int:
     models.parse_dtype(args.dtype)
     device = models.parse_device(args.device)
     config, tokenizer = models.load_config_and_tokenizer(args.model)
-    ids = encode(tokenizer, prompt, chat=args.chat)
+    template = chat_template(args.chat, tokenizer)
+    if template == "applied" and not prompt:
+        check_prompt_length(0)  # the template would wrap nothing into a turn of its own markup
+    ids = encode(tokenizer, prompt, chat=template == "applied")
     check_options(
         args.cache,
         options,
@@ -112,16 +151,27 @@ def handle(args) -> int:
         allow_past_positions=args.allow_past_positions,
     )
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
-    result = run(
-        model,
+    live = LiveRun(
         tokenizer,
-        ids,
-        cache=args.cache,
-        max_new_tokens=args.max_new_tokens,
-        allow_past_positions=args.allow_past_positions,
-        **options,
+        args.max_new_tokens,
+        text=not args.json and args.output is None and sys.stdout.isatty(),
+        progress=sys.stderr,
     )
+    try:
+        result = run(
+            model,
+            tokenizer,
+            ids,
+            cache=args.cache,
+            max_new_tokens=args.max_new_tokens,
+            allow_past_positions=args.allow_past_positions,
+            generate_kwargs={"streamer": live} if live.active else None,
+            **options,
+        )
+    finally:
+        live.close()
     data = result.to_dict()
+    data["chat_template"] = template
     data["stop_reason"] = stop_reason(data["generated_token_ids"], args.max_new_tokens, model.generation_config)
     out = Output(args)
     if args.json:
@@ -134,11 +184,64 @@ def handle(args) -> int:
     return 0
 
 
+class LiveRun:
+    """`generate(streamer=...)` for `kvlab run`: the text as it is produced, or a step count, or nothing.
+
+    With `text`, transformers' own `TextStreamer` prints the new text to stdout (the report follows it). Otherwise,
+    when `progress` is a terminal, one line there shows the prefill, then "step k/N" after each new token, and is
+    erased at the end; both at once would write over each other on one terminal. A pipe or a file gets neither.
+    """
+
+    def __init__(self, tokenizer, max_new_tokens: int, text: bool, progress):
+        from transformers import TextStreamer
+
+        self.text = TextStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True) if text else None
+        self.progress = progress if not text and progress.isatty() else None
+        self.total, self.steps = max_new_tokens, 0
+        self._prompt_seen = self._ended = self._drawn = False
+
+    @property
+    def active(self) -> bool:
+        return self.text is not None or self.progress is not None
+
+    def put(self, value) -> None:
+        if self.text is not None:
+            self.text.put(value)
+        if not self._prompt_seen:  # generate puts the prompt first: (1, prompt_tokens)
+            self._prompt_seen = True
+            self._draw(f"prefill of {value.shape[-1]} tokens…")
+            return
+        self.steps += 1  # then (1,): one token per decoding step
+        self._draw(f"step {self.steps}/{self.total}")
+
+    def end(self) -> None:
+        if self.text is not None:
+            self.text.end()  # the last words, then a newline
+        self._ended = True
+        self.close()
+
+    def close(self) -> None:
+        """Erase the step line; end a text cut short by an error on its own line (idempotent)."""
+        if self._drawn:
+            self.progress.write("\r\033[K")
+            self.progress.flush()
+            self._drawn = False
+        if self.text is not None and self.steps and not self._ended:
+            print(flush=True)
+            self._ended = True
+
+    def _draw(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress.write(f"\r\033[Kkvlab run: {what}")
+            self.progress.flush()
+            self._drawn = True
+
+
 def stop_reason(generated: list[int], max_new_tokens: int, generation_config) -> str:
     """Why generation ended: "max_new_tokens", or "eos" when the model chose an end-of-sequence token first.
 
     A run that stops after one token with empty text looks broken; it usually means the model answered with its
-    end-of-sequence token (an instruct model given a bare prompt, without `--chat`)."""
+    end-of-sequence token (an instruct model given a bare prompt, with `--no-chat-template`)."""
     eos = getattr(generation_config, "eos_token_id", None)
     eos_ids = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
     if len(generated) < max_new_tokens or (generated and generated[-1] in eos_ids):
@@ -146,19 +249,31 @@ def stop_reason(generated: list[int], max_new_tokens: int, generation_config) ->
     return "max_new_tokens"
 
 
+# Why a run may end at the end-of-sequence token at once, by how the prompt reached the model (`chat_template`).
+EOS_WHY = {
+    "applied": "the model ended its answer to the chat turn there; --no-chat-template gives it the prompt raw",
+    "off": "the prompt went in raw, and an instruct model given a bare prompt often answers that way: drop "
+    "--no-chat-template to use its chat template",
+    "none": "the model has no chat template, so the prompt went in as plain text: give it text to continue",
+}
+
+
 def report(out: Output, data: dict) -> None:
     say = out.print
     say(f"{data['model']} | cache {data['cache']} {data['options'] or ''} | {data['dtype']}")
     new = len(data["generated_token_ids"])
+    templated = " (in the chat template)" if data["chat_template"] == "applied" else ""
     say(
-        f"prompt {data['prompt_tokens']} tokens -> {new} new token{'' if new == 1 else 's'} "
+        f"prompt {data['prompt_tokens']} tokens{templated} -> {new} new token{'' if new == 1 else 's'} "
         f"in {data['seconds']:.2f} s ({data['tokens_per_s']:.1f} tokens/s)"
     )
     if data.get("stop_reason") == "eos":
         say(
             f"stopped at the model's end-of-sequence token after {new} new token{'' if new == 1 else 's'}"
-            " (an instruct model given a bare prompt often answers that way: try --chat)"
+            f" ({EOS_WHY[data['chat_template']]})"
         )
+    elif not data["text"]:
+        say(f"no text: the new token{'s decode' if new > 1 else ' decodes'} to special tokens, which decoding skips")
     say(f"text: {data['text']!r}")
     say(f"cache bytes: peak {data['peak_cache_bytes']:,}  final {data['final_cache_bytes']:,}")
     say(

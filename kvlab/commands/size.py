@@ -6,10 +6,7 @@ count past the model's positions is sized, with a note (a `note:` line, and `not
 from __future__ import annotations
 
 from kvlab.commands import Output, UsageError, add_command, add_output_options
-
-# the keys of kvlab.size.DTYPE_BYTES, written out so that building the parser imports nothing heavy
-# (tests/test_light_cli.py checks the two agree)
-DTYPES = ("float32", "float16", "bfloat16", "float8")
+from kvlab.names import DTYPES  # kvlab.names imports nothing heavy: building the parser stays torch-free
 
 
 def add_parser(subparsers) -> None:

@@ -6,27 +6,36 @@ callback raises (a bug) shows its message with the traceback folded under it, ne
 Callbacks run on the kernel's main thread and return at once; the generation thread reports back through
 `_on_token` / `_on_done` / `_on_error`, which only assign widget values (an `Image`'s PNG bytes, an `HTML`'s
 text), the one kind of widget update that is safe from another thread in both JupyterLab and Voila.
+
+The widgets are built from light modules only, so the page shows them in a second or two: torch, transformers
+and matplotlib (seconds to import) come in the warm-up thread, which then draws the empty picture and loads the
+chosen model while the learner reads. A callback that needs them waits for that import (only a click in the
+first seconds ever waits).
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 import threading
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from kvlab.explorer import export, figures, summary
-from kvlab.explorer.controls import Controls
+from kvlab.explorer import summary
+from kvlab.explorer.controls import Controls, fitted
 from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
-from kvlab.explorer.session import USER_ERRORS, Run, Session, one_line
 from kvlab.i18n import _, number
 from kvlab.measure.timing import clock
-from kvlab.recording.trace import TraceFormatError
+
+if TYPE_CHECKING:
+    from kvlab.explorer import export
+    from kvlab.explorer.session import Run, Session
 
 # JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
 TEXT = "var(--jp-ui-font-color1, #333333)"
@@ -34,6 +43,12 @@ MUTED = "var(--jp-ui-font-color2, #555555)"
 ERROR = "var(--jp-error-color1, #b30000)"
 BORDER = "var(--jp-border-color2, #dddddd)"
 EXPORT_DPI = 120  # a saved figure is drawn again, sharper than the 80 dpi live frames
+# What the plot shows until the warm-up draws the empty picture: a 1 x 1 transparent PNG (an Image with no bytes
+# shows the browser's broken-image icon).
+BLANK_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+FIRST_FRAME_POLL_S = 0.02  # how often a new run's drawing thread looks for its first cache update
 
 
 class Explorer:
@@ -51,9 +66,11 @@ class Explorer:
         save_dir: str | Path | None = None,
     ):
         self.store = ModelStore(model, tokenizer)
-        self.session = Session(self.store)
         self.controls = Controls(
-            self.store.has_loaded, model_name or (LOADED if self.store.has_loaded else None), prompt_presets
+            self.store.has_loaded,
+            model_name or (LOADED if self.store.has_loaded else None),
+            prompt_presets,
+            self.store.has_chat_template,
         )
         self.min_redraw_s = min_redraw_s
         self.last_crop: dict | None = None
@@ -61,13 +78,52 @@ class Explorer:
         self.exports: list[export.Export] = []  # the files offered for download now
         self._draw_lock = threading.Lock()
         self._dirty = threading.Event()  # set per new token; the drawing thread redraws at most every min_redraw_s
+        self._session: Session | None = None  # made by the warm-up thread, with the imports it needs
+        self._imported = threading.Event()  # set once the warm-up thread has imported torch, transformers, matplotlib
         self._build_widgets()
-        if preload and not self.store.has_loaded:
-            self.store.warm_up(self.controls.model.value, self.controls.dtype.value)
+        self._initial_status = self.status.value
+        threading.Thread(target=self._warm_up, args=(preload,), daemon=True, name="kvlab-explorer-warm-up").start()
+
+    def _warm_up(self, preload: bool) -> None:
+        """The slow part of the start, after the widgets are on the page: the imports a run and a picture need, the
+        empty picture (matplotlib's first drawing is its slowest), then, with `preload`, the chosen model."""
+        try:
+            from kvlab.explorer import export, figures  # noqa: F401 - imported for the callbacks, which wait for it
+            from kvlab.explorer.session import Session
+
+            self._session = Session(self.store)
+        finally:
+            self._imported.set()  # a failed import is raised again, with its message, by the callback that waits
+        with self._draw_lock:
+            if self._session.current is None:
+                self.plot.value = figures.empty_png()
+        if not preload or self.store.has_loaded:
+            return
+        name, dtype = self.controls.model.value, self.controls.dtype.value
+        self.store.get(name, dtype)  # a failure is reported by the Run that loads it again
+        with self._draw_lock:
+            if self.status.value == self._initial_status:  # no run or loaded trace has taken the status line
+                self.status.value = html.escape(
+                    _("{model} is loaded: choose a cache and press Run.").format(model=name)
+                )
+
+    def _ready(self) -> None:
+        """Wait for the warm-up's imports (seconds after the page appears; no wait later)."""
+        self._imported.wait()
+        if self._session is None:  # the warm-up's import failed: importing again raises its error here, shown
+            from kvlab.explorer.session import Session
+
+            self._session = Session(self.store)
+
+    @property
+    def session(self) -> Session:
+        """The runs, the comparison and crops (`session.Session`), once the warm-up has imported it."""
+        self._ready()
+        return self._session
 
     def _build_widgets(self) -> None:
         def button(text: str, css: str, handler, style: str = "", disabled: bool = False) -> widgets.Button:
-            b = widgets.Button(description=text, button_style=style, disabled=disabled)
+            b = widgets.Button(description=text, button_style=style, disabled=disabled, layout=fitted("148px"))
             b.add_class(css)
             b.on_click(lambda _button: self.guarded(handler))
             return b
@@ -77,7 +133,12 @@ class Explorer:
         self.compare_button = button(_("Add to comparison"), "kvlab-compare", self.on_add_to_comparison)
         self.clear_button = button(_("Clear comparison"), "kvlab-clear", self.on_clear_comparison)
         self.crop_n = widgets.BoundedIntText(
-            value=1, min=1, max=1_000_000, description=_("crop −n"), layout=widgets.Layout(width="150px")
+            value=1,
+            min=1,
+            max=1_000_000,
+            description=_("crop −n"),
+            style={"description_width": "initial"},
+            layout=fitted("150px"),
         )
         self.crop_n.add_class("kvlab-crop-n")
         self.crop_button = button(_("Crop"), "kvlab-crop", self.on_crop)
@@ -85,7 +146,7 @@ class Explorer:
         self.save_figure_button = button(_("Save figure (PNG)"), "kvlab-save-figure", self.on_save_figure)
         self.save_table_button = button(_("Save table (CSV)"), "kvlab-save-table", self.on_save_table)
         self.load_button = widgets.FileUpload(
-            accept=".json,application/json", multiple=False, description=_("Load trace")
+            accept=".json,application/json", multiple=False, description=_("Load trace"), layout=fitted("148px")
         )
         self.load_button.add_class("kvlab-load-trace")
         self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
@@ -99,9 +160,9 @@ class Explorer:
         self.message.add_class("kvlab-message")
         self.text = widgets.HTML("")
         self.text.add_class("kvlab-text")
-        self.plot = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.plot = widgets.Image(value=BLANK_PNG, format="png", layout=widgets.Layout(max_width="100%"))
         self.plot.add_class("kvlab-plot")
-        self.table = widgets.HTML(summary.to_html([]))
+        self.table = widgets.HTML(summary.to_html([]), layout=widgets.Layout(width="100%"))  # its box scrolls
         self.table.add_class("kvlab-summary")
         self.widget = widgets.VBox(
             [
@@ -160,6 +221,10 @@ class Explorer:
 
     def show_error(self, err: BaseException) -> None:
         """A user's mistake as one line; any other exception (a bug) as its line plus a collapsible traceback."""
+        self._ready()
+        from kvlab.explorer.session import USER_ERRORS, one_line
+        from kvlab.recording.trace import TraceFormatError
+
         if isinstance(err, (*USER_ERRORS, TraceFormatError)):
             self.show_message(one_line(str(err)), error=True)
             return
@@ -196,6 +261,12 @@ class Explorer:
     # -- callbacks (main thread) --------------------------------------------------------------------------------
     def on_run(self) -> Run | None:
         """Start a run from the controls; a message instead of a run when one is going or the options are invalid."""
+        loading_text = _("loading {model} (first use takes a few seconds)…")
+        if not self._imported.is_set():  # a click in the first seconds: torch is still being imported
+            self.status.value = html.escape(loading_text.format(model=self.controls.model.value))
+        self._ready()
+        from kvlab.explorer.session import USER_ERRORS
+
         if self.session.running:
             self.show_message(_("A run is already in progress: this Run was ignored (press Stop to end it)."))
             return None
@@ -222,8 +293,12 @@ class Explorer:
             if paged
             else _("prefill…")
         )
-        loading_text = _("loading {model} (first use takes a few seconds)…").format(model=request.model)
-        self.status.value = html.escape(loading_text if loading else working)
+        status = loading_text.format(model=request.model) if loading else working
+        if self._quanto_build_pending(request):  # kvlab.run builds it before its clock starts: say why it waits
+            notice = _("building optimum-quanto's C++ extension once (about 1 minute)…")
+            status = f"{status} {notice}" if loading else notice
+        with self._draw_lock:  # the warm-up thread's "is loaded" line must not replace this one
+            self.status.value = html.escape(status)
         self._set_running(True)
         self._dirty.clear()
         try:
@@ -241,6 +316,15 @@ class Explorer:
             raise
         threading.Thread(target=self._draw_live, args=(run,), daemon=True, name="kvlab-explorer-draw").start()
         return run
+
+    def _quanto_build_pending(self, request) -> bool:
+        """Whether this run's quanto cache will first build optimum-quanto's C++ extension (about a minute, once)."""
+        if request.cache != "quantized" or request.options.get("backend") != "quanto":
+            return False
+        from kvlab.caches.quantized import quanto_extension_pending
+
+        ready = self.store.is_ready(request.model, request.dtype)
+        return quanto_extension_pending(self.store.get(request.model, request.dtype)[0].device if ready else "cpu")
 
     def on_stop(self) -> None:
         current = self.session.current
@@ -275,6 +359,9 @@ class Explorer:
 
     def on_crop(self) -> dict | None:
         """crop(-n) on the last run's cache; the refusal, with its rule, shown as a message."""
+        self._ready()
+        from kvlab.explorer.session import USER_ERRORS
+
         n = self.crop_n.value
         try:
             event = self.session.crop(n)
@@ -303,12 +390,21 @@ class Explorer:
         self._dirty.set()
 
     def _draw_live(self, run: Run) -> None:
-        """Redraw while `run` generates: at once after the prefill, then at most every `min_redraw_s`."""
-        drawn = 0.0
+        """Redraw while `run` generates: first as soon as its first cache update is recorded (the prefill's first
+        layer: the picture comes while the prefill goes on, not after it), then after new tokens, at most every
+        `min_redraw_s`. A paged run is drawn once, when it ends: generate_batch hands its trace over whole."""
+        if run.request.cache == PAGED:
+            return
+        drawn = None  # when the last picture was drawn
         while not run.done:
-            if not self._dirty.wait(0.1):
+            if drawn is None:
+                if not run.trace.events:
+                    time.sleep(FIRST_FRAME_POLL_S)
+                    continue
+            elif not self._dirty.wait(0.1):
                 continue
-            time.sleep(max(0.0, self.min_redraw_s - (clock() - drawn)))
+            else:
+                time.sleep(max(0.0, self.min_redraw_s - (clock() - drawn)))
             self._dirty.clear()
             try:
                 self.refresh(run, table=False, live=True)
@@ -388,6 +484,9 @@ class Explorer:
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
         """Redraw the plots (and the table) from the current run, the comparison and the last crop."""
+        self._ready()
+        from kvlab.explorer import figures
+
         run = run or self.session.current
         with self._draw_lock:
             if live and run.done:
@@ -409,6 +508,9 @@ class Explorer:
 
     def _offer(self, item: export.Export) -> export.Export:
         """Offer `item` as a download link (replacing an earlier file of the same name); write it to save_dir."""
+        self._ready()
+        from kvlab.explorer import export
+
         where = ""
         if self.save_dir is not None:
             try:
@@ -428,10 +530,16 @@ class Explorer:
 
     def on_save_trace(self) -> export.Export:
         """The current run's full trace as JSON (what `Trace.save` writes, plus the label, text and token ids)."""
+        self._ready()
+        from kvlab.explorer import export
+
         return self._offer(export.trace_export(self._finished_run()))
 
     def on_save_figure(self) -> export.Export:
         """The picture shown now (runs, comparison, crop), drawn again at EXPORT_DPI, as PNG."""
+        self._ready()
+        from kvlab.explorer import export, figures
+
         run = self._finished_run()
         with self._draw_lock:
             png = figures.png_bytes(self._figure(run), dpi=EXPORT_DPI)
@@ -439,10 +547,16 @@ class Explorer:
 
     def on_save_table(self) -> export.Export:
         """The summary table (one row per run, comparison runs first) as CSV."""
+        self._ready()
+        from kvlab.explorer import export
+
         run = self._finished_run()
         return self._offer(export.table_export(self.summary_rows(), run))
 
     def _on_upload(self, value) -> None:
+        self._ready()
+        from kvlab.explorer import export
+
         files = export.uploaded_files(value)
         if not files:
             return  # the widget was cleared
@@ -458,6 +572,11 @@ class Explorer:
         A file that is not a trace is refused with one line (TraceFormatError). The loaded run is drawn and
         tabled like a live one, can be added to the comparison and saved again; it has no cache to crop.
         """
+        self._ready()
+        from kvlab.explorer import export
+        from kvlab.explorer.session import one_line
+        from kvlab.recording.trace import TraceFormatError
+
         try:
             trace = export.read_trace(name, content)
             run = export.loaded_run(trace, name)
@@ -481,6 +600,9 @@ class Explorer:
         return run
 
     def _figure(self, run: Run | None):
+        self._ready()
+        from kvlab.explorer import figures
+
         if run is not None and is_paged_trace(run.trace) and run.trace.updates:
             # a paged run's picture is its block timeline; comparison runs stay rows of the table
             others = any(r is not run for r in self.session.comparison)

@@ -9,9 +9,16 @@ the explorer shows for them is part of the lesson.
 The explorer's own kind "paged (generate_batch)" (`kvlab.explorer.paged`) serves several requests through
 continuous batching: its options are page size, requests and pool blocks, and the prompt controls are hidden
 (its requests come from the workload, or are random token prompts for a tiny model).
+
+A chat model's prompt goes through its chat template by default (an instruct model given the bare text answers
+off-topic); the "chat template" box turns that off, and is unticked and disabled for a model without one.
+Nothing here imports torch: the controls are drawn first, while the explorer imports it in the background.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
@@ -19,11 +26,13 @@ from kvlab import _compat
 from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.cache_kinds import OPTION_NAMES as CACHE_OPTION_NAMES
 from kvlab.caches.options import PAST_RECORDING_KINDS
-from kvlab.explorer.models import DTYPES, LOADED, model_choices
+from kvlab.explorer.models import CHAT_TEMPLATES, DTYPES, LOADED, model_choices
 from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
 from kvlab.explorer.prompts import presets
-from kvlab.explorer.session import RunRequest
 from kvlab.i18n import N_, _
+
+if TYPE_CHECKING:
+    from kvlab.explorer.session import RunRequest
 
 # The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
 OPTION_NAMES = (*CACHE_OPTION_NAMES, "past_recording", *PAGED_OPTIONS)
@@ -44,20 +53,30 @@ def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tu
     return tuple(names)
 
 
+def fitted(min_width: str = "") -> widgets.Layout:
+    """A layout as wide as the widget's own text needs (ipywidgets' fixed widths cut a long label or button text with
+    an ellipsis: pt-BR labels run longer than English ones), and at least `min_width`."""
+    return widgets.Layout(width="max-content", min_width=min_width or None)
+
+
 def _int_text(value: int, description: str) -> widgets.IntText:
     return widgets.IntText(
-        value=value,
-        description=description,
-        style={"description_width": "initial"},
-        layout=widgets.Layout(width="190px"),
+        value=value, description=description, style={"description_width": "initial"}, layout=fitted("190px")
     )
 
 
 class Controls:
     """Every input of the explorer. `request()` turns the current values into a `RunRequest`."""
 
-    def __init__(self, has_loaded_model: bool = False, model: str | None = None, prompt_presets: dict | None = None):
+    def __init__(
+        self,
+        has_loaded_model: bool = False,
+        model: str | None = None,
+        prompt_presets: dict | None = None,
+        has_chat_template: Callable[[str], bool] | None = None,
+    ):
         wide = {"description_width": "initial"}
+        self.has_chat_template = has_chat_template or (lambda name: CHAT_TEMPLATES.get(name, False))
         choices = model_choices(has_loaded_model)
         self.model = widgets.Dropdown(options=choices, value=model or choices[0], description=_("model"), style=wide)
         self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
@@ -86,7 +105,7 @@ class Controls:
         self.residual_length = _int_text(defaults["residual_length"], "residual_length")
         self.max_cache_len = _int_text(256, "max_cache_len")
         self.offload_only_non_sliding = widgets.Checkbox(
-            value=True, description="offload_only_non_sliding", indent=False
+            value=True, description="offload_only_non_sliding", indent=False, layout=fitted()
         )
         self.page_size = widgets.Dropdown(
             options=PAGE_SIZES,
@@ -100,16 +119,19 @@ class Controls:
             max=MAX_REQUESTS,
             description=_("requests"),
             style=wide,
-            layout=widgets.Layout(width="150px"),
+            layout=fitted("150px"),
         )
         self.num_blocks = widgets.IntText(
             value=PAGED_DEFAULTS["num_blocks"],
             description=_("num_blocks (0 = room for all)"),
             style=wide,
-            layout=widgets.Layout(width="260px"),
+            layout=fitted("260px"),
         )
         self.past_recording = widgets.Checkbox(
-            value=False, description=_("past recording (keep evicted tokens until a crop)"), indent=False
+            value=False,
+            description=_("past recording (keep evicted tokens until a crop)"),
+            indent=False,
+            layout=fitted(),
         )
         self.presets = dict(prompt_presets if prompt_presets is not None else presets())
         first = next(iter(self.presets), None)
@@ -133,7 +155,8 @@ class Controls:
             description=_("prompt tokens (0 = as typed)"),
             layout=widgets.Layout(width="420px"),
         )
-        self.chat = widgets.Checkbox(value=False, description=_("chat template"), indent=False)
+        self.chat = widgets.Checkbox(value=False, description=_("chat template"), indent=False, layout=fitted())
+        self._default_chat()
         self.max_new_tokens = widgets.IntSlider(
             value=16,
             min=1,
@@ -165,10 +188,11 @@ class Controls:
             self.preset,
             self.page_size,
         ):
-            dropdown.layout = widgets.Layout(width="max-content", min_width="150px")
+            dropdown.layout = fitted("150px")
         self.cache.observe(lambda _: self.sync_visibility(), names="value")
         self.backend.observe(lambda _: self.sync_visibility(), names="value")
         self.model.observe(lambda _: self.sync_visibility(), names="value")
+        self.model.observe(lambda _: self._default_chat(), names="value")
         self.preset.observe(self._on_preset, names="value")
         self.prompt.observe(self._on_prompt_typed, names="value")
         self.sync_visibility()
@@ -186,6 +210,11 @@ class Controls:
             getattr(self, name).layout.display = "none" if self.cache.value == PAGED else None
         self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
 
+    def _default_chat(self) -> None:
+        """The chosen model's default: its chat template when it has one (a box it cannot tick otherwise)."""
+        has = self.has_chat_template(self.model.value)
+        self.chat.value, self.chat.disabled = has, not has
+
     def _on_preset(self, change) -> None:
         if change["new"] in self.presets:
             self.prompt.value = self.presets[change["new"]]
@@ -200,6 +229,9 @@ class Controls:
         return {name: getattr(self, name).value for name in self.visible_options() if name != "past_recording"}
 
     def request(self) -> RunRequest:
+        """The current values as a `session.RunRequest` (session imports torch: Run is pressed after the warm-up)."""
+        from kvlab.explorer.session import RunRequest
+
         return RunRequest(
             model=self.model.value,
             dtype=self.dtype.value,

@@ -170,7 +170,7 @@ def loaded_run(trace: Trace, name: str) -> Run:
     request = RunRequest(
         model=str(meta.get("model", "?")),
         dtype=str(meta.get("dtype", "float32")),
-        cache=str(meta.get("cache", "?")),
+        cache=str(meta.get("cache_kind", "?")),
         options=dict(options),
         past_recording=bool(meta.get("past_recording", False)),
         max_new_tokens=_int(meta.get("new_tokens")),

@@ -7,7 +7,7 @@ figure into the bytes of an `ipywidgets.Image`, which renders the same in Jupyte
 
 from __future__ import annotations
 
-import io
+import functools
 
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -15,9 +15,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import Formatter, MaxNLocator
 
-from kvlab.i18n import N_, _, number
+from kvlab.i18n import N_, _, current_language, number
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside
+from kvlab.plots.png import FACE, png_bytes
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
 
@@ -32,7 +33,6 @@ CELL_STATES = (
     N_("cropped"),
 )
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
-FACE = "#ffffff"  # the figure's background, opaque: black text on it reads the same on a light or dark page
 # The slot states in kvlab's one palette (the notebooks' figures use the same: grey is masked, red is cropped);
 # quantized (dark blue) and its full-precision residual (light blue) are the explorer's own states, in colours no
 # other state, layer kind or series uses.
@@ -105,7 +105,8 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
 def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
     for n, (_label, trace) in enumerate(comparison):
         total = trace.bytes_by_step()
-        ax.plot(
+        _line(
+            ax,
             range(len(total)),
             total,
             "--",
@@ -117,10 +118,10 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         series = bytes_by_layer_kind(trace)
         for layer_kind, points in series.items():
             color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
-            ax.plot(*zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
+            _line(ax, *zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
         if len(series) > 1:
             total = trace.bytes_by_step()
-            ax.plot(range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))
+            _line(ax, range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_ylabel(_("cache bytes"))
     ax.yaxis.set_major_locator(BinaryBytesLocator())
@@ -133,15 +134,11 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
     for n, (_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()
         color = palette.series(n)
-        ax.plot(
-            [r["step"] for r in rows],
-            [r["slots_allocated"] for r in rows],
-            "--",
-            color=color,
-            label=_("[{number}] allocated").format(number=n + 1),
-        )
+        steps = [r["step"] for r in rows]
+        allocated = _("[{number}] allocated").format(number=n + 1)
+        _line(ax, steps, [r["slots_allocated"] for r in rows], "--", color=color, label=allocated)
         live = _("[{number}] live").format(number=n + 1)
-        ax.plot([r["step"] for r in rows], [r["slots_live"] for r in rows], ":", color=color, label=live)
+        _line(ax, steps, [r["slots_live"] for r in rows], ":", color=color, label=live)
     if current is not None:
         rows = current[1].slots_by_step()
         steps = [r["step"] for r in rows]
@@ -150,7 +147,7 @@ def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
             ("slots_live", palette.LIVE, _("live")),
             ("slots_masked", palette.MASKED, _("masked")),
         ):
-            ax.plot(steps, [r[field] for r in rows], color=color, label=label)
+            _line(ax, steps, [r[field] for r in rows], color=color, label=label)
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_ylabel(_("slots (all layers)"))
     ax.set_title(_("allocated vs live vs masked slots"), fontsize=10)
@@ -191,9 +188,18 @@ class BinaryBytesFormatter(Formatter):
         return f"{number(value / self.scale, self.decimals)} {self.unit}"
 
 
+def _line(ax, xs, ys, *fmt, **kwargs) -> None:
+    """A series as a line, with a dot where it has one point so far (the first live frame, drawn in the prefill)."""
+    xs = list(xs)
+    ax.plot(xs, list(ys), *fmt, **({"marker": "o", "markersize": 4} if len(xs) == 1 else {}), **kwargs)
+
+
 def _legend(ax) -> None:
     """The legend beside the axes, never over a line: a live run's lines can pass through any corner."""
     ax.set_ylim(bottom=0)
+    left, right = ax.get_xlim()
+    if right - left < 2:  # one step so far: whole-number steps around it, not ticks at ±0.045
+        ax.set_xlim(min(left, -0.5), max(right, 1.5))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if ax.get_legend_handles_labels()[0]:
         legend_beside(ax, fontsize=7, frameon=False)
@@ -234,7 +240,12 @@ def dashboard(
     return fig
 
 
-def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, facecolor=FACE, transparent=False)
-    return buffer.getvalue()
+@functools.cache
+def _empty_png(language: str) -> bytes:
+    return png_bytes(dashboard(None, []))
+
+
+def empty_png() -> bytes:
+    """The picture before any run ("press Run"), drawn once per process and language: every explorer shows the same
+    one (and the first drawing, matplotlib's slowest, is done before a run needs one)."""
+    return _empty_png(current_language())

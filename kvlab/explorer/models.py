@@ -1,23 +1,31 @@
 """The models the explorer can run: the bundled real ones, two tiny random ones, or one the user already loaded.
 
-Loading is slow (seconds) and a model is large, so `ModelStore` loads each (name, dtype) once, under a lock, and
-can warm one up in the background while the learner is still choosing options.
+Loading is slow (seconds) and a model is large, so `ModelStore` loads each (name, dtype) once, under a lock (Run and
+the explorer's warm-up thread, which loads the default model while the learner is still choosing options, may race).
 Tiny models have no tokenizer; `ByteTokenizer` maps text to their 128-token vocabulary so a text prompt still
 works (the text they generate is noise: they are there for cache *structure*, e.g. tiny-gemma3's window of 8).
+
+This module imports no torch (it imports it when a model loads or a tiny model's prompt is encoded): the explorer
+draws its controls from it before torch and transformers are imported, and `kvlab explore` checks its --model here.
 """
 
 from __future__ import annotations
 
 import threading
-
-import torch
+from typing import TYPE_CHECKING
 
 from kvlab.names import dtype_name
+
+if TYPE_CHECKING:
+    import torch
 
 LOADED = "loaded"  # the choice shown for a model passed to `explore(model=..., tokenizer=...)`
 BUNDLED_CHOICES = ("smollm2", "gemma3")
 TINY_CHOICES = ("tiny-llama", "tiny-gemma3")
 DTYPES = ("float32", "bfloat16")
+# Which bundled model's tokenizer has a chat template: `kvlab.models.BUNDLED`'s facts (tests check that the two
+# agree), here so the explorer can tick its chat template box for the default model before torch is imported.
+CHAT_TEMPLATES = {"smollm2": True, "gemma3": False}
 
 
 class ByteTokenizer:
@@ -33,11 +41,13 @@ class ByteTokenizer:
         return [self.FIRST_ID + b % span for b in text.encode("utf-8")]
 
     def __call__(self, text: str, return_tensors: str = "pt", add_special_tokens: bool = True):
+        import torch
+
         ids = torch.tensor([self.encode(text)], dtype=torch.long)  # (1, prompt_tokens)
         return _Encoding(ids)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # a tensor, or a list of ids
         return "".join(f"‹{i}›" for i in ids)
 
 
@@ -88,6 +98,12 @@ class ModelStore:
             raise ValueError(f"unsupported dtype {dtype!r}; valid: {', '.join(DTYPES)}")
         return (name, dtype)
 
+    def has_chat_template(self, name: str) -> bool:
+        """Whether model `name`'s tokenizer has a chat template (the explorer applies it by default when it has)."""
+        if name == LOADED:
+            return self.has_loaded and getattr(self.get(LOADED)[1], "chat_template", None) is not None
+        return CHAT_TEMPLATES.get(name, False)  # tiny models' ByteTokenizer has none
+
     def get(self, name: str, dtype: str = "float32"):
         """(model, tokenizer), loading on first use."""
         key = self._key(name, dtype)
@@ -97,12 +113,6 @@ class ModelStore:
             if key not in self._models:
                 self._models[key] = _SHARED[key] = _load(name, dtype)
             return self._models[key]
-
-    def warm_up(self, name: str, dtype: str = "float32") -> threading.Thread:
-        """Load in a daemon thread so the first Run does not wait for it."""
-        thread = threading.Thread(target=self.get, args=(name, dtype), daemon=True, name=f"kvlab-load-{name}")
-        thread.start()
-        return thread
 
 
 def _load(name: str, dtype: str):

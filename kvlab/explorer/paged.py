@@ -36,7 +36,7 @@ TINY_SEED = 0
 
 def is_paged_trace(trace) -> bool:
     """A trace recorded from transformers' paged cache (live or loaded from a saved file)."""
-    return trace.meta.get("cache") == PAGED and isinstance(trace.meta.get("paged"), dict)
+    return trace.meta.get("cache_kind") == PAGED and isinstance(trace.meta.get("paged"), dict)
 
 
 def check_paged_options(options: dict) -> dict:
@@ -109,10 +109,10 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     is the paged cache's (with the requests' names and lengths in `trace.meta["paged_requests"]`)."""
     from transformers import GenerationConfig
 
-    import kvlab
     from kvlab import _compat
     from kvlab.caches.paged import check_paged_model
     from kvlab.recorded_run import RunResult
+    from kvlab.watcher import watch as watch_model
 
     given = check_paged_options(options)
     check_paged_model(model)
@@ -128,15 +128,10 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int):
     batching = _compat.ContinuousBatchingConfig(
         page_size=given["page_size"], num_blocks=blocks, max_batch_tokens=max(sum(len(p) for p in prompts), 64)
     )
-    previous = model.config._attn_implementation
-    model.set_attn_implementation(_compat.PAGED_ATTN_IMPLEMENTATION)
-    try:
-        with Stopwatch() as stopwatch, kvlab.watch(model) as watch:
-            outputs = model.generate_batch(
-                prompts, generation_config=generation_config, continuous_batching_config=batching
-            )
-    finally:
-        model.set_attn_implementation(previous)
+    with _compat.paged_attention(model), Stopwatch() as stopwatch, watch_model(model) as watch:
+        outputs = model.generate_batch(
+            prompts, generation_config=generation_config, continuous_batching_config=batching
+        )
     seconds = stopwatch.seconds
     failed = {rid: out.error for rid, out in outputs.items() if out.error is not None}
     if failed or len(outputs) != len(prompts):

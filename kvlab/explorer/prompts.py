@@ -8,8 +8,10 @@ so "a 600-token prompt" means the same thing on every machine.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # the explorer reads the presets before torch is imported
+    import torch
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "data" / "prompts"
 FALLBACK = {

@@ -13,29 +13,23 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvlab.atomic import AtomicWriteError
 from kvlab.caches.crop_rules import CacheCropError, removal_count
-from kvlab.caches.options import CacheOptionError, check_options, check_request
+from kvlab.caches.options import check_options, check_request
 from kvlab.caches.paged import check_paged_model
+from kvlab.errors import KvlabEnvironmentError, KvlabUserError, one_line
 from kvlab.explorer.generation import generate_traced
 from kvlab.explorer.models import ModelStore
 from kvlab.explorer.paged import PAGED, check_paged_options, generate_paged
 from kvlab.explorer.prompts import encode_prompt
-from kvlab.models.manifest import ModelIntegrityError
-from kvlab.paths import KvlabHomeError
 from kvlab.recorded_run import RunResult
 from kvlab.recording.layer_state import read_layer
+from kvlab.recording.storage import storage_bytes, view_bytes
 from kvlab.recording.trace import Trace
 from kvlab.watched_generate import cache_device
 
-# Errors a learner can cause with the controls (or with a damaged model or KVLAB_HOME, or a save_dir on a full
-# disk: AtomicWriteError names the file and says the one that was there is unchanged): one line, no traceback.
-USER_ERRORS = (CacheOptionError, CacheCropError, ValueError, ModelIntegrityError, KvlabHomeError, AtomicWriteError)
-
-
-def one_line(text: str) -> str:
-    """A message as the single line the explorer shows (some library errors span several)."""
-    return " ".join(text.split())
+# What a learner's input or the machine can cause (a bad option, a damaged model or KVLAB_HOME, a save_dir on a full
+# disk): one line, never a traceback. The command line catches the same (kvlab/errors.py).
+USER_ERRORS = (KvlabUserError, ValueError, KvlabEnvironmentError, OSError)
 
 
 @dataclass
@@ -69,6 +63,7 @@ class Run:
     traceback: str | None = None  # set with `error` when the failure is a bug, not a user's mistake
     loaded_from: str | None = None  # the file name of a run loaded from a saved trace (no model, no cache object)
     new_tokens_loaded: int | None = None
+    crop_bytes: dict | None = None  # the last crop's effect on storage: n, bytes before and after, bytes kept by views
 
     @property
     def label(self) -> str:
@@ -83,6 +78,10 @@ class Run:
     def snapshot(self) -> Trace:
         """A copy of the trace that the generating thread cannot change under the reader."""
         return Trace(list(self.trace.events), dict(self.trace.meta))
+
+    def bytes_now(self) -> int:
+        """Bytes of storage the cache holds now (the table's "bytes now")."""
+        return sum(r["bytes_held"] for r in self.layer_rows())
 
     def layer_rows(self) -> list[dict]:
         """What each layer holds now: read from the cache object (so crops show), else the trace's last updates."""
@@ -201,9 +200,9 @@ class Session:
                     stop=self._stop,
                 )
         except USER_ERRORS as err:
-            run.error = one_line(str(err))
+            run.error = one_line(err)
         except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
-            run.error = one_line(f"{type(err).__name__}: {err}")
+            run.error = f"{type(err).__name__}: {one_line(err)}"
             run.traceback = traceback.format_exc()  # a bug, not a user's mistake: the explorer folds it under the line
         run.done = True
         if run.error is not None:
@@ -253,7 +252,8 @@ class Session:
 
         The rules are `kvlab.caches.crop_rules`' (n, here, and what each layer allows, in the cache's own `crop`);
         the session adds only what is its own: a run to crop, finished, with a cache object still behind it.
-        Returns the crop event (lengths before and after per layer).
+        Returns the crop event (lengths before and after per layer); `run.crop_bytes` says what the crop did to
+        the storage (the table's note under "bytes now").
         """
         if self.running:
             raise CacheCropError("wait for the run to finish (or Stop it) before cropping its cache")
@@ -274,5 +274,11 @@ class Session:
         cache = run.result.cache_object
         if cache is None:
             raise CacheCropError("this run used no cache (cache kind 'none'): there is nothing to crop")
+        before = run.bytes_now()
         cache.crop(tokens_to_remove)
+        # transformers crops a DynamicLayer by slicing (`keys[..., :-n, :]`): a view that keeps the whole storage
+        # until the next forward's torch.cat makes a new tensor. What the views keep beyond their elements:
+        tensors = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in cache.layers]
+        kept = max(0, storage_bytes(*tensors) - view_bytes(*tensors))
+        run.crop_bytes = {"n": n, "before": before, "after": run.bytes_now(), "kept_by_views": kept}
         return run.result.trace.crops[-1]

@@ -1,7 +1,9 @@
 """The summary table: one row per run (the comparison runs, then the current one), as HTML for an ipywidget.
 
 Slot and byte columns describe what the cache holds *now* (after any crop); every number cell carries its raw
-value in `data-value` so tests (and a browser) can read it without parsing thousands separators.
+value in `data-value` so tests (and a browser) can read it without parsing thousands separators. After a crop, a
+note under the table says what it did to "bytes now", as measured (`crop_note`): a DynamicCache's crop slices its
+tensors into views that keep their storage, a static cache only moves its write position back.
 
 A paged run (`kvlab.explorer.paged`) has given every block back by the time it ends, so its slot columns read 0;
 its row adds the blocks in use at the peak, the requests that waited for blocks and the preemptions (columns
@@ -14,7 +16,7 @@ from __future__ import annotations
 import html
 
 from kvlab.explorer.paged import is_paged_trace, paged_row_fields
-from kvlab.i18n import N_, _, marks
+from kvlab.i18n import N_, _, marks, number
 from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
 
@@ -81,10 +83,29 @@ def run_row(name: str, run) -> dict:
         "ms_per_step": _step_time(trace),
         "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
+        "crop_note": crop_note(run.crop_bytes) if run.crop_bytes else None,
     }
     if is_paged_trace(trace) and trace.updates:
         row.update(paged_row_fields(trace), paged=True)
     return row
+
+
+def crop_note(crop: dict) -> str:
+    """One sentence on what the last crop did to the bytes the cache holds, from `session.Run.crop_bytes`."""
+    n, before, after, kept = crop["n"], crop["before"], crop["after"], crop["kept_by_views"]
+    if after != before:
+        return _("crop(-{n}) took bytes now from {before} B to {after} B.").format(
+            n=n, before=number(before), after=number(after)
+        )
+    if kept:
+        return _(
+            "bytes now is unchanged by crop(-{n}): the cropped keys and values are views that keep their old storage "
+            "({kept} B of it hold no token now), freed when the next forward's torch.cat copies them into new tensors."
+        ).format(n=n, kept=number(kept))
+    return _(
+        "bytes now is unchanged by crop(-{n}): the cache keeps its preallocated tensors and only moves its write "
+        "position back; the next tokens overwrite the cropped slots."
+    ).format(n=n)
 
 
 def _step_time(trace) -> str | None:
@@ -123,7 +144,8 @@ def rows_for(session) -> list[dict]:
 
 
 # A theme variable (JupyterLab light or dark), with a fallback for Voila's page.
-CELL = "padding:2px 8px;border-bottom:1px solid var(--jp-border-color2, #ddd)"
+CELL = "padding:2px 5px;border-bottom:1px solid var(--jp-border-color2, #ddd)"
+VALUE = CELL + ";white-space:nowrap"  # a value never wraps; a column title may (`to_html`)
 
 
 def _cell(field: str, value) -> str:
@@ -131,9 +153,9 @@ def _cell(field: str, value) -> str:
         return f'<td data-field="{field}">{"" if value is None else value}</td>'
     if isinstance(value, (int, float)) and field != "run":
         shown = marks(f"{value:,}" if isinstance(value, int) else f"{value:g}")
-        return f'<td data-field="{field}" data-value="{value}" style="{CELL};text-align:right">{shown}</td>'
+        return f'<td data-field="{field}" data-value="{value}" style="{VALUE};text-align:right">{shown}</td>'
     shown = _run_name(value) if field == "run" else str(value)
-    return f'<td data-field="{field}" style="{CELL}">{html.escape(shown)}</td>'
+    return f'<td data-field="{field}" style="{VALUE}">{html.escape(shown)}</td>'
 
 
 def _run_name(name: str) -> str:
@@ -145,7 +167,11 @@ def to_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>" + html.escape(_("No runs yet: choose a cache and press Run.")) + "</i>"
     columns = columns_for(rows)
-    head = "".join(f'<th style="{CELL};white-space:nowrap">{html.escape(_(title))}</th>' for _field, title in columns)
+    # Titles wrap at their spaces ("ms/step (IQR)" on two lines), numbers never: the table fits a 1280-px window in
+    # either language, and scrolls sideways (its box, not the page) where a narrower one cannot hold it.
+    head = "".join(
+        f'<th style="{CELL};vertical-align:bottom">{html.escape(_(title))}</th>' for _field, title in columns
+    )
     stopped_note = " " + _("(stopped)")
     body = []
     for row in rows:
@@ -156,13 +182,16 @@ def to_html(rows: list[dict]) -> str:
         )
     labels = "".join(
         f"<li><b>{html.escape(_run_name(r['run']))}</b> {html.escape(r['label'])}"
-        f"{html.escape(stopped_note) if r['stopped'] else ''}</li>"
+        f"{html.escape(stopped_note) if r['stopped'] else ''}"
+        + (f'<br><i class="kvlab-crop-note">{html.escape(r["crop_note"])}</i>' if r.get("crop_note") else "")
+        + "</li>"
         for r in rows
     )
     if any(r.get("paged") for r in rows):
         labels += f"<li><i>{html.escape(_(PAGED_NOTE))}</i></li>"
     return (
-        f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:12px">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        '<div class="kvlab-summary-scroll" style="overflow-x:auto;max-width:100%">'
+        f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:11px">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
         f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>'
     )

@@ -8,8 +8,10 @@ English is the source text and the message id. Translations live in gettext cata
 `import kvlab` stays light and a translator edits one standard file. A message without a translation stays
 English rather than failing: a missing label is a gap, not an error (the tests list every gap).
 
-Numbers a reader compares (bytes, token counts) are formatted for the language too: 7,326,720 in English,
-7.326.720 in Portuguese.
+Numbers a reader compares (bytes, token counts, shares) are written one way per language, by one function:
+`number` (46,080 / 46.080, 84.38 / 84,38) and `percent` (84.38 % / 84,38 %) for printed text, and the same
+`number` behind the tick labels of kvlab's figures (`kvlab.plots._figure.NumberFormatter`), so a number reads
+the same in a sentence, a printed table and on an axis.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
     Rounded as Python's format rounds (so English reads exactly as `f"{value:,.{decimals}f}"`, or without the
     group separators when `grouping` is False); only the marks change with the language."""
     return marks(f"{value:{',' if grouping else ''}.{decimals}f}")
+
+
+def percent(value: float, decimals: int = 1) -> str:
+    """A share already in percent, as `number` writes it, then " %": "84.38 %" / "84,38 %" (`percent(84.375, 2)`).
+    The space is the one kvlab's printed scores and tables already put before the sign, in both languages."""
+    return f"{number(value, decimals, grouping=True)} %"
 
 
 def marks(text: str) -> str:

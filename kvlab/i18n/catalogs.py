@@ -1,4 +1,4 @@
-"""The gettext bookkeeping both kinds of catalog share: kvlab's own messages and the notebooks' paragraphs.
+"""The gettext bookkeeping both kinds of catalog share: kvlab's own messages and the notebooks' text.
 
 Babel does the work (reading, merging a new template, writing); this module fixes the few decisions kvlab makes
 on top of it, once: an absent file is an empty catalog, removed messages are dropped rather than kept obsolete,
@@ -48,7 +48,9 @@ def write(catalog: Catalog, path: Path, sort_output: bool, include_lineno: bool)
             width=0,
             omit_header=False,
             sort_output=sort_output,
-            include_previous=True,
+            # babel writes a previous msgid one word per line at width=0, and reads those lines back as stray
+            # comments: the fuzzy flag and the untouched translation say enough
+            include_previous=False,
             include_lineno=include_lineno,
         )
 
@@ -61,12 +63,12 @@ def gaps(template: Catalog, catalog: Catalog) -> list[tuple[Message, str]]:
     """(source message, "untranslated" or "fuzzy") for each message of `template` without a reviewed translation."""
     found = []
     for message in template:
-        if message.id and not is_reviewed(entry := catalog.get(message.id)):
+        if message.id and not is_reviewed(entry := catalog.get(message.id, message.context)):
             found.append((message, "fuzzy" if entry is not None and entry.string else "untranslated"))
     return found
 
 
 def stale(template: Catalog, catalog: Catalog) -> list[Message]:
-    """The entries of `catalog` whose message `template` no longer has."""
-    ids = {m.id for m in template}
-    return [m for m in catalog if m.id and m.id not in ids]
+    """The entries of `catalog` whose message `template` no longer has (a message is its text and its context)."""
+    keys = {(m.id, m.context) for m in template}
+    return [m for m in catalog if m.id and (m.id, m.context) not in keys]

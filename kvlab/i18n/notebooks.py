@@ -1,14 +1,16 @@
 """Translated notebooks, built from the English ones and one gettext catalog per notebook.
 
 The English jupytext scripts (`notebooks/NN_name.py`) are the one source of code and numbers. Every paragraph of
-their markdown is a gettext message; `notebooks/locale/<lang>/NN_name.po` holds its translations, edited with any
-PO editor (Poedit, Lokalize, a text editor). A translated notebook is the English one with each paragraph
-replaced and one code cell in front that switches kvlab's own messages to the language; its code cells are the
-English ones, byte for byte, so it prints the same numbers.
+their markdown is a gettext message, and so is every string literal of their code a reader sees (a plot title, a
+widget label, the text of a `print`: the rules are in `kvlab.i18n.literals`), with the context "code";
+`notebooks/locale/<lang>/NN_name.po` holds their translations, edited with any PO editor (Poedit, Lokalize, a
+text editor). A translated notebook is the English one with each paragraph and each such literal replaced, and
+one code cell in front that switches kvlab's own messages to the language; its code is the English code (the same
+calls and arguments, only those literals' text differs, which `build` checks), so it prints the same numbers.
 
 Why gettext and paragraphs: the catalog is the standard format translators and their tools read, and Babel's
-`Catalog.update` does the bookkeeping. When an English paragraph changes, its message id changes: the old
-translation comes back marked *fuzzy* (to be reviewed), a new paragraph comes back untranslated, and `problems`
+`Catalog.update` does the bookkeeping. When an English paragraph or literal changes, its message id changes: the
+old translation comes back marked *fuzzy* (to be reviewed), a new one comes back untranslated, and `problems`
 reports either, so `make test` fails until the translation is brought up to date.
 
     python -m kvlab.i18n.notebooks update   # refresh the catalogs from the English notebooks
@@ -27,11 +29,14 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 
 from kvlab.atomic import write_text
-from kvlab.i18n import catalogs
+from kvlab.i18n import catalogs, literals
 
 LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 FENCE = re.compile(r"^\s*(```|~~~)")
+FORMAT_FLAGS = {"python-format", "python-brace-format"}
+CODE = "code"  # the msgctxt of a code cell's literal: the same words in a paragraph are another message
+FIELDS_NOTE = "f-string: keep every {...} field as written and in order"
 
 
 def language_cell(language: str) -> str:
@@ -87,7 +92,10 @@ def _read_notebook(path: Path):
     return jupytext.read(path)
 
 
-HEADER = "Translations of a kvlab notebook. Each message is one markdown paragraph of the English notebook."
+HEADER = (
+    "Translations of a kvlab notebook. Each message is one markdown paragraph of the English notebook, "
+    'or (msgctxt "code") one string literal of its code that a reader sees.'
+)
 
 
 def _catalog(**fields) -> Catalog:
@@ -104,15 +112,24 @@ def _catalog(**fields) -> Catalog:
 
 
 def template(english: Path) -> Catalog:
-    """A catalog with every markdown paragraph of `english` as an untranslated message (location: cell number)."""
+    """A catalog with every markdown paragraph and every translatable code literal of `english` as an untranslated
+    message (location: cell number)."""
     catalog = _catalog()
     for index, cell in enumerate(_read_notebook(english).cells, start=1):
-        if cell.cell_type != "markdown":
-            continue
-        for paragraph in paragraphs(cell.source):
-            message = catalog.add(paragraph, locations=[(english.name, index)])
-            message.flags.discard("python-format")  # prose ("4 % is") that Babel mistakes for a format string
+        where = [(english.name, index)]
+        if cell.cell_type == "markdown":
+            for paragraph in paragraphs(cell.source):
+                catalog.add(paragraph, locations=where)
+        elif cell.cell_type == "code":
+            for literal in literals.find(cell.source):
+                catalog.add(literal.message, locations=where, context=CODE, auto_comments=_notes(literal))
+    for message in catalog:
+        message.flags -= FORMAT_FLAGS  # prose ("4 % is") and f-string fields that Babel takes for format strings
     return catalog
+
+
+def _notes(literal: literals.Literal) -> list[str]:
+    return [FIELDS_NOTE] if literal.fields else []
 
 
 def read_catalog(path: Path, language: str) -> Catalog:
@@ -126,22 +143,32 @@ def update(paths: Paths) -> Catalog:
     (carrying the old translation to start from), removed ones dropped."""
     catalog = catalogs.refresh(read_catalog(paths.catalog, paths.language), template(paths.english))
     for message in catalog:
-        message.flags.discard("python-format")  # as in `template`: paragraphs are prose, never format strings
+        message.flags -= FORMAT_FLAGS  # as in `template`
     catalogs.write(catalog, paths.catalog, sort_output=False, include_lineno=True)  # the cell number
     return catalog
 
 
 def problems(paths: Paths) -> list[str]:
-    """Each English paragraph without a reviewed translation (missing, fuzzy), each catalog entry no English
-    paragraph has any more (stale), and a translated script that differs from what `build` writes."""
+    """Each English paragraph or code literal without a reviewed translation (missing, fuzzy), a literal's
+    translation that does not fit it (a field or a number changed), each catalog entry the English no longer has
+    (stale), and a translated script that differs from what `build` writes."""
     catalog, english = read_catalog(paths.catalog, paths.language), template(paths.english)
     found = []
     for message, state in catalogs.gaps(english, catalog):
         where = f"{paths.english.name} cell {message.locations[0][1]}"
-        what = "fuzzy (the English changed; review the translation)" if state == "fuzzy" else "untranslated paragraph"
+        kind = "code literal" if message.context == CODE else "paragraph"
+        what = "fuzzy (the English changed; review the translation)" if state == "fuzzy" else f"untranslated {kind}"
         found.append(f"{where}: {what} {_start(message.id)!r}")
+    for index, literal in _code_literals(paths.english):
+        entry = catalog.get(literal.message, CODE)
+        if catalogs.is_reviewed(entry):
+            found += [
+                f"{paths.english.name} cell {index}: the translation of {_start(literal.message)!r} does not fit: {p}"
+                for p in literals.problems(literal, entry.string)
+            ]
     found += [
-        f"{paths.catalog.name}: stale entry, no English paragraph reads {_start(m.id)!r}"
+        f"{paths.catalog.name}: stale entry, no English {'code literal' if m.context == CODE else 'paragraph'} "
+        f"reads {_start(m.id)!r}"
         for m in catalogs.stale(english, catalog)
     ]
     if not found and (
@@ -151,13 +178,23 @@ def problems(paths: Paths) -> list[str]:
     return found
 
 
+def _code_literals(english: Path) -> list[tuple[int, literals.Literal]]:
+    return [
+        (index, literal)
+        for index, cell in enumerate(_read_notebook(english).cells, start=1)
+        if cell.cell_type == "code"
+        for literal in literals.find(cell.source)
+    ]
+
+
 def _start(text: str) -> str:
     line = text.splitlines()[0]
     return line if len(line) <= 60 else line[:57] + "..."
 
 
 def translated_notebook(paths: Paths):
-    """The English notebook with its markdown translated and the language cell in front of the first code cell."""
+    """The English notebook with its markdown and its code literals translated, and the language cell in front of
+    the first code cell."""
     from nbformat.v4 import new_code_cell
 
     catalog = read_catalog(paths.catalog, paths.language)
@@ -165,15 +202,17 @@ def translated_notebook(paths: Paths):
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = "\n\n".join(_translation(catalog, p) for p in paragraphs(cell.source))
+        elif cell.cell_type == "code":
+            cell.source = literals.translate(cell.source, lambda lit: _translation(catalog, lit.message, CODE))
     first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
     notebook.cells.insert(first_code, new_code_cell(language_cell(paths.language)))
     return notebook
 
 
-def _translation(catalog: Catalog, paragraph: str) -> str:
-    entry = catalog.get(paragraph)
+def _translation(catalog: Catalog, text: str, context: str | None = None) -> str:
+    entry = catalog.get(text, context)
     if not catalogs.is_reviewed(entry):
-        raise LookupError(f"no reviewed translation for {_start(paragraph)!r}; run `check` for the full list")
+        raise LookupError(f"no reviewed translation for {_start(text)!r}; run `check` for the full list")
     return entry.string
 
 
@@ -212,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         for paths in everything:
             try:
                 print(f"{paths.script}: {'written' if build(paths) else 'up to date'}")
-            except LookupError as err:  # a paragraph without a reviewed translation: the file is left as it was
+            except (LookupError, ValueError) as err:  # a message without a reviewed, fitting translation: file kept
                 print(f"{paths.script}: not built, {err}")
                 failed += 1
         return 1 if failed else 0

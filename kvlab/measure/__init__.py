@@ -14,12 +14,12 @@ notebooks); nothing here imports `kvlab.bench` or `kvlab.plots`.
 - `offload_time`: bytes an offloaded cache moves per step, its decode time, and a labelled PCIe estimate;
 - `batching`: continuous batching (`generate_batch`) against one `generate` per request, with an interval;
 - `roofline`: memory bandwidth, weight bytes, and the decode speed they allow;
-- `quality`: teacher forcing, greedy token agreement, logit KL divergence and perplexity of a cache against
-  DynamicCache (or no cache); `sweep` for quantized configurations;
-- `quality_chunked`: the same rows with teacher forcing in two forwards, for caches where that is exact;
+- `quality`: teacher forcing (one token per forward, or in two forwards where that is exact), greedy token
+  agreement, logit KL divergence and perplexity of a cache against DynamicCache (or no cache); `sweep` for
+  quantized configurations;
 - `compiled`: `torch.compile` with a StaticCache: compile time, steady speed, graphs compiled per call;
 - `residency`: the offload schedule in device order, the layers resident on the device and their bytes;
-- `resilient`: `resilient_generate` from the cache guide, with a simulated memory budget on a CPU;
+- `resilient`: a simulated accelerator of a given memory, for the cache guide's `resilient_generate` recipe on a CPU;
 - `guide_table`: the cache guide's comparison table, each cell re-measured;
 - `published`: data, not measurements: the guide's table as published and external reference points.
 """

@@ -50,12 +50,8 @@ def _batched(model, prompts: list[list[int]], new_tokens: int, page_size: int) -
     batching = _compat.ContinuousBatchingConfig(
         page_size=page_size, num_blocks=blocks, max_batch_tokens=sum(len(ids) for ids in prompts)
     )
-    previous = model.config._attn_implementation
-    model.set_attn_implementation(_compat.PAGED_ATTN_IMPLEMENTATION)
-    try:
+    with _compat.paged_attention(model):
         out = model.generate_batch(prompts, generation_config=config, continuous_batching_config=batching)
-    finally:
-        model.set_attn_implementation(previous)
     # request ids are "req_0", "req_1", ... in the order of `prompts`
     return [list(out[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
 

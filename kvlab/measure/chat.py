@@ -18,6 +18,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.errors import KvlabUserError
 from kvlab.measure import timing
 from kvlab.recording.trace import Trace
 
@@ -37,7 +38,7 @@ THINK_DROPPING_TEMPLATE = (
 )
 
 
-class CacheMismatchError(ValueError):
+class CacheMismatchError(KvlabUserError, ValueError):
     """The ids a cache holds are not a prefix of the prompt it is about to be reused for."""
 
 

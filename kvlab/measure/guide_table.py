@@ -19,6 +19,10 @@ prose adds speed words (`GUIDE_SPEED`). Each cell here comes from a run and a st
   `NOT_DISTINGUISHABLE`; a cell is judged only where the guide makes a claim and the verdict is beyond noise.
 
 `compare_with_guide` judges each cell by these rules: `agrees` is True, False, or None (not judged, with why).
+
+The cells' words stay English in every row (the guide's "Yes", "Medium"...): they are what the rules compare and
+what a saved run records. `word` shows one in the reader's language, in the pt-BR guide's words ("Sim",
+"Médio"); the sentences beside them (evidence, why) are written in that language when they are measured.
 """
 
 from __future__ import annotations
@@ -30,43 +34,61 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import CacheOptionError
+from kvlab.i18n import N_, _
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
 from kvlab.measure.step_times import decode_step_times
 from kvlab.measure.timing import Timing, compare
+from kvlab.model_facts import model_facts
 from kvlab.recorded_run import run
 
 OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
-MEMORY_RANKS = ("Low", "Medium", "High")  # the guide's memory words, from less than the DynamicCache to more
+MEMORY_RANKS = (
+    N_("Low"),
+    N_("Medium"),
+    N_("High"),
+)  # the guide's memory words, from less than the DynamicCache to more
 REFERENCE = "dynamic"  # every ratio is against this cache kind (the guide's "Medium")
 LESS_BELOW = 0.9  # peak bytes / the DynamicCache's below this: "Low"
 MORE_ABOVE = 1.1  # above this: "High"; between the two: "Medium"
-TABLE_PROPERTIES = ("sliding layers", "offloading", "torch.compile", "memory")
+TABLE_PROPERTIES = (N_("sliding layers"), N_("offloading"), "torch.compile", N_("memory"))
+SPEED = N_("speed")  # the column `with_speed` adds
+YES, NO = N_("Yes"), N_("No")
+SLOWER, FASTER = N_("slower"), N_("faster")
 
-NOT_MEASURED = "not measured here"
-NOT_DISTINGUISHABLE = "not distinguishable here"
-REFERENCE_CELL = "reference"
-NO_CLAIM = "no claim"
+NOT_MEASURED = N_("not measured here")
+NOT_DISTINGUISHABLE = N_("not distinguishable here")
+REFERENCE_CELL = N_("reference")
+NO_CLAIM = N_("no claim")
 NOT_JUDGED = {
-    REFERENCE_CELL: "the reference of the ratio",
-    NOT_MEASURED: "not measured here",
-    NOT_DISTINGUISHABLE: "the interval contains 1 or is too wide to tell",
+    REFERENCE_CELL: N_("the reference of the ratio"),
+    NOT_MEASURED: N_("not measured here"),
+    NOT_DISTINGUISHABLE: N_("the interval contains 1 or is too wide to tell"),
 }
 
 # The guide's speed words. Its table has no speed column; these are its prose (transformers 5.x, "Cache
 # strategies"), quoted in `says`. None: the guide makes no claim about eager decoding speed for that cache.
 GUIDE_SPEED = {
-    "dynamic": {"speed": None, "says": "the default cache: the reference"},
+    "dynamic": {"speed": None, "says": N_("the default cache: the reference")},
     "static": {
         "speed": None,
-        "says": "compatible with JIT optimizations like torch.compile to accelerate generation "
-        "(a claim about compiled decoding; eager decoding is what is timed here)",
+        "says": N_(
+            "compatible with JIT optimizations like torch.compile to accelerate generation "
+            "(a claim about compiled decoding; eager decoding is what is timed here)"
+        ),
     },
     "quantized": {
-        "speed": "slower",
-        "says": "Quantizing the cache can harm latency if the context length is short",
+        "speed": SLOWER,
+        "says": N_("Quantizing the cache can harm latency if the context length is short"),
     },
 }
+
+
+def word(value: str) -> str:
+    """A word of the table in the reader's language: a cell ("Yes", "High", "not measured here", "slower"), a
+    column ("sliding layers") or a cache ("Dynamic Cache"), in the pt-BR guide's words ("Sim", "Alto", "Cache
+    Dinâmica"). The rows keep the English word, which the rules compare; anything else comes back as it is."""
+    return _(value)
 
 
 @dataclass(frozen=True)
@@ -91,7 +113,7 @@ class Setup:
 def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
     """Run `cache_kind` on a model with sliding layers past its window; the largest sliding and full layer
     afterwards."""
-    window = model.config.sliding_window
+    window = model_facts(model.config).sliding_window
     try:
         result = run(
             model,
@@ -102,14 +124,16 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
             **setup.options(cache_kind, prompt_ids.shape[-1]),
         )
     except (CacheOptionError, ValueError) as err:
-        return {"supported": False, "evidence": f"refused: {err}"}
+        return {"supported": False, "evidence": _("refused: {error}").format(error=err)}
     layers = result.trace.layer_table()
     sliding = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "sliding")
     full = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "full")
     held = prompt_ids.shape[-1] + setup.new_tokens - 1  # the last new token is never fed back
     return {
         "supported": sliding <= window,
-        "evidence": f"{held} tokens held: sliding layers hold {sliding} slots (window {window}), full layers {full}",
+        "evidence": _(
+            "{held} tokens held: sliding layers hold {sliding} slots (window {window}), full layers {full}"
+        ).format(held=held, sliding=sliding, window=window, full=full),
         "live": _live(result),
     }
 
@@ -120,13 +144,12 @@ def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: 
     offloaded = OFFLOADED_KIND[cache_kind]
     if offloaded is None:
         takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
-        return {
-            "supported": takes,
-            "devices": [],
-            "evidence": "QuantizedCache "
-            + ("takes" if takes else "has no")
-            + " offloading argument and no offloaded variant exists",
-        }
+        evidence = (
+            _("QuantizedCache takes an offloading argument and no offloaded variant exists")
+            if takes
+            else _("QuantizedCache has no offloading argument and no offloaded variant exists")
+        )
+        return {"supported": takes, "devices": [], "evidence": evidence}
     result = run(
         model,
         None,
@@ -138,9 +161,11 @@ def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: 
     transfers = result.trace.transfers
     moved = sum(1 for t in transfers if t["moved"])
     devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
-    evidence = f"{offloaded}: {len(transfers)} layer transfers ({moved} between devices; {', '.join(devices)})"
+    evidence = _("{cache_kind}: {transfers} layer transfers ({moved} between devices; {devices})").format(
+        cache_kind=offloaded, transfers=len(transfers), moved=moved, devices=", ".join(devices)
+    )
     if transfers and not moved:
-        evidence += "; every transfer stayed on its device here, so this run shows the schedule, not a saving"
+        evidence += _("; every transfer stayed on its device here, so this run shows the schedule, not a saving")
     return {"supported": len(transfers) > 0, "devices": devices, "moved": moved, "evidence": evidence}
 
 
@@ -219,11 +244,12 @@ def live_runs(rows: list[dict]) -> list[dict]:
 
 def memory_word(ratio: float) -> str:
     """The guide's memory word for peak bytes `ratio` times the DynamicCache's (the guide's "Medium")."""
+    low, medium, high = MEMORY_RANKS
     if ratio < LESS_BELOW:
-        return "Low"
+        return low
     if ratio > MORE_ABOVE:
-        return "High"
-    return "Medium"
+        return high
+    return medium
 
 
 def speed_word(comparison) -> str:
@@ -231,7 +257,7 @@ def speed_word(comparison) -> str:
     and not too noisy; else `NOT_DISTINGUISHABLE`."""
     if comparison.too_noisy or not comparison.differs:
         return NOT_DISTINGUISHABLE
-    return "slower" if comparison.ratio > 1 else "faster"
+    return SLOWER if comparison.ratio > 1 else FASTER
 
 
 def _row(r: dict, memory_ratio: float) -> dict:
@@ -239,8 +265,8 @@ def _row(r: dict, memory_ratio: float) -> dict:
     return {
         "cache": GUIDE[r["cache_kind"]]["cache"],
         "cache_kind": r["cache_kind"],
-        "sliding layers": "Yes" if r["sliding"]["supported"] else "No",
-        "offloading": "Yes" if r["offloading"]["supported"] else "No",
+        "sliding layers": YES if r["sliding"]["supported"] else NO,
+        "offloading": YES if r["offloading"]["supported"] else NO,
         "torch.compile": NOT_MEASURED,
         "memory": REFERENCE_CELL if reference else memory_word(memory_ratio),
         "memory ratio": memory_ratio,
@@ -248,10 +274,16 @@ def _row(r: dict, memory_ratio: float) -> dict:
         "offloading evidence": r["offloading"]["evidence"],
         "offloading devices": r["offloading"]["devices"],
         "compile evidence": (
-            f"{r['decode_signatures']} distinct forward signature{'s' * (r['decode_signatures'] != 1)} over "
-            f"{r['decode_steps']} decoding steps "
-            "(what a tracing compiler meets; no compile ran here)"
-        ),
+            _(
+                "{signatures} distinct forward signature over {steps} decoding steps "
+                "(what a tracing compiler meets; no compile ran here)"
+            )
+            if r["decode_signatures"] == 1
+            else _(
+                "{signatures} distinct forward signatures over {steps} decoding steps "
+                "(what a tracing compiler meets; no compile ran here)"
+            )
+        ).format(signatures=r["decode_signatures"], steps=r["decode_steps"]),
         "peak cache bytes": r["peak_bytes"],
         "live": {"sliding model": r["sliding"].get("live"), "full model": r["live"]},
     }
@@ -290,7 +322,7 @@ def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[
                 "ratio": 1.0,
                 "low": 1.0,
                 "high": 1.0,
-                "verdict": "the reference of every ratio",
+                "verdict": _("the reference of every ratio"),
             }
             continue
         comparison = compare(timings[reference], timing, warn=False)
@@ -313,7 +345,7 @@ def with_speed(rows: list[dict], timings: dict[str, Timing]) -> list[dict]:
         out.append(
             {
                 **row,
-                "speed": cell["speed"],
+                SPEED: cell["speed"],
                 "speed ratio": cell["ratio"],
                 "speed interval": (cell["low"], cell["high"]),
                 "speed verdict": cell["verdict"],
@@ -327,22 +359,22 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
 
     The four table columns always; "speed" where a row has it (the guide's prose, `GUIDE_SPEED`). `agrees` is
     None where a cell is not judged: the reference of a ratio, not measured, not beyond noise, or no claim by the
-    guide; `why` says which."""
+    guide; `why` says which, in the reader's language (the other fields are the English words: `word` shows them)."""
     by_name = {g["cache"]: (kind, g) for kind, g in GUIDE.items()}
     out = []
     for row in rows:
         kind, guide = by_name[row["cache"]]
         claims = {prop: guide[prop] for prop in TABLE_PROPERTIES}
-        if "speed" in row:
-            claims["speed"] = GUIDE_SPEED[kind]["speed"] or NO_CLAIM
+        if SPEED in row:
+            claims[SPEED] = GUIDE_SPEED[kind]["speed"] or NO_CLAIM
         for prop, claim in claims.items():
             measured = row[prop]
             if measured in NOT_JUDGED:
-                agrees, why = None, NOT_JUDGED[measured]
+                agrees, why = None, _(NOT_JUDGED[measured])
             elif claim == NO_CLAIM:
-                agrees, why = None, "the guide makes no claim: " + GUIDE_SPEED[kind]["says"]
+                agrees, why = None, _("the guide makes no claim: {says}").format(says=_(GUIDE_SPEED[kind]["says"]))
             else:
-                agrees, why = claim == measured, "same word" if claim == measured else "a different word"
+                agrees, why = claim == measured, _("same word") if claim == measured else _("a different word")
             out.append(
                 {
                     "cache": row["cache"],
@@ -375,7 +407,7 @@ def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = 
     holds at the end (the last new token is never fed back)."""
     from kvlab.size import cache_size  # kvlab.size is heavier than this module's other imports
 
-    cache_kind = trace.meta["cache"]
+    cache_kind = trace.meta["cache_kind"]
     first = trace.final_layers()[0]
     options = {}
     if cache_kind in ("static", "offloaded_static"):

@@ -29,6 +29,7 @@ from transformers import LogitsProcessorList
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.errors import KvlabUserError
 from kvlab.measure import timing
 from kvlab.measure.chat import FirstTokenClock
 from kvlab.measure.timing import Comparison, Stopwatch, Timing, compare, time_interleaved
@@ -36,7 +37,7 @@ from kvlab.recorded_run import encode  # the one tokenising of a prompt: (1, tok
 from kvlab.recording.storage import storage_bytes
 
 
-class PrefixMismatchError(ValueError):
+class PrefixMismatchError(KvlabUserError, ValueError):
     """The cached prefix's ids are not the first ids of the prompt it is reused for."""
 
 

@@ -12,6 +12,17 @@ one token per forward after a prefill, because that is when a cache is read: a Q
 full-precision keys during the prefill and to its packed copy only afterwards. Without a cache it is one forward
 over the whole window, the exact reference: every position attends to every earlier token, nothing is stored.
 
+`teacher_forced_chunk` gets the same predictions in two forwards, the prefill and then every scored token at once,
+for the caches whose later tokens are kept as they are computed, because causal attention lets each token see
+exactly what it would have seen decoding:
+- DynamicCache: the earlier tokens in full precision either way;
+- QuantizedCache with a residual (hqq, quanto): the packed prefill is dequantized for the chunk as for each decode
+  step, and the chunk's own earlier tokens are read in full precision, as the residual would hold them. This holds
+  only while the chunk does not fill the residual (no flush), so that is checked;
+- fp8: every token, the chunk's own included, is read back from its 8-bit copy, as each decode step does.
+`sweep(..., chunked=True)` gives the same rows that way, up to floating-point summation order, for a fraction of
+the time; what it does not give is decode speed.
+
 Numerics: the log-softmax is taken in float64 and kept in float32 (`log_softmax_float32`), and the KL is summed in
 float64 after renormalising both sides (`kl_per_position`). A float32 log-softmax over a vocabulary does not sum
 to exactly 1, and that normalisation error (~ vocab x float32 eps) is as large as the KL of a good 8-bit cache, so
@@ -176,6 +187,38 @@ def teacher_forced(
     )
 
 
+def teacher_forced_chunk(
+    model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic", **options
+) -> TeacherForced:
+    """Prefill `prefill_tokens` of `input_ids` (1, n) into a cache of kind `cache` ("dynamic" or "quantized",
+    with `options`), then feed the remaining tokens but the last in one forward. Scores n - prefill_tokens
+    positions, like `teacher_forced`; `decode_seconds` is the time of that one scoring forward. Refuses a
+    quantized residual the chunk would fill (a flush)."""
+    n = input_ids.shape[-1]
+    if not 1 <= prefill_tokens < n:
+        raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
+    if cache not in ("dynamic", "quantized"):
+        raise ValueError(f"chunked teacher forcing is exact for 'dynamic' and 'quantized' caches; got {cache!r}")
+    chunk = n - prefill_tokens - 1
+    residual_length = options.get("residual_length", _compat.QUANTIZED_DEFAULTS["residual_length"])
+    if cache == "quantized" and options.get("backend") != "fp8" and chunk >= residual_length:
+        raise ValueError(
+            f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which "
+            "decoding one token at a time would do part-way; score fewer tokens or use "
+            "quality.teacher_forced"
+        )
+    trace = Trace()
+    cache_object = make_cache(cache, model.config, trace=trace, **options)
+    ids = input_ids.to(model.device)  # (1, n)
+    kwargs = {_compat.CACHE_KWARG: cache_object, "use_cache": True}
+    with torch.no_grad():
+        first = model(ids[:, :prefill_tokens], **kwargs).logits[0, -1:]  # (1, vocab): predicts token prefill
+        with Stopwatch() as watch:
+            rest = model(ids[:, prefill_tokens:-1], **kwargs).logits[0] if chunk else first[:0]  # (chunk, vocab)
+    log_probs = log_softmax_float32(torch.cat([first, rest]))  # (n - prefill_tokens, vocab)
+    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace, watch.seconds)
+
+
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     """KL(reference || other) averaged over positions, top-1 agreement, and both perplexities."""
     if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
@@ -192,23 +235,28 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     }
 
 
-def sweep(model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict]) -> tuple[list[dict], dict]:
+def sweep(
+    model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict], chunked: bool = False
+) -> tuple[list[dict], dict]:
     """Teacher-force `input_ids` through a DynamicCache and through a QuantizedCache per entry of `configs`
     ({label: quantized options}); one row per configuration, plus {label: TeacherForced} (with "dynamic").
+    `chunked=True` scores with `teacher_forced_chunk` (two forwards per configuration instead of one per token).
 
     Row fields: the `compare` measures; the cache at the end (cache_bytes, packed_bytes, residual_bytes);
     `memory_ratio_16bit`, the cache over a 16-bit cache of the same tokens; `packed_ratio_16bit`, the packed
     part over the 16-bit size of the tokens it holds (the ratio a sequence much longer than the residual
-    approaches); and `ms_per_token` (decode only; a timing, not reproducible).
+    approaches); and `ms_per_token` (decode only; a timing, not reproducible; chunked, the scoring forward's
+    time per position, not a decode speed).
     """
     from kvlab.measure.formula import bytes_per_token_per_layer
 
+    score = teacher_forced_chunk if chunked else teacher_forced
     per_token_layer_16bit = bytes_per_token_per_layer(model.config, torch.float16)
-    reference = teacher_forced(model, input_ids, prefill_tokens, cache="dynamic")
+    reference = score(model, input_ids, prefill_tokens, cache="dynamic")
     runs = {"dynamic": reference}
     rows = [_row("dynamic", {}, reference, reference, per_token_layer_16bit)]
     for label, options in configs.items():
-        runs[label] = teacher_forced(model, input_ids, prefill_tokens, cache="quantized", **options)
+        runs[label] = score(model, input_ids, prefill_tokens, cache="quantized", **options)
         rows.append(_row(label, options, reference, runs[label], per_token_layer_16bit))
     return rows, runs
 

@@ -6,7 +6,10 @@ there from its creation or prefetch until its offload; a layer it never offloads
 `offload_only_non_sliding=True`) stays there throughout. Walking the trace in the order the device saw the
 events (`schedule`: prefetch i+1, update i, offload i; `effective_moves` leaves out prefetches of a layer already
 there) gives, after every event, the set of resident layers (`resident_intervals`) and their bytes
-(`device_bytes_by_step`). The largest sum within a step is what an accelerator had to hold at once.
+(`device_bytes_by_step`). The largest sum within a step is what an accelerator had to hold at once; the sum
+while the last update ran is what it holds as a generation goes (`device_bytes_at_last_update`, what
+`kvlab.measure.resilient`'s simulated accelerator checks after every layer). This is kvlab's one count of
+device-resident bytes.
 `kvlab.plots.timeline` draws the same schedule.
 
 On this CPU-only machine nothing moves: the numbers are the bytes that would be resident on an accelerator
@@ -115,6 +118,27 @@ def schedule(trace: Trace, steps: tuple[int, int] | None) -> list[dict]:
     return kept
 
 
+def _device_walk(trace: Trace):
+    """Walk the schedule: after each event, (event, layer -> bytes it holds, resident layers, layer -> its kind).
+
+    A layer is resident from its creation (its first update, at the prefill) or its prefetch to its offload; a
+    prefetch brings the bytes it moved. The dicts are the walk's own, updated in place as it goes on."""
+    held: dict[int, int] = {}  # layer -> bytes it holds now
+    layer_kind: dict[int, str] = {}  # layer -> its layer kind
+    resident: set[int] = set()
+    for e in schedule(trace, None):
+        layer = e["layer_idx"]
+        if e["type"] == "update":
+            held[layer], layer_kind[layer] = e["bytes_held"], e["layer_kind"]
+            resident.add(layer)  # a layer computes on the device (created there at the prefill)
+        elif e["direction"] == "prefetch":
+            held[layer] = e["bytes"]
+            resident.add(layer)
+        else:
+            resident.discard(layer)
+        yield e, held, resident, layer_kind
+
+
 def device_bytes_by_step(trace: Trace) -> list[dict]:
     """One row per step: the device peak and the whole cache.
 
@@ -124,22 +148,11 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
     the end of the step (they differ when a layer shrinks during the step: a sliding layer's buffer still holds
     the whole prompt until its first decoding update).
     """
-    held: dict[int, int] = {}  # layer -> bytes it holds now
-    layer_kind: dict[int, str] = {}  # layer -> its layer kind
-    resident: set[int] = set()
     rows: dict[int, dict] = {}
     cache_bytes: dict[int, int] = {}
-    for e in schedule(trace, None):
-        layer = e["layer_idx"]
+    for e, held, resident, layer_kind in _device_walk(trace):
         if e["type"] == "update":
-            held[layer], layer_kind[layer] = e["bytes_held"], e["layer_kind"]
             cache_bytes[e["step"]] = e["cache_bytes"]
-            resident.add(layer)  # a layer computes on the device (created there at the prefill)
-        elif e["direction"] == "prefetch":
-            held[layer] = e["bytes"]
-            resident.add(layer)
-        else:
-            resident.discard(layer)
         total = sum(held.get(i, 0) for i in resident)
         row = rows.setdefault(e["step"], {"step": e["step"], "device_peak_bytes": -1})
         if total > row["device_peak_bytes"]:
@@ -163,3 +176,14 @@ def device_bytes_by_step(trace: Trace) -> list[dict]:
 def device_peak(trace: Trace) -> int:
     """The most bytes the cache held on the compute device at once, over the whole trace."""
     return max((r["device_peak_bytes"] for r in device_bytes_by_step(trace)), default=0)
+
+
+def device_bytes_at_last_update(trace: Trace) -> int:
+    """The bytes on the compute device while the last update ran: the layer that computed (offloaded since, but
+    its tensors were in use) and every layer resident with it. What a live budget check asks after each layer
+    (`kvlab.measure.resilient.simulated_device`); 0 before any update."""
+    now = 0
+    for e, held, resident, _ in _device_walk(trace):
+        if e["type"] == "update":
+            now = sum(held.get(i, 0) for i in resident)
+    return now

@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from kvlab.i18n import _, number
+
 clock = timeit.default_timer  # the clock torch.utils.benchmark.Timer uses; the only one kvlab times work with
 
 # An interval wider than this factor (high / low) says nothing a sentence could quote.
@@ -94,9 +96,15 @@ class Timing:
         return q3 - q1
 
     def describe(self, unit: str = "ms", scale: float = 1e3) -> str:
-        """ "95.1 ms (IQR 93.8-97.0, 7 runs)" """
+        """ "95.1 ms (IQR 93.8-97.0, 7 runs)", in the reader's language ("95,1 ms (IQR 93,8-97,0, 7 execuções)")."""
         q1, q3 = self.quartiles
-        return f"{self.median * scale:,.1f} {unit} (IQR {q1 * scale:,.1f}-{q3 * scale:,.1f}, {len(self.times)} runs)"
+        return _("{median} {unit} (IQR {q1}-{q3}, {runs} runs)").format(
+            median=number(self.median * scale, 1),
+            unit=unit,
+            q1=number(q1 * scale, 1),
+            q3=number(q3 * scale, 1),
+            runs=len(self.times),
+        )
 
     def as_dict(self) -> dict:
         q1, q3 = self.quartiles
@@ -165,18 +173,24 @@ class Comparison:
         return not self.differs and self.high / self.low > TOO_WIDE
 
     def verdict(self) -> str:
-        """A sentence a notebook can print as it is: "static is 1.62x slower than dynamic (1.55-1.70)"."""
-        interval = f"({self.low:.2f}-{self.high:.2f})"
+        """A sentence a notebook can print as it is, in the reader's language: "static is 1.62x slower than
+        dynamic (1.55-1.70)". The labels are the Timings' own, as the caller wrote them."""
+        labels = {"b": self.b.label, "a": self.a.label}
+        if self.ratio > 1 or self.too_noisy or not self.differs:
+            ratio, interval = _ratio(self.ratio), _ratio_interval(self.low, self.high)
+        else:  # faster: B / A below 1, said as A / B above 1
+            ratio, interval = _ratio(1 / self.ratio), _ratio_interval(1 / self.high, 1 / self.low)
         if self.too_noisy:
-            return f"too noisy to tell: {self.b.label} / {self.a.label} = {self.ratio:.2f} {interval}"
+            return _("too noisy to tell: {b} / {a} = {ratio} {interval}").format(
+                **labels, ratio=ratio, interval=interval
+            )
         if not self.differs:
-            return f"no difference beyond noise: {self.b.label} / {self.a.label} = {self.ratio:.2f} {interval}"
+            return _("no difference beyond noise: {b} / {a} = {ratio} {interval}").format(
+                **labels, ratio=ratio, interval=interval
+            )
         if self.ratio > 1:
-            return f"{self.b.label} is {self.ratio:.2f}x slower than {self.a.label} {interval}"
-        return (
-            f"{self.b.label} is {1 / self.ratio:.2f}x faster than {self.a.label} "
-            f"({1 / self.high:.2f}-{1 / self.low:.2f})"
-        )
+            return _("{b} is {ratio}x slower than {a} {interval}").format(**labels, ratio=ratio, interval=interval)
+        return _("{b} is {ratio}x faster than {a} {interval}").format(**labels, ratio=ratio, interval=interval)
 
     def as_dict(self) -> dict:
         return {
@@ -192,6 +206,15 @@ class Comparison:
         }
 
 
+def _ratio(value: float) -> str:
+    """A ratio of times as a verdict writes it: two decimals, the reader's decimal mark."""
+    return number(value, 2, grouping=False)
+
+
+def _ratio_interval(low: float, high: float) -> str:
+    return f"({_ratio(low)}-{_ratio(high)})"
+
+
 def compare(a: Timing, b: Timing, confidence: float = CONFIDENCE, seed: int = 0, warn: bool = True) -> Comparison:
     """B / A with a percentile-bootstrap interval of the ratio of medians (fixed seed: the same times give the
     same interval). Warns (`NoisyTimingWarning`) when the interval is too wide to say anything."""
@@ -199,9 +222,17 @@ def compare(a: Timing, b: Timing, confidence: float = CONFIDENCE, seed: int = 0,
     result = Comparison(a, b, b.median / a.median, low, high, confidence)
     if warn and result.too_noisy:
         warnings.warn(
-            f"timing too noisy to compare {b.label} with {a.label}: ratio {result.ratio:.2f} "
-            f"({low:.2f}-{high:.2f}) from {len(a.times)} and {len(b.times)} runs; repeat on a quieter machine "
-            "or with more repeats",
+            _(
+                "timing too noisy to compare {b} with {a}: ratio {ratio} {interval} from {a_runs} and {b_runs} "
+                "runs; repeat on a quieter machine or with more repeats"
+            ).format(
+                b=b.label,
+                a=a.label,
+                ratio=_ratio(result.ratio),
+                interval=_ratio_interval(low, high),
+                a_runs=len(a.times),
+                b_runs=len(b.times),
+            ),
             NoisyTimingWarning,
             stacklevel=2,
         )

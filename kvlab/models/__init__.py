@@ -14,27 +14,32 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from kvlab.measure.timing import Stopwatch
+from kvlab.errors import KvlabUserError
+from kvlab.log import get_logger
 from kvlab.models import sources, tiny  # noqa: F401  (kvlab.models.tiny, as when `import kvlab` was eager)
 from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
+from kvlab.names import DTYPE_ALIASES, LOAD_DTYPES
 from kvlab.paths import KvlabHomeError, check_writable, models_dir
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+log = get_logger(__name__)
+
+DTYPES = {name: getattr(torch, name) for name in LOAD_DTYPES} | {
+    alias: getattr(torch, name) for alias, name in DTYPE_ALIASES.items()
+}
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(KvlabUserError, ValueError):
     """A model name that is neither bundled, nor a local directory, nor a hub id."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(KvlabUserError, ValueError):
     """A model directory or hub id that transformers cannot load (no safetensors weights, no network...)."""
 
 
@@ -87,7 +92,7 @@ def parse_dtype(dtype) -> torch.dtype:
             return dtype
     elif isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
-    raise ValueError(f"unsupported dtype {dtype!r}; valid: float32, bfloat16")
+    raise ValueError(f"unsupported dtype {dtype!r}; valid: {', '.join(LOAD_DTYPES)}")
 
 
 def parse_device(device=None) -> torch.device:
@@ -116,19 +121,6 @@ def parse_device(device=None) -> torch.device:
     return parsed
 
 
-def warm_up_quanto() -> None:
-    """optimum-quanto builds a C++ extension silently on first use (a 2.3 s generate took 24.5 s). Pay it here."""
-    from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
-
-    print("kvlab: warming up optimum-quanto (builds its CPU extension on first use)", file=sys.stderr)
-    x = torch.randn(1, 2, 64, 64)  # (batch, kv_heads, seq, head_dim)
-    with Stopwatch() as watch:
-        for qtype in (qint2, qint4):
-            scale, shift = MaxOptimizer()(x, qtype, 0, 64)
-            quantize_weight(x, qtype, 0, scale, shift, 64).dequantize()
-    print(f"kvlab: optimum-quanto ready in {watch.seconds:.1f} s", file=sys.stderr)
-
-
 def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
     """Fetch, verify and convert a bundled model once; later calls check its manifest (milliseconds) and return.
 
@@ -148,12 +140,14 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
                 raise ModelIntegrityError(
                     f"{spec.title} is not used: {problem}; prepare it again: kvlab models prepare {spec.name}"
                 )
-            print(f"kvlab: {spec.title} is not used: {problem}; converting it again", file=sys.stderr)
+            log.warning("%s is not used: %s; converting it again", spec.title, problem)
             _convert(spec)
     else:
         _convert(spec)
-    if warm_quanto:
-        warm_up_quanto()
+    if warm_quanto:  # optimum-quanto builds a C++ extension on first use (about a minute, once): here, not mid-run
+        from kvlab.caches.quantized import ensure_quanto_extension
+
+        ensure_quanto_extension("cpu")
     return directory
 
 
@@ -165,7 +159,7 @@ def _convert(spec: BundledModel) -> None:
     check_writable(models_dir())
     gguf_dir = _gguf_dir()
     gguf_dir.mkdir(exist_ok=True)
-    print(f"kvlab: preparing {spec.title}", file=sys.stderr)
+    log.info("preparing %s", spec.title)
     gguf = spec.fetch_gguf(gguf_dir)
     convert_gguf(gguf, spec.directory, {"name": spec.name, "title": spec.title, "gguf_sha256": spec.gguf_sha256})
 

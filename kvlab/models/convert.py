@@ -19,14 +19,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from kvlab import _compat, atomic
+from kvlab.log import get_logger
 from kvlab.models.manifest import write_manifest
+
+log = get_logger(__name__)
 
 MARKER = "kvlab-model.json"
 PARTIAL = ".partial"
@@ -71,7 +73,7 @@ def partial_path(final: Path) -> Path:
 def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    print(f"kvlab: converting {gguf_path.name} to safetensors (once; later loads take seconds)", file=sys.stderr)
+    log.warning("converting %s to safetensors (once; later loads take seconds)", gguf_path.name)
     started = time.perf_counter()
     partial = partial_path(model_dir)
     try:
@@ -93,9 +95,9 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
         raise
     _step(3, "hashing the files into the manifest", started)
     write_manifest(model_dir)
-    print(f"kvlab: converted in {seconds} s -> {model_dir}", file=sys.stderr)
+    log.info("converted in %s s -> %s", seconds, model_dir)
     return model_dir
 
 
 def _step(number: int, what: str, started: float) -> None:
-    print(f"kvlab: [{number}/3 at {time.perf_counter() - started:.0f} s] {what}", file=sys.stderr, flush=True)
+    log.info("[%d/3 at %.0f s] %s", number, time.perf_counter() - started, what)

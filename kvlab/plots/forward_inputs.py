@@ -7,10 +7,10 @@ decoding. Plotting the length of each input per call shows which is which.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
+from kvlab.plots._figure import subplots
 from kvlab.plots.palette import series
 
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
@@ -26,9 +26,7 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
     panels share one legend, drawn below them where it covers no line.
     """
     names = sorted({name for log in logs.values() for name in log.names()})
-    with plt.ioff():
-        fig, axes = plt.subplots(1, len(logs), figsize=(5 * len(logs), 3.9), sharey=True, squeeze=False)
-    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    fig, axes = subplots(1, len(logs), figsize=(5 * len(logs), 3.9), sharey=True, squeeze=False)
     handles = {}
     for ax, (label, log) in zip(axes[0], logs.items()):
         for name in log.names():

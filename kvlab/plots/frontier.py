@@ -3,10 +3,9 @@ with published results drawn apart as external references (vertical markers at t
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
-
 from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
+from kvlab.plots._figure import subplots
 from kvlab.plots.palette import series
 
 MEASURED, EXTERNAL = series(0), series(1)  # blue: measured by kvlab; orange: published references
@@ -36,54 +35,53 @@ def _grouped(points: list[dict]) -> list[dict]:
 def frontier(rows: list[dict], title: str = "", published: list[dict] | None = PUBLISHED):
     """A Figure: x = peak cache bytes ÷ dynamic's, y = perplexity change vs dynamic (%, symlog)."""
     points = _grouped(frontier_points(rows))
-    with plt.ioff():
-        fig, ax = plt.subplots(figsize=(9, 5.5))
-        for p in points:
-            ax.scatter(p["memory_ratio"], p["quality"], s=40, color=MEASURED, zorder=3)
-            ax.annotate(
-                p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3), fontsize=7.5
-            )
-        lines = []
-        for ref in published or []:
-            ax.axvline(ref["memory_ratio"], color=EXTERNAL, linestyle="--", linewidth=1, zorder=1)
-            ax.text(
-                ref["memory_ratio"],
-                0.02,
-                " " + _("external: {label}").format(label=ref["label"]),
-                rotation=90,
-                fontsize=7,
-                transform=ax.get_xaxis_transform(),
-                color=EXTERNAL,
-                va="bottom",
-                ha="right",
-            )
-            ratio = number(ref["memory_ratio"], 2, grouping=False)
-            lines.append(f"{ref['label']} (x = {ratio}): {ref['claim']}")
-        if lines:
-            ax.text(
-                0.45,
-                0.97,
-                _("External references (orange dashed, published, not measured by kvlab):") + "\n" + "\n".join(lines),
-                transform=ax.transAxes,
-                fontsize=7,
-                color=EXTERNAL,
-                va="top",
-                bbox={"facecolor": "white", "edgecolor": EXTERNAL, "alpha": 0.9},
-            )
-        ax.axhline(0, color="grey", linewidth=0.5)
-        ax.set_yscale("symlog", linthresh=1.0)
-        if points and min(p["quality"] for p in points) >= 0:
-            ax.set_ylim(bottom=-0.3, top=max(3 * max(p["quality"] for p in points), 10))
-        ax.set_xlabel(_("peak cache bytes ÷ dynamic cache (kvlab measured)"))
-        ax.set_ylabel(_("perplexity change vs dynamic (%, symlog)"))
-        ax.set_xlim(0, max([1.5] + [p["memory_ratio"] * 1.5 for p in points]))
-        ax.set_title(
-            title
-            or _(
-                "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
-                "external references (not kvlab measurements)"
-            ),
-            fontsize=10,
+    fig, ax = subplots(figsize=(9, 5.5))
+    for p in points:
+        ax.scatter(p["memory_ratio"], p["quality"], s=40, color=MEASURED, zorder=3)
+        ax.annotate(
+            p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3), fontsize=7.5
         )
-        fig.tight_layout()
+    lines = []
+    for ref in published or []:
+        ax.axvline(ref["memory_ratio"], color=EXTERNAL, linestyle="--", linewidth=1, zorder=1)
+        ax.text(
+            ref["memory_ratio"],
+            0.02,
+            " " + _("external: {label}").format(label=_(ref["label"])),
+            rotation=90,
+            fontsize=7,
+            transform=ax.get_xaxis_transform(),
+            color=EXTERNAL,
+            va="bottom",
+            ha="right",
+        )
+        ratio = number(ref["memory_ratio"], 2, grouping=False)
+        lines.append(f"{_(ref['label'])} (x = {ratio}): {_(ref['claim'])}")
+    if lines:
+        ax.text(
+            0.45,
+            0.97,
+            _("External references (orange dashed, published, not measured by kvlab):") + "\n" + "\n".join(lines),
+            transform=ax.transAxes,
+            fontsize=7,
+            color=EXTERNAL,
+            va="top",
+            bbox={"facecolor": "white", "edgecolor": EXTERNAL, "alpha": 0.9},
+        )
+    ax.axhline(0, color="grey", linewidth=0.5)
+    ax.set_yscale("symlog", linthresh=1.0)
+    if points and min(p["quality"] for p in points) >= 0:
+        ax.set_ylim(bottom=-0.3, top=max(3 * max(p["quality"] for p in points), 10))
+    ax.set_xlabel(_("peak cache bytes ÷ dynamic cache (kvlab measured)"))
+    ax.set_ylabel(_("perplexity change vs dynamic (%, symlog)"))
+    ax.set_xlim(0, max([1.5] + [p["memory_ratio"] * 1.5 for p in points]))
+    ax.set_title(
+        title
+        or _(
+            "quality–memory frontier\nblue: measured by kvlab here; orange dashed: published, "
+            "external references (not kvlab measurements)"
+        ),
+        fontsize=10,
+    )
+    fig.tight_layout()
     return fig

@@ -8,13 +8,12 @@ sits outside the axes so it never covers a bar.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series as series_color
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
@@ -38,9 +37,7 @@ def plot_bytes(
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
     unit, scale = unit_for(largest)
-    with plt.ioff():
-        fig, ax = plt.subplots(figsize=(9, 0.5 * len(labels) * max(len(series), 1) + 1.5))
-    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    fig, ax = subplots(figsize=(9, 0.5 * len(labels) * max(len(series), 1) + 1.5))
     height = 0.8 / max(len(series), 1)
     y = np.arange(len(labels))
     for i, name in enumerate(series):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from kvlab.i18n import _
-from kvlab.plots._figure import subplots
+from kvlab.i18n import _, number
+from kvlab.plots._figure import NumberFormatter, subplots
 from kvlab.plots._snapshots import layer_labels
 from kvlab.recording.trace import Trace
 
@@ -38,7 +38,7 @@ def _write_ends(ax, grid: np.ndarray, image) -> None:
         for column in columns:
             red, green, blue, _alpha = image.cmap(image.norm(values[column]))
             ink = "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
-            ax.text(column, row, f"{values[column]:,}", ha="center", va="center", fontsize=7, color=ink)
+            ax.text(column, row, number(values[column]), ha="center", va="center", fontsize=7, color=ink)
 
 
 def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None = None) -> Figure:
@@ -58,7 +58,7 @@ def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None 
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
         ax.set_xlabel(_("step (0 = prefill)"))
         ax.set_title(name)
-        fig.colorbar(image, ax=ax, label=_("tokens"))
+        fig.colorbar(image, ax=ax, label=_("tokens"), format=NumberFormatter())
     fig.suptitle(title or _("Cache occupancy per layer and step"))
     fig.tight_layout()
     return fig

@@ -9,12 +9,11 @@ crop, so the rollback is visible as a drop.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
-from kvlab.plots._figure import legend_beside
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import CROPPED, LIVE
 from kvlab.plots.palette import series as series_color
 
@@ -22,9 +21,7 @@ from kvlab.plots.palette import series as series_color
 def plot_speculative_steps(result, title: str = N_("Speculative decoding: accepted and rolled-back drafts")) -> Figure:
     """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per forward, and the cache length."""
     steps = result.steps
-    with plt.ioff():
-        fig, (bars, lengths) = plt.subplots(1, 2, figsize=(11, 3.8))
-    plt.close(fig)  # shown once, by its return value; no pyplot state left open
+    fig, (bars, lengths) = subplots(1, 2, figsize=(11, 3.8))
     x = np.arange(len(steps)) + 2  # forward 1 is the prefill
     accepted = [s.accepted for s in steps]
     bars.bar(x, accepted, color=LIVE, label=_("accepted"))

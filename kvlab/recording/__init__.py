@@ -6,7 +6,7 @@
 - `slots`: the slot vocabulary and the masked share (`waste_pct`), one definition for the trace, explorer, size;
 - `recorder`: turns each cache update, crop, flush and transfer into an event;
 - `work`: the work behind a step's time (queries, key slots attended, attention FLOPs, packing calls), exact;
-- `trace`: the events, their summaries and the JSON file (schema 3; versions 1 and 2 still load).
+- `trace`: the events, their summaries and the JSON file (schema 4; versions 1 to 3 still load).
 
 Nothing is imported here, so `kvlab.recording.layer_kinds` stays torch-free for the command line.
 """

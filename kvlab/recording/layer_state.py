@@ -164,4 +164,5 @@ def _reader_for(layer_type: type):
 
 def read_layer(layer, layer_kind: str) -> LayerState:
     """Snapshot `layer`. `layer_kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
-    return _reader_for(type(layer))(layer, layer_kind)
+    layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+    return _reader_for(layer_type)(layer, layer_kind)

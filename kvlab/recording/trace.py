@@ -6,12 +6,18 @@ Events are plain dicts (JSON-ready, pandas-ready), each with a `type` (the event
 - "crop":     n, past_recording, lengths_before, lengths_after (per layer);
 - "flush":    a quantized layer moved its full-precision residual into quantized storage;
 - "transfer": an offloaded layer moved (direction "offload" or "prefetch"), bytes, seconds, src, dst.
-`meta` holds what produced the trace (model, cache kind under "cache", options, dtype, timings).
+`meta` holds what produced the trace (model, `cache_kind`, options, dtype, timings).
 
 Schema version 2 names a layer's kind `layer_kind` (version 1 called it `kind`). Version 3 adds the work counters
 to every update (`kvlab.recording.work`: batch, queries, slots_attended, attention_flops and the quantized
-packing calls). `Trace.load` and `from_dict` read every version: a version-1 file's fields get today's names,
-and an older file's updates get the counters as null ("not recorded"), never as a made-up zero (`_upgrade`).
+packing calls). Version 4 names the cache kind in `meta` `cache_kind`, the word kvlab uses everywhere else
+(versions 1-3 called it `cache`). `Trace.load` and `from_dict` read every version: an older file's fields and
+meta keys get today's names, and its updates get the counters as null ("not recorded"), never as a made-up zero
+(`_upgrade`, `_upgrade_meta`).
+
+`summary()` and `layer_table()` are a dict and a list of dicts, to index, compare and save; they print as aligned
+tables (`TraceSummary`, `LayerTable`), so a terminal or a notebook shows 30 layers as 30 lines, not 30 dicts.
+The HTML a notebook shows for them and for a `Trace` is presentation's: `kvlab.html` registers it with IPython.
 """
 
 from __future__ import annotations
@@ -19,20 +25,81 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kvlab.errors import KvlabUserError
+from kvlab.i18n import marks
 from kvlab.recording.slots import SLOT_FIELDS, waste_pct
 from kvlab.recording.work import WORK_FIELDS, input_signatures, work_by_step
+from kvlab.units import human_bytes
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # older versions are translated on load
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # older versions are translated on load
 # The fields the next version renamed, per older version: {version: {event type: {old name: new name}}}
 RENAMED_FIELDS = {1: {"update": {"kind": "layer_kind"}}}
+# The meta keys the next version renamed, per older version: {version: {old name: new name}}
+RENAMED_META = {3: {"cache": "cache_kind"}}
 # The fields the next version added, per older version: {version: {event type: fields}}; null in older files
 ADDED_FIELDS = {2: {"update": WORK_FIELDS}}
 EVENT_TYPES = ("update", "crop", "flush", "transfer")
+# A layer's quantized storage: zero in every layer of every other cache kind, so a table leaves them out there
+QUANTIZED_FIELDS = ("quantized_tokens", "residual_tokens", "packed_bytes", "residual_bytes")
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(KvlabUserError, ValueError):
     """A file that is not a kvlab trace (or not a version this kvlab reads)."""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def shown(field: str, value) -> str:
+    """One value of a summary or a layer table as a reader sees it: bytes in binary units ("225.0 KiB"), counts
+    grouped ("1,410"), shares and rates to one decimal ("33.3"), with the marks of the language in use
+    (`kvlab.set_language`); "-" where nothing was recorded. The text tables and `kvlab.html` both use it."""
+    if value is None:
+        return "-"
+    if not _is_number(value):
+        return str(value)
+    if "bytes" in field.split("_"):  # peak_bytes, bytes_held, packed_bytes...
+        return human_bytes(value, decimals=1, localized=True)
+    return marks(f"{value:,.1f}" if isinstance(value, float) else f"{value:,}")
+
+
+def text_table(rows: list[list[str]], right: list[bool]) -> str:
+    """`rows` of cells in aligned columns, two spaces apart; a column in `right` is right-aligned (numbers)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(right))]
+    return "\n".join(
+        "  ".join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right)).rstrip()
+        for row in rows
+    )
+
+
+class TraceSummary(dict):
+    """`Trace.summary()`: a plain dict to index (`s["peak_bytes"]`), compare and save as JSON, that prints as a
+    two-column table, one field a line under the name to index it by."""
+
+    def __repr__(self) -> str:
+        return text_table([[field, shown(field, value)] for field, value in self.items()], [False, True])
+
+
+class LayerTable(list):
+    """`Trace.layer_table()`: a plain list of one dict per layer (index it, loop over it, hand it to pandas) that
+    prints as an aligned table, a header of the fields to index by, then one line per layer."""
+
+    def columns(self) -> list[str]:
+        """The fields shown: every field of the rows, in their order, but the four of quantized storage where no
+        layer has any (columns of zeros for every cache kind but the quantized one)."""
+        fields = list(dict.fromkeys(field for row in self for field in row))
+        quantized = any(row.get(f) for row in self for f in QUANTIZED_FIELDS)
+        return [f for f in fields if quantized or f not in QUANTIZED_FIELDS]
+
+    def __repr__(self) -> str:
+        if not self:
+            return "[]"
+        columns = self.columns()
+        right = [all(_is_number(row.get(c)) for row in self if row.get(c) is not None) for c in columns]
+        cells = [[shown(c, row.get(c)) for c in columns] for row in self]
+        return text_table([columns, *cells], right)
 
 
 class Trace:
@@ -46,12 +113,6 @@ class Trace:
             f"Trace({len(self.events)} events, {s['steps']} steps, peak {s['peak_bytes']:,} B, "
             f"final {s['final_bytes']:,} B)"
         )
-
-    def _repr_html_(self) -> str:
-        """The summary as a table when a notebook shows a trace (`kvlab.html`)."""
-        from kvlab.html import trace_html
-
-        return trace_html(self)
 
     # -- selections -------------------------------------------------------------------------------------------
     def of_type(self, event_type: str) -> list[dict]:
@@ -129,7 +190,8 @@ class Trace:
         """The distinct attention shapes of the run: what a compiler would trace again (`kvlab.recording.work`)."""
         return input_signatures(self)
 
-    def layer_table(self) -> list[dict]:
+    def layer_table(self) -> LayerTable:
+        """One dict per layer, as the cache ended: what it holds, its slots and bytes, the tokens it evicted."""
         evicted: dict[tuple, int] = {}
         for e in self.updates:
             key = (e["role"], e["layer_idx"])
@@ -143,38 +205,36 @@ class Trace:
             "slots_live",
             "slots_masked",
             "bytes_held",
-            "quantized_tokens",
-            "residual_tokens",
-            "packed_bytes",
-            "residual_bytes",
+            *QUANTIZED_FIELDS,
             "device",
         )
-        return [
+        return LayerTable(
             {**{f: e[f] for f in fields}, "tokens_evicted": evicted[(e["role"], e["layer_idx"])]}
             for e in self.final_layers()
-        ]
+        )
 
-    def summary(self) -> dict:
+    def summary(self) -> TraceSummary:
+        """The whole cache in one dict: steps, peak and final bytes, slots, waste %, evictions, events, tokens/s."""
         updates = self.updates
         final = self.final_layers()
         allocated = sum(e["slots_allocated"] for e in final)
         masked = sum(e["slots_masked"] for e in final)
         byte_steps = self.bytes_by_step()
-        return {
-            "steps": len(byte_steps),
-            "peak_bytes": max((e["cache_bytes"] for e in updates), default=0),
-            "final_bytes": byte_steps[-1] if byte_steps else 0,
-            "slots_allocated": allocated,
-            "slots_live": sum(e["slots_live"] for e in final),
-            "slots_masked": masked,
-            "waste_pct": waste_pct(masked, allocated),
-            "tokens_evicted": sum(e["tokens_evicted_now"] for e in updates),
-            "crops": len(self.crops),
-            "flushes": len(self.flushes),
-            "transfers": len(self.transfers),
-            "transfer_bytes": sum(e["bytes"] for e in self.transfers),
-            "tokens_per_s": self.meta.get("tokens_per_s"),
-        }
+        return TraceSummary(
+            steps=len(byte_steps),
+            peak_bytes=max((e["cache_bytes"] for e in updates), default=0),
+            final_bytes=byte_steps[-1] if byte_steps else 0,
+            slots_allocated=allocated,
+            slots_live=sum(e["slots_live"] for e in final),
+            slots_masked=masked,
+            waste_pct=waste_pct(masked, allocated),
+            tokens_evicted=sum(e["tokens_evicted_now"] for e in updates),
+            crops=len(self.crops),
+            flushes=len(self.flushes),
+            transfers=len(self.transfers),
+            transfer_bytes=sum(e["bytes"] for e in self.transfers),
+            tokens_per_s=self.meta.get("tokens_per_s"),
+        )
 
     def to_pandas(self, event_type: str = "update"):
         """Events of one type as a DataFrame (pandas is optional)."""
@@ -212,7 +272,7 @@ class Trace:
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise TraceFormatError(
-                f"{source}: 'meta' must be a JSON object (model, cache, options...); got {type(meta).__name__}."
+                f"{source}: 'meta' must be a JSON object (model, cache_kind, options...); got {type(meta).__name__}."
             )
         events = data.get("events")
         if not isinstance(events, list):
@@ -222,7 +282,7 @@ class Trace:
             problem = _event_problem(event)
             if problem is not None:
                 raise TraceFormatError(f"{source}: event {index} {problem}.")
-        return cls(events, meta or {})
+        return cls(events, _upgrade_meta(meta or {}, version))
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
@@ -348,3 +408,11 @@ def _upgrade_event(event, renames: dict, added: dict):
     if event_type in added:
         event = {**dict.fromkeys(added[event_type]), **event}
     return event
+
+
+def _upgrade_meta(meta: dict, version: int) -> dict:
+    """A `version` file's meta with today's key names: a copy, the file's own dict is left as it was."""
+    for old in range(version, SCHEMA_VERSION):
+        renames = RENAMED_META.get(old, {})
+        meta = {renames.get(k, k): v for k, v in meta.items()}
+    return dict(meta)

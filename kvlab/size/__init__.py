@@ -6,6 +6,7 @@
 The rules are transformers' own (see `kvlab.size.layers`), checked against live instrumented caches.
 """
 
+from kvlab.names import DTYPE_BYTES
 from kvlab.size.architecture import (
     Architecture,
     NoKVCacheError,
@@ -15,7 +16,7 @@ from kvlab.size.architecture import (
     from_config_file,
     known_architectures,
 )
-from kvlab.size.calculator import DTYPE_BYTES, SIZE_KINDS, CacheSize, cache_size
+from kvlab.size.calculator import SIZE_KINDS, CacheSize, cache_size
 from kvlab.size.table import format_rows, position_notes, size_rows
 
 __all__ = [

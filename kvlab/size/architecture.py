@@ -2,7 +2,9 @@
 
 The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
 each names its hub repo under "source"). transformers itself turns the config keys into per-layer kinds
-(`AutoConfig.for_model` + the cache's own layer-type rules), so kvlab never re-implements which layer slides.
+(`AutoConfig.for_model` + the cache's own layer-type rules), so kvlab never re-implements which layer slides. A
+config's facts are read by `kvlab.model_facts`, the one reading the option checks and the formula use too; an
+`Architecture` adds where they came from (a name, a source, the published dtype).
 
 An encoder-only config (BERT and its kind, without `is_decoder`) is refused in one line: such a model reads its
 whole input in one pass and keeps no KV cache, so any size would be invented (a BERT config used to report 288 MiB).
@@ -17,15 +19,15 @@ from importlib import resources
 from pathlib import Path
 
 from kvlab.atomic import write_text
-from kvlab.caches.options import position_limit
-from kvlab.recording.layer_kinds import layer_kinds
+from kvlab.errors import KvlabUserError
+from kvlab.model_facts import model_facts
 
 
-class UnknownArchitectureError(ValueError):
+class UnknownArchitectureError(KvlabUserError, ValueError):
     """A model name that is not in kvlab's architecture facts."""
 
 
-class NoKVCacheError(ValueError):
+class NoKVCacheError(KvlabUserError, ValueError):
     """A config whose model keeps no KV cache (encoder-only): there is nothing to size."""
 
 
@@ -98,82 +100,44 @@ def known_architectures() -> list[str]:
 def from_config(
     config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
 ) -> Architecture:
-    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too); an
-    encoder-only config is refused (`NoKVCacheError`)."""
-    check_decoder_cache(config, source if source != "config" else name or "this config")
-    text = config.get_text_config(decoder=True)
-    kinds = tuple(layer_kinds(config))
-    heads = _first(text, "num_attention_heads", "decoder_attention_heads", default=0)
-    kv_heads = _first(text, "num_key_value_heads", default=None) or heads
-    hidden = _first(text, "hidden_size", "d_model", default=0)
-    head_dim = getattr(text, "head_dim", None) or (hidden // heads if heads else 0)
-    linear = None
-    if "linear" in kinds:
-        linear = _linear_state(text)
+    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too, and so
+    do its `ModelFacts`); an encoder-only config is refused (`NoKVCacheError`)."""
+    facts = model_facts(config)
+    check_decoder_cache(facts, source if source != "config" else name or "this config")
+    if "linear" in facts.layer_kinds and facts.linear_state is None:
+        raise ValueError(
+            f"kvlab size does not know the linear-attention state of model type {facts.text_model_type!r} "
+            "(it knows Mamba and Jamba)"
+        )
     return Architecture(
-        name=name or getattr(config, "model_type", "model"),
+        name=name or facts.model_type,
         source=source,
-        model_type=config.model_type,
-        layer_kinds=kinds,
-        kv_heads=int(kv_heads),
-        head_dim=int(head_dim),
-        attention_heads=int(heads),
-        sliding_window=getattr(text, "sliding_window", None),
-        chunk_size=getattr(text, "attention_chunk_size", None),
-        is_encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
-        linear_state=linear,
+        model_type=facts.model_type,
+        layer_kinds=facts.layer_kinds,
+        kv_heads=facts.kv_heads,
+        head_dim=facts.head_dim,
+        attention_heads=facts.attention_heads,
+        sliding_window=facts.sliding_window,
+        chunk_size=facts.chunk_size,
+        is_encoder_decoder=facts.is_encoder_decoder,
+        linear_state=facts.linear_state,
         dtype=dtype,
         note=note,
-        max_positions=position_limit(config),
-        config_source=config,
+        max_positions=facts.max_positions,
+        config_source=facts.config,
     )
 
 
 def check_decoder_cache(config, what: str = "this config") -> None:
-    """Refuse a config whose model keeps no KV cache: an encoder-only model (BERT, RoBERTa, DistilBERT, ...), which
-    attends to its whole input at once. The signal is the config, not the class names: a model type with a
-    masked-LM head, not encoder-decoder, with no `is_decoder: true` (XLM: `causal: true`). `architectures`
-    (BertForMaskedLM, BertModel, ...) only names it in the message; GPT-NeoX also says is_decoder false."""
-    if getattr(config, "is_encoder_decoder", False):
-        return
-    text = config.get_text_config(decoder=True)
-    if getattr(text, "is_decoder", False) or getattr(text, "causal", False):
-        return
-    from kvlab import _compat
-
-    if text.model_type not in _compat.masked_lm_model_types():
-        return
-    facts = [f"model_type {text.model_type!r}", "is_decoder false" if hasattr(text, "is_decoder") else "no is_decoder"]
-    architectures = getattr(config, "architectures", None) or []
-    if architectures:
-        facts.append(f"architectures {', '.join(architectures)}")
-    raise NoKVCacheError(
-        f"{what} is an encoder-only model ({'; '.join(facts)}): it reads its whole input in one pass and keeps no KV "
-        "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models "
-        "(a BERT-style config with is_decoder: true is a decoder)."
-    )
-
-
-def _first(obj, *names, default=None):
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None:
-            return value
-    return default
-
-
-def _linear_state(text) -> tuple[int, int, int]:
-    """Mamba-style layers keep a conv state (batch, channels, conv_kernel) and an SSM state (batch, channels,
-    state_size); channels = expand * hidden_size. Mamba and Jamba name the same numbers differently."""
-    if getattr(text, "mamba_d_state", None) is not None:  # Jamba
-        channels = int(text.mamba_expand * text.hidden_size)
-        return channels, int(text.mamba_d_conv), int(text.mamba_d_state)
-    if getattr(text, "state_size", None) is not None and getattr(text, "conv_kernel", None) is not None:  # Mamba
-        return int(text.intermediate_size), int(text.conv_kernel), int(text.state_size)
-    raise ValueError(
-        f"kvlab size does not know the linear-attention state of model type {text.model_type!r} "
-        "(it knows Mamba and Jamba)"
-    )
+    """Refuse a config (or its `ModelFacts`) whose model keeps no KV cache: an encoder-only model (BERT, RoBERTa,
+    DistilBERT, ...), which attends to its whole input at once (`ModelFacts.encoder_only` says how it is told)."""
+    reason = model_facts(config).encoder_only
+    if reason:
+        raise NoKVCacheError(
+            f"{what} is an encoder-only model ({reason}): it reads its whole input in one pass and keeps no KV "
+            "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models "
+            "(a BERT-style config with is_decoder: true is a decoder)."
+        )
 
 
 def _config_from_dict(data: dict):

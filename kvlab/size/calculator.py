@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from kvlab import _compat
 from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
 from kvlab.caches.options import check_options
+from kvlab.names import DTYPE_BYTES
 from kvlab.recording.slots import masked_share
 from kvlab.size import layers as rules
 from kvlab.size.architecture import Architecture
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
 SIZE_KINDS = tuple(cache_kind for cache_kind in CACHE_KINDS if cache_kind != "none")  # the kinds that keep a cache
 
 

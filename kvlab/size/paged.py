@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from kvlab.caches.options import CacheOptionError
+from kvlab.caches.options import check_paged_layers
 from kvlab.recording.slots import waste_pct
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
@@ -31,11 +31,7 @@ def paged_row(
 ) -> dict:
     """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
     label = f"paged (page_size {page_size})"
-    if any(layer_kind != "full" for layer_kind in arch.layer_kinds):
-        raise CacheOptionError(
-            f"{label}: kvlab computes the paged layout for models whose layers are all full attention; "
-            f"{arch.name} has {', '.join(f'{n} {k}' for k, n in arch.counts().items())} layers"
-        )
+    check_paged_layers(arch.layer_kinds, arch.name)
     if not lengths or min(lengths) < 1:
         raise ValueError(f"every request must hold at least one token; got lengths {lengths}")
     per_token = cache_size(arch, "dynamic", 1, dtype=dtype).bytes  # keys and values of every layer

@@ -8,14 +8,16 @@ caches), so the refusal names the bytes `kvlab size` and a trace would show for 
 A request is a prompt of `prompt_tokens` and a cache that holds at most `cached_tokens` (prompt + new tokens - 1
 for a decoder-only model, the new tokens for an encoder-decoder one, whose encoder states fill the cross-attention
 cache), for `batch` sequences. A static kind is sized at its `max_cache_len` (what `generate` allocates when it
-sizes the cache: `cached_tokens`). This module imports no torch: `kvlab run` predicts before the weights load.
+sizes the cache: `cached_tokens`). `config` is the model's config or its `ModelFacts` (`kvlab.model_facts`), as
+the option checks pass them. This module imports no torch: `kvlab run` predicts before the weights load.
 """
 
 from __future__ import annotations
 
 from kvlab.caches.options import STATIC_KINDS, CacheOptionError
+from kvlab.names import DTYPE_BYTES
 from kvlab.size.architecture import Architecture, from_config
-from kvlab.size.calculator import DTYPE_BYTES, cache_size
+from kvlab.size.calculator import cache_size
 
 
 def _architecture(config) -> Architecture | None:

@@ -18,12 +18,12 @@
 #
 # **Objetivo de aprendizagem.** Ao final deste notebook, você saberá desligar e ligar o cache em `generate` como faz o
 # guia de cache, passar um `DynamicCache` criado por você, registrar o que ele guarda com `kvlab.watch`, calcular o
-# tamanho dele a partir da config de um modelo e explicar por que gerar sem cache fica mais lento a cada token.
+# tamanho dele a partir da configuração de um modelo e explicar por que gerar sem cache fica mais lento a cada token.
 #
-# **Nas palavras do kvlab.** Um decoder prevê o token *t* deixando que ele preste atenção aos tokens *1…t−1*. Cada
-# camada de atenção transforma cada token em uma *chave* (aquilo pelo qual ele pode ser encontrado) e um *valor* (o que
+# **Nas palavras do kvlab.** Para prever o token *t*, um decoder faz atenção sobre os tokens *1…t−1*. Cada
+# camada de atenção transforma cada token em uma *chave* (o que permite encontrá-lo) e um *valor* (o que
 # ele entrega depois de encontrado). Uma vez calculados, eles nunca mudam, então um cache os guarda: por camada, chaves e
-# valores de formato `(batch, kv_heads, tokens, head_dim)`. Com o cache, cada passo leva só **um** token novo pelo
+# valores de formato `(batch, kv_heads, tokens, head_dim)`. Com o cache, cada passo passa só **um** token novo pelo
 # modelo e lê as chaves e os valores armazenados; sem ele, cada passo roda o modelo de novo sobre a sequência **inteira**.
 #
 # Tudo abaixo roda o SmolLM2-135M-Instruct (30 camadas, 3 cabeças KV × 64) na CPU, em float32, com decodificação greedy.
@@ -47,7 +47,7 @@
 # | Recortar um cache | `crop(-n)`, `activate_past_recording()` | [07 · recorte e reversão](07_crop_and_rollback.ipynb) |
 # | Preencher um cache (cache de prefixo) | pré-preencher um prefixo uma vez, `copy.deepcopy` a cada pergunta | [08 · cache de prefixo](08_prefix_caching.ipynb) |
 #
-# O [11 · Cache Explorer](11_cache_explorer.ipynb) reúne todos os tipos de cache sob um único conjunto de controles.
+# O [11 · Explorador de Cache](11_cache_explorer.ipynb) reúne todos os tipos de cache sob um único conjunto de controles.
 #
 # ### Vocabulário: os termos do guia
 #
@@ -84,6 +84,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import marks, number
 from kvlab.live import live
 from kvlab.measure import formula, latency, text, timing
 from kvlab.plots import growth
@@ -119,7 +120,7 @@ inputs = tokenizer("The best thing about learning to cook is", return_tensors="p
 no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cache=False)
 default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
 print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
-print("same tokens with use_cache=False:", torch.equal(no_cache, default))
+print("mesmos tokens com use_cache=False:", torch.equal(no_cache, default))
 texts_differ = not torch.equal(no_cache, default)
 print(score(guess, texts_differ, kind="choice"))
 
@@ -134,11 +135,11 @@ print(score(guess, texts_differ, kind="choice"))
 # NBVAL_CHECK_OUTPUT
 past_key_values = DynamicCache(config=model.config)
 out = model.generate(**inputs, do_sample=False, max_new_tokens=20, past_key_values=past_key_values)
-print("same tokens as the default:", torch.equal(out, default))
-print(f"{type(past_key_values).__name__}: {len(past_key_values.layers)} layers, "
-      f"{past_key_values.get_seq_length()} tokens cached "
-      f"({inputs.input_ids.shape[-1]} prompt + 20 new − 1: the last new token is never fed back)")
-print("layer 0 keys:", tuple(past_key_values.layers[0].keys.shape), "  (batch, kv_heads, tokens, head_dim)")
+print("mesmos tokens que o padrão:", torch.equal(out, default))
+print(f"{type(past_key_values).__name__}: {len(past_key_values.layers)} camadas, "
+      f"{past_key_values.get_seq_length()} tokens em cache ({inputs.input_ids.shape[-1]} "
+      "do prompt + 20 novos − 1: o último token novo nunca é realimentado)")
+print("chaves da camada 0:", tuple(past_key_values.layers[0].keys.shape), "  (batch, kv_heads, tokens, head_dim)")
 
 # %% [markdown]
 # As mesmas três chamadas dentro de `kvlab.watch`: o código não muda, e cada cache que o modelo usou fica registrado.
@@ -154,17 +155,17 @@ with kvlab.watch(model) as watch_default:
 with kvlab.watch(model) as watch_off:
     model.generate(**inputs, do_sample=False, max_new_tokens=4, use_cache=False)
 summary = watch.trace.summary()
-print("recorded the cache we passed:", watch.caches[0] is past_key_values, "| class:", watch.trace.meta["cache_class"])
-print(f"steps {summary['steps']}, final {summary['final_bytes']:,} bytes, live slots {summary['slots_live']:,} "
-      f"(30 layers × {summary['slots_live'] // 30} tokens)")
-print("the default generate built:", watch_default.trace.meta["cache_class"],
-      f"holding {watch_default.trace.summary()['final_bytes']:,} bytes")
-print("caches seen with use_cache=False:", len(watch_off.traces))
+print("registrou o cache que passamos:", watch.caches[0] is past_key_values, "| classe:", watch.trace.meta["cache_class"])
+print(f"passos {summary['steps']}, final {number(summary['final_bytes'])} bytes, posições ocupadas "
+      f"{number(summary['slots_live'])} (30 camadas × {summary['slots_live'] // 30} tokens)")
+print("o generate padrão criou:", watch_default.trace.meta["cache_class"],
+      f"que guarda {number(watch_default.trace.summary()['final_bytes'])} bytes")
+print("caches vistos com use_cache=False:", len(watch_off.traces))
 
 # %% [markdown]
 # O primeiro passo é o pré-preenchimento (o prompt de 8 tokens, todo de uma vez); depois vem um passo por token
 # novo, menos o último: 20 passos. Cada passo de decodificação acrescenta um token a cada uma das 30 camadas, então
-# as 30 camadas terminam com 8 + 19 = 27 tokens cada: as 810 posições ativas impressas acima.
+# as 30 camadas terminam com 8 + 19 = 27 tokens cada: as 810 posições ocupadas impressas acima.
 #
 # ## 2. O cache muda os tokens?
 #
@@ -189,13 +190,13 @@ for name, ids in prompts.items():
 # %%
 # NBVAL_CHECK_OUTPUT
 for name, (same, _, _) in agreement.items():
-    print(f"{name:>17}: 12 new tokens identical with and without the cache: {same}")
+    print(f"{name:>17}: 12 tokens novos idênticos com e sem o cache: {same}")
 
 # %%
 # Not checked: the size of the float32 rounding differences depends on the CPU's kernels.
 for name, (_, gap, top_two) in agreement.items():
-    print(f"{name:>17}: largest logit difference over the 12 steps {gap:.1e}; "
-          f"smallest gap between the top two logits {top_two:.3f}")
+    print(f"{name:>17}: maior diferença de logit nos 12 passos {marks(f'{gap:.1e}')}; "
+          f"menor distância entre os dois maiores logits {number(top_two, 3)}")
 
 # %% [markdown]
 # Nesses quatro prompts, em float32 com decodificação greedy nesta CPU, o cache não mudou um único token; os logits
@@ -232,29 +233,30 @@ without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
-print("no cache: each forward runs the whole sequence so far:", without_cache.tokens_run == without_cache.positions)
-print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
-print(f"query-key pairs per layer for token 5: no cache {without_cache.pairs_scored[4]:,} (20 x 20), "
-      f"cache {with_cache.pairs_scored[4]:,} (1 x 20)")
-print("no cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
-print("cache:   ", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
+print("mesmos tokens no loop manual:", with_cache.token_ids == without_cache.token_ids)
+print("sem cache: cada forward processa a sequência inteira até ali:", without_cache.tokens_run == without_cache.positions)
+print("com o cache: tokens por forward depois do pré-preenchimento:", sorted(set(with_cache.tokens_run[1:])))
+print(f"pares consulta-chave por camada para o token 5: sem cache {number(without_cache.pairs_scored[4])} "
+      f"(20 x 20), com cache {number(with_cache.pairs_scored[4])} (1 x 20)")
+print("sem cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
+print("com cache:", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
-                               title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt")
+                               title=f"SmolLM2, {NEW_TOKENS} tokens novos depois de um prompt de 16 tokens")
 
 # %%
 # Timings (not checked: they depend on the machine). Medians of the repeats; ratios with their 95 % interval.
 last = len(with_cache.seconds) - 1
 for name, run in runs.items():
-    print(f"{name:>12}: token 2 (position {run.positions[1]}) {run.timing_at(1).describe()}; "
-          f"token {last + 1} (position {run.positions[last]}) {run.timing_at(last).describe()}")
+    print(f"{name:>12}: token 2 (posição {run.positions[1]}) {run.timing_at(1).describe()}; "
+          f"token {last + 1} (posição {run.positions[last]}) {run.timing_at(last).describe()}")
 for name, run in runs.items():
-    growth_check = timing.compare(run.timing_at(1, "token 2"), run.timing_at(last, f"token {last + 1}"), warn=False)
+    growth_check = timing.compare(run.timing_at(1, label="token 2"), run.timing_at(last, label=f"token {last + 1}"),
+                                  warn=False)
     print(f"{name:>12}: {growth_check.verdict()}")
 totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
-print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
+print("loop inteiro:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
 
 # %% [markdown]
 # O trabalho é exato (as linhas verificadas): sem cache, o forward do token na posição t passa todos os t tokens
@@ -264,10 +266,10 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 # intervalo, e o laço inteiro. O trabalho prevê o que esperar: sem cache, o forward do último token processa 79 tokens
 # em vez de 17, então ele deve levar claramente mais tempo; com o cache, os dois forwards processam um token cada e só
 # a atenção sobre as chaves guardadas cresce (de 17 chaves para 79), então a diferença que a linha com cache mostrar
-# deve ser bem menor que a da linha sem cache: compare as duas razões impressas. Um veredito "too noisy to tell" quer
+# deve ser bem menor que a da linha sem cache: compare as duas razões impressas. Um veredito "ruído demais para concluir" quer
 # dizer que essas repetições não conseguiram decidir; rode a célula de novo numa máquina mais quieta.
 #
-# **Experimente.** Mova `new tokens`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
+# **Experimente.** Mova `tokens novos`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
 # o padrão, depois do prompt de culinária de 8 tokens, uma vez cada, alternando, e acrescenta o ponto ao gráfico (cada
 # configuração que você testou continua nele; 8, 24 e 40 tokens novos são medidos antes de o controle desenhar pela
 # primeira vez, em 16). A linha de status abaixo do gráfico diz quanto tempo o ajuste levou.
@@ -276,7 +278,7 @@ print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], 
 # custo fixo de uma chamada (o pré-preenchimento, a preparação de `generate`) pesa. Sem cache, cada token a mais custa um
 # forward sobre a sequência inteira, então o total de `use_cache=False` deve se curvar para cima conforme você acrescenta
 # tokens, enquanto o do padrão fica próximo de uma linha reta. Cada ponto é uma única medição, então um ponto isolado
-# pode sair errado numa máquina ocupada: julgue a forma ao longo de várias configurações e, para um número que possa
+# pode sair errado numa máquina sobrecarregada: julgue a forma ao longo de várias configurações e, para um número que possa
 # citar, use a medição repetida acima.
 
 # %%
@@ -293,7 +295,7 @@ def time_generate(new_tokens):
     for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():
         generate_seconds[label][new_tokens] = measured.median
     return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
-                              title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+                              title=f"SmolLM2, prompt de 8 tokens, {new_tokens} tokens novos (circulado)")
 
 
 for new_tokens in ([] if QUICK else (8, 24, 40)):  # a few settings first: the first picture shows a shape
@@ -301,7 +303,7 @@ for new_tokens in ([] if QUICK else (8, 24, 40)):  # a few settings first: the f
 
 
 live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,
-                                                 description="new tokens"))
+                                                 description="tokens novos"))
 
 # %% [markdown]
 # ## 4. Quantos bytes custa cada token?
@@ -315,7 +317,7 @@ guess = None  # bytes per token: your guess
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
-print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {per_token:,} bytes per token")
+print(f"2 (K e V) × 30 camadas × 3 cabeças KV × 64 head_dim × 4 bytes = {number(per_token)} bytes por token")
 print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
@@ -329,10 +331,10 @@ with kvlab.watch(model) as watch:
                    max_new_tokens=32, min_new_tokens=32)
 cache = watch.caches[-1]  # the DynamicCache generate built (a plain DynamicCache again after the block)
 tokens = cache.get_seq_length()
-print("layer 0 keys:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
-print(f"tokens in the cache: {tokens}  (128 + 32 − 1)")
+print("chaves da camada 0:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
+print(f"tokens no cache: {tokens}  (128 + 32 − 1)")
 measured, expected = watch.trace.summary()["final_bytes"], formula.kv_bytes(model.config, tokens)
-print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
+print(f"medido: {number(measured)} bytes;  fórmula: {number(expected)} bytes")
 
 # %% [markdown]
 # Medição e fórmula coincidem byte a byte: um DynamicCache de camadas de atenção completa guarda exatamente as chaves e
@@ -342,7 +344,7 @@ print(f"measured: {measured:,} bytes;  formula: {expected:,} bytes")
 
 # %%
 growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
-                   title="SmolLM2 DynamicCache: measured bytes against the formula")
+                   title="DynamicCache do SmolLM2: bytes medidos comparados com a fórmula")
 
 # %% [markdown]
 # ## Principais conclusões

@@ -18,7 +18,7 @@
 #
 # **Objetivo de aprendizagem.** Ler um `DynamicCache` camada por camada; ver que as camadas de atenção completa crescem
 # um token por passo, enquanto as camadas de janela deslizante e de atenção em blocos param na sua janela e passam a
-# descartar tokens; distinguir os tokens que uma camada mantém *ativos* do *armazenamento* que ela ainda ocupa; saber
+# descartar tokens; distinguir os tokens que uma camada mantém *ocupados* do *armazenamento* que ela ainda guarda; saber
 # por que o pré-preenchimento é o pico de memória de um modelo com janela deslizante e o que `crop` faz com uma camada em
 # blocos.
 #
@@ -46,6 +46,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
@@ -79,9 +80,9 @@ past_key_values = DynamicCache(config=smollm2.config)
 smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                  max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 lengths = [layer.get_seq_length() for layer in past_key_values.layers]
-print("tokens per layer:", sorted(set(lengths)), "in", len(past_key_values.layers), "layers")
+print("tokens por camada:", sorted(set(lengths)), "em", len(past_key_values.layers), "camadas")
 print("tokens:", score(guess_tokens, lengths[0], unit=" tokens", kind="count"))
-print("layers differ:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
+print("as camadas diferem:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
 
 # %% [markdown]
 # O mesmo código dentro de `kvlab.watch`; o trace dá o comprimento e os bytes de cada camada, passo a passo.
@@ -93,9 +94,9 @@ with kvlab.watch(smollm2) as watch:
     smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                      max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 table = watch.trace.layer_table()
-print("tokens per layer:", sorted({row["logical_length"] for row in table}), "in", len(table), "layers")
-print("bytes per layer: ", sorted({row["bytes_held"] for row in table}))
-print("steps:", watch.trace.summary()["steps"], "(the prefill, then one per new token but the last)")
+print("tokens por camada:", sorted({row["logical_length"] for row in table}), "em", len(table), "camadas")
+print("bytes por camada: ", sorted({row["bytes_held"] for row in table}))
+print("passos:", watch.trace.summary()["steps"], "(o pré-preenchimento, depois um por token novo, menos o último)")
 
 # %% [markdown]
 # Todas as camadas guardam os mesmos 47 tokens (40 + 8 − 1: o último token é devolvido, nunca realimentado). Um
@@ -129,12 +130,12 @@ trace = watch.trace
 # %%
 # NBVAL_CHECK_OUTPUT
 classes = [type(layer).__name__ for layer in past_key_values.layers]
-print({name: classes.count(name) for name in dict.fromkeys(classes)}, "window", gemma.config.sliding_window)
+print({name: classes.count(name) for name in dict.fromkeys(classes)}, "janela", gemma.config.sliding_window)
 for i in (4, 5, 6):
     layer = past_key_values.layers[i]
-    print(f"layer {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
-print("sliding:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
-print("full:   ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
+    print(f"camada {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  chaves {tuple(layer.keys.shape)}")
+print("deslizante:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
+print("completa:  ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # E o trace da mesma execução, com as contagens do kvlab por camada:
@@ -144,47 +145,49 @@ print("full:   ", score(guess_full, past_key_values.layers[5].keys.shape[-2], un
 kinds = [row["layer_kind"] for row in trace.layer_table()]
 print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
 for row in trace.layer_table()[4:7]:
-    print(f"layer {row['layer_idx']:2d} {row['layer_kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
-          f"evicted {row['tokens_evicted']}, {row['bytes_held']:,} bytes")
+    print(f"camada {row['layer_idx']:2d} {row['layer_kind']:>7}: vistos {row['logical_length']}, ocupados "
+          f"{row['slots_live']}, descartados {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
 # A camada deslizante viu todos os 543 tokens, mas guarda 511 (a janela menos o token que está sendo adicionado, que a
-# atenção lê diretamente dos estados novos); a camada completa guarda os 543. Os 1,048,576 bytes dela equivalem a 512
-# tokens (2,048 bytes por token por camada): os 511 guardados são uma view de um tensor de 512 tokens, e o kvlab conta a
+# atenção lê diretamente dos estados novos); a camada completa guarda os 543. Os 1.048.576 bytes dela equivalem a 512
+# tokens (2.048 bytes por token por camada): os 511 guardados são uma view de um tensor de 512 tokens, e o kvlab conta a
 # alocação, não a view.
 #
-# ### Tokens ativos e armazenamento depois do pré-preenchimento
+# ### Tokens ocupados e armazenamento depois do pré-preenchimento
 #
 # A mesma distinção pesa mais logo depois do pré-preenchimento. Dois números por camada, ambos impressos abaixo: os
-# tokens **ativos** (*live*: o que a atenção ainda consegue ler do cache; é o que o mapa de calor mais abaixo mostra) e o
-# **armazenamento** (*storage*: os bytes que os tensores da camada mantêm alocados, divididos por 2,048 bytes por token).
+# tokens **ocupados** (*live*: o que a atenção ainda consegue ler do cache; é o que o mapa de calor mais abaixo mostra) e o
+# **armazenamento** (*storage*: os bytes que os tensores da camada mantêm alocados, divididos por 2.048 bytes por token).
 
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
-print(f"one token in one layer: {per_token:,} bytes")
+print(f"um token numa camada: {number(per_token)} bytes")
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
-    print(f"step {step:2d}: sliding layer 4: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored} "
-          f"tokens | full layer 5: seen {full.seen}, live {full.live}, storage {full.slots_stored} tokens")
+    print(f"passo {step:2d}: camada deslizante 4: vistos {sliding.seen}, ocupados "
+          f"{sliding.live}, armazenamento {sliding.slots_stored} tokens | camada completa 5: "
+          f"vistos {full.seen}, ocupados {full.live}, armazenamento {full.slots_stored} tokens")
 
 # %% [markdown]
-# Depois do pré-preenchimento (passo 0), uma camada deslizante mantém 511 tokens **ativos**, mas 520 tokens de
+# Depois do pré-preenchimento (passo 0), uma camada deslizante mantém 511 tokens **ocupados**, mas 520 tokens de
 # **armazenamento**: os 511 são uma view do tensor de chaves de 520 tokens de que a atenção precisou naquele forward,
 # então o tensor inteiro continua alocado. No passo 1, a camada concatena seus 511 com o token novo num tensor novo de 512
-# tokens, e o de 520 é liberado; daí em diante ela ocupa 512 tokens de armazenamento, 511 deles ativos.
+# tokens, e o de 520 é liberado; daí em diante ela guarda 512 tokens de armazenamento, 511 deles ocupados.
 
 # %%
-occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evictions per layer (520-token prompt)")
+occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: posições ocupadas e "
+                                      "descartes por camada (prompt de 520 tokens)")
 
 # %% [markdown]
-# As linhas são camadas, as colunas são passos; a cor indica as posições **ativas**, e a primeira e a última coluna
+# As linhas são camadas, as colunas são passos; a cor indica as posições **ocupadas**, e a primeira e a última coluna
 # mostram a contagem escrita. Em uma linha a cada seis (as camadas completas), a contagem sobe de 520 para 543; as
-# linhas deslizantes ficam em 511 ativas desde o pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512),
+# linhas deslizantes ficam em 511 ocupadas desde o pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512),
 # enquanto a contagem de descartes sobe um por passo.
 #
-# **Preveja primeiro.** Qual passo ocupa mais bytes no cache inteiro: o `"prefill"` (passo 0) ou o `"last step"`
-# (passo 23)? Conte o armazenamento, não os tokens ativos: 15 camadas deslizantes e 3 completas, com o armazenamento
+# **Preveja primeiro.** Qual passo guarda mais bytes no cache inteiro: o `"prefill"` (passo 0) ou o `"last step"`
+# (passo 23)? Conte o armazenamento, não os tokens ocupados: 15 camadas deslizantes e 3 completas, com o armazenamento
 # impresso acima.
 
 # %%
@@ -194,17 +197,20 @@ guess_peak = None  # "prefill" or "last step": your guess
 # NBVAL_CHECK_OUTPUT
 summary = trace.summary()
 by_step = trace.bytes_by_step()
-print(f"prefill: {by_step[0]:,} bytes;  after step 1: {by_step[1]:,};  final: {by_step[-1]:,}")
+print(f"pré-preenchimento: {number(by_step[0])} bytes;  depois do "
+      f"passo 1: {number(by_step[1])};  final: {number(by_step[-1])}")
 peak_step = by_step.index(summary["peak_bytes"])
-print(f"peak: {summary['peak_bytes']:,} bytes at step {peak_step};  tokens evicted: {summary['tokens_evicted']:,}")
+print(f"pico: {number(summary['peak_bytes'])} bytes no passo {peak_step};  "
+      f"tokens descartados: {number(summary['tokens_evicted'])}")
 peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
 print(score(guess_peak, peak_at, kind="choice"))
-print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
-      f"{formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']):,} bytes")
+print(f"fórmula, com as janelas aplicadas, com {trace.final_layers()[0]['logical_length']} tokens: "
+      f"{number(formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']))} bytes")
 
 # %%
 growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,
-                   title="Gemma 3 DynamicCache: bytes against tokens (dotted: formula from 0 tokens)")
+                   title="DynamicCache do Gemma 3: bytes em função dos "
+                         "tokens (pontilhada: fórmula a partir de 0 tokens)")
 
 # %% [markdown]
 # As curvas pontilhadas mostram o que a fórmula prevê desde o primeiro token: a parte deslizante sobe até a janela e
@@ -215,20 +221,20 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), z
 # reduza a 512, então o total cai depois do passo 0 e o pico está no passo 0, embora cheguem mais 23 tokens depois. O
 # pico de memória de cache de um modelo com janela deslizante é definido pelo *prompt* mais longo, não por quanto ele
 # gera: aqui, o armazenamento extra do pré-preenchimento é de 8 tokens × 15 camadas deslizantes × 2.048 bytes, mas um
-# prompt de 32k tokens ocuparia, por um instante, 32k tokens de armazenamento em cada camada deslizante.
+# prompt de 32k tokens manteria, por um instante, 32k tokens de armazenamento em cada camada deslizante.
 #
 # ### Experimente: um prompt que ultrapassa a janela
 #
 # **Preveja primeiro.** Um único pré-preenchimento de 576 tokens (um forward simples, como faz o exemplo de cache de
-# prefixo do guia, com um `DynamicCache` passado): quantos tokens continuam *ativos* numa camada deslizante?
+# prefixo do guia, com um `DynamicCache` passado): quantos tokens continuam *ocupados* numa camada deslizante?
 
 # %%
 guess = None  # live tokens in a sliding layer after a 576-token prefill: your guess
 
 # %% [markdown]
-# Mova `prompt tokens`: a célula roda um forward com essa quantidade de tokens dentro de `kvlab.watch` e desenha, por
-# camada, os tokens vistos (contorno), o armazenamento (claro) e os ativos (sólido), com a janela tracejada. Abaixo de 512
-# todas as barras coincidem; acima disso, as barras de ativos das camadas deslizantes param em 511, enquanto as de vistos
+# Mova `tokens do prompt`: a célula roda um forward com essa quantidade de tokens dentro de `kvlab.watch` e desenha, por
+# camada, os tokens vistos (contorno), o armazenamento (claro) e os ocupados (sólido), com a janela tracejada. Abaixo de 512
+# todas as barras coincidem; acima disso, as barras de ocupados das camadas deslizantes param em 511, enquanto as de vistos
 # e de armazenamento acompanham o prompt.
 
 # %%
@@ -243,16 +249,18 @@ def gemma_prefill(prompt_tokens):
     bytes_per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # one token, one layer
     measured_lengths[prompt_tokens] = layer_lengths(watch.trace, bytes_per_token)
     return plot_layer_lengths(measured_lengths[prompt_tokens], window=gemma.config.sliding_window,
-                              title=f"Gemma 3 after a {prompt_tokens}-token prefill: tokens per layer")
+                              title="Gemma 3 depois de um pré-preenchimento de "
+                                    f"{prompt_tokens} tokens: tokens por camada")
 
 
 live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768, step=64, continuous_update=False,
-                                                    description="prompt tokens"))
+                                                    description="tokens do prompt"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
-print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored}")
+print(f"camada deslizante 0 depois de 576 tokens: vistos {sliding.seen}, "
+      f"ocupados {sliding.live}, armazenamento {sliding.slots_stored}")
 print(score(guess, sliding.live, unit=" tokens", kind="count"))
 
 # %% [markdown]
@@ -279,8 +287,8 @@ past_key_values = DynamicCache(config=tiny.config)
 tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
               max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
 for i, layer in enumerate(past_key_values.layers):
-    print(f"layer {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
-          f"get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
+    print(f"camada {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
+          f"get_seq_length() {layer.get_seq_length()}  chaves {tuple(layer.keys.shape)}")
 print(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
@@ -298,13 +306,13 @@ with kvlab.watch(tiny) as watch:
 tiny_per_token = formula.bytes_per_token_per_layer(tiny.config, torch.float32)
 tiny_lengths = layer_lengths(watch.trace, tiny_per_token)
 for length in tiny_lengths:
-    print(f"layer {length.layer_idx} {length.layer_kind:>7}: seen {length.seen}, live {length.live}, "
-          f"storage {length.slots_stored}")
-print(f"tokens evicted: {watch.trace.summary()['tokens_evicted']} (3 chunked layers × (22 − 7))")
+    print(f"camada {length.layer_idx} {length.layer_kind:>7}: vistos {length.seen}, "
+          f"ocupados {length.live}, armazenamento {length.slots_stored}")
+print(f"tokens descartados: {watch.trace.summary()['tokens_evicted']} (3 camadas em blocos × (22 − 7))")
 
 # %%
 plot_layer_lengths(tiny_lengths, window=tiny.config.attention_chunk_size, window_label="attention_chunk_size",
-                   title="tiny Llama 4: chunked layers cap at chunk − 1, the full layer grows")
+                   title="Llama 4 minúsculo: as camadas em blocos param em bloco − 1, a camada completa cresce")
 
 # %% [markdown]
 # ### O que `crop` faz com uma camada em blocos
@@ -329,30 +337,30 @@ past_key_values = DynamicCache(config=tiny.config)
 tiny.generate(input_ids=short, attention_mask=torch.ones_like(short), do_sample=False, max_new_tokens=3,
               min_new_tokens=3, past_key_values=past_key_values)
 past_key_values.crop(-3)
-print("short run, crop(-3):", [layer.get_seq_length() for layer in past_key_values.layers], "tokens seen per layer")
+print("execução curta, crop(-3):", [layer.get_seq_length() for layer in past_key_values.layers], "tokens vistos por camada")
 
 past_key_values = DynamicCache(config=tiny.config)
 past_key_values.activate_past_recording()
 tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
               max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
-print("recording, before crop: keys", [layer.keys.shape[-2] for layer in past_key_values.layers])
+print("com registro do passado, antes do recorte: chaves", [layer.keys.shape[-2] for layer in past_key_values.layers])
 past_key_values.crop(-3)
-print("recording, after crop(-3): seen", [layer.get_seq_length() for layer in past_key_values.layers],
-      "keys", [layer.keys.shape[-2] for layer in past_key_values.layers])
+print("com registro do passado, depois do crop(-3): vistos", [layer.get_seq_length() for layer in past_key_values.layers],
+      "chaves", [layer.keys.shape[-2] for layer in past_key_values.layers])
 
 # %% [markdown]
-# Durante a gravação, as camadas em blocos guardaram os 22 tokens (nenhum limite até um recorte); `crop(-3)` levou a
-# sequência de volta a 19 e reduziu as camadas em blocos de novo a 7. A gravação do passado troca o limite pela
-# possibilidade de reverter, então uma camada em blocos que está gravando cresce como uma completa entre um recorte e outro.
+# Durante o registro do passado, as camadas em blocos guardaram os 22 tokens (nenhum limite até um recorte); `crop(-3)` levou a
+# sequência de volta a 19 e reduziu as camadas em blocos de novo a 7. O registro do passado troca o limite pela
+# possibilidade de reverter, então uma camada em blocos que registra o passado cresce como uma completa entre um recorte e outro.
 #
 # ## Principais conclusões
 #
 # - `DynamicCache(config=model.config)` passado a `generate` é o cache padrão tornado visível: cada camada completa
 #   cresce um token por passo, e os bytes dela batem exatamente com a fórmula.
-# - As camadas deslizantes mantêm `window − 1` tokens ativos e descartam o resto; no Gemma 3, acima de 512 tokens, 15 das
+# - As camadas deslizantes mantêm `window − 1` tokens ocupados e descartam o resto; no Gemma 3, acima de 512 tokens, 15 das
 #   18 camadas param de crescer, então a memória cresce a 3/18 do ritmo da atenção completa.
-# - Ativo não é armazenamento: logo depois de um pré-preenchimento de N > 512 tokens, uma camada deslizante tem 511
-#   tokens ativos, mas ainda ocupa N tokens de armazenamento até que o primeiro passo de decodificação o libere, então
+# - Ocupado não é armazenamento: logo depois de um pré-preenchimento de N > 512 tokens, uma camada deslizante tem 511
+#   tokens ocupados, mas ainda guarda N tokens de armazenamento até que o primeiro passo de decodificação o libere, então
 #   o pré-preenchimento pode ser o pico de memória (aqui foi, com 520 + 24: passo 0).
 # - O transformers guarda as camadas em blocos (Llama 4) no cache exatamente como as deslizantes, com o tamanho do bloco
 #   como janela: elas se limitam a `chunk − 1`, e um `crop` depois de um bloco completo exige `activate_past_recording()`.

@@ -18,14 +18,14 @@
 #
 # **Objetivo de aprendizagem.** Rodar um `StaticCache` das duas formas que o guia de cache mostra
 # (`cache_implementation="static"` e um cache que você cria e passa), ver o que ele aloca e quando, medir as posições
-# que ele ocupa, mas mascara, quantificar o custo de dimensionar um único cache para a requisição mais longa e saber
-# quando o transformers compila a etapa de decodificação por você (num acelerador) e quando não compila (nesta CPU).
+# que ele aloca, mas mascara, quantificar o custo de dimensionar um único cache para a requisição mais longa e saber
+# quando o transformers compila o passo de decodificação por você (num acelerador) e quando não compila (nesta CPU).
 #
 # **Nas palavras do kvlab.** Um `StaticCache` aloca cada camada com `max_cache_len` tokens antes de chegar o primeiro
 # token e grava cada token novo na próxima posição livre. Os tensores nunca mudam de formato, então um grafo compilado
-# pode ser reaproveitado a cada passo; o preço é que as posições vazias existem desde o início. A atenção precisa
+# pode ser reutilizado a cada passo; o preço é que as posições vazias existem desde o início. A atenção precisa
 # ignorá-las, por isso elas são *mascaradas*: memória alocada que ainda não guarda nada. `kvlab.watch` conta, a cada
-# passo, as posições alocadas, ativas e mascaradas.
+# passo, as posições alocadas, ocupadas e mascaradas.
 
 # %%
 import kvlab
@@ -48,6 +48,7 @@ from transformers import CompileConfig, DynamicCache, StaticCache
 from transformers.generation.utils import GenerationMixin
 
 import kvlab
+from kvlab.i18n import marks, number, percent
 from kvlab.live import live
 from kvlab.measure import compiled, decode_step, formula, text, timing
 from kvlab.plots import decode_step as decode_step_plots
@@ -80,10 +81,10 @@ print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
 # NBVAL_CHECK_OUTPUT
 past_key_values = StaticCache(config=model.config, max_cache_len=128)
 out_own = model.generate(**inputs, do_sample=False, max_new_tokens=12, past_key_values=past_key_values)
-print("same tokens as cache_implementation='static':", torch.equal(out, out_own))
-print("prompt tokens:", inputs.input_ids.shape[-1],
-      "| tokens written to the cache:", int(past_key_values.get_seq_length()))
-print("layer 0 keys, (batch, kv_heads, slots, head_dim):", tuple(past_key_values.layers[0].keys.shape))
+print("mesmos tokens que cache_implementation='static':", torch.equal(out, out_own))
+print("tokens do prompt:", inputs.input_ids.shape[-1],
+      "| tokens escritos no cache:", int(past_key_values.get_seq_length()))
+print("chaves da camada 0, (batch, kv_heads, slots, head_dim):", tuple(past_key_values.layers[0].keys.shape))
 
 # %% [markdown]
 # 20 tokens gravados (o prompt de 9 tokens e 12 tokens gerados, menos o último, que `generate` devolve sem passá-lo pelo
@@ -110,15 +111,20 @@ auto, own, dynamic = watch.traces
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for name, trace in {"static (generate)": auto, "StaticCache(128)": own, "dynamic": dynamic}.items():
+def print_trace(trace, label):
     by_step, s = trace.bytes_by_step(), trace.summary()
-    print(f"{name:>17}: {by_step[0]:>9,} bytes after the prefill, {by_step[-1]:>9,} at the end; slots "
-          f"allocated {s['slots_allocated']:>5,} ({s['slots_allocated'] // 30} per layer), live {s['slots_live']:,}, "
-          f"masked {s['slots_masked']:,} ({s['waste_pct']} %)")
-print("same tokens as without the watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
-print("static (generate), masked slots per step:", [r["slots_masked"] for r in auto.slots_by_step()])
-print(f"one token: {formula.bytes_per_token_per_layer(model.config, torch.float32):,} bytes per layer, "
-      f"{formula.kv_bytes_per_token(model.config, torch.float32):,} bytes over the 30 layers")
+    print(f"{label:>17}: {number(by_step[0]):>9} bytes depois do pré-preenchimento, {number(by_step[-1]):>9} no final; "
+          f"posições alocadas {number(s['slots_allocated']):>5} ({s['slots_allocated'] // 30} por camada), ocupadas "
+          f"{number(s['slots_live'])}, mascaradas {number(s['slots_masked'])} ({marks(str(s['waste_pct']))} %)")
+
+
+print_trace(auto, label="estático (generate)")
+print_trace(own, label="StaticCache(128)")
+print_trace(dynamic, label="dinâmico")
+print("mesmos tokens que sem o watch:", all(torch.equal(out, o) for o in (out_auto, out_own, out_dynamic)))
+print("static (generate), posições mascaradas por passo:", [r["slots_masked"] for r in auto.slots_by_step()])
+print(f"um token: {number(formula.bytes_per_token_per_layer(model.config, torch.float32))} bytes por "
+      f"camada, {number(formula.kv_bytes_per_token(model.config, torch.float32))} bytes nas 30 camadas")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -128,19 +134,19 @@ print("static (generate): ", score(guess_auto, auto.summary()["waste_pct"], unit
 # %% [markdown]
 # `cache_implementation="static"` dimensionou seu cache com 20 posições por camada, exatamente o que esta chamada grava,
 # então nada fica mascarado no final (as posições mascaradas diminuem passo a passo até zero). O cache de 128 posições
-# ocupa 30 camadas × 128 posições × 1,536 bytes = 5,898,240 bytes desde o pré-preenchimento, com 84.38 % das posições
-# mascaradas no final; o DynamicCache ocupa só o que viu (9 tokens × 46,080 bytes depois do pré-preenchimento,
-# 20 × 46,080 no final). Os tokens são os mesmos com e sem o watch, e nos três caches: as posições mascaradas nunca
+# guarda 30 camadas × 128 posições × 1.536 bytes = 5.898.240 bytes desde o pré-preenchimento, com 84,38 % das posições
+# mascaradas no final; o DynamicCache guarda só o que viu (9 tokens × 46.080 bytes depois do pré-preenchimento,
+# 20 × 46.080 no final). Os tokens são os mesmos com e sem o watch, e nos três caches: as posições mascaradas nunca
 # mudam um token. Mas elas não saem de graça em computação: a atenção eager e a SDPA calculam a pontuação da consulta
 # contra todas as posições e só depois mascaram as vazias. A seção 3 mede isso.
 
 # %%
-slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live vs masked per step")
+slots.plot_slots(own, title="StaticCache(max_cache_len=128): posições alocadas, ocupadas e mascaradas por passo")
 
 # %%
 growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic},
                    by_layer_kind=False,
-                   title="Bytes against tokens: flat at the allocation vs growing with the sequence")
+                   title="Bytes em função dos tokens: fixos na alocação vs crescendo com a sequência")
 
 # %% [markdown]
 # ## 2. Cache de tamanho fixo: um só tamanho para todas as requisições
@@ -171,15 +177,15 @@ runs = dict(zip(requests, watch.traces))
 # NBVAL_CHECK_OUTPUT
 for row in slots.run_slots(runs):
     dynamic_bytes = formula.kv_bytes(model.config, row["slots_live"] // 30)  # live slots of 30 layers → tokens
-    print(f"{row['run']:>17}: {row['final_bytes']:>10,} bytes allocated, {row['slots_masked']:>5,} of "
-          f"{row['slots_allocated']:,} slots masked ({row['waste_pct']:5.1f} %); a DynamicCache would hold "
-          f"{dynamic_bytes:>9,} bytes")
+    print(f"{row['run']:>17}: {number(row['final_bytes']):>10} bytes alocados, "
+          f"{number(row['slots_masked']):>5} de {number(row['slots_allocated'])} posições mascaradas "
+          f"({percent(row['waste_pct'], 1):>7}); um DynamicCache guardaria {number(dynamic_bytes):>9} bytes")
 waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
-print("20-token prompt:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
-print("60-token prompt:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
+print("prompt de 20 tokens:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
+print("prompt de 60 tokens:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
 
 # %%
-slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
+slots.plot_runs(runs, title="Um só tamanho de StaticCache (256) para toda requisição: posições ocupadas e mascaradas")
 
 # %% [markdown]
 # As requisições curtas pagam pela longa: 89,5 % do cache do prompt de 20 tokens está mascarado. Há duas saídas: um
@@ -187,7 +193,7 @@ slots.plot_runs(runs, title="One StaticCache size (256) for every request: live 
 # StaticCaches de tamanhos diferentes (faixas de comprimento), com cada requisição indo para o menor que comporte.
 #
 # **Experimente.** Mova `max_cache_len`: o prompt de 9 tokens acima gera 6 tokens num `StaticCache` desse tamanho dentro
-# de `kvlab.watch`, e o gráfico mostra as posições ativas e mascaradas a cada passo.
+# de `kvlab.watch`, e o gráfico mostra as posições ocupadas e mascaradas a cada passo.
 
 # %%
 def measure_waste(max_cache_len):
@@ -195,8 +201,9 @@ def measure_waste(max_cache_len):
         model.generate(**inputs, do_sample=False, max_new_tokens=6,
                        past_key_values=StaticCache(config=model.config, max_cache_len=max_cache_len))
     s = watch.trace.summary()
-    return slots.plot_slots(watch.trace, title=f"StaticCache(max_cache_len={max_cache_len}): {s['slots_masked']:,} "
-                                               f"of {s['slots_allocated']:,} slots masked ({s['waste_pct']:.1f} %)")
+    return slots.plot_slots(watch.trace, title=f"StaticCache(max_cache_len={max_cache_len}): "
+                                               f"{number(s['slots_masked'])} de {number(s['slots_allocated'])} "
+                                               f"posições mascaradas ({percent(s['waste_pct'], 1)})")
 
 
 live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, step=16, continuous_update=False,
@@ -233,8 +240,8 @@ with kvlab.watch(model):
 # %%
 # NBVAL_CHECK_OUTPUT
 for label, step in decode_steps.items():
-    print(f"{label:>17}: one decode step scores {step.slots_attended:>7,} key slots over 30 layers, "
-          f"{step.attention_flops:>11,} attention FLOPs")
+    print(f"{label:>17}: um passo de decodificação pontua {number(step.slots_attended):>7} "
+          f"posições de chave nas 30 camadas, {number(step.attention_flops):>11} FLOPs de atenção")
 
 # %%
 # Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95 % interval.
@@ -247,7 +254,8 @@ ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing,
 print(score(guess, ratio_4096, unit="x", kind="amount"))
 
 # %%
-decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
+decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, um passo de decodificação "
+                                                        "depois de um prompt de 6 tokens")
 
 # %% [markdown]
 # As contagens são exatas: 7 posições por camada para o DynamicCache (os 6 tokens guardados e o do próprio passo) e
@@ -259,9 +267,9 @@ decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode ste
 # passo; dimensionar `max_cache_len` perto do que as requisições precisam economiza esse trabalho, além da
 # memória.
 #
-# ## 4. Cache de tamanho fixo: compilando a etapa de decodificação
+# ## 4. Cache de tamanho fixo: compilando o passo de decodificação
 #
-# O guia diz que `cache_implementation="static"` também ativa a compilação automática da etapa de decodificação. No
+# O guia diz que `cache_implementation="static"` também ativa a compilação automática do passo de decodificação. No
 # transformers 5.24, essa decisão fica em `GenerationMixin._valid_auto_compile_criteria`
 # (`transformers/generation/utils.py`). O transformers só compila quando o cache é compilável e não é um
 # `DynamicCache` comum, `disable_compile` não está definido, nenhuma parte do modelo está descarregada para a CPU ou o
@@ -274,12 +282,12 @@ start = source.rindex("\n", 0, source.index("valid_hardware =")) + 1
 print(inspect.cleandoc(source[start:source.index(")\n", start) + 1]))
 
 static_cache = StaticCache(config=model.config, max_cache_len=64)
-print("\nmodel device:", model.device.type)
-print("auto-compile here:", model._valid_auto_compile_criteria({"cache": static_cache}, model.generation_config))
+print("\ndispositivo do modelo:", model.device.type)
+print("compilação automática aqui:", model._valid_auto_compile_criteria({"cache": static_cache}, model.generation_config))
 opted_in = copy.deepcopy(model.generation_config)
 opted_in.compile_config = CompileConfig()
 opted_in.compile_config._compile_all_devices = True  # private flag; what kvlab.measure.compiled sets
-print("with CompileConfig._compile_all_devices = True:",
+print("com CompileConfig._compile_all_devices = True:",
       model._valid_auto_compile_criteria({"cache": static_cache}, opted_in))
 
 # %% [markdown]
@@ -302,7 +310,7 @@ guess_new_size = None  # does max_cache_len 256 (instead of 128) compile a new g
 # %% [markdown]
 # Compilar com o inductor leva de segundos (quando o cache em disco do inductor já tem os kernels) a minutos numa
 # CPU, tempo demais para a suíte de testes; por isso, a célula
-# só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime "skipped". A
+# só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime "pulado". A
 # saída registrada abaixo foi produzida com `KVLAB_COMPILE=1` quando este notebook foi executado para o repositório
 # (veja a linha impressa com a máquina e a data). O que é compilado: o forward de decodificação do SmolLM2 (`generate`
 # do transformers com `compile_config`), com o inductor, para um StaticCache de 128 posições; o pré-preenchimento
@@ -313,22 +321,25 @@ guess_new_size = None  # does max_cache_len 256 (instead of 128) compile a new g
 prompt = text.prompt_ids(tokenizer, 40)  # (1, 40)
 if os.environ.get("KVLAB_COMPILE") == "1":
     report = compiled.compile_report(model, [prompt, text.prompt_ids(tokenizer, 60)], new_tokens=16, max_cache_len=128)
-    print(f"executed {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} CPUs, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"executado em {datetime.date.today()} numa máquina {platform.machine()}, "
+          f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, {run['seconds']:.2f} s (one run)")
-    print("same tokens as eager:", report["same_tokens"])
+        print(f"  {run['run']:>22}: {run['new_graphs']} grafo(s) novo(s) compilado(s), "
+              f"{number(run['seconds'], 2, grouping=False)} s (uma execução)")
+    print("mesmos tokens que o eager:", report["same_tokens"])
     steady = report["steady"]
-    print(f"steady, 5 interleaved runs each: eager {steady['a']['median_s']:.2f} s, compiled "
-          f"{steady['b']['median_s']:.2f} s (medians); {steady['verdict']}")
+    print("regime estável, 5 execuções intercaladas de cada: eager "
+          f"{number(steady['a']['median_s'], 2, grouping=False)} s, compilado "
+          f"{number(steady['b']['median_s'], 2, grouping=False)} s (medianas); {steady['verdict']}")
     new_graphs = {run["run"]: run["new_graphs"] for run in report["runs"]}
-    print("60-token prompt:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
+    print("prompt de 60 tokens:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
     print("max_cache_len 256:", score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice"))
 else:
-    print("skipped: set KVLAB_COMPILE=1 to compile (seconds to minutes on a CPU); the guesses are scored then")
+    print("pulado: defina KVLAB_COMPILE=1 para compilar (de segundos "
+          "a minutos numa CPU); os palpites são avaliados então")
 
 # %% [markdown]
-# O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reaproveita o grafo; um novo
+# O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reutiliza o grafo; um novo
 # comprimento de prompt **não** compila nada (o pré-preenchimento é eager, e o grafo de decodificação vê os mesmos
 # formatos); um novo `max_cache_len` muda o formato dos tensores do cache e compila de novo. A linha do regime estável é
 # o ganho, com o seu intervalo, nesta CPU (16 tokens, incluindo o pré-preenchimento eager). O tempo da primeira execução
@@ -340,14 +351,14 @@ else:
 #
 # - `cache_implementation="static"` dimensiona um StaticCache para a chamada (prompt + `max_new_tokens` − 1 posições);
 #   `StaticCache(config=..., max_cache_len=...)` passado como `past_key_values` tem o tamanho que você escolheu. Nos dois
-#   casos, cada camada ocupa `max_cache_len` posições desde o início, e as não usadas ficam mascaradas; os tokens são os
+#   casos, cada camada aloca `max_cache_len` posições desde o início, e as não usadas ficam mascaradas; os tokens são os
 #   mesmos que com um DynamicCache, mas a atenção ainda calcula as posições mascaradas, então um `max_cache_len` maior
 #   acrescenta trabalho de atenção a cada passo de decodificação.
 # - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
 #   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
-# - O transformers compila a etapa de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,
+# - O transformers compila o passo de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,
 #   só o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite
-#   reaproveitar um único grafo de decodificação; só um novo formato de cache compila de novo.
+#   reutilizar um único grafo de decodificação; só um novo formato de cache compila de novo.
 #
 # **A seguir:** [03 · Descarregamento (offloading)](03_offloading.ipynb): manter o cache na memória da CPU e trazer uma
 # camada de cada vez.

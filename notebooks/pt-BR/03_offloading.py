@@ -55,6 +55,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
+from kvlab.i18n import number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -87,7 +88,7 @@ out = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implem
 # %%
 # NBVAL_CHECK_OUTPUT
 print("torch.cuda.is_available():", torch.cuda.is_available())
-print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.update).splitlines()
+print("em Cache.update:", next(line.strip() for line in inspect.getsource(Cache.update).splitlines()
                                if "wait_stream" in line))
 
 # %% [markdown]
@@ -120,13 +121,13 @@ outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
 # %%
 # NBVAL_CHECK_OUTPUT
 per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # keys + values: 2 × 3 heads × 64 × 4 bytes
-print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 new; one token: {per_layer:,} bytes per layer, "
-      f"{smollm2.config.num_hidden_layers * per_layer:,} in all {smollm2.config.num_hidden_layers} layers")
-print(f"{'cache':>40} {'device peak':>12} {'whole cache':>12} {'moves':>6} {'bytes moved':>12}  same tokens")
+print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 novos; um token: {number(per_layer)} bytes por camada, "
+      f"{number(smollm2.config.num_hidden_layers * per_layer)} em todas as {smollm2.config.num_hidden_layers} camadas")
+print(f"{'cache':>40} {'pico disp.':>12} {'cache todo':>12} {'movim.':>6} {'bytes mov.':>12}  mesmos tokens")
 for name, trace in runs.items():
     moves = residency.effective_moves(trace)
-    print(f"{name:>40} {residency.device_peak(trace):>12,} {trace.summary()['peak_bytes']:>12,} {len(moves):>6} "
-          f"{sum(e['bytes'] for e in moves):>12,}  {torch.equal(outputs[name], out_default)}")
+    print(f"{name:>40} {number(residency.device_peak(trace)):>12} {number(trace.summary()['peak_bytes']):>12} "
+          f"{len(moves):>6} {number(sum(e['bytes'] for e in moves)):>12}  {torch.equal(outputs[name], out_default)}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -152,7 +153,8 @@ print(score(guess_tokens_differ, tokens_differ, kind="choice"))
 # NBVAL_CHECK_OUTPUT
 per_step = Counter((e["step"], e["direction"]) for e in residency.effective_moves(offloaded))
 for step in sorted({s for s, _ in per_step}):
-    print(f"step {step}: {per_step[(step, 'prefetch')]:>2} prefetches, {per_step[(step, 'offload')]:>2} offloads")
+    print(f"passo {step}: {per_step[(step, 'prefetch')]:>2} pré-carregamentos, "
+          f"{per_step[(step, 'offload')]:>2} descarregamentos")
 
 # %% [markdown]
 # No pré-preenchimento, cada camada é criada no dispositivo e descarregada depois da sua atualização (30
@@ -169,7 +171,8 @@ for step in sorted({s for s, _ in per_step}):
 guess = None  # a layer index: your guess
 
 # %%
-timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
+timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": '
+                                                      'dois passos de decodificação')
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -207,7 +210,7 @@ gemma_runs = dict(zip(["offloaded", "DynamicCache(..., True)", "offloaded_static
 # NBVAL_CHECK_OUTPUT
 for cls in (DynamicCache, StaticCache):
     default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
-    print(f"{cls.__name__}(offloading=True): offload_only_non_sliding defaults to {default}")
+    print(f"{cls.__name__}(offloading=True): o padrão de offload_only_non_sliding é {default}")
 for name, cache in zip(gemma_runs, watch.caches):
     print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
 
@@ -227,16 +230,17 @@ guess_false = None  # % with False (cache_implementation="offloaded"): your gues
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
-print(f"one Gemma 3 token in one layer: {bytes_per_token_per_layer(gemma.config, torch.float32):,} bytes")
+print(f"um token do Gemma 3 numa camada: {number(bytes_per_token_per_layer(gemma.config, torch.float32))} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
-    print(f"offload_only_non_sliding={name}: layers moved {moved}, "
-          f"{len(residency.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
+    print(f"offload_only_non_sliding={name}: camadas movidas {moved}, "
+          f"{len(residency.effective_moves(trace))} movimentações em {trace.summary()['steps']} passos")
     for row in residency.device_bytes_by_step(trace):
-        kinds = ", ".join(f"{kind} {b:,}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
-        print(f"  step {row['step']}: device peak {row['device_peak_bytes']:>10,} of {row['cache_bytes_at_peak']:>10,} "
-              f"bytes ({100 * row['device_peak_bytes'] / row['cache_bytes_at_peak']:4.1f} %; {kinds}), "
-              f"{len(row['resident_at_peak'])} layers resident")
+        kinds = ", ".join(f"{kind} {number(b)}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
+        share = 100 * row["device_peak_bytes"] / row["cache_bytes_at_peak"]
+        print(f"  passo {row['step']}: pico no dispositivo {number(row['device_peak_bytes']):>10} "
+              f"de {number(row['cache_bytes_at_peak']):>10} bytes ({percent(share, 1):>6}; "
+              f"{kinds}), {len(row['resident_at_peak'])} camadas residentes")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -248,7 +252,8 @@ for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["F
 # %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
                                   "False (cache_implementation='offloaded')": settings["False (offloaded)"]},
-                                 title="Gemma 3, 600-token prompt: cache bytes on the device at each step's peak")
+                                 title="Gemma 3, prompt de 600 tokens: bytes do "
+                                       "cache no dispositivo no pico de cada passo")
 
 # %% [markdown]
 # O que a medição mostra, além da janela:
@@ -289,14 +294,14 @@ def measure_device_bytes(offload_only_non_sliding, prompt_tokens):
                        past_key_values=cache)
     return residency_plot.plot_device_bytes(
         {f"offload_only_non_sliding={offload_only_non_sliding}": watch.trace},
-        title=f"Gemma 3, {prompt_tokens}-token prompt: device peak per step (% of the whole cache)")
+        title=f"Gemma 3, prompt de {prompt_tokens} tokens: pico no dispositivo por passo (% do cache inteiro)")
 
 
 live(measure_device_bytes,
      offload_only_non_sliding=widgets.ToggleButtons(options=[True, False], value=True,
-                                                    description="only non-sliding"),
+                                                    description="só não deslizantes"),
      prompt_tokens=widgets.IntSlider(value=600, min=100, max=700, step=100, continuous_update=False,
-                                     description="prompt tokens"))
+                                     description="tokens do prompt"))
 
 # %% [markdown]
 # ## 4. Cache offloading: recorrer ao descarregamento quando a memória acaba
@@ -313,7 +318,7 @@ def generate_or_offload(model, **kwargs):
         print(f"{type(err).__name__}: {err}")
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # give the failed attempt's blocks back before retrying
-    print("retrying with cache_implementation='offloaded'")
+    print("tentando de novo com cache_implementation='offloaded'")
     return model.generate(**{**kwargs, "cache_implementation": "offloaded"})
 
 
@@ -325,7 +330,7 @@ def generate_or_offload(model, **kwargs):
 # do orçamento. Só o cache é contado, não os pesos nem as ativações. `generate_or_offload` não muda: o seu
 # `except torch.OutOfMemoryError` captura o erro simulado como capturaria um real.
 #
-# **Preveja primeiro.** O prompt acima tem 12 tokens, e o cache do SmolLM2 ocupa 46.080 bytes por token (tabela da
+# **Preveja primeiro.** O prompt acima tem 12 tokens, e o cache do SmolLM2 guarda 46.080 bytes por token (tabela da
 # seção 1). Com um orçamento de 600.000 bytes, em que passo o cache padrão fica sem memória (0 é o
 # pré-preenchimento), e a nova tentativa com descarregamento cabe (True ou False)?
 
@@ -337,9 +342,9 @@ guess_retry_fits = None  # True or False: your guess
 # NBVAL_CHECK_OUTPUT
 with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
     out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
-print("caches used:", [t.meta["cache"] for t in watch.traces])
-print(f"retry's device peak: {residency.device_peak(watch.trace):,} bytes of the 600,000")
-print("same tokens as the unconstrained run:", torch.equal(out, out_default))
+print("caches usados:", [t.meta["cache_kind"] for t in watch.traces])
+print(f"pico no dispositivo da nova tentativa: {number(residency.device_peak(watch.trace))} bytes dos 600.000")
+print("mesmos tokens que a execução sem restrição:", torch.equal(out, out_default))
 print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
 print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
 
@@ -366,20 +371,20 @@ print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kin
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("work_by_step(), bytes that changed device:",
+print("work_by_step(), bytes que mudaram de dispositivo:",
       sum(r["offload_bytes"] + r["prefetch_bytes"] for r in offloaded.work_by_step()))
-print('cache_implementation="offloaded", SmolLM2, bytes the schedule hands over:')
-print(f"{'step':>4} {'offloaded':>10} {'prefetched':>10} {'in all':>10} {'cache after the step':>21}")
+print('cache_implementation="offloaded", SmolLM2, bytes que o cronograma transfere:')
+print(f"{'passo':>4} {'descarreg.':>10} {'pré-carr.':>10} {'ao todo':>10} {'cache após o passo':>21}")
 for row, cache_bytes in zip(offload_time.transfer_bytes_by_step(offloaded), offloaded.bytes_by_step()):
-    print(f"{row['step']:>4} {row['offload_bytes']:>10,} {row['prefetch_bytes']:>10,} {row['bytes']:>10,} "
-          f"{cache_bytes:>21,}")
+    print(f"{row['step']:>4} {number(row['offload_bytes']):>10} {number(row['prefetch_bytes']):>10} "
+          f"{number(row['bytes']):>10} {number(cache_bytes):>21}")
 traffic = {f"SmolLM2, {name}": offload_time.offload_traffic(trace) for name, trace in runs.items()}
 traffic["Gemma 3 (600), offloaded"] = offload_time.offload_traffic(gemma_runs["offloaded"])
 traffic["Gemma 3 (600), only_non_sliding=True"] = offload_time.offload_traffic(gemma_runs["DynamicCache(..., True)"])
-print(f"\n{'':>48} {'per decode step':>15} {'per new token':>14} {'in all':>11}")
+print(f"\n{'':>48} {'por passo dec.':>15} {'por token novo':>14} {'ao todo':>11}")
 for name, t in traffic.items():
-    print(f"{name:>48} {t['bytes_per_decode_step']:>15,.0f} {t['bytes_per_generated_token']:>14,.0f} "
-          f"{t['total_bytes']:>11,}  ({t['generated_tokens']} new tokens)")
+    print(f"{name:>48} {number(t['bytes_per_decode_step']):>15} {number(t['bytes_per_generated_token']):>14} "
+          f"{number(t['total_bytes']):>11}  ({t['generated_tokens']} tokens novos)")
 
 # %% [markdown]
 # Leia a primeira tabela linha por linha. Cada passo de decodificação descarrega cada camada com o seu token novo,
@@ -388,7 +393,7 @@ for name, t in traffic.items():
 # transfere pouco menos que o dobro do cache. Os bytes crescem com o contexto, então um prompt longo move
 # proporcionalmente mais por passo. O cache padrão não transfere nada; `offloaded_static` transfere a sua alocação
 # inteira nos dois sentidos a cada passo; `offload_only_non_sliding=True` move só as 3 camadas completas do Gemma 3. A
-# coluna "per new token" divide tudo, pré-preenchimento incluído, pelos tokens gerados (um por passo, com batch de
+# coluna "por token novo" divide tudo, pré-preenchimento incluído, pelos tokens gerados (um por passo, com lote de
 # tamanho 1).
 #
 # O que uma medição de tempo disso na CPU diria? Veja o que um descarregamento faz com um tensor que já está na CPU:
@@ -420,12 +425,12 @@ with kvlab.watch(smollm2):  # greedy, exactly NEW_TOKENS tokens after the same p
         new_tokens=NEW_TOKENS, repeats=REPEATS, warmup=WARMUP)
 decode_times = {label: result.decode for label, result in decoded.items()}  # seconds per decoded token
 for measured in decode_times.values():
-    print(f"{measured.label:>9}: {measured.describe()} per decoded token")
+    print(f"{measured.label:>9}: {measured.describe()} por token decodificado")
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
 
 # %% [markdown]
-# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "no difference beyond noise", e "too noisy to
-# tell" (repetições de menos) não diz nada, nem num sentido nem no outro; um que exclui 1 é uma diferença na
+# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "nenhuma diferença além do ruído", e "ruído
+# demais para concluir" (repetições de menos) não diz nada, nem num sentido nem no outro; um que exclui 1 é uma diferença na
 # contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o preço do
 # tráfego, que precisa de um barramento.
 #
@@ -441,17 +446,19 @@ print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).ve
 # %%
 # NBVAL_CHECK_OUTPUT
 BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # an assumption, not a measurement
-print(f"estimate, not measured: bytes per decode step / an assumed {BANDWIDTH / 1e9:.0f} GB/s (PCIe 4.0 x16)")
-print(f"{'':>48} {'nothing overlapped':>18} {'prefetches hidden':>18}")
+print("estimativa, não medida: bytes por passo de decodificação "
+      f"/ {number(BANDWIDTH / 1e9)} GB/s supostos (PCIe 4.0 x16)")
+print(f"{'':>48} {'nada sobreposto':>18} {'pré-carr. ocultos':>18}")
 for name, t in traffic.items():
     serial = offload_time.pcie_estimate(t["bytes_per_decode_step"], BANDWIDTH)
     offloads = offload_time.pcie_estimate(t["offload_bytes_per_decode_step"], BANDWIDTH)
-    print(f"{name:>48} {serial.seconds * 1e6:>15,.1f} µs {offloads.seconds * 1e6:>15,.1f} µs")
+    print(f"{name:>48} {number(serial.seconds * 1e6, 1):>15} µs {number(offloads.seconds * 1e6, 1):>15} µs")
 per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # SmolLM2's whole cache, per token
 for tokens in (8_192, 32_768):
     serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # just under twice the cache per step
-    print(f"SmolLM2, offloaded, {tokens:,} tokens in the cache: about 2 × {per_token:,} × {tokens:,} = "
-          f"{2 * per_token * tokens:,} bytes per decode step, {serial.seconds * 1e3:,.1f} ms if nothing overlapped")
+    print(f"SmolLM2, offloaded, {number(tokens)} tokens no cache: cerca de 2 × "
+          f"{number(per_token)} × {number(tokens)} = {number(2 * per_token * tokens)} bytes por "
+          f"passo de decodificação, {number(serial.seconds * 1e3, 1)} ms se nada se sobrepuser")
 
 # %% [markdown]
 # Com o prompt de 12 tokens da seção 1, o tráfego é pequeno, e a estimativa também; ela cresce linearmente com o

@@ -52,8 +52,9 @@ from transformers import DynamicCache, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
+from kvlab.i18n import number
 from kvlab.live import live
-from kvlab.measure import quality, quality_chunked, step_times, text
+from kvlab.measure import quality, step_times, text
 from kvlab.measure.formula import kv_bytes_per_token
 from kvlab.measure.timing import compare
 from kvlab.plots import quantized
@@ -76,7 +77,7 @@ QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; c
 # %%
 # NBVAL_CHECK_OUTPUT
 inputs = tokenizer("I like rock music because", return_tensors="pt")
-print(inputs["input_ids"].shape[-1], "prompt tokens")
+print(inputs["input_ids"].shape[-1], "tokens do prompt")
 out = model.generate(**inputs, do_sample=False, max_new_tokens=20)
 print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
 
@@ -104,9 +105,9 @@ out = model.generate(
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("zero tokens kvlab adds to a 5-token prompt:",
+print("tokens de zeros que o kvlab acrescenta a um prompt de 5 tokens:",
       hqq_sequence_padding((1, 3, 5, 64), q_group_size=64, nbits=4, axis=1))
-print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
+print("... e a um prompt de 6 tokens:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
 
 # %% [markdown]
 # Para o quanto, o guia recomenda o eixo 0, que também é o padrão do transformers para os dois eixos:
@@ -171,13 +172,13 @@ with kvlab.watch(model) as watch:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(len(watch.traces), "caches seen")
-print(f"{'cache':>22} {'packed tok':>10} {'residual tok':>12} {'packed B':>9} {'residual B':>10} {'total B':>9}")
+print(len(watch.traces), "caches vistos")
+print(f"{'cache':>22} {'tok empac.':>10} {'tok resid.':>12} {'B empac.':>9} {'B resid.':>10} {'B total':>9}")
 for label, trace in zip(texts, watch.traces):
     layers = trace.final_layers()
     print(f"{label:>22} {layers[0]['quantized_tokens']:>10} {layers[0]['residual_tokens']:>12} "
-          f"{sum(e['packed_bytes'] for e in layers):>9,} {sum(e['residual_bytes'] for e in layers):>10,} "
-          f"{trace.summary()['final_bytes']:>9,}")
+          f"{number(sum(e['packed_bytes'] for e in layers)):>9} {number(sum(e['residual_bytes'] for e in layers)):>10} "
+          f"{number(trace.summary()['final_bytes']):>9}")
 print()
 for label, generated in texts.items():
     print(f"{label:>22}: {generated}")
@@ -191,16 +192,16 @@ print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="
 # depois de "it's a way to connect with"; o texto do quanto é igual ao do DynamicCache, e os textos do quanto e do
 # fp8 são os que as chamadas puras imprimiram acima. Os dois backends por grupo empacotam os 5 tokens do prompt e
 # mantêm os 19 decodificados na parte residual em float32; assim, neste comprimento, seus caches são quase só parte
-# residual e apenas cerca de um sexto menores que o DynamicCache (918,720 e 913,440 B contra 1,105,920 B). O fp8 não
+# residual e apenas cerca de um sexto menores que o DynamicCache (918.720 e 913.440 B contra 1.105.920 B). O fp8 não
 # tem parte residual: todos os 24 tokens são armazenados com um byte por número, mais uma escala por tensor
-# (276,720 B), um quarto do cache em float32 desde o primeiro token.
+# (276.720 B), um quarto do cache em float32 desde o primeiro token.
 #
 # ## 3. Para onde vão os bytes quando a parte empacotada domina
 #
 # 24 tokens dizem pouco sobre compressão. Aqui cada backend roda sobre 280 tokens de inglês real (a prosa do manual
 # de referência do Python, que vem junto com o Python): um pré-preenchimento de 256 tokens, empacotado de uma vez, e
 # depois os 23 tokens seguintes alimentados ao modelo (teacher forcing), de modo que 24 previsões são avaliadas: a
-# que vem logo após o pré-preenchimento e uma por token alimentado. `kvlab.measure.quality_chunked.sweep` faz isso
+# que vem logo após o pré-preenchimento e uma por token alimentado. `kvlab.measure.quality.sweep(..., chunked=True)` faz isso
 # com o `QuantizedCache` instrumentado do kvlab, construído com as mesmas opções de cada `cache_config`. Ele alimenta
 # os 23 tokens em um único forward, em vez de 23 passos de decodificação (uma passagem pelas 30 camadas em vez de 23),
 # e prevê o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado já
@@ -226,24 +227,27 @@ SWEEP = {
     "fp8": {"backend": "fp8"},
 }
 ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
-print(f"Python {sys.version.split()[0]} (the text comes from its pydoc_data)")
-rows, runs = quality_chunked.sweep(model, ids, prefill_tokens=256, configs=SWEEP)
+print(f"Python {sys.version.split()[0]} (o texto vem do seu pydoc_data)")
+rows, runs = quality.sweep(model, ids, prefill_tokens=256, configs=SWEEP, chunked=True)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'config':>13} {'packed':>10} {'residual':>10} {'total':>10} {'vs 16-bit':>9} {'packed vs 16-bit':>17}")
+print(f"{'configuração':>13} {'empacotado':>10} {'residual':>10} "
+      f"{'total':>10} {'vs 16 bits':>9} {'empac. vs 16 bits':>17}")
 for r in rows:
-    print(f"{r['config']:>13} {r['packed_bytes']:>10,} {r['residual_bytes']:>10,} {r['cache_bytes']:>10,} "
-          f"{r['memory_ratio_16bit']:>9.3f} {r['packed_ratio_16bit']:>17.3f}")
+    print(f"{r['config']:>13} {number(r['packed_bytes']):>10} {number(r['residual_bytes']):>10} "
+          f"{number(r['cache_bytes']):>10} {number(r['memory_ratio_16bit'], 3):>9} "
+          f"{number(r['packed_ratio_16bit'], 3):>17}")
 residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
 per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
-print(f"residual: {residual_tokens} tokens × {per_token:,} B = {residual_tokens * per_token:,} B")
+print(f"parte residual: {residual_tokens} tokens × {number(per_token)} B = {number(residual_tokens * per_token)} B")
 hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
 print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
 
 # %%
 quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
-                       title="SmolLM2 at 279 tokens (256 packed): packed vs full-precision residual bytes")
+                       title="SmolLM2 com 279 tokens (256 empacotados): bytes "
+                             "empacotados vs residuais em precisão total")
 
 # %% [markdown]
 # Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46.080 B (30 camadas × chaves e valores × 3
@@ -293,8 +297,8 @@ def quantized_split(backend, nbits, residual_length):
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
     name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
     return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
-                                title=f"{name}\n{same['matches']}/{same['tokens']} greedy tokens as the "
-                                      f"DynamicCache's, the first {same['common_prefix']} identical")
+                                title=f"{name}\n{same['matches']}/{same['tokens']} tokens greedy iguais aos "
+                                      f"do DynamicCache, os primeiros {same['common_prefix']} idênticos")
 
 
 live(quantized_split,
@@ -310,27 +314,27 @@ live(quantized_split,
 
 # %%
 # NBVAL_CHECK_OUTPUT
-SAW_CONFIGS = {
-    "quanto 4-bit, residual_length=8": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
-                                        "residual_length": 8},
-    "fp8": {"backend": "fp8"},
-    "hqq 2-bit, residual_length=8": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1,
-                                     "residual_length": 8},
-    "quanto 2-bit, residual_length=8": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0,
-                                        "residual_length": 8},
-}
-shapes = {}
-for label, cache_config in SAW_CONFIGS.items():
+def residual_shape(cache_config, label):
+    """The guide's call with `cache_config`, counted: "saw" if the residual bytes ever fall (a flush), else "ramp"."""
     with kvlab.watch(model) as watch:
         out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
                              cache_implementation="quantized", cache_config=cache_config)
     residual = [row["residual_bytes"] for row in quantized.split_by_step(watch.trace)]
     falls = sum(after < before for before, after in zip(residual, residual[1:]))
-    shapes[label] = "saw" if falls else "ramp"
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
-    print(f"{label:>31}: residual falls {falls} times, at most {max(residual):>7,} B; "
-          f"the first {same['common_prefix']:>2} of {same['tokens']} tokens as the DynamicCache's")
-print(score(guess, shapes["quanto 4-bit, residual_length=8"], kind="choice"))
+    print(f"{label:>31}: a parte residual cai {falls} vezes, no máximo {number(max(residual)):>7} B; os "
+          f"primeiros {same['common_prefix']:>2} de {same['tokens']} tokens iguais aos do DynamicCache")
+    return "saw" if falls else "ramp"
+
+
+quanto_4bit_shape = residual_shape({"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+                                    "residual_length": 8}, label="quanto 4 bits, residual_length=8")
+residual_shape({"backend": "fp8"}, label="fp8")
+residual_shape({"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1, "residual_length": 8},
+               label="hqq 2 bits, residual_length=8")
+residual_shape({"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0, "residual_length": 8},
+               label="quanto 2 bits, residual_length=8")
+print(score(guess, quanto_4bit_shape, kind="choice"))
 
 # %% [markdown]
 # Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
@@ -380,22 +384,24 @@ step_traces = dict(zip(STEP_CONFIGS, step_watch.traces))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(step_inputs["input_ids"].shape[-1], "prompt tokens; steps 0 (the prefill) to", STEP_TOKENS - 1)
-print(f"transformers' flush schedule for residual_length={RESIDUAL}:", step_times.flush_schedule(RESIDUAL, STEP_TOKENS))
+print(step_inputs["input_ids"].shape[-1], "tokens do prompt; passos 0 (o pré-preenchimento) a", STEP_TOKENS - 1)
+print(f"cronograma de flush do transformers para residual_length={RESIDUAL}:", step_times.flush_schedule(RESIDUAL, STEP_TOKENS))
 for label, trace in step_traces.items():
-    print(f"{label:>13}: flushed at steps {step_times.flush_steps(trace)}, "
-          f"quantized at steps {step_times.quantize_steps(trace)}")
+    print(f"{label:>13}: flush nos passos {step_times.flush_steps(trace)}, "
+          f"quantização nos passos {step_times.quantize_steps(trace)}")
 packing = [label for label in STEP_CONFIGS if label != "DynamicCache"]
 work = {label: step_traces[label].work_by_step() for label in packing}
-print("\nper step, all layers: quantize and dequantize calls / numbers")
+print("\npor passo, todas as camadas: chamadas de quantização e desquantização / números")
 print(("     " + "  ".join(f"{label:^29}" for label in packing)).rstrip())
-print("step " + "  ".join(f"{'quantize':>15} {'dequantize':>13}" for label in packing))
+print("passo", end=" ")
+for label in packing:  # one pair of columns per cache, two spaces between pairs
+    print(f"{'quantiza':>15} {'desquantiza':>13}", end="\n" if label == packing[-1] else "  ")
 for step in range(STEP_TOKENS):
     cells = []
     for label in packing:
         row = work[label][step]
-        cells.append(f"{row['quantize_calls']:>3} / {row['quantized_elements']:>9,} "
-                     f"{row['dequantize_calls']:>3} / {row['dequantized_elements']:>7,}")
+        cells.append(f"{row['quantize_calls']:>3} / {number(row['quantized_elements']):>9} "
+                     f"{row['dequantize_calls']:>3} / {number(row['dequantized_elements']):>7}")
     print(f"{step:>4} " + "  ".join(cells))
 
 # %% [markdown]
@@ -410,7 +416,7 @@ for step in range(STEP_TOKENS):
 STEP_REPEATS = 1 if QUICK else 5
 step_results = step_times.decode_step_times(model, step_inputs["input_ids"], STEP_CONFIGS, new_tokens=STEP_TOKENS,
                                             repeats=STEP_REPEATS, warmup=0 if QUICK else 1)
-print("time per decoded token (median over repeats, IQR):")
+print("tempo por token decodificado (mediana das repetições, IQR):")
 for label, result in step_results.items():
     print(f"{label:>13}: {result.decode.describe()}")
 print()
@@ -425,8 +431,8 @@ for label in ("hqq 4-bit", "quanto 4-bit"):
 # %%
 # Not checked: times depend on the machine.
 plot_step_times(step_results, step_traces, field="quantized_elements",
-                title=f"SmolLM2, residual_length={RESIDUAL}: each decode step, median of {STEP_REPEATS} "
-                      "interleaved repeats (band: IQR), flush steps circled")
+                title=f"SmolLM2, residual_length={RESIDUAL}: cada passo de decodificação, mediana de "
+                      f"{STEP_REPEATS} repetições intercaladas (faixa: IQR), passos de flush circulados")
 
 # %% [markdown]
 # O que observar. A tabela verificada diz onde: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
@@ -440,7 +446,7 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # uma parte empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e
 # constante que a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do
 # DynamicCache: neles entram a desquantização de todo passo, com flush ou não, e a conversão de cada token novo do
-# fp8; um intervalo que contém 1 é nenhuma diferença, e um veredito "too noisy to tell" (repetições de menos) não
+# fp8; um intervalo que contém 1 é nenhuma diferença, e um veredito "ruído demais para concluir" (repetições de menos) não
 # diz nada, nem num sentido nem no outro.
 #
 # ## 6. O que a quantização faz com as previsões
@@ -460,19 +466,20 @@ guess = None  # one of SWEEP's names, e.g. "hqq 8-bit": your guess
 # NBVAL_CHECK_OUTPUT
 positions = len(runs["dynamic"].targets)
 for r in rows:
-    print(f"{r['config']:>13}: top-1 agreement {round(r['top1_agreement'] * positions):>2}/{positions}")
+    print(f"{r['config']:>13}: concordância top-1 {round(r['top1_agreement'] * positions):>2}/{positions}")
 fewest = min(rows, key=lambda r: r["top1_agreement"])["config"]
 print(score(guess, fewest, kind="choice"))
 
 # %%
 # KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
-print(f"{'config':>13} {'KL mean':>8} {'KL max':>7} {'perplexity':>11}")
+print(f"{'configuração':>13} {'KL médio':>8} {'KL máx.':>7} {'perplexid.':>11}")
 for r in rows:
-    print(f"{r['config']:>13} {r['kl_mean']:>8.4f} {r['kl_max']:>7.3f} {r['perplexity']:>11.2f}")
+    print(f"{r['config']:>13} {number(r['kl_mean'], 4):>8} {number(r['kl_max'], 3):>7} "
+          f"{number(r['perplexity'], 2, grouping=False):>11}")
 
 # %% [markdown]
-# O fp8 concorda nas 24 posições, o hqq de 8 bits em 23, o hqq de 4 bits e o quanto de 4 bits em 22 cada. O
-# despenhadeiro fica entre 4 e 2 bits: o quanto de 2 bits concorda em 10 posições e o hqq de 2 bits em 8, menos da
+# O fp8 concorda nas 24 posições, o hqq de 8 bits em 23, o hqq de 4 bits e o quanto de 4 bits em 22 cada. A
+# queda abrupta fica entre 4 e 2 bits: o quanto de 2 bits concorda em 10 posições e o hqq de 2 bits em 8, menos da
 # metade. As medidas mais finas (impressas acima, não verificadas porque são somas em ponto flutuante) dizem o mesmo:
 # o KL médio fica em torno de 0,01 nats com 4 bits, 0,0001 com 8 bits e 0,0028 com fp8, e acima de 1 nat com 2
 # bits, onde a perplexidade do texto real também salta dos 15,25 do DynamicCache para cerca de 32 (hqq) e 51
@@ -489,7 +496,7 @@ for r in rows:
 
 # %%
 quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
-                                 title="SmolLM2, 256 packed + 23 residual tokens: top-1 agreement vs memory")
+                                 title="SmolLM2, 256 tokens empacotados + 23 residuais: concordância top-1 vs memória")
 
 # %% [markdown]
 # ### Resultados publicados (externos, não medidos aqui)
@@ -534,7 +541,7 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("in create_sliding_window_causal_mask:",
+print("em create_sliding_window_causal_mask:",
       next(line.strip() for line in inspect.getsource(masking_utils.create_sliding_window_causal_mask).splitlines()
            if "sliding_window = " in line))
 long_source = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))  # (1, 16): past the window
@@ -545,26 +552,28 @@ for name, cache in (("DynamicCache(config=...)", by_config), ("DynamicCache()", 
     generated[name] = gemma.generate(long_source, attention_mask=torch.ones_like(long_source), do_sample=False,
                                      max_new_tokens=6, past_key_values=cache)
     held = [layer.keys.shape[-2] for layer in cache.layers]  # keys: (batch, kv_heads, tokens, head_dim)
-    print(f"{name:>24}: tokens each layer holds {held}")
-print("sliding_window:", gemma.config.sliding_window, "| same tokens generated:",
+    print(f"{name:>24}: tokens que cada camada guarda {held}")
+print("sliding_window:", gemma.config.sliding_window, "| mesmos tokens gerados:",
       torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]))
+
+# %% [markdown]
+# ## Principais conclusões
 #
-# ## Takeaway
+# - A opção do guia é `cache_implementation="quantized"` com um dict `cache_config`. O hqq no eixo 1
+#   recomendado pode derrubar o transformers puro em prompts curtos de tamanho ímpar (o kvlab completa a sequência);
+#   o fp8 aceita só `{"backend": "fp8"}` e recusa as opções por grupo.
+# - Um cache quantizado é dado empacotado mais uma parte residual em precisão total. Com 24 tokens ele é quase todo
+#   parte residual; com 279 tokens a parte residual de 23 tokens ainda passa de um terço dos bytes do cache de 4 bits;
+#   só bem além de `residual_length` aparece a razão do empacotado (nbits + 1 bits por número aqui). O fp8 reduz à
+#   metade um cache de 16 bits desde o primeiro token.
+# - Tempo: um cache por grupo desquantiza a sua parte empacotada a cada passo de decodificação e reempacota o cache
+#   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo. A seção 5 imprimiu se esta execução
+#   mostra os passos de flush como os lentos, e a decodificação de cada backend contra a do DynamicCache, com
+#   intervalos.
+# - A qualidade acompanha a largura em bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
+#   próximo token do DynamicCache em 22 a 24 das 24 posições; os de 2 bits, em 8 (hqq) e 10 (quanto).
+# - Modelos com janela deslizante são recusados: o `QuantizedCache` só tem camadas completas. A máscara deslizante vem
+#   de `config.sliding_window`, então um cache sem camadas que descartam tokens não prestaria atenção errado; ele
+#   guardaria todo token em toda camada, a memória que uma camada deslizante existe para economizar.
 #
-# - The guide's switch is `cache_implementation="quantized"` with a `cache_config` dict. hqq at the
-#   recommended axis 1 can crash plain transformers on short odd-sized prompts (kvlab pads); fp8 takes only
-#   `{"backend": "fp8"}` and refuses per-group options.
-# - A quantized cache is packed data plus a full-precision residual. At 24 tokens it is nearly all residual; at
-#   279 tokens the 23-token residual is still over a third of the 4-bit cache's bytes; only far past
-#   `residual_length` does the packed ratio (nbits + 1 bits per number here) show. fp8 halves a 16-bit cache
-#   from the first token.
-# - Time: a group-wise cache dequantizes its packed part at every decode step and re-packs the whole cache at
-#   each flush (every `residual_length`-th step), inside the step. Section 5 printed whether this run shows the
-#   flush steps as the slow ones, and each backend's decode against the DynamicCache's, with intervals.
-# - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
-#   next token at 22 to 24 of 24 positions; 2-bit ones at 8 (hqq) and 10 (quanto).
-# - Sliding-window models are refused: `QuantizedCache` has only full layers. The sliding mask comes from
-#   `config.sliding_window`, so a cache without evicting layers would not attend wrongly; it would keep every
-#   token in every layer, the memory a sliding layer exists to save.
-#
-# **Next:** [05 · Encoder-decoder and model-specific caches](05_encoder_decoder_and_model_specific.ipynb).
+# **A seguir:** [05 · Caches de encoder-decoder e específicos de modelo](05_encoder_decoder_and_model_specific.ipynb).

@@ -52,6 +52,7 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
@@ -81,16 +82,16 @@ past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicC
 out = bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
                     min_new_tokens=10, past_key_values=past_key_values)
 print(out)
-print(type(past_key_values).__name__, "after generate:")
-print("  self-attention cache: ", past_key_values.self_attention_cache.get_seq_length(), "tokens")
-print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_length(), "tokens")
+print(type(past_key_values).__name__, "depois de generate:")
+print("  cache de autoatenção:    ", past_key_values.self_attention_cache.get_seq_length(), "tokens")
+print("  cache de atenção cruzada:", past_key_values.cross_attention_cache.get_seq_length(), "tokens")
 
 # %% [markdown]
 # O cache de autoatenção guarda os tokens do decoder: o token inicial mais 9 tokens gerados e realimentados (o 10º
 # token novo nunca é realimentado). O cache de atenção cruzada guarda as 12 posições da sequência de origem.
 #
 # **Preveja primeiro.** Agora a mesma chamada dentro de `kvlab.watch`, com uma sequência de origem de 12 tokens e
-# depois com uma de 24. A origem de 12 tokens deu à atenção cruzada de cada camada do decoder 6,144 bytes (12 tokens
+# depois com uma de 24. A origem de 12 tokens deu à atenção cruzada de cada camada do decoder 6.144 bytes (12 tokens
 # × K e V × 4 cabeças × 16 × 4 bytes). Quantos bytes a atenção cruzada vai guardar no total, nas duas camadas, com a
 # origem de 24 tokens?
 
@@ -107,16 +108,16 @@ for source_tokens in (12, 24):
         bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
                       min_new_tokens=10, past_key_values=past_key_values)
     bart_traces[source_tokens] = watch.trace
-    print(f"source of {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
+    print(f"origem de {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
     for row in watch.trace.layer_table():
-        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
-              f"{row['bytes_held']:>6,} bytes")
+        print(f"  {row['role']:>5} camada {row['layer_idx']}: "
+              f"{row['logical_length']:>2} tokens, {number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
 print(score(guess, cross_bytes, unit=" B", kind="amount"))
 
 # %% [markdown]
 # O trace marca cada camada com o seu papel: `self` para os próprios tokens do decoder, `cross` para os do encoder.
-# As linhas de autoatenção são iguais para as duas origens (10 tokens, 5,120 bytes por camada); as de atenção cruzada
+# As linhas de autoatenção são iguais para as duas origens (10 tokens, 5.120 bytes por camada); as de atenção cruzada
 # dobraram junto com a origem. Passo a passo, com uma geração mais longa:
 
 # %%
@@ -125,7 +126,8 @@ with kvlab.watch(bart) as watch:
     past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=24,
                   min_new_tokens=24, past_key_values=past_key_values)
-growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cross-attention bytes per decoder token")
+growth.plot_growth(watch.trace, title="tiny-bart (pesos aleatórios): bytes de autoatenção "
+                                      "vs atenção cruzada por token do decoder")
 
 # %% [markdown]
 # A parte de autoatenção começa com um token (o token inicial do decoder) e cresce um por passo; a parte de atenção
@@ -146,11 +148,11 @@ with kvlab.watch(bart) as watch:
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
                   min_new_tokens=10, past_key_values=past_key_values)
 for row in watch.trace.layer_table():
-    print(f"{row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
-          f"{row['slots_allocated']:>2} slots, {row['bytes_held']:>6,} bytes")
+    print(f"{row['role']:>5} camada {row['layer_idx']}: {row['logical_length']:>2} tokens "
+          f"ocupados em {row['slots_allocated']:>2} posições, {number(row['bytes_held']):>6} bytes")
 
 # %% [markdown]
-# Cada metade se comporta como a sua classe se comportaria sozinha: a metade estática ocupa 32 posições desde o
+# Cada metade se comporta como a sua classe se comportaria sozinha: a metade estática aloca 32 posições desde o
 # início (22 delas mascaradas), a metade dinâmica exatamente os 12 tokens de origem.
 #
 # **Ao vivo.** Mude o comprimento da origem e o número de tokens novos: a chamada `EncoderDecoderCache` da seção 1
@@ -163,13 +165,14 @@ def self_vs_cross(source_tokens, new_tokens):
         past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
         bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False,
                       max_new_tokens=new_tokens, min_new_tokens=new_tokens, past_key_values=past_key_values)
-    return growth.plot_growth(watch.trace, title=f"tiny-bart: {source_tokens}-token source, {new_tokens} new tokens")
+    return growth.plot_growth(watch.trace, title=f"tiny-bart: origem de {source_tokens} "
+                                                 f"tokens, {new_tokens} tokens novos")
 
 
 live(self_vs_cross,
      source_tokens=widgets.IntSlider(value=24, min=4, max=128, step=4, continuous_update=False,
-                                     description="source tokens"),
-     new_tokens=widgets.IntSlider(value=24, min=4, max=96, step=4, continuous_update=False, description="new tokens"))
+                                     description="tokens de origem"),
+     new_tokens=widgets.IntSlider(value=24, min=4, max=96, step=4, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
 # ## 2. Caches específicos de modelo
@@ -184,14 +187,15 @@ live(self_vs_cross,
 # %%
 # NBVAL_CHECK_OUTPUT
 mamba = kvlab.tiny_model("tiny-mamba")
-print("layer types:", mamba.config.layer_types)
+print("tipos de camada:", mamba.config.layer_types)
 prompt = random_prompt(8)
 past_key_values = DynamicCache(config=mamba.config)
 mamba.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=16, min_new_tokens=16,
                past_key_values=past_key_values)
 for idx, layer in enumerate(past_key_values.layers):
     conv, recurrent = layer.conv_states[0], layer.recurrent_states[0]
-    print(f"layer {idx}: {type(layer).__name__}, conv state {tuple(conv.shape)}, recurrent state {tuple(recurrent.shape)}")
+    print(f"camada {idx}: {type(layer).__name__}, estado de convolução "
+          f"{tuple(conv.shape)}, estado recorrente {tuple(recurrent.shape)}")
 
 # %% [markdown]
 # O estado de convolução guarda as 4 últimas entradas de cada um dos 128 canais internos (`conv_kernel=4`), e o
@@ -227,22 +231,23 @@ for name, model in TINY.items():
 for name, trace in traces.items():
     by_step = trace.bytes_by_step()
     kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
-    print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {by_step[0]:>6,} bytes after the "
-          f"prompt, {by_step[-1]:>6,} after {len(by_step) - 1} more tokens, "
-          f"+{(by_step[-1] - by_step[0]) // (len(by_step) - 1):,} per token")
+    print(f"{name:>10} ({trace.meta['cache_class']}, camadas {', '.join(kinds)}): {number(by_step[0]):>6} "
+          f"bytes depois do prompt, {number(by_step[-1]):>6} depois de mais {len(by_step) - 1} tokens, "
+          f"+{number((by_step[-1] - by_step[0]) // (len(by_step) - 1))} por token")
 per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
              for name, t in traces.items()}  # fmt: skip
 print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
 print("tiny-mamba:", score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount"))
 
 # %%
-growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
+growth.plot_growth(traces, by_layer_kind=False, title="Modelos minúsculos de pesos aleatórios: "
+                                                      "cache KV vs estado do Mamba vs híbrido")
 
 # %% [markdown]
 # O tiny-llama cresce 768 bytes por token (3 camadas × K e V × 2 cabeças × 16 × 4 bytes), indefinidamente. O estado
-# do tiny-mamba tem os mesmos 18,432 bytes depois de 8 tokens e depois de 71: cada uma das suas 3 camadas guarda 128
-# canais × (4 + 8) números float32, 6,144 bytes, atualizados no lugar. O estado do Mamba minúsculo é maior que o
-# cache KV do Llama minúsculo até 24 tokens (18,432 / 768); daí em diante, e em tamanhos reais com contextos longos,
+# do tiny-mamba tem os mesmos 18.432 bytes depois de 8 tokens e depois de 71: cada uma das suas 3 camadas guarda 128
+# canais × (4 + 8) números float32, 6.144 bytes, atualizados no lugar. O estado do Mamba minúsculo é maior que o
+# cache KV do Llama minúsculo até 24 tokens (18.432 / 768); daí em diante, e em tamanhos reais com contextos longos,
 # o tamanho constante vence.
 #
 # **Ao vivo.** Mude o número de tokens novos: a linha do tiny-llama cruza a linha plana do tiny-mamba em 24 tokens
@@ -258,11 +263,11 @@ def mamba_vs_llama(new_tokens):
                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens)
         seen[name] = watch.trace
         seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # for the Mamba state's x axis (it counts no tokens)
-    return growth.plot_growth(seen, by_layer_kind=False, title=f"8-token prompt + {new_tokens} new tokens")
+    return growth.plot_growth(seen, by_layer_kind=False, title=f"prompt de 8 tokens + {new_tokens} tokens novos")
 
 
 live(mamba_vs_llama,
-     new_tokens=widgets.IntSlider(value=32, min=4, max=128, step=4, continuous_update=False, description="new tokens"))
+     new_tokens=widgets.IntSlider(value=32, min=4, max=128, step=4, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
 # ## 3. Um híbrido: Jamba
@@ -278,17 +283,17 @@ guess = None  # "full", "linear", "both" or "neither": your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("layer types:", TINY["tiny-jamba"].config.layer_types)
+print("tipos de camada:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
-    print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
-          f"{row['bytes_held']:>6,} bytes")
+    print(f"camada {row['layer_idx']} {row['layer_kind']:>6}: "
+          f"{row['logical_length']:>2} tokens, {number(row['bytes_held']):>6} bytes")
 jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
 print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
 grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
 print(score(guess, grown[0] if len(grown) == 1 else ("both" if grown else "neither"), kind="choice"))
 
 # %%
-growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")
+growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (pesos aleatórios): estado linear vs KV da atenção")
 
 # %% [markdown]
 # Só as camadas de atenção crescem; o estado das camadas Mamba fica constante. A inclinação da curva de memória de um

@@ -18,7 +18,7 @@
 #
 # **Objetivo de aprendizagem.** Depois deste notebook, você consegue rodar um loop de chat que passa um único
 # `DynamicCache` a cada chamada de `generate`, dizer quantos tokens cada turno realmente pré-preenche e reconhecer a
-# única forma pela qual isso dá errado em silêncio: um template de chat que renderiza os turnos anteriores de um
+# única forma pela qual isso dá errado em silêncio: um chat template que renderiza os turnos anteriores de um
 # jeito diferente de como eles foram gerados.
 #
 # **Nas palavras do kvlab.** Um prompt de chat é a conversa inteira até aqui. Com um cache novo a cada turno, o
@@ -68,7 +68,7 @@ NEW_TOKENS = 16  # replies stop here, mid-sentence, to keep the notebook fast
 # ## 1. Geração iterativa
 #
 # O loop: crie um único `DynamicCache` vazio, mantenha a conversa em uma lista `messages` e, a cada turno, renderize
-# a lista inteira com o template de chat, gere com o mesmo cache, decodifique apenas os tokens novos e anexe-os como
+# a lista inteira com o chat template, gere com o mesmo cache, decodifique apenas os tokens novos e anexe-os como
 # a mensagem do assistente.
 
 # %%
@@ -82,7 +82,7 @@ for prompt in user_prompts:
     outputs = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, past_key_values=past_key_values)
     completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
     messages.append({"role": "assistant", "content": completion})
-    print(f"prompt {input_length} tokens, cache now {past_key_values.get_seq_length()}: {completion!r}")
+    print(f"prompt de {input_length} tokens, cache agora com {past_key_values.get_seq_length()}: {completion!r}")
 
 # %% [markdown]
 # **Preveja primeiro.** O prompt do turno 3 tem 170 tokens (impresso acima). Um cache novo pré-preencheria tudo isso.
@@ -128,17 +128,17 @@ for repeat in range(REPEATS):  # interleaved, so a busy moment of the machine hi
         fresh_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
     fresh_runs.append(seconds)
 # per turn: the repeats' times (the watches of the last repeat are kept for the counts below)
-reused_turns = [timing.Timing(f"reused, turn {n + 1}", list(t)) for n, t in enumerate(zip(*reused_runs))]
-fresh_turns = [timing.Timing(f"fresh, turn {n + 1}", list(t)) for n, t in enumerate(zip(*fresh_runs))]
+reused_turns = [timing.Timing(label=f"reutilizado, turno {n + 1}", times=list(t)) for n, t in enumerate(zip(*reused_runs))]
+fresh_turns = [timing.Timing(label=f"novo, turno {n + 1}", times=list(t)) for n, t in enumerate(zip(*fresh_runs))]
 
 # %%
 # NBVAL_CHECK_OUTPUT
 reused_prefill = turn_prefills(reused.trace)  # one cache: one trace, one prefill per turn
 fresh_prefill = [turn_prefills(trace)[0] for trace in fresh.traces]  # one cache (and trace) per turn
-print("caches seen:", len(reused.traces), "reused vs", len(fresh.traces), "fresh")
-print("tokens prefilled per turn, reused:", reused_prefill, "| fresh:", fresh_prefill)
-print("same replies:", reused_replies == fresh_replies)
-print("reused cache length at the end:", reused.caches[0].get_seq_length())
+print("caches vistos:", len(reused.traces), "reutilizado vs", len(fresh.traces), "novos")
+print("tokens pré-preenchidos por turno, reutilizado:", reused_prefill, "| novo:", fresh_prefill)
+print("mesmas respostas:", reused_replies == fresh_replies)
+print("comprimento do cache reutilizado no final:", reused.caches[0].get_seq_length())
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -147,14 +147,14 @@ print(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
 # %%
 plot_prefill_bars({"one reused cache": list(zip(reused_prefill, reused_turns)),
                    "fresh cache per turn": list(zip(fresh_prefill, fresh_turns))},
-                  "turn", "generate time (ms, median and IQR of 3)",
-                  f"SmolLM2, {len(user_prompts)} turns, {NEW_TOKENS} new tokens each")
+                  "turno", "tempo de generate (ms, mediana e IQR de 3)",
+                  f"SmolLM2, {len(user_prompts)} turnos, {NEW_TOKENS} tokens novos cada")
 
 # %%
 # Timings (not checked: they depend on the machine). Per turn: medians of 3 interleaved runs, and the ratio
 # reused / fresh with its 95 % interval.
 for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
-    print(f"{fresh_turn.describe():>36} fresh | {reused_turn.describe():>36} reused")
+    print(f"{fresh_turn.describe():>36} novo | {reused_turn.describe():>36} reutilizado")
     print("   ", timing.compare(fresh_turn, reused_turn, warn=False).verdict())
 
 # %% [markdown]
@@ -174,10 +174,10 @@ for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
 # %% [markdown]
 # ## Ao vivo: turnos e tamanho da resposta
 #
-# Mude o número de turnos e o de tokens novos por turno: os dois loops rodam de novo (SmolLM2, 2 × turnos chamadas a
-# `generate`, ou seja, duas por turno) e as barras mostram os tokens que cada turno pré-preencheu, lidos dos traces
-# registrados. Respostas mais longas deixam cada pré-preenchimento seguinte do cache novo mais longo; o
-# pré-preenchimento do cache reutilizado continua do tamanho do novo turno.
+# Mude o número de turnos e o de tokens novos por turno: os dois loops rodam de novo (SmolLM2, duas chamadas a
+# `generate` por turno) e as barras mostram quantos tokens cada turno pré-preencheu, segundo os traces do
+# `kvlab.watch`. Com respostas mais longas, cada pré-preenchimento seguinte do cache novo fica mais longo; o do
+# cache reutilizado continua do tamanho do novo turno.
 
 # %%
 MORE_PROMPTS = user_prompts + ["Give one example.", "Summarise in five words."]
@@ -190,19 +190,19 @@ def prefill_per_turn(turns, new_tokens):
         run_chat(MORE_PROMPTS[:turns], new_tokens, reuse=False)
     return plot_turn_prefills({"one reused cache": turn_prefills(reused.trace),
                                "fresh cache per turn": [turn_prefills(trace)[0] for trace in fresh.traces]},
-                              title=f"SmolLM2, {turns} turns, {new_tokens} new tokens each")
+                              title=f"SmolLM2, {turns} turnos, {new_tokens} tokens novos cada")
 
 
 live(prefill_per_turn,
-     turns=widgets.IntSlider(value=3, min=1, max=len(MORE_PROMPTS), continuous_update=False, description="turns"),
-     new_tokens=widgets.IntSlider(value=4, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
+     turns=widgets.IntSlider(value=3, min=1, max=len(MORE_PROMPTS), continuous_update=False, description="turnos"),
+     new_tokens=widgets.IntSlider(value=4, min=2, max=24, step=2, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
 # ## 2. Quando o template reescreve o histórico
 #
 # O guia avisa que `apply_chat_template` pode não renderizar um turno anterior do assistente do jeito que ele foi
 # gerado: modelos que raciocinam dentro de `<think> ... </think>` podem perder esses tokens quando a conversa é
-# recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O template de chat
+# recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O chat template
 # do Qwen3 com o raciocínio desativado é escrito assim: o seu prompt de geração abre o turno do assistente com um
 # bloco vazio `<think>\n\n</think>\n\n`, enquanto os turnos anteriores do assistente são renderizados a partir do
 # texto que vem depois de `</think>`.
@@ -238,17 +238,18 @@ fresh_reply = tokenizer.decode(reference[0, input_length:], skip_special_tokens=
 # %%
 # NBVAL_CHECK_OUTPUT
 stale = first_mismatch(cached_ids, prompts[1])  # kvlab: the ids the cache was fed vs the turn-2 prompt
-print(f"no error raised; cached and prompt ids part at position {stale.position} of {stale.cached_tokens} cached")
-print("the cache was fed:", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
-print("turn 2 renders:   ", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
+print("nenhum erro levantado; os ids em cache e os do prompt se separam "
+      f"na posição {stale.position} de {stale.cached_tokens} em cache")
+print("o cache recebeu:    ", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
+print("turno 2 renderizado:", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
 print(alignment_counts(cached_ids, prompts[1]))
-print("reused (stale) cache:", repr(stale_reply))
-print("fresh cache:         ", repr(fresh_reply))
-print("same reply:", stale_reply == fresh_reply)
+print("cache reutilizado (obsoleto):", repr(stale_reply))
+print("cache novo:                  ", repr(fresh_reply))
+print("mesma resposta:", stale_reply == fresh_reply)
 print(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%
-plot_id_alignment(cached_ids, prompts[1], title="Turn 2: the ids the cache holds vs the new prompt's ids")
+plot_id_alignment(cached_ids, prompts[1], title="Turno 2: os ids que o cache guarda vs os ids do novo prompt")
 
 # %% [markdown]
 # Toda posição em vermelho está obsoleta: o modelo faz atenção sobre chaves e valores calculados para o
@@ -277,10 +278,10 @@ repaired = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, 
                        max_new_tokens=NEW_TOKENS)
 repaired.ask(user_prompts[0])
 turn = repaired.ask(user_prompts[1])
-print(f"kept {turn.reused_tokens} cached tokens, cropped {turn.mismatch.cached_tokens - turn.mismatch.position}, "
-      f"prefilled {turn.prefilled_tokens} of {turn.prompt_tokens}")
-print("same reply as the fresh cache:", turn.reply == fresh_reply)
-print("crops logged in the trace:", [c["n"] for c in repaired.cache.trace.crops])
+print(f"manteve {turn.reused_tokens} tokens em cache, recortou {turn.mismatch.cached_tokens - turn.mismatch.position}, "
+      f"pré-preencheu {turn.prefilled_tokens} de {turn.prompt_tokens}")
+print("mesma resposta que o cache novo:", turn.reply == fresh_reply)
+print("recortes registrados no trace:", [c["n"] for c in repaired.cache.trace.crops])
 
 # %%
 # NBVAL_CHECK_OUTPUT

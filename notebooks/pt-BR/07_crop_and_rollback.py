@@ -50,6 +50,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
+from kvlab.i18n import marks, number
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.plots._figure import subplots
@@ -63,7 +64,7 @@ warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # tr
 transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own reference text)")
+print(f"Python {sys.version.split()[0]} (o prompt do Gemma abaixo é o próprio texto de referência do Python)")
 
 # %% [markdown]
 # ## 1. Recortar um cache
@@ -80,9 +81,9 @@ guess_same_tokens = None  # True if resuming brings back the same three tokens: 
 inputs = tokenizer("The key-value cache stores", return_tensors="pt")  # 6 ids
 past_key_values = DynamicCache(config=model.config)
 out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
-print("cache length after generate:", past_key_values.get_seq_length())
+print("comprimento do cache depois de generate:", past_key_values.get_seq_length())
 past_key_values.crop(-3)  # forget the last three tokens
-print("cache length after crop(-3):", past_key_values.get_seq_length())
+print("comprimento do cache depois de crop(-3):", past_key_values.get_seq_length())
 
 kept_after_crop = past_key_values.get_seq_length()
 
@@ -94,8 +95,8 @@ kept_after_crop = past_key_values.get_seq_length()
 # NBVAL_CHECK_OUTPUT
 again = model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
                        past_key_values=past_key_values)
-print("regenerated:", again[0, 11:].tolist(), "cropped:", out[0, 11:].tolist())
-print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_values.get_seq_length())
+print("regerados:", again[0, 11:].tolist(), "recortados:", out[0, 11:].tolist())
+print("mesmos tokens:", torch.equal(again, out), "| comprimento do cache agora:", past_key_values.get_seq_length())
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -123,12 +124,14 @@ with kvlab.watch(model) as watch:
 for stage, holding in stages.items():
     print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
-print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
+print("evento de recorte:", crop["n"], "| comprimento da camada 0", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
-print(f"one slot of one layer: {slot_bytes:,} B; 13 slots: {13 * slot_bytes:,} B; 10 slots: {10 * slot_bytes:,} B")
+print(f"uma posição de uma camada: {number(slot_bytes)} B; 13 posições: "
+      f"{number(13 * slot_bytes)} B; 10 posições: {number(10 * slot_bytes)} B")
 
 # %%
-plot_holdings(stages, title="SmolLM2: crop(-3) drops 3 slots per layer, the storage stays until the next update")
+plot_holdings(stages, title="SmolLM2: crop(-3) remove 3 posições por camada, "
+                            "o armazenamento fica até a próxima atualização")
 
 # %% [markdown]
 # As camadas passam a relatar 10 tokens na hora, mas os bytes não mudam: 19.968 B por camada equivalem a 13 posições
@@ -154,7 +157,7 @@ long_inputs = {"input_ids": long_ids, "attention_mask": torch.ones_like(long_ids
 past_key_values = DynamicCache(config=gemma.config)
 out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
 length_before = past_key_values.get_seq_length()
-print("cache length:", length_before)
+print("comprimento do cache:", length_before)
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -162,7 +165,7 @@ past_key_values.crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("cache length after crop(-3):", past_key_values.get_seq_length())
+print("comprimento do cache depois de crop(-3):", past_key_values.get_seq_length())
 print(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
@@ -181,7 +184,7 @@ with kvlab.watch(gemma) as watch:
     past_key_values.crop(-3)
 
 # %% [markdown]
-# Agora com a gravação do passado (past recording) ativada *antes* do forward. Depois de `crop(-3)`, retomamos por
+# Agora com o registro do passado (past recording) ativado *antes* do forward. Depois de `crop(-3)`, retomamos por
 # mais 4 tokens e então chamamos `crop(0)`, que não remove nenhum token.
 
 # %%
@@ -205,27 +208,28 @@ with kvlab.watch(gemma) as watch:
 # NBVAL_CHECK_OUTPUT
 for stage, holding in stages.items():
     sliding, full = holding["sliding"], holding["full"]
-    print(f"{stage:>18}: sliding x{sliding['layers']}: {sliding['slots_live']} slots, {sliding['bytes_all_layers']:,} B"
-          f" | full x{full['layers']}: {full['slots_live']} slots, {full['bytes_all_layers']:,} B")
-print("same 3 tokens after the crop:", torch.equal(more[:, :524], out))
-print("crops:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
+    print(f"{stage:>18}: deslizantes x{sliding['layers']}: {sliding['slots_live']} posições, "
+          f"{number(sliding['bytes_all_layers'])} B | completas x{full['layers']}: "
+          f"{full['slots_live']} posições, {number(full['bytes_all_layers'])} B")
+print("os mesmos 3 tokens depois do recorte:", torch.equal(more[:, :524], out))
+print("recortes:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
 sliding = stages["recording, 523 fed"]["sliding"]
-print(f"one sliding layer, 523 fed: {sliding['bytes_per_layer']:,} B = {sliding['slots_live']} slots x "
-      f"{sliding['bytes_per_layer'] // sliding['slots_live']:,} B")
+print(f"uma camada deslizante, 523 recebidos: {number(sliding['bytes_per_layer'])} B = "
+      f"{sliding['slots_live']} posições x {number(sliding['bytes_per_layer'] // sliding['slots_live'])} B")
 
 # %%
-plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more tokens, crop(0), one more forward")
+plot_holdings(stages, title="Gemma 3 com registro do passado: crop(-3), mais 4 tokens, crop(0), mais um forward")
 
 # %% [markdown]
-# Com a gravação do passado, as camadas deslizantes guardaram todos os 523 tokens (o preço: elas crescem como camadas
+# Com o registro do passado, as camadas deslizantes guardaram todos os 523 tokens (o preço: elas crescem como camadas
 # completas até um recorte; 523 posições x 2.048 B = 1.071.104 B por camada), então `crop(-3)` consegue voltar para
 # 520 tokens e reduzir as posições às 511 da janela, enquanto os bytes ficam: a fatia é uma view do armazenamento de
-# 523 posições. A gravação continua ativa: os 4 tokens a mais fazem as camadas deslizantes crescerem para 515
+# 523 posições. O registro continua ativo: os 4 tokens a mais fazem as camadas deslizantes crescerem para 515
 # posições, e os seus bytes para o equivalente a 515 posições (15.820.800 B em 15 camadas): armazenamento novo, os
 # antigos tensores de 523 posições se foram.
 # `crop(0)` então não remove nenhum token, mas reduz as camadas deslizantes de volta a 511, a parte sobre a qual o
 # próximo token pode fazer atenção. De novo, os bytes de armazenamento só caem no forward seguinte, que concatena em
-# um tensor novo de 512 posições: é nesse momento que `crop(0)` de fato libera o passado gravado. As posições das
+# um tensor novo de 512 posições: é nesse momento que `crop(0)` de fato libera o passado registrado. As posições das
 # camadas completas não mudam com `crop(0)`.
 
 # %% [markdown]
@@ -254,7 +258,7 @@ past_key_values.crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("attention layers hold, before and after crop(-3):", length_before, past_key_values.get_seq_length())
+print("as camadas de atenção guardam, antes e depois de crop(-3):", length_before, past_key_values.get_seq_length())
 print(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
@@ -271,12 +275,12 @@ with kvlab.watch(jamba) as watch:
                          past_key_values=past_key_values, pad_token_id=0)
     mamba = past_key_values.layers[0]
     recurrent_before = mamba.recurrent_states[0].clone()
-    print("conv state before crop:", tuple(mamba.conv_states[0].shape), "| recurrent:", tuple(recurrent_before.shape))
+    print("estado de convolução antes do recorte:", tuple(mamba.conv_states[0].shape), "| recorrente:", tuple(recurrent_before.shape))
     past_key_values.crop(-3)
-    print("conv state after crop(-3):", tuple(mamba.conv_states[0].shape), "| attention layers hold",
+    print("estado de convolução depois de crop(-3):", tuple(mamba.conv_states[0].shape), "| as camadas de atenção guardam",
           past_key_values.get_seq_length(), "tokens")
-print("crop event lengths (attention layers only):", watch.trace.crops[-1]["lengths_after"])
-print("recurrent state changed by the crop:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
+print("comprimentos no evento de recorte (só camadas de atenção):", watch.trace.crops[-1]["lengths_after"])
+print("estado recorrente alterado pelo recorte:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
 print("is_croppable:", past_key_values.is_croppable)
 
 # %% [markdown]
@@ -298,15 +302,15 @@ rounding = (uncropped_next - fresh_next).abs().max().item()
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("cropped cache gives a fresh cache's logits:", after_crop <= 10 * rounding + 1e-6)
-print("same next token anyway:", cropped_next.argmax().item() == fresh_next.argmax().item())
+print("o cache recortado dá os logits de um cache novo:", after_crop <= 10 * rounding + 1e-6)
+print("o mesmo próximo token, de qualquer forma:", cropped_next.argmax().item() == fresh_next.argmax().item())
 
 # %%
-print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1e}; "
-      f"without any crop {rounding:.1e} (float rounding)")
+print(f"maior diferença de logit vs um cache novo: depois do recorte {marks(f'{after_crop:.1e}')}; "
+      f"sem nenhum recorte {marks(f'{rounding:.1e}')} (arredondamento de float)")
 
 # %% [markdown]
-# Então, num modelo com estado recorrente, `crop` com gravação do passado reverte as partes que consegue e deixa o
+# Então, num modelo com estado recorrente, `crop` com registro do passado reverte as partes que consegue e deixa o
 # estado recorrente obsoleto: a maior diferença de logit depois do recorte fica muito acima da diferença de
 # arredondamento impressa ao lado dela (e a verificação acima dela diz False). O próximo token por acaso é o mesmo
 # aqui, com este modelo minúsculo de pesos aleatórios; o estado obsoleto continua 3 tokens adiantado. O
@@ -318,7 +322,7 @@ print(f"largest logit difference vs a fresh cache: after the crop {after_crop:.1
 # ## 4. Ao vivo: o que cada camada guarda depois de `crop(-n)`
 #
 # O Gemma 3 minúsculo do kvlab tem janela de 8 e 6 camadas (deslizante, deslizante, completa, duas vezes). Ele lê 14
-# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *past recording*: sem isso, `crop(-n)` com n
+# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *registro do passado*: sem isso, `crop(-n)` com n
 # igual a 1 ou mais é recusado (19 tokens alimentados, além da janela); com isso, as camadas deslizantes guardam o
 # passado inteiro até que o recorte as reduza. As colunas vermelhas são as posições que o recorte removeu; as
 # laranja, o que uma camada deslizante já descartou.
@@ -343,14 +347,16 @@ def crop_picture(n, past_recording):
             title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
-    plot_cached_positions(rows, title=f"{'with' if past_recording else 'without'} past recording, {title}", ax=ax,
-                          cropped=cropped)
+    if past_recording:
+        plot_cached_positions(rows, title=f"com registro do passado, {title}", ax=ax, cropped=cropped)
+    else:
+        plot_cached_positions(rows, title=f"sem registro do passado, {title}", ax=ax, cropped=cropped)
     return fig
 
 
 live(crop_picture,
-     n=widgets.IntSlider(value=3, min=0, max=8, continuous_update=False, description="n in crop(-n)"),
-     past_recording=widgets.Checkbox(value=True, description="past recording"))
+     n=widgets.IntSlider(value=3, min=0, max=8, continuous_update=False, description="n em crop(-n)"),
+     past_recording=widgets.Checkbox(value=True, description="registro do passado"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -362,12 +368,12 @@ for recording in (False, True):
         tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
                       past_key_values=past_key_values, pad_token_id=0)
         rows = cached_positions(past_key_values)
-    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['layer_kind']}": (
+    print(f"registro do passado {recording!s:>5}:", {f"{r['layer_idx']} {r['layer_kind']}": (
         r["positions_live"][0], r["positions_live"][-1], len(r["positions_visible"])) for r in rows[:3]})
 
 # %% [markdown]
 # Antes de qualquer recorte, uma camada de atenção completa guarda as posições 0–18 e uma camada deslizante só as
-# 12–18, as 7 sobre as quais o próximo token (posição 19) faz atenção, junto com ele mesmo. Com a gravação do
+# 12–18, as 7 sobre as quais o próximo token (posição 19) faz atenção, junto com ele mesmo. Com o registro do
 # passado, as camadas deslizantes também guardam tudo, mas o próximo token continua vendo só as últimas 7: o resto
 # está ali apenas para que um recorte possa voltar atrás.
 
@@ -376,14 +382,14 @@ for recording in (False, True):
 #
 # A decodificação especulativa propõe vários tokens a baixo custo, verifica todos eles com **um** forward do modelo e
 # mantém o prefixo mais longo que coincide com o que a decodificação greedy teria escolhido, mais o próprio token do
-# modelo no primeiro desacordo. O forward escreveu chaves e valores para cada proposta, então as rejeitadas são
-# recortadas com `crop(-rejected)`. Aqui as propostas vêm de *prompt lookup* (busca no prompt): encontrar uma
+# modelo no primeiro desacordo. O forward escreveu chaves e valores para cada token de rascunho, então os rejeitados são
+# recortados com `crop(-rejected)`. Aqui os rascunhos vêm de *prompt lookup* (busca no prompt): encontrar uma
 # ocorrência anterior do último token no texto e propor os 5 tokens que vieram depois dela, o que não custa nada e
 # funciona quando a saída copia a entrada. (`kvlab.measure.rollback.speculative_generate` é o loop, em algumas dezenas de
 # linhas.)
 #
 # **Preveja primeiro.** Pede-se ao modelo que copie uma lista de 10 itens. O loop vai produzir exatamente a saída
-# greedy? De quantos forwards ele vai precisar (até 48 tokens; a resposta pode terminar antes), e quantas propostas
+# greedy? De quantos forwards ele vai precisar (até 48 tokens; a resposta pode terminar antes), e quantos tokens de rascunho
 # vai reverter?
 
 # %%
@@ -401,14 +407,14 @@ spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("same tokens as greedy:", spec.token_ids == greedy)
-print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
-      f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
+print("mesmos tokens que o greedy:", spec.token_ids == greedy)
+print(f"{len(spec.token_ids)} tokens em {spec.forwards} forwards; "
+      f"rascunhos aceitos {spec.accepted}, revertidos {spec.rejected}")
 drafted = sum(1 for step in spec.steps if step.drafted)
-print(f"forwards: 1 prefill + {len(spec.steps)} after it ({drafted} verified a draft, "
-      f"{len(spec.steps) - drafted} had no draft and decoded one token)")
-print(f"plain greedy decoding of the same {len(greedy)} tokens: {len(greedy)} forwards, one per token")
-print("crops:", [c["n"] for c in spec.cache.trace.crops])
+print(f"forwards: 1 pré-preenchimento + {len(spec.steps)} depois dele ({drafted} verificaram "
+      f"um rascunho, {len(spec.steps) - drafted} não tinham rascunho e decodificaram um token)")
+print(f"decodificação greedy simples dos mesmos {len(greedy)} tokens: {len(greedy)} forwards, um por token")
+print("recortes:", [c["n"] for c in spec.cache.trace.crops])
 print(repr(tokenizer.decode(spec.token_ids)))
 
 # %%
@@ -421,11 +427,11 @@ print(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 plot_speculative_steps(spec)
 
 # %% [markdown]
-# Cada proposta rejeitada foi escrita no cache pelo forward de verificação e removida por `crop(-rejected)` logo em
+# Cada token de rascunho rejeitado foi escrito no cache pelo forward de verificação e removido por `crop(-rejected)` logo em
 # seguida, então o forward seguinte parte exatamente dos tokens que foram mantidos. A saída é, token por token, a da
 # decodificação greedy, em menos forwards que o um por token da greedy (as duas contagens estão impressas
 # acima). A figura desenha cada forward depois do pré-preenchimento: os que têm um rascunho (draft) como barras, os
-# que não têm marcados com "no draft". No Gemma 3, o mesmo loop precisa de
+# que não têm marcados com "sem rascunho". No Gemma 3, o mesmo loop precisa de
 # `activate_past_recording()` assim que a sequência passa da janela (`speculative_generate(...,
 # past_recording=True)`), pelo motivo visto na seção 2.
 
@@ -435,12 +441,12 @@ plot_speculative_steps(spec)
 # - `past_key_values.crop(-n)` esquece os últimos *n* tokens. Camadas de atenção completa sempre conseguem. Camadas
 #   deslizantes além da janela só conseguem se `activate_past_recording()` tiver sido chamado antes do forward, ao
 #   preço de guardar o passado até o próximo recorte; camadas de atenção linear recusam qualquer recorte sem isso.
-# - Numa camada com estado recorrente (Mamba), mesmo um recorte com gravação reverte só o estado de convolução e as
+# - Numa camada com estado recorrente (Mamba), mesmo um recorte com registro do passado reverte só o estado de convolução e as
 #   camadas de atenção: `is_croppable` é False e os logits seguintes diferem dos de uma execução nova.
 # - Um recorte não libera memória por si só: ele deixa views do armazenamento antigo, liberado na próxima
-#   atualização. `crop(0)` reduz as camadas deslizantes com gravação de volta à janela; os bytes vão embora no
+#   atualização. `crop(0)` reduz as camadas deslizantes que registram o passado de volta à janela; os bytes vão embora no
 #   forward seguinte.
-# - A decodificação especulativa é crop em loop: verifique *k* propostas em um forward, mantenha o que coincide,
+# - A decodificação especulativa é recorte em loop: verifique *k* tokens de rascunho em um forward, mantenha o que coincide,
 #   recorte o resto. A saída é igual à da decodificação greedy.
 #
 # **A seguir:** [08 · Cache de prefixo](08_prefix_caching.ipynb): pré-preencha uma vez um prefixo compartilhado e

@@ -19,8 +19,8 @@
 # **Objetivo de aprendizagem.** Ao final deste notebook você saberá executar a receita de cache de prefixo do guia do
 # transformers (pré-preencher um `StaticCache` dentro de `torch.no_grad()` e depois fazer `copy.deepcopy` dele para
 # cada pergunta), dizer quanto cada cópia custa em memória para um `StaticCache` e para um `DynamicCache`, medir
-# quanto o reuso economiza no tempo até o primeiro token (e que parte desse tempo a cópia profunda consome) e
-# reconhecer a armadilha de tokenização que torna o reuso silenciosamente errado: um prefixo que termina em espaço,
+# quanto a reutilização economiza no tempo até o primeiro token (e que parte desse tempo a cópia profunda consome) e
+# reconhecer a armadilha de tokenização que torna a reutilização silenciosamente errada: um prefixo que termina em espaço,
 # como o do próprio guia.
 #
 # **Nas palavras do kvlab.** Muitos prompts começam do mesmo jeito. As chaves e os valores desse início comum não
@@ -29,7 +29,7 @@
 # executar a parte do prompt que a cópia ainda não contém. Isso só dá certo se os ids de token do prefixo forem
 # exatamente os primeiros ids do prompt completo, e concatenar duas strings não garante isso.
 #
-# SmolLM2-135M-Instruct, decodificação gulosa (greedy), CPU.
+# SmolLM2-135M-Instruct, decodificação greedy, CPU.
 
 # %%
 import kvlab
@@ -48,6 +48,7 @@ import transformers
 from transformers import DynamicCache, StaticCache
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import timing
 from kvlab.plots.prefill_bars import plot_prefill_bars
@@ -107,16 +108,16 @@ for question in QUESTIONS:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(type(output).__name__, "fields:", list(output.keys()))
+print(type(output).__name__, "campos:", list(output.keys()))
 print("output.past_key_values is output.cache:", output.past_key_values is output.cache)
-print(f"prefix: {inputs.input_ids.shape[-1]} tokens; the prefilled cache reports {prompt_cache.get_seq_length()}")
+print(f"prefixo: {inputs.input_ids.shape[-1]} tokens; o cache pré-preenchido informa {prompt_cache.get_seq_length()}")
 for question, new in zip(QUESTIONS, answers):
     print(f"{question.splitlines()[0]!r} -> {tokenizer.decode(new, skip_special_tokens=True)!r}")
 
 # %% [markdown]
 # **Preveja primeiro.** O SmolLM2 guarda, por token, 30 camadas × (chaves + valores) × 3 cabeças × 64 dimensões × 4
 # bytes = 46.080 B (impresso junto com as pontuações abaixo). O `StaticCache` acima foi criado com `max_cache_len=224`
-# e pré-preenchido com o prefixo de 160 tokens. Quantos bytes ocupa cada cópia profunda dele? E uma cópia profunda de
+# e pré-preenchido com o prefixo de 160 tokens. Quantos bytes guarda cada cópia profunda dele? E uma cópia profunda de
 # um `DynamicCache` pré-preenchido com o mesmo prefixo, no momento em que ela é feita?
 
 # %%
@@ -129,7 +130,7 @@ guess_dynamic_copy = None  # bytes a deep copy of the prefilled DynamicCache hol
 # O mesmo código outra vez, dentro de `kvlab.watch`, uma vez com o `StaticCache` do guia e outra com um `DynamicCache`
 # (o comentário do guia diz que qualquer um dos dois serve). `watch.traces` lista todos os caches que o modelo usou:
 # cada cache de prefixo pré-preenchido e, em seguida, um trace por cópia profunda, cujo `meta["copied_from"]` indica o
-# trace do qual ela foi copiada. Como referência, cada pergunta também é respondida sem reuso: um `generate` simples
+# trace do qual ela foi copiada. Como referência, cada pergunta também é respondida sem reutilização: um `generate` simples
 # sobre o prompt inteiro.
 
 # %%
@@ -156,47 +157,53 @@ for question in QUESTIONS:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for i, trace in enumerate(watch.traces):
+def print_trace(i, trace, label):
     summary = trace.summary()
-    origin = "prefilled prefix" if trace.meta.get("copied_from") is None else f"copy of trace {trace.meta['copied_from']}"
-    print(f"trace {i}: {trace.meta['cache_class']:<12} {origin:<18} holds {summary['final_bytes']:>10,} B at the end, "
-          f"{summary['slots_live'] // 30} of {summary['slots_allocated'] // 30} slots per layer live")
-print("prompt tokens per question, no reuse:", prompt_tokens)
+    print(f"trace {i}: {trace.meta['cache_class']:<12} {label:<18} guarda {number(summary['final_bytes']):>10} B no "
+          f"final, {summary['slots_live'] // 30} de {summary['slots_allocated'] // 30} posições por camada ocupadas")
+
+
+for i, trace in enumerate(watch.traces):
+    if trace.meta.get("copied_from") is None:
+        print_trace(i, trace, label="prefixo pré-preenchido")
+    else:
+        print_trace(i, trace, label=f"cópia do trace {trace.meta['copied_from']}")
+print("tokens do prompt por pergunta, sem reutilização:", prompt_tokens)
 for name, outs in reused.items():
-    print(f"{name}: same tokens as no reuse: {[torch.equal(a, b) for a, b in zip(outs, no_reuse)]}; "
-          f"same as section 1 (unwatched): {[torch.equal(a, b) for a, b in zip(outs, answers)]}")
+    print(f"{name}: mesmos tokens que sem reutilização: {[torch.equal(a, b) for a, b in zip(outs, no_reuse)]}; "
+          f"mesmos que na seção 1 (sem watch): {[torch.equal(a, b) for a, b in zip(outs, answers)]}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 static_copy = watch.traces[1]
 dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
-print(f"per token, all 30 layers: {static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN:,} B")
+print(f"por token, todas as 30 camadas: {number(static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN)} B")
 print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
 print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
 # %%
 plot_prefix_copies(watch.traces, prompt_tokens,
-                   title=f"{len(QUESTIONS)} questions after a {watch.traces[0].summary()['slots_live'] // 30}-token prefix, "
-                         f"{NEW_TOKENS} new tokens each")  # fmt: skip
+                   title=f"{len(QUESTIONS)} perguntas depois de um prefixo de "
+                         f"{watch.traces[0].summary()['slots_live'] // 30} tokens, {NEW_TOKENS} tokens novos cada")  # fmt: skip
 
 # %% [markdown]
 # Lendo os traces:
 #
 # - O primeiro forward de cada cópia escreveu apenas os tokens da pergunta (painel da esquerda): as chaves e os
-#   valores do prefixo vieram junto com a cópia. Sem reuso, cada resposta passa o prompt inteiro pelo modelo de novo.
-# - Uma cópia de `StaticCache` ocupa todas as `max_cache_len` posições desde o momento em que é copiada, preenchidas
+#   valores do prefixo vieram junto com a cópia. Sem reutilização, cada resposta passa o prompt inteiro pelo modelo de novo.
+# - Uma cópia de `StaticCache` guarda todas as `max_cache_len` posições desde o momento em que é copiada, preenchidas
 #   ou não, então toda cópia custa as mesmas 224 posições. Uma cópia de `DynamicCache` guarda os tokens do prefixo e
-#   só cresce enquanto sua resposta é gerada. Por pergunta, o preço do reuso em memória é uma cópia viva enquanto
+#   só cresce enquanto sua resposta é gerada. Por pergunta, o preço da reutilização em memória é uma cópia viva enquanto
 #   aquela resposta está sendo gerada.
-# - Os tokens são os mesmos com e sem reuso, e os mesmos com ou sem observação: as chaves e os valores do prefixo não
+# - Os tokens são os mesmos com e sem reutilização, e os mesmos com ou sem observação: as chaves e os valores do prefixo não
 #   dependem do que vem depois dele, e `kvlab.watch` apenas registra.
 
 # %% [markdown]
-# ## 3. O que o reuso economiza antes do primeiro token
+# ## 3. O que a reutilização economiza antes do primeiro token
 #
-# A seção 2 contou o trabalho: sem reuso, o primeiro forward de cada resposta executa o prompt inteiro, prefixo e
+# A seção 2 contou o trabalho: sem reutilização, o primeiro forward de cada resposta executa o prompt inteiro, prefixo e
 # pergunta; com uma cópia, executa só os tokens da pergunta. O primeiro token novo sai desse primeiro forward, então
-# as contagens preveem que uma cópia chega a ele mais cedo. Elas também dizem o que o reuso custa: cada requisição
+# as contagens preveem que uma cópia chega a ele mais cedo. Elas também dizem o que a reutilização custa: cada requisição
 # faz uma cópia profunda do cache pré-preenchido, com todos os seus bytes, antes de `generate` começar. É uma cópia de
 # memória, sem nenhuma conta do modelo, então esperamos que ela seja uma fração pequena do tempo com o prefixo; a
 # execução abaixo mede essa fração. A previsão não é
@@ -235,10 +242,10 @@ first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_onl
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("tokens prefilled per question, deepcopy + generate:   ", first_token.prefilled_with_prefix)
-print("tokens prefilled per question, generate, whole prompt:", first_token.prefilled_without_prefix)
-print(f"bytes each deep copy duplicates: {first_token.copy_bytes:,} B "
-      f"(the prefilled StaticCache holds {cache_bytes(prompt_cache):,} B)")
+print("tokens pré-preenchidos por pergunta, deepcopy + generate:      ", first_token.prefilled_with_prefix)
+print("tokens pré-preenchidos por pergunta, generate, prompt inteiro:", first_token.prefilled_without_prefix)
+print(f"bytes que cada cópia profunda duplica: {number(first_token.copy_bytes)} B "
+      f"(o StaticCache pré-preenchido guarda {number(cache_bytes(prompt_cache))} B)")
 
 # %%
 # Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
@@ -249,22 +256,23 @@ for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.
     print(asked.splitlines()[0])
     print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
     print("   ", timing.compare(whole, reused, warn=False).verdict())
-    print(f"    the deepcopy's share of {reused.label}: {share.ratio:.0%} ({share.low:.0%}-{share.high:.0%})")
+    print(f"    a parcela do deepcopy em {reused.label}: {number(100 * share.ratio)}% "
+          f"({number(100 * share.low)}%-{number(100 * share.high)}%)")
 
 # %%
 # Not checked: times depend on the machine.
-plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
-                  f"{len(QUESTIONS)} questions after the shop text, one new token each "
-                  f"(times: median and IQR of {REPEATS})")  # fmt: skip
+plot_prefill_bars(first_token.series(), "pergunta", "tempo até o primeiro token (ms)",
+                  f"{len(QUESTIONS)} perguntas depois do texto da loja, um "
+                  f"token novo cada (tempos: mediana e IQR de {REPEATS})")  # fmt: skip
 
 # %% [markdown]
 # As contagens de tokens são exatas: com a cópia, o primeiro forward de cada pergunta executa só os tokens da
 # pergunta; sem ela, o prompt inteiro. Se o tempo até o primeiro token mostra essa economia nesta máquina é o veredito
 # impresso para cada pergunta, com o seu intervalo; um intervalo que contém 1 é nenhuma diferença, e
-# "too noisy to tell" quer dizer que as repetições discordaram demais para decidir. A fração da cópia profunda é
-# impressa ao lado, com o seu intervalo. O que a cópia duplica é o `StaticCache` inteiro, 10,321,920 B: todas as 224
+# "ruído demais para concluir" quer dizer que as repetições discordaram demais para decidir. A fração da cópia profunda é
+# impressa ao lado, com o seu intervalo. O que a cópia duplica é o `StaticCache` inteiro, 10.321.920 B: todas as 224
 # posições de `max_cache_len`, preenchidas ou não, então o seu custo acompanha `max_cache_len`, não o comprimento do
-# prefixo. Um prefixo mais longo, ou um modelo maior, faz do pré-preenchimento que o reuso evita uma parte maior de
+# prefixo. Um prefixo mais longo, ou um modelo maior, faz do pré-preenchimento que a reutilização evita uma parte maior de
 # cada requisição.
 
 # %% [markdown]
@@ -288,16 +296,16 @@ guess_ids_line_up = None  # True if the prefix's ids are the first ids of prefix
 INITIAL_PROMPT = "You are a helpful assistant. "
 question = "What is the capital of France?"
 check = token_prefix(tokenizer, INITIAL_PROMPT, question)
-print("prefix alone:       ", check.prefix_tokens)
-print("prefix + question:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
-print("ids of the prefix are a prefix of the full ids:", check.ok, "| first difference at position", check.mismatch)
-print(f"ids at position {check.mismatch}: prefix alone {check.prefix_ids[check.mismatch]}, "
-      f"prefix + question {check.full_ids[check.mismatch]}")
+print("só o prefixo:        ", check.prefix_tokens)
+print("prefixo + pergunta:  ", check.full_tokens[:len(check.prefix_tokens) + 2], "...")
+print("os ids do prefixo são um prefixo dos ids completos:", check.ok, "| primeira diferença na posição", check.mismatch)
+print(f"ids na posição {check.mismatch}: só o prefixo {check.prefix_ids[check.mismatch]}, "
+      f"prefixo + pergunta {check.full_ids[check.mismatch]}")
 _config, gemma_tokenizer = load_config_and_tokenizer("gemma3")  # a SentencePiece-style tokenizer, no weights
 gemma_check = token_prefix(gemma_tokenizer, INITIAL_PROMPT, question)
-print("Gemma 3, prefix alone ends:", gemma_check.prefix_tokens[-3:], "| prefix + question:",
+print("Gemma 3, só o prefixo termina em:", gemma_check.prefix_tokens[-3:], "| prefixo + pergunta:",
       gemma_check.full_tokens[len(gemma_check.prefix_tokens) - 2:len(gemma_check.prefix_tokens) + 1])
-print("Gemma 3: ids of the prefix are a prefix of the full ids:", gemma_check.ok)
+print("Gemma 3: os ids do prefixo são um prefixo dos ids completos:", gemma_check.ok)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -325,14 +333,14 @@ fresh_out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=Fa
 # %%
 # NBVAL_CHECK_OUTPUT
 start = new_inputs.input_ids.shape[-1]
-print("reused prefix cache:", repr(tokenizer.decode(reused_out[0, start:], skip_special_tokens=True)))
-print("no reuse:           ", repr(tokenizer.decode(fresh_out[0, start:], skip_special_tokens=True)))
-print("same tokens:", torch.equal(reused_out[0, start:], fresh_out[0, start:]))
+print("cache de prefixo reutilizado:", repr(tokenizer.decode(reused_out[0, start:], skip_special_tokens=True)))
+print("sem reutilização:            ", repr(tokenizer.decode(fresh_out[0, start:], skip_special_tokens=True)))
+print("mesmos tokens:", torch.equal(reused_out[0, start:], fresh_out[0, start:]))
 
 # %% [markdown]
 # Nenhum erro, nenhum aviso, e uma resposta diferente: o cache reutilizado respondeu a um prompt que diz "You are a
 # helpful assistant.␣ is the capital of France?" (o modelo nunca viu `ĠWhat`). Neste modelo pequeno, nenhuma das duas
-# respostas diz "Paris" (o prompt não usa chat template, e o modelo é pequeno), mas só a resposta sem reuso é a
+# respostas diz "Paris" (o prompt não usa chat template, e o modelo é pequeno), mas só a resposta sem reutilização é a
 # resposta do modelo ao prompt que você escreveu. A correção é terminar o prefixo em uma fronteira de token: tire o
 # espaço do final e comece a pergunta com ele (`"You are a helpful assistant."` + `" What is…"`), ou termine o prefixo
 # com uma quebra de linha, ou ponha em cache um turno inteiro do chat template.
@@ -365,14 +373,14 @@ def prefix_check(prefix, question):
 
 
 live(prefix_check,
-     prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefix"),
-     question=widgets.Text(value=question, continuous_update=False, description="question"))
+     prefix=widgets.Dropdown(options=list(PREFIXES.items()), value=INITIAL_PROMPT, description="prefixo"),
+     question=widgets.Text(value=question, continuous_update=False, description="pergunta"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for label, prefix in PREFIXES.items():
     each = token_prefix(tokenizer, prefix, question)
-    print(f"{label:<48} ids line up: {each.ok!s:<5} | first difference at position {each.mismatch}")
+    print(f"{label:<48} ids coincidem: {each.ok!s:<5} | primeira diferença na posição {each.mismatch}")
 
 # %% [markdown]
 # O padrão é o prefixo do guia: o quadrado vermelho na sua última posição é o espaço isolado. Para esta pergunta, o
@@ -386,12 +394,12 @@ for label, prefix in PREFIXES.items():
 # - A receita do guia funciona com um prefixo que termina em uma fronteira de token (o texto da loja termina em uma
 #   quebra de linha): pré-preencha um cache uma vez dentro de `torch.no_grad()`, faça `copy.deepcopy` dele para cada
 #   pergunta e passe a cópia com o prompt inteiro. Cada resposta executa apenas os tokens da sua pergunta, e os tokens
-#   são iguais aos obtidos sem reuso. Com o próprio prefixo do guia, que termina em espaço, a mesma receita muda a
+#   são iguais aos obtidos sem reutilização. Com o próprio prefixo do guia, que termina em espaço, a mesma receita muda a
 #   resposta silenciosamente (seção 4). No transformers 5.24, o campo da saída do forward é `.cache`
 #   (`.past_key_values` é um alias obsoleto dele).
 # - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len`; uma cópia de `DynamicCache` custa os tokens
 #   do prefixo e cresce com a sua resposta.
-# - O que o reuso economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token
+# - O que a reutilização economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token
 #   novo (contagens exatas na seção 3). Se isso encurta o tempo até o primeiro token na sua máquina é o veredito que a
 #   seção 3 imprime; cada requisição também paga um `copy.deepcopy` do cache de prefixo inteiro, cuja fração é
 #   impressa lá.

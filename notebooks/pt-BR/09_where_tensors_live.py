@@ -29,7 +29,7 @@
 # (`register_forward_pre_hook(..., with_kwargs=True)`, removido quando o bloco termina) e registra cada tensor que
 # cada chamada recebe.
 #
-# SmolLM2-135M-Instruct, decodificação gulosa (greedy), em uma máquina **sem acelerador**: aqui tudo está na CPU, o
+# SmolLM2-135M-Instruct, decodificação greedy, em uma máquina **sem acelerador**: aqui tudo está na CPU, o
 # que limita o que pode ser medido (a seção 1 diz exatamente o quê).
 
 # %%
@@ -55,7 +55,7 @@ warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # tr
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
-print("model:", model.device, model.dtype, "| accelerator available:", torch.cuda.is_available(),
+print("modelo:", model.device, model.dtype, "| acelerador disponível:", torch.cuda.is_available(),
       "| transformers", transformers.__version__)
 
 # %% [markdown]
@@ -93,17 +93,17 @@ with kvlab.watch(model) as watch, log_forward_inputs(model) as log:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{log.calls} forward calls for {output.shape[-1] - inputs.input_ids.shape[-1]} new tokens; "
-      f"the cache ({watch.trace.meta['cache_class']}) holds {watch.trace.final_layers()[0]['logical_length']} tokens per layer")
+print(f"{log.calls} chamadas de forward para {output.shape[-1] - inputs.input_ids.shape[-1]} tokens novos; o cache "
+      f"({watch.trace.meta['cache_class']}) guarda {watch.trace.final_layers()[0]['logical_length']} tokens por camada")
 for row in log.table():
-    print(f"call {row['call']}: {row['name']:<22} {row['device']:<5} {row['dtype']:<8} {row['shape']}")
-print("devices seen, per input:", log.devices())
+    print(f"chamada {row['call']}: {row['name']:<22} {row['device']:<5} {row['dtype']:<8} {row['shape']}")
+print("dispositivos vistos, por entrada:", log.devices())
 
 # %%
 # NBVAL_CHECK_OUTPUT
 (later_ids,) = set(log.lengths("input_ids"))  # input_ids' length, one value for every call after the prefill
-print("forward calls:", score(guess_calls, log.calls, kind="count"))
-print("ids in input_ids, each call after the first:", score(guess_ids, later_ids, kind="count"))
+print("chamadas de forward:", score(guess_calls, log.calls, kind="count"))
+print("ids em input_ids, em cada chamada depois da primeira:", score(guess_ids, later_ids, kind="count"))
 
 # %% [markdown]
 # Cinco forwards para cinco tokens: o pré-preenchimento (prefill) produz o primeiro token, e cada chamada seguinte
@@ -140,19 +140,20 @@ with log_forward_inputs(model) as logs['cache_implementation="static"']:
 # NBVAL_CHECK_OUTPUT
 for kind, kind_log in logs.items():
     distinct, calls = kind_log.decoding_signatures()
-    print(f"{kind:>29}: {distinct} distinct signature{'s' * (distinct != 1)} over {calls} decoding calls "
-          f"({kind_log.distinct_signatures()} counting the prefill); inputs: {kind_log.names()}")
+    print(f"{kind:>29}: {distinct} tipo{'s' * (distinct != 1)} de assinatura em {calls} chamadas de decodificação "
+          f"({kind_log.distinct_signatures()} contando o pré-preenchimento); entradas: {kind_log.names()}")
 static_log = logs['cache_implementation="static"']
-print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
+print("static, chamada 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for label, guessed, kind_log in [("default cache", guess_dynamic, logs["dynamic (default)"]),
-                                 ("static cache", guess_static, static_log)]:  # fmt: skip
-    print(f"{label}, distinct decoding signatures:", score(guessed, kind_log.decoding_signatures()[0], kind="count"))
+print("cache padrão, assinaturas de decodificação distintas:",
+      score(guess_dynamic, logs["dynamic (default)"].decoding_signatures()[0], kind="count"))
+print("cache estático, assinaturas de decodificação distintas:",
+      score(guess_static, static_log.decoding_signatures()[0], kind="count"))
 
 # %%
-plot_forward_shapes(logs, title="Sequence length of each forward input, per call")
+plot_forward_shapes(logs, title="Comprimento da sequência de cada entrada do forward, por chamada")
 
 # %% [markdown]
 # Com o `DynamicCache` padrão, as chaves do cache crescem uma posição por chamada, então cada uma das 12 chamadas de
@@ -182,12 +183,12 @@ def signatures(cache_implementation, new_tokens):
     with log_forward_inputs(model) as run_log:
         model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens, cache_implementation=cache_implementation)
     return plot_forward_shapes({f'cache_implementation="{cache_implementation}"': run_log},
-                               title=f"{new_tokens} new tokens after a 7-token prompt")  # fmt: skip
+                               title=f"{new_tokens} tokens novos depois de um prompt de 7 tokens")  # fmt: skip
 
 
 live(signatures,
      cache_implementation=widgets.Dropdown(options=["dynamic", "static"], value="static", description="cache"),
-     new_tokens=widgets.IntSlider(value=8, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
+     new_tokens=widgets.IntSlider(value=8, min=2, max=24, step=2, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
 # ## Principais conclusões

@@ -33,7 +33,7 @@
 # regras que batem, byte a byte, com os caches reais da seção 2 (a seção 4 diz exatamente quais execuções isso
 # cobre).
 #
-# Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação gulosa (greedy), CPU.
+# Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação greedy, CPU.
 
 # %%
 import kvlab
@@ -51,11 +51,12 @@ import torch
 import transformers
 
 import kvlab
+from kvlab.i18n import number
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
-                                       time_decoding, with_speed)
+                                       time_decoding, with_speed, word)
 from kvlab.measure.published import GUIDE
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
@@ -69,16 +70,16 @@ QUICK = os.environ.get("KVLAB_QUICK") == "1"  # fewer timed repeats in the test 
 REPEATS = 2 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with an interval
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 model, tokenizer = kvlab.load("smollm2")
-print(f"this machine: {platform.machine()}, {platform.python_version()}, torch {torch.__version__}, "
-      f"{torch.get_num_threads()} threads, accelerator: {torch.cuda.is_available()}; "
-      f"models loaded in {gemma.dtype} and {model.dtype}")
+print(f"esta máquina: {platform.machine()}, {platform.python_version()}, torch "
+      f"{torch.__version__}, {torch.get_num_threads()} threads, acelerador: "
+      f"{torch.cuda.is_available()}; modelos carregados em {gemma.dtype} e {model.dtype}")
 
 # %% [markdown]
 # ## 1. Estratégias de cache
 #
 # A tabela do guia compara o `DynamicCache` padrão, o `StaticCache` e o `QuantizedCache`. No `generate`, a diferença
 # entre eles é uma palavra-chave: nada para o padrão, `cache_implementation="static"` e
-# `cache_implementation="quantized"` com um dict `cache_config` (aqui o backend quanto, 4 bits, um resíduo de 8 tokens
+# `cache_implementation="quantized"` com um dict `cache_config` (aqui o backend quanto, 4 bits, uma parte residual de 8 tokens
 # em precisão total). O mesmo prompt de 48 tokens, 8 tokens novos em cada um:
 
 # %%
@@ -110,17 +111,18 @@ watched = {kind: (trace, watched_outputs[kind]) for kind, trace in zip(watched_o
 smollm2 = architecture("smollm2")
 for kind, (trace, out) in watched.items():
     size = calculated_for(trace, smollm2, prompt_tokens=48, cache_config=quanto_4bit if kind == "quantized" else None)
-    print(f"{trace.meta['cache_class']:<14} holds {trace.summary()['final_bytes']:>9,} B for {size.tokens} tokens "
-          f"(calculated {size.bytes:>9,} B); tokens as without watch: {torch.equal(out, outputs[kind])}; "
-          f"as the dynamic cache: {torch.equal(outputs[kind], outputs['dynamic'])}")
+    print(f"{trace.meta['cache_class']:<14} guarda {number(trace.summary()['final_bytes']):>9} "
+          f"B para {size.tokens} tokens (calculado {number(size.bytes):>9} B); tokens iguais "
+          f"aos sem watch: {torch.equal(out, outputs[kind])}; iguais aos do cache dinâmico: "
+          f"{torch.equal(outputs[kind], outputs['dynamic'])}")
 static_trace = watched["static"][0]
-print(f"StaticCache slots per layer: {static_trace.final_layers()[0]['slots_allocated']} "
-      f"(generate's max_length - 1 = 48 + 8 - 1)")
+print(f"posições do StaticCache por camada: {static_trace.final_layers()[0]['slots_allocated']} "
+      "(max_length - 1 do generate = 48 + 8 - 1)")
 
 # %% [markdown]
 # O próprio `generate` dimensionou o cache estático, em `max_length - 1` = 48 + 8 - 1 = 55 posições: o prompt mais os
 # 7 tokens novos que ele volta a passar ao modelo (o 8º nunca volta), então aqui ele guarda exatamente o mesmo que o
-# cache dinâmico. O cache quantizado de 4 bits é cerca de 3,4 vezes menor, e seus tokens gulosos já divergem dos
+# cache dinâmico. O cache quantizado de 4 bits é cerca de 3,4 vezes menor, e seus tokens greedy já divergem dos
 # outros dentro desses 8 tokens. A próxima seção mede a tabela do guia coluna por coluna e acrescenta uma coluna de
 # velocidade, cronometrada nessas mesmas três chamadas.
 
@@ -129,21 +131,21 @@ print(f"StaticCache slots per layer: {static_trace.final_layers()[0]['slots_allo
 #
 # Cada célula é medida e depois julgada por uma regra escrita antes da execução (`kvlab.measure.guide_table`):
 #
-# - **sliding layers** (camadas deslizantes): "Yes" quando o cache é construído sem erro no Gemma 3 além da sua
+# - **camadas deslizantes** (*sliding layers*): "Sim" quando o cache é construído sem erro no Gemma 3 além da sua
 #   janela de 512 tokens e suas camadas deslizantes ficam dentro da janela.
-# - **offloading** (descarregamento): "Yes" quando existe uma variante com descarregamento e a sua execução registra
+# - **descarregamento** (*offloading*): "Sim" quando existe uma variante com descarregamento e a sua execução registra
 #   transferências de camadas; os dispositivos entre os quais elas ocorreram são impressos ao lado.
-# - **torch.compile**: *not measured here* (não medido aqui), portanto não julgado: compilar leva dezenas de segundos
+# - **torch.compile**: *não medido aqui*, portanto não julgado: compilar leva dezenas de segundos
 #   numa CPU, e o notebook 02 compila de verdade (com `KVLAB_COMPILE=1`). Ao lado, o número de assinaturas distintas
 #   das entradas do forward ao longo dos passos de decodificação: o que um compilador baseado em tracing encontra, não
 #   o que ele compilou.
-# - **memory** (memória): o pico de bytes do cache dividido pelo do DynamicCache. As palavras do guia são relativas ao
-#   seu DynamicCache "Medium", então a regra é: abaixo de 0.9 é "Low", acima de 1.1 é "High", entre os dois,
-#   "Medium". A célula do próprio DynamicCache é a referência da razão, por isso não é julgada.
+# - **memória** (*memory*): o pico de bytes do cache dividido pelo do DynamicCache. As palavras do guia são relativas ao
+#   seu DynamicCache "Médio", então a regra é: abaixo de 0,9 é "Baixo", acima de 1,1 é "Alto", entre os dois,
+#   "Médio". A célula do próprio DynamicCache é a referência da razão, por isso não é julgada.
 #
 # Aqui o cache estático é criado com folga, como se faz quando o comprimento final não é conhecido:
 # `max_cache_len` = 48 + 8 + 64 (`Setup(static_room=64)`), impresso abaixo. O cache quantizado usa o backend quanto
-# com 4 bits e um resíduo de 8 tokens em precisão total.
+# com 4 bits e uma parte residual de 8 tokens em precisão total.
 #
 # **Preveja primeiro.** A execução guarda 48 + 7 = 55 tokens. O cache estático vai guardar quantas vezes o pico de
 # bytes do DynamicCache?
@@ -159,17 +161,18 @@ rows = measure(gemma, model, tokenizer, prompt=text.prompt_ids(tokenizer, 48),
 # %%
 # NBVAL_CHECK_OUTPUT
 guide = {g["cache"]: g for g in GUIDE.values()}  # the guide's table, in its words
-for row in rows:
-    print(f"{row['cache']:<16} sliding: {row['sliding layers']:<3} offloading: {row['offloading']:<3} "
-          f"torch.compile: {row['torch.compile']}")
-    print(f"{'':>18}memory: {row['memory ratio']:.2f}x the DynamicCache's peak -> {row['memory']} "
-          f"(the guide: {guide[row['cache']]['memory']})")
-    for key in ("sliding evidence", "offloading evidence", "compile evidence"):
-        print(f"{'':>18}{key}: {row[key]}")
-    print(f"{'':>18}peak cache bytes (SmolLM2, 48-token prompt + {setup.new_tokens} new): "
-          f"{row['peak cache bytes']:,}")
+for row in rows:  # the cells keep the guide's English words; `word` shows each in the reader's language
+    print(f"{word(row['cache']):<16} deslizantes: {word(row['sliding layers']):<3} descarregamento: "
+          f"{word(row['offloading']):<3} torch.compile: {word(row['torch.compile'])}")
+    print(f"{'':>18}memória: {number(row['memory ratio'], 2)}x o pico do DynamicCache "
+          f"-> {word(row['memory'])} (o guia: {word(guide[row['cache']]['memory'])})")
+    print(f"{'':>18}evidência das camadas deslizantes: {row['sliding evidence']}")
+    print(f"{'':>18}evidência do descarregamento: {row['offloading evidence']}")
+    print(f"{'':>18}evidência de compilação: {row['compile evidence']}")
+    print(f"{'':>18}bytes de pico do cache (SmolLM2, prompt de 48 tokens "
+          f"+ {setup.new_tokens} novos): {number(row['peak cache bytes'])}")
 static_slots = setup.options("static", 48)["max_cache_len"]
-print(f"static max_cache_len: {static_slots} slots for the 55 tokens held: {static_slots - 55} more")
+print(f"max_cache_len do static: {static_slots} posições para os 55 tokens guardados: {static_slots - 55} a mais")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -180,16 +183,16 @@ print(score(guess, round(static_ratio, 2), unit="x", kind="amount"))
 # NBVAL_CHECK_OUTPUT
 verdicts = compare_with_guide(rows)
 count = tally(verdicts)
-print(f"{count['agree']} of {count['judged']} judged cells agree with the guide, {count['differ']} differ; "
-      f"{count['not judged']} of {count['cells']} not judged")
+print(f"{count['agree']} de {count['judged']} células julgadas concordam com o guia, "
+      f"{count['differ']} diferem; {count['not judged']} de {count['cells']} não julgadas")
 for v in verdicts:
     if v["agrees"] is not True:
-        print(f"  {v['cache']:<16} {v['property']:<15} guide: {v['guide']:<7} measured: {v['measured']:<18} "
-              f"({v['why']})")
+        print(f"  {word(v['cache']):<16} {word(v['property']):<15} guia: "
+              f"{word(v['guide']):<7} medido: {word(v['measured']):<18} ({v['why']})")
 
 # %%
 plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in rows},
-           title=f"Peak cache bytes, SmolLM2, 48-token prompt + {setup.new_tokens} new tokens")
+           title=f"Bytes de pico do cache, SmolLM2, prompt de 48 tokens + {setup.new_tokens} tokens novos")
 
 # %% [markdown]
 # Três coisas que os adjetivos escondem:
@@ -200,18 +203,18 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 #   evidência diz de onde para onde elas foram: numa máquina sem acelerador, elas são CPU→CPU, então nada é
 #   economizado. Numa GPU, segundo o guia, só o cache da camada atual fica no dispositivo enquanto o da camada
 #   seguinte é pré-carregado (não medido aqui).
-# - A memória "High" do cache estático é uma escolha: ela é o `max_cache_len` que você reservar. Reserve exatamente
+# - A memória "Alto" do cache estático é uma escolha: ela é o `max_cache_len` que você reservar. Reserve exatamente
 #   os tokens de que precisa e a razão é 1 (o cache estático da seção 1 guardava exatamente os bytes do cache
-#   dinâmico), o que a regra chamaria de "Medium"; o preço é pago quando o seu palpite é alto demais.
+#   dinâmico), o que a regra chamaria de "Médio"; o preço é pago quando o seu palpite é alto demais.
 #
 # A evidência de compilação é a contagem de assinaturas do forward do notebook 09: um cache estático dá uma
 # assinatura para todos os 7 passos de decodificação, e o cache dinâmico, uma por passo (7 de 7). O cache quantizado
-# também dá 7 de 7, como o cache dinâmico: as chaves que um forward recebe são o seu resíduo em precisão total, que
-# cresce um token por passo e ainda não tinha preenchido suas 8 posições. Em execuções mais longas, o resíduo é
-# compactado a cada 8 tokens e recomeça, então seus formatos se repetem: o controle abaixo mede isso (8 assinaturas
+# também dá 7 de 7, como o cache dinâmico: as chaves que um forward recebe são a sua parte residual em precisão total, que
+# cresce um token por passo e ainda não tinha preenchido suas 8 posições. Em execuções mais longas, a parte residual é
+# empacotada a cada 8 tokens e recomeça, então seus formatos se repetem: o controle abaixo mede isso (8 assinaturas
 # distintas em 23 chamadas de decodificação com o seu padrão de 24 tokens novos). Se um compilador compila uma vez por
 # assinatura depende das suas opções (formatos dinâmicos, limites de recompilação), e é por isso que esta célula
-# continua "not measured here".
+# continua "não medido aqui".
 
 # %% [markdown]
 # ### A coluna de velocidade: tempo de decodificação em relação ao DynamicCache
@@ -221,7 +224,7 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # do cache estático é sobre decodificação compilada ("compatíveis com otimizações JIT, como torch.compile, para
 # acelerar a geração"), nenhuma sobre decodificação em modo eager. A célula de velocidade só é julgada onde o guia faz
 # uma afirmação e o veredito medido vai além do ruído (o intervalo fica de um lado só de 1 e não é largo demais); caso
-# contrário, ela diz "not distinguishable here".
+# contrário, ela diz "não distinguível aqui".
 #
 # Primeiro, o que os contadores de trabalho das execuções observadas da seção 1 preveem, somados sobre os forwards de
 # decodificação de cada execução e as 30 camadas: as posições de chave contra as quais a pontuação de cada consulta
@@ -232,19 +235,20 @@ plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in row
 # %%
 # NBVAL_CHECK_OUTPUT
 weight_flops = 2 * sum(p.numel() for p in model.parameters())
-print(f"weights: about {weight_flops:,} FLOPs per decoding forward, for every cache")
+print(f"pesos: cerca de {number(weight_flops)} FLOPs por forward de decodificação, para todo cache")
 for kind, (trace, _) in watched.items():
     decode = trace.work_by_step()[1:]  # row 0 is the prefill
     slots, flops = sum(r["slots_attended"] for r in decode), sum(r["attention_flops"] for r in decode)
-    print(f"{kind:<10} {len(decode)} decoding forwards: {slots:>6,} key slots attended, {flops:>11,} attention "
-          f"FLOPs, {sum(r['dequantized_elements'] for r in decode):>9,} elements dequantized, "
-          f"{sum(r['quantized_elements'] for r in decode):,} quantized; weights {len(decode) * weight_flops:,} FLOPs")
+    print(f"{kind:<10} {len(decode)} forwards de decodificação: {number(slots):>6} posições de chave atendidas, "
+          f"{number(flops):>11} FLOPs de atenção, {number(sum(r['dequantized_elements'] for r in decode)):>9} "
+          f"elementos desquantizados, {number(sum(r['quantized_elements'] for r in decode))} quantizados; pesos "
+          f"{number(len(decode) * weight_flops)} FLOPs")
 
 # %% [markdown]
 # Os contadores preveem: o cache estático calcula a pontuação de algumas posições de chave a mais que o cache dinâmico
 # (as suas posições mascaradas), um extra pequeno perto da aritmética dos pesos; o cache quantizado faz a atenção do
 # cache dinâmico e, além disso, desempacota suas chaves e valores de 4 bits a cada passo. A célula abaixo cronometra
-# as três chamadas `generate` do guia (transformers puro, sem gravação do kvlab), intercaladas, do primeiro token novo
+# as três chamadas `generate` do guia (transformers puro, sem o registro do kvlab), intercaladas, do primeiro token novo
 # ao último, de modo que o pré-preenchimento fica de fora. Se o trabalho extra previsto aparece no tempo é o que diz o
 # veredito impresso: um intervalo que contém 1 é nenhuma diferença.
 
@@ -257,16 +261,22 @@ timings = time_decoding(model, prompt, guide_calls, new_tokens=setup.new_tokens,
 rows_with_speed = with_speed(rows, timings)
 for row in rows_with_speed:
     low, high = row["speed interval"]
-    print(f"{row['cache']:<16} decode {timings[row['cache_kind']].describe()}; x{row['speed ratio']:.2f} ({low:.2f}-{high:.2f}) "
-          f"of the DynamicCache's -> {row['speed']}")
+    print(f"{word(row['cache']):<16} decodificação "
+          f"{timings[row['cache_kind']].describe()}; x{number(row['speed ratio'], 2)} "
+          f"({number(low, 2)}-{number(high, 2)}) da do DynamicCache -> {word(row['speed'])}")
     print(f"{'':>18}{row['speed verdict']}")
 speed_verdicts = [v for v in compare_with_guide(rows_with_speed) if v["property"] == "speed"]
 for v in speed_verdicts:
-    print(f"  {v['cache']:<16} speed: guide {v['guide']!r}, measured {v['measured']!r}: "
-          + ("agrees" if v["agrees"] else "differs" if v["agrees"] is False else f"not judged ({v['why']})"))
+    cache, claim, measured = word(v["cache"]), word(v["guide"]), word(v["measured"])
+    if v["agrees"]:
+        print(f"  {cache:<16} velocidade: guia {claim!r}, medido {measured!r}: concorda")
+    elif v["agrees"] is False:
+        print(f"  {cache:<16} velocidade: guia {claim!r}, medido {measured!r}: difere")
+    else:
+        print(f"  {cache:<16} velocidade: guia {claim!r}, medido {measured!r}: não julgado ({v['why']})")
 count = tally(compare_with_guide(rows_with_speed))
-print(f"whole table with speed: {count['agree']} of {count['judged']} judged cells agree, {count['differ']} differ; "
-      f"{count['not judged']} of {count['cells']} not judged")
+print(f"tabela inteira com velocidade: {count['agree']} de {count['judged']} células julgadas "
+      f"concordam, {count['differ']} diferem; {count['not judged']} de {count['cells']} não julgadas")
 
 # %% [markdown]
 # ### Experimente: um cache, ao vivo, ao lado da calculadora
@@ -274,8 +284,8 @@ print(f"whole table with speed: {count['agree']} of {count['judged']} judged cel
 # Escolha um cache e um número de tokens novos: a figura executa a chamada `generate` do guia para esse cache sobre o
 # prompt de 48 tokens dentro de `kvlab.watch` e de `log_forward_inputs`. À esquerda: os bytes que o cache real guarda
 # no final (losango laranja), sobre as barras que `kvlab.size` calcula para cada tipo com os mesmos tokens. À
-# direita: o comprimento das chaves do cache que cada forward de decodificação recebeu (0 quando o resíduo quantizado
-# está vazio) e o número de assinaturas de entrada distintas que um compilador baseado em tracing encontraria.
+# direita: o comprimento das chaves do cache que cada forward de decodificação recebeu (0 quando a parte residual do cache quantizado
+# está vazia) e o número de assinaturas de entrada distintas que um compilador baseado em tracing encontraria.
 #
 # As barras do estático são calculadas para um cache com exatamente os tokens guardados. `generate` nunca cria um
 # cache estático menor do que o maior que já criou antes neste modelo (notebook 09, último controle); por isso, depois
@@ -295,12 +305,13 @@ def cache_choice(cache, new_tokens):
                   for kind, options in {"dynamic": {}, "static": {"max_cache_len": held},
                                         "quantized": quanto_4bit}.items()}  # fmt: skip
     return plot_cache_choice(cache, trace.summary()["final_bytes"], calculated, run_log.lengths(KEYS),
-                             run_log.decoding_signatures(), title=f"SmolLM2, 48-token prompt + {new_tokens} new tokens")  # fmt: skip
+                             run_log.decoding_signatures(), title="SmolLM2, prompt de 48 tokens "
+                                                                  f"+ {new_tokens} tokens novos")  # fmt: skip
 
 
 live(cache_choice,
      cache=widgets.Dropdown(options=list(guide_calls), value="quantized", description="cache"),
-     new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="new tokens"))
+     new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
 # ## 3. Dimensionando o cache de modelos grandes antes de baixá-los
@@ -309,11 +320,11 @@ live(cache_choice,
 # mas float32 para o Gemma 2 (suas linhas cairiam pela metade em bfloat16). A tabela imprime o contexto de cada
 # modelo, o seu `max_position_embeddings`: onde 32k tokens passam dele, os bytes de 32k são o que um cache desse
 # comprimento guardaria, não um comprimento sobre o qual o modelo foi construído para aplicar atenção (marcado
-# `past ctx` e hachurado na figura).
+# `fora ctx` e hachurado na figura).
 #
 # **Preveja primeiro.** O Llama-2-7B (float16) tem 32 cabeças KV por camada; o Llama-3-8B (bfloat16) tem 8
 # (grouped-query attention); os dois têm 32 camadas com cabeças de tamanho 128. Com 4k tokens, quantos GiB cada um
-# ocupa? E o Gemma 3 12B (bfloat16), cujas 48 camadas são 40 deslizantes (janela de 1024) e 8 completas, com 32k
+# guarda? E o Gemma 3 12B (bfloat16), cujas 48 camadas são 40 deslizantes (janela de 1024) e 8 completas, com 32k
 # tokens?
 
 # %%
@@ -333,8 +344,8 @@ for name in MODELS:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{'model':<12} {'dtype':<9} {'layers (kinds)':<20} {'window':>6} {'kv heads x dim':>14} {'context':>8} "
-      f"{'4k tokens':>12} {'32k tokens':>21} {'32k prefill peak':>17}")
+print(f"{'modelo':<12} {'dtype':<9} {'camadas (tipos)':<20} {'janela':>6} {'cab. KV x dim':>14} "
+      f"{'contexto':>8} {'4k tokens':>12} {'32k tokens':>21} {'pico pré-pr. 32k':>17}")
 past_context = set()  # (model, "32k tokens") where 32k is past the model's max_position_embeddings
 for name in MODELS:
     arch, four, thirty_two = architecture(name), *sizes[name].values()
@@ -343,11 +354,16 @@ for name in MODELS:
     if past:
         past_context.add((name, "32k tokens"))
     print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
-          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {arch.max_positions:>8,} {four.bytes / 2**30:>8.3f} GiB "
-          f"{'past ctx ' if past else '':>9}{thirty_two.bytes / 2**30:>8.3f} GiB "
-          f"{thirty_two.peak_bytes / 2**30:>13.3f} GiB")
-print(f"past ctx: {thirty_two.tokens:,} tokens is past the model's context for {len(past_context)} of {len(MODELS)} "
-      "models: the bytes are what a cache that long would hold; the model was not built to attend that far")
+          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
+          f"{number(four.bytes / 2**30, 3):>8} GiB ", end="")
+    if past:  # the 32k column's marker, 9 characters wide
+        print(f"{'fora ctx ':>9}", end="")
+    else:
+        print(f"{'':>9}", end="")
+    print(f"{number(thirty_two.bytes / 2**30, 3):>8} GiB {number(thirty_two.peak_bytes / 2**30, 3):>13} GiB")
+print(f"fora ctx: {number(thirty_two.tokens)} tokens passam do contexto do modelo em "
+      f"{len(past_context)} de {len(MODELS)} modelos: os bytes são o que um cache desse "
+      "comprimento guardaria; o modelo não foi construído para prestar atenção tão longe")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -358,8 +374,8 @@ for label, guessed, name, length in [("Llama-2-7B, 4k", guess_llama2, "llama-2-7
 
 # %%
 plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.items()},
-           title="DynamicCache after a prompt of 4k / 32k tokens (published dtype, batch 1)",
-           marked=past_context, marked_label="past the model's context")
+           title="DynamicCache depois de um prompt de 4k / 32k tokens (dtype publicado, lote de 1)",
+           marked=past_context, marked_label="além do contexto do modelo")
 
 # %% [markdown]
 # A grouped-query attention divide o cache pela razão entre as cabeças: com 8 cabeças KV em vez de 32 (mesmas
@@ -391,9 +407,10 @@ for run_facts in live_runs(rows):  # not `live`: that name is the widget helper 
     predicted = cache_size(arch, run_facts["cache_kind"], run_facts["tokens"], prefill=run_facts["prefill"],
                            dtype=str(model.dtype).removeprefix("torch."), **run_facts["options"])  # fmt: skip
     exact.append((run_facts["final_bytes"], run_facts["peak_bytes"]) == (predicted.bytes, predicted.peak_bytes))
-    print(f"{arch.name:<8} {predicted.dtype:<8} {run_facts['cache_kind']:<10} {run_facts['tokens']} tokens: live "
-          f"{run_facts['final_bytes']:>11,} B, calculated {predicted.bytes:>11,} B | peak live "
-          f"{run_facts['peak_bytes']:>11,} B, calculated {predicted.peak_bytes:>11,} B | exact: {exact[-1]}")
+    print(f"{arch.name:<8} {predicted.dtype:<8} {run_facts['cache_kind']:<10} {run_facts['tokens']} "
+          f"tokens: medido {number(run_facts['final_bytes']):>11} B, calculado "
+          f"{number(predicted.bytes):>11} B | pico medido {number(run_facts['peak_bytes']):>11} B, "
+          f"calculado {number(predicted.peak_bytes):>11} B | exato: {exact[-1]}")
 print(score(guess, all(exact), kind="choice"))
 
 # %% [markdown]
@@ -415,8 +432,8 @@ print(score(guess, all(exact), kind="choice"))
 # - StaticCache: uma única assinatura para toda a decodificação, por isso é o cache para `torch.compile` (compilado e
 #   cronometrado no notebook 02); custa exatamente o que você reserva com `max_cache_len`.
 # - QuantizedCache: o menor, só para modelos de atenção completa. As entradas do seu forward mudam de formato a cada
-#   passo, como as do cache dinâmico (7 assinaturas em 7 passos na tabela); em execuções mais longas, o comprimento do
-#   resíduo se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em 23
+#   passo, como as do cache dinâmico (7 assinaturas em 7 passos na tabela); em execuções mais longas, o comprimento da
+#   parte residual se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em 23
 #   chamadas de decodificação no controle). Ele desempacota suas chaves e valores a cada passo; se isso custa tempo na
 #   sua máquina é o veredito de velocidade que a tabela imprimiu.
 # - O descarregamento move o cache de cada camada entre dispositivos em torno de cada forward (271 transferências
@@ -426,4 +443,4 @@ print(score(guess, all(exact), kind="choice"))
 #   tokens com o contexto do modelo. `kvlab.size` faz essa conta; a seção 4 mostra que ela é exata nas execuções
 #   acima.
 #
-# **De volta ao início:** [00 · Comece aqui](00_start_here.ipynb), ou abra o Cache Explorer com `kvlab explore`.
+# **De volta ao início:** [00 · Comece aqui](00_start_here.ipynb), ou abra o Explorador de Cache com `kvlab explore`.

@@ -14,21 +14,21 @@
 # ---
 
 # %% [markdown]
-# # 11 · O Cache Explorer: brinque com todos os caches, ao vivo
+# # 11 · O Explorador de Cache: brinque com todos os caches, ao vivo
 #
-# **Objetivo de aprendizagem.** Use o explorador para testar suas próprias previsões: escolha um modelo e um cache,
+# **Objetivo de aprendizagem.** Use o Explorador de Cache para testar suas próprias previsões: escolha um modelo e um cache,
 # aperte Executar e veja o cache encher, dar a volta, ser mascarado, quantizado, descarregado e recortado enquanto os
 # tokens aparecem.
 #
-# **Nas palavras do kvlab.** O explorador é um pequeno app construído sobre tudo o que os notebooks anteriores
-# mediram. Executar gera de forma gulosa (greedy) com um cache instrumentado em uma thread em segundo plano (para que a
+# **Nas palavras do kvlab.** O Explorador de Cache é um pequeno app construído sobre tudo o que os notebooks anteriores
+# mediram. Executar gera com decodificação greedy, com um cache instrumentado em uma thread em segundo plano (para que a
 # página continue respondendo e Parar funcione); a cada poucos tokens, redesenha três gráficos a partir do `Trace` do
 # cache:
 # - **bytes guardados por tipo de camada** em função do passo (o passo 0 é o pré-preenchimento);
 # - **posições alocadas, ocupadas e mascaradas**, somadas sobre as camadas: a diferença entre alocadas e ocupadas é o
 #   desperdício de um cache estático;
 # - **um mapa camada × posição**: verde = ocupada, cinza = mascarada (alocada, mas vazia), laranja = descartada por
-#   uma janela deslizante, azul-escuro/azul-claro = quantizada/resíduo em precisão total, vermelho = recortada. Essas
+#   uma janela deslizante, azul-escuro/azul-claro = quantizada/parte residual em precisão total, vermelho = recortada. Essas
 #   também são as cores do kvlab nas figuras de todos os notebooks (`kvlab/plots/palette.py`).
 #
 # Só aparecem as opções que se aplicam ao cache escolhido. Combinações inválidas são explicadas no próprio app.
@@ -47,6 +47,7 @@ import transformers
 from IPython.display import HTML, Image
 
 from kvlab.explorer import explore
+from kvlab.i18n import marks, number, percent
 from kvlab.predictions import score
 
 transformers.logging.disable_progress_bar()
@@ -72,21 +73,23 @@ guess_masked = None  # slots allocated but empty: your guess
 
 # %%
 demo = explore(model_name="smollm2")
-demo.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8, preset="kv_cache_question")
+# chat=False: the preset's text as it is, 21 tokens (the explorer wraps it in SmolLM2's chat template by default)
+demo.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8, preset="kv_cache_question", chat=False)
 Image(demo.plot.value)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 row = demo.summary_rows()[-1]
-print(f"{row['label']}: prompt {row['prompt_tokens']} tokens, {row['new_tokens']} new")
-print(f"slots allocated {row['slots_allocated']:,}  live {row['slots_live']:,}  masked {row['slots_masked']:,}"
-      f"  ({row['waste_pct']}% waste)  bytes {row['bytes_now']:,}")
+print(f"{row['label']}: prompt de {row['prompt_tokens']} tokens, {row['new_tokens']} novos")
+print(f"posições alocadas {number(row['slots_allocated'])}  ocupadas "
+      f"{number(row['slots_live'])}  mascaradas {number(row['slots_masked'])}  "
+      f"({marks(str(row['waste_pct']))}% de desperdício)  bytes {number(row['bytes_now'])}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("allocated:", score(guess_allocated, row["slots_allocated"], unit=" slots", kind="count"))
-print("live:     ", score(guess_live, row["slots_live"], unit=" slots", kind="count"))
-print("masked:   ", score(guess_masked, row["slots_masked"], unit=" slots", kind="count"))
+print("alocadas:  ", score(guess_allocated, row["slots_allocated"], unit=" slots", kind="count"))
+print("ocupadas:  ", score(guess_live, row["slots_live"], unit=" slots", kind="count"))
+print("mascaradas:", score(guess_masked, row["slots_masked"], unit=" slots", kind="count"))
 
 # %% [markdown]
 # 30 camadas × 64 posições ficam alocadas desde o pré-preenchimento (a linha preta do painel de posições é plana);
@@ -108,8 +111,8 @@ Image(demo.plot.value)
 # %%
 # NBVAL_CHECK_OUTPUT
 for row in demo.summary_rows():
-    print(f"{row['run']:>4} {row['label']:<36} allocated {row['slots_allocated']:>5,}  live {row['slots_live']:>5,}"
-          f"  peak bytes {row['peak_bytes']:>9,}")
+    print(f"{row['run']:>4} {row['label']:<36} alocadas {number(row['slots_allocated']):>5}  "
+          f"ocupadas {number(row['slots_live']):>5}  bytes de pico {number(row['peak_bytes']):>9}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -117,10 +120,11 @@ static_bytes = demo.session.comparison[0].trace.bytes_by_step()  # bytes held af
 dynamic_bytes = demo.session.current.trace.bytes_by_step()
 starts_lower = dynamic_bytes[0] < static_bytes[0]
 end_share = 100 * dynamic_bytes[-1] / static_bytes[-1]
-print(f"after the prefill: dynamic {dynamic_bytes[0]:,} B, static {static_bytes[0]:,} B")
-print(f"at the end: dynamic {dynamic_bytes[-1]:,} B = {end_share:.0f} % of static {static_bytes[-1]:,} B")
-print("starts lower:", score(guess_starts_lower, starts_lower, kind="choice"))
-print("end share:   ", score(guess_end_share, end_share, unit=" %", kind="share"))
+print(f"depois do pré-preenchimento: dinâmico {number(dynamic_bytes[0])} B, estático {number(static_bytes[0])} B")
+print(f"no final: dinâmico {number(dynamic_bytes[-1])} B = "
+      f"{percent(end_share, 0)} do estático {number(static_bytes[-1])} B")
+print("começa mais baixo:", score(guess_starts_lower, starts_lower, kind="choice"))
+print("parcela final:     ", score(guess_end_share, end_share, unit=" %", kind="share"))
 
 # %% [markdown]
 # O cache dinâmico aloca exatamente o que está ocupado: 840 posições contra 1.920 do cache estático, então no final
@@ -131,7 +135,7 @@ print("end share:   ", score(guess_end_share, end_share, unit=" %", kind="share"
 # ## 2. Um recorte que o cache não consegue desfazer
 #
 # Camadas de janela deslizante descartam os tokens que saem da janela, então remover os últimos tokens (o que fazem a
-# decodificação especulativa e o rollback de um chat) exigiria tokens que já se foram. O minúsculo modelo aleatório
+# decodificação especulativa e a reversão de um chat) exigiria tokens que já se foram. O minúsculo modelo aleatório
 # `tiny-gemma3` tem uma janela de 8 (suas camadas deslizantes guardam os últimos 7 tokens: janela − 1), então a
 # pergunta pré-definida (104 bytes: um token por byte nos modelos minúsculos) passa muito dela.
 #
@@ -176,22 +180,22 @@ def live_by_kind(layer_rows):
             for kind in sorted({r["layer_kind"] for r in layer_rows})}
 
 
-print(f"prompt {tiny.session.current.prompt_tokens} tokens, {tiny.session.current.new_tokens} new")
-print("without past recording:", refusal[:90], "...")
-print("with past recording:   ", tiny.message_text)
-print("tokens held before the crop:", live_by_kind(before))
-print("tokens held after the crop: ", live_by_kind(tiny.session.current.layer_rows()))
-print("crop without past recording:", score(guess_crop_works, crop_works, kind="choice"))
-print("crop with past recording:   ", score(guess_crop_works_recorded, crop_works_recorded, kind="choice"))
+print(f"prompt de {tiny.session.current.prompt_tokens} tokens, {tiny.session.current.new_tokens} novos")
+print("sem registro do passado:", refusal[:90], "...")
+print("com registro do passado:", tiny.message_text)
+print("tokens guardados antes do recorte: ", live_by_kind(before))
+print("tokens guardados depois do recorte:", live_by_kind(tiny.session.current.layer_rows()))
+print("recorte sem registro do passado:", score(guess_crop_works, crop_works, kind="choice"))
+print("recorte com registro do passado:", score(guess_crop_works_recorded, crop_works_recorded, kind="choice"))
 
 # %% [markdown]
 # **Conclusão.** Com o registro do passado, as camadas deslizantes guardam todos os tokens até um recorte (109 cada
 # uma antes dele, tantos quanto as camadas completas: as linhas verdes do primeiro mapa, e bytes das camadas
 # deslizantes acima dos das camadas completas no seu painel de bytes, já que 4 das 6 camadas são deslizantes), e o
 # recorte então as restringe de novo à janela (7 tokens; laranja = descartada, vermelho = recortada no segundo mapa)
-# enquanto as camadas completas guardam 107. Sem ele, um cache deslizante não pode ser revertido: o explorador se
+# enquanto as camadas completas guardam 107. Sem ele, um cache deslizante não pode ser revertido: o Explorador de Cache se
 # recusa e diz por quê, enquanto o transformers puro lança um `RuntimeError` de dentro da camada
 # (`DynamicSlidingWindowLayer.crop`).
 #
-# **A seguir.** Use o explorador para conferir suas respostas às perguntas "Preveja primeiro" dos notebooks anteriores,
+# **A seguir.** Use o Explorador de Cache para conferir suas respostas às perguntas "Preveja primeiro" dos notebooks anteriores,
 # começando por `00_start_here`; `kvlab explore` abre o mesmo app em uma aba do navegador.

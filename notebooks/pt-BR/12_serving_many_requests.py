@@ -14,19 +14,19 @@
 # ---
 
 # %% [markdown]
-# # 12 · Servindo muitas requisições: o cache paginado e o batching contínuo
+# # 12 · Atendendo muitas requisições: o cache paginado e o batching contínuo
 #
-# **Objetivo de aprendizagem.** Veja para onde vai a memória KV de um lote de requisições reais em três arranjos: (a)
+# **Objetivo de aprendizagem.** Ver para onde vai a memória KV de um lote de requisições reais em três arranjos: (a)
 # um cache estático por requisição, dimensionado para a mais longa, (b) um cache dinâmico por requisição, (c) blocos
-# de um cache paginado compartilhado, o arranjo que o próprio `model.generate_batch(...)` do transformers usa. Compare
-# os bytes reservados com os bytes que guardam tokens de fato, observe blocos sendo entregues, devolvidos,
-# compartilhados e recusados, e cronometre `generate_batch` contra um `generate` por requisição.
+# de um cache paginado compartilhado, o arranjo que o próprio `model.generate_batch(...)` do transformers usa. Comparar
+# os bytes reservados com os bytes que guardam tokens ocupados, observar blocos sendo entregues, devolvidos,
+# compartilhados e recusados, e cronometrar `generate_batch` contra um `generate` por requisição.
 #
 # **Além do guia.** O guia de cache (e os notebooks 00-11) atende uma requisição por vez. Este notebook vai além dele:
 # o batching contínuo é uma parte separada do transformers
-# (`transformers.generation.continuous_batching`), então aqui não há título de seção do guia a que fazer referência.
+# (`transformers.generation.continuous_batching`), então não há aqui uma seção do guia correspondente.
 #
-# **Como é medido.** `kvlab.watch(model)` faz o gerenciador que `generate_batch` inicia criar um
+# **Como é medido.** `kvlab.watch(model)` faz com que o gerenciador iniciado por `generate_batch` crie um
 # `InstrumentedPagedAttentionCache`, uma subclasse do `PagedAttentionCache` do transformers que chama os próprios
 # métodos do transformers e só lê as tabelas de blocos depois (os tokens são os mesmos do `generate_batch` puro:
 # `tests/caches/test_paged.py`).
@@ -47,6 +47,7 @@ from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfi
 
 import kvlab
 from kvlab.caches.paged import paged_steps, paged_summary
+from kvlab.i18n import marks, number, percent
 from kvlab.live import live
 from kvlab.measure.batching import batching_row
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
@@ -60,8 +61,8 @@ torch.set_num_threads(1)
 QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shorter timed runs in the test suite; checked outputs hold either way
 model, tokenizer = kvlab.load("smollm2")
 workload = load_workload(tokenizer)  # data/requests/chat_requests.json, through SmolLM2's chat template
-print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answers capped at "
-      f"{workload.max_new_tokens} new tokens")
+print(f"{len(workload)} requisições, comprimentos dos prompts {workload.prompt_lengths}, "
+      f"respostas limitadas a {workload.max_new_tokens} tokens novos")
 
 # %% [markdown]
 # ## 1. O batching contínuo do transformers, do jeito que você o chamaria
@@ -108,14 +109,14 @@ for name, output_id in zip(workload.ids, outputs):
           f"{tokenizer.decode(outputs[output_id].generated_tokens)[:60]!r}")
 
 # %% [markdown]
-# Os comprimentos dos prompts e das respostas (determinísticos: decodificação gulosa, conferido):
+# Os comprimentos dos prompts e das respostas (determinísticos: decodificação greedy, conferido):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("prompt tokens:", workload.prompt_lengths)
-print("answer tokens:", answers)
+print("tokens do prompt:", workload.prompt_lengths)
+print("tokens da resposta:", answers)
 held = request_lengths(workload.prompt_lengths, answers)
-print("tokens in each request's cache when it finishes (prompt + answer - 1):", held)
+print("tokens no cache de cada requisição quando ela termina (prompt + resposta - 1):", held)
 
 # %% [markdown]
 # ### O que o trace registrou
@@ -128,10 +129,10 @@ print("tokens in each request's cache when it finishes (prompt + answer - 1):", 
 # %%
 # NBVAL_CHECK_OUTPUT
 meta = trace.meta["paged"]
-print(f"pool: {meta['num_blocks']} blocks of {meta['page_size']} tokens (+{meta['trash_blocks']} trash blocks "
-      f"transformers reserves for padding), {meta['bytes_per_block']:,} B per block, "
-      f"{meta['storage_bytes']:,} B of storage")
-print("trace bytes = storage:", trace.summary()["peak_bytes"] == watch.caches[0].cache_tensor.untyped_storage().nbytes())
+print(f"pool: {meta['num_blocks']} blocos de {meta['page_size']} tokens (+{meta['trash_blocks']} "
+      f"blocos de descarte que o transformers reserva para padding), {number(meta['bytes_per_block'])} "
+      f"B por bloco, {number(meta['storage_bytes'])} B de armazenamento")
+print("bytes do trace = armazenamento:", trace.summary()["peak_bytes"] == watch.caches[0].cache_tensor.untyped_storage().nbytes())
 
 # %% [markdown]
 # O escalonamento depende de como as requisições esbarram no orçamento; as linhas abaixo são impressas a partir do
@@ -143,20 +144,27 @@ summary = paged_summary(trace)
 rows = paged_steps(trace)
 waited = sorted({rid for r in rows for rid in r["refused"]})
 preempted = [rid for r in rows for rid in r["preempted"]]
-print(f"{summary['forwards']} forwards; at most {summary['peak_requests']} requests in flight and "
-      f"{summary['peak_blocks_in_use']} of {meta['num_blocks']} blocks in use")
-print(f"requests refused blocks at least once (they waited in the queue): {waited or 'none'}")
-print(f"requests preempted (blocks freed, re-queued, prompt recomputed): {preempted or 'none'}")
-print(f"prompt tokens reused from another request's blocks (prefix sharing): {summary['prefix_hit_tokens']}")
-print(f"internal fragmentation: {summary['fragmentation_pct_mean']} % of handed-out slots empty, "
-      f"averaged over forwards")
+print(f"{summary['forwards']} forwards; no máximo {summary['peak_requests']} requisições em "
+      f"andamento e {summary['peak_blocks_in_use']} de {meta['num_blocks']} blocos em uso")
+if waited:
+    print(f"requisições que tiveram blocos recusados ao menos uma vez (esperaram na fila): {waited}")
+else:
+    print("requisições que tiveram blocos recusados ao menos uma vez (esperaram na fila): nenhuma")
+if preempted:
+    print(f"requisições preemptadas (blocos liberados, de volta à fila, prompt recalculado): {preempted}")
+else:
+    print("requisições preemptadas (blocos liberados, de volta à fila, prompt recalculado): nenhuma")
+print("tokens de prompt reutilizados dos blocos de outra requisição "
+      f"(compartilhamento de prefixo): {summary['prefix_hit_tokens']}")
+print(f"fragmentação interna: {marks(str(summary['fragmentation_pct_mean']))} "
+      "% das posições entregues vazias, na média dos forwards")
 
 # %%
 plot_block_timeline(trace)
 
 # %% [markdown]
-# Cada coluna é um forward. Uma célula na cor de uma requisição é um bloco que essa requisição ocupa; os blocos
-# roxo-escuros ("cached") são blocos completos que o transformers mantém depois que a requisição deles terminou, para
+# Cada coluna é um forward. Uma célula na cor de uma requisição é um bloco que essa requisição guarda; os blocos
+# roxo-escuros ("em cache") são blocos completos que o transformers mantém depois que a requisição deles terminou, para
 # que uma requisição posterior com o mesmo prefixo possa reutilizá-los (o chat template do SmolLM2 começa todo prompt
 # com o mesmo texto de sistema: os tokens de prompt reutilizados estão impressos acima); as células cinza-claras estão
 # livres. No painel de baixo, um triângulo preto marca um forward em que uma requisição pediu blocos e foi recusada
@@ -182,11 +190,11 @@ layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(f"{bytes_per_token:,} B per token; static max_cache_len = {max_cache_len}; budget {budget:,} B")
-print(f"{'layout':10} {'held B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
+print(f"{number(bytes_per_token)} B por token; max_cache_len estático = {max_cache_len}; orçamento {number(budget)} B")
+print(f"{'arranjo':10} {'B guardados':>12} {'B ocupados':>12} {'desp. %':>8} {'cabem no orç.':>14}")
 for row in layouts:
-    print(f"{row['layout']:10} {row['bytes_held']:>12,} {row['bytes_live']:>12,} {row['waste_pct']:>8} "
-          f"{row['fit_in_budget']:>14}")
+    print(f"{row['layout']:10} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
+          f"{number(row['waste_pct'], 1):>8} {row['fit_in_budget']:>14}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -198,7 +206,7 @@ print(score(guess, layouts[0]["waste_pct"], unit=" %", kind="share"))
 # A tabela é aritmética sobre os comprimentos medidos. Para conferi-la, os tokens finais de cada requisição (prompt +
 # resposta, menos o último token, que nunca volta a entrar no modelo) passam por um forward e vão para o cache que
 # cada arranjo lhe dá: `StaticCache(config=..., max_cache_len=...)` e `DynamicCache(config=...)`, registrados por
-# `kvlab.watch`. A linha paginada com 16 é lida do trace acima: os blocos que cada requisição ocupava no seu último
+# `kvlab.watch`. A linha paginada com 16 é lida do trace acima: os blocos que cada requisição guardava no seu último
 # forward.
 
 # %%
@@ -223,11 +231,11 @@ handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held
 # NBVAL_CHECK_OUTPUT
 by_name = {row["layout"]: row for row in layouts}
 for layout, (held_bytes, live_bytes) in measured.items():
-    print(f"{layout:8} measured held {held_bytes:,} B, live {live_bytes:,} B;"
-          f" table: {by_name[layout]['bytes_held']:,} / {by_name[layout]['bytes_live']:,}")
-print(f"paged 16 measured from the trace: {paged_16:,} B; table: {by_name['paged 16']['bytes_held']:,}")
-print(f"paged 16, each request at its last forward: {handed_out} slots handed out, {live_slots} live, "
-      f"{waste_pct(handed_out - live_slots, handed_out, digits=1)} % empty (the table's waste %)")
+    print(f"{layout:8} medido: guardados {number(held_bytes)} B, ocupados {number(live_bytes)} B; "
+          f"tabela: {number(by_name[layout]['bytes_held'])} / {number(by_name[layout]['bytes_live'])}")
+print(f"paged 16 medido no trace: {number(paged_16)} B; tabela: {number(by_name['paged 16']['bytes_held'])}")
+print(f"paged 16, cada requisição no seu último forward: {handed_out} posições entregues, {live_slots} ocupadas, "
+      f"{percent(waste_pct(handed_out - live_slots, handed_out, digits=1), 1)} vazias (o desp. % da tabela)")
 
 # %% [markdown]
 # As linhas paginadas contam blocos inteiros: com 16, cada requisição desperdiça o que sobra do seu último bloco, e
@@ -255,8 +263,9 @@ plot_layouts(layouts)
 # NBVAL_CHECK_OUTPUT
 max_positions = model.config.max_position_embeddings  # the longest sequence SmolLM2 accepts
 at_max = layout_rows(held, bytes_per_token, max_cache_len=max_positions, block_sizes=())[0]
-print(f"static, {max_positions:,} slots reserved per request: {at_max['bytes_held']:,} B held, "
-      f"{at_max['waste_pct']} % waste (sized to the workload, {max_cache_len} slots: {layouts[0]['waste_pct']} %)")
+print(f"estático, {number(max_positions)} posições reservadas por requisição: "
+      f"{number(at_max['bytes_held'])} B guardados, {percent(at_max['waste_pct'], 1)} de desperdício "
+      f"(dimensionado para a carga, {max_cache_len} posições: {percent(layouts[0]['waste_pct'], 1)})")
 
 # %% [markdown]
 # Reservar o máximo do SmolLM2, 8.192 posições, para cada uma dessas oito requisições desperdiçaria 99,2 % da memória,
@@ -297,14 +306,15 @@ print(f"static, {max_positions:,} slots reserved per request: {at_max['bytes_hel
 # Not checked: times depend on the machine.
 new_tokens = 8 if QUICK else workload.max_new_tokens
 batching = batching_row(model, workload.input_ids, new_tokens, repeats=1 if QUICK else 3)
-print(f"{batching['label']}; same greedy tokens both ways: {batching['same_tokens']}")
-print(f"forwards: {batching['batched_forwards']} for generate_batch, {batching['sequential_forwards']} for one "
-      f"generate per request")
+print(f"{batching['label']}; mesmos tokens greedy nos dois caminhos: {batching['same_tokens']}")
+print(f"forwards: {batching['batched_forwards']} com generate_batch, "
+      f"{batching['sequential_forwards']} com um generate por requisição")
 for route in ("batched", "sequential"):
     t = batching["timings"][route]
-    print(f"{route:<10} median {t['median_s']:.2f} s (IQR {t['q1_s']:.2f}-{t['q3_s']:.2f}, {len(t['times_s'])} runs)")
+    print(f"{route:<10} mediana {number(t['median_s'], 2)} s (IQR "
+          f"{number(t['q1_s'], 2)}-{number(t['q3_s'], 2)}, {len(t['times_s'])} execuções)")
 low, high = batching["speedup_interval"]
-print(f"speed-up, sequential / batched: {batching['speedup']:.2f} ({low:.2f}-{high:.2f})")
+print(f"aceleração, sequencial / em lote: {number(batching['speedup'], 2)} ({number(low, 2)}-{number(high, 2)})")
 print(batching["verdict"])
 
 # %% [markdown]
@@ -324,13 +334,14 @@ def measure_blocks(block_size, requests):
                              continuous_batching_config=ContinuousBatchingConfig(
                                  page_size=block_size, num_blocks=256 // block_size, max_batch_tokens=512))
     s = paged_summary(w.trace)
-    return plot_block_timeline(w.trace, title=f"{requests} requests, blocks of {block_size} tokens: "
-                               f"{s['fragmentation_pct_mean']} % of handed-out slots empty")
+    return plot_block_timeline(w.trace, title=f"{requests} requisições, blocos de {block_size} "
+                                              f"tokens: {marks(str(s['fragmentation_pct_mean']))} "
+                                              "% das posições entregues vazias")
 
 
 live(measure_blocks,
-     block_size=widgets.Dropdown(options=[4, 8, 16, 32, 64], value=16, description="block size"),
-     requests=widgets.IntSlider(value=4, min=1, max=8, continuous_update=False, description="requests"))
+     block_size=widgets.Dropdown(options=[4, 8, 16, 32, 64], value=16, description="tamanho do bloco"),
+     requests=widgets.IntSlider(value=4, min=1, max=8, continuous_update=False, description="requisições"))
 
 # %% [markdown]
 # ## Principais conclusões
@@ -351,4 +362,4 @@ live(measure_blocks,
 #   externa, medida em outras cargas de trabalho; os números do próprio kvlab estão na tabela.
 #
 # De volta ao início: [00 · Comece aqui](00_start_here.ipynb),
-# ou brinque no [Cache Explorer](11_cache_explorer.ipynb).
+# ou brinque no [Explorador de Cache](11_cache_explorer.ipynb).

@@ -100,3 +100,68 @@ def test_quantized_on_a_sliding_model_carries_transformers_reason(byte_tokenizer
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="new_tokens"):
         BenchSettings(new_tokens=1).check()
+
+
+def test_quanto_is_built_before_any_timing_with_one_notice(byte_tokenizer, capsys, monkeypatch):
+    """A fresh machine, faked by the probe: the build (and its one line) comes before the first timed run."""
+    from kvlab.caches import quantized
+    from kvlab.measure import timing
+
+    events = []
+    monkeypatch.setattr(quantized, "_quanto_ready", set())
+    monkeypatch.setattr(quantized, "_extension_built", lambda extension: events.append("not built") or False)
+
+    class Clock(timing.DecodeClock):
+        def __init__(self):
+            events.append("clock")
+            super().__init__()
+
+    monkeypatch.setattr(timing, "DecodeClock", Clock)
+    configs = [BenchConfig("dynamic", "dynamic"), BenchConfig("quanto", "quantized", {"backend": "quanto"})]
+    settings = BenchSettings(model="tiny-llama", prompt_tokens=8, new_tokens=2, repeats=1, quality_windows=1)
+    rows = _rows(run_bench(kvlab.tiny_model("tiny-llama"), byte_tokenizer, settings, configs, progress=False))
+    assert rows["quanto"]["status"] == "measured" and events == ["not built", "clock", "clock"]
+    assert capsys.readouterr().err.count("building optimum-quanto's C++ extension once") == 1
+
+
+def test_the_bar_is_redrawn_while_a_configuration_runs():
+    """The ticker redraws with the current piece of work and its elapsed seconds until it is stopped."""
+    import threading
+
+    from kvlab.bench.runner import Ticker
+
+    drawn, twice = [], threading.Event()
+
+    class Bar:
+        disable = False
+
+        def set_postfix_str(self, text):
+            drawn.append(text)
+            if len(drawn) >= 3:
+                twice.set()
+
+    with Ticker(Bar(), interval=0.01) as ticker:
+        ticker.start("quantized quanto int2")  # draws at once, then the thread redraws
+        assert twice.wait(timeout=60)
+    assert not ticker._thread.is_alive() and drawn[0] == "quantized quanto int2 (0 s)"
+    assert set(drawn) <= {f"quantized quanto int2 ({s} s)" for s in range(61)}
+
+
+def test_the_eta_follows_the_completed_work_between_updates():
+    """tqdm's smoothing=0: at each redraw the rate is work done / time elapsed, so a long configuration moves the
+    ETA (a fake clock: 1 of 10 pieces done after 10 s leaves 90 s; still 1 done after 20 s leaves 180 s)."""
+    import io
+
+    from kvlab.bench.runner import _progress
+
+    bar = _progress(10, True, "bench")
+    bar.fp, now = io.StringIO(), [0.0]
+    bar._time, bar.start_t = (lambda: now[0]), 0.0
+    now[0] = 10.0
+    bar.update(1)
+    etas = []
+    for t in (10.0, 20.0):
+        now[0] = t
+        etas.append(bar.format_meter(**bar.format_dict).split("<")[1][:5])
+    bar.close()
+    assert etas == ["01:30", "03:00"]

@@ -70,30 +70,15 @@ PARAMS = [
 ]
 
 
-def generate(model, ids, cache, **kwargs):
-    out = model.generate(
-        ids,
-        attention_mask=kwargs.pop("attention_mask", torch.ones_like(ids)),
-        cache=cache,
-        max_new_tokens=12,
-        do_sample=False,
-        return_dict_in_generate=True,
-        output_logits=True,
-        pad_token_id=0,
-        **kwargs,
-    )
-    return out.sequences, torch.stack(out.logits)
-
-
 @pytest.mark.parametrize("kind, options, reference, model_name", PARAMS)
-def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, kind, options, reference, model_name):
+def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, greedy, kind, options, reference, model_name):
     model = tiny(model_name)
     ids = prompt_ids(16)
     ours = make_cache(kind, model.config, **options)
     theirs = reference(model.config)
     assert isinstance(ours, type(theirs))
-    seq_a, logits_a = generate(model, ids, ours)
-    seq_b, logits_b = generate(model, ids, theirs)
+    seq_a, logits_a = greedy(model, ids, ours, 12, logits=True)
+    seq_b, logits_b = greedy(model, ids, theirs, 12, logits=True)
     assert torch.equal(seq_a, seq_b)
     torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
     assert ours.trace.summary()["steps"] == 12
@@ -111,43 +96,42 @@ def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, kind, options,
         ),
     ],
 )
-def test_left_padded_batch_and_beam_search(tiny, prompt_ids, kind, options, reference):
+def test_left_padded_batch_and_beam_search(tiny, prompt_ids, greedy, kind, options, reference):
     model = tiny("tiny-gemma3" if kind != "quantized" else "tiny-llama")
     ids = prompt_ids(14, batch=2)
     mask = torch.ones_like(ids)
     ids[1, :5], mask[1, :5] = 0, 0  # second row left-padded by 5
     for extra in ({"attention_mask": mask}, {"attention_mask": mask, "num_beams": 2}):
-        seq_a, logits_a = generate(model, ids, make_cache(kind, model.config, **options), **dict(extra))
-        seq_b, logits_b = generate(model, ids, reference(model.config), **dict(extra))
+        seq_a, logits_a = greedy(model, ids, make_cache(kind, model.config, **options), 12, logits=True, **extra)
+        seq_b, logits_b = greedy(model, ids, reference(model.config), 12, logits=True, **extra)
         assert torch.equal(seq_a, seq_b)
         torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
 
 
-def test_encoder_decoder_self_grows_cross_stays_at_source_length(tiny, prompt_ids):
+def test_encoder_decoder_self_grows_cross_stays_at_source_length(tiny, prompt_ids, greedy):
     model = tiny("tiny-bart")
     ids = prompt_ids(10)
     ours = make_cache("dynamic", model.config)
     theirs = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
     assert isinstance(ours, EncoderDecoderCache)
-    kwargs = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, return_dict_in_generate=True, output_logits=True)
-    a = model.generate(ids, cache=ours, **kwargs)
-    b = model.generate(ids, cache=theirs, **kwargs)
-    assert torch.equal(a.sequences, b.sequences)
-    torch.testing.assert_close(torch.stack(a.logits), torch.stack(b.logits), rtol=0, atol=0)
+    seq_a, logits_a = greedy(model, ids, ours, 8, logits=True)
+    seq_b, logits_b = greedy(model, ids, theirs, 8, logits=True)
+    assert torch.equal(seq_a, seq_b)
+    torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
     table = ours.trace.layer_table()
     self_rows = [r for r in table if r["role"] == "self"]
     cross_rows = [r for r in table if r["role"] == "cross"]
     assert [r["logical_length"] for r in cross_rows] == [10, 10]  # the source length, written once
-    assert {r["logical_length"] for r in self_rows} == {a.sequences.shape[1] - 1}
+    assert {r["logical_length"] for r in self_rows} == {seq_a.shape[1] - 1}
     assert {e["step"] for e in ours.trace.updates if e["role"] == "cross"} == {0}
 
 
-def test_linear_attention_state_is_constant_while_kv_grows(tiny, prompt_ids):
+def test_linear_attention_state_is_constant_while_kv_grows(tiny, prompt_ids, greedy):
     mamba = make_cache("dynamic", tiny("tiny-mamba").config)
-    tiny("tiny-mamba").generate(prompt_ids(8), cache=mamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    greedy(tiny("tiny-mamba"), prompt_ids(8), mamba, 6)
     assert len(set(mamba.trace.bytes_by_step())) == 1 and mamba.trace.summary()["steps"] == 6
     assert {e["layer_kind"] for e in mamba.trace.updates} == {"linear"}
     jamba = make_cache("dynamic", tiny("tiny-jamba").config)
-    tiny("tiny-jamba").generate(prompt_ids(8), cache=jamba, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    greedy(tiny("tiny-jamba"), prompt_ids(8), jamba, 6)
     by_step = jamba.trace.bytes_by_step()
     assert by_step == sorted(by_step) and by_step[-1] > by_step[0]  # the attention layers grow

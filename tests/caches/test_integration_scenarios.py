@@ -17,6 +17,7 @@ import torch
 from transformers import DynamicCache, QuantizedCache, StaticCache
 
 import kvlab
+from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.recording.layer_state import layer_kinds, read_layer
 
@@ -38,22 +39,6 @@ def held(cache, config) -> int:
     return sum(read_layer(layer, kinds[i]).bytes_held for i, layer in enumerate(cache.layers))
 
 
-def generate(model, inputs, cache, new=4, **kwargs):
-    with torch.inference_mode():
-        out = model.generate(
-            **inputs,
-            cache=cache,
-            max_new_tokens=new,
-            min_new_tokens=new,
-            do_sample=False,
-            return_dict_in_generate=True,
-            output_logits=True,
-            pad_token_id=2,
-            **kwargs,
-        )
-    return out.sequences, torch.stack(out.logits)
-
-
 def assert_same(model, ours, theirs, a, b):
     """Same tokens, bit-identical logits, and the same bytes held; the trace reports what the cache holds."""
     assert torch.equal(a[0], b[0])
@@ -70,26 +55,28 @@ def batch(smollm2):
 
 
 @pytest.mark.parametrize("kind, options, reference", KINDS, ids=[k[0] for k in KINDS])
-def test_left_padded_batch(smollm2, batch, kind, options, reference):
+def test_left_padded_batch(greedy, smollm2, batch, kind, options, reference):
     model, _ = smollm2
     ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
-    assert_same(model, ours, theirs, generate(model, batch, ours), generate(model, batch, theirs))
+    assert_same(
+        model, ours, theirs, greedy(model, batch, ours, 4, logits=True), greedy(model, batch, theirs, 4, logits=True)
+    )
 
 
 @pytest.mark.parametrize("kind, options, reference", KINDS[:2], ids=[k[0] for k in KINDS[:2]])
-def test_beam_search_reorders_the_cache(smollm2, batch, kind, options, reference):
+def test_beam_search_reorders_the_cache(greedy, smollm2, batch, kind, options, reference):
     model, _ = smollm2
     ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
     reorders = []
     reorder = ours.reorder_cache
     ours.reorder_cache = lambda beam_idx: (reorders.append(beam_idx.tolist()), reorder(beam_idx))[1]
-    a = generate(model, batch, ours, num_beams=2)
-    b = generate(model, batch, theirs, num_beams=2)
+    a = greedy(model, batch, ours, 4, logits=True, num_beams=2)
+    b = greedy(model, batch, theirs, 4, logits=True, num_beams=2)
     assert_same(model, ours, theirs, a, b)
     assert len(reorders) >= 3 and ours.layers[0].keys.shape[0] == 4  # 2 prompts x 2 beams, reordered every step
 
 
-def test_extra_left_padding_changes_nothing(smollm2, batch):
+def test_extra_left_padding_changes_nothing(greedy, smollm2, batch):
     model, _ = smollm2
     extra = {
         "input_ids": torch.nn.functional.pad(batch.input_ids, (3, 0), value=2),
@@ -99,14 +86,14 @@ def test_extra_left_padding_changes_nothing(smollm2, batch):
         kvlab.make_cache("static", model.config, max_cache_len=24),
         StaticCache(config=model.config, max_cache_len=24),
     )
-    padded = generate(model, extra, ours)
-    assert_same(model, ours, theirs, padded, generate(model, extra, theirs))
-    plain = generate(model, batch, kvlab.make_cache("static", model.config, max_cache_len=24))
+    padded = greedy(model, extra, ours, 4, logits=True)
+    assert_same(model, ours, theirs, padded, greedy(model, extra, theirs, 4, logits=True))
+    plain = greedy(model, batch, kvlab.make_cache("static", model.config, max_cache_len=24), 4, logits=True)
     assert torch.equal(padded[0][:, 3:], plain[0])  # transformers' scenario: the same text with 3 more pads
 
 
 @pytest.mark.parametrize("kind", ["offloaded", "offloaded_static"])
-def test_deep_copy_per_question(smollm2, kind):
+def test_deep_copy_per_question(greedy, smollm2, kind):
     """The prefix-cache recipe: prefill with model(...), copy.deepcopy per question, generate (offloaded caches:
     their prefetch stream cannot be copied; the other kinds are checked on tiny models in test_trust_base.py)."""
     model, tokenizer = smollm2
@@ -119,8 +106,8 @@ def test_deep_copy_per_question(smollm2, kind):
         else DynamicCache(config=model.config)
     )
     with torch.inference_mode():
-        model(prefix, cache=ours)
-        model(prefix, cache=theirs)
+        model(prefix, **{_compat.CACHE_KWARG: ours})
+        model(prefix, **{_compat.CACHE_KWARG: theirs})
     prefilled = ours.trace.summary()["final_bytes"]
     for question in (" What is a cache?", " Why copy?"):
         ids = torch.cat([prefix, tokenizer(question, return_tensors="pt").input_ids], dim=1)
@@ -128,7 +115,11 @@ def test_deep_copy_per_question(smollm2, kind):
         mine, reference = copy.deepcopy(ours), copy.deepcopy(theirs)
         assert mine.trace is not ours.trace and mine.trace.events == ours.trace.events
         assert_same(
-            model, mine, reference, generate(model, inputs, mine, new=3), generate(model, inputs, reference, new=3)
+            model,
+            mine,
+            reference,
+            greedy(model, inputs, mine, 3, logits=True),
+            greedy(model, inputs, reference, 3, logits=True),
         )
     assert ours.trace.summary()["final_bytes"] == prefilled == held(ours, model.config)  # the prefix is untouched
 
@@ -140,45 +131,50 @@ def test_batch_size_changes(smollm2):
     ours, theirs = kvlab.make_cache("dynamic", model.config), DynamicCache(config=model.config)
     with torch.inference_mode():
         for cache in (ours, theirs):
-            model(prompt, cache=cache)
+            model(prompt, **{_compat.CACHE_KWARG: cache})
             cache.batch_repeat_interleave(3)
         assert held(ours, model.config) == held(theirs, model.config) == ours.trace.summary()["final_bytes"]
         step = torch.tensor([[9], [99], [999]])
-        a, b = model(step, cache=ours).logits, model(step, cache=theirs).logits
+        a, b = model(step, **{_compat.CACHE_KWARG: ours}).logits, model(step, **{_compat.CACHE_KWARG: theirs}).logits
         assert torch.equal(a, b)
         for cache in (ours, theirs):
             cache.batch_select_indices(torch.tensor([0, 2]))
         assert held(ours, model.config) == held(theirs, model.config) == ours.trace.summary()["final_bytes"]
-        a, b = model(torch.tensor([[5], [6]]), cache=ours).logits, model(torch.tensor([[5], [6]]), cache=theirs).logits
+        a, b = (
+            model(torch.tensor([[5], [6]]), **{_compat.CACHE_KWARG: ours}).logits,
+            model(torch.tensor([[5], [6]]), **{_compat.CACHE_KWARG: theirs}).logits,
+        )
     assert torch.equal(a, b) and ours.layers[0].keys.shape[0] == 2
     assert ours.trace.summary()["final_bytes"] == held(ours, model.config) == held(theirs, model.config)
 
 
 @pytest.mark.parametrize("kind, options, reference", [KINDS[0], KINDS[3]], ids=["dynamic", "quantized"])
-def test_continuing_from_a_cache(smollm2, kind, options, reference):
+def test_continuing_from_a_cache(greedy, smollm2, kind, options, reference):
     """Generate, then call generate again with the whole sequence and the same cache: only the new tokens run."""
     model, tokenizer = smollm2
     ids = tokenizer("Caches keep", return_tensors="pt").input_ids
     ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
     first = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    a, b = generate(model, first, ours, new=3), generate(model, first, theirs, new=3)
+    a, b = greedy(model, first, ours, 3, logits=True), greedy(model, first, theirs, 3, logits=True)
     assert_same(model, ours, theirs, a, b)
     more = {"input_ids": a[0], "attention_mask": torch.ones_like(a[0])}
-    assert_same(model, ours, theirs, generate(model, more, ours, new=3), generate(model, more, theirs, new=3))
+    assert_same(
+        model, ours, theirs, greedy(model, more, ours, 3, logits=True), greedy(model, more, theirs, 3, logits=True)
+    )
     assert ours.get_seq_length() == ids.shape[1] + 5
 
 
-def test_split_and_gather(smollm2, batch):
+def test_split_and_gather(greedy, smollm2, batch):
     """transformers' batch_split style: two halves with their own caches give the whole batch's tokens and bytes."""
     model, _ = smollm2
     whole_cache = kvlab.make_cache("dynamic", model.config)
-    whole = generate(model, batch, whole_cache)
+    whole = greedy(model, batch, whole_cache, 4, logits=True)
     halves, caches = [], []
     for row in (0, 1):
         half = {k: v[row : row + 1] for k, v in batch.items()}
         ours, theirs = kvlab.make_cache("dynamic", model.config), DynamicCache(config=model.config)
-        result = generate(model, half, ours)
-        assert_same(model, ours, theirs, result, generate(model, half, theirs))
+        result = greedy(model, half, ours, 4, logits=True)
+        assert_same(model, ours, theirs, result, greedy(model, half, theirs, 4, logits=True))
         halves.append(result)
         caches.append(ours)
     assert torch.equal(torch.cat([h[0] for h in halves]), whole[0])
@@ -190,7 +186,7 @@ def test_split_and_gather(smollm2, batch):
     assert sum(c.trace.summary()["final_bytes"] for c in caches) == whole_cache.trace.summary()["final_bytes"]
 
 
-def test_sliding_window_set_on_the_config(smollm2):
+def test_sliding_window_set_on_the_config(greedy, smollm2):
     """Every layer made sliding (window 6) on a copy of the config: the caches keep 5 tokens per layer."""
     model, tokenizer = smollm2
     config = copy.deepcopy(model.config)
@@ -198,11 +194,19 @@ def test_sliding_window_set_on_the_config(smollm2):
     ids = tokenizer("A sliding window keeps only the last tokens", return_tensors="pt").input_ids
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     ours, theirs = kvlab.make_cache("dynamic", config), DynamicCache(config=config)
-    assert_same(model, ours, theirs, generate(model, inputs, ours), generate(model, inputs, theirs))
+    assert_same(
+        model, ours, theirs, greedy(model, inputs, ours, 4, logits=True), greedy(model, inputs, theirs, 4, logits=True)
+    )
     assert {r["slots_live"] for r in ours.trace.layer_table()} == {5}
     assert ours.trace.summary()["tokens_evicted"] > 0
     with pytest.raises(CacheOptionError, match="offload_only_non_sliding=True"):  # nothing would be offloaded
         kvlab.make_cache("offloaded", config, offload_only_non_sliding=True)
     offloaded = kvlab.make_cache("offloaded", config, offload_only_non_sliding=False)
     reference = DynamicCache(config=config)
-    assert_same(model, offloaded, reference, generate(model, inputs, offloaded), generate(model, inputs, reference))
+    assert_same(
+        model,
+        offloaded,
+        reference,
+        greedy(model, inputs, offloaded, 4, logits=True),
+        greedy(model, inputs, reference, 4, logits=True),
+    )

@@ -299,8 +299,7 @@ def test_every_kind_is_checked_at_the_most_it_would_hold_where_it_would_live(one
 
 
 def test_a_request_past_the_models_positions_is_refused_unless_allowed():
-    config = tiny_config("tiny-llama")  # 512 positions
-    assert options.position_limit(config) == 512 and options.position_limit(tiny_config("tiny-mamba")) is None
+    config = tiny_config("tiny-llama")  # 512 positions (tests/test_model_facts.py reads them)
     options.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=13)  # positions 0..511
     with pytest.raises(options.RequestError) as err:
         options.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=14)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers.cache_utils import HQQQuantizedLayer
 
-from kvlab import make_cache
+from kvlab import _compat, make_cache
 from kvlab._compat import HQQ_NBITS
 from kvlab.caches import CacheCropError, CacheOptionError, PaddedHQQQuantizedLayer
 from kvlab.caches.quantized import hqq_needs_flatten, hqq_sequence_padding
@@ -46,7 +46,12 @@ def test_generation_at_4_bits_on_an_odd_prompt_runs(tiny, prompt_ids):
         "quantized", model.config, backend="hqq", nbits=4, axis_key=1, axis_value=1, q_group_size=16, residual_length=4
     )
     out = model.generate(
-        prompt_ids(5), cache=cache, max_new_tokens=9, min_new_tokens=9, do_sample=False, pad_token_id=0
+        prompt_ids(5),
+        **{_compat.CACHE_KWARG: cache},
+        max_new_tokens=9,
+        min_new_tokens=9,
+        do_sample=False,
+        pad_token_id=0,
     )
     assert out.shape[1] == 14 and cache.trace.flushes
 
@@ -61,7 +66,14 @@ def test_bytes_are_packed_plus_residual_exactly(tiny, prompt_ids):
         cache = make_cache(
             "quantized", model.config, **({"residual_length": 5} if options["backend"] != "fp8" else {}), **options
         )
-        model.generate(prompt_ids(12), cache=cache, max_new_tokens=7, min_new_tokens=7, do_sample=False, pad_token_id=0)
+        model.generate(
+            prompt_ids(12),
+            **{_compat.CACHE_KWARG: cache},
+            max_new_tokens=7,
+            min_new_tokens=7,
+            do_sample=False,
+            pad_token_id=0,
+        )
         for row, layer in zip(cache.trace.layer_table(), cache.layers):
             packed = storage_bytes(layer._quantized_keys, layer._quantized_values)
             residual = storage_bytes(layer.keys, layer.values)
@@ -80,8 +92,8 @@ def test_bytes_are_packed_plus_residual_exactly(tiny, prompt_ids):
 def test_crop_within_the_residual_keeps_the_length_consistent(tiny, prompt_ids):
     model = tiny("tiny-llama")
     cache = make_cache("quantized", model.config, backend="quanto", nbits=4, residual_length=8)
-    model(prompt_ids(12), cache=cache)  # 12 tokens quantized, residual empty
-    model(prompt_ids(3, seed=1), cache=cache)  # 3 tokens in the residual
+    model(prompt_ids(12), **{_compat.CACHE_KWARG: cache})  # 12 tokens quantized, residual empty
+    model(prompt_ids(3, seed=1), **{_compat.CACHE_KWARG: cache})  # 3 tokens in the residual
     assert cache.get_seq_length() == 15
     cache.crop(-2)
     assert cache.get_seq_length() == 13 and cache.layers[0].keys.shape[-2] == 1
@@ -111,3 +123,96 @@ def gemma3_config():
     import transformers
 
     return transformers.Gemma3TextConfig(num_hidden_layers=18, sliding_window=512)
+
+
+# -- optimum-quanto's C++ extension: built once, announced in one line, before any clock starts ----------------------
+NOTICE = "kvlab: building optimum-quanto's C++ extension once (about 1 minute)…"
+
+
+@pytest.fixture
+def unbuilt_quanto(monkeypatch):
+    """This process has not loaded quanto's extension and the probe says it is not built: what a fresh machine sees.
+    The build itself is quanto's real one (on a machine where it is built, loading the library is all it does)."""
+    from kvlab.caches import quantized
+
+    probed = []
+    monkeypatch.setattr(quantized, "_quanto_ready", set())
+    monkeypatch.setattr(quantized, "_extension_built", lambda extension: probed.append(extension.name) or False)
+    return probed
+
+
+def test_the_extension_probe_reads_quantos_build_directory(tmp_path):
+    from types import SimpleNamespace
+
+    from torch.utils.cpp_extension import LIB_EXT
+
+    from kvlab.caches.quantized import _extension_built, _quanto_extension
+
+    assert _quanto_extension("meta") is None  # no extension for that device type: nothing to build
+    fake = SimpleNamespace(name="quanto_cpp", build_directory=str(tmp_path))
+    assert not _extension_built(fake)  # an empty build directory
+    (tmp_path / f"quanto_cpp{LIB_EXT}").write_bytes(b"")
+    (tmp_path / "pytorch_version.txt").write_text("1.0.0")
+    assert not _extension_built(fake)  # built for another torch: quanto deletes it and compiles again
+    (tmp_path / "pytorch_version.txt").write_text(torch.__version__)
+    assert _extension_built(fake)
+
+
+def test_a_watched_quanto_cache_builds_the_extension_once_before_its_first_step(
+    tiny, prompt_ids, unbuilt_quanto, capsys, monkeypatch
+):
+    from transformers import QuantizedCache
+
+    import kvlab
+    from kvlab.caches import quantized
+    from kvlab.recording.recorder import now
+
+    real, ready_at = quantized.ensure_quanto_extension, []
+    monkeypatch.setattr(quantized, "ensure_quanto_extension", lambda device: (real(device), ready_at.append(now())))
+    model = tiny("tiny-llama")
+    assert quantized.quanto_extension_pending("cpu") and unbuilt_quanto == ["quanto_cpp"]  # what a status can say
+    traces = []
+    for _ in range(2):
+        cache = QuantizedCache("quanto", model.config, nbits=4, q_group_size=16, residual_length=4)
+        with kvlab.watch(model) as watch:
+            model.generate(
+                prompt_ids(8), **{_compat.CACHE_KWARG: cache}, max_new_tokens=3, do_sample=False, pad_token_id=0
+            )
+        traces.append(watch.trace)
+    assert capsys.readouterr().err.count(NOTICE) == 1 and len(unbuilt_quanto) == 2 and len(ready_at) == 1
+    assert not quantized.quanto_extension_pending("cpu")  # built and loaded: the probe is not asked again
+    assert traces[0].meta["step_started_s"][0] >= ready_at[0]  # the first recorded step starts after the build
+
+
+def test_a_load_that_turns_into_a_build_is_announced_while_it_runs(monkeypatch):
+    """The probe finds the library built, but loading it compiles (another ninja built it last): the notice
+    comes from the late timer, and the load here only finishes once it has been printed."""
+    import io
+    import sys
+    import threading
+
+    from kvlab.caches import quantized
+
+    printed = threading.Event()
+
+    class Stderr(io.StringIO):
+        def write(self, text):
+            if "building optimum-quanto" in text:
+                printed.set()
+            return super().write(text)
+
+    class Rebuilding:
+        name, build_directory = "quanto_cpp", "unused"
+
+        @property
+        def lib(self):
+            assert printed.wait(timeout=60)  # the notice, printed while the "build" runs
+            return object()
+
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    monkeypatch.setattr(quantized, "_quanto_ready", set())
+    monkeypatch.setattr(quantized, "_quanto_extension", lambda device_type: Rebuilding())
+    monkeypatch.setattr(quantized, "_extension_built", lambda extension: True)
+    monkeypatch.setattr(quantized, "QUANTO_LOAD_SECONDS", 0.0)
+    quantized.ensure_quanto_extension("cpu")
+    assert sys.stderr.getvalue().count(NOTICE) == 1 and not quantized.quanto_extension_pending("cpu")

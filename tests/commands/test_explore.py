@@ -68,7 +68,7 @@ class _Done:
 
 
 def test_the_served_notebook_runs_and_displays_the_explorer():
-    nb = explore.explorer_notebook("tiny-llama")
+    nb = nbformat.from_dict(explore.explorer_notebook("tiny-llama"))
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     (output,) = nb.cells[1].outputs
     assert "application/vnd.jupyter.widget-view+json" in output["data"]

@@ -3,7 +3,10 @@ one writes its report and trace atomically."""
 
 from __future__ import annotations
 
+import ast
+import io
 import json
+import sys
 
 import pytest
 
@@ -36,8 +39,8 @@ def test_a_static_cache_bigger_than_memory_is_refused_before_the_weights_load(ca
     """The issue's request on SmolLM2 (config and tokenizer only): 100,000,000 new tokens in a static cache, with
     the memory this machine really has (no machine has the 4 TiB it needs)."""
     argv = ["run", "--model", "smollm2", "--cache", "static", "--max-new-tokens", "100000000", "--prompt", "Hello"]
-    err = refused(capsys, argv + ["--device", "cpu"])
-    slots = 1 + 100_000_000 - 1  # "Hello" is one token: generate sizes the cache at prompt + new tokens - 1
+    err = refused(capsys, argv + ["--device", "cpu", "--no-chat-template"])
+    slots = 1 + 100_000_000 - 1  # "Hello" (raw) is one token: generate sizes the cache at prompt + new tokens - 1
     needed = 30 * 2 * 3 * 64 * 4 * slots  # 30 layers x K,V x 3 kv heads x 64 x fp32 = 4.6 TB
     assert f"a static cache of {slots:,} slots per layer needs " in err and f"({needed:,} B) and CPU memory has" in err
     assert err.endswith("(the model's 8,192 positions allow no more)")
@@ -90,7 +93,7 @@ def test_the_report_and_the_trace_are_written_whole(tiny_llama_dir, tmp_path, ca
     data = json.loads(report.read_text())
     assert data["final_cache_bytes"] == 3 * 2 * 2 * 16 * 4 * 16  # 3 layers x K,V x 2 heads x 16 x fp32 x 16 slots
     saved = kvlab.Trace.load(trace)
-    assert saved.summary()["final_bytes"] == data["final_cache_bytes"] and saved.meta["cache"] == "static"
+    assert saved.summary()["final_bytes"] == data["final_cache_bytes"] and saved.meta["cache_kind"] == "static"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "trace.json"]  # no temporary file left
 
 
@@ -128,6 +131,106 @@ def test_a_run_that_stops_at_eos_says_why():
         "stop_reason": "eos",
         "layers": [],
     }
-    run_command.report(out, data)
-    assert "-> 1 new token in" in lines[1]
-    assert "end-of-sequence token after 1 new token" in lines[2] and "--chat" in lines[2]
+    for template, advice in (("off", "drop --no-chat-template"), ("applied", "--no-chat-template gives it the prompt")):
+        lines.clear()
+        run_command.report(out, {**data, "chat_template": template})
+        assert "-> 1 new token in" in lines[1]
+        assert "end-of-sequence token after 1 new token" in lines[2] and advice in lines[2]
+    lines.clear()
+    run_command.report(out, {**data, "chat_template": "none", "stop_reason": "max_new_tokens"})
+    assert lines[2] == "no text: the new token decodes to special tokens, which decoding skips"
+
+
+# -- what a terminal sees, and what a pipe gets ---------------------------------------------------------------------
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, as a shell's stdout or stderr does."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def tiny_run(tiny_llama_dir, *extra) -> list[str]:
+    return ["run", "--model", str(tiny_llama_dir), "--cache", "dynamic", "--device", "cpu", "--max-new-tokens", "3"] + [
+        *extra
+    ]
+
+
+def test_a_terminal_sees_the_text_as_it_comes_and_a_pipe_gets_the_report_alone(tiny_llama_dir, capsys, monkeypatch):
+    assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT)) == 0  # both piped (captured): the report alone
+    piped = capsys.readouterr()
+    assert piped.out.startswith(f"{tiny_llama_dir} | cache dynamic") and "step" not in piped.err
+    text = ast.literal_eval(next(line for line in piped.out.splitlines() if line.startswith("text: "))[6:])
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stdout", Terminal())
+        assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT)) == 0
+        shown = sys.stdout.getvalue()
+    untimed = [line for line in shown.splitlines() if not line.startswith("prompt ")]
+    # transformers' TextStreamer printed the same text first, then came the report (its timing line aside)
+    assert untimed == [text] + [line for line in piped.out.splitlines() if not line.startswith("prompt ")]
+
+
+def test_a_terminal_on_stderr_counts_the_steps_and_the_json_stays_clean(tiny_llama_dir, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--json")) == 0
+    data = json.loads(capsys.readouterr().out)  # stdout: the JSON object alone
+    shown, new = sys.stderr.getvalue(), len(data["generated_token_ids"])
+    assert shown.startswith("\r\033[Kkvlab run: prefill of 6 tokens…") and f"kvlab run: step {new}/3" in shown
+    assert shown.endswith("\r\033[K")  # the line is erased at the end
+
+
+def test_the_chat_template_is_used_by_default_and_can_be_turned_off(tiny_llama_dir, tmp_path, capsys):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    chat_dir = tmp_path / "tiny-chat"
+    shutil.copytree(tiny_llama_dir, chat_dir)
+    tokenizer = AutoTokenizer.from_pretrained(chat_dir)
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}{{ 'hello' }}"
+    tokenizer.save_pretrained(chat_dir)
+    runs = {}
+    for name, model_dir, flags in (
+        ("template", chat_dir, []),
+        ("raw", chat_dir, ["--no-chat-template"]),
+        ("no template", tiny_llama_dir, []),
+    ):
+        assert main(tiny_run(model_dir, "--prompt", PROMPT, "--json", *flags)) == 0
+        runs[name] = json.loads(capsys.readouterr().out)
+    assert (runs["template"]["prompt_tokens"], runs["template"]["chat_template"]) == (7, "applied")  # + "hello"
+    assert (runs["raw"]["prompt_tokens"], runs["raw"]["chat_template"]) == (6, "off")
+    assert (runs["no template"]["prompt_tokens"], runs["no template"]["chat_template"]) == (6, "none")
+    assert "the prompt is empty" in refused(capsys, tiny_run(chat_dir, "--prompt", ""))
+    assert refused(capsys, tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--chat")).endswith(
+        "--chat: this model's tokenizer has no chat template; run without --chat"
+    )
+
+
+def test_the_help_says_the_chat_template_is_the_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "default: wrapped when the model's tokenizer has a chat template" in " ".join(
+        capsys.readouterr().out.split()
+    )
+
+
+def test_a_quanto_run_builds_the_extension_once_and_outside_its_timing(tiny_llama_dir, capsys, monkeypatch):
+    """A fresh machine, faked by the probe: the one-line notice comes once, before the run's clock starts."""
+    from kvlab import recorded_run
+    from kvlab.caches import quantized
+
+    events = []
+    monkeypatch.setattr(quantized, "_quanto_ready", set())
+    monkeypatch.setattr(quantized, "_extension_built", lambda extension: events.append("not built") or False)
+
+    class Clock(recorded_run.Stopwatch):
+        def __enter__(self):
+            events.append("clock starts")
+            return super().__enter__()
+
+    monkeypatch.setattr(recorded_run, "Stopwatch", Clock)
+    quanto = ["--cache", "quantized", "--backend", "quanto", "--q-group-size", "16"]
+    for _ in range(2):
+        assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--json", *quanto)) == 0
+    assert capsys.readouterr().err.count("kvlab: building optimum-quanto's C++ extension once") == 1
+    assert events == ["not built", "clock starts", "clock starts"]

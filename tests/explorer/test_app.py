@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import io
+import threading
+import time
+
+import matplotlib.image
 import pytest
 
 import kvlab
@@ -43,13 +49,17 @@ def test_run_summary_matches_a_direct_kvlab_run(cache, options):
 
 
 @pytest.mark.real_model
-def test_run_summary_matches_kvlab_run_on_smollm2(smollm2):
+def test_run_summary_matches_kvlab_run_on_smollm2_in_its_chat_template(smollm2):
     ex = explore(*smollm2, prompt_presets=PRESETS)
-    ex.run_and_wait(cache="static", max_cache_len=32, max_new_tokens=4)
+    assert ex.controls.chat.value and not ex.controls.chat.disabled  # an instruct model: its template by default
+    ex.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=4)
     (row,) = ex.summary_rows()
-    direct = kvlab.run(*smollm2, PROMPT, cache="static", max_cache_len=32, max_new_tokens=4).trace.summary()
-    assert slot_counts(row) == (direct["slots_allocated"], direct["slots_live"], direct["slots_masked"])
-    assert row["slots_allocated"] == 30 * 32
+    direct = kvlab.run(*smollm2, PROMPT, cache="static", max_cache_len=64, max_new_tokens=4, chat=True)
+    assert slot_counts(row) == tuple(
+        direct.trace.summary()[f] for f in ("slots_allocated", "slots_live", "slots_masked")
+    )
+    assert row["slots_allocated"] == 30 * 64 and row["prompt_tokens"] == direct.prompt_tokens
+    assert ex.text.value.endswith(html.escape(direct.text) + "</pre>")  # the same greedy answer, to the chat turn
 
 
 @pytest.mark.parametrize(
@@ -137,3 +147,97 @@ def test_explore_displays_as_its_widget():
     ex = make()
     bundle = ex._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == ex.widget.model_id
+
+
+WIDGETS_FIRST = """
+import json, sys, threading, types
+from kvlab.explorer import app
+
+held = []  # the warm-up thread, made but not started: what the page shows before it runs
+
+
+class Held:
+    def __init__(self, target, args, daemon, name):
+        held.append(name)
+
+    def start(self):
+        pass
+
+
+app.threading = types.SimpleNamespace(Thread=Held, Lock=threading.Lock, Event=threading.Event)
+ex = app.explore(model_name="smollm2", preload=True)
+bundle = ex._repr_mimebundle_()
+heavy = sorted({"torch", "transformers", "matplotlib"} & set(sys.modules))
+print(json.dumps({"heavy": heavy, "held": held, "chat": ex.controls.chat.value, "png": ex.plot.value[:8].hex(),
+                  "shown": "application/vnd.jupyter.widget-view+json" in bundle}))
+"""
+
+
+def test_the_widgets_are_drawn_before_torch_transformers_or_matplotlib_is_imported():
+    """The first frame waits for none of them (seconds): the warm-up thread imports them once the page is up."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WIDGETS_FIRST], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["heavy"] == [] and seen["held"] == ["kvlab-explorer-warm-up"] and seen["shown"]
+    assert seen["chat"]  # smollm2 is an instruct model: its chat template is ticked before its tokenizer loads
+    assert seen["png"] == "89504e470d0a1a0a"  # a real (blank) PNG, not the browser's broken-image icon
+
+
+def warmed(**kwargs) -> Explorer:
+    """An explorer whose warm-up thread (imports, the empty picture, the model with `preload`) has finished."""
+    ex = explore(**{"model_name": "tiny-gemma3", "prompt_presets": PRESETS, **kwargs})
+    for thread in threading.enumerate():
+        if thread.name == "kvlab-explorer-warm-up":
+            thread.join(60)
+    return ex
+
+
+def test_the_warm_up_draws_the_empty_picture_then_loads_the_model():
+    from kvlab.explorer.app import BLANK_PNG
+
+    assert matplotlib.image.imread(io.BytesIO(BLANK_PNG)).shape == (1, 1, 4)  # what shows until then
+    ex = warmed(preload=True)
+    assert ex.plot.value[:4] == b"\x89PNG" and len(ex.plot.value) > 10 * len(BLANK_PNG)  # "press Run", drawn
+    assert ex.store.is_ready("tiny-gemma3", "float32")
+    assert ex.status.value == "tiny-gemma3 is loaded: choose a cache and press Run."
+
+
+def test_the_first_picture_comes_from_the_prefill_before_the_first_token(gate):
+    ex = warmed()
+    empty = ex.plot.value
+    on_token, release = gate(after=1)
+    wrapped = ex._on_token
+
+    def held(run):  # the first token waits here, before the explorer hears of it, until the picture is checked
+        on_token(run)
+        wrapped(run)
+
+    ex._on_token = held
+    ex.on_run()
+    assert on_token.reached.wait(60)
+    for _ in range(600):  # the drawing thread draws from the prefill's cache updates alone
+        if ex.plot.value != empty:
+            break
+        time.sleep(0.05)
+    assert ex.plot.value != empty and ex.progress.value == 0  # drawn, and no token reported yet
+    release()
+    assert ex.session.wait(60)
+
+
+def test_a_quanto_cache_says_its_extension_builds_while_it_builds(monkeypatch):
+    """optimum-quanto builds a C++ extension on first use (about a minute): kvlab.run builds it before its clock
+    starts, and the explorer's status line says so meanwhile instead of "prefill…"."""
+    from kvlab import recorded_run
+    from kvlab.caches import quantized
+
+    ex = warmed(model_name="tiny-llama", preload=True)
+    seen = []
+    monkeypatch.setattr(quantized, "quanto_extension_pending", lambda device: True)
+    monkeypatch.setattr(recorded_run, "ensure_quanto_extension", lambda device: seen.append(ex.status.value))
+    ex.run_and_wait(cache="quantized", backend="quanto", nbits=4, q_group_size=16, max_new_tokens=2)
+    assert seen == ["building optimum-quanto&#x27;s C++ extension once (about 1 minute)…"]
+    assert ex.status.value.startswith("done: 2 tokens")

@@ -60,3 +60,15 @@ def test_a_loaded_model_is_offered_first_and_keeps_its_dtype():
     assert controls.model.value == "loaded" and controls.dtype.disabled
     controls.set(model="tiny-llama")
     assert not controls.dtype.disabled
+
+
+def test_a_chat_model_gets_its_chat_template_by_default_and_a_model_without_one_cannot():
+    controls = Controls(prompt_presets={"p": "t"})  # smollm2, the first model: an instruct model
+    assert controls.request().chat and not controls.chat.disabled
+    controls.set(chat=False)
+    assert not controls.request().chat  # the box turns it off
+    for model in ("gemma3", "tiny-llama"):
+        controls.set(model=model)
+        assert not controls.request().chat and controls.chat.disabled
+    controls.set(model="smollm2")
+    assert controls.request().chat

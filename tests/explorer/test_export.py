@@ -66,7 +66,7 @@ def test_save_buttons_offer_the_trace_the_figure_and_the_table_as_downloads(tmp_
     saved = Trace.from_dict(json.loads(files["kvlab_trace_tiny-gemma3_static.json"]))
     assert saved.summary() == run.result.trace.summary() and saved.events == run.result.trace.events
     assert saved.meta["text"] == run.result.text and saved.meta["generated_token_ids"] == run.result.generated_token_ids
-    assert saved.meta["cache"] == "static" and saved.meta["options"] == {"max_cache_len": 160}
+    assert saved.meta["cache_kind"] == "static" and saved.meta["options"] == {"max_cache_len": 160}
 
     png = files["kvlab_figure_tiny-gemma3_static.png"]
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > len(ex.plot.value)  # drawn again at 120 dpi
@@ -231,7 +231,7 @@ def test_kvlab_run_trace_file_loads_into_the_explorer(tmp_path, capsys):
                 "--cache",
                 "static",
                 "--max-cache-len",
-                "32",
+                "64",  # the prompt goes in smollm2's chat template (33 tokens)
                 "--prompt",
                 "The cache holds",
                 "--max-new-tokens",
@@ -246,7 +246,7 @@ def test_kvlab_run_trace_file_loads_into_the_explorer(tmp_path, capsys):
     ex = make()
     ex.on_load_trace(path.name, path.read_bytes())
     (row,) = ex.summary_rows()
-    assert row["slots_allocated"] == 30 * 32 and row["label"].startswith("smollm2 · static (max_cache_len=32)")
+    assert row["slots_allocated"] == 30 * 64 and row["label"].startswith("smollm2 · static (max_cache_len=64)")
     assert row["slots_live"] == 30 * (row["prompt_tokens"] + 4 - 1) and row["new_tokens"] == 4
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvlab.explorer.models import ByteTokenizer, ModelStore, model_choices
+from kvlab.explorer.models import CHAT_TEMPLATES, ByteTokenizer, ModelStore, model_choices
 
 
 def test_byte_tokenizer_stays_inside_the_tiny_vocabulary():
@@ -37,3 +37,12 @@ def test_store_names_what_is_valid():
         ModelStore().get("loaded")
     with pytest.raises(ValueError, match="valid: float32, bfloat16"):
         ModelStore().get("tiny-llama", "float16")
+
+
+def test_the_chat_templates_the_explorer_knows_are_the_bundled_models_facts(tiny):
+    from kvlab.models import BUNDLED
+
+    assert CHAT_TEMPLATES == {name: spec.facts["chat_template"] for name, spec in BUNDLED.items()}
+    store = ModelStore(tiny("tiny-llama"), None)
+    assert not store.has_chat_template("loaded") and not store.has_chat_template("tiny-gemma3")
+    assert store.has_chat_template("smollm2")

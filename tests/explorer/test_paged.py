@@ -60,7 +60,7 @@ def test_a_paged_run_records_draws_and_tables_the_blocks():
 
     # the trace is the paged cache's, the same as notebook 12's call under kvlab.watch with the same requests
     trace = run.result.trace
-    assert trace.meta["cache"] == "paged" and trace.meta["paged"]["page_size"] == 4 and trace.updates
+    assert trace.meta["cache_kind"] == "paged" and trace.meta["paged"]["page_size"] == 4 and trace.updates
     _, prompts = paged_requests(ex.store.get("tiny-llama")[1], 4)
     model.set_attn_implementation("paged|eager")
     try:

@@ -5,6 +5,7 @@ import pytest
 import kvlab
 from kvlab.caches import CacheCropError, CacheOptionError
 from kvlab.explorer import models as explorer_models
+from kvlab.explorer import summary
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 
@@ -116,3 +117,33 @@ def test_crops_that_cannot_be_undone_are_refused_with_the_rule(req, message):
         session.crop(0)
     with pytest.raises(CacheCropError, match=message):
         session.crop(2)
+
+
+def test_a_dynamic_crop_keeps_its_storage_in_views_until_the_next_forward_frees_it():
+    """What the table's note under "bytes now" says after a crop, measured: transformers slices a DynamicLayer's
+    keys and values, so the bytes held stay; the next forward's torch.cat leaves the old storage behind."""
+    import torch
+
+    session = Session()
+    run = finished(session, request(model="tiny-llama"))
+    before = run.bytes_now()
+    session.crop(4)
+    crop = run.crop_bytes
+    per_token = 3 * 2 * 2 * 16 * 4  # tiny-llama: 3 layers x (keys + values) x 2 KV heads x 16 dims x 4 bytes
+    assert crop["before"] == crop["after"] == before and crop["kept_by_views"] == 4 * per_token
+    assert "views that keep their old storage" in summary.crop_note(crop)
+    cache, (model, _tokenizer) = run.result.cache_object, session.store.get("tiny-llama")
+    length = cache.get_seq_length()
+    with torch.inference_mode():  # one more token through the cropped cache: (1, 1) at position `length`
+        model(torch.tensor([[5]]), past_key_values=cache, cache_position=torch.tensor([length]), use_cache=True)
+    assert run.bytes_now() == before - crop["kept_by_views"] + per_token  # the slack freed, one token added
+
+
+def test_a_static_crop_keeps_the_preallocated_tensors_and_says_so():
+    session = Session()
+    run = finished(session, request(model="tiny-llama", cache="static", options={"max_cache_len": 64}))
+    session.crop(2)
+    crop = run.crop_bytes
+    assert crop["before"] == crop["after"] and crop["kept_by_views"] == 0
+    assert "only moves its write position back" in summary.crop_note(crop)
+    assert summary.crop_note(crop) in summary.to_html(summary.rows_for(session))

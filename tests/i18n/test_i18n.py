@@ -12,10 +12,12 @@ import matplotlib
 import pytest
 import torch
 from babel.messages.pofile import read_po
+from matplotlib.ticker import FuncFormatter
 
 import kvlab
 from kvlab import html as kvlab_html
-from kvlab.i18n import _, current_language, messages, number, set_language
+from kvlab.i18n import _, current_language, messages, number, percent, set_language
+from kvlab.plots._figure import subplots, tick_decimals
 from kvlab.plots.growth import plot_growth
 from kvlab.plots.occupancy import plot_occupancy
 from kvlab.plots.slots import plot_slots
@@ -102,6 +104,38 @@ def test_numbers_use_the_marks_of_the_language(language):
     assert (number(7_326_720), number(1234.56, 1), number(0.5, 2, grouping=False)) == ("7.326.720", "1.234,6", "0,50")
 
 
+def test_percentages_use_the_same_marks_and_one_space_before_the_sign(language):
+    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84.38 %", "5 %", "1,234.5 %")
+    language("pt-BR")
+    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84,38 %", "5 %", "1.234,5 %")
+
+
+def test_tick_decimals_are_the_fewest_that_tell_the_ticks_apart():
+    assert tick_decimals([0, 5000, 10000]) == 0
+    assert tick_decimals([0, 0.25, 0.5, 0.75]) == 2  # one decimal would print 0.2 for 0.25
+    assert tick_decimals([0.1, 0.2, 0.30000000000000004]) == 1  # float noise is not a decimal
+    assert tick_decimals([]) == 0
+
+
+def tick_labels(axis) -> list[str]:
+    axis.figure.draw_without_rendering()
+    return [t.get_text() for t in axis.get_ticklabels()]
+
+
+@pytest.mark.parametrize(("lang", "big", "small"), [("en", "10,000", "0.25"), ("pt-BR", "10.000", "0,25")])
+def test_figure_ticks_are_numbers_as_kvlab_prints_them(language, lang, big, small):
+    language(lang)
+    fig, (numbers, categories) = subplots(1, 2)
+    numbers.plot([0, 20_000], [0, 0.75])
+    numbers.set_xticks([0, 10_000, 20_000])
+    numbers.set_yticks([0, 0.25, 0.5])
+    categories.bar(["turn 1", "turn 2"], [1, 2])
+    assert big in tick_labels(numbers.xaxis) and small in tick_labels(numbers.yaxis)
+    assert tick_labels(categories.xaxis) == ["turn 1", "turn 2"]  # a category axis keeps its own formatter
+    numbers.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:.0f} B"))
+    assert "10000 B" in tick_labels(numbers.xaxis)  # a plot's own formatter still wins
+
+
 def test_bytes_for_a_reader_follow_the_language_and_command_output_stays_english(language):
     values = [0, 512, 1000, 1023, 1024, 1536, 7_326_720, 3.5 * 2**30, 1999.5 * 2**20]
     for decimals in (1, 2):  # English: the localized form is the plain one, character for character
@@ -166,7 +200,7 @@ PLOTS = {
             "tokens",
         ),
         "growth": {
-            "title": "Bytes do cache de KV em função dos tokens",
+            "title": "Bytes do cache KV em função dos tokens",  # kvlab.po: one word, "cache KV" (terms_pt_BR.toml)
             "xlabel": "tokens vistos (prompt + gerados)",
             "ylabel": "bytes do cache (MB)",
             "legend": ["cache: total", "fórmula: 7.326.720 B/token"],

@@ -118,6 +118,35 @@ def test_an_english_change_makes_its_translation_fuzzy_and_the_check_fail(tmp_pa
         i18n.build(paths)  # a fuzzy translation is never published
 
 
+CODE_CELL = """
+# %%
+plot_growth(trace, title="Bytes against tokens", field="bytes_held")
+print(f"{n:,} new tokens", {"new tokens": n}["new tokens"])
+"""
+
+
+def test_the_text_of_code_cells_is_translated_and_the_code_stays_the_code(tmp_path, capsys):
+    paths = _notebook(tmp_path, ENGLISH + CODE_CELL)
+    catalog = i18n.update(paths)
+    code = [(m.id, m.context) for m in catalog if m.context == i18n.CODE]
+    assert code == [("Bytes against tokens", "code"), ("{n:,} new tokens", "code")]  # not field=, not the dict key
+    assert catalog.get("{n:,} new tokens", "code").auto_comments == [i18n.FIELDS_NOTE]
+    assert "untranslated code literal 'Bytes against tokens'" in " ".join(i18n.problems(paths))
+    words = {"Bytes against tokens": "Bytes em função dos tokens", "{n:,} new tokens": "{n:,} tokens novos"}
+    _translate(paths, {**TRANSLATIONS, **words})
+    assert i18n.build(paths) is True and i18n.problems(paths) == []
+    cell = [c.source for c in jupytext.read(paths.script).cells if c.cell_type == "code"][-1]
+    assert cell == (
+        'plot_growth(trace, title="Bytes em função dos tokens", field="bytes_held")\n'
+        'print(f"{n:,} tokens novos", {"new tokens": n}["new tokens"])'
+    )
+    _translate(paths, {**TRANSLATIONS, **words, "{n:,} new tokens": "tokens novos: {n}"})  # a field changed
+    (found,) = i18n.problems(paths)
+    assert "the translation of '{n:,} new tokens' does not fit: the fields must be {n:,}, in this order" in found
+    assert i18n.main(["build", str(paths.english)]) == 1
+    assert "not built" in capsys.readouterr().out and "tokens novos" in paths.script.read_text()  # the last good one
+
+
 def test_the_command_line_checks_and_exits_non_zero_on_a_problem(tmp_path, capsys):
     paths = _notebook(tmp_path)
     assert i18n.main(["update", str(paths.english)]) == 0

@@ -217,7 +217,7 @@ def test_the_calculator_matches_a_watched_generate_of_each_guide_call(tiny, prom
     with kvlab.watch(model) as watch:
         model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12, **kwargs)
     trace = watch.trace
-    assert trace.meta["cache"] == kind
+    assert trace.meta["cache_kind"] == kind
     predicted = calculated_for(
         trace, from_config(model.config), prompt_tokens=20, cache_config=kwargs.get("cache_config")
     )

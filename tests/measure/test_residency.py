@@ -1,11 +1,12 @@
-"""Device-resident bytes read from a watched trace, checked against the budget check that counts them live."""
+"""Device-resident bytes read from a trace: kvlab's one count of them (the simulated accelerator of
+`kvlab.measure.resilient` checks it live), against hand counts and across the two ways a cache is recorded."""
 
 import pytest
 import torch
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.measure import residency, resilient
+from kvlab.measure import residency
 
 
 def _watched(model, ids, cache=None, n=4, **kwargs):
@@ -17,12 +18,25 @@ def _watched(model, ids, cache=None, n=4, **kwargs):
 
 
 @pytest.mark.parametrize("only_non_sliding", [True, False])
-def test_offloaded_peak_matches_the_live_budget_count(tiny, prompt_ids, only_non_sliding):
+def test_a_watched_offloaded_cache_and_kvlabs_own_hold_the_same_on_the_device(tiny, prompt_ids, only_non_sliding):
     model, ids = tiny("tiny-gemma3"), prompt_ids(20)  # window 8: the sliding layers cap, the full ones grow
     cache = DynamicCache(config=model.config, offloading=True, offload_only_non_sliding=only_non_sliding)
-    _, trace = _watched(model, ids, cache)
-    live = resilient.device_peak(model, ids, "offloaded", max_new_tokens=4, offload_only_non_sliding=only_non_sliding)
-    assert residency.device_peak(trace) == live["peak_device_bytes"] > 0
+    _, watched = _watched(model, ids, cache)
+    own = kvlab.run(model, None, ids, "offloaded", max_new_tokens=4, offload_only_non_sliding=only_non_sliding)
+    assert residency.device_peak(watched) == residency.device_peak(own.trace) > 0
+    assert residency.device_bytes_by_step(watched) == residency.device_bytes_by_step(own.trace)
+
+
+@pytest.mark.parametrize("kind, options", [("offloaded", {}), ("offloaded_static", {"max_cache_len": 32})])
+def test_an_offloaded_cache_holds_two_of_its_layers_on_the_device(tiny, prompt_ids, kind, options):
+    """tiny-llama's 3 equal layers: the one computing and the one prefetched, at most (the last layer prefetches
+    the first, which already holds the step's token): 2 of the 3 layers' bytes at the peak."""
+    model, ids = tiny("tiny-llama"), prompt_ids(8)
+    trace = kvlab.run(model, None, ids, kind, max_new_tokens=4, **options).trace
+    layer = trace.final_layers()[0]["bytes_held"]  # a dynamic layer's 11 tokens, or a static one's 32 slots
+    assert residency.device_peak(trace) == 2 * layer < trace.summary()["peak_bytes"] == 3 * layer
+    assert residency.device_bytes_at_last_update(trace) == 2 * layer
+    assert len(residency.effective_moves(trace)) > 0
 
 
 def test_an_ordinary_cache_is_all_on_the_device(tiny, prompt_ids):

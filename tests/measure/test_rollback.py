@@ -14,10 +14,6 @@ from kvlab.measure.rollback import (
 )
 
 
-def greedy(model, ids, n):
-    return kvlab.run(model, None, ids, max_new_tokens=n).generated_token_ids
-
-
 def test_prompt_lookup_proposes_what_followed_the_last_ngram():
     draft = prompt_lookup_draft(ngram=2)
     assert draft([1, 2, 3, 4, 9, 1, 2], 2) == [3, 4]
@@ -25,9 +21,9 @@ def test_prompt_lookup_proposes_what_followed_the_last_ngram():
     assert draft([1, 2, 3], 4) == []
 
 
-def test_speculative_output_equals_greedy_and_rejections_are_cropped(tiny, prompt_ids):
+def test_speculative_output_equals_greedy_and_rejections_are_cropped(greedy, tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(10)
-    truth = greedy(model, ids, 14)
+    truth = greedy(model, ids, new_tokens=14)[0, ids.shape[-1] :].tolist()
     result = speculative_generate(model, ids, 14, corrupted_draft(truth, every=3, vocab_size=128), k=4)
     assert result.token_ids == truth
     assert result.rejected > 0 and result.accepted > 0
@@ -39,17 +35,17 @@ def test_speculative_output_equals_greedy_and_rejections_are_cropped(tiny, promp
     assert result.cache.get_seq_length() == ids.shape[-1] + len(truth) - 1
 
 
-def test_a_forward_whose_draft_proposes_nothing_is_a_step_too(tiny, prompt_ids):
+def test_a_forward_whose_draft_proposes_nothing_is_a_step_too(greedy, tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(10)
     result = speculative_generate(model, ids, 5, lambda committed, k: [], k=4)
-    assert result.token_ids == greedy(model, ids, 5)
+    assert result.token_ids == greedy(model, ids, new_tokens=5)[0, ids.shape[-1] :].tolist()
     assert result.forwards == 5 == 1 + len(result.steps)  # no draft: one token per forward, like greedy
     assert all(s.drafted == () and s.accepted == s.rejected == 0 for s in result.steps)
 
 
-def test_sliding_layers_past_the_window_need_past_recording(tiny, prompt_ids):
+def test_sliding_layers_past_the_window_need_past_recording(greedy, tiny, prompt_ids):
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)  # window 8
-    truth = greedy(model, ids, 12)
+    truth = greedy(model, ids, new_tokens=12)[0, ids.shape[-1] :].tolist()
     with pytest.raises(kvlab.CacheCropError, match="activate_past_recording"):
         speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3)
     result = speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3, past_recording=True)

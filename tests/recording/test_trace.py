@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from kvlab.i18n import set_language
 from kvlab.recording.trace import SCHEMA_VERSION, Trace, TraceFormatError
 from kvlab.recording.work import no_work
 
@@ -47,6 +48,14 @@ def trace():
     )
 
 
+@pytest.fixture
+def language():
+    """set_language for one test, English unless it says otherwise; the default is back afterwards."""
+    set_language("en")
+    yield set_language
+    set_language(None)
+
+
 def test_summary_reads_the_final_state(trace):
     s = trace.summary()
     assert (s["steps"], s["peak_bytes"], s["final_bytes"]) == (2, 220, 220)
@@ -80,8 +89,51 @@ def test_a_file_that_does_not_parse_gets_a_clear_error(tmp_path):
     with pytest.raises(TraceFormatError, match="not a kvlab trace"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION + 1, "events": []}))
-    with pytest.raises(TraceFormatError, match="reads versions 1, 2 and 3"):
+    with pytest.raises(TraceFormatError, match="reads versions 1, 2, 3 and 4"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION, "events": [{"type": "nope"}]}))
     with pytest.raises(TraceFormatError, match="update"):
         Trace.load(bad)
+
+
+def test_the_summary_is_a_dict_that_prints_as_a_two_column_table(trace, language):
+    s = trace.summary()
+    assert isinstance(s, dict) and s["peak_bytes"] == 220 and json.loads(json.dumps(s)) == dict(s)
+    lines = str(s).splitlines()
+    assert str(s) == repr(s) and [line.split()[0] for line in lines] == list(s)  # one field a line, by its key
+    assert {len(line) for line in lines} == {len(lines[0])}  # the values end in one column
+    assert lines[list(s).index("peak_bytes")].endswith(" 220 B")
+    assert lines[list(s).index("waste_pct")].endswith(" 50.0")
+    assert Trace().summary()["tokens_per_s"] is None and str(Trace().summary()).splitlines()[-1].endswith(" -")
+
+
+def test_the_layer_table_is_a_list_of_dicts_that_prints_aligned_under_its_headers(trace, language):
+    table = trace.layer_table()
+    assert isinstance(table, list) and table[1]["tokens_evicted"] == 1 and [r["layer_idx"] for r in table] == [0, 1]
+    assert table == [dict(row) for row in table] and table[:1] == [table[0]]
+    header, *rows = str(table).splitlines()
+    assert str(table) == repr(table) and len(rows) == 2
+    assert header.split() == table.columns() and "packed_bytes" not in table.columns()  # no quantized layer
+    for column in ("layer_idx", "bytes_held", "tokens_evicted"):  # numbers end under the end of their header
+        end = header.index(column) + len(column)
+        assert all(row[end - 1] != " " and (end == len(row) or row[end] == " ") for row in rows), column
+    assert rows[0].split()[:3] == ["self", "0", "full"] and "100 B" in rows[0]  # text left, bytes in words
+    assert header.index("layer_kind") == rows[0].index("full")
+    assert repr(Trace().layer_table()) == "[]"
+
+
+def test_a_quantized_layer_brings_its_storage_columns(trace, language):
+    quantized = Trace([{**trace.events[0], "quantized_tokens": 16, "packed_bytes": 2048}])
+    table = quantized.layer_table()
+    assert {"quantized_tokens", "residual_tokens", "packed_bytes", "residual_bytes"} <= set(table.columns())
+    assert "2.0 KiB" in str(table)
+
+
+def test_the_tables_write_numbers_in_the_language_in_use(language):
+    events = [_update(0, layer, 1500, 2000, nbytes=3 * 1024 * 1024, cache_bytes=6 * 1024 * 1024) for layer in (0, 1)]
+    trace = Trace(events)
+    language("pt-BR")
+    assert "6,0 MiB" in str(trace.summary()) and " 3.000" in str(trace.summary())  # slots_live 3,000
+    assert "3,0 MiB" in str(trace.layer_table()) and "2.000" in str(trace.layer_table())
+    language("en")
+    assert "6.0 MiB" in str(trace.summary()) and "2,000" in str(trace.layer_table())

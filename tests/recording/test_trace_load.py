@@ -12,7 +12,9 @@ import random
 import pytest
 
 import kvlab
+from kvlab import _compat
 from kvlab.recording.trace import EVENT_FIELDS, SCHEMA_VERSION, Trace, TraceFormatError
+from kvlab.recording.work import WORK_FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +22,14 @@ def recorded(prompt_ids_module) -> dict:
     """A real trace with every event type a tiny model produces: updates, a crop, flushes, transfers."""
     model = kvlab.tiny_model("tiny-llama")
     cache = kvlab.make_cache("quantized", model.config, backend="quanto", nbits=4, q_group_size=16, residual_length=3)
-    model.generate(prompt_ids_module(8), cache=cache, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    model.generate(
+        prompt_ids_module(8), **{_compat.CACHE_KWARG: cache}, max_new_tokens=5, do_sample=False, pad_token_id=0
+    )
     cache.crop(-1)
     offloaded = kvlab.make_cache("offloaded", model.config, trace=cache.trace)
-    model.generate(prompt_ids_module(8), cache=offloaded, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    model.generate(
+        prompt_ids_module(8), **{_compat.CACHE_KWARG: offloaded}, max_new_tokens=2, do_sample=False, pad_token_id=0
+    )
     data = cache.trace.to_dict()
     assert {e["type"] for e in data["events"]} == set(EVENT_FIELDS)
     return json.loads(json.dumps(data, default=str))
@@ -114,7 +120,13 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
     path.write_text(json.dumps(VERSION_1))
     trace = Trace.load(path)
     assert [row["layer_kind"] for row in trace.layer_table()] == ["sliding", "full"]
-    assert all("kind" not in e for e in trace.updates) and trace.meta == VERSION_1["meta"]
+    assert all("kind" not in e for e in trace.updates)
+    assert trace.meta == {
+        "model": "tiny",
+        "cache_kind": "static",
+        "options": {"max_cache_len": 8},
+        "layer_kinds": ["sliding", "full"],
+    }
     version_2 = {**VERSION_1, "kvlab_trace": 2, "events": copy.deepcopy(VERSION_1["events"])}
     for event in version_2["events"][:4]:
         event["layer_kind"] = event.pop("kind")
@@ -134,8 +146,33 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
         "transfer_bytes": 0,
         "tokens_per_s": None,
     }
-    saved = trace.save(tmp_path / "v3.json")  # saved again, it is a version-3 trace
-    assert json.loads(saved.read_text())["kvlab_trace"] == SCHEMA_VERSION == 3
+    saved = json.loads(trace.save(tmp_path / "v4.json").read_text())  # saved again, it is a version-4 trace
+    assert saved["kvlab_trace"] == SCHEMA_VERSION == 4 and saved["meta"]["cache_kind"] == "static"
+    assert "cache" not in saved["meta"]
+
+
+def as_version(version: int) -> dict:
+    """`VERSION_1` as kvlab wrote it at `version`: `layer_kind` from 2 on, the work counters (null) from 3 on."""
+    events = copy.deepcopy(VERSION_1["events"])
+    for event in events if version >= 2 else []:
+        if "kind" in event:
+            event["layer_kind"] = event.pop("kind")
+            event.update(dict.fromkeys(WORK_FIELDS) if version >= 3 else {})
+    return {**copy.deepcopy(VERSION_1), "kvlab_trace": version, "events": events}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_older_trace_reports_its_cache_kind_under_todays_name(tmp_path, version):
+    """Versions 1-3 wrote the cache kind as meta "cache": it loads as "cache_kind" (the data read is left as it
+    was), and every older version of the same trace loads as one trace."""
+    path = tmp_path / f"v{version}.json"
+    path.write_text(json.dumps(as_version(version)))
+    trace = Trace.load(path)
+    assert trace.meta["cache_kind"] == VERSION_1["meta"]["cache"] == "static" and "cache" not in trace.meta
+    data = as_version(1)
+    first = Trace.from_dict(data)
+    assert data["meta"]["cache"] == "static" and "cache_kind" not in data["meta"]
+    assert (trace.events, trace.meta, trace.summary()) == (first.events, first.meta, first.summary())
 
 
 def test_an_older_trace_loads_with_its_work_counters_unknown_not_zero(tmp_path):
@@ -145,22 +182,22 @@ def test_an_older_trace_loads_with_its_work_counters_unknown_not_zero(tmp_path):
     assert all(e["attention_flops"] is None and e["queries"] is None for e in trace.updates)
     assert [row["attention_flops"] for row in trace.work_by_step()] == [None, None]
     assert trace.input_signatures() == []
-    reloaded = Trace.load(trace.save(tmp_path / "v3.json"))  # null stays null through a save
+    reloaded = Trace.load(trace.save(tmp_path / "v4.json"))  # null stays null through a save
     assert reloaded.events == trace.events
 
 
-def test_a_version_3_trace_round_trips(tmp_path, recorded):
-    assert recorded["kvlab_trace"] == 3 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
+def test_a_version_4_trace_round_trips(tmp_path, recorded):
+    assert recorded["kvlab_trace"] == 4 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
     trace = Trace.from_dict(recorded)
     loaded = Trace.load(trace.save(tmp_path / "t.json"))
     assert (loaded.events, loaded.meta) == (trace.events, trace.meta) and loaded.to_dict() == recorded
 
 
-@pytest.mark.parametrize("version", [0, 4, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 5, "2", 2.0, None])
 def test_an_unknown_version_names_the_versions_this_kvlab_reads(tmp_path, version):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({**VERSION_1, "kvlab_trace": version}))
-    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2 and 3." in refused(path)
+    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2, 3 and 4." in refused(path)
 
 
 JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]

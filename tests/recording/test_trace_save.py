@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import kvlab
+from kvlab import _compat
 from kvlab.atomic import AtomicWriteError
 from kvlab.recording.trace import Trace
 
@@ -20,7 +21,7 @@ def recorded() -> Trace:
     model = kvlab.tiny_model("tiny-llama")
     cache = kvlab.make_cache("static", model.config, max_cache_len=16)
     prompt = torch.randint(3, 128, (1, 8), generator=torch.Generator().manual_seed(0))
-    model.generate(prompt, cache=cache, max_new_tokens=3, do_sample=False, pad_token_id=0)
+    model.generate(prompt, **{_compat.CACHE_KWARG: cache}, max_new_tokens=3, do_sample=False, pad_token_id=0)
     return cache.trace
 
 

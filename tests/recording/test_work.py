@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import kvlab
+from kvlab import _compat
 from kvlab.recording.work import attention_work, input_signatures, no_work, work_by_step
 
 PROMPT, NEW = 6, 4
@@ -21,7 +22,13 @@ def flops(batch, heads, queries, slots, head_dim):
 def run(tiny, prompt_ids, cache_kind, batch=1, **options):
     model = tiny("tiny-llama")
     cache = kvlab.make_cache(cache_kind, model.config, **options)
-    model.generate(prompt_ids(PROMPT, batch=batch), cache=cache, max_new_tokens=NEW, do_sample=False, pad_token_id=0)
+    model.generate(
+        prompt_ids(PROMPT, batch=batch),
+        **{_compat.CACHE_KWARG: cache},
+        max_new_tokens=NEW,
+        do_sample=False,
+        pad_token_id=0,
+    )
     return cache.trace
 
 
@@ -96,7 +103,7 @@ def test_smollm2_one_decode_step_by_hand(smollm2):
     model, tokenizer = smollm2
     cache = kvlab.make_cache("static", model.config, max_cache_len=64)
     ids = tokenizer("The KV cache holds", return_tensors="pt").input_ids[:, :6]
-    model.generate(ids, cache=cache, max_new_tokens=2, do_sample=False)
+    model.generate(ids, **{_compat.CACHE_KWARG: cache}, max_new_tokens=2, do_sample=False)
     decode = work_by_step(cache.trace)[1]
     assert (decode["tokens"], decode["slots_attended"]) == (1, 30 * 64)
     assert decode["attention_flops"] == 30 * 2 * 9 * 1 * 64 * (64 + 64) == 4_423_680

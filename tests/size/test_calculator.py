@@ -18,8 +18,6 @@ from kvlab.caches.options import CacheOptionError
 from kvlab.size import architecture, cache_size, from_config, from_config_file, known_architectures, size_rows
 from kvlab.size.table import format_rows
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
 
 def drive(cache, arch, prefill: int, steps: int, dtype: str = "float32", batch: int = 1, seed: int = 0):
     """Feed `cache` a prefill and `steps` one-token decode steps, layer by layer, like a model forward does."""
@@ -28,8 +26,8 @@ def drive(cache, arch, prefill: int, steps: int, dtype: str = "float32", batch: 
         new = prefill if step == 0 else 1
         for layer_idx in range(len(arch.layer_kinds)):
             # (batch, kv_heads, new_tokens, head_dim)
-            keys = torch.randn(batch, arch.kv_heads, new, arch.head_dim, generator=gen).to(DTYPES[dtype])
-            values = torch.randn(batch, arch.kv_heads, new, arch.head_dim, generator=gen).to(DTYPES[dtype])
+            keys = torch.randn(batch, arch.kv_heads, new, arch.head_dim, generator=gen).to(getattr(torch, dtype))
+            values = torch.randn(batch, arch.kv_heads, new, arch.head_dim, generator=gen).to(getattr(torch, dtype))
             cache.update(keys, values, layer_idx)
     return cache.trace.summary()
 

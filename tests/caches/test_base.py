@@ -1,5 +1,7 @@
-"""Drop-in gaps closed in `InstrumentedCacheMixin`: crop takes any integral scalar, the trace stays exact after
-reset / reorder / batch select / batch repeat, and instrumented caches (offloaded ones too) deep-copy.
+"""`kvlab.caches.base.InstrumentedCacheMixin`, what every instrumented cache shares: it must sit before a
+transformers Cache, reads the layer kinds and query heads from the config it is given (or the layers themselves),
+records every update, and closes transformers' drop-in gaps: crop takes any integral scalar, the trace stays exact
+after reset / reorder / batch select / batch repeat, and instrumented caches (offloaded ones too) deep-copy.
 
 Before: crop(torch.tensor(-3)) and crop(np.int64(-3)) were refused; after cache.reset() the trace still reported
 the bytes from before; copy.deepcopy of an offloaded cache failed ("cannot pickle 'torch.Stream'")."""
@@ -14,7 +16,10 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 import kvlab
-from kvlab.caches import CacheCropError
+from kvlab import _compat
+from kvlab.caches import CacheCropError, InstrumentedDynamicCache
+from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
+from kvlab.models.tiny import tiny_config
 
 KINDS = [
     ("dynamic", {}),
@@ -52,7 +57,7 @@ def kv_formula(config, tokens: int, batch: int = 1, dtype_bytes: int = 4) -> int
 def prefilled(model, kind, options, ids):
     cache = kvlab.make_cache(kind, model.config, **options)
     with torch.inference_mode():
-        model(ids, cache=cache)
+        model(ids, **{_compat.CACHE_KWARG: cache})
     return cache
 
 
@@ -64,7 +69,7 @@ def test_crop_takes_any_integral_scalar(tiny, prompt_ids, count):
     ours = prefilled(model, "dynamic", {}, prompt_ids(10))
     theirs = DynamicCache(config=model.config)
     with torch.inference_mode():
-        model(prompt_ids(10), cache=theirs)
+        model(prompt_ids(10), **{_compat.CACHE_KWARG: theirs})
     ours.crop(count)
     theirs.crop(-3)
     assert ours.get_seq_length() == theirs.get_seq_length() == 7
@@ -117,7 +122,7 @@ def test_the_trace_stays_exact_after_reset_reorder_select_and_repeat(tiny, promp
 
 
 @pytest.mark.parametrize("kind, options", KINDS[:4], ids=[k for k, _ in KINDS[:4]])
-def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, kind, options):
+def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, greedy, kind, options):
     model = tiny("tiny-gemma3")
     ids = prompt_ids(6)
     cache = prefilled(model, kind, options, ids)
@@ -131,18 +136,59 @@ def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, kind, opt
         StaticCache(config=model.config, max_cache_len=32) if "static" in kind else DynamicCache(config=model.config)
     )
     with torch.inference_mode():
-        model(ids, cache=reference)
-    kwargs = dict(
-        attention_mask=torch.ones_like(full),
-        max_new_tokens=4,
-        do_sample=False,
-        pad_token_id=0,
-        return_dict_in_generate=True,
-        output_logits=True,
-    )
-    ours = model.generate(full, cache=copied, **kwargs)
-    theirs = model.generate(full, cache=copy.deepcopy(reference), **kwargs)
-    assert torch.equal(ours.sequences, theirs.sequences)
-    torch.testing.assert_close(torch.stack(ours.logits), torch.stack(theirs.logits), rtol=0, atol=0)
+        model(ids, **{_compat.CACHE_KWARG: reference})
+    ours = greedy(model, full, copied, 4, logits=True)
+    theirs = greedy(model, full, copy.deepcopy(reference), 4, logits=True)
+    assert torch.equal(ours[0], theirs[0])
+    torch.testing.assert_close(ours[1], theirs[1], rtol=0, atol=0)
     assert cache.trace.events == events and cache.trace.summary()["final_bytes"] == prefix_bytes  # untouched
     assert cache.get_seq_length() == 6 and copied.get_seq_length() == 6 + 3 + 3
+
+
+def kv(tokens: int, kv_heads: int = 2, head_dim: int = 16) -> torch.Tensor:
+    """(batch=1, kv_heads, tokens, head_dim): tiny-llama's keys or values for `tokens` new tokens."""
+    return torch.ones(1, kv_heads, tokens, head_dim)
+
+
+def test_the_mixin_must_come_before_a_transformers_cache():
+    class NotACache(InstrumentedCacheMixin):
+        pass
+
+    with pytest.raises(TypeError, match="NotACache: InstrumentedCacheMixin must come before a transformers Cache"):
+        NotACache()._kvlab_setup()
+
+
+def test_bound_argument_reads_a_constructor_argument_however_it_was_passed():
+    config = tiny_config("tiny-llama")
+    assert bound_argument(DynamicCache, "config", (), {"config": config}) is config
+    assert bound_argument(DynamicCache, "config", (None, config), {}) is config  # after ddp_cache_data
+    assert bound_argument(DynamicCache, "config", (), {}) is None
+
+
+def test_layer_kinds_and_query_heads_come_from_the_config_else_from_the_layers():
+    config = tiny_config("tiny-gemma3")  # [sliding, sliding, full] x 2; 4 query heads over 2 KV heads
+    with_config, bare = InstrumentedDynamicCache(config=config), InstrumentedDynamicCache()
+    for cache in (with_config, bare):
+        for layer_idx in range(6):
+            cache.update(kv(3), kv(3), layer_idx)
+    assert [e["layer_kind"] for e in with_config.trace.updates] == ["sliding", "sliding", "full"] * 2
+    assert {e["layer_kind"] for e in bare.trace.updates} == {"full"}  # plain DynamicLayers: nothing slides
+    # 2 x batch x heads x queries x slots x (key dim + value dim): the query heads with a config, else the KV heads
+    assert with_config.trace.updates[2]["attention_flops"] == 2 * 1 * 4 * 3 * 3 * 32
+    assert bare.trace.updates[2]["attention_flops"] == 2 * 1 * 2 * 3 * 3 * 32
+
+
+def test_past_recording_is_marked_from_the_step_it_starts(prompt_ids):
+    cache = kvlab.make_cache("dynamic", tiny_config("tiny-gemma3"))
+    cache.update(kv(3), kv(3), 0)
+    cache.kvlab_recorder.step = 2  # as two forwards would have left it
+    cache.activate_past_recording()
+    assert cache.trace.meta["past_recording_from_step"] == 2 and cache.is_recording_past(0)
+
+
+def test_a_linear_attention_model_logs_its_state_updates_and_reads(tiny, prompt_ids, greedy):
+    cache = kvlab.make_cache("dynamic", tiny("tiny-mamba").config)
+    greedy(tiny("tiny-mamba"), prompt_ids(6), cache, 3)
+    ops = {(e["step"], e["op"]) for e in cache.trace.updates}
+    assert {(0, "conv"), (0, "recurrent")} <= ops  # the prefill writes both states
+    assert {(1, "read"), (2, "read")} <= ops  # decoding updates them in place: the read is the per-step signal

@@ -1,0 +1,390 @@
+"""The human-readable string literals of a notebook's code cells: found, offered as messages, written back translated.
+
+A translated notebook's code is the English code: the same calls, the same arguments, the same numbers. Only the
+text a reader sees changes, and only where it is certain to be such text. A literal is translated when it is
+
+- a positional argument of `print(...)`;
+- the value of a keyword argument named `title`, `suptitle`, `description`, `label`, `xlabel` or `ylabel`, or
+  of one ending in `_title` or `_label` (`marked_label=`), in any call: plot titles, widget and axis labels;
+- the first argument of `.set_title`, `.set_xlabel`, `.set_ylabel` or `.suptitle`;
+- a positional argument of a function whose name starts with `plot_` (kvlab's plots take their labels and title
+  positionally too: `plot_prefill_bars(data, "turn", "generate time (ms)", title)`).
+
+Never translated: dict keys and values, list items, comparisons and subscripts (they are data the code looks up:
+`shapes["quanto 4-bit, residual_length=8"]` must find the key the dict was built with), any other argument
+(`cache_implementation="static"`, `backend="hqq"`, model names, the prompts fed to a model, so that the tokens and
+every printed number stay the same), raw and bytes literals, and a literal with no two letters in a row outside
+its fields (" B", " %", "…": nothing to translate).
+
+An f-string is one message, its adjacent pieces (`f"..." f"..."`) joined: the text around the fields in a
+translator's own word order, each `{...}` field written exactly as in the code (`{per_token:,}`, `{name:>17}`) and
+kept, in the same order, in the translation; braces of the text itself are doubled, as in the f-string. A field
+that is only a quoted word (`{'device peak':>12}`, a table header padded to its column) may have its quoted text
+translated; its conversion and format spec stay. The digits of the text stay as they are, in order: a checked
+cell prints the same numbers in every language.
+
+`translate` checks its own work: the translated cell parses, and its syntax tree is the English one's with only
+these literals' text changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Callable
+from dataclasses import dataclass
+
+KEYWORDS = frozenset({"title", "suptitle", "description", "label", "xlabel", "ylabel"})
+KEYWORD_SUFFIXES = ("_title", "_label")
+FIRST_ARGUMENT_METHODS = frozenset({"set_title", "set_xlabel", "set_ylabel", "suptitle"})
+PLOT_PREFIX = "plot_"
+WIDTH = 120  # a translated literal that no longer fits is wrapped into adjacent pieces
+MAGIC = re.compile(r"^(\s*)[%!]", re.MULTILINE)  # IPython's %magic and !shell lines: not Python
+TEXT_FIELD = re.compile(r"""^\{(?P<quote>['"])(?P<text>[^'"\\{}]*)(?P=quote)(?P<rest>(?:![rsa])?(?::[^{}]*)?)\}$""")
+LETTERS = re.compile(r"[^\W\d_]{2}")
+DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True)
+class Literal:
+    """One translatable literal of a cell: where it is, and its message."""
+
+    start: int  # character offsets of the whole literal (every adjacent piece) in the cell's source
+    end: int
+    column: int  # of its first character, on its first line
+    parts: tuple[tuple[str, str], ...]  # ("text", decoded text) and ("field", "{source}") in order
+    fstring: bool  # an f-string (or one piece of it is): the message doubles braces and shows fields
+    quote: str  # the quote character of its first piece
+
+    @property
+    def message(self) -> str:
+        """The msgid: the text with each field as written (braces doubled in an f-string's text)."""
+        escape = _escape_braces if self.fstring else str
+        return "".join(escape(value) if kind == "text" else value for kind, value in self.parts)
+
+    @property
+    def fields(self) -> list[str]:
+        return [value for kind, value in self.parts if kind == "field"]
+
+
+def find(source: str) -> list[Literal]:
+    """The translatable literals of a code cell, in source order (the rules of the module's docstring)."""
+    masked = MAGIC.sub(r"\1#", source)  # same length: offsets into `masked` are offsets into `source`
+    tree = ast.parse(masked)
+    offsets = _line_offsets(masked)
+    found = []
+    for node in _selected(tree):
+        start = _offset(masked, offsets, node.lineno, node.col_offset)
+        end = _offset(masked, offsets, node.end_lineno, node.end_col_offset)
+        pieces = _pieces(masked[start:end])
+        if pieces is None:  # a raw or bytes piece: left alone
+            continue
+        parts, fstring = _parts(pieces)
+        if not LETTERS.search("".join(_text_of(kind, value) for kind, value in parts)):
+            continue
+        column = start - offsets[node.lineno - 1]
+        found.append(Literal(start, end, column, tuple(parts), fstring, pieces[0][1]))
+    return found
+
+
+def problems(literal: Literal, translation: str) -> list[str]:
+    """What stops `translation` from replacing `literal`: a field missing, added or moved, a different number."""
+    try:
+        parts = _parse(translation, literal.fstring)
+    except ValueError as err:
+        return [str(err)]
+    found = []
+    expected, got = [_field_key(f) for f in literal.fields], [_field_key(v) for k, v in parts if k == "field"]
+    if expected != got:
+        found.append(f"the fields must be {', '.join(literal.fields) or 'none'}, in this order")
+    english = [d for k, v in literal.parts for d in DIGITS.findall(_text_of(k, v))]
+    translated = [d for k, v in parts for d in DIGITS.findall(_text_of(k, v))]
+    if english != translated:
+        found.append(f"the numbers of the text must stay {' '.join(english) or 'none'}")
+    return found
+
+
+def translate(source: str, translation: Callable[[Literal], str]) -> str:
+    """`source` with each literal of `find` replaced by `translation(literal)` (a message in the same form).
+    Raises ValueError when a translation does not fit its literal, or the result would not be the same code."""
+    edits = []
+    for literal in find(source):
+        text = translation(literal)
+        if text == literal.message:  # the same words (a name, a unit): the English source, as it was laid out
+            continue
+        if wrong := problems(literal, text):
+            raise ValueError(f"translation of {literal.message!r}: {'; '.join(wrong)}")
+        edits.append((literal, _render(source, literal, _parse(text, literal.fstring))))
+    result = source
+    for literal, written in reversed(edits):
+        result = result[: literal.start] + written + result[literal.end :]
+    if _shape(result) != _shape(source):
+        raise ValueError("the translated cell is not the same code as the English one")
+    return result
+
+
+# -- finding -----------------------------------------------------------------------------------------------------
+def callee(call: ast.Call) -> str:
+    """The name a call is made by: `print`, `plot_growth`, `set_title` (of `ax.set_title`); "" for `f()()`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _is_string(node) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _selected(tree) -> list[ast.expr]:
+    """The literal nodes in a translatable position, in source order."""
+    chosen = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        name = callee(call)
+        if name == "print" or name.startswith(PLOT_PREFIX):
+            chosen += [a for a in call.args if _is_string(a)]
+        elif name in FIRST_ARGUMENT_METHODS and call.args and _is_string(call.args[0]):
+            chosen.append(call.args[0])
+        chosen += [
+            k.value
+            for k in call.keywords
+            if k.arg and (k.arg in KEYWORDS or k.arg.endswith(KEYWORD_SUFFIXES)) and _is_string(k.value)
+        ]
+    return sorted(chosen, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _line_offsets(source: str) -> list[int]:
+    offsets, total = [], 0
+    for line in source.splitlines(keepends=True):
+        offsets.append(total)
+        total += len(line)
+    return offsets + [total]
+
+
+def _offset(source: str, offsets: list[int], lineno: int, byte_column: int) -> int:
+    """ast's (line, UTF-8 byte column) as a character offset into `source`."""
+    start = offsets[lineno - 1]
+    line = source[start : offsets[lineno]] if lineno < len(offsets) else source[start:]
+    return start + len(line.encode()[:byte_column].decode())
+
+
+def _pieces(span: str) -> list[tuple[str, str, str]] | None:
+    """(prefix, quote, body) of each adjacent string piece of `span`; None if one is raw or bytes."""
+    pieces, depth, begin = [], 0, None
+    for token in tokenize.generate_tokens(io.StringIO(f"({span})").readline):
+        kind = tokenize.tok_name.get(token.type, "")
+        if kind == "FSTRING_START":  # Python 3.12+: an f-string is a run of tokens
+            depth += 1
+            begin = token.start if depth == 1 else begin
+        elif kind == "FSTRING_END":
+            depth -= 1
+            if depth == 0:
+                pieces.append(_split_piece(_between(f"({span})", begin, token.end)))
+        elif token.type == tokenize.STRING and depth == 0:
+            pieces.append(_split_piece(token.string))
+    return None if any(set(prefix) & {"r", "b"} for prefix, _q, _b in pieces) else pieces
+
+
+def _between(text: str, start: tuple[int, int], end: tuple[int, int]) -> str:
+    lines = text.splitlines(keepends=True)
+    if start[0] == end[0]:
+        return lines[start[0] - 1][start[1] : end[1]]
+    return lines[start[0] - 1][start[1] :] + "".join(lines[start[0] : end[0] - 1]) + lines[end[0] - 1][: end[1]]
+
+
+def _split_piece(token: str) -> tuple[str, str, str]:
+    prefix = re.match(r"[A-Za-z]*", token).group()
+    rest = token[len(prefix) :]
+    quote = rest[:3] if rest[:3] in ('"""', "'''") else rest[0]
+    return prefix.lower(), quote, rest[len(quote) : -len(quote)]
+
+
+def _parts(pieces) -> tuple[list[tuple[str, str]], bool]:
+    """The decoded text and the fields of the pieces, adjacent texts merged."""
+    parts: list[tuple[str, str]] = []
+    fstring = any("f" in prefix for prefix, _q, _b in pieces)
+    for prefix, quote, body in pieces:
+        if "f" not in prefix:
+            parts.append(("text", ast.literal_eval(quote + body + quote)))
+            continue
+        for kind, value in _scan(body):
+            decoded = _unescape_braces(ast.literal_eval(quote + value + quote)) if kind == "text" else value
+            parts.append((kind, decoded))
+    merged: list[tuple[str, str]] = []
+    for kind, value in parts:
+        if kind == "text" and merged and merged[-1][0] == "text":
+            merged[-1] = ("text", merged[-1][1] + value)
+        elif kind == "field" or value:
+            merged.append((kind, value))
+    return merged, fstring
+
+
+def _scan(body: str) -> list[tuple[str, str]]:
+    """An f-string's body (or a message in that form) as ("text", raw text) and ("field", "{...}") parts."""
+    parts, text, i = [], "", 0
+    while i < len(body):
+        char = body[i]
+        if body.startswith("\\N{", i):  # a named character, \N{MINUS SIGN}: its braces are not a field
+            end = body.index("}", i) + 1
+            text += body[i:end]
+            i = end
+        elif char == "\\":
+            text += body[i : i + 2]
+            i += 2
+        elif body.startswith(("{{", "}}"), i):
+            text += body[i : i + 2]
+            i += 2
+        elif char == "{":
+            end = _field_end(body, i)
+            parts += [("text", text), ("field", body[i : end + 1])]
+            text, i = "", end + 1
+        elif char == "}":
+            raise ValueError(f"a single '}}' at {i}: write '}}}}' for a brace of the text")
+        else:
+            text += char
+            i += 1
+    return parts + [("text", text)]
+
+
+def _field_end(body: str, start: int) -> int:
+    """The index of the `}` closing the field opened at `start` (brackets and quoted strings inside skipped)."""
+    depth, i = 0, start
+    while i < len(body):
+        char = body[i]
+        if char in "'\"":
+            close = body.find(char, i + 1)
+            if close < 0:
+                break
+            i = close
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError(f"a field opened at {start} is never closed")
+
+
+def _escape_braces(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _unescape_braces(text: str) -> str:
+    return text.replace("{{", "{").replace("}}", "}")
+
+
+def _text_of(kind: str, value: str) -> str:
+    """What of a part a reader sees as words: its text, or a text field's quoted word."""
+    if kind == "text":
+        return value
+    match = TEXT_FIELD.match(value)
+    return match.group("text") if match else ""
+
+
+def _field_key(field: str):
+    """What of a field must stay: all of it, or for a quoted word, its quote, conversion and format spec."""
+    match = TEXT_FIELD.match(field)
+    return ("word", match.group("quote"), match.group("rest")) if match else field
+
+
+def _parse(message: str, fstring: bool) -> list[tuple[str, str]]:
+    """A translation in the form of its message: decoded text and fields."""
+    if not fstring:
+        return [("text", message)] if message else []
+    return [(kind, _unescape_braces(value) if kind == "text" else value) for kind, value in _scan(message) if value]
+
+
+# -- writing back ------------------------------------------------------------------------------------------------
+def _render(source: str, literal: Literal, parts: list[tuple[str, str]]) -> str:
+    """The translated literal as source: one piece if it fits on its line, else pieces one per line, aligned under
+    the first (a literal argument is inside a call's parentheses, where adjacent pieces join)."""
+    line_end = source.find("\n", literal.end)
+    tail = (line_end if line_end >= 0 else len(source)) - literal.end
+    one = _piece(parts, literal.quote)
+    if literal.column + len(one) + tail <= WIDTH:
+        return one
+    chunks = _chunks(parts)
+    room = WIDTH - literal.column - 3  # 3: the f and the quotes of each piece
+    count = len(_fill(chunks, room))
+    even = next(r for r in range(-(-_width(sum(chunks, [])) // count), room + 1) if len(_fill(chunks, r)) <= count)
+    lines = _fill(chunks, max(even, 1))  # the fewest lines, as even as they go: no word left alone on the last
+    return ("\n" + " " * literal.column).join(_piece(line, literal.quote) for line in lines)
+
+
+def _width(parts: list[tuple[str, str]]) -> int:
+    return sum(len(value) for _kind, value in parts)
+
+
+def _fill(chunks: list[list[tuple[str, str]]], room: int) -> list[list[tuple[str, str]]]:
+    """The chunks laid greedily into lines of at most `room` characters (a longer chunk gets a line of its own)."""
+    lines, current = [], []
+    for chunk in chunks:
+        if current and _width(current + chunk) > room:
+            lines.append(current)
+            current = []
+        current += chunk
+    return lines + [current]
+
+
+def _chunks(parts: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The parts cut after every space of their text (never inside a field): the places a piece may end."""
+    chunks: list[list[tuple[str, str]]] = [[]]
+    for kind, value in parts:
+        if kind == "field":
+            chunks[-1].append((kind, value))
+            continue
+        for word in re.findall(r"[^ ]* *|[^ ]+$", value):
+            if word:
+                chunks[-1].append(("text", word))
+                if word.endswith(" "):
+                    chunks.append([])
+    return [c for c in chunks if c]
+
+
+def _piece(parts: list[tuple[str, str]], quote: str) -> str:
+    """One string piece holding `parts`: an f-string if it has a field, in `quote` unless a field uses it."""
+    fields = [value for kind, value in parts if kind == "field"]
+    if len(quote) == 1 and any(quote in f for f in fields):
+        quote = "'" if quote == '"' else '"'
+    body = "".join(_escape(value, quote, bool(fields)) if kind == "text" else value for kind, value in parts)
+    return ("f" if fields else "") + quote + body + quote
+
+
+def _escape(text: str, quote: str, fstring: bool) -> str:
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char == quote[0]:
+            out.append("\\" + char)
+        elif char in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[char])
+        elif ord(char) < 32:
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(char)
+    written = "".join(out)
+    return _escape_braces(written) if fstring else written
+
+
+class _Blank(ast.NodeTransformer):
+    """The literals `find` would offer, with their text removed (their fields kept): what a translation may change."""
+
+    def __init__(self, chosen):
+        self.chosen = {id(n) for n in chosen}
+
+    def visit(self, node):
+        if id(node) not in self.chosen:
+            return super().visit(node)
+        values = node.values if isinstance(node, ast.JoinedStr) else []  # f"no field" may come back as "sem campo"
+        fields = [v for v in values if isinstance(v, ast.FormattedValue)]
+        for field in fields:
+            if isinstance(field.value, ast.Constant) and isinstance(field.value.value, str):
+                field.value = ast.Constant("")
+        return ast.JoinedStr(values=fields)
+
+
+def _shape(source: str) -> str:
+    tree = ast.parse(MAGIC.sub(r"\1#", source))
+    return ast.dump(_Blank(_selected(tree)).visit(tree))

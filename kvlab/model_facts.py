@@ -1,0 +1,126 @@
+"""The facts about a model that its KV cache depends on, read once from its config.
+
+Layer kinds, KV heads, head size, windows, positions: the option checks (`kvlab.caches.options`), the textbook
+formula (`kvlab.measure.formula`) and the size calculator (`kvlab.size.architecture.from_config`) all start from
+`model_facts(config)`, so the three can never read one config three ways. Reading is not free: transformers
+derives the layer kinds from the config on every call (under a millisecond for 32 layers, paid again by every check
+that asked), so an entry point reads the facts once and hands the `ModelFacts` down. Every function that takes a
+model config takes its facts too: `model_facts` returns facts it is given unchanged.
+
+Like `kvlab.recording.layer_kinds`, this module imports neither torch nor transformers until it reads a config:
+the command line checks options with it before any model loads.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from kvlab import _compat
+from kvlab.recording.layer_kinds import layer_kinds
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    model_type: str  # the config's own (a multimodal model's, not its text part's)
+    text_model_type: str  # the decoder's: what a refusal names
+    layer_kinds: tuple[str, ...]  # "full" | "sliding" | "chunked" | "linear" | "dummy", one per (decoder) layer
+    kv_heads: int
+    head_dim: int
+    attention_heads: int
+    sliding_window: int | None = None
+    chunk_size: int | None = None  # attention_chunk_size: the window of a chunked layer
+    is_encoder_decoder: bool = False
+    # linear-attention (Mamba-style) state per layer: (channels, conv_kernel, state_size); None without linear layers
+    # or for a model type whose state kvlab does not know (the size calculator refuses it)
+    linear_state: tuple[int, int, int] | None = None
+    max_positions: int | None = None  # the decoder's positions (`position_limit`)
+    encoder_max_positions: int | None = None  # an encoder-decoder model's encoder positions
+    config: object = field(default=None, repr=False, compare=False)  # the transformers config they were read from
+
+    @functools.cached_property
+    def layer_flags(self) -> tuple[tuple[bool, bool], ...]:
+        """(attention, sliding) per layer, as transformers' DynamicCache lays the layers out (what offloading skips).
+        Read on first use: it builds an empty cache, and only the offloading rule asks."""
+        return tuple(_compat.layer_flags(self.config))
+
+    @functools.cached_property
+    def encoder_only(self) -> str:
+        """Why the model keeps no KV cache, in the config's own words ("model_type 'bert'; is_decoder false;
+        architectures BertForMaskedLM"); "" for a model that keeps one.
+
+        An encoder-only model (BERT, RoBERTa, DistilBERT, ...) attends to its whole input at once. The signal is
+        the config, not the class names: a model type with a masked-LM head, not encoder-decoder, with no
+        `is_decoder: true` (XLM: `causal: true`). `architectures` only names it; GPT-NeoX also says is_decoder
+        false, and is a decoder."""
+        if self.is_encoder_decoder:
+            return ""
+        text = self.config.get_text_config(decoder=True)
+        if getattr(text, "is_decoder", False) or getattr(text, "causal", False):
+            return ""
+        if text.model_type not in _compat.masked_lm_model_types():
+            return ""
+        decoder = "is_decoder false" if hasattr(text, "is_decoder") else "no is_decoder"
+        facts = [f"model_type {text.model_type!r}", decoder]
+        architectures = getattr(self.config, "architectures", None) or []
+        if architectures:
+            facts.append(f"architectures {', '.join(architectures)}")
+        return "; ".join(facts)
+
+
+def model_facts(config) -> ModelFacts:
+    """The cache-relevant facts of a transformers config (a live model's `model.config`, or its text config);
+    `ModelFacts` are returned as they are, so a caller that read them once passes them on."""
+    if isinstance(config, ModelFacts):
+        return config
+    text = config.get_text_config(decoder=True)
+    kinds = tuple(layer_kinds(config))
+    heads = _first(text, "num_attention_heads", "decoder_attention_heads", default=0)
+    hidden = _first(text, "hidden_size", "d_model", default=0)
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    return ModelFacts(
+        model_type=config.model_type,
+        text_model_type=text.model_type,
+        layer_kinds=kinds,
+        kv_heads=int(_first(text, "num_key_value_heads", default=None) or heads),
+        head_dim=int(getattr(text, "head_dim", None) or (hidden // heads if heads else 0)),
+        attention_heads=int(heads),
+        sliding_window=getattr(text, "sliding_window", None),
+        chunk_size=getattr(text, "attention_chunk_size", None),
+        is_encoder_decoder=encoder_decoder,
+        linear_state=_linear_state(text) if "linear" in kinds else None,
+        max_positions=position_limit(config),
+        encoder_max_positions=position_limit(config, encoder=True) if encoder_decoder else None,
+        config=config,
+    )
+
+
+def position_limit(config, encoder: bool = False) -> int | None:
+    """The positions a model was built for (`max_position_embeddings`; Whisper's decoder says
+    `max_target_positions`); None where there is no such limit (Mamba's state, T5's relative positions)."""
+    text = config.get_text_config(encoder=True) if encoder else config.get_text_config(decoder=True)
+    for name in ("max_position_embeddings",) if encoder else ("max_position_embeddings", "max_target_positions"):
+        value = getattr(text, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _first(obj, *names, default=None):
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _linear_state(text) -> tuple[int, int, int] | None:
+    """Mamba-style layers keep a conv state (batch, channels, conv_kernel) and an SSM state (batch, channels,
+    state_size); channels = expand * hidden_size. Mamba and Jamba name the same numbers differently; None for a
+    model type that names them some other way."""
+    if getattr(text, "mamba_d_state", None) is not None:  # Jamba
+        channels = int(text.mamba_expand * text.hidden_size)
+        return channels, int(text.mamba_d_conv), int(text.mamba_d_state)
+    if getattr(text, "state_size", None) is not None and getattr(text, "conv_kernel", None) is not None:  # Mamba
+        return int(text.intermediate_size), int(text.conv_kernel), int(text.state_size)
+    return None

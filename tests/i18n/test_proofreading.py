@@ -1,0 +1,236 @@
+"""Proofreading the Portuguese: one word per concept (kvlab/i18n/terms_pt_BR.toml), Portuguese number marks, and no
+English left where a reader of the pt-BR notebooks looks: printed outputs, plot and widget labels.
+
+The catalogs are read as text, never executed: every test here takes well under a second.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from babel.messages.pofile import read_po
+
+from kvlab.i18n import catalog_path, literals
+from kvlab.i18n import notebooks as i18n
+
+TERMS_FILE = Path(i18n.__file__).with_name("terms_pt_BR.toml")
+TERMS = tomllib.loads(TERMS_FILE.read_text(encoding="utf-8"))
+CATALOGS = sorted((i18n.NOTEBOOKS / "locale" / "pt_BR").glob("*.po")) + [catalog_path("pt-BR")]
+PT_NOTEBOOKS = sorted((i18n.NOTEBOOKS / "pt-BR").glob("[0-9][0-9]_*.ipynb"))
+
+
+def messages(path: Path) -> list[tuple[str, object]]:
+    """(catalog file name, message) for every translated message of the catalog at `path`."""
+    with path.open("rb") as handle:
+        return [(path.name, m) for m in read_po(handle) if m.id and m.string and not _skipped(m.id)]
+
+
+every_catalog = pytest.mark.parametrize("catalog", CATALOGS, ids=lambda path: path.stem)
+
+
+def _skipped(message_id: str) -> bool:
+    return any(message_id.startswith(start) for start in TERMS["skip"]["messages"])
+
+
+FIELD = re.compile(r"""\{(?:(['"])([^'"{}]*)\1(?:![rsa])?(?::[^{}]*)?|[^{}]*)\}""")
+
+
+def prose(text: str, code: bool = False) -> str:
+    """What of a message a reader reads as words: no fenced code, no `code spans`, no link targets; for a code
+    literal or a kvlab message (`code`), no `{...}` fields but a quoted header word's text."""
+    if code:
+        return FIELD.sub(lambda m: m.group(2) or " ", text.replace("{{", "").replace("}}", ""))
+    text = re.sub(r"```.*?```", " ", text, flags=re.DOTALL)
+    text = re.sub(r"`[^`]*`", " ", text)
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+def _words(text: str) -> str:
+    """`text` with every run of white space one space: a word wrapped onto the next line is still that word."""
+    return re.sub(r"\s+", " ", text)
+
+
+def _read(name: str, message) -> tuple[str, str]:
+    code = message.context == i18n.CODE or name == "kvlab.po"  # both have {fields}: names, not words
+    return _words(prose(message.id, code)), _words(prose(message.string, code))
+
+
+def _where(name: str, message) -> str:
+    return f"{name}: {message.id[:50]!r}"
+
+
+# -- one word per concept ----------------------------------------------------------------------------------------
+def test_every_term_names_its_word_and_compiles():
+    assert len(TERMS["terms"]) >= 30
+    for name, term in TERMS["terms"].items():
+        assert term["en"] and term["pt"], name
+        for pattern in [*term["rejected"], term.get("english", ""), term.get("portuguese", "")]:
+            re.compile(pattern)
+        assert ("english" in term) == ("portuguese" in term), name
+
+
+@every_catalog
+def test_no_translation_uses_a_rejected_variant(catalog):
+    found = []
+    for name, message in messages(catalog):
+        _english, translated = _read(name, message)
+        for key, term in TERMS["terms"].items():
+            for pattern in term["rejected"]:
+                if match := re.search(pattern, translated, re.IGNORECASE):
+                    found.append(f"{_where(name, message)}: {match.group()!r} where the word is {term['pt']!r} ({key})")
+    assert found == [], "\n".join(found)
+
+
+@every_catalog
+def test_a_translation_of_a_concept_uses_its_word(catalog):
+    found = []
+    for name, message in messages(catalog):
+        english, translated = _read(name, message)
+        for key, term in TERMS["terms"].items():
+            if "english" not in term or not re.search(term["english"], english, re.IGNORECASE):
+                continue
+            if not re.search(term["portuguese"], translated, re.IGNORECASE):
+                found.append(f"{_where(name, message)}: no {term['pt']!r} ({key})")
+    assert found == [], "\n".join(found)
+
+
+ENGLISH_MARKS = (
+    re.compile(r"\b\d{1,3}(?:,\d{3}){2,}\b"),  # 1,048,576: English groups (Portuguese: 1.048.576)
+    re.compile(r"\b\d{1,3},\d{3} (?:bytes|B)\b"),  # 6,144 bytes: a byte count is a whole number
+    re.compile(r"\b\d+\.\d+ ?%"),  # 84.38 %: an English decimal point (Portuguese: 84,38 %)
+)
+
+
+@every_catalog
+def test_portuguese_text_writes_numbers_with_portuguese_marks(catalog):
+    found = [
+        f"{_where(name, message)}: {match.group()!r}"
+        for name, message in messages(catalog)
+        for pattern in ENGLISH_MARKS
+        if message.context != i18n.CODE
+        for match in pattern.finditer(prose(message.string))
+    ]
+    assert found == [], "\n".join(found)
+
+
+# -- no English where a reader looks -----------------------------------------------------------------------------
+# Words that are English and never Portuguese (so "a", "as", "do", "no", "se", "for" are not here), and English words of
+# kvlab's own output. A loanword the Portuguese text keeps (cache, token, prompt, forward, greedy, flush, batch,
+# backend, trace) is not here either.
+ENGLISH_WORDS = frozenset(
+    """the of and is are was were be been with to in on at by per than this that these those from into
+    which who what when where while not or but if so its it has have had will would can could should does did
+    each every all only same new one two three after before over between more less most also yet still
+    layer layers step steps live masked allocated seen held evicted keys values peak whole requests request
+    turn turns fresh reused question answer device guess measured none yes noisy faster slower difference
+    beyond noise runs run time times share empty saved written loaded done stopped running""".split()
+)
+ALLOWED = (
+    re.compile(r"`[^`]*`"),  # code spans: API names
+    re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|\"[^\"\n]*\""),  # quoted: a repr of the model's own text, an API value
+    re.compile(r"\S+ (?:is|is not|not in|in|==) \S+(?=:|$)"),  # a Python test shown as text: `a is b:`
+    re.compile(r"\bhttps?://\S+"),
+    re.compile(r"\b\w+(?:(?:\[[^\]\s]*\])*[._]\w+)+(?:\[[^\]\s]*\])*"),  # identifiers: use_cache, cache.layers[0].keys
+    re.compile(r"\b[A-Z][a-z]+[A-Z]\w*\b"),  # CamelCase classes: DynamicCache, SmolLM2
+)
+
+
+def english_phrases(text: str, model_text: tuple[str, ...] = ()) -> list[str]:
+    """The lines of `text` that still read as English: those with an English word (`ENGLISH_WORDS`) outside code
+    spans, quoted text, identifiers, class names and URLs. A line holding one of `model_text` (the prompts a
+    notebook feeds its model) is the model's own text, English like its prompt, and is not counted."""
+    found = []
+    for line in text.splitlines():
+        if any(prompt in line for prompt in model_text):
+            continue
+        words = line
+        for allowed in ALLOWED:
+            words = allowed.sub(" ", words)
+        if any(word.lower() in ENGLISH_WORDS for word in re.findall(r"[^\W\d_]+", words)):
+            found.append(line.strip())
+    return found
+
+
+def model_prompts(english: Path) -> tuple[str, ...]:
+    """The prompts `english` feeds its model: the string literals given to a tokenizer (a call whose name ends in
+    "tokenizer") or to `encode`, as they start a printed continuation."""
+    prompts = []
+    for cell in jupytext.read(english).cells:
+        if cell.cell_type != "code":
+            continue
+        for call in (
+            n for n in ast.walk(ast.parse(literals.MAGIC.sub(r"\1#", cell.source))) if isinstance(n, ast.Call)
+        ):
+            name = literals.callee(call)
+            if name.endswith("tokenizer") or name == "encode":
+                prompts += [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return tuple(p for p in prompts if len(p.split()) >= 3)
+
+
+def test_english_phrases_are_found_and_portuguese_ones_are_not():
+    english = "no difference beyond noise: static / dynamic = 1.02\nstep 3: 12 of 30 layers"
+    portuguese = "mesmos tokens que o padrão: True\na decodificação greedy do DynamicCache usa `use_cache=True`"
+    assert english_phrases(english) == english.splitlines()
+    assert english_phrases(portuguese) == []
+    assert english_phrases("saída: 'The best thing about learning to cook is'") == []  # the model's own text
+    assert english_phrases("o cache guarda 46.080 B por token (como em kvlab.watch)") == []
+    assert english_phrases("chamada 1: cache.layers[0].keys   cpu   float32  (1, 3, 7, 64)") == []
+    assert english_phrases("I like rock music because it is loud", model_text=("I like rock music because",)) == []
+
+
+def test_the_prompts_a_notebook_feeds_its_model_are_found():
+    assert "I like rock music because" in model_prompts(i18n.NOTEBOOKS / "04_quantized_caches.py")
+
+
+@every_catalog
+def test_translated_labels_and_kvlab_messages_read_portuguese(catalog):
+    """Plot titles, axis and widget labels and printed text: the code literals of the notebooks' catalogs and
+    every message kvlab draws or prints (figures are images in the notebooks; their words come from these)."""
+    found = [
+        f"{_where(name, message)}: {phrase!r}"
+        for name, message in messages(catalog)
+        if message.context == i18n.CODE or name == "kvlab.po"
+        for phrase in english_phrases(_read(name, message)[1])
+    ]
+    assert found == [], "\n".join(found)
+
+
+def notebook_text(path: Path) -> list[tuple[str, str]]:
+    """(where, text) for what a reader of `path` sees besides markdown: what its cells print (stdout) and the
+    values they display as text, and the labels of the widgets saved with it. Not a figure's text/plain stand-in
+    ("<Figure size ...>", shown as the image), not stderr (library warnings) and not error outputs: the ones the
+    notebooks show on purpose are transformers' own exceptions, English by nature."""
+    notebook = nbformat.read(path, as_version=4)
+    shown = []
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if output.get("name") == "stdout":
+                shown.append((f"{path.name} cell {index}", output.get("text", "")))
+            elif "text/plain" in data and not {"image/png", "application/vnd.jupyter.widget-view+json"} & set(data):
+                shown.append((f"{path.name} cell {index}", data["text/plain"]))
+    state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    for model in state.get("state", {}).values():
+        shown.append((f"{path.name} widget", model.get("state", {}).get("description", "")))
+    return shown
+
+
+@pytest.mark.xfail(
+    reason="issue 21: 31 lines left after regenerating (dict-key run labels, option and crop refusals not yet in "
+    "kvlab.po, transformers source shown as text)",
+    strict=False,
+)
+def test_pt_br_notebooks_print_and_label_in_portuguese():
+    found = []
+    for path in PT_NOTEBOOKS:
+        prompts = model_prompts(i18n.NOTEBOOKS / path.with_suffix(".py").name)
+        found += [
+            f"{where}: {phrase!r}" for where, text in notebook_text(path) for phrase in english_phrases(text, prompts)
+        ]
+    assert found == [], f"{len(found)} English lines:\n" + "\n".join(found)

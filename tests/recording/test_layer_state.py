@@ -1,0 +1,105 @@
+"""`kvlab.recording.layer_state.read_layer`: what one of transformers' own layer objects holds, read without
+changing it. Hand-made keys and values (batch 1, 2 KV heads, head dim 16, float32: 128 bytes per token for keys
+and values together) for the attention layers; tiny models' caches for the quantized and linear-attention ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache, QuantizedCache
+from transformers import cache_utils as cu
+
+from kvlab import _compat
+from kvlab.model_facts import model_facts
+from kvlab.recording.layer_state import LayerState, read_layer
+
+TOKEN_BYTES = 2 * 2 * 16 * 4  # keys and values x kv_heads x head_dim x float32
+
+
+def kv(tokens: int) -> torch.Tensor:
+    """(batch=1, kv_heads=2, tokens, head_dim=16)."""
+    return torch.ones(1, 2, tokens, 16)
+
+
+def fields(state: LayerState) -> tuple:
+    return (state.logical_length, state.slots_allocated, state.slots_live, state.slots_masked, state.tokens_evicted)
+
+
+def test_an_empty_layer_holds_nothing_on_no_device():
+    for layer in (cu.DynamicLayer(), cu.StaticLayer(max_cache_len=8)):
+        state = read_layer(layer, "full")
+        assert fields(state) == (0, 0, 0, 0, 0) and state.bytes_held == 0 and state.device == "none"
+
+
+@pytest.mark.skipif(not hasattr(cu, "DummyLayer"), reason="transformers ships DummyLayer from 5.23")
+def test_a_dummy_layer_holds_nothing_and_is_dummy_whatever_it_is_called():
+    state = read_layer(cu.DummyLayer(), "full")
+    assert fields(state) == (0, 0, 0, 0, 0) and state.bytes_held == 0 and state.device == "none"
+    assert state.layer_kind == "dummy"
+
+
+def test_a_dynamic_layer_holds_what_it_was_given():
+    layer = cu.DynamicLayer()
+    layer.update(kv(5), kv(5))
+    state = read_layer(layer, "full")
+    assert fields(state) == (5, 5, 5, 0, 0) and state.bytes_held == 5 * TOKEN_BYTES and state.device == "cpu"
+
+
+def test_a_dynamic_sliding_layer_counts_what_it_dropped_and_the_storage_its_view_keeps():
+    layer = cu.DynamicSlidingWindowLayer(sliding_window=4)
+    layer.update(kv(6), kv(6))
+    state = read_layer(layer, "sliding")
+    assert fields(state) == (6, 3, 3, 0, 3)  # keeps window - 1 for the next token, has seen 6
+    assert state.bytes_held == 6 * TOKEN_BYTES  # the 3 kept are a view into the 6-token tensors
+    layer.update(kv(1), kv(1))
+    assert fields(read_layer(layer, "sliding")) == (7, 3, 3, 0, 4)
+    assert read_layer(layer, "sliding").bytes_held == 4 * TOKEN_BYTES  # now a view into 3 + 1 concatenated
+
+
+def test_a_static_layer_allocates_up_front_and_masks_what_is_empty():
+    layer = cu.StaticLayer(max_cache_len=8)
+    layer.update(kv(3), kv(3), {"cache_position": torch.arange(3)})
+    state = read_layer(layer, "full")
+    assert fields(state) == (3, 8, 3, 5, 0) and state.bytes_held == 8 * TOKEN_BYTES
+
+
+def test_a_static_sliding_layer_wraps_at_its_window():
+    layer = cu.StaticSlidingWindowLayer(max_cache_len=8, sliding_window=4)
+    layer.update(kv(6), kv(6), {"cache_position": torch.arange(6)})
+    state = read_layer(layer, "chunked")  # the kind is the config's: chunked and sliding are cached alike
+    assert state.layer_kind == "chunked" and fields(state) == (6, 4, 4, 0, 2) and state.bytes_held == 4 * TOKEN_BYTES
+
+
+def test_a_quantized_layer_splits_its_bytes_into_packed_and_residual(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cache = QuantizedCache("hqq", model.config, nbits=4, q_group_size=16, residual_length=4)
+    with torch.inference_mode():
+        out = model(prompt_ids(10), **{_compat.CACHE_KWARG: cache})
+        model(
+            out.logits[:, -1:].argmax(-1), **{_compat.CACHE_KWARG: cache}
+        )  # one decoded token, kept in full precision
+    state = read_layer(cache.layers[0], "full")
+    assert (state.logical_length, state.quantized_tokens, state.residual_tokens) == (11, 10, 1)  # prefill packed
+    assert state.residual_bytes == TOKEN_BYTES and 0 < state.packed_bytes < 10 * TOKEN_BYTES
+    assert state.bytes_held == state.packed_bytes + state.residual_bytes
+    assert fields(state)[1:] == (11, 11, 0, 0)  # a quantized layer attends to every token it holds
+
+
+def test_a_linear_layer_holds_its_states_and_no_slots(tiny, prompt_ids):
+    model = tiny("tiny-mamba")
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(prompt_ids(6), **{_compat.cache_kwarg(model): cache})
+    state = read_layer(cache.layers[0], "linear")
+    channels, conv_kernel, state_size = model_facts(model.config).linear_state
+    assert state.layer_kind == "linear" and fields(state) == (0, 0, 0, 0, 0)
+    assert state.bytes_held == channels * (conv_kernel + state_size) * 4  # conv + SSM state, batch 1, float32
+
+
+def test_a_state_as_a_dict_is_a_copy():
+    layer = cu.DynamicLayer()
+    layer.update(kv(2), kv(2))
+    state = read_layer(layer, "full")
+    row = state.as_dict()
+    row["bytes_held"] = 0
+    assert state.bytes_held == 2 * TOKEN_BYTES and set(row) == set(vars(state))
