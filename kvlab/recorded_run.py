@@ -20,8 +20,8 @@ from kvlab.caches import make_cache
 from kvlab.caches.options import check_options, check_request
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.measure.timing import Stopwatch
+from kvlab.model_facts import model_facts
 from kvlab.names import dtype_name, model_name
-from kvlab.recording.layer_state import layer_kinds
 from kvlab.recording.trace import Trace
 from kvlab.watched_generate import cache_device, generate
 
@@ -105,17 +105,18 @@ def run(
         raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
+    facts = model_facts(model.config)  # read once: the option and request checks and the trace's layer kinds
     given = check_options(
         cache,
         options,
-        model.config,
+        facts,
         prompt_tokens=input_ids.shape[-1],
         max_new_tokens=max_new_tokens,
         require_length=False,  # without max_cache_len, generate sizes a static cache
         past_recording=past_recording,
     )
     check_request(
-        model.config,
+        facts,
         cache,
         given,
         prompt_tokens=input_ids.shape[-1],
@@ -175,7 +176,7 @@ def run(
             "new_tokens": len(new_ids),
             "seconds": seconds,
             "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
-            "layer_kinds": layer_kinds(model.config),
+            "layer_kinds": list(facts.layer_kinds),
         }
     )
     return RunResult(

@@ -128,6 +128,18 @@ def tiny_llama_dir(tmp_path_factory):
 
 
 @pytest.fixture
+def unbuilt_quanto(monkeypatch):
+    """This process has not loaded quanto's extension and the probe says it is not built: what a fresh machine sees.
+    The build itself is quanto's real one (on a machine where it is built, loading the library is all it does)."""
+    from kvlab.caches import quantized
+
+    probed = []
+    monkeypatch.setattr(quantized, "_quanto_ready", set())
+    monkeypatch.setattr(quantized, "_extension_built", lambda extension: probed.append(extension.name) or False)
+    return probed
+
+
+@pytest.fixture
 def prompt_ids():
     """prompt_ids(n, seed=0) -> (1, n) random token ids for the tiny models (vocab 128, ids 3..127)."""
 

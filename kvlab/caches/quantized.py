@@ -70,9 +70,10 @@ def quanto_extension_pending(device: torch.device | str = "cpu") -> bool:
     """Whether the next quanto cache on `device`'s type will first compile the extension (about a minute): what
     a status line can say before it starts (`ensure_quanto_extension` prints it on stderr)."""
     device_type = torch.device(device).type
-    if device_type in _quanto_ready:
-        return False
-    extension = _quanto_extension(device_type)
+    return device_type not in _quanto_ready and _needs_build(_quanto_extension(device_type))
+
+
+def _needs_build(extension) -> bool:
     return extension is not None and not _extension_built(extension)
 
 
@@ -88,7 +89,7 @@ def ensure_quanto_extension(device: torch.device | str = "cpu") -> None:
         return
     extension = _quanto_extension(device_type)
     if extension is not None:
-        with _announced(at_once=quanto_extension_pending(device_type)):
+        with _announced(at_once=_needs_build(extension)):
             extension.lib  # noqa: B018 - quanto builds (if needed) and loads the library on first access
     _quanto_ready.add(device_type)
 

@@ -102,14 +102,11 @@ def test_bad_settings_are_refused():
         BenchSettings(new_tokens=1).check()
 
 
-def test_quanto_is_built_before_any_timing_with_one_notice(byte_tokenizer, capsys, monkeypatch):
+def test_quanto_is_built_before_any_timing_with_one_notice(byte_tokenizer, unbuilt_quanto, capsys, monkeypatch):
     """A fresh machine, faked by the probe: the build (and its one line) comes before the first timed run."""
-    from kvlab.caches import quantized
     from kvlab.measure import timing
 
-    events = []
-    monkeypatch.setattr(quantized, "_quanto_ready", set())
-    monkeypatch.setattr(quantized, "_extension_built", lambda extension: events.append("not built") or False)
+    events = unbuilt_quanto  # the probe records the extension it found unbuilt; the clocks follow
 
     class Clock(timing.DecodeClock):
         def __init__(self):
@@ -120,7 +117,7 @@ def test_quanto_is_built_before_any_timing_with_one_notice(byte_tokenizer, capsy
     configs = [BenchConfig("dynamic", "dynamic"), BenchConfig("quanto", "quantized", {"backend": "quanto"})]
     settings = BenchSettings(model="tiny-llama", prompt_tokens=8, new_tokens=2, repeats=1, quality_windows=1)
     rows = _rows(run_bench(kvlab.tiny_model("tiny-llama"), byte_tokenizer, settings, configs, progress=False))
-    assert rows["quanto"]["status"] == "measured" and events == ["not built", "clock", "clock"]
+    assert rows["quanto"]["status"] == "measured" and events == ["quanto_cpp", "clock", "clock"]
     assert capsys.readouterr().err.count("building optimum-quanto's C++ extension once") == 1
 
 

@@ -129,18 +129,6 @@ def gemma3_config():
 NOTICE = "kvlab: building optimum-quanto's C++ extension once (about 1 minute)…"
 
 
-@pytest.fixture
-def unbuilt_quanto(monkeypatch):
-    """This process has not loaded quanto's extension and the probe says it is not built: what a fresh machine sees.
-    The build itself is quanto's real one (on a machine where it is built, loading the library is all it does)."""
-    from kvlab.caches import quantized
-
-    probed = []
-    monkeypatch.setattr(quantized, "_quanto_ready", set())
-    monkeypatch.setattr(quantized, "_extension_built", lambda extension: probed.append(extension.name) or False)
-    return probed
-
-
 def test_the_extension_probe_reads_quantos_build_directory(tmp_path):
     from types import SimpleNamespace
 

@@ -214,14 +214,13 @@ def test_the_help_says_the_chat_template_is_the_default(capsys):
     )
 
 
-def test_a_quanto_run_builds_the_extension_once_and_outside_its_timing(tiny_llama_dir, capsys, monkeypatch):
+def test_a_quanto_run_builds_the_extension_once_and_outside_its_timing(
+    tiny_llama_dir, unbuilt_quanto, capsys, monkeypatch
+):
     """A fresh machine, faked by the probe: the one-line notice comes once, before the run's clock starts."""
     from kvlab import recorded_run
-    from kvlab.caches import quantized
 
-    events = []
-    monkeypatch.setattr(quantized, "_quanto_ready", set())
-    monkeypatch.setattr(quantized, "_extension_built", lambda extension: events.append("not built") or False)
+    events = unbuilt_quanto  # the probe records the extension it found unbuilt; the clock follows
 
     class Clock(recorded_run.Stopwatch):
         def __enter__(self):
@@ -233,4 +232,4 @@ def test_a_quanto_run_builds_the_extension_once_and_outside_its_timing(tiny_llam
     for _ in range(2):
         assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--json", *quanto)) == 0
     assert capsys.readouterr().err.count("kvlab: building optimum-quanto's C++ extension once") == 1
-    assert events == ["not built", "clock starts", "clock starts"]
+    assert events == ["quanto_cpp", "clock starts", "clock starts"]
