@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 TEST_THREADS ?= 1
 
-.PHONY: lab test test-extras lint install models browser notebooks clean-venv
+.PHONY: lab test test-extras lint install models extensions browser notebooks clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,13 @@ install: $(INSTALLED)
 models: install
 	$(BIN)/kvlab models prepare all
 
+# optimum-quanto compiles its C++ extension on first use (about a minute on 2 cores, once per machine and torch):
+# built here, with the venv's ninja, so that no notebook, run or test waits for it (a built one loads in a second).
+extensions: install
+	$(BIN)/python -c "from kvlab.caches.quantized import ensure_quanto_extension; ensure_quanto_extension()"
+
 # Serves JupyterLab on 127.0.0.1 and prints its URL (with a token); Ctrl-C twice stops it.
-lab: models
+lab: models extensions
 	$(BIN)/jupyter lab --config=jupyter_server_config.py --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/
 
 # Headless Chromium for the Cache Explorer's browser tests (Debian's package; no browser download).
@@ -54,7 +59,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy kvlab/recording kvlab/caches
 
-test: lint models browser
+test: lint models extensions browser
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Each extra on its own (models, explore, lab): the wheel installed with that extra alone into a fresh venv, its entry

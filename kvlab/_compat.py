@@ -281,7 +281,7 @@ def new_stream_like(stream: torch.Stream) -> torch.Stream:
 HQQ_AXIS0_GROUP_MULTIPLE = {1: 8, 2: 4, 3: 1, 4: 2, 8: 1}
 
 
-class generate_cache_hook:  # noqa: N801 - used as a function: `with generate_cache_hook(model, before, after):`
+class generate_cache_hook:  # lower case: used as a function, `with generate_cache_hook(model, before, after):`
     """While the block runs, `model.generate` calls `before(generation_config, batch_size, max_cache_length)` just
     before it builds its own cache, and `after(cache)` on the cache it built (the return value replaces it).
 

@@ -7,6 +7,12 @@ at execution can tell: this module runs a notebook top to bottom and writes the 
 ran into `metadata.kvlab.executed_code_sha256`; `tests/test_notebook_truth.py` recomputes it from the committed
 notebook and fails when they differ.
 
+The same run checks the notebook's figures: a Portuguese label that runs past its figure, or two panel titles
+printed over each other, shows in no diff either. The kernel starts with `kvlab.plots.overflow.record_in_kernel`,
+which checks every figure a cell shows and writes what it finds to a side file, never to the outputs; the findings
+go to `metadata.kvlab.figure_overflow` ([{"cell": index, "figure": ..., "text": ..., "kind": ...}], [] when every
+figure fits), which `tests/test_notebook_truth.py` requires to be empty.
+
     python -m kvlab.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
 
 Each notebook runs in a fresh `python3` kernel, in the notebook's own directory (its relative paths work), with
@@ -19,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -32,6 +40,7 @@ from kvlab.errors import KvlabEnvironmentError
 
 CELL_TIMEOUT_S = 1500  # the longest cells (timing sweeps on a 2-core CPU) take minutes; a hung kernel does not
 STAMP = "executed_code_sha256"
+FIGURE_OVERFLOW = "figure_overflow"
 _SEPARATOR = "\n\x1e\n"  # ASCII record separator: no code cell contains it, so cell boundaries stay in the digest
 
 
@@ -48,8 +57,34 @@ def code_digest(nb) -> str:
     return hashlib.sha256(_SEPARATOR.join(sources).encode("utf-8")).hexdigest()
 
 
+def _kernel_start(findings: Path) -> list[str]:
+    """The kernel's command-line arguments that start the figure check, before any cell (and so before matplotlib's
+    inline backend registers its flush). One expression, so the learner's namespace gains no name."""
+    line = (
+        "__import__('kvlab.plots.overflow', fromlist=['record_in_kernel'])"
+        f".record_in_kernel(get_ipython(), {str(findings)!r})"
+    )
+    return [f"--IPKernelApp.exec_lines={line}"]
+
+
+def _figure_overflow(nb, findings: Path, path: Path) -> list[dict]:
+    """The kernel's findings, each under the index of the cell that showed its figure (the kernel knows only the
+    execution count)."""
+    if not findings.is_file():
+        raise NotebookExecutionError(
+            f"{path}: the figure check did not start in the kernel (kvlab.plots.overflow could not be imported "
+            "there?); the notebook file is unchanged"
+        )
+    cells = {cell.execution_count: index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
+    found = []
+    for finding in json.loads(findings.read_text(encoding="utf-8")):
+        count = finding.pop("execution_count")
+        found.append({"cell": cells.get(count), **finding})
+    return found
+
+
 def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
-    """Run the notebook at `path` in a fresh kernel and write it back with its outputs and stamp.
+    """Run the notebook at `path` in a fresh kernel and write it back with its outputs, stamp and figure findings.
 
     `env` adds to (or overrides) this process's environment, for the kernel only."""
     path = Path(path)
@@ -57,24 +92,28 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
     for cell in nb.cells:  # timings of an earlier run would be stale, and they make every diff noisy
         cell.metadata.pop("execution", None)
     running = {"cell": None}
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        record_timing=False,
-        resources={"metadata": {"path": str(path.resolve().parent)}},
-        on_cell_execute=lambda cell, cell_index: running.update(cell=cell_index),
-    )
-    try:
-        client.execute(env={**os.environ, **(env or {})})
-    except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
-        index = running["cell"]
-        reason = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else type(err).__name__
-        first_line = nb.cells[index].source.strip().splitlines()[0] if index is not None else ""
-        raise NotebookExecutionError(
-            f"{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged"
-        ) from err
-    nb.metadata.setdefault("kvlab", {})[STAMP] = code_digest(nb)
+    with tempfile.TemporaryDirectory(prefix="kvlab-figures-") as side:
+        findings = Path(side) / "figure_overflow.json"
+        client = NotebookClient(
+            nb,
+            timeout=CELL_TIMEOUT_S,
+            kernel_name="python3",
+            record_timing=False,
+            extra_arguments=_kernel_start(findings),
+            resources={"metadata": {"path": str(path.resolve().parent)}},
+            on_cell_execute=lambda cell, cell_index: running.update(cell=cell_index),
+        )
+        try:
+            client.execute(env={**os.environ, **(env or {})})
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
+            index = running["cell"]
+            reason = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else type(err).__name__
+            first_line = nb.cells[index].source.strip().splitlines()[0] if index is not None else ""
+            raise NotebookExecutionError(
+                f"{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged"
+            ) from err
+        overflow = _figure_overflow(nb, findings, path)
+    nb.metadata.setdefault("kvlab", {}).update({STAMP: code_digest(nb), FIGURE_OVERFLOW: overflow})
     write_text(path, nbformat.writes(nb) + "\n")  # nbformat.write's own layout: a re-run diff shows outputs only
     return path
 

@@ -17,12 +17,14 @@ import torch
 from kvlab import _compat
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches import make_cache
-from kvlab.caches.options import check_options, check_request
+from kvlab.caches.options import check_options
 from kvlab.caches.quantized import ensure_quanto_extension
+from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
 from kvlab.model_facts import model_facts
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.trace import Trace
+from kvlab.size.request_rules import check_request
 from kvlab.watched_generate import cache_device, generate
 
 
@@ -72,7 +74,7 @@ def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
     """Prompt ids, shape (1, prompt_tokens). With `chat`, the model's chat template wraps a user turn."""
     if chat:
         if tokenizer.chat_template is None:
-            raise ValueError("this model has no chat template; run without chat")
+            raise ValueError(_("this model has no chat template; run without chat"))
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
         )
@@ -102,7 +104,7 @@ def run(
     build (`kvlab.caches.quantized.ensure_quanto_extension`) happens before the clock starts.
     """
     if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1; got {max_new_tokens!r}")
+        raise ValueError(_("max_new_tokens must be at least 1; got {got!r}").format(got=max_new_tokens))
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
     facts = model_facts(model.config)  # read once: the option and request checks and the trace's layer kinds

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
-from kvlab.caches.options import check_cache_kind, check_options, check_positions, check_prompt_length, check_request
+from kvlab.caches.options import check_cache_kind, check_options, check_prompt_length
+from kvlab.model_facts import model_facts
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
+from kvlab.size.request_rules import check_positions, check_request
 
 INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
 
@@ -87,10 +89,12 @@ def generate(
         generate_kwargs["cache_config"] = options
     built: dict = {}
 
+    facts = model_facts(model.config)  # read once: the option, memory and position checks all take it
+
     def before(generation_config, batch_size: int, max_cache_length: int) -> None:
         # max_cache_length is max_length - 1: the tokens the cache will hold, and the positions the model is fed
         if generation_config.use_cache is False:
-            check_positions(model.config, prompt_tokens, max_cache_length, allow_past_positions)
+            check_positions(facts, prompt_tokens, max_cache_length, allow_past_positions)
             return
         cache_kind = generation_config.cache_implementation or "dynamic"
         config = dict(generation_config.cache_config or {}) if cache_kind == "quantized" else {}
@@ -100,7 +104,7 @@ def generate(
         check_options(
             cache_kind,
             {**config, **extra},
-            model.config,
+            facts,
             prompt_tokens=prompt_tokens,
             cached_tokens=max_cache_length,  # the most tokens the cache will hold (max_length - 1)
             batch=batch_size * beams,
@@ -108,7 +112,7 @@ def generate(
             length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
         )
         check_request(
-            model.config,
+            facts,
             cache_kind,
             {**config, **extra},  # a static cache's length: max(max_cache_length, max_cache_len), as generate's
             prompt_tokens=prompt_tokens,

@@ -36,6 +36,7 @@ from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
 from kvlab.caches.options import PagedLayoutError
 from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import layer_kinds
 from kvlab.recording.trace import Trace
@@ -53,7 +54,7 @@ class Watch:
         self.caches: list = []  # every cache seen, in order; kept alive so the id-keyed index stays valid
         self.traces: list[Trace] = []
         self._index: dict[int, int] = {}  # id(cache) -> position in self.caches
-        self._adopted: list = []  # the caches this watch switched, switched back on exit
+        self._adopted: list = []  # (cache, how to switch it back) for each cache this watch switched, undone on exit
         self._handles: list = []
         self._paged_builder = None
         self._paged_refused: str | None = None
@@ -87,11 +88,8 @@ class Watch:
         finally:
             self._handles, self._paged_builder = [], None
             while self._adopted:
-                cache = self._adopted.pop()
-                if isinstance(cache, _compat.PagedAttentionCache):
-                    release_paged(cache)
-                else:
-                    release(cache)
+                cache, give_back = self._adopted.pop()
+                give_back(cache)
 
     # -- what the hooks see -------------------------------------------------------------------------------------
     def _before_forward(self, module, args, kwargs):
@@ -105,8 +103,9 @@ class Watch:
             self._see(cache)
 
     def _built_paged(self, cache) -> None:
-        self._adopted.append(cache)
-        self._describe(cache)
+        self._adopted.append((cache, release_paged))
+        # its own setup recorded its kind, class, dtype, layer kinds and block geometry
+        cache.trace.meta.update(self._watched())
         self._list(cache)
 
     def _see(self, cache) -> None:
@@ -125,7 +124,7 @@ class Watch:
             return
         if not is_instrumented(cache):
             adopt(cache, self.model.config, owner=self)
-            self._adopted.append(cache)
+            self._adopted.append((cache, release))
             self._describe(cache)
         self._last = self._list(cache)
 
@@ -138,17 +137,18 @@ class Watch:
 
     def _copied(self, original, copy) -> None:
         """Called by a watched cache's `__deepcopy__`: the copy is watched too, its trace starts as a copy."""
-        self._adopted.append(copy)
+        self._adopted.append((copy, release))
         self._list(copy)
         copy.trace.meta["copied_from"] = self._index.get(id(original))
         copy.trace.meta["copied_at_event"] = len(copy.trace.events)
 
+    def _watched(self) -> dict:
+        return {"model": model_name(self.model), "watched": True}
+
     def _describe(self, cache) -> None:
         config = self.model.config
         meta = cache.trace.meta
-        meta.update({"model": model_name(self.model), "watched": True})
-        if isinstance(cache, _compat.PagedAttentionCache):
-            return  # its own setup recorded its kind, class, dtype, layer kinds and block geometry
+        meta.update(self._watched())
         meta.update(
             {
                 "cache_kind": cache_kind(cache),
@@ -166,8 +166,10 @@ class Watch:
         """The trace of the cache the model used last (`traces` has one per cache)."""
         if self._last is None:
             raise NoCacheSeenError(
-                "the model used no cache inside this kvlab.watch block (use_cache=False, or no forward ran); "
-                "watch.traces is empty."
+                _(
+                    "the model used no cache inside this kvlab.watch block (use_cache=False, or no forward ran); "
+                    "watch.traces is empty."
+                )
             )
         return self.traces[self._last]
 

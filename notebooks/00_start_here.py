@@ -48,21 +48,29 @@
 #
 # ### Words: the guide's terms
 #
-# The notebooks use the English words; the pt-BR guide and the Portuguese notebooks (`notebooks/pt-BR/`) use these.
+# The notebooks use the English words; the pt-BR guide and the Portuguese notebooks (`notebooks/pt-BR/`) use these,
+# one word per concept (`kvlab/i18n/terms_pt_BR.toml` holds them, and a test checks every translation against it).
 #
 # | English (these notebooks) | pt-BR (the guide) |
 # |---|---|
-# | the default (dynamic) cache | cache padrão, cache dinâmico |
+# | KV cache; the default (dynamic) cache | cache KV; cache padrão, cache dinâmico |
 # | fixed-size (static) cache | cache de tamanho fixo, cache estático |
-# | sliding window | janela deslizante |
-# | offloading (moving layers to the CPU) | descarregamento (offloading) |
-# | quantization, quantized cache | quantização, cache quantizado |
-# | crop, roll back | recortar (crop), reverter |
-# | prefix cache, prefill | cache de prefixo, pré-preencher |
-# | iterative generation (chat) | geração iterativa |
-# | encoder-decoder cache | cache de encoder-decoder |
 # | key, value, layer, token | chave, valor, camada, token |
-# | masked (allocated but unused) slot | posição mascarada (alocada, não usada) |
+# | sliding window; chunked attention; linear attention | janela deslizante; atenção em blocos; atenção linear |
+# | full attention; self-attention, cross-attention | atenção completa; autoatenção, atenção cruzada |
+# | encoder, decoder; encoder-decoder cache | encoder, decoder; cache de encoder-decoder |
+# | slot; allocated; live (slots, tokens); masked (allocated but unused) | posição; alocada; ocupada; mascarada (alocada, não usada) |
+# | waste; evicted (dropped by a sliding window); storage (a tensor's memory) | desperdício; descartado; armazenamento |
+# | step, decode step; forward (pass); prefill | passo, passo de decodificação; forward; pré-preenchimento |
+# | greedy (decoding); full precision | greedy; precisão total |
+# | offloading (moving layers to the CPU); prefetch | descarregamento (offloading); pré-carregamento |
+# | quantization, quantized cache; packed; residual; flush | quantização, cache quantizado; empacotado; parte residual; flush |
+# | crop, roll back; past recording | recortar (crop), reverter; registro do passado |
+# | draft (speculative decoding) | rascunho |
+# | prefix cache; deep copy; reuse | cache de prefixo; cópia profunda; reutilização |
+# | iterative generation (chat); chat template | geração iterativa; chat template |
+# | request; paged cache; block; continuous batching | requisição; cache paginado; bloco; batching contínuo |
+# | the Cache Explorer | Explorador de Cache |
 
 # %%
 # %matplotlib inline

@@ -315,7 +315,7 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     print(f"executed {datetime.date.today()} on {platform.machine()}, {os.cpu_count()} CPUs, torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} new graph(s) compiled, "
+        print(f"  {run['label']:>22}: {run['new_graphs']} new graph(s) compiled, "
               f"{number(run['seconds'], 2, grouping=False)} s (one run)")
     print("same tokens as eager:", report["same_tokens"])
     steady = report["steady"]

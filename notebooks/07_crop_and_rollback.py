@@ -329,7 +329,7 @@ def crop_picture(n, past_recording):
             past_key_values.crop(-n)
             title, cropped = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens", n
         except kvlab.CacheCropError as err:
-            title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
+            title, cropped = str(err).split(", ")[0], 0  # its first clause: "crop(-n) refused: sliding layer 0 ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
     if past_recording:

@@ -41,10 +41,10 @@ import torch
 from transformers import ContinuousBatchingConfig, DynamicCache, GenerationConfig, StaticCache
 
 import kvlab
-from kvlab.caches.paged import paged_steps, paged_summary
 from kvlab.i18n import marks, number, percent
 from kvlab.live import live
 from kvlab.measure.batching import batching_row
+from kvlab.measure.paged import paged_steps, paged_summary
 from kvlab.plots.blocks import plot_block_timeline, plot_layouts
 from kvlab.predictions import score
 from kvlab.recording.slots import waste_pct

@@ -139,6 +139,28 @@ def unbuilt_quanto(monkeypatch):
     return probed
 
 
+SLIDING_WINDOW = 4  # the window of `sliding_config`'s sliding layer
+
+
+@pytest.fixture
+def sliding_config():
+    """A two-layer Gemma 3 config without weights: layer 0 sliding (window 4), layer 1 full attention, one KV head of
+    dim 1, so a cache filled by hand reads as a list of positions. A new one per test (tests change layer_types)."""
+    import transformers
+
+    return transformers.Gemma3TextConfig(
+        num_hidden_layers=2,
+        sliding_window=SLIDING_WINDOW,
+        num_key_value_heads=1,
+        num_attention_heads=1,
+        head_dim=1,
+        hidden_size=8,
+        intermediate_size=8,
+        vocab_size=16,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+
+
 @pytest.fixture
 def prompt_ids():
     """prompt_ids(n, seed=0) -> (1, n) random token ids for the tiny models (vocab 128, ids 3..127)."""

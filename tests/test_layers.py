@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "kvlab"
 
 # Arrows that run up the flow today, each waiting for its move: (importing module, imported module).
-KNOWN_EXCEPTIONS = {
-    # issue 20: to move: check_memory asks kvlab.size.request for the bytes a request needs, and kvlab.size
-    # imports kvlab.caches.options for its option rules; the memory check belongs below both (e.g. kvlab/size/)
-    ("kvlab.caches.options", "kvlab.size.request"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def _flow() -> list[list[str]]:

@@ -1,5 +1,6 @@
 """`kvlab.notebook_exec`: a notebook runs for real in a kernel, in its own directory, and is stamped with the code
-that ran; a failing cell leaves the file untouched. Two kernel starts in all (a few seconds each)."""
+that ran and with what the figure check found in its figures; a failing cell leaves the file untouched. Three
+kernel starts in all (a few seconds each)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from kvlab.notebook_exec import STAMP, code_digest, main
+from kvlab.notebook_exec import FIGURE_OVERFLOW, STAMP, NotebookExecutionError, _figure_overflow, code_digest, main
 
 
 def notebook(*code: str):
@@ -38,9 +39,56 @@ def test_a_notebook_runs_in_its_directory_with_the_extra_environment_and_is_stam
     ran = nbformat.read(path, as_version=4)
     assert ran.cells[2].outputs[0].text == f"from --env {os.path.realpath(tmp_path)}\n"
     assert [cell.execution_count for cell in ran.cells[1:]] == [1, 2]
-    assert ran.metadata["kvlab"] == {STAMP: code_digest(nb)}  # the digest alone: nothing that differs run to run
+    # the digest and the figure check's findings (none: no figure), nothing that differs run to run
+    assert ran.metadata["kvlab"] == {STAMP: code_digest(nb), FIGURE_OVERFLOW: []}
     assert all("execution" not in cell.metadata for cell in ran.cells)
     assert "KVLAB_EXEC_TEST" not in os.environ  # the setting went to the kernel only
+
+
+FIGURES = (
+    "from kvlab.plots._figure import subplots\n"
+    "def panels(*titles):\n"
+    "    fig, axes = subplots(1, len(titles), figsize=(8, 3), squeeze=False)\n"
+    "    for ax, title in zip(axes[0], titles):\n"
+    "        ax.set_title(title)\n"
+    "    return fig"
+)
+LONG = "a title far too long for its figure, " * 6
+LEFT, RIGHT = "the left panel's title, which runs on and on and on", "the right panel's title, which runs on and on too"
+
+
+def test_the_figures_each_cell_shows_are_checked_and_the_outputs_stay_as_they_are(tmp_path):
+    path = tmp_path / "figures.ipynb"
+    nbformat.write(
+        notebook(
+            "%matplotlib inline",
+            FIGURES,
+            f"panels({LONG!r})",  # the cell's value: a bare Figure, as kvlab's plots return
+            f"import matplotlib.pyplot as plt\nplt.plot([0, 1], [0, 1]); plt.title({LONG!r})",  # pyplot's: inline
+            f"display(panels('fits'))\ndisplay(panels({LEFT!r}, {RIGHT!r}))",  # the second one shown
+            "print('no figure')",
+        ),
+        path,
+    )
+
+    assert main([str(path)]) == 0
+
+    ran = nbformat.read(path, as_version=4)
+    assert ran.metadata["kvlab"][FIGURE_OVERFLOW] == [
+        {"cell": 3, "figure": 0, "text": LONG, "kind": "outside", "axes": 0},
+        {"cell": 4, "figure": 0, "text": LONG, "kind": "outside", "axes": 0},  # a pyplot figure too
+        {"cell": 5, "figure": 1, "text": LEFT, "kind": "overlap", "axes": 0, "with": RIGHT},
+    ]
+    shown = [[output.output_type for output in cell.outputs] for cell in ran.cells[1:]]
+    assert shown == [[], [], ["execute_result"], ["execute_result", "display_data"], 2 * ["display_data"], ["stream"]]
+    assert ran.cells[6].outputs[0].text == "no figure\n"  # and no word of the check, nor of an error, anywhere
+    figures = [ran.cells[3].outputs[0], ran.cells[4].outputs[1], *ran.cells[5].outputs]
+    assert all(set(output.data) == {"image/png", "text/plain"} for output in figures)
+
+
+def test_without_the_kernels_findings_the_run_is_refused(tmp_path):
+    with pytest.raises(NotebookExecutionError, match="figure check did not start"):
+        _figure_overflow(notebook("x = 1"), tmp_path / "never_written.json", tmp_path / "x.ipynb")
 
 
 def test_a_failing_cell_leaves_the_file_untouched_and_names_the_cell(tmp_path, capsys):

@@ -8,6 +8,8 @@
    nothing else in the file could tell.
 3. Every "Predict first" is a real prediction: a later cell sets a `guess...` name for the learner to edit and a
    cell after that scores it with `kvlab.predictions.score(guess, ...)`, before the next prediction.
+4. Every figure fits, in both languages: the run that stamps a notebook also checks each figure it shows
+   (`kvlab.plots.overflow`) and records what runs past the figure or over another panel's title; nothing may.
 
 The parsing behind each check is tested first, on small strings, so a passing notebook means what it says.
 """
@@ -27,7 +29,7 @@ from babel.messages.pofile import read_po
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from kvlab.notebook_exec import STAMP, code_digest
+from kvlab.notebook_exec import FIGURE_OVERFLOW, STAMP, code_digest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("pt-BR/*.ipynb"))  # English, then Portuguese
@@ -433,4 +435,33 @@ def test_every_prediction_is_scored(ipynb: Path):
     assert not problems, (
         f"{_name(ipynb)}: {len(problems)} 'Predict first' prompt(s) the learner cannot answer and see scored:\n  "
         + "\n  ".join(problems)
+    )
+
+
+def _checked(ipynb: Path):
+    """A notebook as a test parameter; expected to fail while it has no figure findings at all (it was executed
+    before `kvlab.notebook_exec` checked figures), a real failure once it has them and they are not empty."""
+    if FIGURE_OVERFLOW in _read(ipynb).metadata.get("kvlab", {}):
+        return pytest.param(ipynb, id=_name(ipynb))
+    unchecked = pytest.mark.xfail(strict=False, reason="notebooks not re-executed since the check was added")
+    return pytest.param(ipynb, id=_name(ipynb), marks=unchecked)
+
+
+@pytest.mark.parametrize("ipynb", [_checked(ipynb) for ipynb in IPYNBS])
+def test_every_figure_fits(ipynb: Path):
+    rerun = f"re-execute it: `python -m kvlab.notebook_exec {_name(ipynb)}`"
+    recorded = _read(ipynb).metadata.get("kvlab", {})
+    assert FIGURE_OVERFLOW in recorded, (
+        f"{_name(ipynb)}: no metadata.kvlab.{FIGURE_OVERFLOW}: its figures were never checked; {rerun}"
+    )
+    found = recorded[FIGURE_OVERFLOW]
+    lines = [
+        f"  c{f['cell']} figure {f['figure']} (axes {f['axes']}): {f['kind']} {f['text']!r}"
+        + (f" over {f['with']!r}" if "with" in f else "")
+        for f in found
+    ]
+    fix = "Shorten them, break them into lines, or give the figure room (figsize, tight_layout)"
+    assert not found, (
+        f"{_name(ipynb)}: {len(found)} text(s) run past their figure or over another panel's title or label. "
+        f"{fix}, then {rerun}:\n" + "\n".join(lines)
     )

@@ -3,7 +3,7 @@
 import pytest
 
 import kvlab
-from kvlab.caches.options import RequestError
+from kvlab.size.request_rules import RequestError
 
 
 @pytest.mark.parametrize("kind", ["dynamic", "static", "none"])  # static without max_cache_len: kvlab.generate's

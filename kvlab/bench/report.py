@@ -72,7 +72,7 @@ def columns(result: dict) -> list[tuple[str, str]]:
 
 def markdown_table(result: dict) -> str:
     meta = result["meta"]
-    COLUMNS = columns(result)  # noqa: N806 - shadows the module default for this table
+    COLUMNS = columns(result)  # shadows the module default for this table
     lines = [
         f"**{meta['model']}** ({meta['dtype']}, {meta['device']}), prompt {meta['prompt_tokens']} tokens + "
         f"{meta['new_tokens']} new tokens, {meta['repeats']} interleaved repeats (medians), {meta.get('threads')} "

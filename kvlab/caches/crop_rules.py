@@ -20,6 +20,12 @@ import operator
 
 from kvlab import _compat
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import N_, _
+
+# A sliding or chunked layer as a refusal names it ("sliding layer 3"), one message per kind so that a translation
+# can put the kind where its language puts an adjective ("camada deslizante 3").
+LAYER_NAMES = {"sliding": N_("sliding layer {layer_idx}"), "chunked": N_("chunked layer {layer_idx}")}
+OTHER_LAYER = N_("{layer_kind} layer {layer_idx}")  # a kind kvlab does not name yet: the kind as it is recorded
 
 
 class CacheCropError(KvlabUserError, ValueError):
@@ -30,19 +36,23 @@ def crop_count(value) -> int:
     """`value` as a plain int if it is an integral scalar (int, numpy integer, 0-d integer tensor), as transformers
     accepts; bools and anything fractional are refused, since a crop by 0.5 or True is a bug, not a count."""
     if isinstance(value, bool):
-        raise CacheCropError(f"crop takes an integer count of tokens (negative to remove), got {value!r}")
+        raise CacheCropError(
+            _("crop takes an integer count of tokens (negative to remove), got {value!r}").format(value=value)
+        )
     try:
         return operator.index(value)
     except TypeError:
         raise CacheCropError(
-            f"crop takes an integer count of tokens (negative to remove), got {value!r}; e.g. crop(-3)"
+            _("crop takes an integer count of tokens (negative to remove), got {value!r}; e.g. crop(-3)").format(
+                value=value
+            )
         ) from None
 
 
 def removal_count(n) -> int:
     """The count for `cache.crop` that removes the last `n` tokens (n >= 1): -n."""
     if not isinstance(n, int) or n < 1:
-        raise CacheCropError(f"crop removes the last n tokens: n must be a positive integer; got {n!r}")
+        raise CacheCropError(_("crop removes the last n tokens: n must be a positive integer; got {n!r}").format(n=n))
     return -n
 
 
@@ -51,13 +61,16 @@ def check_crop(tokens_to_remove: int, length: int | None) -> None:
     linear-attention states only, with no token count to check against; transformers' own rules apply)."""
     if tokens_to_remove > 0:
         raise CacheCropError(
-            f"crop({tokens_to_remove}): transformers {_compat.TRANSFORMERS_VERSION} crops by a negative count; "
-            f"use crop(-n) to remove the last n tokens."
+            _(
+                "crop({n}): transformers {version} crops by a negative count; use crop(-n) to remove the last n tokens."
+            ).format(n=tokens_to_remove, version=_compat.TRANSFORMERS_VERSION)
         )
     if length is not None and -tokens_to_remove > length:
         raise CacheCropError(
-            f"crop({tokens_to_remove}) goes past the start: the cache holds {length} tokens, "
-            f"so valid counts are crop(0) .. crop(-{length})."
+            _(
+                "crop({n}) goes past the start: the cache holds {length} tokens, so valid counts are "
+                "crop(0) .. crop(-{length})."
+            ).format(n=tokens_to_remove, length=length)
         )
 
 
@@ -70,11 +83,19 @@ def check_dynamic_sliding(
     refuses first."""
     if records_past or seen < window:
         return
+    layer = _(LAYER_NAMES.get(layer_kind, OTHER_LAYER))
     raise CacheCropError(
-        f"crop({tokens_to_remove}) refused: {layer_kind} layer {layer_idx} has seen {seen} tokens and "
-        f"keeps only the last {window - 1}, so the tokens a crop must bring back are gone. "
-        "The cache guide's rule: call cache.activate_past_recording() before generating; sliding and "
-        "chunked layers then keep their past until a crop restricts them to the window again."
+        _(
+            "crop({n}) refused: {layer} has seen {seen} tokens and keeps only the last {kept}, so the tokens a crop "
+            "must bring back are gone. The cache guide's rule: call cache.activate_past_recording() before "
+            "generating; sliding and chunked layers then keep their past until a crop restricts them to the window "
+            "again."
+        ).format(
+            n=tokens_to_remove,
+            layer=layer.format(layer_kind=layer_kind, layer_idx=layer_idx),
+            seen=seen,
+            kept=window - 1,
+        )
     )
 
 
@@ -86,10 +107,11 @@ def check_static_sliding(tokens_to_remove: int, layer_idx: int, seen: int, windo
     if tokens_to_remove == 0 or seen <= window:
         return
     raise CacheCropError(
-        f"crop({tokens_to_remove}) refused: sliding layer {layer_idx} has seen {seen} tokens but keeps only "
-        f"its window of {window}, so the tokens a crop must restore are already evicted. "
-        "A StaticCache cannot record the past; use a DynamicCache with "
-        "cache.activate_past_recording() before generating to be able to roll back."
+        _(
+            "crop({n}) refused: sliding layer {layer_idx} has seen {seen} tokens but keeps only its window of "
+            "{window}, so the tokens a crop must restore are already evicted. A StaticCache cannot record the past; "
+            "use a DynamicCache with cache.activate_past_recording() before generating to be able to roll back."
+        ).format(n=tokens_to_remove, layer_idx=layer_idx, seen=seen, window=window)
     )
 
 
@@ -100,12 +122,14 @@ def check_quantized_residual(tokens_to_remove: int, backend: str, residual: int)
         return
     if backend == "fp8" or -tokens_to_remove > residual:
         held = (
-            "no full-precision residual (fp8 quantizes every token)"
+            _("no full-precision residual (fp8 quantizes every token)")
             if backend == "fp8"
-            else f"only {residual} tokens in its full-precision residual"
+            else _("only {residual} tokens in its full-precision residual").format(residual=residual)
         )
         raise CacheCropError(
-            f"crop({tokens_to_remove}) refused: this QuantizedCache ({backend}) holds {held}; the other "
-            "tokens are already quantized and cannot be removed without re-quantizing. transformers would crop "
-            "the residual but keep counting the tokens, leaving get_seq_length() wrong."
+            _(
+                "crop({n}) refused: this QuantizedCache ({backend}) holds {held}; the other tokens are already "
+                "quantized and cannot be removed without re-quantizing. transformers would crop the residual but "
+                "keep counting the tokens, leaving get_seq_length() wrong."
+            ).format(n=tokens_to_remove, backend=backend, held=held)
         )

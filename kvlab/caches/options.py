@@ -4,20 +4,17 @@
 `make_cache`, `kvlab.run`, `kvlab.generate`, the size calculator, the Cache Explorer's
 session, the `kvlab run` command and the bench all call it, with what they know (a model config or only an
 architecture's layer kinds, the prompt length, the new tokens), and get the same one-line `CacheOptionError` for
-the same mistake. It applies, in order: the prompt is not empty, the kind is known, the kind takes each option
+the same mistake. It applies, in order: the prompt is not empty, the kind is known (and one `generate` builds: the
+paged kind is refused, naming `model.generate_batch`), the kind takes each option
 (`KIND_OPTIONS`), offload_only_non_sliding is a bool, a static kind has a max_cache_len that holds the prompt (and
 the new tokens in its full-attention layers), the quantized backend's nbits/axes/group size and layer kinds, the
 offloading has a layer to offload, and past recording is for a kind that can record. The rule functions below are
 its parts, usable alone.
 
-`check_request(config, cache_kind, options, prompt_tokens=..., max_new_tokens=..., ...)` is the second check, for
-what no cache option fixes, called by every entry point that generates (`kvlab.run`, `kvlab.generate`, the
-explorer's session, `kvlab run`; the command line before the weights load). Its refusals are one `RequestError`:
-- an output file that cannot be written (`check_paths`; it used to be found after the generation, report lost);
-- a cache bigger than the memory it would live in (`check_memory`: the bytes from the size calculator, for every
-  kind, a dynamic one at the most it would grow to; the memory from `available_memory`, the seam tests replace);
-- a prompt plus new tokens past the model's positions (`check_positions`, max_position_embeddings: transformers
-  only warns, and a 9,000-token prompt ran to the end on a model of 8,192 positions), unless explicitly allowed.
+The paged kind (continuous batching, `model.generate_batch`) has its own checks here, for its runner
+(`kvlab.serving.batch_run`), the explorer and `kvlab size`: `check_paged_options` (page size, requests, pool
+blocks), `pool_blocks` (a pool that holds the largest request), `check_page_size` and `check_paged_layers` (full
+attention only); `paged_blocks` is the arithmetic they share with the size calculator and `kvlab.serving`.
 
 What the rules know of a model (its layer kinds, KV shapes, windows, positions) is `kvlab.model_facts`, read once
 per check, and only by a rule that needs it; wherever a check takes a model `config` it takes its `ModelFacts` as
@@ -35,12 +32,22 @@ find mid-generation is checked here against the model's shapes, before anything 
 
 from __future__ import annotations
 
+import math
+
 from kvlab import _compat
-from kvlab.atomic import AtomicWriteError, check_writable
-from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
+from kvlab.cache_kinds import (
+    BATCH_KINDS,
+    CACHE_KINDS,
+    DEFAULT_QUANTIZED_BACKEND,
+    KIND_OPTIONS,
+    PAGE_SIZES,
+    PAGED,
+    PAGED_DEFAULTS,
+    QUANTIZED_OPTIONS,
+)
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.model_facts import ModelFacts, model_facts
-from kvlab.names import dtype_name
 
 # The options each kind takes (beyond `config` and `trace`).
 STATIC_KINDS = ("static", "offloaded_static")
@@ -63,30 +70,108 @@ def check_paged_layers(kinds: list[str] | tuple[str, ...], name: str) -> None:
     others = sorted({kind for kind in kinds if kind != "full"})
     if others:
         raise PagedLayoutError(
-            "kvlab instruments transformers' paged cache, and sizes its layout, for models whose layers are all full "
-            f"attention; {name} has {', '.join(others)} layers ({list(kinds).count('full')} of {len(kinds)} full). "
-            "Plain model.generate_batch(...) still runs it."
+            _(
+                "kvlab instruments transformers' paged cache, and sizes its layout, for models whose layers are all "
+                "full attention; {name} has {kinds} layers ({full} of {layers} full). Plain model.generate_batch(...) "
+                "still runs it."
+            ).format(name=name, kinds=", ".join(others), full=list(kinds).count("full"), layers=len(kinds))
         )
 
 
-class RequestError(KvlabUserError, ValueError):
-    """A request this machine or this model cannot serve, whatever the options: an output that cannot be written,
-    a cache bigger than the memory, more positions than the model has. One line; the command line exits 2."""
+def paged_blocks(length: int, block_size: int) -> int:
+    """Blocks of `block_size` slots a request holding `length` tokens occupies."""
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    return math.ceil(length / block_size)
+
+
+def check_page_size(page_size, sizes: tuple[int, ...] | None = None) -> int:
+    """`page_size` (token slots per block) if it is a positive integer, and one of `sizes` where the caller offers
+    a choice (the paged kind's `PAGE_SIZES`; `kvlab size` takes any)."""
+    if sizes is not None and page_size not in sizes:
+        raise CacheOptionError(
+            _("page_size must be one of {valid}; got {got}").format(
+                valid=", ".join(map(str, sizes)), got=repr(page_size)
+            )
+        )
+    if not isinstance(page_size, int) or page_size < 1:
+        raise CacheOptionError(_("page_size must be a positive integer; got {got}").format(got=repr(page_size)))
+    return page_size
+
+
+def check_paged_options(options: dict, max_requests: int) -> dict:
+    """The paged kind's options (`KIND_OPTIONS["paged"]`) with their values checked, defaults filled in.
+
+    `max_requests` is the most requests there are to serve: the workload's size, which `kvlab.serving` (a line
+    below the caches in the flow) knows and passes in."""
+    given = {**PAGED_DEFAULTS, **check_option_names(PAGED, options)}
+    check_page_size(given["page_size"], PAGE_SIZES)
+    requests = given["requests"]
+    if not isinstance(requests, int) or not 1 <= requests <= max_requests:
+        raise CacheOptionError(
+            _("requests must be between 1 and {most}; got {got}").format(most=max_requests, got=repr(requests))
+        )
+    if not isinstance(given["num_blocks"], int) or given["num_blocks"] < 0:
+        raise CacheOptionError(
+            _("num_blocks must be 0 (room for every request) or a positive number of blocks; got {got}").format(
+                got=repr(given["num_blocks"])
+            )
+        )
+    return given
+
+
+def pool_blocks(prompt_lengths: list[int], new_tokens: int, page_size: int, num_blocks: int) -> int:
+    """The pool's size in blocks: `num_blocks`, or (0) room for every request at its final length.
+
+    Refuses (CacheOptionError) a pool smaller than the largest request alone needs: transformers would fail
+    every request ("No requests can be scheduled")."""
+    need = [paged_blocks(n + new_tokens, page_size) for n in prompt_lengths]
+    if num_blocks == 0:
+        return sum(need)
+    if num_blocks < max(need):
+        raise CacheOptionError(
+            _(
+                "num_blocks={num_blocks} is too small: the largest request ({tokens} tokens with its answer) needs "
+                "{need} blocks of {page_size}; use at least {need}, or 0 for room for every request ({total} blocks)"
+            ).format(
+                num_blocks=num_blocks,
+                tokens=max(prompt_lengths) + new_tokens,
+                need=max(need),
+                page_size=page_size,
+                total=sum(need),
+            )
+        )
+    return num_blocks
 
 
 def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
-    """`cache_kind` if it is one of `kinds` (the size calculator passes its own: it has no "none")."""
+    """`cache_kind` if it is one of `kinds` (the size calculator passes its own: it has no "none"). The paged kind
+    is refused in words of its own: `generate` cannot take it, since `model.generate_batch` builds it."""
+    if cache_kind in BATCH_KINDS and cache_kind not in kinds:
+        raise CacheOptionError(
+            _(
+                "cache kind '{kind}' is continuous batching: model.generate_batch(...) builds its paged cache inside "
+                "its manager, so generate and make_cache cannot; record it with kvlab.watch(model) around "
+                "model.generate_batch(...) (notebook 12), run it in the explorer, or size it with kvlab size "
+                "--page-size; valid kinds here: {kinds}"
+            ).format(kind=cache_kind, kinds=", ".join(kinds))
+        )
     if cache_kind not in kinds:
-        raise CacheOptionError(f"unknown cache kind {cache_kind!r}; valid kinds: {', '.join(kinds)}")
+        raise CacheOptionError(
+            _("unknown cache kind {kind!r}; valid kinds: {kinds}").format(kind=cache_kind, kinds=", ".join(kinds))
+        )
     return cache_kind
 
 
 def _describe_kinds(kinds: list[str], window: int | None) -> str:
+    """What a refusal says of a model's layers ("its 26 layers are 22 sliding, 4 full (sliding window 512)"), in the
+    reader's language; the layer kinds stay transformers' names, the words of a config and of the trace."""
     counts = {layer_kind: kinds.count(layer_kind) for layer_kind in dict.fromkeys(kinds)}
     text = ", ".join(f"{n} {layer_kind}" for layer_kind, n in counts.items())
-    return f"its {len(kinds)} layers are {text}" + (
-        f" (sliding window {window})" if window and "sliding" in counts else ""
-    )
+    described = _("its {layers} layers are {kinds}").format(layers=len(kinds), kinds=text)
+    if window and "sliding" in counts:
+        described += _(" (sliding window {window})").format(window=window)
+    return described
 
 
 def _describe_layers(facts: ModelFacts) -> str:
@@ -102,10 +187,11 @@ def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
     """transformers' QuantizedCache takes full-attention layers only: refuse any other, naming what the model has."""
     if any(k != "full" for k in kinds):
         raise CacheOptionError(
-            "a quantized cache needs every layer to be full attention, and this model is not: "
-            f"{_describe_kinds(list(kinds), window)}. transformers' QuantizedCache does not support sliding or "
-            "linear-attention layers (the cache guide's table: quantized does not support sliding layers); use "
-            "dynamic, static or offloaded for this model."
+            _(
+                "a quantized cache needs every layer to be full attention, and this model is not: {layers}. "
+                "transformers' QuantizedCache does not support sliding or linear-attention layers (the cache guide's "
+                "table: quantized does not support sliding layers); use dynamic, static or offloaded for this model."
+            ).format(layers=_describe_kinds(list(kinds), window))
         )
 
 
@@ -127,34 +213,48 @@ def check_quantized_options(
     facts = _facts(config)
     if backend not in _compat.QUANTIZED_BACKENDS:
         raise CacheOptionError(
-            f"unknown quantization backend {backend!r}; valid: {', '.join(_compat.QUANTIZED_BACKENDS)}"
+            _("unknown quantization backend {backend!r}; valid: {valid}").format(
+                backend=backend, valid=", ".join(_compat.QUANTIZED_BACKENDS)
+            )
         )
     unknown = set(options) - set(QUANTIZED_OPTIONS)
     if unknown:
         raise CacheOptionError(
-            f"unknown quantized cache options {sorted(unknown)}; valid: {', '.join(QUANTIZED_OPTIONS)}"
+            _("unknown quantized cache options {unknown}; valid: {valid}").format(
+                unknown=sorted(unknown), valid=", ".join(QUANTIZED_OPTIONS)
+            )
         )
     given = {k: v for k, v in options.items() if v is not None}
     if backend == "fp8":
         if given:
             raise CacheOptionError(
-                f"the fp8 backend quantizes per tensor and takes none of {', '.join(QUANTIZED_OPTIONS)}; got "
-                f"{', '.join(sorted(given))}. Use backend hqq or quanto for group-wise options."
+                _(
+                    "the fp8 backend quantizes per tensor and takes none of {options}; got {given}. Use backend hqq "
+                    "or quanto for group-wise options."
+                ).format(options=", ".join(QUANTIZED_OPTIONS), given=", ".join(sorted(given)))
             )
     else:
         nbits = given.get("nbits", _compat.QUANTIZED_DEFAULTS["nbits"])
         valid_bits = _compat.HQQ_NBITS if backend == "hqq" else _compat.QUANTO_NBITS
         if nbits not in valid_bits:
-            raise CacheOptionError(f"{backend} nbits must be one of {', '.join(map(str, valid_bits))}; got {nbits}")
+            raise CacheOptionError(
+                _("{backend} nbits must be one of {valid}; got {nbits}").format(
+                    backend=backend, valid=", ".join(map(str, valid_bits)), nbits=nbits
+                )
+            )
         valid_axes = _compat.HQQ_AXES if backend == "hqq" else _compat.QUANTO_AXES
         for axis_name in ("axis_key", "axis_value"):
             if given.get(axis_name, 0) not in valid_axes:
                 raise CacheOptionError(
-                    f"{backend} {axis_name} must be one of {', '.join(map(str, valid_axes))}; got {given[axis_name]}"
+                    _("{backend} {axis} must be one of {valid}; got {got}").format(
+                        backend=backend, axis=axis_name, valid=", ".join(map(str, valid_axes)), got=given[axis_name]
+                    )
                 )
         for name in ("q_group_size", "residual_length"):
             if name in given and (not isinstance(given[name], int) or given[name] < 1):
-                raise CacheOptionError(f"{name} must be a positive integer; got {given[name]!r}")
+                raise CacheOptionError(
+                    _("{name} must be a positive integer; got {got!r}").format(name=name, got=given[name])
+                )
     if facts is not None:
         check_quantized_layers(list(facts.layer_kinds), facts.sliding_window)
     if backend != "fp8":
@@ -187,9 +287,11 @@ def _check_group_size(
         multiple = _compat.HQQ_AXIS0_GROUP_MULTIPLE[nbits]
         if 0 in axes and group % multiple:
             raise CacheOptionError(
-                f"hqq at {nbits} bits and axis 0 packs the q_group_size rows of each group {multiple} at a time, so "
-                f"q_group_size must be a multiple of {multiple}; got {group}. Valid: a multiple of {multiple} "
-                f"(the default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
+                _(
+                    "hqq at {nbits} bits and axis 0 packs the q_group_size rows of each group {multiple} at a time, so "
+                    "q_group_size must be a multiple of {multiple}; got {group}. Valid: a multiple of {multiple} (the "
+                    "default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
+                ).format(nbits=nbits, multiple=multiple, group=group)
             )
         return
     if facts is None or prompt_tokens is None:
@@ -207,10 +309,21 @@ def _check_group_size(
         for length in quantized_lengths(prompt_tokens, settings["residual_length"], cached_tokens):
             values = per_token * length
             if values % group:
+                moment = _("the prompt") if length == prompt_tokens else _("the first residual flush")
                 raise CacheOptionError(
-                    f"quanto at axis {axis} quantizes groups of q_group_size={group} values out of {what}; at "
-                    f"S={length} tokens (the {'prompt' if length == prompt_tokens else 'first residual flush'}) that "
-                    f"is {values}, which {group} does not divide. Valid for every length: {_divisors(per_token)}."
+                    _(
+                        "quanto at axis {axis} quantizes groups of q_group_size={group} values out of {shape}; at "
+                        "S={length} tokens ({moment}) that is {values}, which {group} does not divide. Valid for "
+                        "every length: {divisors}."
+                    ).format(
+                        axis=axis,
+                        group=group,
+                        shape=what,
+                        length=length,
+                        moment=moment,
+                        values=values,
+                        divisors=_divisors(per_token),
+                    )
                 )
 
 
@@ -227,10 +340,12 @@ def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "
     flags = facts.layer_flags  # (attention, sliding) per layer
     if any(attention for attention, _ in flags) and not any(attention and not sliding for attention, sliding in flags):
         raise CacheOptionError(
-            f"{cache_kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
-            f"model has none ({_describe_layers(facts)}): transformers' prefetch would fail in the first forward "
-            "('True is not in list'). "
-            "Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not offload."
+            _(
+                "{kind} with offload_only_non_sliding=True offloads only the non-sliding attention layers, and this "
+                "model has none ({layers}): transformers' prefetch would fail in the first forward ('True is not in "
+                "list'). Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not "
+                "offload."
+            ).format(kind=cache_kind, layers=_describe_layers(facts))
         )
 
 
@@ -251,35 +366,47 @@ def check_static_length(
     if max_cache_len is None:
         return
     if not isinstance(max_cache_len, int) or max_cache_len < 1:
-        raise CacheOptionError(f"max_cache_len must be a positive integer; got {max_cache_len!r}")
+        raise CacheOptionError(
+            _("{name} must be a positive integer; got {got!r}").format(name="max_cache_len", got=max_cache_len)
+        )
     # generate never feeds its last new token back, so it writes prompt + new - 1 positions: the size it picks
     # itself (max_length - 1) is the smallest one accepted here.
     needed = prompt_tokens + max((new_tokens or 0) - 1, 0) if prompt_tokens is not None else None
     if prompt_tokens is not None and max_cache_len < prompt_tokens:
         raise CacheOptionError(
-            f"max_cache_len={max_cache_len} is below the prompt length ({prompt_tokens} tokens); use at least "
-            f"{needed} to hold the prompt and the new tokens fed back (prompt + new - 1, as generate sizes it)."
+            _(
+                "max_cache_len={length} is below the prompt length ({prompt} tokens); use at least {needed} to hold "
+                "the prompt and the new tokens fed back (prompt + new - 1, as generate sizes it)."
+            ).format(length=max_cache_len, prompt=prompt_tokens, needed=needed)
         )
     if not layer_kinds or "full" not in layer_kinds:
         return
     if needed is not None and max_cache_len < needed:
         raise CacheOptionError(
-            f"max_cache_len={max_cache_len} cannot hold the prompt ({prompt_tokens} tokens) plus the "
-            f"{max((new_tokens or 0) - 1, 0)} new tokens fed back in the full-attention layers; use at least "
-            f"{needed} (prompt + new - 1, as generate sizes it)."
+            _(
+                "max_cache_len={length} cannot hold the prompt ({prompt} tokens) plus the {fed_back} new tokens fed "
+                "back in the full-attention layers; use at least {needed} (prompt + new - 1, as generate sizes it)."
+            ).format(length=max_cache_len, prompt=prompt_tokens, fed_back=max((new_tokens or 0) - 1, 0), needed=needed)
         )
     if tokens is not None and max_cache_len < tokens:
         raise CacheOptionError(
-            f"max_cache_len={max_cache_len} cannot hold {tokens} tokens in the full-attention layers"
+            _("max_cache_len={length} cannot hold {tokens} tokens in the full-attention layers").format(
+                length=max_cache_len, tokens=tokens
+            )
         )
 
 
 def check_past_recording(cache_kind: str, past_recording: bool) -> None:
     """Past recording keeps evicted tokens until a crop; only DynamicCache layers can do that."""
     if past_recording and cache_kind not in PAST_RECORDING_KINDS:
+        kinds = _("{kinds} and {last}").format(
+            kinds=", ".join(PAST_RECORDING_KINDS[:-1]), last=PAST_RECORDING_KINDS[-1]
+        )
         raise CacheOptionError(
-            f"past recording is for {' and '.join(PAST_RECORDING_KINDS)} caches (DynamicCache layers); a "
-            f"{cache_kind!r} cache cannot keep evicted tokens for a later crop."
+            _(
+                "past recording is for {kinds} caches (DynamicCache layers); a {kind!r} cache cannot keep evicted "
+                "tokens for a later crop."
+            ).format(kinds=kinds, kind=cache_kind)
         )
 
 
@@ -287,7 +414,7 @@ def check_prompt_length(prompt_tokens: int | None) -> None:
     """An empty prompt is refused (transformers fails deep inside the first forward: "cannot reshape tensor of 0
     elements"). A ValueError, not a CacheOptionError: it is not an option."""
     if prompt_tokens == 0:
-        raise ValueError("the prompt is empty (0 tokens); give at least one token of text")
+        raise ValueError(_("the prompt is empty (0 tokens); give at least one token of text"))
 
 
 def check_option_names(cache_kind: str, options: dict, require_length: bool = True) -> dict:
@@ -299,15 +426,21 @@ def check_option_names(cache_kind: str, options: dict, require_length: bool = Tr
     given = {k: v for k, v in options.items() if v is not None}
     wrong = sorted(set(given) - set(KIND_OPTIONS[cache_kind]))
     if wrong:
-        valid = ", ".join(KIND_OPTIONS[cache_kind]) or "no options"
-        raise CacheOptionError(f"cache kind {cache_kind!r} does not take {', '.join(wrong)}; it takes {valid}")
+        valid = ", ".join(KIND_OPTIONS[cache_kind]) or _("no options")
+        raise CacheOptionError(
+            _("cache kind {kind!r} does not take {wrong}; it takes {valid}").format(
+                kind=cache_kind, wrong=", ".join(wrong), valid=valid
+            )
+        )
     if "offload_only_non_sliding" in given and not isinstance(given["offload_only_non_sliding"], bool):
         got = given["offload_only_non_sliding"]
-        raise CacheOptionError(f"offload_only_non_sliding must be True or False; got {got!r}")
+        raise CacheOptionError(_("offload_only_non_sliding must be True or False; got {got!r}").format(got=got))
     if cache_kind in STATIC_KINDS and "max_cache_len" not in given and require_length:
         raise CacheOptionError(
-            f"cache kind {cache_kind!r} needs max_cache_len (the slots it pre-allocates per layer); or let generate "
-            f"size it: kvlab.generate(model, input_ids, cache_implementation={cache_kind!r}, max_new_tokens=...)"
+            _(
+                "cache kind {kind!r} needs max_cache_len (the slots it pre-allocates per layer); or let generate size "
+                "it: kvlab.generate(model, input_ids, cache_implementation={kind!r}, max_new_tokens=...)"
+            ).format(kind=cache_kind)
         )
     return given
 
@@ -358,7 +491,7 @@ def check_options(
     if cache_kind == "quantized":
         facts = _facts(config)
         if facts is not None and facts.is_encoder_decoder:
-            raise CacheOptionError("a quantized cache is for decoder-only models; this model is encoder-decoder")
+            raise CacheOptionError(_("a quantized cache is for decoder-only models; this model is encoder-decoder"))
         if cached_tokens is None and prompt_tokens is not None and max_new_tokens > 0:
             cached_tokens = prompt_tokens + max_new_tokens - 1  # the last new token is never fed back
         quantized = {k: v for k, v in given.items() if k != "backend"}
@@ -374,206 +507,3 @@ def check_options(
         check_offloading(facts if facts is not None else config, offload, cache_kind)
     check_past_recording(cache_kind, past_recording)
     return given
-
-
-# -- requests: what no cache option fixes (`check_request`) ------------------------------------------------------
-ALLOW_PAST_POSITIONS = "allow_past_positions=True (kvlab run --allow-past-positions) to generate past them anyway"
-
-
-def available_memory(device="cpu") -> int | None:
-    """Bytes free for a new cache on `device`: what psutil calls available for the CPU (and Apple's unified memory),
-    what CUDA reports free on that GPU; None where kvlab cannot tell (then nothing is refused).
-
-    The one seam of the memory rule: tests replace it (`monkeypatch.setattr(options, "available_memory", ...)`),
-    so no test allocates what it refuses."""
-    kind = str(device).split(":")[0]
-    if kind == "cuda":
-        import torch
-
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    if kind in ("cpu", "mps"):
-        try:
-            import psutil  # installed with accelerate
-        except ImportError:
-            return None
-        return int(psutil.virtual_memory().available)
-    return None
-
-
-def check_paths(paths) -> None:
-    """Every file the request will write (a trace, a report) can be written: refused before any work, where it used
-    to be found after the generation, with the report lost. None entries are skipped."""
-    for path in paths:
-        if path is None:
-            continue
-        try:
-            check_writable(path)
-        except AtomicWriteError as err:
-            raise RequestError(f"{err}; nothing was run") from None
-
-
-def _positions_needed(facts: ModelFacts, prompt_tokens: int, cached_tokens: int) -> list[tuple[str, int, int]]:
-    """(what, positions needed, limit) for each position limit the request passes: the decoder's positions are the
-    tokens the cache holds (the last new token is never fed back), an encoder's are the prompt's."""
-    over = []
-    if facts.is_encoder_decoder:
-        limit = facts.encoder_max_positions
-        if limit and prompt_tokens > limit:
-            over.append(("encoder", prompt_tokens, limit))
-    limit = facts.max_positions
-    if limit and cached_tokens > limit:
-        over.append(("decoder", cached_tokens, limit))
-    return over
-
-
-def check_positions(config, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False) -> None:
-    """A prompt plus new tokens past the model's positions is refused unless `allow`: transformers only warns
-    ("friendly reminder") and generates on, with rotary models drifting and learned position tables failing.
-    `config` is the model's config or its `ModelFacts`."""
-    if allow or config is None or prompt_tokens is None or cached_tokens is None:
-        return
-    facts = model_facts(config)
-    for what, needed, limit in _positions_needed(facts, prompt_tokens, cached_tokens):
-        if what == "encoder":
-            raise RequestError(
-                f"the prompt ({prompt_tokens:,} tokens) is longer than this model's encoder positions ({limit:,}, "
-                f"max_position_embeddings); valid: a prompt of at most {limit:,} tokens, or {ALLOW_PAST_POSITIONS}"
-            )
-        if facts.is_encoder_decoder:
-            raise RequestError(
-                f"{needed:,} new tokens need {needed:,} decoder positions, past this model's {limit:,} "
-                f"(max_position_embeddings); valid: at most {limit:,} new tokens, or {ALLOW_PAST_POSITIONS}"
-            )
-        new_tokens = needed - prompt_tokens + 1
-        valid = (
-            f"at most {limit - prompt_tokens + 1:,} new tokens with this prompt"
-            if prompt_tokens <= limit
-            else f"a prompt of at most {limit:,} tokens"
-        )
-        raise RequestError(
-            f"the prompt ({prompt_tokens:,} tokens) plus {new_tokens:,} new tokens need {needed:,} positions (the last "
-            f"new token is not fed back), past this model's {limit:,} (max_position_embeddings); valid: {valid}, "
-            f"or {ALLOW_PAST_POSITIONS}"
-        )
-
-
-def check_memory(
-    config,
-    cache_kind: str,
-    options: dict,
-    *,
-    prompt_tokens: int | None,
-    cached_tokens: int | None,
-    batch: int = 1,
-    dtype="float32",
-    device="cpu",
-    positions_allowed: bool = False,
-) -> None:
-    """A cache bigger than the memory it would live in is refused, naming the bytes it needs and the most that fits.
-
-    The bytes are the size calculator's prediction (`kvlab.size.request`): a static kind's preallocation, any other
-    kind at the most it would grow to (prompt + new tokens). An offloaded kind lives in CPU memory whatever the
-    model's device. `device=None` (a model spread over several devices) checks nothing. It is a floor, not a
-    promise: the cache alone must fit; activations and the weights (when not loaded yet) come on top. `config` is
-    the model's config or its `ModelFacts`.
-    """
-    if config is None or prompt_tokens is None or cached_tokens is None or cache_kind == "none" or device is None:
-        return
-    from kvlab.size import request as predicted  # here, not at the top: the size calculator imports this module
-
-    facts = model_facts(config)
-    where = "cpu" if cache_kind.startswith("offloaded") else str(device)
-    request = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
-    dtype = dtype_name(dtype)
-    needed = predicted.request_bytes(facts, cache_kind, options, dtype=dtype, **request)
-    if needed is None:
-        return
-    available = available_memory(where)
-    if available is None or needed <= available:
-        return
-    from kvlab.units import human_bytes
-
-    fit = predicted.most_length(facts, cache_kind, options, budget=available, dtype=dtype, **request)
-    length = predicted.requested_length(cache_kind, options, cached_tokens)
-    static = cache_kind in STATIC_KINDS
-    article = "an" if cache_kind[0] in "aeiou" else "a"
-    what = (
-        f"{article} {cache_kind} cache of {length:,} slots per layer"
-        if static
-        else f"{article} {cache_kind} cache of {length:,} tokens"
-    )
-    place = "CPU memory" if where.startswith("cpu") else f"{where} memory"
-    head = (
-        f"{what}{f' x batch {batch}' if batch > 1 else ''} needs {human_bytes(needed)} ({needed:,} B) and {place} has "
-        f"{human_bytes(available)} ({available:,} B) available"
-    )
-    raise RequestError(
-        f"{head}; {_memory_advice(facts, static, options, prompt_tokens, cached_tokens, fit, positions_allowed)}"
-    )
-
-
-def _memory_advice(
-    facts: ModelFacts, static: bool, options: dict, prompt_tokens, cached_tokens, fit, positions_allowed
-) -> str:
-    """What fits: the new tokens (capped by the model's positions unless they may be passed), a static length."""
-    if fit == 0:
-        return "not even the prompt's cache fits there; valid: a shorter prompt, a smaller dtype or another device"
-    encoder_decoder = facts.is_encoder_decoder
-    explicit = static and options.get("max_cache_len") is not None
-    if explicit and fit >= cached_tokens:
-        return f"valid here: max_cache_len at most {fit:,}"
-    new_tokens = fit if encoder_decoder else fit - prompt_tokens + 1
-    limit = None if positions_allowed else facts.max_positions
-    capped = ""
-    if limit is not None:
-        most = limit if encoder_decoder else limit - prompt_tokens + 1
-        if 0 < most < new_tokens:
-            new_tokens, capped = most, f" (the model's {limit:,} positions allow no more)"
-    length = f" and max_cache_len at most {fit:,}" if explicit else ""
-    return f"valid here: at most {new_tokens:,} new tokens{capped}{length}"
-
-
-def check_request(
-    config=None,
-    cache_kind: str = "dynamic",
-    options: dict | None = None,
-    *,
-    prompt_tokens: int | None = None,
-    max_new_tokens: int = 0,
-    cached_tokens: int | None = None,
-    batch: int = 1,
-    dtype="float32",
-    device="cpu",
-    allow_past_positions: bool = False,
-    paths=(),
-) -> None:
-    """Every rule about a request that no cache option fixes; each entry point passes what it knows, in order:
-    - `paths`: the files it will write are writable (no model needed: the command line checks them first);
-    - with the model's `config` (or its `ModelFacts`, read once here otherwise) and `prompt_tokens`: the cache fits
-      in `device`'s memory (for `batch` sequences of `dtype`), and the positions hold the prompt plus
-      `max_new_tokens` unless `allow_past_positions`.
-    `cached_tokens` is the most tokens the cache holds (default: prompt + new - 1, or the new tokens for an
-    encoder-decoder model); `generate` passes its own (max_length - 1). `options` are the cache's (a static
-    kind's max_cache_len is the length it allocates; without one, `generate` sizes it at `cached_tokens`).
-    """
-    check_paths(paths)
-    if config is None or prompt_tokens is None:
-        return
-    facts = model_facts(config)
-    if cached_tokens is None:
-        new_tokens = max(max_new_tokens, 1)
-        cached_tokens = new_tokens if facts.is_encoder_decoder else prompt_tokens + new_tokens - 1
-    given = {k: v for k, v in (options or {}).items() if v is not None}
-    check_memory(
-        facts,
-        cache_kind,
-        given,
-        prompt_tokens=prompt_tokens,
-        cached_tokens=cached_tokens,
-        batch=batch,
-        dtype=dtype,
-        device=device,
-        positions_allowed=allow_past_positions,
-    )
-    check_positions(facts, prompt_tokens, cached_tokens, allow_past_positions)

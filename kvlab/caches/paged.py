@@ -4,7 +4,7 @@
         out = model.generate_batch(inputs=prompts, generation_config=gen,
                                    continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=64))
     watch.trace.summary()          # the same vocabulary as every other cache
-    paged_steps(watch.trace)       # one row per forward: blocks in use / free / cached, requests in flight, ...
+    kvlab.measure.paged.paged_steps(watch.trace)   # one row per forward: blocks in use / free / cached, ...
 
 `generate_batch` builds a `PagedAttentionCache` inside its manager: one flat tensor cut into blocks of `page_size`
 token slots (every layer's keys and values for those tokens), handed to requests as they grow and returned when
@@ -13,7 +13,8 @@ calls transformers' own method for everything (`*args, **kwargs` untouched) and 
 afterwards, so the tokens are the ones plain `generate_batch` produces (tested). A paged cache the model meets
 already built (a persistent manager) is switched in place on its first forward, recorded from there.
 
-What the trace holds, in kvlab's words:
+What the trace holds, in kvlab's words (every event through `Recorder.record_state`, the builder every cache's
+updates go through: one event schema):
 - `update` events, one per layer per forward (`op` "kv"), and after a request's blocks are released (`op` "free").
   `bytes_held`/`cache_bytes` are the storage of the whole pool (allocated up front: exact, tested);
   `slots_allocated` the slots of blocks handed to requests, `slots_live` the token slots written in them (a block
@@ -37,11 +38,12 @@ is refused before anything runs (`PagedLayoutError`).
 from __future__ import annotations
 
 from kvlab import _compat
+from kvlab.cache_kinds import PAGED
 from kvlab.caches.options import check_paged_layers
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_kinds import layer_kinds
-from kvlab.recording.recorder import now
-from kvlab.recording.slots import waste_pct
+from kvlab.recording.layer_state import LayerState
+from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import attention_work, no_work, query_heads
@@ -58,7 +60,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
 
     @property
     def trace(self) -> Trace:
-        return self._kvlab_trace
+        return self._kvlab_recorder.trace
 
     # -- scheduling: which requests get blocks ----------------------------------------------------------------------
     def can_store_request_tokens(self, state, request_len, *args, **kwargs):
@@ -105,17 +107,17 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
         if self._kvlab_new_batch or self._kvlab_step < 0:
             self._kvlab_new_batch = False
             self._kvlab_step += 1
+            self._kvlab_recorder.step = self._kvlab_step
             self._kvlab_step_fields = self._kvlab_take_pending()
-            self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
-            self._kvlab_started = now()
+            self._kvlab_state, self._kvlab_pool = _read_blocks(self, self._kvlab_tokens)
         started = now()
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         seconds = now() - started
         # key_states: (1, kv_heads, tokens of every scheduled request, head_dim); the requests are packed into one
         # row, and attention scores each query against the keys handed back (its own request's, by the mask)
-        extra = {**attention_work(key_states, out, self._kvlab_query_heads), **self._kvlab_step_fields}
-        self._kvlab_step_fields = {}
-        self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), seconds, extra)
+        work = attention_work(key_states, out, self._kvlab_query_heads)
+        step_fields, self._kvlab_step_fields = self._kvlab_step_fields, {}
+        self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), seconds, work, step_fields)
         return out
 
     # -- blocks coming back ---------------------------------------------------------------------------------------
@@ -130,7 +132,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             kept = cached_after - cached_before
             in_use = set().union(*_compat.paged_block_tables(self).values())
             shared = sum(1 for b in blocks if b in in_use)  # still held by a request that shares the prefix
-            self._kvlab_state = _read_blocks(self, self._kvlab_tokens)
+            self._kvlab_state, self._kvlab_pool = _read_blocks(self, self._kvlab_tokens)
             detail = {
                 "request_id": str(request_id),
                 "reason": "preempted" if no_cache else "finished",
@@ -140,7 +142,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
                 "blocks_still_shared": shared,
             }
             for position, layer_idx in enumerate(self._kvlab_layers):
-                self._kvlab_record(layer_idx, "free", 0, 0.0, detail if position == 0 else {})
+                self._kvlab_record(layer_idx, "free", 0, 0.0, no_work(), detail if position == 0 else {})
         return out
 
     def evict_cached_blocks(self, *args, **kwargs):
@@ -164,42 +166,20 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             "cached_evicted": pending["cached_evicted"],
         }
 
-    def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, seconds: float, extra: dict) -> None:
-        state = self._kvlab_state
-        page = self._kvlab_geometry["page_size"]
-        self._kvlab_trace.events.append(
-            {
-                "type": "update",
-                "step": max(self._kvlab_step, 0),
-                "layer_idx": int(layer_idx),
-                "role": "self",
-                "op": op,
-                "tokens_added": tokens_added,
-                "tokens_evicted_now": 0,
-                "seconds": seconds,
-                "cache_bytes": self._kvlab_bytes,
-                "layer_kind": "full",
-                "logical_length": state["tokens"],
-                "slots_allocated": state["blocks_in_use"] * page,
-                "slots_live": state["slots_live"],
-                "slots_masked": state["blocks_in_use"] * page - state["slots_live"],
-                "tokens_evicted": 0,
-                "bytes_held": self._kvlab_layer_bytes,
-                "device": self._kvlab_device,
-                "quantized_tokens": 0,
-                "residual_tokens": 0,
-                "packed_bytes": 0,
-                "residual_bytes": 0,
-                **no_work(tokens_added),
-                "slots_free": state["blocks_free"] * page,
-                "slots_cached": state["blocks_cached"] * page,
-                "slots_trash": self._kvlab_geometry["trash_blocks"] * page,
-                "blocks_in_use": state["blocks_in_use"],
-                "blocks_free": state["blocks_free"],
-                "blocks_cached": state["blocks_cached"],
-                "requests": state["requests"],
-                **extra,
-            }
+    def _kvlab_record(
+        self, layer_idx: int, op: str, tokens_added: int, seconds: float, work: dict, extra: dict
+    ) -> None:
+        """One update event: every layer holds one page of each block, so the pool's state is each layer's."""
+        self._kvlab_recorder.record_state(
+            "self",
+            int(layer_idx),
+            self._kvlab_state,
+            op,
+            tokens_added,
+            seconds,
+            work,
+            {**self._kvlab_pool, **extra},
+            cache_bytes=self._kvlab_bytes,
         )
 
 
@@ -214,8 +194,9 @@ def _fresh_pending() -> dict:
     }
 
 
-def _read_blocks(cache, tokens: dict[str, int]) -> dict:
-    """Blocks in use / free / cached and the token slots written in the blocks in use, read from the allocator."""
+def _read_blocks(cache, tokens: dict[str, int]) -> tuple[LayerState, dict]:
+    """What every layer holds, read from the allocator: the slots of the blocks in use and the token slots written
+    in them (a `LayerState`), and the pool's own fields (blocks in use / free / cached, their slots, requests)."""
     page = cache._kvlab_geometry["page_size"]
     tables = _compat.paged_full_allocator(cache).block_table
     fill: dict[int, int] = {}
@@ -225,14 +206,27 @@ def _read_blocks(cache, tokens: dict[str, int]) -> dict:
             held = min(max(length - position * page, 0), page)
             fill[block] = max(fill.get(block, 0), held)  # a shared block counts once
     free, cached = _compat.paged_block_counts(cache)
-    return {
+    allocated, live = len(fill) * page, sum(fill.values())
+    state = LayerState(
+        "full",
+        sum(tokens.get(r, 0) for r in tables),  # logical_length: the tokens of every request holding blocks
+        allocated,
+        live,
+        allocated - live,  # slots_masked: the empty slots of each request's last block
+        0,
+        cache._kvlab_layer_bytes,
+        cache._kvlab_device,
+    )
+    pool = {
+        "slots_free": free * page,
+        "slots_cached": cached * page,
+        "slots_trash": cache._kvlab_geometry["trash_blocks"] * page,
         "blocks_in_use": len(fill),
         "blocks_free": free,
         "blocks_cached": cached,
-        "slots_live": sum(fill.values()),
-        "tokens": sum(tokens.get(r, 0) for r in tables),
         "requests": len(tables),
     }
+    return state, pool
 
 
 def _setup(cache, model=None, first_seen: bool = False) -> None:
@@ -250,18 +244,20 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
     cache._kvlab_pending = _fresh_pending()
     cache._kvlab_step_fields = {}
     cache._kvlab_tokens = {}
-    cache._kvlab_trace = Trace(
-        meta={
-            "cache_kind": "paged",
-            "cache_class": _compat.PAGED_CACHE_NAME,
-            "dtype": dtype_name(cache.dtype),
-            "layer_kinds": ["full"] * len(layers),
-            "paged": {**geometry, "storage_bytes": total},
-        }
+    cache._kvlab_recorder = Recorder(
+        Trace(
+            meta={
+                "cache_kind": PAGED,
+                "cache_class": _compat.PAGED_CACHE_NAME,
+                "dtype": dtype_name(cache.dtype),
+                "layer_kinds": ["full"] * len(layers),
+                "paged": {**geometry, "storage_bytes": total},
+            }
+        )
     )
     if first_seen:
-        cache._kvlab_trace.meta["first_seen_requests"] = len(_compat.paged_block_tables(cache))
-    cache._kvlab_state = _read_blocks(cache, cache._kvlab_tokens)
+        cache.trace.meta["first_seen_requests"] = len(_compat.paged_block_tables(cache))
+    cache._kvlab_state, cache._kvlab_pool = _read_blocks(cache, cache._kvlab_tokens)
 
 
 def adopt_paged(cache) -> InstrumentedPagedAttentionCache:
@@ -303,72 +299,3 @@ class building_instrumented:  # lower case: used as a function, `with building_i
 
     def __exit__(self, *exc_info) -> None:
         setattr(_compat.PAGED_CACHE_MODULE, _compat.PAGED_CACHE_NAME, self.original)
-
-
-def paged_steps(trace: Trace) -> list[dict]:
-    """One row per forward of a paged trace: blocks and slots after the forward, and the step's scheduling events.
-
-    Releases between two forwards (requests finishing, preemptions) are listed on the row of the forward before
-    them (`finished`, `preempted`, `blocks_to_pool`, `blocks_kept_cached`); `*_after_free` give the state after them.
-    """
-    rows: dict[int, dict] = {}
-    for e in trace.updates:
-        step = e["step"]
-        if e["op"] == "kv" and "block_tables" in e:
-            rows[step] = {
-                "step": step,
-                "requests": e["requests"],
-                "blocks_in_use": e["blocks_in_use"],
-                "blocks_free": e["blocks_free"],
-                "blocks_cached": e["blocks_cached"],
-                "slots_allocated": e["slots_allocated"],
-                "slots_live": e["slots_live"],
-                "slots_masked": e["slots_masked"],
-                "block_tables": e["block_tables"],
-                "cached_block_ids": e["cached_block_ids"],
-                "request_tokens": e["request_tokens"],
-                "scheduled": e["scheduled"],
-                "admitted": e["admitted"],
-                "refused": e["refused"],
-                "new_blocks": e["new_blocks"],
-                "prefix_hits": e["prefix_hits"],
-                "finished": [],
-                "preempted": [],
-                "blocks_to_pool": 0,
-                "blocks_kept_cached": 0,
-                "blocks_in_use_after_free": e["blocks_in_use"],
-                "blocks_free_after_free": e["blocks_free"],
-            }
-        elif e["op"] == "free" and step in rows:
-            row = rows[step]
-            if "request_id" in e:
-                row["finished" if e["reason"] == "finished" else "preempted"].append(e["request_id"])
-                row["blocks_to_pool"] += e["blocks_to_pool"]
-                row["blocks_kept_cached"] += e["blocks_kept_cached"]
-            row["blocks_in_use_after_free"] = e["blocks_in_use"]
-            row["blocks_free_after_free"] = e["blocks_free"]
-    return [rows[s] for s in sorted(rows)]
-
-
-def paged_summary(trace: Trace) -> dict:
-    """Blocks over the whole run: peaks, internal fragmentation (time-averaged and at the peak), queueing."""
-    rows = paged_steps(trace)
-    meta = trace.meta.get("paged", {})
-    allocated = sum(r["slots_allocated"] for r in rows)
-    masked = sum(r["slots_masked"] for r in rows)
-    peak = max(rows, key=lambda r: r["blocks_in_use"], default=None)
-    return {
-        "forwards": len(rows),
-        "page_size": meta.get("page_size"),
-        "num_blocks": meta.get("num_blocks"),
-        "storage_bytes": meta.get("storage_bytes"),
-        "peak_blocks_in_use": peak["blocks_in_use"] if peak else 0,
-        "peak_requests": max((r["requests"] for r in rows), default=0),
-        "fragmentation_pct_mean": waste_pct(masked, allocated),
-        "fragmentation_pct_at_peak": waste_pct(peak["slots_masked"], peak["slots_allocated"]) if peak else 0.0,
-        "refusals": sum(len(r["refused"]) for r in rows),
-        "requests_refused": len({rid for r in rows for rid in r["refused"]}),
-        "preemptions": sum(len(r["preempted"]) for r in rows),
-        "finished": sum(len(r["finished"]) for r in rows),
-        "prefix_hit_tokens": sum(sum(r["prefix_hits"].values()) for r in rows),
-    }

@@ -2,7 +2,7 @@
 
 An impossible request costs nothing: before the weights load, the options are checked, then the files it will
 write (`--output`, `--trace`), then, with the config and the tokenizer, whether the cache fits in memory and the
-prompt plus new tokens in the model's positions (`kvlab.caches.options.check_request`; `--allow-past-positions`
+prompt plus new tokens in the model's positions (`kvlab.size.request_rules.check_request`; `--allow-past-positions`
 lets it generate past them). One line, exit status 2. The report is written before the trace, both atomically
 (`kvlab.atomic`): a trace that fails to save does not take the report with it.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from kvlab.cache_kinds import CACHE_KINDS, OPTION_NAMES  # imports nothing: building the parser stays light
+from kvlab.cache_kinds import BATCH_KINDS, CACHE_KINDS, OPTION_NAMES  # imports nothing: the parser stays light
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
 
 
@@ -29,8 +29,12 @@ def add_parser(subparsers) -> None:
         'kvlab run --model gemma3 --cache quantized --backend hqq --nbits 4 --prompt "Hi" --max-new-tokens 8 --json',
     )
     p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
-    p.add_argument(
-        "--cache", required=True, choices=CACHE_KINDS, metavar="CACHE_KIND", help=f"one of {', '.join(CACHE_KINDS)}"
+    p.add_argument(  # a batch kind is accepted here so that the option check says where it runs instead
+        "--cache",
+        required=True,
+        choices=(*CACHE_KINDS, *BATCH_KINDS),
+        metavar="CACHE_KIND",
+        help=f"one of {', '.join(CACHE_KINDS)}",
     )
     p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
     p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
@@ -114,8 +118,9 @@ def chat_template(choice: str, tokenizer) -> str:
 
 def handle(args) -> int:
     from kvlab import models
-    from kvlab.caches.options import check_options, check_prompt_length, check_request
+    from kvlab.caches.options import check_options, check_prompt_length
     from kvlab.recorded_run import encode, run
+    from kvlab.size.request_rules import check_request
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")

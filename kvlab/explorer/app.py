@@ -28,8 +28,8 @@ import ipywidgets as widgets
 
 from kvlab.explorer import summary
 from kvlab.explorer.controls import Controls, fitted
+from kvlab.explorer.kinds import for_trace, kind_of
 from kvlab.explorer.models import LOADED, ModelStore
-from kvlab.explorer.paged import PAGED, is_paged_trace, paged_figure
 from kvlab.i18n import _, number
 from kvlab.measure.timing import clock
 
@@ -235,7 +235,7 @@ class Explorer:
         """Call a widget callback; whatever it raises is shown in the app (ipywidgets would only log it)."""
         try:
             return handler(*args)
-        except Exception as err:  # noqa: BLE001 - shown to the user, with its traceback when it is a bug
+        except Exception as err:  # any error: shown to the user, with its traceback when it is a bug
             self.show_error(err)
             return None
 
@@ -284,15 +284,10 @@ class Explorer:
         )
         self.show_message("")
         self.last_crop = None
-        paged = request.cache == PAGED
-        self.progress.value, self.progress.max = 0, request.options["requests"] if paged else request.max_new_tokens
+        total, working = kind_of(request.cache).progress(request)  # tokens, or requests for a kind that ends whole
+        self.progress.value, self.progress.max = 0, total
         self.progress.bar_style = ""
         self.text.value = ""
-        working = (
-            _("generate_batch: serving {requests} requests…").format(requests=request.options["requests"])
-            if paged
-            else _("prefill…")
-        )
         status = loading_text.format(model=request.model) if loading else working
         if self._quanto_build_pending(request):  # kvlab.run builds it before its clock starts: say why it waits
             notice = _("building optimum-quanto's C++ extension once (about 1 minute)…")
@@ -328,10 +323,8 @@ class Explorer:
 
     def on_stop(self) -> None:
         current = self.session.current
-        if self.session.running and current is not None and current.request.cache == PAGED:
-            self.show_message(
-                _("generate_batch cannot be stopped midway: the paged run ends when every request is done.")
-            )
+        if self.session.running and current is not None and not kind_of(current.request.cache).streams:
+            self.show_message(_(kind_of(current.request.cache).no_stop))
             return
         if self.session.stop():
             self.status.value = html.escape(_("stopping after the current token…"))
@@ -392,8 +385,9 @@ class Explorer:
     def _draw_live(self, run: Run) -> None:
         """Redraw while `run` generates: first as soon as its first cache update is recorded (the prefill's first
         layer: the picture comes while the prefill goes on, not after it), then after new tokens, at most every
-        `min_redraw_s`. A paged run is drawn once, when it ends: generate_batch hands its trace over whole."""
-        if run.request.cache == PAGED:
+        `min_redraw_s`. A kind that does not stream (paged: generate_batch hands its trace over whole) is drawn
+        once, when it ends."""
+        if not kind_of(run.request.cache).streams:
             return
         drawn = None  # when the last picture was drawn
         while not run.done:
@@ -408,47 +402,21 @@ class Explorer:
             self._dirty.clear()
             try:
                 self.refresh(run, table=False, live=True)
-            except Exception as err:  # noqa: BLE001 - a drawing bug is shown, and the run goes on undrawn
+            except Exception as err:  # any error: a drawing bug is shown, and the run goes on undrawn
                 self.show_error(err)
                 return
             drawn = clock()
 
     def _on_done(self, run: Run) -> None:
         try:
-            result = run.result
-            stopped = result.trace.meta.get("stopped")
             self._show_text(run)
-            if run.request.cache == PAGED:
-                requests = len(result.trace.meta.get("paged_requests", []))
-                self.progress.value, self.progress.bar_style = requests, "success"
-                self.status.value = _(
-                    "done: {requests} requests, {new_tokens} new tokens ({prompt_tokens} prompt tokens) in "
-                    "{seconds} s, {forwards} forwards"
-                ).format(
-                    requests=requests,
-                    new_tokens=len(result.generated_token_ids),
-                    prompt_tokens=run.prompt_tokens,
-                    seconds=number(result.seconds, 2, grouping=False),
-                    forwards=result.trace.summary()["steps"],
-                )
-                self.refresh(run)
-                return
-            self.progress.value = len(result.generated_token_ids)
-            self.progress.bar_style = "warning" if stopped else "success"
-            finished = (
-                _("stopped after {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
-                if stopped
-                else _("done: {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
-            )
-            self.status.value = finished.format(
-                tokens=len(result.generated_token_ids),
-                prompt_tokens=run.prompt_tokens,
-                seconds=number(result.seconds, 2, grouping=False),
-            )
-            if stopped:
-                self.show_message(_("Stopped: the partial trace is kept (plots and table show the steps that ran)."))
+            progress, style, status, note = kind_of(run.request.cache).finished(run)
+            self.progress.value, self.progress.bar_style = progress, style
+            self.status.value = status
+            if note is not None:
+                self.show_message(note)
             self.refresh(run)
-        except Exception as err:  # noqa: BLE001 - in the generating thread: shown, or it would vanish
+        except Exception as err:  # any error: in the generating thread: shown, or it would vanish
             self.show_error(err)
         finally:
             self._set_running(False)
@@ -473,9 +441,7 @@ class Explorer:
             ).format(file=run.loaded_from)
         else:
             tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
-            text, title = tokenizer.decode(run.new_ids, skip_special_tokens=True), _("generated text")
-            if run.request.cache == PAGED:  # one line per request
-                text, title = (run.result.text if run.result is not None else ""), _("generated text, per request")
+            text, title = kind_of(run.request.cache).text(run, tokenizer)
         self.text.value = (
             f'<div style="font-size:12px;color:{MUTED}">{html.escape(title)}</div><pre style="'
             f"white-space:pre-wrap;margin:0;padding:4px;border:1px solid {BORDER};max-height:8em;"
@@ -501,9 +467,9 @@ class Explorer:
     def _finished_run(self) -> Run:
         run = self.session.current
         if run is None or run.result is None:
-            raise ValueError("there is nothing to save yet: press Run (or load a trace) first")
+            raise ValueError(_("there is nothing to save yet: press Run (or load a trace) first"))
         if self.session.running:
-            raise ValueError("wait for the run to finish (or Stop it) before saving")
+            raise ValueError(_("wait for the run to finish (or Stop it) before saving"))
         return run
 
     def _offer(self, item: export.Export) -> export.Export:
@@ -603,11 +569,12 @@ class Explorer:
         self._ready()
         from kvlab.explorer import figures
 
-        if run is not None and is_paged_trace(run.trace) and run.trace.updates:
-            # a paged run's picture is its block timeline; comparison runs stay rows of the table
+        kind = for_trace(run.trace) if run is not None else None
+        if kind is not None and kind.figure is not None and run.trace.updates:
+            # a kind with a picture of its own (paged: the block timeline); comparison runs stay rows of the table
             others = any(r is not run for r in self.session.comparison)
             also = " " + _("(comparison runs: rows of the table)") if others else ""
-            return paged_figure(run.snapshot(), title=run.label + also)
+            return kind.figure(run.snapshot(), run.label + also)
         current = (run.label, run.snapshot()) if run is not None else None
         rows = run.layer_rows() if run is not None else []
         comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]

@@ -1,14 +1,13 @@
 """The explorer's input widgets, and which of them apply to which cache kind.
 
-A learner should only see the options a cache takes: `options_for(cache_kind, backend)` is the rule (from
-`kvlab.caches.KIND_OPTIONS`, plus past recording for DynamicCache kinds, minus the group-wise options the fp8
-backend does not take), and `Controls` shows or hides the option widgets to match. Values that the rule
-allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on purpose: the message
-the explorer shows for them is part of the lesson.
+A learner should only see the options a cache takes: `options_for(cache_kind, backend)` is the rule (the kind's
+options in `kvlab.explorer.kinds`: `kvlab.caches.KIND_OPTIONS`, plus past recording for DynamicCache kinds, minus
+the group-wise options the fp8 backend does not take), and `Controls` shows or hides the option widgets to match.
+Values that the rule allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on
+purpose: the message the explorer shows for them is part of the lesson.
 
-The explorer's own kind "paged (generate_batch)" (`kvlab.explorer.paged`) serves several requests through
-continuous batching: its options are page size, requests and pool blocks, and the prompt controls are hidden
-(its requests come from the workload, or are random token prompts for a tiny model).
+A kind that brings its own requests ("paged (generate_batch)": continuous batching, whose options are page size,
+requests and pool blocks) hides the prompt controls (`ExplorerKind.uses_prompt`).
 
 A chat model's prompt goes through its chat template by default (an instruct model given the bare text answers
 off-topic); the "chat template" box turns that off, and is unticked and disabled for a model without one.
@@ -23,34 +22,31 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 from kvlab import _compat
-from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, KIND_OPTIONS, QUANTIZED_OPTIONS
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, PAGE_SIZES, PAGED_DEFAULTS, PAGED_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.cache_kinds import OPTION_NAMES as CACHE_OPTION_NAMES
-from kvlab.caches.options import PAST_RECORDING_KINDS
+from kvlab.explorer import kinds
+from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import CHAT_TEMPLATES, DTYPES, LOADED, model_choices
-from kvlab.explorer.paged import MAX_REQUESTS, PAGE_SIZES, PAGED, PAGED_DEFAULTS, PAGED_LABEL, PAGED_OPTIONS
-from kvlab.explorer.prompts import presets
+from kvlab.explorer.prompts import presets, title
 from kvlab.i18n import N_, _
+from kvlab.serving.batch_run import MAX_REQUESTS
 
 if TYPE_CHECKING:
     from kvlab.explorer.session import RunRequest
 
 # The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
 OPTION_NAMES = (*CACHE_OPTION_NAMES, "past_recording", *PAGED_OPTIONS)
+KINDS = tuple(kind.name for kind in kinds.KINDS)  # the cache menu's values: transformers' kinds, then paged
 CUSTOM = N_("(your own text)")  # the preset dropdown's value for a typed prompt; shown as `_(CUSTOM)`
-KINDS = (*CACHE_KINDS, PAGED)  # every kind the explorer offers: transformers' cache kinds, then continuous batching
-PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for the paged kind: it brings its own requests
+PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for a kind that brings its own requests
 
 
 def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tuple[str, ...]:
     """Names of the option widgets that apply to a `cache_kind` (and quantization `backend`)."""
-    if cache_kind == PAGED:
-        return PAGED_OPTIONS
-    names = list(KIND_OPTIONS[cache_kind])
+    names = kind_of(cache_kind).options
     if cache_kind == "quantized" and backend == "fp8":  # fp8 takes none of the group-wise options
-        names = [n for n in names if n not in QUANTIZED_OPTIONS]
-    if cache_kind in PAST_RECORDING_KINDS:
-        names.append("past_recording")
-    return tuple(names)
+        names = tuple(n for n in names if n not in QUANTIZED_OPTIONS)
+    return names
 
 
 def fitted(min_width: str = "") -> widgets.Layout:
@@ -81,7 +77,7 @@ class Controls:
         self.model = widgets.Dropdown(options=choices, value=model or choices[0], description=_("model"), style=wide)
         self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
         self.cache = widgets.Dropdown(
-            options=[(_(PAGED_LABEL) if k == PAGED else k, k) for k in KINDS],
+            options=[(kind.shown(), kind.name) for kind in kinds.KINDS],
             value="dynamic",
             description=_("cache"),
             style=wide,
@@ -136,7 +132,7 @@ class Controls:
         self.presets = dict(prompt_presets if prompt_presets is not None else presets())
         first = next(iter(self.presets), None)
         self.preset = widgets.Dropdown(
-            options=[*((name, name) for name in self.presets), (_(CUSTOM), CUSTOM)],
+            options=[*((title(name), name) for name in self.presets), (_(CUSTOM), CUSTOM)],
             value=first or CUSTOM,
             description=_("preset"),
             style=wide,
@@ -207,7 +203,7 @@ class Controls:
         for name in OPTION_NAMES:
             getattr(self, name).layout.display = None if name in shown else "none"
         for name in PROMPT_NAMES:
-            getattr(self, name).layout.display = "none" if self.cache.value == PAGED else None
+            getattr(self, name).layout.display = None if kind_of(self.cache.value).uses_prompt else "none"
         self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
 
     def _default_chat(self) -> None:

@@ -138,19 +138,22 @@ def read_trace(name: str, content: bytes) -> Trace:
         text = bytes(content).decode("utf-8")
     except UnicodeDecodeError:
         raise TraceFormatError(
-            f"{name} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), "
-            "`kvlab run --trace` or the explorer's Save trace."
+            _(
+                "{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), "
+                "`kvlab run --trace` or the explorer's Save trace."
+            ).format(path=name)
         ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise TraceFormatError(
-            f"{name} does not parse as JSON ({err.msg} at line {err.lineno}); a kvlab trace is "
-            "the JSON written by Trace.save(), `kvlab run --trace` or the explorer's Save "
-            "trace."
+            _(
+                "{path} does not parse as JSON ({error} at line {line}); a kvlab trace is the JSON written by "
+                "Trace.save(), `kvlab run --trace` or the explorer's Save trace."
+            ).format(path=name, error=err.msg, line=err.lineno)
         ) from None
     except RecursionError:
-        raise TraceFormatError(f"{name} is nested too deeply to be a kvlab trace.") from None
+        raise TraceFormatError(_("{path} is nested too deeply to be a kvlab trace.").format(path=name)) from None
     return Trace.from_dict(data, source=name)
 
 

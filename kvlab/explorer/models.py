@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from kvlab.i18n import _
 from kvlab.names import dtype_name
 
 if TYPE_CHECKING:
@@ -90,12 +91,22 @@ class ModelStore:
     def _key(self, name: str, dtype: str) -> tuple[str, str]:
         if name == LOADED:
             if not self.has_loaded:
-                raise ValueError("no model was passed to explore(); choose one of " + ", ".join(model_choices(False)))
+                raise ValueError(
+                    _("no model was passed to explore(); choose one of {valid}").format(
+                        valid=", ".join(model_choices(False))
+                    )
+                )
             return (LOADED, self.loaded_dtype)  # an already-loaded model keeps its own dtype
         if name not in BUNDLED_CHOICES + TINY_CHOICES:
-            raise ValueError(f"unknown model {name!r}; valid: {', '.join(model_choices(self.has_loaded))}")
+            raise ValueError(
+                _("unknown model {name!r}; valid: {valid}").format(
+                    name=name, valid=", ".join(model_choices(self.has_loaded))
+                )
+            )
         if dtype not in DTYPES:
-            raise ValueError(f"unsupported dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+            raise ValueError(
+                _("unsupported dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPES))
+            )
         return (name, dtype)
 
     def has_chat_template(self, name: str) -> bool:

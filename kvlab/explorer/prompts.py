@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvlab.i18n import N_, _
+
 if TYPE_CHECKING:  # the explorer reads the presets before torch is imported
     import torch
 
@@ -18,6 +20,9 @@ FALLBACK = {
     "kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
     "while it generates text.\n"
 }
+# What the preset menu calls each shipped preset. The English title is the file's name, as the menu has always
+# shown it; a translation gives it words. The texts stay English: they are what the model is fed.
+TITLES = (N_("kv_cache_question"), N_("python_execution_model"), N_("python_with_statement"), N_("story_opening"))
 
 
 def presets() -> dict[str, str]:
@@ -28,14 +33,24 @@ def presets() -> dict[str, str]:
     return found or dict(FALLBACK)
 
 
+def title(name: str) -> str:
+    """The menu title of preset `name` in the current language; a preset kvlab does not ship keeps its name (a
+    preset of the learner's called "live" is not a label to translate)."""
+    return _(name) if name in TITLES else name
+
+
 def encode_prompt(tokenizer, text: str, target_tokens: int = 0, chat: bool = False) -> torch.Tensor:
     """Prompt ids, shape (1, n). With `target_tokens` > 0 the text is repeated or cut to exactly that many tokens."""
     from kvlab.recorded_run import encode
 
     if not text.strip():
-        raise ValueError("the prompt is empty; type some text or choose a preset")
+        raise ValueError(_("the prompt is empty; type some text or choose a preset"))
     if target_tokens < 0:
-        raise ValueError(f"prompt length must be 0 (use the text as is) or a positive token count; got {target_tokens}")
+        raise ValueError(
+            _("prompt length must be 0 (use the text as is) or a positive token count; got {target}").format(
+                target=target_tokens
+            )
+        )
     ids = encode(tokenizer, text, chat=chat)  # (1, n)
     if target_tokens == 0:
         return ids

@@ -3,7 +3,9 @@
 The widget callbacks run on the kernel's main thread and must return at once (or the UI freezes), so `start`
 only checks the request and launches a daemon thread; Stop sets an event that `generate` polls after every
 token. Whatever happened (finished, stopped, failed), the thread ends by calling `on_done` (or `on_error`
-with a one-line message), and the trace recorded so far is kept.
+with a one-line message), and the trace recorded so far is kept. What differs between cache kinds (how a request is
+checked and run, whether Stop can end it, whether its cache can be cropped) is the kind's `ExplorerKind`
+(`kvlab.explorer.kinds`); `generate_run` is how the kinds `generate` builds run.
 """
 
 from __future__ import annotations
@@ -14,18 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kvlab.caches.crop_rules import CacheCropError, removal_count
-from kvlab.caches.options import check_options, check_request
-from kvlab.caches.paged import check_paged_model
 from kvlab.errors import KvlabEnvironmentError, KvlabUserError, one_line
 from kvlab.explorer.generation import generate_traced
+from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import ModelStore
-from kvlab.explorer.paged import PAGED, check_paged_options, generate_paged
 from kvlab.explorer.prompts import encode_prompt
+from kvlab.i18n import _
 from kvlab.recorded_run import RunResult
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.storage import storage_bytes, view_bytes
 from kvlab.recording.trace import Trace
-from kvlab.watched_generate import cache_device
 
 # What a learner's input or the machine can cause (a bad option, a damaged model or KVLAB_HOME, a save_dir on a full
 # disk): one line, never a traceback. The command line catches the same (kvlab/errors.py).
@@ -67,7 +67,8 @@ class Run:
 
     @property
     def label(self) -> str:
-        return self.request.label() + (f" [loaded from {self.loaded_from}]" if self.loaded_from else "")
+        loaded = _(" [loaded from {file}]").format(file=self.loaded_from) if self.loaded_from else ""
+        return self.request.label() + loaded
 
     @property
     def new_tokens(self) -> int:
@@ -113,39 +114,15 @@ class Session:
 
     # -- running ------------------------------------------------------------------------------------------------
     def check(self, request: RunRequest) -> None:
-        """Every check that needs no model work; with the model already loaded, all of `kvlab.run`'s checks (the
-        options, then the request: its cache fits in memory, its tokens in the model's positions)."""
+        """Every check that needs no model work; with the model already loaded, all of its kind's checks (for a kind
+        `generate` builds, `kvlab.run`'s: the options, then the request: its cache fits in memory, its tokens in the
+        model's positions). The kind's own rules are its `ExplorerKind.check`."""
         if request.max_new_tokens < 1:
-            raise ValueError(f"max new tokens must be at least 1; got {request.max_new_tokens}")
-        if request.cache == PAGED:  # its requests are its own (no prompt); the model's layers once it is known
-            check_paged_options(request.options)
-            if self.store.is_ready(request.model, request.dtype):
-                check_paged_model(self.store.get(request.model, request.dtype)[0])
-            return
-        if not request.prompt.strip():
-            raise ValueError("the prompt is empty; type some text or choose a preset")
-        # the option rules without the model (its layer kinds and shapes are checked once it is known) ...
-        check_options(request.cache, request.options, past_recording=request.past_recording)
-        if self.store.is_ready(request.model, request.dtype):  # ... and with it, all of `kvlab.run`'s
-            model, tokenizer = self.store.get(request.model, request.dtype)
-            ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)
-            check_options(
-                request.cache,
-                request.options,
-                model.config,
-                prompt_tokens=ids.shape[-1],
-                max_new_tokens=request.max_new_tokens,
-                past_recording=request.past_recording,
-            )
-            check_request(  # memory and positions (unloaded, kvlab.run checks them in the worker, after the load)
-                model.config,
-                request.cache,
-                request.options,
-                prompt_tokens=ids.shape[-1],
-                max_new_tokens=request.max_new_tokens,
-                dtype=model.dtype,
-                device=cache_device(model),
-            )
+            raise ValueError(_("max new tokens must be at least 1; got {got}").format(got=request.max_new_tokens))
+        loaded = (
+            self.store.get(request.model, request.dtype) if self.store.is_ready(request.model, request.dtype) else None
+        )
+        kind_of(request.cache).check(request, loaded)
 
     def start(
         self,
@@ -174,34 +151,10 @@ class Session:
         request = run.request
         try:
             model, tokenizer = self.store.get(request.model, request.dtype)
-            if request.cache == PAGED:  # generate_batch: no report per token, no Stop; the trace is the pool's
-                result = generate_paged(model, tokenizer, request.options, request.max_new_tokens)
-                run.trace, run.prompt_tokens = result.trace, result.prompt_tokens
-                run.new_ids, run.result = list(result.generated_token_ids), result
-            else:
-                ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
-                run.prompt_tokens = int(ids.shape[-1])
-
-                def token(new_ids: list[int]) -> None:
-                    run.new_ids = new_ids
-                    if on_token is not None:
-                        on_token(run)
-
-                run.result = generate_traced(
-                    model,
-                    tokenizer,
-                    ids,
-                    request.cache,
-                    request.options,
-                    request.max_new_tokens,
-                    past_recording=request.past_recording,
-                    trace=run.trace,
-                    on_token=token,
-                    stop=self._stop,
-                )
+            kind_of(request.cache).start(run, model, tokenizer, on_token, self._stop)
         except USER_ERRORS as err:
             run.error = one_line(err)
-        except Exception as err:  # noqa: BLE001 - the UI shows one line instead of dying silently in a thread
+        except Exception as err:  # any error: the UI shows one line instead of dying silently in a thread
             run.error = f"{type(err).__name__}: {one_line(err)}"
             run.traceback = traceback.format_exc()  # a bug, not a user's mistake: the explorer folds it under the line
         run.done = True
@@ -229,11 +182,11 @@ class Session:
         """Keep the last finished run overlaid on later plots and as a row of the table."""
         run = self.current
         if run is None or run.result is None:
-            raise ValueError("there is no finished run to add yet: press Run first")
+            raise ValueError(_("there is no finished run to add yet: press Run first"))
         if self.running:
-            raise ValueError("wait for the run to finish (or Stop it) before adding it to the comparison")
+            raise ValueError(_("wait for the run to finish (or Stop it) before adding it to the comparison"))
         if any(r is run for r in self.comparison):
-            raise ValueError("this run is already in the comparison")
+            raise ValueError(_("this run is already in the comparison"))
         self.comparison.append(run)
         return run
 
@@ -243,7 +196,7 @@ class Session:
     def show_loaded(self, run: Run) -> None:
         """Make a run loaded from a saved trace the current one (drawn, tabled, ready to compare or save)."""
         if self.running:
-            raise ValueError("wait for the run to finish (or Stop it) before loading a trace")
+            raise ValueError(_("wait for the run to finish (or Stop it) before loading a trace"))
         self.current = run
 
     # -- crop ---------------------------------------------------------------------------------------------------
@@ -256,24 +209,23 @@ class Session:
         the storage (the table's note under "bytes now").
         """
         if self.running:
-            raise CacheCropError("wait for the run to finish (or Stop it) before cropping its cache")
+            raise CacheCropError(_("wait for the run to finish (or Stop it) before cropping its cache"))
         run = self.current
         if run is None or run.result is None:
-            raise CacheCropError("there is no cache to crop yet: press Run first")
+            raise CacheCropError(_("there is no cache to crop yet: press Run first"))
         tokens_to_remove = removal_count(n)  # crop(-n): the last n tokens
         if run.loaded_from is not None:
             raise CacheCropError(
-                f"this run was loaded from {run.loaded_from}: a saved trace has no cache to crop; "
-                "run it again, then crop"
+                _(
+                    "this run was loaded from {file}: a saved trace has no cache to crop; run it again, then crop"
+                ).format(file=run.loaded_from)
             )
-        if run.request.cache == PAGED:
-            raise CacheCropError(
-                "a paged run's blocks went back to the pool when generate_batch returned: there is "
-                "no cache left to crop"
-            )
+        kind = kind_of(run.request.cache)
+        if not kind.crops:
+            raise CacheCropError(_(kind.no_crop))
         cache = run.result.cache_object
         if cache is None:
-            raise CacheCropError("this run used no cache (cache kind 'none'): there is nothing to crop")
+            raise CacheCropError(_("this run used no cache (cache kind 'none'): there is nothing to crop"))
         before = run.bytes_now()
         cache.crop(tokens_to_remove)
         # transformers crops a DynamicLayer by slicing (`keys[..., :-n, :]`): a view that keeps the whole storage
@@ -282,3 +234,29 @@ class Session:
         kept = max(0, storage_bytes(*tensors) - view_bytes(*tensors))
         run.crop_bytes = {"n": n, "before": before, "after": run.bytes_now(), "kept_by_views": kept}
         return run.result.trace.crops[-1]
+
+
+def generate_run(run: Run, model, tokenizer, on_token: Callable[[Run], None] | None, stop: threading.Event) -> None:
+    """A kind `generate` builds, run for the explorer: `kvlab.run` with a report per token and a Stop switch
+    (`kvlab.explorer.generation`), recording into `run.trace` as it goes (the live plots read it)."""
+    request = run.request
+    ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
+    run.prompt_tokens = int(ids.shape[-1])
+
+    def token(new_ids: list[int]) -> None:
+        run.new_ids = new_ids
+        if on_token is not None:
+            on_token(run)
+
+    run.result = generate_traced(
+        model,
+        tokenizer,
+        ids,
+        request.cache,
+        request.options,
+        request.max_new_tokens,
+        past_recording=request.past_recording,
+        trace=run.trace,
+        on_token=token,
+        stop=stop,
+    )

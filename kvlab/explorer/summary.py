@@ -5,17 +5,18 @@ value in `data-value` so tests (and a browser) can read it without parsing thous
 note under the table says what it did to "bytes now", as measured (`crop_note`): a DynamicCache's crop slices its
 tensors into views that keep their storage, a static cache only moves its write position back.
 
-A paged run (`kvlab.explorer.paged`) has given every block back by the time it ends, so its slot columns read 0;
-its row adds the blocks in use at the peak, the requests that waited for blocks and the preemptions (columns
-shown only when the table has a paged row), and its waste % is the share of handed-out slots left empty,
-averaged over forwards (internal fragmentation).
+A kind may add fields of its own to its row (`kvlab.explorer.kinds`: `ExplorerKind.row_fields`, with their
+columns and a note, shown only when the table has such a row). A paged run has given every block back by the
+time it ends, so its slot columns read 0; its row adds the blocks in use at the peak, the requests that waited for
+blocks and the preemptions, and its waste % is the share of handed-out slots left empty, averaged over forwards
+(internal fragmentation).
 """
 
 from __future__ import annotations
 
 import html
 
-from kvlab.explorer.paged import is_paged_trace, paged_row_fields
+from kvlab.explorer import kinds
 from kvlab.i18n import N_, _, marks, number
 from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
@@ -39,21 +40,17 @@ COLUMNS = (
     ("ms_per_step", N_("ms/step (IQR)")),
     ("tokens_per_s", N_("tokens/s")),
 )
-PAGED_COLUMNS = (
-    ("blocks_peak", N_("blocks peak")),
-    ("num_blocks", N_("pool blocks")),
-    ("requests_waited", N_("waited")),
-    ("preemptions", N_("preempted")),
-)
-PAGED_NOTE = N_(
-    "paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
-    "handed-out blocks, averaged over forwards"
-)
+
+
+def _extra_kinds(rows: list[dict]) -> list[kinds.ExplorerKind]:
+    """The kinds whose own fields some row carries (`run_row`'s `fields_of`), in the cache menu's order."""
+    named = {r.get("fields_of") for r in rows}
+    return [kind for kind in kinds.KINDS if kind.name in named]
 
 
 def columns_for(rows: list[dict]) -> tuple[tuple[str, str], ...]:
-    """The table's columns: the paged ones only when a row is a paged run."""
-    return COLUMNS + (PAGED_COLUMNS if any(r.get("paged") for r in rows) else ())
+    """The table's columns: a kind's own (the paged ones) only when a row carries its fields."""
+    return COLUMNS + tuple(column for kind in _extra_kinds(rows) for column in kind.columns)
 
 
 def run_row(name: str, run) -> dict:
@@ -85,8 +82,9 @@ def run_row(name: str, run) -> dict:
         "stopped": bool(meta.get("stopped")),
         "crop_note": crop_note(run.crop_bytes) if run.crop_bytes else None,
     }
-    if is_paged_trace(trace) and trace.updates:
-        row.update(paged_row_fields(trace), paged=True)
+    kind = kinds.for_trace(trace)
+    if kind.row_fields is not None and trace.updates:
+        row.update(kind.row_fields(trace), fields_of=kind.name)
     return row
 
 
@@ -187,8 +185,9 @@ def to_html(rows: list[dict]) -> str:
         + "</li>"
         for r in rows
     )
-    if any(r.get("paged") for r in rows):
-        labels += f"<li><i>{html.escape(_(PAGED_NOTE))}</i></li>"
+    for kind in _extra_kinds(rows):
+        if kind.note:
+            labels += f"<li><i>{html.escape(_(kind.note))}</i></li>"
     return (
         '<div class="kvlab-summary-scroll" style="overflow-x:auto;max-width:100%">'
         f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:11px">'

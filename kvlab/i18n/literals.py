@@ -10,11 +10,18 @@ text a reader sees changes, and only where it is certain to be such text. A lite
 - a positional argument of a function whose name starts with `plot_` (kvlab's plots take their labels and title
   positionally too: `plot_prefill_bars(data, "turn", "generate time (ms)", title)`).
 
-Never translated: dict keys and values, list items, comparisons and subscripts (they are data the code looks up:
-`shapes["quanto 4-bit, residual_length=8"]` must find the key the dict was built with), any other argument
-(`cache_implementation="static"`, `backend="hqq"`, model names, the prompts fed to a model, so that the tokens and
-every printed number stay the same), raw and bytes literals, and a literal with no two letters in a row outside
-its fields (" B", " %", "…": nothing to translate).
+- a run label: a plain string of words with a space between them that names a run the notebook keeps or shows
+  (a key of a dict display, `stages = {"after generate": ...}`; the key of a subscript assignment,
+  `stages["4 more tokens"] = ...`; an item of a `labels=` tuple or list) — and then, so that the code still finds
+  what it stored, every plain string of the same notebook with the same text, wherever it stands
+  (`stages["after generate"]["full"]`, a dropdown's `value=`): one message, one translation (`label_keys` collects
+  the labels of a whole notebook, `find(source, labels)` uses them).
+
+Never translated otherwise: dict values, list items, comparisons and subscripts (data the code looks up), any other
+argument (`cache_implementation="static"`, `backend="hqq"`, model names, the prompts fed to a model, so that the
+tokens and every printed number stay the same), raw and bytes literals, and a literal with no two letters in a row
+outside its fields (" B", " %", "…": nothing to translate). A label is never a prompt: a string given to a tokenizer
+call is not one.
 
 An f-string is one message, its adjacent pieces (`f"..." f"..."`) joined: the text around the fields in a
 translator's own word order, each `{...}` field written exactly as in the code (`{per_token:,}`, `{name:>17}`) and
@@ -37,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 KEYWORDS = frozenset({"title", "suptitle", "description", "label", "xlabel", "ylabel"})
+LABELS_KEYWORD = "labels"  # `labels=("deepcopy + generate", ...)`: each item names a run
 KEYWORD_SUFFIXES = ("_title", "_label")
 FIRST_ARGUMENT_METHODS = frozenset({"set_title", "set_xlabel", "set_ylabel", "suptitle"})
 PLOT_PREFIX = "plot_"
@@ -69,13 +77,14 @@ class Literal:
         return [value for kind, value in self.parts if kind == "field"]
 
 
-def find(source: str) -> list[Literal]:
-    """The translatable literals of a code cell, in source order (the rules of the module's docstring)."""
+def find(source: str, labels: frozenset[str] = frozenset()) -> list[Literal]:
+    """The translatable literals of a code cell, in source order (the rules of the module's docstring); `labels`
+    are the run labels of the whole notebook (`label_keys`): every plain string with one of their texts is one."""
     masked = MAGIC.sub(r"\1#", source)  # same length: offsets into `masked` are offsets into `source`
     tree = ast.parse(masked)
     offsets = _line_offsets(masked)
     found = []
-    for node in _selected(tree):
+    for node in _selected(tree, labels):
         start = _offset(masked, offsets, node.lineno, node.col_offset)
         end = _offset(masked, offsets, node.end_lineno, node.end_col_offset)
         pieces = _pieces(masked[start:end])
@@ -106,12 +115,63 @@ def problems(literal: Literal, translation: str) -> list[str]:
     return found
 
 
-def translate(source: str, translation: Callable[[Literal], str]) -> str:
+def label_keys(sources) -> frozenset[str]:
+    """The run labels of a notebook's code cells (`sources`): dict-display keys, keys of subscript assignments and
+    `labels=` items that are plain strings of two or more words, not given to a tokenizer."""
+    found: set[str] = set()
+    for source in sources:
+        tree = ast.parse(MAGIC.sub(r"\1#", source))
+        prompts = {
+            id(n)
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and _feeds_model(call)
+            for n in ast.walk(call)
+        }
+        for node in ast.walk(tree):
+            candidates: list = []
+            if isinstance(node, ast.Dict):
+                candidates = [k for k in node.keys if k is not None]
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                candidates = [node.slice]
+            elif (
+                isinstance(node, ast.keyword)
+                and node.arg == LABELS_KEYWORD
+                and isinstance(node.value, (ast.Tuple, ast.List))
+            ):
+                candidates = list(node.value.elts)
+            found.update(c.value for c in candidates if id(c) not in prompts and _is_label(c))
+    return frozenset(found)
+
+
+def _is_label(node) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and " " in node.value.strip()
+        and bool(LETTERS.search(node.value))
+    )
+
+
+def _feeds_model(call: ast.Call) -> bool:
+    """A call whose string arguments are model input: a tokenizer (`tokenizer(...)`, `tokenizer.encode`), `encode`."""
+    name = callee(call)
+    owner = call.func.value if isinstance(call.func, ast.Attribute) else None
+    return (
+        name.endswith("tokenizer")
+        or name == "encode"
+        or (isinstance(owner, ast.Name) and owner.id.endswith("tokenizer"))
+    )
+
+
+def translate(source: str, translation: Callable[[Literal], str], labels: frozenset[str] = frozenset()) -> str:
     """`source` with each literal of `find` replaced by `translation(literal)` (a message in the same form).
     Raises ValueError when a translation does not fit its literal, or the result would not be the same code."""
     edits = []
-    for literal in find(source):
+    translated_labels = set(labels)  # what the labels read after translation: the result's own labels
+    for literal in find(source, labels):
         text = translation(literal)
+        if literal.message in labels and not literal.fstring:
+            translated_labels.add(text)
         if text == literal.message:  # the same words (a name, a unit): the English source, as it was laid out
             continue
         if wrong := problems(literal, text):
@@ -120,7 +180,7 @@ def translate(source: str, translation: Callable[[Literal], str]) -> str:
     result = source
     for literal, written in reversed(edits):
         result = result[: literal.start] + written + result[literal.end :]
-    if _shape(result) != _shape(source):
+    if _shape(result, frozenset(translated_labels)) != _shape(source, labels):
         raise ValueError("the translated cell is not the same code as the English one")
     return result
 
@@ -136,8 +196,8 @@ def _is_string(node) -> bool:
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
 
 
-def _selected(tree) -> list[ast.expr]:
-    """The literal nodes in a translatable position, in source order."""
+def _selected(tree, labels: frozenset[str] = frozenset()) -> list[ast.expr]:
+    """The literal nodes in a translatable position, in source order (each once)."""
     chosen = []
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
         name = callee(call)
@@ -150,7 +210,24 @@ def _selected(tree) -> list[ast.expr]:
             for k in call.keywords
             if k.arg and (k.arg in KEYWORDS or k.arg.endswith(KEYWORD_SUFFIXES)) and _is_string(k.value)
         ]
-    return sorted(chosen, key=lambda n: (n.lineno, n.col_offset))
+    if labels:
+        prompts = {
+            id(n)
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and _feeds_model(call)
+            for n in ast.walk(call)
+        }
+        inside_fstrings = {id(n) for f in ast.walk(tree) if isinstance(f, ast.JoinedStr) for n in ast.walk(f)}
+        chosen += [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and n.value in labels
+            and id(n) not in prompts | inside_fstrings
+        ]
+    unique = {id(n): n for n in chosen}
+    return sorted(unique.values(), key=lambda n: (n.lineno, n.col_offset))
 
 
 def _line_offsets(source: str) -> list[int]:
@@ -385,6 +462,6 @@ class _Blank(ast.NodeTransformer):
         return ast.JoinedStr(values=fields)
 
 
-def _shape(source: str) -> str:
+def _shape(source: str, labels: frozenset[str] = frozenset()) -> str:
     tree = ast.parse(MAGIC.sub(r"\1#", source))
-    return ast.dump(_Blank(_selected(tree)).visit(tree))
+    return ast.dump(_Blank(_selected(tree, labels)).visit(tree))

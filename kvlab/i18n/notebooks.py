@@ -115,17 +115,24 @@ def template(english: Path) -> Catalog:
     """A catalog with every markdown paragraph and every translatable code literal of `english` as an untranslated
     message (location: cell number)."""
     catalog = _catalog()
-    for index, cell in enumerate(_read_notebook(english).cells, start=1):
+    notebook = _read_notebook(english)
+    labels = _labels(notebook)
+    for index, cell in enumerate(notebook.cells, start=1):
         where = [(english.name, index)]
         if cell.cell_type == "markdown":
             for paragraph in paragraphs(cell.source):
                 catalog.add(paragraph, locations=where)
         elif cell.cell_type == "code":
-            for literal in literals.find(cell.source):
+            for literal in literals.find(cell.source, labels):
                 catalog.add(literal.message, locations=where, context=CODE, auto_comments=_notes(literal))
     for message in catalog:
         message.flags -= FORMAT_FLAGS  # prose ("4 % is") and f-string fields that Babel takes for format strings
     return catalog
+
+
+def _labels(notebook) -> frozenset[str]:
+    """The run labels of the whole notebook (`literals.label_keys`): a label and its lookups translate together."""
+    return literals.label_keys(cell.source for cell in notebook.cells if cell.cell_type == "code")
 
 
 def _notes(literal: literals.Literal) -> list[str]:
@@ -179,11 +186,13 @@ def problems(paths: Paths) -> list[str]:
 
 
 def _code_literals(english: Path) -> list[tuple[int, literals.Literal]]:
+    notebook = _read_notebook(english)
+    labels = _labels(notebook)
     return [
         (index, literal)
-        for index, cell in enumerate(_read_notebook(english).cells, start=1)
+        for index, cell in enumerate(notebook.cells, start=1)
         if cell.cell_type == "code"
-        for literal in literals.find(cell.source)
+        for literal in literals.find(cell.source, labels)
     ]
 
 
@@ -199,11 +208,12 @@ def translated_notebook(paths: Paths):
 
     catalog = read_catalog(paths.catalog, paths.language)
     notebook = _read_notebook(paths.english)
+    labels = _labels(notebook)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = "\n\n".join(_translation(catalog, p) for p in paragraphs(cell.source))
         elif cell.cell_type == "code":
-            cell.source = literals.translate(cell.source, lambda lit: _translation(catalog, lit.message, CODE))
+            cell.source = literals.translate(cell.source, lambda lit: _translation(catalog, lit.message, CODE), labels)
     first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
     notebook.cells.insert(first_code, new_code_cell(language_cell(paths.language)))
     return notebook

@@ -13,6 +13,7 @@ notebooks); nothing here imports `kvlab.bench` or `kvlab.plots`.
 - `step_times`: per-step decode time of several caches, with a quantized cache's flush steps marked;
 - `offload_time`: bytes an offloaded cache moves per step, its decode time, and a labelled PCIe estimate;
 - `batching`: continuous batching (`generate_batch`) against one `generate` per request, with an interval;
+- `paged`: a paged trace per forward and over the run: blocks in use / free / cached, fragmentation, queueing;
 - `roofline`: memory bandwidth, weight bytes, and the decode speed they allow;
 - `quality`: teacher forcing (one token per forward, or in two forwards where that is exact), greedy token
   agreement, logit KL divergence and perplexity of a cache against DynamicCache (or no cache); `sweep` for

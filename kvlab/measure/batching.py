@@ -9,7 +9,8 @@ exactly, in `sequential_forwards` and `batched_forwards`): one request at a time
 forwards of its own; batched, one forward per step carries every request in flight. Which way the ratio goes
 depends on the machine and the model: batching pays off when one forward is bound by reading the weights (memory
 traffic) rather than by arithmetic, so the verdict, not an expectation, says which route won. The attention
-implementation for the paged run is transformers' CPU-capable "paged|eager".
+implementation for the paged run is transformers' CPU-capable "paged|eager", switched by the paged kind's own runner
+(`kvlab.serving.batch_run.run_batch`).
 
 Notebook 12 and `kvlab bench --batching` (through `kvlab.bench.batching`) both call `batching_row`.
 """
@@ -21,8 +22,10 @@ from contextlib import contextmanager
 import torch
 
 from kvlab import _compat
+from kvlab.caches.options import pool_blocks
+from kvlab.i18n import _
 from kvlab.measure.timing import compare, time_interleaved
-from kvlab.size.paged import paged_blocks
+from kvlab.serving.batch_run import run_batch
 
 
 def _greedy_config(new_tokens: int):
@@ -44,16 +47,12 @@ def _sequential(model, prompts: list[list[int]], new_tokens: int) -> list[list[i
 
 
 def _batched(model, prompts: list[list[int]], new_tokens: int, page_size: int) -> list[list[int]]:
-    config = _greedy_config(new_tokens)
     # room for every request at its final length: without num_blocks, transformers sizes the pool from free memory
-    blocks = sum(paged_blocks(len(ids) + new_tokens, page_size) for ids in prompts)
+    blocks = pool_blocks([len(ids) for ids in prompts], new_tokens, page_size, num_blocks=0)
     batching = _compat.ContinuousBatchingConfig(
         page_size=page_size, num_blocks=blocks, max_batch_tokens=sum(len(ids) for ids in prompts)
     )
-    with _compat.paged_attention(model):
-        out = model.generate_batch(prompts, generation_config=config, continuous_batching_config=batching)
-    # request ids are "req_0", "req_1", ... in the order of `prompts`
-    return [list(out[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
+    return run_batch(model, prompts, _greedy_config(new_tokens), batching)
 
 
 @contextmanager
@@ -108,7 +107,9 @@ def batching_row(
     batched, sequential = timings["batched"].median, timings["sequential"].median
     comparison = compare(timings["sequential"], timings["batched"], warn=False)
     return {
-        "label": f"continuous batching ({len(prompts)} requests x {new_tokens} tokens, page_size {page_size})",
+        "label": _("continuous batching ({requests} requests x {tokens} tokens, page_size {page_size})").format(
+            requests=len(prompts), tokens=new_tokens, page_size=page_size
+        ),
         "requests": len(prompts),
         "new_tokens": new_tokens,
         "repeats": repeats,

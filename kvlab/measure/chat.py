@@ -19,6 +19,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.measure import timing
 from kvlab.recording.trace import Trace
 
@@ -55,15 +56,20 @@ class Mismatch:
     def describe(self, tokenizer=None) -> str:
         def show(token_id):
             if token_id is None:
-                return "nothing (the prompt ends here)"
+                return _("nothing (the prompt ends here)")
             return f"{tokenizer.decode([token_id])!r} (id {token_id})" if tokenizer is not None else f"id {token_id}"
 
-        return (
-            f"the cache holds {self.cached_tokens} tokens, but the new prompt differs from them at position "
-            f"{self.position}: cached {show(self.cached_id)}, prompt {show(self.prompt_id)}. generate() would "
-            f"prefill only prompt[{self.cached_tokens}:] and attend to keys and values of tokens that are no "
-            f"longer in the prompt. Crop the cache to the common prefix (cache.crop(-"
-            f"{self.cached_tokens - self.position})) or start a fresh cache."
+        return _(
+            "the cache holds {cached_tokens} tokens, but the new prompt differs from them at position {position}: "
+            "cached {cached}, prompt {prompt}. generate() would prefill only prompt[{cached_tokens}:] and attend to "
+            "keys and values of tokens that are no longer in the prompt. Crop the cache to the common prefix "
+            "(cache.crop(-{stale})) or start a fresh cache."
+        ).format(
+            cached_tokens=self.cached_tokens,
+            position=self.position,
+            cached=show(self.cached_id),
+            prompt=show(self.prompt_id),
+            stale=self.cached_tokens - self.position,
         )
 
 
@@ -145,9 +151,13 @@ class ChatSession:
         **cache_options,
     ):
         if on_mismatch not in ON_MISMATCH:
-            raise ValueError(f"on_mismatch={on_mismatch!r}; valid: {', '.join(ON_MISMATCH)}")
+            raise ValueError(
+                _("on_mismatch={on_mismatch!r}; valid: {valid}").format(
+                    on_mismatch=on_mismatch, valid=", ".join(ON_MISMATCH)
+                )
+            )
         if chat_template is None and tokenizer.chat_template is None:
-            raise ValueError("this tokenizer has no chat template; pass chat_template=")
+            raise ValueError(_("this tokenizer has no chat template; pass chat_template="))
         self.model, self.tokenizer = model, tokenizer
         self.cache_kind, self.cache_options = cache, cache_options
         self.reuse, self.max_new_tokens = reuse, max_new_tokens

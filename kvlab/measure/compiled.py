@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from kvlab import _compat
+from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch, compare, time_interleaved
 
 
@@ -89,17 +90,27 @@ def compile_report(
     static_generate(model, prompts[0], new_tokens, max_cache_len)  # warm-up: first-call costs are not decoding
     eager_tokens, eager_seconds = static_generate(model, prompts[0], new_tokens, max_cache_len)
     runs, same = [], True
-    plan = [(prompts[0], max_cache_len, "first compiled run"), (prompts[0], max_cache_len, "same prompt again")]
-    plan += [(p, max_cache_len, f"prompt of {p.shape[-1]} tokens") for p in prompts[1:]]
-    plan += [(prompts[0], max_cache_len * 2, f"max_cache_len {max_cache_len * 2}")]
-    for ids, cache_len, label in plan:
+    # (prompt, max_cache_len, the run's name (a key the caller looks up), the reader's words for it)
+    plan = [
+        (prompts[0], max_cache_len, "first compiled run", _("first compiled run")),
+        (prompts[0], max_cache_len, "same prompt again", _("same prompt again")),
+    ]
+    plan += [
+        (p, max_cache_len, f"prompt of {p.shape[-1]} tokens", _("prompt of {n} tokens").format(n=p.shape[-1]))
+        for p in prompts[1:]
+    ]
+    plan += [
+        (prompts[0], max_cache_len * 2, f"max_cache_len {max_cache_len * 2}", f"max_cache_len {max_cache_len * 2}")
+    ]
+    for ids, cache_len, name, label in plan:
         before = backend.graphs
         tokens, seconds = static_generate(model, ids, new_tokens, cache_len, backend)
         if ids is prompts[0]:
             same &= tokens == eager_tokens
         runs.append(
             {
-                "run": label,
+                "run": name,
+                "label": label,
                 "prompt_tokens": ids.shape[-1],
                 "max_cache_len": cache_len,
                 "new_graphs": backend.graphs - before,

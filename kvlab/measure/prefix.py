@@ -30,6 +30,7 @@ from transformers import LogitsProcessorList
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.measure import timing
 from kvlab.measure.chat import FirstTokenClock
 from kvlab.measure.timing import Comparison, Stopwatch, Timing, compare, time_interleaved
@@ -96,16 +97,20 @@ def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
                 )
 
             raise PrefixMismatchError(
-                f"the cached prefix is not a token prefix of the prompt: at position {position} the prefix has "
-                f"{show(a)} but prefix+question tokenizes to {show(b)}. The tokenizer merged across the seam "
-                "(typically a prefix ending in a space); reusing the cache would feed the model a prompt with a "
-                "token missing. End the prefix on a token boundary (no trailing space; a newline or a chat-template "
-                "turn end), or prefill prefix+question without reuse."
+                _(
+                    "the cached prefix is not a token prefix of the prompt: at position {position} the prefix has "
+                    "{cached} but prefix+question tokenizes to {prompt}. The tokenizer merged across the seam "
+                    "(typically a prefix ending in a space); reusing the cache would feed the model a prompt with a "
+                    "token missing. End the prefix on a token boundary (no trailing space; a newline or a "
+                    "chat-template turn end), or prefill prefix+question without reuse."
+                ).format(position=position, cached=show(a), prompt=show(b))
             )
     if len(full) <= len(prefix):
         raise PrefixMismatchError(
-            f"the prompt ({len(full)} tokens) adds nothing after the cached prefix "
-            f"({len(prefix)} tokens); generate needs at least one uncached token."
+            _(
+                "the prompt ({prompt_tokens} tokens) adds nothing after the cached prefix ({prefix_tokens} tokens); "
+                "generate needs at least one uncached token."
+            ).format(prompt_tokens=len(full), prefix_tokens=len(prefix))
         )
 
 

@@ -19,6 +19,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.errors import KvlabEnvironmentError
+from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_at_last_update
 from kvlab.model_facts import model_facts
 
@@ -77,8 +78,10 @@ class SimulatedDevice:
             step = cache.kvlab_recorder.step
             self.out_of_memory.append({"step": step, "layer_idx": layer_idx, "bytes": held})
             raise SimulatedOutOfMemoryError(
-                f"simulated out of memory: the KV cache needs {held:,} bytes on the device at layer {layer_idx}, "
-                f"step {step}; the simulated device has {self.budget_bytes:,} bytes for it"
+                _(
+                    "simulated out of memory: the KV cache needs {held} bytes on the device at layer {layer}, "
+                    "step {step}; the simulated device has {budget} bytes for it"
+                ).format(held=number(held), layer=layer_idx, step=step, budget=number(self.budget_bytes))
             )
 
 

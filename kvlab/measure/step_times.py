@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.i18n import N_, _
 from kvlab.measure.timing import DecodeClock, Timing, per_step, time_interleaved
 
 
@@ -114,7 +115,7 @@ def decode_step_times(
     return results
 
 
-def split_steps(result: StepTimes, steps, names: tuple[str, str] = ("other steps", "flush steps")):
+def split_steps(result: StepTimes, steps, names: tuple[str, str] = (N_("other steps"), N_("flush steps"))):
     """(the other steps, the given steps) of `result` as two Timings, every repeat's times pooled: what
     `compare(others, chosen)` sets side by side ("... flush steps is 1.8x slower than ... other steps")."""
     chosen = set(steps)
@@ -126,7 +127,7 @@ def split_steps(result: StepTimes, steps, names: tuple[str, str] = ("other steps
     pooled = {True: [], False: []}
     for step, timing in zip(result.step_numbers, result.steps):
         pooled[step in chosen].extend(timing.times)
-    others, picked = names
+    others, picked = (_(name) for name in names)  # the reader's words: the Timings' labels are printed
     return Timing(f"{result.label} {others}", pooled[False]), Timing(f"{result.label} {picked}", pooled[True])
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 import torch
 
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import N_, _
 from kvlab.log import get_logger
-from kvlab.models import sources, tiny  # noqa: F401  (kvlab.models.tiny, as when `import kvlab` was eager)
+from kvlab.models import sources, tiny  # noqa: F401 - kvlab.models.tiny, as when `import kvlab` was eager
 from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
 from kvlab.names import DTYPE_ALIASES, LOAD_DTYPES
@@ -92,7 +93,7 @@ def parse_dtype(dtype) -> torch.dtype:
             return dtype
     elif isinstance(dtype, str) and dtype in DTYPES:
         return DTYPES[dtype]
-    raise ValueError(f"unsupported dtype {dtype!r}; valid: {', '.join(LOAD_DTYPES)}")
+    raise ValueError(_("unsupported dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(LOAD_DTYPES)))
 
 
 def parse_device(device=None) -> torch.device:
@@ -108,7 +109,9 @@ def parse_device(device=None) -> torch.device:
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(f"unknown device {device!r}; valid here: {', '.join(valid)}") from None
+        raise ValueError(
+            _("unknown device {device!r}; valid here: {valid}").format(device=device, valid=", ".join(valid))
+        ) from None
     if parsed.type in ("cpu", "meta"):
         return parsed
     backend = getattr(torch, parsed.type, None)
@@ -117,7 +120,11 @@ def parse_device(device=None) -> torch.device:
         available = "mps" in valid
     count = backend.device_count() if available and hasattr(backend, "device_count") else 1
     if not available or (parsed.index is not None and parsed.index >= count):
-        raise ValueError(f"device {device!r} is not available here; valid here: {', '.join(valid)}")
+        raise ValueError(
+            _("device {device!r} is not available here; valid here: {valid}").format(
+                device=device, valid=", ".join(valid)
+            )
+        )
     return parsed
 
 
@@ -138,9 +145,13 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
         if problem is not None:
             if not refetch and not spec.source_at_hand(_gguf_dir()):
                 raise ModelIntegrityError(
-                    f"{spec.title} is not used: {problem}; prepare it again: kvlab models prepare {spec.name}"
+                    _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
+                        title=spec.title, problem=problem, name=spec.name
+                    )
                 )
-            log.warning("%s is not used: %s; converting it again", spec.title, problem)
+            log.warning(
+                "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
+            )
             _convert(spec)
     else:
         _convert(spec)
@@ -179,28 +190,36 @@ def verify(name_or_path: str) -> str:
         spec = bundled(name_or_path)
         directory, title, fix = spec.directory, spec.title, f"kvlab models prepare {spec.name}"
         if not spec.prepared:
-            raise ModelIntegrityError(f"{title} is not prepared yet; run: {fix}")
+            raise ModelIntegrityError(_("{title} is not prepared yet; run: {fix}").format(title=title, fix=fix))
     else:
-        directory, title, fix = Path(name_or_path).expanduser(), str(name_or_path), "re-create the directory"
+        directory, title, fix = Path(name_or_path).expanduser(), str(name_or_path), _("re-create the directory")
         if not directory.is_dir():
             raise UnknownModelError(
-                f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} (or a prepared model directory)"
+                _("unknown model {name!r}; bundled models: {bundled} (or a prepared model directory)").format(
+                    name=name_or_path, bundled=", ".join(BUNDLED)
+                )
             )
         if not has_manifest(directory):
             raise ModelIntegrityError(
-                f"{directory} has no {MANIFEST}: only a directory that kvlab prepared can be verified"
+                _("{directory} has no {manifest}: only a directory that kvlab prepared can be verified").format(
+                    directory=directory, manifest=MANIFEST
+                )
             )
     try:
         full_check(directory)
     except ModelIntegrityError as err:
-        raise ModelIntegrityError(f"{title} is damaged: {err}; to prepare it again: {fix}") from None
+        raise ModelIntegrityError(
+            _("{title} is damaged: {error}; to prepare it again: {fix}").format(title=title, error=err, fix=fix)
+        ) from None
     return f"{title}: every file matches its manifest ({directory})"
 
 
 def bundled(name: str) -> BundledModel:
     if name not in BUNDLED:
         raise UnknownModelError(
-            f"unknown model {name!r}; bundled models: {', '.join(BUNDLED)} (or pass a local model directory)"
+            _("unknown model {name!r}; bundled models: {bundled} (or pass a local model directory)").format(
+                name=name, bundled=", ".join(BUNDLED)
+            )
         )
     return BUNDLED[name]
 
@@ -213,15 +232,19 @@ def resolve(name_or_path: str) -> tuple[str, str]:
     if path.is_dir():
         if not (path / "config.json").exists():
             raise UnknownModelError(
-                f"{path} is a directory but has no config.json; bundled models: {', '.join(BUNDLED)}"
+                _("{path} is a directory but has no config.json; bundled models: {bundled}").format(
+                    path=path, bundled=", ".join(BUNDLED)
+                )
             )
         return "local", str(path)
     parts = name_or_path.split("/")
     if len(parts) == 2 and all(parts) and not path.exists():
         return "hub", name_or_path
     raise UnknownModelError(
-        f"unknown model {name_or_path!r}; bundled models: {', '.join(BUNDLED)} "
-        "(or a local model directory, or a hub id such as org/name when you have hub access)"
+        _(
+            "unknown model {name!r}; bundled models: {bundled} "
+            "(or a local model directory, or a hub id such as org/name when you have hub access)"
+        ).format(name=name_or_path, bundled=", ".join(BUNDLED))
     )
 
 
@@ -247,19 +270,32 @@ def _checked_location(name_or_path: str) -> tuple[str, str]:
         try:
             check(Path(location))
         except ModelIntegrityError as err:
-            raise ModelIntegrityError(f"{location} is damaged ({err}); re-create the directory") from None
+            raise ModelIntegrityError(
+                _("{location} is damaged ({error}); re-create the directory").format(location=location, error=err)
+            ) from None
     return where, location
 
 
+# What `_loading` failed to load, as its refusal names it: "cannot load the weights of ..."
+LOADED_PARTS = {
+    "config": N_("the config of {location}"),
+    "tokenizer": N_("the tokenizer of {location}"),
+    "weights": N_("the weights of {location}"),
+}
+
+
 def _loading(location: str, what: str, load: Callable):
-    """`load()`, with transformers' errors for a directory or hub id it cannot read as one line."""
+    """`load()`, with transformers' errors for a directory or hub id it cannot read as one line; `what` is a key
+    of LOADED_PARTS."""
     try:
         return load()
     except OSError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelLoadError(
-            f"cannot load the {what} of {location}: {first} (kvlab loads safetensors weights only, "
-            f"from a bundled model ({', '.join(BUNDLED)}), a local directory or a reachable hub id)"
+            _(
+                "cannot load {part}: {error} (kvlab loads safetensors weights only, from a bundled model "
+                "({bundled}), a local directory or a reachable hub id)"
+            ).format(part=_(LOADED_PARTS[what]).format(location=location), error=first, bundled=", ".join(BUNDLED))
         ) from None
 
 
@@ -290,7 +326,7 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None):
 
     torch_dtype = parse_dtype(dtype)
     if device is not None and device_map is not None:
-        raise ValueError("give device (one device for the whole model) or device_map (transformers'), not both")
+        raise ValueError(_("give device (one device for the whole model) or device_map (transformers'), not both"))
     placement = {}
     if device_map is not None:
         placement["device_map"] = device_map

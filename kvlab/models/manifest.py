@@ -41,6 +41,7 @@ from pathlib import Path
 
 from kvlab import atomic
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.log import get_logger
 
 log = get_logger(__name__)
@@ -66,17 +67,23 @@ def _header(f, size: int, name: str) -> tuple[bytes, dict]:
     """The raw header (8-byte length + JSON) of an open safetensors file, and its parsed JSON."""
     raw_len = f.read(8)
     if len(raw_len) < 8:
-        raise ModelIntegrityError(f"{name} is {size} bytes: too short to be a safetensors file")
+        raise ModelIntegrityError(
+            _("{name} is {size} bytes: too short to be a safetensors file").format(name=name, size=size)
+        )
     (header_len,) = struct.unpack("<Q", raw_len)
     if header_len > size - 8:
-        raise ModelIntegrityError(f"{name}: its header claims {header_len} bytes but the file has {size}")
+        raise ModelIntegrityError(
+            _("{name}: its header claims {claimed} bytes but the file has {size}").format(
+                name=name, claimed=header_len, size=size
+            )
+        )
     raw = f.read(header_len)
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ModelIntegrityError(f"{name}: its safetensors header is not valid JSON") from None
+        raise ModelIntegrityError(_("{name}: its safetensors header is not valid JSON").format(name=name)) from None
     if not isinstance(header, dict):
-        raise ModelIntegrityError(f"{name}: its safetensors header is not a JSON object")
+        raise ModelIntegrityError(_("{name}: its safetensors header is not a JSON object").format(name=name))
     return raw_len + raw, header
 
 
@@ -93,21 +100,29 @@ def check_safetensors_layout(path: Path) -> None:
             continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
-            raise ModelIntegrityError(f"{path.name}: tensor {tensor!r} has no valid data_offsets in its header")
+            raise ModelIntegrityError(
+                _("{name}: tensor {tensor!r} has no valid data_offsets in its header").format(
+                    name=path.name, tensor=tensor
+                )
+            )
         spans.append(tuple(offsets))
     data = size - len(raw)
     position = 0
     for start, end in sorted(spans):
         if start != position or end < start:
             raise ModelIntegrityError(
-                f"{path.name}: its tensors do not tile the data region (gap or overlap at byte "
-                f"{start}); the file is damaged"
+                _(
+                    "{name}: its tensors do not tile the data region (gap or overlap at byte {start}); "
+                    "the file is damaged"
+                ).format(name=path.name, start=start)
             )
         position = end
     if position != data:
         raise ModelIntegrityError(
-            f"{path.name}: its header describes {position} bytes of tensors but the file holds "
-            f"{data}; the file is truncated or padded"
+            _(
+                "{name}: its header describes {described} bytes of tensors but the file holds {held}; "
+                "the file is truncated or padded"
+            ).format(name=path.name, described=position, held=data)
         )
 
 
@@ -183,7 +198,9 @@ def _hashed(path: Path, kinds: tuple[str, ...]) -> tuple[dict, dict | None]:
     before = identity(path)
     entry = {"size": before["size"], **digests(path, kinds)}
     if identity(path) != before:
-        raise ModelIntegrityError(f"{path} changed while it was being hashed; nothing is trusted, try again")
+        raise ModelIntegrityError(
+            _("{path} changed while it was being hashed; nothing is trusted, try again").format(path=path)
+        )
     return entry, before if _settled(before, hashed_at) else None
 
 
@@ -196,12 +213,14 @@ def _read(model_dir: Path) -> tuple[str, dict]:
     """The manifest's text and content; ModelIntegrityError when it is missing, unreadable or not a manifest."""
     path = model_dir / MANIFEST
     if not path.exists():
-        raise ModelIntegrityError(f"{path} is missing, so the files beside it cannot be trusted")
+        raise ModelIntegrityError(_("{path} is missing, so the files beside it cannot be trusted").format(path=path))
     try:
         text = path.read_text(encoding="utf-8")
         manifest = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelIntegrityError(f"{path} cannot be read ({type(err).__name__})") from None
+        raise ModelIntegrityError(
+            _("{path} cannot be read ({error})").format(path=path, error=type(err).__name__)
+        ) from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if (
         not isinstance(manifest, dict)
@@ -216,7 +235,9 @@ def _read(model_dir: Path) -> tuple[str, dict]:
         )
     ):
         versions = ", ".join(map(str, READABLE_VERSIONS))
-        raise ModelIntegrityError(f"{path} is not a kvlab manifest (versions {versions})")
+        raise ModelIntegrityError(
+            _("{path} is not a kvlab manifest (versions {versions})").format(path=path, versions=versions)
+        )
     return text, manifest
 
 
@@ -252,10 +273,11 @@ def _record(model_dir: Path, manifest_text: str, identities: dict) -> bool:
         atomic.write_text(model_dir / VERIFIED, json.dumps(record, indent=1))
     except OSError as err:
         log.warning(
-            "%s: its changed files match the manifest but that cannot be recorded (%s); "
-            "they will be hashed again on the next load",
-            model_dir,
-            err,
+            "%s",
+            _(
+                "{directory}: its changed files match the manifest but that cannot be recorded ({error}); "
+                "they will be hashed again on the next load"
+            ).format(directory=model_dir, error=err),
         )
         return False
     return True
@@ -268,23 +290,33 @@ def _compare(model_dir: Path, full: bool) -> list[str]:
     present = {p.name for p in _listed_files(model_dir)}
     for name in sorted(present - set(files)):
         if name.endswith(LOADABLE_SUFFIXES):
-            raise ModelIntegrityError(f"{model_dir / name} is not in the manifest (a file transformers would read)")
+            raise ModelIntegrityError(
+                _("{path} is not in the manifest (a file transformers would read)").format(path=model_dir / name)
+            )
     known = {} if full else _verified(model_dir, text)
     identities, hashed = {}, []
     for name, entry in sorted(files.items()):
         path = model_dir / name
         if name not in present:
-            raise ModelIntegrityError(f"{path} is missing")
+            raise ModelIntegrityError(_("{path} is missing").format(path=path))
         found = identity(path)
         if found["size"] != entry["size"]:
-            raise ModelIntegrityError(f"{path} is {found['size']} bytes, the manifest says {entry['size']}")
+            raise ModelIntegrityError(
+                _("{path} is {size} bytes, the manifest says {expected}").format(
+                    path=path, size=found["size"], expected=entry["size"]
+                )
+            )
         if known.get(name) == found:
             identities[name] = found
             continue
         kind = "xxh3_128" if not full and "xxh3_128" in entry and _xxhash() is not None else "sha256"
         digest, identities[name] = _hashed(path, (kind,))
         if digest[kind] != entry[kind]:
-            raise ModelIntegrityError(f"{path} has changed since it was checked: its {kind} is not the manifest's")
+            raise ModelIntegrityError(
+                _("{path} has changed since it was checked: its {kind} is not the manifest's").format(
+                    path=path, kind=kind
+                )
+            )
         hashed.append(name)
     if hashed:
         _record(model_dir, text, identities)

@@ -1,4 +1,5 @@
-"""Figures of a paged cache's blocks (`kvlab.caches.paged`): who holds which block at every forward, and layouts.
+"""Figures of a paged cache's blocks (`kvlab.caches.paged`, its rows from `kvlab.measure.paged`): who holds which
+block at every forward, and layouts.
 
 block_grid(trace)          # blocks × forwards: -1 free, -2 cached for prefix reuse, else the owner's index
 plot_block_timeline(trace) # that grid as an image, above blocks in use / cached / free per forward
@@ -10,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 
-from kvlab.caches.paged import paged_steps
 from kvlab.i18n import N_, _, number
+from kvlab.measure.paged import paged_steps
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.recording.trace import Trace

@@ -11,7 +11,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.kv_bytes import unit_for
 from kvlab.plots.palette import series
 
@@ -65,5 +65,5 @@ def plot_cache_choice(
     keys_ax.set_title(signatures_title.format(cache_kind=cache_kind, distinct=distinct, total=total), fontsize=10)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)  # a title longer than its panel, a label taller than its axes: wrapped
     return fig

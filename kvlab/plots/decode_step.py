@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.palette import series
 
 
@@ -35,5 +35,5 @@ def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
         a.grid(alpha=0.3, axis="y")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig

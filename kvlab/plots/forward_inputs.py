@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.palette import series
 
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
@@ -55,5 +55,7 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
     fig.legend(
         [handles[n] for n in names], names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False
     )
-    fig.tight_layout(rect=(0, 0.07 * rows, 1, 1))  # the bottom strip holds the shared legend, a row per 7 %
+    # the bottom strip holds the shared legend, a row per 7 %; a title longer than its panel is wrapped to it, and
+    # the figure grows by the lines that adds, so the panels keep their height
+    tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True)
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
-from kvlab.plots._figure import subplots
+from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.palette import series
 
 MEASURED, EXTERNAL = series(0), series(1)  # blue: measured by kvlab; orange: published references
@@ -83,5 +83,5 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         ),
         fontsize=10,
     )
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig

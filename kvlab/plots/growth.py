@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
@@ -136,7 +136,7 @@ def plot_growth(
     ax.set_title(title or _("KV-cache bytes against tokens"))
     if zoom and measured_totals:
         _zoom_inset(ax, measured_totals, (expected or {}).get("total"))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig
 
 

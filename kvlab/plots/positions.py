@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kvlab.i18n import N_, _, number
 from kvlab.plots import palette
+from kvlab.plots._figure import legend_below, tight_layout_fitted
 
 NOT_CACHED, LIVE, VISIBLE, CROPPED = 0, 1, 2, 3
 RECORDED = to_hex(0.45 * np.array(to_rgb(palette.LIVE)) + 0.55)  # live, paler: held but not attended
@@ -43,11 +44,13 @@ def positions_grid(rows: list[dict], cropped: int = 0) -> np.ndarray:
 
 def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions per layer"), ax=None, cropped: int = 0):
     """Draw `cached_positions(cache)` rows (and, with `cropped`, the positions a crop just removed); returns the
-    Figure. The legend lists only the states the picture shows."""
+    Figure. The legend lists only the states the picture shows, under the x label (`legend_below`): the grid
+    fills the axes, and a label beside it would take the width its positions need."""
     grid = positions_grid(rows, cropped)
-    if ax is None:
+    own = ax is None
+    if own:
         with plt.ioff():
-            fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.6))
+            fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.1))
         plt.close(fig)  # shown once, by its return value; no pyplot state left open
     else:
         fig = ax.figure
@@ -60,16 +63,19 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
     ax.set_xticks(np.arange(-0.5, grid.shape[1], 1), minor=True)
     ax.grid(which="minor", axis="x", color="white", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
+    tight_layout_fitted(fig, grow=own)  # a long title (a refused crop's reason) wraps to the axes' width
+    bottom = ax.get_tightbbox().y0  # of the x label, before the legend hangs under it
     shown = sorted(set(grid.ravel().tolist()))
-    ax.legend(
-        handles=[Patch(color=COLOURS[state], label=_(LABELS[state])) for state in shown],
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.35 if len(rows) < 8 else -0.12),
-        ncol=len(shown),
+    legend_below(
+        ax,
+        [Patch(color=COLOURS[state], label=_(LABELS[state])) for state in shown],
         fontsize="small",
         frameon=False,
     )
-    fig.tight_layout()
+    if own:  # a figure of our own grows by the legend's rows, so the picture keeps the height of its rows
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + (bottom - ax.get_tightbbox().y0) / fig.dpi)
+    fig.tight_layout()  # with room for the legend under the x label
     return fig
 
 
@@ -117,5 +123,5 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
     fig.suptitle(_(title))
-    fig.tight_layout()
+    tight_layout_fitted(fig)  # a panel title longer than its panel (Portuguese runs longer) wraps
     return fig

@@ -8,7 +8,7 @@ from matplotlib.patches import Rectangle
 
 from kvlab.i18n import N_, _
 from kvlab.measure.prefix import tokens_fed_after_copy
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 from kvlab.plots.prefill_bars import plot_prefill_bars
@@ -18,7 +18,8 @@ def plot_prefix_answers(runs: dict, title: str = N_("One prefix, several questio
     """From `{label: [kvlab.measure.prefix.Answer, ...]}` (same questions in each): prefilled tokens and
     first-token time."""
     series = {label: [(a.prefilled_tokens, a.first_token_seconds) for a in answers] for label, answers in runs.items()}
-    return plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
+    fig = plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
+    return tight_layout_fitted(fig)  # the Portuguese time label is taller than its axes: wrapped to them
 
 
 # A prefix position whose ids agree is what the cache can be reused for; one that differs holds the wrong keys and
@@ -71,7 +72,7 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     ax.set_title(title or verdict, fontsize=10)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)  # a few boxes make a narrow figure: its long x label and title wrap
     return fig
 
 
@@ -127,5 +128,5 @@ def plot_prefix_copies(
     handles, labels = tokens_ax.get_legend_handles_labels()  # one legend for both panels: same colour, same run
     legend_beside(bytes_ax, handles, labels, fontsize="small", frameon=False)
     fig.suptitle(_(title))
-    fig.tight_layout()
+    tight_layout_fitted(fig)
     return fig

@@ -11,7 +11,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
@@ -97,7 +97,7 @@ def plot_split(
     ax.grid(alpha=0.3)
     legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
     ax.set_title(title or _("Packed vs residual bytes"))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig
 
 
@@ -122,7 +122,7 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     legend_beside(ax, fontsize=8)
     ax.set_title(title or _("Packed vs residual bytes per configuration"))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig
 
 
@@ -172,7 +172,7 @@ def plot_frontier(
     ax.set_ylim(top=1.12)
     ax.set_title(title or _("Memory–quality frontier (filled: measured here; hollow: published, external)"))
     if not notes:
-        fig.tight_layout()
+        tight_layout_fitted(fig, grow=True)
     return fig
 
 
@@ -224,7 +224,7 @@ def plot_quality_vs_memory(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below the axes, over no point
     ax.set_title(title or _("Measured here: quality against the memory of the same run"))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig
 
 

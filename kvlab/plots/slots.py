@@ -9,7 +9,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import ALLOCATED, LIVE, MASKED
 from kvlab.recording.trace import Trace
 
@@ -35,7 +35,7 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     ax.grid(alpha=0.3)
     legend_beside(ax, fontsize=8)  # outside: the stack fills the axes
     ax.set_title(title or _("Allocated vs live vs masked slots"))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig
 
 
@@ -69,5 +69,5 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     legend_beside(ax, fontsize=8)  # outside: the bars fill the axes
     ax.set_title(title or _("Live vs masked slots per run"))
     ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig

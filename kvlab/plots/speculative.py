@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CROPPED, LIVE
 from kvlab.plots.palette import series as series_color
 
@@ -44,5 +44,5 @@ def plot_speculative_steps(result, title: str = N_("Speculative decoding: accept
     for ax in (bars, lengths):
         legend_beside(ax, fontsize="small", frameon=False)
     fig.suptitle(_(title))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)
     return fig

@@ -47,10 +47,29 @@ class Recorder:
         self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work: dict | None = None
     ) -> LayerState:
         """One update event: the layer's state after `op`, and the work it did (`kvlab.recording.work`)."""
+        return self.record_state(role, layer_idx, read_layer(layer, layer_kind), op, tokens_added, seconds, work)
+
+    def record_state(
+        self,
+        role,
+        layer_idx,
+        state: LayerState,
+        op,
+        tokens_added,
+        seconds,
+        work: dict | None = None,
+        extra: dict | None = None,
+        cache_bytes: int | None = None,
+    ) -> LayerState:
+        """One update event from a `state` the caller read itself, the one event builder `record_update` uses too.
+
+        For a cache whose layers are not transformers' layer objects (continuous batching's block pool,
+        `kvlab.caches.paged`): its `LayerState` in the same vocabulary, `extra` fields after the work (the same
+        schema plus the cache's own fields), and `cache_bytes` when the whole cache's storage is known at once (a
+        pool allocated up front; otherwise the sum over the layers recorded so far)."""
         before = self._states.get((role, layer_idx))
-        after = read_layer(layer, layer_kind)
-        self._set_state((role, layer_idx), after)
-        evicted_now = after.tokens_evicted - (before.tokens_evicted if before else 0)
+        self._set_state((role, layer_idx), state)
+        evicted_now = state.tokens_evicted - (before.tokens_evicted if before else 0)
         self.trace.events.append(
             {
                 "type": "update",
@@ -61,12 +80,13 @@ class Recorder:
                 "tokens_added": int(tokens_added),
                 "tokens_evicted_now": max(evicted_now, 0),
                 "seconds": seconds,
-                "cache_bytes": self.total_bytes(),
-                **after.as_dict(),
+                "cache_bytes": self.total_bytes() if cache_bytes is None else cache_bytes,
+                **state.as_dict(),
                 **(work if work is not None else no_work()),
+                **(extra or {}),
             }
         )
-        if before is not None and after.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
+        if before is not None and state.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
             self.trace.events.append(
                 {
                     "type": "flush",
@@ -74,10 +94,10 @@ class Recorder:
                     "layer_idx": layer_idx,
                     "role": role,
                     "residual_tokens_flushed": before.residual_tokens,
-                    "quantized_tokens": after.quantized_tokens,
+                    "quantized_tokens": state.quantized_tokens,
                 }
             )
-        return after
+        return state
 
     def record_crop(self, role, n, past_recording, before: list[int], after: list[int]) -> None:
         self.trace.events.append(

@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import marks
+from kvlab.i18n import N_, _, marks
 from kvlab.recording.slots import SLOT_FIELDS, waste_pct
 from kvlab.recording.work import WORK_FIELDS, input_signatures, work_by_step
 from kvlab.units import human_bytes
@@ -262,26 +262,44 @@ class Trace:
         `summary()` (a missing field used to load fine and raise KeyError there).
         """
         if not isinstance(data, dict) or "kvlab_trace" not in data:
-            raise TraceFormatError(f"{source} is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key.")
+            raise TraceFormatError(
+                _("{source} is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key.").format(
+                    source=source
+                )
+            )
         version = data["kvlab_trace"]
         if not isinstance(version, int) or isinstance(version, bool) or version not in READABLE_VERSIONS:
             raise TraceFormatError(
-                f"{source} has trace schema version {_short(version)}; this kvlab reads versions "
-                f"{', '.join(map(str, READABLE_VERSIONS[:-1]))} and {READABLE_VERSIONS[-1]}."
+                _(
+                    "{source} has trace schema version {version}; this kvlab reads versions {versions} and {last}."
+                ).format(
+                    source=source,
+                    version=_short(version),
+                    versions=", ".join(map(str, READABLE_VERSIONS[:-1])),
+                    last=READABLE_VERSIONS[-1],
+                )
             )
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise TraceFormatError(
-                f"{source}: 'meta' must be a JSON object (model, cache_kind, options...); got {type(meta).__name__}."
+                _("{source}: 'meta' must be a JSON object (model, cache_kind, options...); got {found}.").format(
+                    source=source, found=type(meta).__name__
+                )
             )
         events = data.get("events")
         if not isinstance(events, list):
-            raise TraceFormatError(f"{source}: 'events' must be a list of event objects; got {type(events).__name__}.")
+            raise TraceFormatError(
+                _("{source}: 'events' must be a list of event objects; got {found}.").format(
+                    source=source, found=type(events).__name__
+                )
+            )
         events = _upgrade(events, version)
         for index, event in enumerate(events):
             problem = _event_problem(event)
             if problem is not None:
-                raise TraceFormatError(f"{source}: event {index} {problem}.")
+                raise TraceFormatError(
+                    _("{source}: event {index} {problem}.").format(source=source, index=index, problem=problem)
+                )
         return cls(events, _upgrade_meta(meta or {}, version))
 
     @classmethod
@@ -291,25 +309,33 @@ class Trace:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise TraceFormatError(
-                f"{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save()."
+                _("{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save().").format(
+                    path=path
+                )
             ) from None
         except OSError as err:
-            raise TraceFormatError(f"{path} cannot be read ({err.strerror or type(err).__name__}).") from None
+            raise TraceFormatError(
+                _("{path} cannot be read ({error}).").format(path=path, error=err.strerror or type(err).__name__)
+            ) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise TraceFormatError(
-                f"{path} does not parse as JSON ({err.msg} at line {err.lineno}); "
-                "a kvlab trace is the JSON written by Trace.save()."
+                _(
+                    "{path} does not parse as JSON ({error} at line {line}); "
+                    "a kvlab trace is the JSON written by Trace.save()."
+                ).format(path=path, error=err.msg, line=err.lineno)
             ) from err
         except RecursionError:
-            raise TraceFormatError(f"{path} is nested too deeply to be a kvlab trace.") from None
+            raise TraceFormatError(_("{path} is nested too deeply to be a kvlab trace.").format(path=path)) from None
         return cls.from_dict(data, source=str(path))
 
 
-# The fields every event of each type carries, as the recorder writes them, and their JSON types.
-_INT, _NUMBER, _STR, _BOOL, _INTS = "an integer", "a number", "a string", "true or false", "a list of integers"
-_COUNT = "an integer, or null where an older kvlab did not count it"
+# The fields every event of each type carries, as the recorder writes them, and their JSON types: English message
+# ids that `_is` compares, shown translated in a refusal.
+_INT, _NUMBER, _STR = N_("an integer"), N_("a number"), N_("a string")
+_BOOL, _INTS = N_("true or false"), N_("a list of integers")
+_COUNT = N_("an integer, or null where an older kvlab did not count it")
 _COMMON = {"step": _INT, "role": _STR}
 _LAYER_STATE = {
     "layer_kind": _STR,
@@ -374,17 +400,23 @@ def _short(value) -> str:
 def _event_problem(event) -> str | None:
     """What is wrong with one event (None when it has every field of its type, each of the right JSON type)."""
     if not isinstance(event, dict):
-        return f"is {type(event).__name__}, not an object"
+        return _("is {found}, not an object").format(found=type(event).__name__)
     event_type = event.get("type")
     if not isinstance(event_type, str) or event_type not in EVENT_FIELDS:
-        return f"has type {_short(event_type)}; valid types: {', '.join(EVENT_TYPES)}"
+        return _("has type {found}; valid types: {valid}").format(
+            found=_short(event_type), valid=", ".join(EVENT_TYPES)
+        )
     fields = EVENT_FIELDS[event_type]
     missing = [name for name in fields if name not in event]
     if missing:
-        return f"({event_type}) lacks {', '.join(missing)}; a {event_type} event has {', '.join(fields)}"
+        return _("({event_type}) lacks {missing}; a {event_type} event has {fields}").format(
+            event_type=event_type, missing=", ".join(missing), fields=", ".join(fields)
+        )
     for name, expected in fields.items():
         if not _is(event[name], expected):
-            return f"({event_type}) has {name}={_short(event[name])}; it must be {expected}"
+            return _("({event_type}) has {name}={found}; it must be {expected}").format(
+                event_type=event_type, name=name, found=_short(event[name]), expected=_(expected)
+            )
     return None
 
 

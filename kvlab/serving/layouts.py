@@ -16,8 +16,8 @@ Slots become bytes with `bytes_per_token` (keys and values, every layer).
 
 from __future__ import annotations
 
+from kvlab.caches.options import paged_blocks
 from kvlab.recording.slots import waste_pct
-from kvlab.size.paged import paged_blocks
 
 LAYOUTS = ("static", "dynamic", "paged")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 from kvlab.model_facts import model_facts
 
 
@@ -158,7 +159,11 @@ def architecture(name: str) -> Architecture:
     """The architecture of a known model name (see `known_architectures()`)."""
     facts = _facts()
     if name not in facts:
-        raise UnknownArchitectureError(f"unknown model {name!r}; known: {', '.join(facts)} (or give --config FILE)")
+        raise UnknownArchitectureError(
+            _("unknown model {name!r}; known: {known} (or give --config FILE)").format(
+                name=name, known=", ".join(facts)
+            )
+        )
     entry = facts[name]
     derived = _derived()[name]  # transformers' reading of entry["config"], stored by write_derived_facts
     return Architecture(

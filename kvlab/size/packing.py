@@ -17,6 +17,7 @@ import math
 
 from kvlab.caches.hqq_packing import hqq_sequence_padding
 from kvlab.caches.options import CacheOptionError
+from kvlab.i18n import _
 
 QUANTO_VALUES_PER_BYTE = {2: 4, 4: 2}
 HQQ_UINT8_VALUES_PER_BYTE = {1: 8, 2: 4, 4: 2, 8: 1}
@@ -31,8 +32,10 @@ def quanto_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group:
     axis_numel = numel // axis_dim
     if group > axis_numel or axis_numel % group:
         raise CacheOptionError(
-            f"quanto cannot quantize a {tuple(shape)} tensor along axis {axis} with q_group_size={group}: "
-            f"Group size ({group}) must be a divisor of ({axis_numel})"
+            _(
+                "quanto cannot quantize a {shape} tensor along axis {axis} with q_group_size={group}: "
+                "Group size ({group}) must be a divisor of ({divided})"
+            ).format(shape=tuple(shape), axis=axis, group=group, divided=axis_numel)
         )
     groups = numel // group
     per_byte = QUANTO_VALUES_PER_BYTE[nbits]
@@ -47,7 +50,9 @@ def hqq_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group: in
         seq += hqq_sequence_padding(tuple(shape), group, nbits, axis)
     numel = batch * heads * seq * dim
     if numel % group:
-        raise CacheOptionError(f"hqq needs q_group_size ({group}) to divide the tensor size ({numel})")
+        raise CacheOptionError(
+            _("hqq needs q_group_size ({group}) to divide the tensor size ({numel})").format(group=group, numel=numel)
+        )
     groups = numel // group
     rows, cols = (group, groups) if axis == 0 else (groups, group)  # hqq packs along `rows`
     if nbits == 3:
@@ -55,7 +60,11 @@ def hqq_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group: in
     else:
         per_byte = HQQ_UINT8_VALUES_PER_BYTE[nbits]
         if rows % per_byte:
-            raise CacheOptionError(f"hqq {nbits}-bit cannot pack {rows} rows (needs a multiple of {per_byte})")
+            raise CacheOptionError(
+                _("hqq {nbits}-bit cannot pack {rows} rows (needs a multiple of {multiple})").format(
+                    nbits=nbits, rows=rows, multiple=per_byte
+                )
+            )
         packed = rows // per_byte * cols
     return packed + 2 * groups * elem
 
@@ -74,4 +83,6 @@ def packed_bytes(backend: str, shape, nbits: int, axis: int, group: int, elem: i
         return hqq_bytes(shape, nbits, axis, group, elem)
     if backend == "fp8":
         return fp8_bytes(shape)
-    raise CacheOptionError(f"unknown quantization backend {backend!r}; valid: hqq, quanto, fp8")
+    raise CacheOptionError(
+        _("unknown quantization backend {backend!r}; valid: {valid}").format(backend=backend, valid="hqq, quanto, fp8")
+    )

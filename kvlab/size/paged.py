@@ -4,13 +4,12 @@ A `PagedAttentionCache` is one pool of blocks of `page_size` token slots (keys a
 request holding `n` tokens occupies ceil(n / page_size) blocks: only its last block can be partly empty, so
 the waste per request is under one block (internal fragmentation), whatever the other requests do. The live
 trace of the same layout is `kvlab.caches.paged`; `kvlab.serving` compares it with static and dynamic caches.
+`paged_blocks`, the arithmetic, is `kvlab.caches.options`' (the option checks size a pool with it).
 """
 
 from __future__ import annotations
 
-import math
-
-from kvlab.caches.options import check_paged_layers
+from kvlab.caches.options import check_page_size, check_paged_layers, paged_blocks
 from kvlab.recording.slots import waste_pct
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
@@ -19,19 +18,16 @@ from kvlab.size.calculator import cache_size
 DEFAULT_PAGE_SIZE = 256
 
 
-def paged_blocks(length: int, block_size: int) -> int:
-    """Blocks of `block_size` slots a request holding `length` tokens occupies."""
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    return math.ceil(length / block_size)
-
-
 def paged_row(
     arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE, dtype: str = "float32"
 ) -> dict:
-    """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
+    """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots.
+
+    The paged kind's rules are `kvlab.caches.options`' (`check_paged_layers`, `check_page_size`), the same ones the
+    paged runner and the explorer call."""
     label = f"paged (page_size {page_size})"
     check_paged_layers(arch.layer_kinds, arch.name)
+    check_page_size(page_size)
     if not lengths or min(lengths) < 1:
         raise ValueError(f"every request must hold at least one token; got lengths {lengths}")
     per_token = cache_size(arch, "dynamic", 1, dtype=dtype).bytes  # keys and values of every layer

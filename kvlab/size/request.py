@@ -1,6 +1,6 @@
 """The most bytes one generation's cache would hold, predicted from the model's config before anything is allocated.
 
-`kvlab.caches.options.check_memory` refuses a request whose cache cannot fit in the memory it would live in (a
+`kvlab.size.request_rules.check_memory` refuses a request whose cache cannot fit in the memory it would live in (a
 static cache of 100,000,009 slots used to load the model, then die in transformers with a 106-line traceback
 trying to allocate it). The numbers come from the size calculator (`cache_size`, checked to the byte against live
 caches), so the refusal names the bytes `kvlab size` and a trace would show for the same cache.

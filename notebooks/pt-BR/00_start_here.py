@@ -51,21 +51,29 @@
 #
 # ### Vocabulário: os termos do guia
 #
-# Os notebooks em inglês usam os termos em inglês; o guia em pt-BR e estes notebooks (`notebooks/pt-BR/`) usam estes:
+# Os notebooks em inglês usam as palavras inglesas; o guia em pt-BR e estes notebooks usam as da tabela, uma palavra por
+# conceito (`kvlab/i18n/terms_pt_BR.toml` as guarda, e um teste confere cada tradução com ele).
 #
 # | Inglês (notebooks em inglês) | pt-BR (o guia e estes notebooks) |
 # |---|---|
-# | the default (dynamic) cache | cache padrão, cache dinâmico |
+# | KV cache; the default (dynamic) cache | cache KV; cache padrão, cache dinâmico |
 # | fixed-size (static) cache | cache de tamanho fixo, cache estático |
-# | sliding window | janela deslizante |
-# | offloading (mover camadas para a CPU) | descarregamento (offloading) |
-# | quantization, quantized cache | quantização, cache quantizado |
-# | crop, roll back | recortar (crop), reverter |
-# | prefix cache, prefill | cache de prefixo, pré-preencher |
-# | iterative generation (chat) | geração iterativa |
-# | encoder-decoder cache | cache de encoder-decoder |
 # | key, value, layer, token | chave, valor, camada, token |
-# | masked slot (espaço alocado, mas não usado) | posição mascarada (alocada, não usada) |
+# | sliding window; chunked attention; linear attention | janela deslizante; atenção em blocos; atenção linear |
+# | full attention; self-attention, cross-attention | atenção completa; autoatenção, atenção cruzada |
+# | encoder, decoder; encoder-decoder cache | encoder, decoder; cache de encoder-decoder |
+# | slot; allocated; live (slots, tokens); masked (allocated but unused) | posição; alocada; ocupada; mascarada (alocada, não usada) |
+# | waste; evicted (dropped by a sliding window); storage (a tensor's memory) | desperdício; descartado; armazenamento |
+# | step, decode step; forward (pass); prefill | passo, passo de decodificação; forward; pré-preenchimento |
+# | greedy (decoding); full precision | greedy; precisão total |
+# | offloading (moving layers to the CPU); prefetch | descarregamento (offloading); pré-carregamento |
+# | quantization, quantized cache; packed; residual; flush | quantização, cache quantizado; empacotado; parte residual; flush |
+# | crop, roll back; past recording | recortar (crop), reverter; registro do passado |
+# | draft (speculative decoding) | rascunho |
+# | prefix cache; deep copy; reuse | cache de prefixo; cópia profunda; reutilização |
+# | iterative generation (chat); chat template | geração iterativa; chat template |
+# | request; paged cache; block; continuous batching | requisição; cache paginado; bloco; batching contínuo |
+# | the Cache Explorer | Explorador de Cache |
 
 # %%
 import kvlab
@@ -176,7 +184,7 @@ print("caches vistos com use_cache=False:", len(watch_off.traces))
 # tirados de `pydoc_data`), 12 tokens novos cada, `use_cache=False` contra o padrão.
 
 # %%
-prompts = {"cook sentence": inputs.input_ids, **{f"manual, {n} tokens": text.prompt_ids(tokenizer, n)
+prompts = {"frase de culinária": inputs.input_ids, **{f"manual, {n} tokens": text.prompt_ids(tokenizer, n)
                                                  for n in (16, 48, 96)}}  # fmt: skip
 agreement = {}
 for name, ids in prompts.items():
@@ -242,7 +250,7 @@ print("sem cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" 
 print("com cache:", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
 
 # %%
-latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
+latency_plots.plot_token_times({"sem cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
                                title=f"SmolLM2, {NEW_TOKENS} tokens novos depois de um prompt de 16 tokens")
 
 # %%
@@ -282,14 +290,14 @@ print("loop inteiro:", timing.compare(totals["DynamicCache"], totals["no cache"]
 # citar, use a medição repetida acima.
 
 # %%
-generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
+generate_seconds = {"use_cache=False": {}, "padrão (DynamicCache)": {}}
 
 
 def time_generate(new_tokens):
     calls = {
         "use_cache=False": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
                                                   min_new_tokens=new_tokens, use_cache=False),
-        "default (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
+        "padrão (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
                                                          min_new_tokens=new_tokens),
     }
     for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():

@@ -144,7 +144,7 @@ print("static (generate): ", score(guess_auto, auto.summary()["waste_pct"], unit
 slots.plot_slots(own, title="StaticCache(max_cache_len=128): posições alocadas, ocupadas e mascaradas por passo")
 
 # %%
-growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic},
+growth.plot_growth({"StaticCache(128)": own, "estático (generate)": auto, "DynamicCache": dynamic},
                    by_layer_kind=False,
                    title="Bytes em função dos tokens: fixos na alocação vs crescendo com a sequência")
 
@@ -164,7 +164,7 @@ guess_60 = None  # the same after a 60-token prompt: your guess
 
 # %%
 server_cache_len = 256
-requests = {"200-token prompt": 200, "60-token prompt": 60, "20-token prompt": 20}
+requests = {"prompt de 200 tokens": 200, "prompt de 60 tokens": 60, "prompt de 20 tokens": 20}
 with kvlab.watch(model) as watch:
     for n_tokens in requests.values():
         request = {"input_ids": text.prompt_ids(tokenizer, n_tokens)}
@@ -181,8 +181,8 @@ for row in slots.run_slots(runs):
           f"{number(row['slots_masked']):>5} de {number(row['slots_allocated'])} posições mascaradas "
           f"({percent(row['waste_pct'], 1):>7}); um DynamicCache guardaria {number(dynamic_bytes):>9} bytes")
 waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
-print("prompt de 20 tokens:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
-print("prompt de 60 tokens:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
+print("prompt de 20 tokens:", score(guess_20, waste["prompt de 20 tokens"], unit=" %", kind="share"))
+print("prompt de 60 tokens:", score(guess_60, waste["prompt de 60 tokens"], unit=" %", kind="share"))
 
 # %%
 slots.plot_runs(runs, title="Um só tamanho de StaticCache (256) para toda requisição: posições ocupadas e mascaradas")
@@ -324,7 +324,7 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     print(f"executado em {datetime.date.today()} numa máquina {platform.machine()}, "
           f"{os.cpu_count()} CPUs, torch {torch.__version__}, {torch.get_num_threads()} threads")
     for run in report["runs"]:
-        print(f"  {run['run']:>22}: {run['new_graphs']} grafo(s) novo(s) compilado(s), "
+        print(f"  {run['label']:>22}: {run['new_graphs']} grafo(s) novo(s) compilado(s), "
               f"{number(run['seconds'], 2, grouping=False)} s (uma execução)")
     print("mesmos tokens que o eager:", report["same_tokens"])
     steady = report["steady"]

@@ -157,8 +157,8 @@ guess_residual = None  # tokens in the full-precision residual: your guess
 
 # %%
 CONFIGS_SHOWN = {
-    "hqq 4-bit, axis 1": {"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
-    "quanto 4-bit, axis 0": {"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
+    "hqq 4 bits, eixo 1": {"nbits": 4, "backend": "hqq", "axis_key": 1, "axis_value": 1},
+    "quanto 4 bits, eixo 0": {"nbits": 4, "backend": "quanto", "axis_key": 0, "axis_value": 0},
     "fp8": {"backend": "fp8"},
 }
 texts = {}
@@ -219,11 +219,11 @@ guess = None  # % of the whole cache's bytes: your guess
 
 # %%
 SWEEP = {
-    "hqq 2-bit": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1},
-    "hqq 4-bit": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1},
-    "hqq 8-bit": {"backend": "hqq", "nbits": 8, "axis_key": 1, "axis_value": 1},
-    "quanto 2-bit": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0},
-    "quanto 4-bit": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0},
+    "hqq 2 bits": {"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1},
+    "hqq 4 bits": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1},
+    "hqq 8 bits": {"backend": "hqq", "nbits": 8, "axis_key": 1, "axis_value": 1},
+    "quanto 2 bits": {"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0},
+    "quanto 4 bits": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0},
     "fp8": {"backend": "fp8"},
 }
 ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
@@ -241,7 +241,7 @@ for r in rows:
 residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
 per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
 print(f"parte residual: {residual_tokens} tokens × {number(per_token)} B = {number(residual_tokens * per_token)} B")
-hqq4 = next(r for r in rows if r["config"] == "hqq 4-bit")
+hqq4 = next(r for r in rows if r["config"] == "hqq 4 bits")
 print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
 
 # %%
@@ -368,10 +368,10 @@ RESIDUAL, STEP_TOKENS = 6, 19
 step_inputs = tokenizer("I like rock music because it", return_tensors="pt")
 STEP_CONFIGS = {
     "DynamicCache": {},  # generate's default cache
-    "hqq 4-bit": {"cache_implementation": "quantized",
+    "hqq 4 bits": {"cache_implementation": "quantized",
                   "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
                                    "residual_length": RESIDUAL}},
-    "quanto 4-bit": {"cache_implementation": "quantized",
+    "quanto 4 bits": {"cache_implementation": "quantized",
                      "cache_config": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
                                       "residual_length": RESIDUAL}},
     "fp8": {"cache_implementation": "quantized", "cache_config": {"backend": "fp8"}},
@@ -424,7 +424,7 @@ for label, result in step_results.items():
     if label != "DynamicCache":
         print(compare(step_results["DynamicCache"].decode, result.decode, warn=False).verdict())
 print()
-for label in ("hqq 4-bit", "quanto 4-bit"):
+for label in ("hqq 4 bits", "quanto 4 bits"):
     others, flushes = step_times.split_steps(step_results[label], step_times.flush_steps(step_traces[label]))
     print(compare(others, flushes, warn=False).verdict())
 

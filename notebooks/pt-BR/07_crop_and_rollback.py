@@ -112,12 +112,12 @@ print(score(guess_same_tokens, torch.equal(again, out), kind="choice"))
 with kvlab.watch(model) as watch:
     past_key_values = DynamicCache(config=model.config)
     out = model.generate(**inputs, do_sample=False, max_new_tokens=8, past_key_values=past_key_values)
-    stages = {"after generate": holdings(past_key_values)}
+    stages = {"após generate": holdings(past_key_values)}
     past_key_values.crop(-3)
-    stages["after crop(-3)"] = holdings(past_key_values)
+    stages["após crop(-3)"] = holdings(past_key_values)
     model.generate(out[:, :11], attention_mask=torch.ones_like(out[:, :11]), do_sample=False, max_new_tokens=3,
                    past_key_values=past_key_values)
-    stages["after resuming"] = holdings(past_key_values)
+    stages["após retomar"] = holdings(past_key_values)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -125,7 +125,7 @@ for stage, holding in stages.items():
     print(f"{stage:>15}: {holding['full']}")
 crop = watch.trace.crops[-1]
 print("evento de recorte:", crop["n"], "| comprimento da camada 0", crop["lengths_before"][0], "->", crop["lengths_after"][0])
-slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
+slot_bytes = stages["após generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer
 print(f"uma posição de uma camada: {number(slot_bytes)} B; 13 posições: "
       f"{number(13 * slot_bytes)} B; 10 posições: {number(10 * slot_bytes)} B")
 
@@ -192,17 +192,17 @@ with kvlab.watch(gemma) as watch:
     past_key_values = DynamicCache(config=gemma.config)
     past_key_values.activate_past_recording()
     out = gemma.generate(**long_inputs, do_sample=False, max_new_tokens=4, past_key_values=past_key_values)
-    stages = {"recording, 523 fed": holdings(past_key_values)}
+    stages = {"com registro, 523 alimentados": holdings(past_key_values)}
     past_key_values.crop(-3)
     stages["crop(-3)"] = holdings(past_key_values)
     kept = out[:, :521]  # the cache holds the first 520
     more = gemma.generate(kept, attention_mask=torch.ones_like(kept), do_sample=False, max_new_tokens=4,
                           past_key_values=past_key_values)
-    stages["4 more tokens"] = holdings(past_key_values)
+    stages["mais 4 tokens"] = holdings(past_key_values)
     past_key_values.crop(0)
     stages["crop(0)"] = holdings(past_key_values)
     gemma(more[:, -1:], past_key_values=past_key_values)  # one more forward: the next update
-    stages["next forward"] = holdings(past_key_values)
+    stages["forward seguinte"] = holdings(past_key_values)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -213,7 +213,7 @@ for stage, holding in stages.items():
           f"{full['slots_live']} posições, {number(full['bytes_all_layers'])} B")
 print("os mesmos 3 tokens depois do recorte:", torch.equal(more[:, :524], out))
 print("recortes:", [(c["n"], c["past_recording"]) for c in watch.trace.crops])
-sliding = stages["recording, 523 fed"]["sliding"]
+sliding = stages["com registro, 523 alimentados"]["sliding"]
 print(f"uma camada deslizante, 523 recebidos: {number(sliding['bytes_per_layer'])} B = "
       f"{sliding['slots_live']} posições x {number(sliding['bytes_per_layer'] // sliding['slots_live'])} B")
 
@@ -344,7 +344,7 @@ def crop_picture(n, past_recording):
             past_key_values.crop(-n)
             title, cropped = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens", n
         except kvlab.CacheCropError as err:
-            title, cropped = str(err).split(", so")[0], 0  # "crop(-n) refused: sliding layer 0 has seen ..."
+            title, cropped = str(err).split(", ")[0], 0  # its first clause: "crop(-n) refused: sliding layer 0 ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
     if past_recording:

@@ -238,7 +238,7 @@ def deep_copy_only():
 
 
 first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_only, question_inputs, repeats=REPEATS,
-                               labels=("deepcopy + generate", "generate, whole prompt", "deepcopy alone"))
+                               labels=("deepcopy + generate", "generate, prompt inteiro", "só a deepcopy"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -361,10 +361,10 @@ check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
 
 # %%
 PREFIXES = {
-    "'You are a helpful assistant. ' (the guide's)": "You are a helpful assistant. ",
+    "'You are a helpful assistant. ' (a do guia)": "You are a helpful assistant. ",
     "'You are a helpful assistant.\\n'": "You are a helpful assistant.\n",
-    "a system turn of the chat template": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n",
-    "the shop text + 'Question: '": SHOP + "Question: ",
+    "um turno de sistema do chat template": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n",
+    "o texto da loja + 'Question: '": SHOP + "Question: ",
 }
 
 

@@ -131,7 +131,7 @@ guess_static = None  # the same with cache_implementation="static": your guess
 
 # %%
 logs = {}
-with log_forward_inputs(model) as logs["dynamic (default)"]:
+with log_forward_inputs(model) as logs["dynamic (padrão)"]:
     model.generate(**inputs, do_sample=False, max_new_tokens=13)
 with log_forward_inputs(model) as logs['cache_implementation="static"']:
     model.generate(**inputs, do_sample=False, max_new_tokens=13, cache_implementation="static")
@@ -148,7 +148,7 @@ print("static, chamada 1:", [(r.name, r.dtype, r.shape) for r in static_log if r
 # %%
 # NBVAL_CHECK_OUTPUT
 print("cache padrão, assinaturas de decodificação distintas:",
-      score(guess_dynamic, logs["dynamic (default)"].decoding_signatures()[0], kind="count"))
+      score(guess_dynamic, logs["dynamic (padrão)"].decoding_signatures()[0], kind="count"))
 print("cache estático, assinaturas de decodificação distintas:",
       score(guess_static, static_log.decoding_signatures()[0], kind="count"))
 

@@ -191,7 +191,7 @@ for v in verdicts:
               f"{word(v['guide']):<7} medido: {word(v['measured']):<18} ({v['why']})")
 
 # %%
-plot_bytes({row["cache"]: {"peak bytes": row["peak cache bytes"]} for row in rows},
+plot_bytes({row["cache"]: {"bytes no pico": row["peak cache bytes"]} for row in rows},
            title=f"Bytes de pico do cache, SmolLM2, prompt de 48 tokens + {setup.new_tokens} tokens novos")
 
 # %% [markdown]

@@ -14,7 +14,9 @@ import sys
 
 import pytest
 
+from kvlab.cache_kinds import CACHE_KINDS
 from kvlab.i18n import _, set_language
+from tests.i18n.test_proofreading import english_phrases
 
 from .conftest import KINDS_SHOWING_EVERY_OPTION, Server, cut_texts, first_frame, free_port, isolated_env
 
@@ -94,5 +96,8 @@ def test_kvlab_explore_in_portuguese(voila_pt_br, page, artifact):
     assert plot.evaluate("img => img.complete && img.naturalWidth > 400 && img.naturalHeight > 300")
     explorer.locator("button.kvlab-run:not([disabled])").wait_for()  # the run's last redraw is in
     assert cut_texts(explorer) == {}
+    # no English sentence anywhere on the page: labels, status, table, the generated text's frame (the tiny model's
+    # own output is random bytes, and its name and the cache kinds are identifiers)
+    assert english_phrases(explorer.inner_text(), names=("tiny-llama", *CACHE_KINDS)) == []  # "none": a kind
     assert "Traceback" not in page.content()
     page.screenshot(path=artifact("explorer_voila_pt_br.png"), full_page=True)

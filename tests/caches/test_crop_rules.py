@@ -77,19 +77,8 @@ def test_a_quantized_cache_crops_only_its_residual():
 
 # -- the caches and the explorer call them ------------------------------------------------------------------------
 @pytest.fixture
-def config():
-    # layer 0 sliding (window 4), layer 1 full attention; 1 kv head of dim 1
-    return transformers.Gemma3TextConfig(
-        num_hidden_layers=2,
-        sliding_window=WINDOW,
-        num_key_value_heads=1,
-        num_attention_heads=1,
-        head_dim=1,
-        hidden_size=8,
-        intermediate_size=8,
-        vocab_size=16,
-        layer_types=["sliding_attention", "full_attention"],
-    )
+def config(sliding_config):
+    return sliding_config  # layer 0 sliding (window 4), layer 1 full attention (tests/conftest.py)
 
 
 def fill(cache, n: int):

@@ -3,7 +3,6 @@ own cache tests do. Values are token positions, so what a layer keeps can be rea
 
 import pytest
 import torch
-import transformers
 
 from kvlab import make_cache
 from kvlab.caches import CacheCropError
@@ -12,19 +11,8 @@ WINDOW = 4
 
 
 @pytest.fixture
-def config():
-    # layer 0 sliding (window 4), layer 1 full attention; 1 kv head of dim 1 so a tensor reads as a list
-    return transformers.Gemma3TextConfig(
-        num_hidden_layers=2,
-        sliding_window=WINDOW,
-        num_key_value_heads=1,
-        num_attention_heads=1,
-        head_dim=1,
-        hidden_size=8,
-        intermediate_size=8,
-        vocab_size=16,
-        layer_types=["sliding_attention", "full_attention"],
-    )
+def config(sliding_config):
+    return sliding_config  # layer 0 sliding (window 4), layer 1 full attention (tests/conftest.py)
 
 
 def tokens(*positions):

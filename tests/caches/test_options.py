@@ -24,10 +24,50 @@ from kvlab.size import SIZE_KINDS, cache_size, from_config
 # -- the rules, one by one --------------------------------------------------------------------------------------
 def test_a_kind_is_one_of_the_kinds_the_caller_knows():
     assert options.check_cache_kind("static") == "static"
-    with pytest.raises(CacheOptionError, match="unknown cache kind 'paged'; valid kinds: none, dynamic, static"):
-        options.check_cache_kind("paged")
+    with pytest.raises(CacheOptionError, match="unknown cache kind 'pages'; valid kinds: none, dynamic, static"):
+        options.check_cache_kind("pages")
     with pytest.raises(CacheOptionError, match="unknown cache kind 'none'; valid kinds: dynamic, static"):
         options.check_cache_kind("none", SIZE_KINDS)  # the size calculator has no "none"
+
+
+def test_the_paged_kind_is_refused_where_generate_builds_the_cache_naming_generate_batch(tiny):
+    pattern = r"cache kind 'paged' is continuous batching: model.generate_batch\(...\) builds .*; valid kinds here: "
+    for kinds in (options.CACHE_KINDS, SIZE_KINDS):
+        with pytest.raises(CacheOptionError, match=pattern) as err:
+            options.check_cache_kind("paged", kinds)
+        assert "\n" not in str(err.value) and str(err.value).endswith(", ".join(kinds))
+    with pytest.raises(CacheOptionError, match=pattern):
+        check_options("paged", {"page_size": 16})
+    model = tiny("tiny-llama")
+    with pytest.raises(CacheOptionError, match=pattern):
+        kvlab.make_cache("paged", model.config)
+    with pytest.raises(CacheOptionError, match=pattern):
+        kvlab.run(model, None, ByteTokenizer()(PROMPT).input_ids, cache="paged", max_new_tokens=2)
+
+
+def test_the_paged_options_their_values_and_the_pool():
+    assert options.check_paged_options({}, 8) == {"page_size": 16, "requests": 4, "num_blocks": 0}
+    assert options.check_paged_options({"page_size": 4, "num_blocks": None}, 8)["num_blocks"] == 0
+    with pytest.raises(
+        CacheOptionError, match="cache kind 'paged' does not take backend; it takes page_size, requests"
+    ):
+        options.check_paged_options({"backend": "hqq"}, 8)
+    with pytest.raises(CacheOptionError, match="page_size must be one of 4, 8, 16, 32, 64, 128, 256; got 5"):
+        options.check_paged_options({"page_size": 5}, 8)
+    with pytest.raises(CacheOptionError, match="requests must be between 1 and 8; got 9"):
+        options.check_paged_options({"requests": 9}, 8)  # the most the workload (kvlab.serving) holds
+    with pytest.raises(CacheOptionError, match=r"num_blocks must be 0 \(room for every request\) .* got -1"):
+        options.check_paged_options({"num_blocks": -1}, 8)
+    assert options.check_page_size(5) == 5  # `kvlab size` takes any page size ...
+    with pytest.raises(CacheOptionError, match="page_size must be a positive integer; got 0"):
+        options.check_page_size(0)  # ... that is one
+    assert [options.paged_blocks(n, 16) for n in (1, 16, 17, 32)] == [1, 1, 2, 2]
+    with pytest.raises(ValueError, match="block_size must be >= 1"):
+        options.paged_blocks(3, 0)
+    # requests of 5 and 30 prompt tokens, 2 new tokens each, in blocks of 4: 2 and 8 blocks at their final length
+    assert options.pool_blocks([5, 30], 2, 4, num_blocks=0) == 10 and options.pool_blocks([5, 30], 2, 4, 8) == 8
+    with pytest.raises(CacheOptionError, match=r"num_blocks=7 is too small: the largest request \(32 tokens"):
+        options.pool_blocks([5, 30], 2, 4, 7)
 
 
 def test_each_kind_takes_its_own_options_and_static_kinds_need_a_length():
@@ -216,148 +256,3 @@ def test_the_rule_modules_import_without_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
-
-
-# -- requests: what no option fixes (check_request) -------------------------------------------------------------
-MiB = 1 << 20
-# tiny-llama: 3 layers x K,V x 2 kv heads x 16 head_dim x 4 bytes = 768 B per token; 512 positions
-TOKEN_BYTES = 3 * 2 * 2 * 16 * 4
-
-
-@pytest.fixture
-def one_mib(monkeypatch):
-    """The memory seam: every device has 1 MiB available; the devices asked about are recorded."""
-    asked = []
-
-    def available(device="cpu"):
-        asked.append(str(device))
-        return MiB
-
-    monkeypatch.setattr(options, "available_memory", available)
-    return asked
-
-
-def test_available_memory_is_what_the_machine_reports():
-    import psutil
-
-    free = options.available_memory("cpu")
-    assert isinstance(free, int) and 0 < free <= psutil.virtual_memory().total
-    assert options.available_memory("meta") is None  # a device kvlab cannot read: nothing is refused
-
-
-def test_files_to_write_are_checked_first(tmp_path):
-    options.check_paths([None, tmp_path / "trace.json"])  # None: the option was not given
-    with pytest.raises(options.RequestError, match=r"cannot write .*missing.*does not exist; nothing was run"):
-        options.check_request(paths=[tmp_path / "missing" / "trace.json"])
-    with pytest.raises(options.RequestError, match="it is a directory; name a file"):
-        options.check_request(tiny_config("tiny-llama"), "dynamic", prompt_tokens=4, paths=[tmp_path])
-    assert not list(tmp_path.iterdir())  # checking writes nothing
-
-
-def test_a_static_cache_bigger_than_memory_is_refused_with_its_bytes(one_mib):
-    config = tiny_config("tiny-llama")
-    with pytest.raises(options.RequestError) as err:
-        options.check_request(config, "static", {"max_cache_len": 10_000}, prompt_tokens=6, max_new_tokens=3)
-    assert str(err.value) == (
-        f"a static cache of 10,000 slots per layer needs 7.32 MiB ({10_000 * TOKEN_BYTES:,} B) and CPU memory has "
-        f"1.00 MiB ({MiB:,} B) available; valid here: max_cache_len at most {MiB // TOKEN_BYTES:,}"
-    )
-    options.check_request(config, "static", {"max_cache_len": MiB // TOKEN_BYTES}, prompt_tokens=6, max_new_tokens=3)
-    with pytest.raises(options.RequestError, match="1,366 slots per layer"):
-        options.check_request(config, "static", {"max_cache_len": 1366}, prompt_tokens=6, max_new_tokens=3)
-    # sized by generate (prompt + new - 1 slots): the new tokens that fit, capped by the model's 512 positions
-    with pytest.raises(options.RequestError, match=r"100,000,008 slots .* at most 507 new tokens \(the model's 512"):
-        options.check_request(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003)
-    with pytest.raises(options.RequestError, match=r"at most 1,360 new tokens$"):
-        options.check_request(
-            config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003, allow_past_positions=True
-        )
-
-
-def test_every_kind_is_checked_at_the_most_it_would_hold_where_it_would_live(one_mib):
-    config = tiny_config("tiny-llama")
-    many = {"prompt_tokens": 6, "max_new_tokens": 2_000, "allow_past_positions": True}
-    with pytest.raises(options.RequestError, match=r"a dynamic cache of 2,005 tokens needs .*at most 1,360 new"):
-        options.check_request(config, "dynamic", {}, **many)
-    with pytest.raises(options.RequestError, match="an offloaded cache of 2,005 tokens .* CPU memory has"):
-        options.check_request(config, "offloaded", {}, device="cuda:0", **many)
-    assert one_mib[-1] == "cpu"  # an offloaded cache lives in CPU memory whatever the model's device
-    with pytest.raises(options.RequestError, match="an offloaded_static cache"):
-        options.check_request(config, "offloaded_static", {}, **many)
-    with pytest.raises(options.RequestError, match="x batch 4 needs"):
-        options.check_request(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=400, batch=4)
-    with pytest.raises(options.RequestError, match="cuda:0 memory has"):
-        options.check_request(config, "static", {}, device="cuda:0", **many)
-    with pytest.raises(options.RequestError, match="not even the prompt's cache fits"):
-        options.check_request(config, "dynamic", {}, prompt_tokens=2_000, max_new_tokens=1, allow_past_positions=True)
-    with pytest.raises(options.RequestError, match="a quantized cache"):
-        options.check_request(config, "quantized", {"backend": "hqq"}, prompt_tokens=6, max_new_tokens=100_000)
-    options.check_request(config, "none", {}, **many)  # no cache, nothing to hold
-    options.check_request(config, "dynamic", {}, device=None, **many)  # spread over devices: not checked
-    options.check_request(config, "dynamic", {}, dtype="int8", **many)  # a dtype the calculator cannot size
-    options.check_request(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=500)  # 505 x 768 B fits
-
-
-def test_a_request_past_the_models_positions_is_refused_unless_allowed():
-    config = tiny_config("tiny-llama")  # 512 positions (tests/test_model_facts.py reads them)
-    options.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=13)  # positions 0..511
-    with pytest.raises(options.RequestError) as err:
-        options.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=14)
-    assert str(err.value) == (
-        "the prompt (500 tokens) plus 14 new tokens need 513 positions (the last new token is not fed back), past "
-        "this model's 512 (max_position_embeddings); valid: at most 13 new tokens with this prompt, or "
-        "allow_past_positions=True (kvlab run --allow-past-positions) to generate past them anyway"
-    )
-    with pytest.raises(options.RequestError, match="valid: a prompt of at most 512 tokens"):
-        options.check_request(config, "none", prompt_tokens=600, max_new_tokens=3)
-    options.check_request(config, "dynamic", prompt_tokens=600, max_new_tokens=3, allow_past_positions=True)
-    options.check_request(tiny_config("tiny-mamba"), "dynamic", prompt_tokens=5_000, max_new_tokens=3)  # no limit
-    bart = tiny_config("tiny-bart")  # 256 positions in the encoder and in the decoder
-    with pytest.raises(options.RequestError, match=r"the prompt \(300 tokens\) is longer than this model's encoder"):
-        options.check_request(bart, "dynamic", prompt_tokens=300, max_new_tokens=3)
-    with pytest.raises(options.RequestError, match="257 new tokens need 257 decoder positions, past this model's 256"):
-        options.check_request(bart, "dynamic", prompt_tokens=3, max_new_tokens=257)
-    options.check_request(bart, "dynamic", prompt_tokens=256, max_new_tokens=256)
-
-
-def request_message(config, **request) -> str:
-    """What the rule module itself says about a request on tiny-llama."""
-    with pytest.raises(options.RequestError) as err:
-        options.check_request(config, **request)
-    return str(err.value)
-
-
-REFUSED = [
-    ("static", {"max_cache_len": 10_000}, 6, 3),  # bigger than the 1 MiB available
-    ("dynamic", {}, 600, 3),  # past the 512 positions
-]
-
-
-@pytest.mark.parametrize("kind,given,prompt,new", REFUSED, ids=["memory", "positions"])
-def test_every_entry_point_refuses_the_request_before_generating(tiny, prompt_ids, one_mib, kind, given, prompt, new):
-    model = tiny("tiny-llama")
-    ids = prompt_ids(prompt)
-    message = request_message(model.config, cache_kind=kind, options=given, prompt_tokens=prompt, max_new_tokens=new)
-    calls = {
-        "kvlab.run": lambda: kvlab.run(model, None, ids, cache=kind, max_new_tokens=new, **given),
-        "kvlab.generate": lambda: kvlab.generate(
-            model, ids, cache_implementation=kind, max_new_tokens=new, pad_token_id=0, **given
-        ),
-    }
-    forwards = []
-    hook = model.register_forward_pre_hook(lambda *args: forwards.append(1))
-    try:
-        for entry, call in calls.items():
-            with pytest.raises(options.RequestError) as err:
-                call()
-            assert str(err.value) == message, entry
-        session = Session(ModelStore(model, ByteTokenizer()))
-        request = RunRequest(
-            "loaded", cache=kind, options=dict(given), prompt="x", prompt_tokens=prompt, max_new_tokens=new
-        )
-        with pytest.raises(options.RequestError) as err:
-            session.start(request)
-        assert str(err.value) == message and session.current is None
-    finally:
-        hook.remove()
-    assert forwards == []  # refused before the first forward: nothing generated, no cache allocated

@@ -8,7 +8,8 @@ from transformers import ContinuousBatchingConfig, GenerationConfig
 
 import kvlab
 from kvlab import _compat
-from kvlab.caches.paged import InstrumentedPagedAttentionCache, paged_steps, paged_summary
+from kvlab.caches.paged import InstrumentedPagedAttentionCache
+from kvlab.measure.paged import paged_steps, paged_summary
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.trace import Trace
 

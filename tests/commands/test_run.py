@@ -12,8 +12,8 @@ import pytest
 
 import kvlab
 import kvlab.models
-from kvlab.caches import options
 from kvlab.cli import main
+from kvlab.size import request_rules
 
 PROMPT = "the cache holds keys and values"  # 6 tokens for the tiny-llama directory's word-level tokenizer
 
@@ -35,6 +35,13 @@ def refused(capsys, argv: list[str]) -> str:
     return err.strip()
 
 
+def test_the_paged_kind_is_refused_with_where_it_runs(capsys, no_weights):
+    err = refused(
+        capsys, ["run", "--model", "smollm2", "--cache", "paged", "--prompt", "Hello", "--max-new-tokens", "4"]
+    )
+    assert "model.generate_batch(...) builds its paged cache" in err and "valid kinds here: none, dynamic" in err
+
+
 def test_a_static_cache_bigger_than_memory_is_refused_before_the_weights_load(capsys, no_weights):
     """The issue's request on SmolLM2 (config and tokenizer only): 100,000,000 new tokens in a static cache, with
     the memory this machine really has (no machine has the 4 TiB it needs)."""
@@ -47,7 +54,7 @@ def test_a_static_cache_bigger_than_memory_is_refused_before_the_weights_load(ca
 
 
 def test_the_memory_refusal_names_what_fits(tiny_llama_dir, capsys, no_weights, monkeypatch):
-    monkeypatch.setattr(options, "available_memory", lambda device="cpu": 1 << 20)
+    monkeypatch.setattr(request_rules, "available_memory", lambda device="cpu": 1 << 20)
     base = ["run", "--model", str(tiny_llama_dir), "--prompt", PROMPT, "--device", "cpu"]
     err = refused(capsys, base + ["--cache", "static", "--max-cache-len", "10000", "--max-new-tokens", "3"])
     assert err == (

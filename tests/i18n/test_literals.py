@@ -117,3 +117,36 @@ def test_a_quoted_header_word_may_be_translated_but_not_its_width():
     assert literals.problems(lit, "{'pico disp.':>13} {'movim.':>6}  mesmos")
     out = literals.translate(source, lambda _lit: "{'pico disp.':>12} {'movim.':>6}  mesmos")
     assert printed(out) == "  pico disp. movim.  mesmos"
+
+
+LABELLED = [
+    'stages = {"after generate": holdings(cache), "static": 1}\nstages["4 more tokens"] = 2\n',
+    'timing = time_first_token(calls, labels=("deepcopy + generate", "deepcopy alone"))\n',
+    'print(stages["after generate"]["full"], timing["deepcopy alone"])\n'
+    'ids = tokenizer("after generate", return_tensors="pt")\n'
+    'print(f"after generate {n}")\n',
+]
+
+
+def test_run_labels_of_a_notebook_are_collected_from_keys_and_labels_items():
+    assert literals.label_keys(LABELLED) == {"after generate", "4 more tokens", "deepcopy + generate", "deepcopy alone"}
+    assert literals.label_keys(['d = {"static": 1, "one": 2}\ntokenizer({"a prompt": 1})\n']) == set()
+
+
+def test_a_label_and_every_lookup_of_it_translate_together():
+    labels = literals.label_keys(LABELLED)
+    assert [lit.message for lit in literals.find(LABELLED[2])] == ["after generate {n}"]  # no labels: printed text
+    assert [lit.message for lit in literals.find(LABELLED[2], labels)] == [
+        "after generate",
+        "deepcopy alone",
+        "after generate {n}",  # an f-string is its own message; the tokenizer's prompt is never a label
+    ]
+    pt = {"after generate": "após generate", "deepcopy alone": "só a deepcopy", "4 more tokens": "mais 4 tokens"}
+    out = [literals.translate(cell, lambda lit: pt.get(lit.message, lit.message), labels) for cell in LABELLED]
+    assert 'stages = {"após generate": holdings(cache), "static": 1}' in out[0]
+    assert 'stages["mais 4 tokens"] = 2' in out[0]
+    assert 'print(stages["após generate"]["full"], timing["só a deepcopy"])' in out[2]
+    assert 'tokenizer("after generate", return_tensors="pt")' in out[2]  # model input stays as it was
+    namespace: dict = {}
+    exec(out[0].replace("holdings(cache)", "0"), namespace)  # the translated code still finds what it stored
+    assert namespace["stages"]["após generate"] == 0 and namespace["stages"]["mais 4 tokens"] == 2

@@ -129,16 +129,21 @@ def test_the_text_of_code_cells_is_translated_and_the_code_stays_the_code(tmp_pa
     paths = _notebook(tmp_path, ENGLISH + CODE_CELL)
     catalog = i18n.update(paths)
     code = [(m.id, m.context) for m in catalog if m.context == i18n.CODE]
-    assert code == [("Bytes against tokens", "code"), ("{n:,} new tokens", "code")]  # not field=, not the dict key
+    # not field=; the dict key is a run label, translated with its lookup
+    assert code == [("Bytes against tokens", "code"), ("{n:,} new tokens", "code"), ("new tokens", "code")]
     assert catalog.get("{n:,} new tokens", "code").auto_comments == [i18n.FIELDS_NOTE]
     assert "untranslated code literal 'Bytes against tokens'" in " ".join(i18n.problems(paths))
-    words = {"Bytes against tokens": "Bytes em função dos tokens", "{n:,} new tokens": "{n:,} tokens novos"}
+    words = {
+        "Bytes against tokens": "Bytes em função dos tokens",
+        "{n:,} new tokens": "{n:,} tokens novos",
+        "new tokens": "tokens novos",
+    }
     _translate(paths, {**TRANSLATIONS, **words})
     assert i18n.build(paths) is True and i18n.problems(paths) == []
     cell = [c.source for c in jupytext.read(paths.script).cells if c.cell_type == "code"][-1]
     assert cell == (
         'plot_growth(trace, title="Bytes em função dos tokens", field="bytes_held")\n'
-        'print(f"{n:,} tokens novos", {"new tokens": n}["new tokens"])'
+        'print(f"{n:,} tokens novos", {"tokens novos": n}["tokens novos"])'
     )
     _translate(paths, {**TRANSLATIONS, **words, "{n:,} new tokens": "tokens novos: {n}"})  # a field changed
     (found,) = i18n.problems(paths)

@@ -7,6 +7,7 @@ The catalogs are read as text, never executed: every test here takes well under 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 from pathlib import Path
@@ -14,10 +15,12 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
+import transformers
 from babel.messages.pofile import read_po
 
 from kvlab.i18n import catalog_path, literals
 from kvlab.i18n import notebooks as i18n
+from kvlab.serving import load_workload
 
 TERMS_FILE = Path(i18n.__file__).with_name("terms_pt_BR.toml")
 TERMS = tomllib.loads(TERMS_FILE.read_text(encoding="utf-8"))
@@ -73,6 +76,36 @@ def test_every_term_names_its_word_and_compiles():
         for pattern in [*term["rejected"], term.get("english", ""), term.get("portuguese", "")]:
             re.compile(pattern)
         assert ("english" in term) == ("portuguese" in term), name
+
+
+def _glossary(path: Path) -> list[tuple[str, str]]:
+    """(English, pt-BR) of each row of notebook 00's glossary table (the one under its "English" header)."""
+    cells = jupytext.read(path).cells
+    table = next(
+        c.source for c in cells if c.cell_type == "markdown" and "| pt-BR" in c.source and "|---|---|" in c.source
+    )
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    return [(row[0], row[1]) for row in rows[1:]]
+
+
+def _head(word: str) -> str:
+    """A term's own word, without its gloss: "live (slots, tokens)" -> "live", "ocupada, ocupado; ..." -> "ocupada"."""
+    return re.split(r" \(|[,;]", word, maxsplit=1)[0].strip()
+
+
+def test_the_glossary_of_notebook_00_holds_every_term_in_both_languages():
+    """Every term of the terms file is a row of the glossary: its English word in the English notebook, its one
+    Portuguese word beside it, in the English notebook and in the Portuguese one."""
+    english = _glossary(i18n.NOTEBOOKS / "00_start_here.py")
+    portuguese = _glossary(i18n.NOTEBOOKS / "pt-BR" / "00_start_here.py")
+    missing = []
+    for key, term in TERMS["terms"].items():
+        en, pt = _head(term["en"]).removeprefix("the "), _head(term["pt"]).removeprefix("o ")
+        if not any(en.lower() in row_en.lower() and pt.lower() in row_pt.lower() for row_en, row_pt in english):
+            missing.append(f"English glossary: {key} ({en!r} beside {pt!r})")
+        if not any(pt.lower() in " | ".join(row).lower() for row in portuguese):
+            missing.append(f"pt-BR glossary: {key} ({pt!r})")
+    assert missing == [], "\n".join(missing)
 
 
 @every_catalog
@@ -138,38 +171,73 @@ ALLOWED = (
     re.compile(r"\bhttps?://\S+"),
     re.compile(r"\b\w+(?:(?:\[[^\]\s]*\])*[._]\w+)+(?:\[[^\]\s]*\])*"),  # identifiers: use_cache, cache.layers[0].keys
     re.compile(r"\b[A-Z][a-z]+[A-Z]\w*\b"),  # CamelCase classes: DynamicCache, SmolLM2
+    re.compile(r"\b(?:None|True|False)\b"),  # Python's constants, printed as values
 )
 
 
-def english_phrases(text: str, model_text: tuple[str, ...] = ()) -> list[str]:
+def english_phrases(text: str, model_text: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> list[str]:
     """The lines of `text` that still read as English: those with an English word (`ENGLISH_WORDS`) outside code
-    spans, quoted text, identifiers, class names and URLs. A line holding one of `model_text` (the prompts a
-    notebook feeds its model) is the model's own text, English like its prompt, and is not counted."""
+    spans, quoted text, identifiers, class names, URLs, `names` (data's own names, such as the workload's request
+    ids) and transformers' own source (`inspect.getsource` shown as text). A line holding one of `model_text` (the
+    prompts a notebook feeds its model) is the model's own text, English like its prompt, and is not counted."""
     found = []
     for line in text.splitlines():
-        if any(prompt in line for prompt in model_text):
+        if any(prompt in line for prompt in model_text) or _is_transformers_source(line):
             continue
         words = line
         for allowed in ALLOWED:
             words = allowed.sub(" ", words)
+        for name in names:
+            words = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " ", words)
         if any(word.lower() in ENGLISH_WORDS for word in re.findall(r"[^\W\d_]+", words)):
             found.append(line.strip())
     return found
 
 
-def model_prompts(english: Path) -> tuple[str, ...]:
+@functools.cache
+def _transformers_source() -> str:
+    """The source of transformers' top-level and generation modules, where the notebooks quote it from."""
+    root = Path(transformers.__file__).parent
+    files = [*root.glob("*.py"), *root.glob("generation/**/*.py")]
+    return "\n".join(f.read_text(encoding="utf-8") for f in sorted(files))
+
+
+def _is_transformers_source(line: str) -> bool:
+    """A line that is (or ends with, after a "label: ") a line of transformers' source, quoted as it stands."""
+    stripped = line.strip()
+    tails = [stripped] + [stripped.split(": ", k)[-1] for k in range(1, stripped.count(": ") + 1)]
+    return any(len(tail) >= 20 and tail in _transformers_source() for tail in tails)
+
+
+def model_output_texts(text: str, model_text: tuple[str, ...]) -> str:
+    """`text`, or nothing when it is a decoded continuation: an output that starts with one of `model_text` is the
+    model's English from its prompt to its last line, blank lines included."""
+    return "" if any(text.lstrip().startswith(prompt) for prompt in model_text) else text
+
+
+def model_prompts(english: Path, constants: bool = True) -> tuple[str, ...]:
     """The prompts `english` feeds its model: the string literals given to a tokenizer (a call whose name ends in
-    "tokenizer") or to `encode`, as they start a printed continuation."""
+    "tokenizer") or to `encode`, as they start a printed continuation, and (with `constants`) the texts a notebook
+    keeps in an upper-case constant (`SHOP = "..."`, `QUESTIONS = [...]`, a dict's values), each line on its own."""
     prompts = []
     for cell in jupytext.read(english).cells:
         if cell.cell_type != "code":
             continue
-        for call in (
-            n for n in ast.walk(ast.parse(literals.MAGIC.sub(r"\1#", cell.source))) if isinstance(n, ast.Call)
-        ):
+        tree = ast.parse(literals.MAGIC.sub(r"\1#", cell.source))
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
             name = literals.callee(call)
             if name.endswith("tokenizer") or name == "encode":
                 prompts += [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        for assign in (n for n in tree.body if constants and isinstance(n, ast.Assign)):
+            if all(isinstance(t, ast.Name) and t.id.isupper() for t in assign.targets):
+                value = assign.value
+                items = value.values if isinstance(value, ast.Dict) else getattr(value, "elts", [value])
+                prompts += [
+                    line
+                    for item in items
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str)
+                    for line in item.value.splitlines()
+                ]
     return tuple(p for p in prompts if len(p.split()) >= 3)
 
 
@@ -182,6 +250,12 @@ def test_english_phrases_are_found_and_portuguese_ones_are_not():
     assert english_phrases("o cache guarda 46.080 B por token (como em kvlab.watch)") == []
     assert english_phrases("chamada 1: cache.layers[0].keys   cpu   float32  (1, 3, 7, 64)") == []
     assert english_phrases("I like rock music because it is loud", model_text=("I like rock music because",)) == []
+    assert english_phrases("yes      req_6: 24 tokens", names=("yes",)) == []  # a request's name
+    quoted = "em _valid_auto_compile_criteria: valid_hardware = self.device.type in"  # transformers' own source
+    assert english_phrases(quoted) == [] and english_phrases("the source was valid_hardware") != []
+    continuation = "A static cache reserves all of its memory before it is needed.\n\nThe cache is"
+    assert model_output_texts(continuation, ("A static cache reserves",)) == ""
+    assert model_output_texts("the cache: A static cache reserves", ("A static cache reserves",)) != ""
 
 
 def test_the_prompts_a_notebook_feeds_its_model_are_found():
@@ -221,16 +295,15 @@ def notebook_text(path: Path) -> list[tuple[str, str]]:
     return shown
 
 
-@pytest.mark.xfail(
-    reason="issue 21: 31 lines left after regenerating (dict-key run labels, option and crop refusals not yet in "
-    "kvlab.po, transformers source shown as text)",
-    strict=False,
-)
 def test_pt_br_notebooks_print_and_label_in_portuguese():
     found = []
+    names = tuple(load_workload().ids)  # the bundled requests' names ("yes", "recipe"): data, printed as names
     for path in PT_NOTEBOOKS:
-        prompts = model_prompts(i18n.NOTEBOOKS / path.with_suffix(".py").name)
+        english = i18n.NOTEBOOKS / path.with_suffix(".py").name
+        prompts, continued = model_prompts(english), model_prompts(english, constants=False)
         found += [
-            f"{where}: {phrase!r}" for where, text in notebook_text(path) for phrase in english_phrases(text, prompts)
+            f"{where}: {phrase!r}"
+            for where, text in notebook_text(path)
+            for phrase in english_phrases(model_output_texts(text, continued), prompts, names)
         ]
     assert found == [], f"{len(found)} English lines:\n" + "\n".join(found)

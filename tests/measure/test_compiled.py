@@ -15,6 +15,7 @@ def test_prompt_length_does_not_recompile_cache_length_does(tiny, prompt_ids):
     assert graphs["same prompt again"] == 0
     assert graphs["prompt of 9 tokens"] == 0  # the prefill runs eagerly
     assert graphs["max_cache_len 32"] >= 1  # the decode graph is specialised to the cache shape
+    assert [r["label"] for r in report["runs"]][:3] == ["first compiled run", "same prompt again", "prompt of 9 tokens"]
     steady = report["steady"]  # eager against compiled once the graphs exist: repeated, with an interval
     assert len(steady["a"]["times_s"]) == len(steady["b"]["times_s"]) == 5
     assert steady["low"] <= steady["ratio"] <= steady["high"] and steady["verdict"]

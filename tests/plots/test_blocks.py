@@ -8,7 +8,7 @@ import torch
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
 from kvlab import _compat
-from kvlab.caches.paged import paged_steps
+from kvlab.measure.paged import paged_steps
 from kvlab.plots import blocks, palette
 from kvlab.serving import layout_rows
 

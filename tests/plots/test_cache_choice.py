@@ -1,6 +1,10 @@
 """kvlab.plots.cache_choice: one live run beside the calculator, and its cache length per decoding call."""
 
+import pytest
+
+from kvlab.i18n import _, set_language
 from kvlab.plots.cache_choice import plot_cache_choice
+from kvlab.plots.overflow import overflowing_texts
 
 MiB = 2**20
 
@@ -28,3 +32,25 @@ def test_the_legend_sits_below_the_bars_and_the_colours_are_series_colours():
     assert bytes_ax.get_legend().get_window_extent().y1 <= bytes_ax.get_window_extent().y0
     marker = bytes_ax.lines[0].get_color()
     assert marker == series(1) and marker not in (CROPPED, MASKED)
+
+
+@pytest.mark.parametrize(
+    ("language", "title"),
+    [("en", "SmolLM2, 48-token prompt + 24 new tokens"), ("pt-BR", "SmolLM2, prompt de 48 tokens + 24 tokens novos")],
+)
+def test_notebook_10s_control_fits_its_figure_in_both_languages(language, title):
+    """Notebook 10's control at its default (quantized, 24 new tokens; titles as notebooks/10 and pt-BR/10 pass
+    them): the Portuguese panel title ran past the figure, and the y label, taller than its axes, into it."""
+    set_language(language)
+    try:
+        calculated = {"dynamic": 3_270_000, "static": 3_270_000, "quantized": 870_000}
+        keys = [call % 8 for call in range(23)]  # the residual fills up to 7 keys and is quantized away
+        fig = plot_cache_choice("quantized", 870_000, calculated, keys, (8, 23), title=title)
+        assert overflowing_texts(fig) == []
+        bytes_ax, keys_ax = fig.axes
+        ylabel = keys_ax.get_ylabel()
+        assert ylabel.split() == _("cache keys' sequence length").split()  # the same words, wrapped to the axes
+        assert keys_ax.yaxis.label.get_window_extent().height <= keys_ax.get_window_extent().height
+        assert bytes_ax.get_legend().get_window_extent().y1 <= bytes_ax.get_window_extent().y0  # under the bars
+    finally:
+        set_language(None)

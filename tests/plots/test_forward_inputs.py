@@ -1,7 +1,11 @@
 """kvlab.plots.forward_inputs: input lengths per forward call."""
 
+import pytest
+
+from kvlab.i18n import _, set_language
 from kvlab.measure.devices import ForwardInput, ForwardLog
 from kvlab.plots.forward_inputs import plot_forward_shapes
+from kvlab.plots.overflow import overflowing_texts
 
 
 def test_one_line_per_input_with_its_sequence_length():
@@ -43,3 +47,52 @@ def test_an_input_keeps_its_colour_across_panels_and_the_legend_covers_no_panel(
     fig.canvas.draw()
     legend_top = legend.get_window_extent().y1
     assert all(legend_top <= ax.get_window_extent().y0 for ax in fig.axes)
+
+
+def _notebook_09_logs(new_tokens: int) -> tuple[ForwardLog, ForwardLog]:
+    """The inputs notebook 09 logs for a 7-token prompt: the default cache's keys grow, the static cache's keys and
+    its 4-D mask keep 19 slots."""
+    dynamic, static = [], []
+    for call in range(new_tokens):
+        fed = 7 if call == 0 else 1
+        for log in (dynamic, static):
+            log += [ForwardInput(call, name, "cpu", "int64", (1, fed)) for name in ("input_ids", "position_ids")]
+        if call:
+            dynamic.append(ForwardInput(call, "cache.layers[0].keys", "cpu", "float32", (1, 3, 6 + call, 64)))
+            static.append(ForwardInput(call, "cache.layers[0].keys", "cpu", "float32", (1, 3, 19, 64)))
+            static.append(ForwardInput(call, "attention_mask", "cpu", "bool", (1, 1, 1, 19)))
+    return ForwardLog(dynamic), ForwardLog(static)
+
+
+@pytest.mark.parametrize(
+    ("language", "title", "live_title"),
+    [
+        ("en", "Sequence length of each forward input, per call", "8 new tokens after a 7-token prompt"),
+        (  # notebooks/pt-BR/09's
+            "pt-BR",
+            "Comprimento da sequência de cada entrada do forward, por chamada",
+            "8 tokens novos depois de um prompt de 7 tokens",
+        ),
+    ],
+)
+def test_the_notebooks_long_titles_fit_their_panels_in_both_languages(language, title, live_title):
+    """Notebook 09's two panels and its one-panel live control: the Portuguese titles ("... em 12 chamadas de
+    decodificação (sem contar o pré-preenchimento)") are wider than a panel, and were printed over each other."""
+    set_language(language)
+    try:
+        dynamic, static = _notebook_09_logs(13)
+        both = plot_forward_shapes(
+            {"dynamic (default)": dynamic, 'cache_implementation="static"': static},
+            title=title,
+        )
+        live = plot_forward_shapes({'cache_implementation="static"': _notebook_09_logs(8)[1]}, title=live_title)
+        assert overflowing_texts(both) == [] and overflowing_texts(live) == []
+        drawn = both.axes[1].get_title()
+        expected = _("{label}: {distinct} distinct signature\nover {calls} decoding calls (prefill not counted)")
+        expected = expected.format(label='cache_implementation="static"', distinct=1, calls=12)
+        assert drawn.split() == expected.split()  # the same words, broken into lines where the panel ends
+        assert (drawn == expected) == (language == "en")  # English fits as it is written
+        legend_top = both.legends[0].get_window_extent().y1
+        assert all(legend_top <= ax.get_tightbbox().y0 + 1 for ax in both.axes)  # under the x labels still
+    finally:
+        set_language(None)

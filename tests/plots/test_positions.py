@@ -2,7 +2,11 @@
 
 import matplotlib
 import matplotlib.pyplot as plt
+import pytest
 
+from kvlab.i18n import _, set_language
+from kvlab.plots._figure import subplots
+from kvlab.plots.overflow import overflowing_texts
 from kvlab.plots.positions import CROPPED, LIVE, NOT_CACHED, VISIBLE, plot_cached_positions, positions_grid
 
 ROWS = [
@@ -23,6 +27,13 @@ ROWS = [
         "positions_visible": list(range(6)),
     },
 ]
+
+
+REFUSED = (  # kvlab.caches.crop_rules' message, which notebook 07 titles its picture with (up to ", so")
+    "crop({n}) refused: sliding layer {layer_idx} has seen {seen} tokens but keeps only its window of {window}, so the "
+    "tokens a crop must restore are already evicted. A StaticCache cannot record the past; use a DynamicCache with "
+    "cache.activate_past_recording() before generating to be able to roll back."
+)
 
 
 def test_grid_marks_live_and_visible_positions():
@@ -60,6 +71,37 @@ def test_plot_returns_a_figure_with_one_row_per_layer():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0 sliding", "1 full"]
     assert ax.get_title() == "t"
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("language", "title"),
+    [
+        ("en", "with past recording, after crop(-2): 6 tokens"),
+        ("pt-BR", "com registro do passado, after crop(-2): 6 tokens"),  # as notebooks/pt-BR/07 titles it
+    ],
+)
+def test_the_legend_hangs_under_the_x_label_inside_the_figure_in_both_languages(language, title):
+    """A two-layer grid (6 inches wide) and notebook 07's 9 x 3.2 figure: the four states' legend ran off both
+    sides and over the "token position" label; now its columns fit the axes, under the label."""
+    set_language(language)
+    try:
+        own = plot_cached_positions(ROWS, title=title, cropped=2)
+        given, ax = subplots(figsize=(9, 3.2))
+        plot_cached_positions(ROWS * 2, title=title, ax=ax, cropped=2)
+        refused, ax = subplots(figsize=(9, 3.2))  # titled as notebook 07 titles a refused crop: wider than the figure
+        reason = _(REFUSED).format(n=-3, layer_idx=0, seen=20, window=4).split(", so")[0]
+        plot_cached_positions(ROWS * 2, title=reason, ax=ax)
+        assert overflowing_texts(refused) == []
+        for fig in (own, given):
+            assert overflowing_texts(fig) == []
+            ax = fig.axes[0]
+            legend = ax.get_legend()
+            assert len(legend.get_texts()) == 4
+            assert legend.get_window_extent().y1 <= ax.xaxis.label.get_window_extent().y0  # below the label
+            assert legend.get_window_extent().width <= ax.get_window_extent().width
+        plt.close(own)
+    finally:
+        set_language(None)
 
 
 def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():

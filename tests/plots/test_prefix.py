@@ -3,12 +3,15 @@
 import copy
 from types import SimpleNamespace
 
+import pytest
 import torch
 from matplotlib.colors import to_hex
 from transformers import DynamicCache, StaticCache
 
 import kvlab
+from kvlab.i18n import set_language
 from kvlab.measure.prefix import TokenPrefix
+from kvlab.plots.overflow import overflowing_texts
 from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_answers, plot_prefix_copies, plot_token_prefix
 
 
@@ -51,6 +54,24 @@ def test_a_short_prefix_is_drawn_from_position_0():
     assert ax.texts[0].get_text() == "You"  # position 0 is shown, not cut off
     long = TokenPrefix(tuple(range(30)), tuple(range(32)), ("t",) * 30, ("t",) * 32)
     assert plot_token_prefix(long).axes[0].get_xlim()[0] > 20  # a long prefix: only its end, around the seam
+
+
+@pytest.mark.parametrize("language", ["en", "pt-BR"])
+def test_a_few_boxes_and_the_answers_fit_their_figures_in_both_languages(language):
+    """Three or four boxes make a figure under 6 inches wide: its x label ("token position (dashed line: ...)")
+    ran past it in English, its verdict title too in Portuguese; the Portuguese time label of the answers was
+    taller than its axes. Wrapped, each fits, and the figure grows by the lines so the boxes keep their size."""
+    set_language(language)
+    try:
+        spaced = TokenPrefix((1, 2, 3), (1, 2, 9, 4), ("You", ".", "Ġ"), ("You", ".", "ĠWhy", "?"))
+        clean = TokenPrefix((1, 2), (1, 2, 9), ("You", "."), ("You", ".", "ĠWhy"))
+        answers = [SimpleNamespace(prefilled_tokens=12, first_token_seconds=0.1)] * 2
+        figures = [plot_token_prefix(spaced), plot_token_prefix(clean), plot_prefix_answers({"reuse": answers})]
+        assert [overflowing_texts(fig) for fig in figures] == [[], [], []]
+        width, height = figures[1].get_size_inches()
+        assert width == pytest.approx(1.1 * 3 + 1.5) and height > 2.2  # as wide; taller by the wrapped lines
+    finally:
+        set_language(None)
 
 
 def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.serving import fits_in_budget, layout_rows, load_workload, paged_blocks, request_lengths
+from kvlab.serving import fits_in_budget, layout_rows, load_workload, request_lengths
 from kvlab.serving.layouts import allocated_slots
 
 
@@ -23,12 +23,6 @@ def test_workload_goes_through_the_chat_template(smollm2):
 
 def test_request_lengths_drop_the_last_answer_token():
     assert request_lengths([10, 5], [4, 1]) == [13, 5]
-
-
-def test_paged_blocks_round_up():
-    assert [paged_blocks(n, 16) for n in (1, 16, 17, 32)] == [1, 1, 2, 2]
-    with pytest.raises(ValueError):
-        paged_blocks(3, 0)
 
 
 def test_layout_rows_static_dynamic_paged():

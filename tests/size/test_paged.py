@@ -4,13 +4,7 @@ import pytest
 
 from kvlab.serving import layout_rows
 from kvlab.size import architecture, format_rows, size_rows
-from kvlab.size.paged import paged_blocks, paged_row
-
-
-def test_blocks_round_up_per_request():
-    assert [paged_blocks(n, 16) for n in (1, 16, 17, 32)] == [1, 1, 2, 2]
-    with pytest.raises(ValueError, match="block_size must be >= 1"):
-        paged_blocks(3, 0)
+from kvlab.size.paged import paged_row
 
 
 def test_row_counts_blocks_slots_and_bytes():
@@ -41,3 +35,10 @@ def test_size_rows_add_the_paged_row_and_refuse_sliding_models():
     assert "paged (page_size 16)" in text.splitlines()[-1] and " -  " in text.splitlines()[-1]  # other token count
     sliding = size_rows(architecture("gemma-3-4b"), 1000, page_size=16)[-1]
     assert "all full attention" in sliding["unsupported"]
+
+
+def test_the_page_size_is_checked_by_the_paged_kinds_rule():
+    from kvlab.caches.options import CacheOptionError
+
+    with pytest.raises(CacheOptionError, match="page_size must be a positive integer; got 0"):
+        paged_row(architecture("llama-2-7b"), [10], page_size=0)

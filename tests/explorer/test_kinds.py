@@ -1,4 +1,5 @@
-"""The explorer's "paged (generate_batch)" kind, driven through its callbacks without a browser (tiny models)."""
+"""The explorer's kind descriptions (`kvlab.explorer.kinds`), and its "paged (generate_batch)" kind driven through
+its callbacks without a browser (tiny models)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pytest
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
 import kvlab
-from kvlab.caches import KIND_OPTIONS
-from kvlab.caches.paged import paged_steps, paged_summary
-from kvlab.explorer import Explorer, explore
+from kvlab.cache_kinds import CACHE_KINDS, KIND_OPTIONS, PAGED, PAGED_OPTIONS
+from kvlab.explorer import Explorer, explore, kinds
 from kvlab.explorer.controls import OPTION_NAMES, PROMPT_NAMES, Controls
-from kvlab.explorer.paged import PAGED, PAGED_LABEL, PAGED_OPTIONS, TINY_LENGTHS, paged_requests
+from kvlab.explorer.kinds import PAGED_LABEL
+from kvlab.measure.paged import paged_steps, paged_summary
+from kvlab.recording.trace import Trace
+from kvlab.serving.batch_run import TINY_LENGTHS, paged_requests
 
 from .conftest import PROMPT
 
@@ -43,12 +46,17 @@ def test_the_paged_kind_shows_only_its_options_and_hides_the_prompt():
     assert hidden(controls, PROMPT_NAMES) == set() and controls.request().options == {"max_cache_len": 256}
 
 
-def test_tiny_random_requests_have_varied_lengths():
-    from kvlab.explorer.models import ByteTokenizer
-
-    names, ids = paged_requests(ByteTokenizer(), 4)
-    assert [len(p) for p in ids] == list(TINY_LENGTHS[:4]) and len(names) == 4
-    assert paged_requests(ByteTokenizer(), 4)[1] == ids  # seeded: the same requests every run
+def test_every_kind_is_described_once_and_a_trace_names_its_kind():
+    assert [kind.name for kind in kinds.KINDS] == [*CACHE_KINDS, PAGED]
+    generate_kinds = [kind for kind in kinds.KINDS if kind.name != PAGED]
+    assert all(k.uses_prompt and k.streams and k.crops and k.figure is None for k in generate_kinds)
+    paged = kinds.kind_of(PAGED)
+    assert not (paged.uses_prompt or paged.streams or paged.crops) and paged.no_stop and paged.no_crop
+    assert kinds.kind_of("encoder_decoder") is kinds.DEFAULT  # a loaded trace's kind the menu does not offer
+    pool = {"cache_kind": PAGED, "paged": {"page_size": 4}}
+    assert kinds.for_trace(Trace(meta=pool)) is paged
+    assert kinds.for_trace(Trace(meta={"cache_kind": PAGED})) is kinds.DEFAULT  # no pool to read: the dashboard
+    assert kinds.for_trace(Trace(meta={"cache_kind": "static"})).name == "static"
 
 
 def test_a_paged_run_records_draws_and_tables_the_blocks():
@@ -61,7 +69,7 @@ def test_a_paged_run_records_draws_and_tables_the_blocks():
     # the trace is the paged cache's, the same as notebook 12's call under kvlab.watch with the same requests
     trace = run.result.trace
     assert trace.meta["cache_kind"] == "paged" and trace.meta["paged"]["page_size"] == 4 and trace.updates
-    _, prompts = paged_requests(ex.store.get("tiny-llama")[1], 4)
+    _, prompts = paged_requests(ex.store.get("tiny-llama")[1], 4, random_tokens=True)
     model.set_attn_implementation("paged|eager")
     try:
         with kvlab.watch(model) as watch:
@@ -107,7 +115,7 @@ def test_a_paged_run_beside_a_dynamic_one_in_the_comparison():
     ex.on_add_to_comparison()
     ex.run_and_wait(cache="dynamic", max_new_tokens=4)
     paged_row, dynamic_row = ex.summary_rows()
-    assert paged_row["paged"] and (paged_row["requests_waited"], paged_row["preemptions"]) == (0, 0)
+    assert paged_row["fields_of"] == PAGED and (paged_row["requests_waited"], paged_row["preemptions"]) == (0, 0)
     assert "blocks_peak" not in dynamic_row and dynamic_row["new_tokens"] == 4
     assert ex.plot.value[:4] == b"\x89PNG" and ex.table.value.count('class="kvlab-row"') == 2
     ex.on_clear_comparison()  # without a paged row the table is the one every other kind has
@@ -142,18 +150,18 @@ def test_bad_paged_options_are_one_line(controls, message):
 def test_stop_during_a_paged_run_explains_it_cannot(monkeypatch):
     import threading
 
-    from kvlab.explorer import session
+    from kvlab.serving import batch_run
 
     release = threading.Event()
     started = threading.Event()
-    real = session.generate_paged
+    real = batch_run.generate_paged
 
     def held(*args, **kwargs):
         started.set()
         release.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(session, "generate_paged", held)
+    monkeypatch.setattr(batch_run, "generate_paged", held)
     ex = make()
     ex.controls.set(**PAGED_RUN)
     ex.on_run()
