@@ -121,12 +121,7 @@ def label_keys(sources) -> frozenset[str]:
     found: set[str] = set()
     for source in sources:
         tree = ast.parse(MAGIC.sub(r"\1#", source))
-        prompts = {
-            id(n)
-            for call in ast.walk(tree)
-            if isinstance(call, ast.Call) and _feeds_model(call)
-            for n in ast.walk(call)
-        }
+        prompts = _model_inputs(tree)
         for node in ast.walk(tree):
             candidates: list = []
             if isinstance(node, ast.Dict):
@@ -152,7 +147,14 @@ def _is_label(node) -> bool:
     )
 
 
-def _feeds_model(call: ast.Call) -> bool:
+def _model_inputs(tree) -> set[int]:
+    """The ids of every node inside a call that feeds the model (`feeds_model`): never a label."""
+    return {
+        id(n) for call in ast.walk(tree) if isinstance(call, ast.Call) and feeds_model(call) for n in ast.walk(call)
+    }
+
+
+def feeds_model(call: ast.Call) -> bool:
     """A call whose string arguments are model input: a tokenizer (`tokenizer(...)`, `tokenizer.encode`), `encode`."""
     name = callee(call)
     owner = call.func.value if isinstance(call.func, ast.Attribute) else None
@@ -211,20 +213,12 @@ def _selected(tree, labels: frozenset[str] = frozenset()) -> list[ast.expr]:
             if k.arg and (k.arg in KEYWORDS or k.arg.endswith(KEYWORD_SUFFIXES)) and _is_string(k.value)
         ]
     if labels:
-        prompts = {
-            id(n)
-            for call in ast.walk(tree)
-            if isinstance(call, ast.Call) and _feeds_model(call)
-            for n in ast.walk(call)
-        }
         inside_fstrings = {id(n) for f in ast.walk(tree) if isinstance(f, ast.JoinedStr) for n in ast.walk(f)}
+        skipped = _model_inputs(tree) | inside_fstrings  # model input, and the pieces of an f-string
         chosen += [
             n
             for n in ast.walk(tree)
-            if isinstance(n, ast.Constant)
-            and isinstance(n.value, str)
-            and n.value in labels
-            and id(n) not in prompts | inside_fstrings
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in labels and id(n) not in skipped
         ]
     unique = {id(n): n for n in chosen}
     return sorted(unique.values(), key=lambda n: (n.lineno, n.col_offset))

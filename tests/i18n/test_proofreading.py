@@ -224,10 +224,8 @@ def model_prompts(english: Path, constants: bool = True) -> tuple[str, ...]:
         if cell.cell_type != "code":
             continue
         tree = ast.parse(literals.MAGIC.sub(r"\1#", cell.source))
-        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-            name = literals.callee(call)
-            if name.endswith("tokenizer") or name == "encode":
-                prompts += [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and literals.feeds_model(n)):
+            prompts += [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         for assign in (n for n in tree.body if constants and isinstance(n, ast.Assign)):
             if all(isinstance(t, ast.Name) and t.id.isupper() for t in assign.targets):
                 value = assign.value
