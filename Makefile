@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 TEST_THREADS ?= 1
 
-.PHONY: lab test test-extras lint install models extensions browser notebooks clean-venv
+.PHONY: lab test test-extras test-zoo lint install models extensions browser notebooks clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ test: lint models extensions browser
 # point run (`kvlab explore` rendered in Chromium). About 2 minutes, so a step of its own (.ci/run runs it).
 test-extras: install browser
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -m packaging_extras tests/packaging/ $(PYTEST_ARGS)
+
+# The architecture zoo: every model type of the installed transformers built tiny, generating plainly and under
+# kvlab.watch (dynamic and static caches), its trace and `kvlab size` checked against the bytes its cache holds.
+# Two worker processes; prints the counts and writes test-artifacts/zoo.json. A CI step of its own (.ci/run).
+test-zoo: install
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -m zoo tests/zoo/ $(PYTEST_ARGS)
 
 # Re-executes every committed notebook in place, the English ones and then their pt-BR twins, one at a time, each
 # stamped with the code its outputs came from (kvlab/notebook_exec.py; tests/test_notebook_truth.py checks it).

@@ -478,3 +478,26 @@ def compile_config_all_devices(**options):
     config = CompileConfig(**options)
     config._compile_all_devices = True
     return config
+
+
+# -- what kvlab's layer reader looks up (issue 28) ---------------------------------------------------------------------
+def cache_layer_class(name: str) -> type | None:
+    """transformers' cache layer class `name`, None where this release has none (DummyLayer came with 5.23, the
+    indexed layers and the hybrid linear-attention ones with later releases)."""
+    return getattr(_cu(), name, None)
+
+
+# -- `kvlab size` on the meta device (issue 28) ----------------------------------------------------------------------
+def storage_identity(tensor: torch.Tensor) -> int:
+    """One number per storage, equal for every view of it, on any device. A meta tensor's storage has no address
+    (`data_ptr()` is 0 for all of them), so the storage object's own handle (`_cdata`, torch 2.x) tells them apart."""
+    return tensor.untyped_storage()._cdata
+
+
+def per_layer_configs(config) -> list | None:
+    """The config of each layer of a heterogeneous config (one whose layers differ, e.g. in query heads), whose
+    global per-layer attributes transformers refuses to read; None for a uniform config (and before releases that
+    have `per_layer_config`)."""
+    if not getattr(config, "is_heterogeneous", False):
+        return None
+    return list(config.per_layer_config)

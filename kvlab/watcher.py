@@ -16,6 +16,14 @@ block, transformers' manager builds kvlab's instrumented paged cache instead (`k
 whose layers are all full attention (others run unrecorded, with a warning). That switch is a module global, so a
 paged cache any model builds inside the block is recorded here.
 
+A layer that keeps more than transformers' plain layers (an indexer written by `update_indexer`, a compressor's
+buffers the attention writes directly) may change outside the cache methods kvlab records, so each such cache is read
+again at the end of every forward (an update event of op "forward" where something changed): the trace ends with
+what the cache holds. A model that keeps no transformers `Cache` (its own past tuples or state, as GPT-1, MPT or RWKV
+do, or `use_cache=False`) leaves no trace: the block says so in one logged line naming the model type, and
+`watch.meta["no_cache"]` is True (so is the `meta` of a trace of a cache the model was handed and never used;
+with no cache at all, `watch.trace` raises `NoCacheSeenError` with the same line).
+
 Nesting and several models are defined: a cache belongs to the first watch that meets it (an outer watch on the
 same model attaches its hooks first); any other watch that sees it lists the same trace. Caches that are already
 kvlab's (`kvlab.make_cache`) are listed, never switched back.
@@ -37,9 +45,12 @@ from kvlab.caches.options import PagedLayoutError
 from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
+from kvlab.log import get_logger
 from kvlab.names import dtype_name, model_name
-from kvlab.recording.layer_state import layer_kinds
+from kvlab.recording.layer_state import layer_kinds, reads_every_change
 from kvlab.recording.trace import Trace
+
+log = get_logger(__name__)
 
 
 class NoCacheSeenError(KvlabUserError, RuntimeError):
@@ -59,6 +70,8 @@ class Watch:
         self._paged_builder = None
         self._paged_refused: str | None = None
         self._last: int | None = None  # position of the cache the model used last
+        self._forwards = 0  # forwards of the model inside the block
+        self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
 
     # -- the block ----------------------------------------------------------------------------------------------
     def __enter__(self) -> Watch:
@@ -80,6 +93,8 @@ class Watch:
 
     def close(self) -> None:
         """Detach from the model and give every adopted cache back its own class (idempotent)."""
+        if self._handles:  # the first close: say what the block saw
+            self._tell_no_cache()
         try:
             for handle in self._handles:
                 handle.remove()
@@ -98,9 +113,14 @@ class Watch:
             self._see(cache)
 
     def _after_forward(self, module, args, kwargs, output):
+        self._forwards += 1
         cache = _compat.output_cache(output)
         if cache is not None:  # a bare forward with use_cache=True creates its cache inside
             self._see(cache)
+        else:
+            cache = _compat.forward_cache(kwargs)
+        if cache is not None and self._last is not None and self.caches[self._last] is cache:
+            _settle(cache)
 
     def _built_paged(self, cache) -> None:
         self._adopted.append((cache, release_paged))
@@ -142,6 +162,23 @@ class Watch:
         copy.trace.meta["copied_from"] = self._index.get(id(original))
         copy.trace.meta["copied_at_event"] = len(copy.trace.events)
 
+    def _tell_no_cache(self) -> None:
+        """One line when the model ran but used no transformers `Cache` (none passed, or one passed and never
+        updated, as GPT-1 ignores the cache `generate` hands it): an empty record is not a silent one."""
+        unused = self._forwards > 0 and not any(trace.events for trace in self.traces)
+        self.meta.update(forwards=self._forwards, no_cache=unused)
+        if unused:
+            self.meta["model_type"] = _model_type(self.model)
+            for trace in self.traces:  # caches handed to the model and never used
+                trace.meta.update(no_cache=True, model_type=self.meta["model_type"])
+            log.warning("%s", self._no_cache_line())
+
+    def _no_cache_line(self) -> str:
+        return _(
+            "kvlab.watch saw {forwards} forwards of {model_type} and no transformers Cache in use (the model keeps "
+            "its own past, or none, or ran with use_cache=False): nothing was traced."
+        ).format(forwards=self._forwards, model_type=_model_type(self.model))
+
     def _watched(self) -> dict:
         return {"model": model_name(self.model), "watched": True}
 
@@ -165,6 +202,8 @@ class Watch:
     def trace(self) -> Trace:
         """The trace of the cache the model used last (`traces` has one per cache)."""
         if self._last is None:
+            if self._forwards:
+                raise NoCacheSeenError(self._no_cache_line())
             raise NoCacheSeenError(
                 _(
                     "the model used no cache inside this kvlab.watch block (use_cache=False, or no forward ran); "
@@ -176,6 +215,20 @@ class Watch:
     def __repr__(self) -> str:
         state = "watching" if self._handles else "closed"
         return f"Watch({type(self.model).__name__}, {len(self.traces)} caches seen, {state})"
+
+
+def _model_type(model) -> str:
+    return str(getattr(getattr(model, "config", None), "model_type", None) or type(model).__name__)
+
+
+def _settle(cache) -> None:
+    """Read again, at the end of a forward, the layers of `cache` that may change outside the methods kvlab records,
+    and log those that did (so the trace ends with what they hold). Plain layers cost one class lookup each."""
+    pair = isinstance(cache, _compat.EncoderDecoderCache)
+    for part in (cache.self_attention_cache, cache.cross_attention_cache) if pair else (cache,):
+        refresh = getattr(part, "_kvlab_refresh", None)  # kvlab's caches (not continuous batching's block pool)
+        if refresh is not None and not all(reads_every_change(layer) for layer in part.layers):
+            refresh("forward")
 
 
 def watch(model) -> Watch:

@@ -61,6 +61,7 @@ def modules_after_main(*args: str, before: str = "") -> set[str]:
         ["models", "--help"],
         ["explore", "--help"],
         ["size", "--model", "llama-2-7b", "--tokens", "0"],
+        ["models", "list"],
     ],
 )
 def test_the_command_line_starts_without_torch(args):
@@ -77,6 +78,8 @@ def test_the_command_line_starts_without_torch(args):
         assert done.returncode == 2 and "the following arguments are required: COMMAND" in done.stderr
     elif "--tokens" in args:  # bad input is refused before anything heavy is imported
         assert done.returncode == 2 and "kvlab size: error: --tokens N (N >= 1) is required" in done.stderr
+    elif args == ["models", "list"]:  # the listing itself, each bundled model and whether it is prepared
+        assert done.returncode == 0 and "SmolLM2-135M-Instruct" in done.stdout and "Gemma 3 270M" in done.stdout
 
 
 def test_kvlab_size_runs_without_torch():

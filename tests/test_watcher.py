@@ -6,7 +6,14 @@ import copy
 
 import pytest
 import torch
-from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    DynamicCache,
+    EncoderDecoderCache,
+    QuantizedCache,
+    StaticCache,
+)
 
 import kvlab
 from kvlab import _compat
@@ -242,9 +249,166 @@ def test_no_cache_gives_a_clear_error(tiny, prompt_ids):
     model = tiny("tiny-llama")
     with kvlab.watch(model) as watch:
         generate(model, prompt_ids(4), use_cache=False)
-    assert watch.traces == []
-    with pytest.raises(kvlab.NoCacheSeenError, match="no cache"):
+    assert watch.traces == [] and watch.meta == {"forwards": 8, "no_cache": True, "model_type": "llama"}
+    with pytest.raises(kvlab.NoCacheSeenError, match="8 forwards of llama and no transformers Cache"):
         _ = watch.trace
+
+
+def test_no_forward_at_all_says_so(tiny):
+    with kvlab.watch(tiny("tiny-llama")) as watch:
+        pass
+    assert watch.meta == {"forwards": 0, "no_cache": False}
+    with pytest.raises(kvlab.NoCacheSeenError, match="no forward ran"):
+        _ = watch.trace
+
+
+# -- models whose layers keep more than keys and values, and models that keep no transformers Cache ----------------
+# Tiny random models built from transformers' own configs (4 layers or fewer, hidden 64, vocab 128), offline.
+TINY = {"num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128, "vocab_size": 128}
+BEYOND_KEYS_AND_VALUES = {  # model type -> its config beyond TINY
+    # compressed-KV layers (DeepseekV4HCACache/CSACache): a sliding window of K=V plus compressor buffers, dicts
+    "deepseek_v4": dict(
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=32,
+        qk_rope_head_dim=8,
+        q_lora_rank=32,
+        o_lora_rank=32,
+        o_groups=2,
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        index_n_heads=2,
+        index_head_dim=16,
+        index_topk=8,
+        sliding_window=8,
+        compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+        hc_mult=2,
+        num_nextn_predict_layers=0,
+    ),
+    # DynamicIndexedLayer: MLA's latent and rope key, plus indexer keys written after the cache update
+    "hy_v4": dict(
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=16,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        index_n_heads=2,
+        index_head_dim=16,
+        index_topk=8,
+        hc_mult=2,
+    ),
+    # LinearAttentionAndFullAttentionLayer: Mamba state and full-attention keys and values in one layer
+    "zamba": dict(
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        mamba_d_state=8,
+        layers_block_type=["linear_attention", "hybrid", "linear_attention", "hybrid"],  # two share weights
+    ),
+    # LinearAttentionAndSlidingWindowAttentionLayer: a conv state and a sliding window of keys and values
+    "inkling_text": dict(
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        swa_num_attention_heads=4,
+        swa_num_key_value_heads=2,
+        swa_head_dim=16,
+        sliding_window_size=8,
+        d_rel=4,
+        rel_extent=16,
+        moe_intermediate_size=32,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+    ),
+}
+NO_CACHE = {  # model type -> its tiny config: models that keep their own past (MPT's tuples) or none (GPT-1)
+    "mpt": dict(n_layers=2, d_model=64, n_heads=4, max_seq_len=64, vocab_size=128),
+    "openai-gpt": dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=128),
+}
+
+
+def tiny_of(model_type: str, **config):
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **config)).eval()
+
+
+def tensors_in(value):
+    """Every tensor inside `value` (a tensor, or dicts, lists and tuples of them), the test's own walk."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_in(item)
+
+
+def storage_held(cache) -> int:
+    """What a cache keeps, counted independently of kvlab: the storage behind every tensor any layer attribute
+    reaches, once per layer, but integer scalars (a layer's token counters, not cached data)."""
+    total = 0
+    for layer in cache.layers:
+        storages = {
+            t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for value in vars(layer).values()
+            for t in tensors_in(value)
+            if t.dim() > 0 or t.is_floating_point()
+        }
+        total += sum(storages.values())
+    return total
+
+
+@pytest.mark.parametrize("model_type", BEYOND_KEYS_AND_VALUES)
+def test_every_byte_a_layer_keeps_is_traced(model_type, prompt_ids):
+    model = tiny_of(model_type, **{**TINY, **BEYOND_KEYS_AND_VALUES[model_type]})
+    ids = prompt_ids(10)
+    plain, _ = generate(model, ids)
+    with kvlab.watch(model) as watch:
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=8,
+            min_new_tokens=8,
+            do_sample=False,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    assert torch.equal(out.sequences, plain)
+    cache = _compat.output_cache(out)
+    held = storage_held(cache)
+    final = watch.trace.final_layers()
+    assert sum(e["bytes_held"] for e in final) == held == watch.trace.updates[-1]["cache_bytes"]
+    keys_and_values = [getattr(layer, name, None) for layer in cache.layers for name in ("keys", "values")]
+    assert held > storage_bytes(keys_and_values)  # more than keys and values
+    assert watch.meta["no_cache"] is False
+
+
+@pytest.mark.parametrize("model_type", NO_CACHE)
+def test_a_model_that_keeps_no_transformers_cache_gets_one_line(model_type, prompt_ids, capsys):
+    model = tiny_of(model_type, **NO_CACHE[model_type])
+    ids = prompt_ids(6)
+    plain, _ = generate(model, ids)
+    with kvlab.watch(model) as watch:
+        seq, _ = generate(model, ids)
+    assert torch.equal(seq, plain)
+    assert watch.meta == {"forwards": 8, "no_cache": True, "model_type": model_type}
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kvlab:")]
+    assert lines == [
+        f"kvlab: kvlab.watch saw 8 forwards of {model_type} and no transformers Cache in use (the model keeps its "
+        "own past, or none, or ran with use_cache=False): nothing was traced."
+    ]
+    assert all(trace.meta["no_cache"] and not trace.events for trace in watch.traces)  # a cache it never used
 
 
 def test_guide_chat_loop_reuses_one_cache(smollm2):

@@ -14,17 +14,26 @@ import torch
 from kvlab.bench.configs import BenchConfig
 from kvlab.bench.runner import BenchSettings, generate_once
 from kvlab.measure.text import token_windows
-from kvlab.measure.timing import interleaved, median
+from kvlab.measure.timing import Timing, compare, median
 from kvlab.watcher import watch
+
+ROUTES = ("plain", "instrumented", "watched")
 
 
 def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     """Median decode tokens/s of plain, instrumented and watched `generate` over `settings.repeats` interleaved
-    repeats of `settings.new_tokens` tokens after a `settings.prompt_tokens`-token window (after one warm-up run).
+    repeats of `settings.new_tokens` tokens after a `settings.prompt_tokens`-token window (after one warm-up run),
+    and each route's decode time per token against plain's as a ratio with its bootstrap interval and verdict
+    (`kvlab.measure.timing.compare`).
+
+    Each repeat runs the three routes in a rotated order (plain, instrumented, watched; then instrumented,
+    watched, plain; ...): a fixed order would give one route the same neighbour every time, and whatever a run
+    leaves behind (the allocator's state, a warm cache) would weigh on the same side of the ratio.
 
     Returns {"model", "prompt_tokens", "new_tokens", "repeats", "threads", "device", "plain_decode_tokens_per_s",
     "instrumented_decode_tokens_per_s", "watched_decode_tokens_per_s", "time_ratio" (instrumented time / plain
-    time), "watched_time_ratio", "same_tokens"}."""
+    time), "watched_time_ratio", "instrumented_interval", "watched_interval" ([low, high] of each ratio),
+    "instrumented_verdict", "watched_verdict", "same_tokens"}."""
     settings.check()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -33,7 +42,7 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     configs = {"plain": plain, "instrumented": BenchConfig("instrumented", "dynamic"), "watched": plain}
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     generate_once(model, tokenizer, plain, ids, settings.new_tokens)  # warm-up, not counted
-    for _, name in interleaved(list(configs), settings.repeats):
+    for name in rotated(ROUTES, settings.repeats):
         if name == "watched":  # transformers' own code and cache, recorded by kvlab.watch
             with watch(model) as watched:
                 runs[name].append(generate_once(model, tokenizer, plain, ids, settings.new_tokens))
@@ -43,6 +52,9 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
         else:
             runs[name].append(generate_once(model, tokenizer, configs[name], ids, settings.new_tokens))
     speed = {name: median([r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
+    # seconds per decoded token, one per repeat: the times the ratio and its interval are taken from
+    per_token = {name: Timing(name, [1 / r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
+    compared = {name: compare(per_token["plain"], per_token[name], warn=False) for name in ROUTES[1:]}
     return {
         "model": settings.model,
         "prompt_tokens": settings.prompt_tokens,
@@ -55,19 +67,30 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
         "watched_decode_tokens_per_s": speed["watched"],
         "time_ratio": speed["plain"] / speed["instrumented"],
         "watched_time_ratio": speed["plain"] / speed["watched"],
+        "instrumented_interval": [compared["instrumented"].low, compared["instrumented"].high],
+        "watched_interval": [compared["watched"].low, compared["watched"].high],
+        "instrumented_verdict": compared["instrumented"].verdict(),
+        "watched_verdict": compared["watched"].verdict(),
         "same_tokens": all(runs[name][0]["tokens"] == runs["plain"][0]["tokens"] for name in runs),
     }
 
 
+def rotated(labels: tuple[str, ...], repeats: int) -> list[str]:
+    """Every label once per repeat, the order rotated by one each repeat (a Latin square over len(labels) repeats)."""
+    return [labels[(r + i) % len(labels)] for r in range(repeats) for i in range(len(labels))]
+
+
 def overhead_lines(result: dict) -> list[str]:
-    """The human report of `run_overhead`: one line per instrumented route, then whether the tokens agree."""
+    """The human report of `run_overhead`: one line per instrumented route (the ratio of decode times, its 95 %
+    interval, tokens/s) and its verdict, then whether the tokens agree."""
     lines = []
     plain = result["plain_decode_tokens_per_s"]
-    for name in ("instrumented", "watched"):
+    for name in ROUTES[1:]:
         speed = result[f"{name}_decode_tokens_per_s"]
+        low, high = result[f"{name}_interval"]
         lines.append(
-            f"{name} / plain decode time: {plain / speed:.3f}x  ({speed:.1f} vs {plain:.1f} tok/s, median of "
-            f"{result['repeats']} interleaved repeats)"
+            f"{name} / plain decode time: {plain / speed:.3f}x (95% interval {low:.3f}-{high:.3f}; {speed:.1f} vs "
+            f"{plain:.1f} tok/s, median of {result['repeats']} interleaved repeats): {result[f'{name}_verdict']}"
         )
     lines.append(f"same tokens: {result['same_tokens']}")
     return lines

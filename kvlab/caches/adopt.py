@@ -89,7 +89,7 @@ def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self"
 def _log_what_it_holds(cache) -> None:
     recorder = cache.kvlab_recorder
     states = [read_layer(layer, cache._kvlab_layer_kind(i)) for i, layer in enumerate(cache.layers)]
-    tokens = max((state.logical_length for state in states), default=0)
+    tokens = max((state.logical_length or 0 for state in states), default=0)  # None: a layer with no count
     if cache.kvlab_role == "self":
         recorder.trace.meta["first_seen_tokens"] = tokens
     if tokens == 0 and not any(state.bytes_held for state in states):

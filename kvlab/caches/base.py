@@ -18,7 +18,9 @@ from kvlab.recording.layer_kinds import layer_kinds
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
-from kvlab.recording.work import attention_work, no_work, query_heads
+from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads, query_heads
+
+NO_PACKING = (0,) * len(QUANT_FIELDS)
 
 if TYPE_CHECKING:
     # What a type checker reads the mixin as: it always comes before a transformers Cache class, so `self.layers`
@@ -57,7 +59,7 @@ class InstrumentedCacheMixin(_CacheBase):
     kvlab_role = "self"
     kvlab_recorder: Recorder
     _kvlab_layer_kinds: list[str]
-    _kvlab_query_heads: int
+    _kvlab_query_heads: int | tuple[int, ...] = 0  # `query_heads` of the config; 0: the KV heads stand in
 
     def _kvlab_setup(
         self, config=None, trace: Trace | None = None, recorder: Recorder | None = None, role: str = "self"
@@ -82,9 +84,11 @@ class InstrumentedCacheMixin(_CacheBase):
         return "sliding" if getattr(layer, "is_sliding", False) else "full"
 
     def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float, work=None) -> None:
+        """Log layer `layer_idx` after `op`: its state now, the seconds since `started`, the update's `work`
+        (`attention_counts`' tuple; an update that ran no attention by default)."""
         seconds = now() - started
-        work = dict(work) if work is not None else no_work(tokens_added)
-        work.update(self._kvlab_layer_work(layer_idx))
+        if work is None:
+            work = (0, int(tokens_added), 0, 0, *self._kvlab_layer_work(layer_idx))
         self.kvlab_recorder.record_update(
             self.kvlab_role,
             layer_idx,
@@ -96,9 +100,9 @@ class InstrumentedCacheMixin(_CacheBase):
             work,
         )
 
-    def _kvlab_layer_work(self, layer_idx: int) -> dict:
-        """Counters a cache kind adds to an update (a QuantizedCache's packing calls); none by default."""
-        return {}
+    def _kvlab_layer_work(self, layer_idx: int) -> tuple:
+        """The packing counters (`QUANT_FIELDS`) a cache kind adds to an update (a QuantizedCache's); none here."""
+        return NO_PACKING
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
@@ -106,7 +110,9 @@ class InstrumentedCacheMixin(_CacheBase):
         started = now()
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         # key_states: (batch, kv_heads, new_tokens, head_dim); out: what attention scores the queries against
-        work = attention_work(key_states, out, getattr(self, "_kvlab_query_heads", 0))
+        work = attention_counts(
+            key_states, out, layer_heads(self._kvlab_query_heads, layer_idx), self._kvlab_layer_work(layer_idx)
+        )
         self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started, work)
         return out
 

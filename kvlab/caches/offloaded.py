@@ -17,7 +17,7 @@ from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.recorder import now
 from kvlab.recording.storage import storage_bytes
-from kvlab.recording.work import attention_work
+from kvlab.recording.work import attention_counts, layer_heads
 
 if TYPE_CHECKING:
     from kvlab._compat import CacheLayerMixin
@@ -89,7 +89,9 @@ class OffloadingMixin(InstrumentedCacheMixin):
         self._kvlab_watch_transfers()
         out = _compat.offloaded_update(self, key_states, value_states, layer_idx, *args, **kwargs)
         # key_states: (batch, kv_heads, new_tokens, head_dim)
-        work = attention_work(key_states, out, getattr(self, "_kvlab_query_heads", 0))
+        work = attention_counts(
+            key_states, out, layer_heads(self._kvlab_query_heads, layer_idx), self._kvlab_layer_work(layer_idx)
+        )
         self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started, work)
         return out
 

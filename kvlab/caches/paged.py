@@ -46,7 +46,7 @@ from kvlab.recording.layer_state import LayerState
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.trace import Trace
-from kvlab.recording.work import attention_work, no_work, query_heads
+from kvlab.recording.work import attention_work, layer_heads, no_work, query_heads
 
 
 class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
@@ -115,7 +115,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
         seconds = now() - started
         # key_states: (1, kv_heads, tokens of every scheduled request, head_dim); the requests are packed into one
         # row, and attention scores each query against the keys handed back (its own request's, by the mask)
-        work = attention_work(key_states, out, self._kvlab_query_heads)
+        work = attention_work(key_states, out, layer_heads(self._kvlab_query_heads, layer_idx))
         step_fields, self._kvlab_step_fields = self._kvlab_step_fields, {}
         self._kvlab_record(layer_idx, "kv", int(key_states.shape[-2]), seconds, work, step_fields)
         return out

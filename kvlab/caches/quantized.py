@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,13 +29,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from kvlab import _compat
-from kvlab.caches.base import InstrumentedCacheMixin
+from kvlab.caches.base import NO_PACKING, InstrumentedCacheMixin
 from kvlab.caches.crop_rules import check_quantized_residual
 from kvlab.caches.hqq_packing import hqq_needs_flatten, hqq_sequence_padding
 from kvlab.caches.options import check_quantized_options
 from kvlab.i18n import _
 from kvlab.log import get_logger
-from kvlab.recording.work import QUANT_FIELDS
 
 log = get_logger(__name__)
 
@@ -89,9 +90,30 @@ def ensure_quanto_extension(device: torch.device | str = "cpu") -> None:
         return
     extension = _quanto_extension(device_type)
     if extension is not None:
-        with _announced(at_once=_needs_build(extension)):
+        with _announced(at_once=_needs_build(extension)), _own_build_tools():
             extension.lib  # noqa: B018 - quanto builds (if needed) and loads the library on first access
     _quanto_ready.add(device_type)
+
+
+@contextlib.contextmanager
+def _own_build_tools():
+    """The interpreter's own environment first on PATH while quanto loads its extension.
+
+    torch's loader runs `ninja` from PATH on every load, and ninja decides whether to compile again. Two ninja
+    versions (a venv's, from optimum-quanto's requirements, and a system one) read each other's build log as foreign
+    and compile from scratch, about a minute: a process started without the venv on PATH rebuilt what `make
+    extensions` had built. With the environment's own tools first, every process of that environment finds the same
+    ninja, whatever the caller's PATH, so the build happens once per machine and torch."""
+    tools = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if not (Path(tools) / "ninja").is_file() or path.split(os.pathsep)[0] == tools:
+        yield
+        return
+    os.environ["PATH"] = tools + os.pathsep + path
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = path
 
 
 @contextlib.contextmanager
@@ -209,10 +231,9 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
             if type(layer) is PaddedHQQQuantizedLayer:
                 layer.__class__ = _compat.HQQQuantizedLayer
 
-    def _kvlab_layer_work(self, layer_idx: int) -> dict:
+    def _kvlab_layer_work(self, layer_idx: int) -> tuple:
         """The packing calls this layer made since its last update event (then the count starts again)."""
-        counts = self.layers[layer_idx].__dict__.pop("_kvlab_quant_work", [0, 0, 0, 0])
-        return dict(zip(QUANT_FIELDS, counts))
+        return tuple(self.layers[layer_idx].__dict__.pop("_kvlab_quant_work", NO_PACKING))
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)

@@ -155,7 +155,7 @@ def handle(args) -> int:
         device=device,
         allow_past_positions=args.allow_past_positions,
     )
-    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
+    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device, config=config, tokenizer=tokenizer)
     live = LiveRun(
         tokenizer,
         args.max_new_tokens,

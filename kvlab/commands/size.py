@@ -1,5 +1,9 @@
 """`kvlab size`: the KV bytes of every cache kind for an architecture, without loading weights.
 
+The bytes are transformers' own: each cache layer as transformers builds and fills it on the meta device
+(`kvlab.size.meta`), stored for the known names (so `--model NAME` needs no torch) and measured for a `--config`
+file or a `--model-type` (about a second, several for a 600B-parameter MoE).
+
 A config without a decoder cache (an encoder-only model such as BERT) is refused in one line, exit status 2; a
 count past the model's positions is sized, with a note (a `note:` line, and `notes` in --json)."""
 
@@ -16,11 +20,18 @@ def add_parser(subparsers) -> None:
         "KV-cache bytes of every cache kind for a model architecture",
         "kvlab size --model smollm2 --tokens 4096",
         "kvlab size --model llama-3-8b --tokens 32768 --batch 8 --dtype bfloat16",
+        "kvlab size --model deepseek-v3 --tokens 131072",
+        "kvlab size --model-type qwen3_next --tokens 32768",
         "kvlab size --list",
     )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="a known architecture (kvlab size --list shows them)")
-    which.add_argument("--config", help="a config.json file")
+    which.add_argument("--config", help="a config.json file (sized by transformers on the meta device)")
+    which.add_argument(
+        "--model-type",
+        help="any model_type of the installed transformers, with its default config (AutoConfig.for_model(NAME); "
+        "for many types the published model, e.g. deepseek_v3, qwen3_next, gpt_oss)",
+    )
     which.add_argument("--list", action="store_true", help="list the known architectures and their sources")
     p.add_argument("--tokens", type=int, help="tokens held in the cache")
     p.add_argument(
@@ -78,6 +89,7 @@ def handle(args) -> int:
         architecture,
         format_rows,
         from_config_file,
+        from_model_type,
         known_architectures,
         position_notes,
         size_rows,
@@ -93,7 +105,12 @@ def handle(args) -> int:
                 out.print(arch.describe())
         out.close()
         return 0
-    arch = architecture(args.model) if args.model else from_config_file(args.config)
+    if args.model:
+        arch = architecture(args.model)
+    elif args.model_type:
+        arch = from_model_type(args.model_type)
+    else:
+        arch = from_config_file(args.config)
     dtype = args.dtype or _default_dtype(arch)
     rows = size_rows(
         arch,
@@ -123,7 +140,7 @@ def handle(args) -> int:
 def _facts(arch) -> dict:
     from dataclasses import fields
 
-    return {f.name: getattr(arch, f.name) for f in fields(arch) if f.name != "config_source"}
+    return {f.name: getattr(arch, f.name) for f in fields(arch) if f.name not in ("config_source", "layer_facts")}
 
 
 def _lengths(text: str) -> list[int]:

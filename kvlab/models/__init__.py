@@ -17,13 +17,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _
 from kvlab.log import get_logger
-from kvlab.models import sources, tiny  # noqa: F401 - kvlab.models.tiny, as when `import kvlab` was eager
+from kvlab.models import sources
 from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
 from kvlab.names import DTYPE_ALIASES, LOAD_DTYPES
@@ -31,9 +30,19 @@ from kvlab.paths import KvlabHomeError, check_writable, models_dir
 
 log = get_logger(__name__)
 
-DTYPES = {name: getattr(torch, name) for name in LOAD_DTYPES} | {
-    alias: getattr(torch, name) for alias, name in DTYPE_ALIASES.items()
-}
+if TYPE_CHECKING:
+    import torch
+
+
+
+def _dtypes() -> dict:
+    """The dtypes kvlab loads a model in, by name and alias (torch is imported on first use: `kvlab models list`
+    answers without it)."""
+    import torch
+
+    return {name: getattr(torch, name) for name in LOAD_DTYPES} | {
+        alias: getattr(torch, name) for alias, name in DTYPE_ALIASES.items()
+    }
 
 
 class UnknownModelError(KvlabUserError, ValueError):
@@ -88,16 +97,21 @@ BUNDLED: dict[str, BundledModel] = {
 def parse_dtype(dtype) -> torch.dtype:
     """float32 is the clean reference for quality; bfloat16 decodes ~1.75-2x faster on CPUs with AVX512-BF16
     (greedy fp32 and bf16 outputs diverge after 5-15 tokens)."""
+    import torch
+
+    dtypes = _dtypes()
     if isinstance(dtype, torch.dtype):
-        if dtype in DTYPES.values():
+        if dtype in dtypes.values():
             return dtype
-    elif isinstance(dtype, str) and dtype in DTYPES:
-        return DTYPES[dtype]
+    elif isinstance(dtype, str) and dtype in dtypes:
+        return dtypes[dtype]
     raise ValueError(_("unsupported dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(LOAD_DTYPES)))
 
 
 def parse_device(device=None) -> torch.device:
     """A device this machine has. None picks the accelerator when there is one (cuda, then mps), else the CPU."""
+    import torch
+
     if device is None:
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -311,7 +325,7 @@ def load_config_and_tokenizer(name_or_path: str):
     return config, tokenizer
 
 
-def load(name_or_path: str, dtype="float32", device=None, device_map=None):
+def load(name_or_path: str, dtype="float32", device=None, device_map=None, config=None, tokenizer=None):
     """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted.
 
     `device` ("cpu", "cuda", "cuda:1", "mps", a torch.device) puts the whole model there (default: the CPU);
@@ -321,6 +335,9 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None):
     A bundled model is checked against its manifest first (see the module docstring); so is a local directory
     that has one. Every error a caller can cause is one line (UnknownModelError, ModelIntegrityError,
     ModelLoadError, KvlabHomeError, ValueError for a dtype or device this machine does not have).
+
+    `config` and `tokenizer`, when a caller already has them from `load_config_and_tokenizer` (to check a request
+    before the weights load), are used as they are instead of being read again.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -339,12 +356,18 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None):
             location,
             "weights",
             lambda: AutoModelForCausalLM.from_pretrained(
-                location, dtype=torch_dtype, use_safetensors=True, trust_remote_code=False, **placement
+                location,
+                dtype=torch_dtype,
+                use_safetensors=True,
+                trust_remote_code=False,
+                **({"config": config} if config is not None else {}),
+                **placement,
             ),
         )
-    tokenizer = _loading(
-        location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
-    )
+    if tokenizer is None:
+        tokenizer = _loading(
+            location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
+        )
     model.eval()
     model.kvlab_name = name_or_path
     return model, tokenizer

@@ -22,8 +22,6 @@ import shutil
 import time
 from pathlib import Path
 
-import torch
-
 from kvlab import _compat, atomic
 from kvlab.log import get_logger
 from kvlab.models.manifest import write_manifest
@@ -78,7 +76,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
     partial = partial_path(model_dir)
     try:
         _step(1, "dequantizing the GGUF tensors (transformers' bar below)", started)
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype="float32")
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # The weights are already dequantized; only the marker stands in the way of saving them.
         _compat.drop_quantizer(model)

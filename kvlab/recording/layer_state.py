@@ -8,28 +8,42 @@ Slots are token positions along the sequence axis of the stored tensors:
 The trace records them as `slots_allocated`, `slots_live`, `slots_masked` and `tokens_evicted`; `bytes_held` is the
 storage the layer keeps alive. `layer_kind` is the layer's kind; the cache's kind (dynamic, static...) is a
 `cache_kind`, and an event's type is its `type`.
+
+`bytes_held` is every byte a layer keeps, whatever its class: transformers' plain layers (dynamic, sliding, static,
+quantized, linear attention) are read field by field, the per-step hot path, once a first filled layer of the class
+has shown that those fields are all it keeps; any other class (an indexed or hybrid layer, a model's own layer, a
+future one) has its attributes walked (`storage.held_bytes`), distinct storages counted once. Slots are read where
+kvlab knows the class's meaning of its keys and values (the indexed and hybrid layers of transformers keep a plain
+layer's keys beside their extra state); elsewhere the slot fields and `logical_length` are None, never a made-up
+zero, and the class is named once in the log.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from kvlab import _compat
+from kvlab.i18n import _
+from kvlab.log import get_logger
 from kvlab.recording.layer_kinds import KIND_BY_LAYER_TYPE, layer_kinds  # noqa: F401 - re-exported
-from kvlab.recording.storage import kv_storage_bytes, storage_bytes
+from kvlab.recording.storage import held_tensors, kv_storage_bytes, storage_bytes
+
+log = get_logger(__name__)
 
 
 @dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step
 class LayerState:
     layer_kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
-    logical_length: int  # tokens this layer has seen (its position count)
-    slots_allocated: int
-    slots_live: int
-    slots_masked: int
-    tokens_evicted: int
+    # The slot fields and the position count: None for a layer class kvlab has no slot reading for
+    logical_length: int | None  # tokens this layer has seen (its position count)
+    slots_allocated: int | None
+    slots_live: int | None
+    slots_masked: int | None
+    tokens_evicted: int | None
     bytes_held: int
     device: str
     quantized_tokens: int = 0
@@ -143,26 +157,145 @@ def _read_dynamic(layer, layer_kind: str) -> LayerState:
     )
 
 
+def _read_unknown(layer, layer_kind: str) -> LayerState:
+    """A class kvlab has no slot reading for: every byte it keeps, its slots and position count unknown (None). A
+    layer that keeps no tensor yet holds no slots, which is exactly right for any class."""
+    tensors = list(held_tensors(layer))
+    held = storage_bytes(tensors)
+    if not held:
+        return _empty(layer_kind)
+    return LayerState(layer_kind, None, None, None, None, None, held, str(tensors[0].device))
+
+
+Reader = Callable[[object, str], LayerState]
+
+
+def _with_held_bytes(reader: Reader) -> Reader:
+    """`reader`'s slots, with the bytes of everything the layer keeps (a layer that keeps more than its keys and
+    values: indexer keys beside them, a linear-attention state in a hybrid layer)."""
+
+    def read(layer, layer_kind: str) -> LayerState:
+        state = reader(layer, layer_kind)
+        tensors = list(held_tensors(layer))
+        state.bytes_held = storage_bytes(tensors)
+        if state.device == "none" and state.bytes_held:  # a hybrid's linear state, before its first keys
+            state.device = str(tensors[0].device)
+        return state
+
+    return read
+
+
+# transformers' layer classes whose every field kvlab reads (the fast path, once checked on a filled layer), and
+# those that keep more than a plain layer's keys and values, read with their base class's slots and walked bytes.
+_FIELD_READ = {
+    "DynamicLayer": _read_dynamic,
+    "DynamicSlidingWindowLayer": _read_dynamic,
+    "StaticLayer": _read_static,
+    "StaticSlidingWindowLayer": _read_static_sliding,
+    "QuantizedLayer": _read_quantized,
+    "QuantoQuantizedLayer": _read_quantized,
+    "HQQQuantizedLayer": _read_quantized,
+    "Fp8QuantizedLayer": _read_quantized,
+    "LinearAttentionLayer": _read_linear,
+    "DummyLayer": _read_dummy,
+}
+_SLOTS_READ = {
+    "DynamicIndexedLayer": _read_dynamic,  # + indexer keys (batch, tokens, index_head_dim)
+    "StaticIndexedLayer": _read_static,
+    "LinearAttentionAndFullAttentionLayer": _read_dynamic,  # + conv and recurrent states
+    "LinearAttentionAndSlidingWindowAttentionLayer": _read_dynamic,
+    "LinearAttentionAndStaticFullAttentionLayer": _read_static,
+    "LinearAttentionAndStaticSlidingWindowAttentionLayer": _read_static_sliding,
+}
+_READERS: dict[type, Reader] = {}  # layer class -> its reader, decided once per class
+
+
 @functools.cache
-def _reader_for(layer_type: type):
+def _known_classes() -> dict[type, tuple[Reader, bool]]:
+    """transformers class -> (reader, whether its fields are all it keeps), for the classes this release has."""
+    known: dict[type, tuple[Reader, bool]] = {}
+    for table, complete in ((_SLOTS_READ, False), (_FIELD_READ, True)):
+        for name, reader in table.items():
+            layer_class = _compat.cache_layer_class(name)
+            if layer_class is not None:
+                known[layer_class] = (reader, complete)
+    return known
+
+
+def own_class(layer_type: type) -> type:
+    """The class kvlab reads a layer as: its own, or, for kvlab's subclasses that keep no state of their own (the
+    padded hqq layer, the counting and transfer-recording twins), the first class of the MRO that is not kvlab's."""
+    return next((c for c in layer_type.__mro__ if not _is_kvlab_s(c)), layer_type)
+
+
+def _is_kvlab_s(layer_class: type) -> bool:
+    # a twin built with type() names the class it stands for (`kvlab_counted_class`, `kvlab_recorded_class`)
+    return layer_class.__module__.startswith("kvlab.") or any(name.startswith("kvlab_") for name in vars(layer_class))
+
+
+def _check_once(layer_type: type, reader: Reader) -> Reader:
+    """`reader` until a first filled layer of `layer_type` shows whether its fields are all the layer keeps: then
+    `reader` itself from there on (the fast path), or, if the walk finds more, `reader` with walked bytes."""
+
+    def read(layer, layer_kind: str) -> LayerState:
+        state = reader(layer, layer_kind)
+        if state.bytes_held:
+            held = storage_bytes(list(held_tensors(layer)))
+            if held == state.bytes_held:
+                _READERS[layer_type] = reader
+            else:
+                _READERS[layer_type] = _with_held_bytes(reader)
+                state.bytes_held = held
+        return state
+
+    return read
+
+
+def _reader_for(layer_type: type) -> Reader:
     """The reader of a layer class, decided once per class (isinstance on transformers' ABCs is slow, and this
     runs for every layer at every step)."""
-    if issubclass(layer_type, _compat.DummyLayer):
-        return _read_dummy
-    if issubclass(layer_type, _compat.LinearAttentionCacheLayerMixin) and not issubclass(
-        layer_type, _compat.CacheLayerMixin
-    ):
-        return _read_linear
-    if issubclass(layer_type, _compat.BaseQuantizedLayer):
-        return _read_quantized
-    if issubclass(layer_type, _compat.StaticSlidingWindowLayer):
-        return _read_static_sliding
-    if issubclass(layer_type, _compat.StaticLayer):
-        return _read_static
-    return _read_dynamic
+    base = own_class(layer_type)
+    reader, complete = _known_classes().get(base, (None, False))
+    chosen: Reader
+    if reader is None:
+        _warn_unread(base)
+        chosen = _read_unknown
+    elif complete:
+        chosen = _check_once(layer_type, reader)
+    else:
+        chosen = _with_held_bytes(reader)
+    _READERS[layer_type] = chosen
+    return chosen
+
+
+@functools.cache
+def _warn_unread(layer_class: type) -> None:
+    log.warning(
+        "%s",
+        _("kvlab has no slot reading for {layer_class}: its bytes are counted, its slots are not.").format(
+            layer_class=layer_class.__name__
+        ),
+    )
+
+
+def reads_every_change(layer) -> bool:
+    """Whether every change to what `layer` keeps goes through a cache method kvlab records (`update`, the linear
+    states' updates, crops...): true for transformers' plain layers; a layer that keeps more (indexer keys written
+    by `update_indexer`, a compressor's buffers the attention writes directly) is read again after each forward by
+    `kvlab.watch`."""
+    layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+    return _plain(layer_type)
+
+
+@functools.cache
+def _plain(layer_type: type) -> bool:
+    return _known_classes().get(own_class(layer_type), (None, False))[1]
 
 
 def read_layer(layer, layer_kind: str) -> LayerState:
     """Snapshot `layer`. `layer_kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
     layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
-    return _reader_for(layer_type)(layer, layer_kind)
+    reader = _READERS.get(layer_type)
+    if reader is None:
+        reader = _reader_for(layer_type)
+    return reader(layer, layer_kind)

@@ -10,7 +10,7 @@ import timeit
 
 from kvlab.recording.layer_state import LayerState, read_layer
 from kvlab.recording.trace import Trace
-from kvlab.recording.work import no_work
+from kvlab.recording.work import NO_WORK
 
 
 class Recorder:
@@ -19,7 +19,7 @@ class Recorder:
         self.step = 0
         self._seen: set[tuple] = set()
         self._states: dict[tuple, LayerState] = {}
-        self._total_bytes = 0  # sum of bytes_held over self._states, kept current by _set_state
+        self._total_bytes = 0  # sum of bytes_held over self._states, kept current by record_state
 
     def begin(self, role: str, layer_idx: int, op: str) -> None:
         key = (role, layer_idx, op)
@@ -38,11 +38,6 @@ class Recorder:
     def total_bytes(self) -> int:
         return self._total_bytes
 
-    def _set_state(self, key: tuple, state: LayerState) -> None:
-        before = self._states.get(key)
-        self._total_bytes += state.bytes_held - (before.bytes_held if before else 0)
-        self._states[key] = state
-
     def record_update(
         self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work: dict | None = None
     ) -> LayerState:
@@ -57,37 +52,44 @@ class Recorder:
         op,
         tokens_added,
         seconds,
-        work: dict | None = None,
+        work: dict | tuple | None = None,
         extra: dict | None = None,
         cache_bytes: int | None = None,
     ) -> LayerState:
         """One update event from a `state` the caller read itself, the one event builder `record_update` uses too.
 
-        For a cache whose layers are not transformers' layer objects (continuous batching's block pool,
-        `kvlab.caches.paged`): its `LayerState` in the same vocabulary, `extra` fields after the work (the same
-        schema plus the cache's own fields), and `cache_bytes` when the whole cache's storage is known at once (a
-        pool allocated up front; otherwise the sum over the layers recorded so far)."""
-        before = self._states.get((role, layer_idx))
-        self._set_state((role, layer_idx), state)
-        evicted_now = state.tokens_evicted - (before.tokens_evicted if before else 0)
-        self.trace.events.append(
-            {
-                "type": "update",
-                "step": self.step,
-                "layer_idx": layer_idx,
-                "role": role,
-                "op": op,
-                "tokens_added": int(tokens_added),
-                "tokens_evicted_now": max(evicted_now, 0),
-                "seconds": seconds,
-                "cache_bytes": self.total_bytes() if cache_bytes is None else cache_bytes,
-                **state.as_dict(),
-                **(work if work is not None else no_work()),
-                **(extra or {}),
-            }
+        `work` is the update's counters (`kvlab.recording.work`: a tuple in `WORK_FIELDS` order, or a dict), none
+        when omitted. For a cache whose layers are not transformers' layer objects (continuous batching's block
+        pool, `kvlab.caches.paged`): its `LayerState` in the same vocabulary, `extra` fields after the work (the
+        same schema plus the cache's own fields), and `cache_bytes` when the whole cache's storage is known at once
+        (a pool allocated up front; otherwise the sum over the layers recorded so far).
+
+        The event keeps the values as they are now and becomes a dict when the trace is read (`Trace.events`)."""
+        key = (role, layer_idx)
+        before = self._states.get(key)
+        self._states[key] = state
+        evicted_now = state.tokens_evicted  # None where kvlab cannot read the layer's slots
+        if before is None:
+            self._total_bytes += state.bytes_held
+        else:
+            self._total_bytes += state.bytes_held - before.bytes_held
+            if evicted_now is not None and before.tokens_evicted is not None:
+                evicted_now -= before.tokens_evicted
+        self.trace.record_update(
+            self.step,
+            layer_idx,
+            role,
+            op,
+            int(tokens_added),
+            evicted_now if evicted_now is None or evicted_now > 0 else 0,
+            seconds,
+            self._total_bytes if cache_bytes is None else cache_bytes,
+            state,
+            NO_WORK if work is None else work,
+            extra,
         )
         if before is not None and state.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
-            self.trace.events.append(
+            self.trace.record(
                 {
                     "type": "flush",
                     "step": self.step,
@@ -100,7 +102,7 @@ class Recorder:
         return state
 
     def record_crop(self, role, n, past_recording, before: list[int], after: list[int]) -> None:
-        self.trace.events.append(
+        self.trace.record(
             {
                 "type": "crop",
                 "step": self.step,
@@ -113,7 +115,7 @@ class Recorder:
         )
 
     def record_transfer(self, role, layer_idx, direction, nbytes, seconds, src, dst) -> None:
-        self.trace.events.append(
+        self.trace.record(
             {
                 "type": "transfer",
                 "step": self.step,

@@ -52,23 +52,51 @@ def kv_storage_bytes(keys: torch.Tensor, values: torch.Tensor) -> int:
     return k.nbytes() + (v.nbytes() if v.data_ptr() != k.data_ptr() or k.nbytes() == 0 else 0)
 
 
+def _distinct_bytes(tensors: Iterable[torch.Tensor], seen: set) -> int:
+    total = 0
+    for tensor in tensors:
+        if tensor.numel() == 0 and tensor.untyped_storage().nbytes() == 0:
+            continue
+        key = _storage_key(tensor)
+        if key in seen:
+            continue
+        seen.add(key)
+        total += tensor.untyped_storage().nbytes()
+    return total
+
+
 def storage_bytes(*objs, seen: set | None = None) -> int:
     """Bytes of the distinct storages behind `objs`, each storage counted once.
 
     Pass the same `seen` set across calls to avoid double counting storage that two objects share.
     """
     seen = set() if seen is None else seen
-    total = 0
-    for obj in objs:
-        for tensor in _inner_tensors(obj):
-            if tensor.numel() == 0 and tensor.untyped_storage().nbytes() == 0:
-                continue
-            key = _storage_key(tensor)
-            if key in seen:
-                continue
-            seen.add(key)
-            total += tensor.untyped_storage().nbytes()
-    return total
+    return sum(_distinct_bytes(_inner_tensors(obj), seen) for obj in objs)
+
+
+def is_counter(tensor: torch.Tensor) -> bool:
+    """An integer scalar a layer keeps as a tensor to stay compile-friendly (a StaticLayer's `cumulative_length`, a
+    sliding layer's window size): bookkeeping, not cached data, so a layer's bytes leave it out."""
+    return tensor.dim() == 0 and not tensor.is_floating_point() and not tensor.is_complex()
+
+
+def held_tensors(obj) -> Iterable[torch.Tensor]:
+    """The tensors of cached data reachable from `obj`'s attributes (through dicts, lists, tuples and tensor
+    subclasses, as `storage_bytes` walks them), counters and kvlab's own attributes left out."""
+    for name, value in vars(obj).items():
+        if name.startswith(("_kvlab", "kvlab_")):  # what kvlab hung on the object (a recorder), not its data
+            continue
+        if isinstance(value, (type, torch.nn.Module)):  # a backend class (hqq's quantizer), a module's weights
+            continue
+        for tensor in _inner_tensors(value):
+            if not is_counter(tensor):
+                yield tensor
+
+
+def held_bytes(obj) -> int:
+    """Bytes of the distinct storages `obj` keeps alive through its attributes, whatever they are named: keys and
+    values, compressed buffers, indexer keys, conv and recurrent states, or what a future layer adds."""
+    return _distinct_bytes(held_tensors(obj), set())
 
 
 def view_bytes(*objs) -> int:

@@ -74,6 +74,17 @@ def text_table(rows: list[list[str]], right: list[bool]) -> str:
     )
 
 
+def known_sum(values):
+    """The sum of counts, or None when one of them is None: a layer whose slots kvlab cannot read (its fields are
+    None) leaves the total unknown rather than too small."""
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
 class TraceSummary(dict):
     """`Trace.summary()`: a plain dict to index (`s["peak_bytes"]`), compare and save as JSON, that prints as a
     two-column table, one field a line under the name to index it by."""
@@ -102,10 +113,60 @@ class LayerTable(list):
         return text_table([columns, *cells], right)
 
 
+def update_event(step, layer_idx, role, op, tokens_added, evicted_now, seconds, cache_bytes, state, work, extra):
+    """The dict of one "update" event, from the values `Recorder.record_state` kept when the layer updated.
+
+    `state` is the layer's `LayerState` (a snapshot, never changed afterwards), `work` the counters of
+    `kvlab.recording.work` as a tuple in `WORK_FIELDS` order or a dict, `extra` a cache's own fields or None."""
+    event = {
+        "type": "update",
+        "step": step,
+        "layer_idx": layer_idx,
+        "role": role,
+        "op": op,
+        "tokens_added": tokens_added,
+        "tokens_evicted_now": evicted_now,
+        "seconds": seconds,
+        "cache_bytes": cache_bytes,
+    }
+    event.update(vars(state))
+    event.update(zip(WORK_FIELDS, work) if isinstance(work, tuple) else work)
+    if extra:
+        event.update(extra)
+    return event
+
+
 class Trace:
+    """Every event of one cache's life, in order, and the views derived from them.
+
+    While a model generates, an update is kept as the plain values it was recorded with (`record_update`) and
+    becomes its event dict only when the events are read: building some 30 dicts of 30 fields per step inside the
+    decode loop was most of what watching cost. Reading `events` at any time gives every event so far, in order."""
+
     def __init__(self, events: list[dict] | None = None, meta: dict | None = None):
-        self.events: list[dict] = list(events or [])
+        self._events: list[dict] = list(events or [])
+        self._unbuilt: list = []  # events recorded since `events` was last read: dicts, or update_event's arguments
         self.meta: dict = dict(meta or {})
+
+    @property
+    def events(self) -> list[dict]:
+        if self._unbuilt:
+            self._events.extend(e if type(e) is dict else update_event(*e) for e in self._unbuilt)
+            self._unbuilt.clear()
+        return self._events
+
+    @events.setter
+    def events(self, events: list[dict]) -> None:
+        self._unbuilt.clear()
+        self._events = events
+
+    def record(self, event: dict) -> None:
+        """Append one event (a crop, flush or transfer dict)."""
+        self._unbuilt.append(event)
+
+    def record_update(self, *values) -> None:
+        """Append one update as `update_event`'s arguments, built into its dict when `events` is next read."""
+        self._unbuilt.append(values)
 
     def __repr__(self) -> str:
         s = self.summary()
@@ -157,7 +218,7 @@ class Trace:
             current[(e["role"], e["layer_idx"])] = e
             rows[e["step"]] = {
                 "step": e["step"],
-                **{f: sum(c[f] for c in current.values()) for f in SLOT_FIELDS},
+                **{f: known_sum(c[f] for c in current.values()) for f in SLOT_FIELDS},
             }
         return [rows[s] for s in sorted(rows)]
 
@@ -192,10 +253,10 @@ class Trace:
 
     def layer_table(self) -> LayerTable:
         """One dict per layer, as the cache ended: what it holds, its slots and bytes, the tokens it evicted."""
-        evicted: dict[tuple, int] = {}
+        evicted: dict[tuple, int | None] = {}
         for e in self.updates:
             key = (e["role"], e["layer_idx"])
-            evicted[key] = evicted.get(key, 0) + e["tokens_evicted_now"]
+            evicted[key] = known_sum((evicted.get(key, 0), e["tokens_evicted_now"]))
         fields = (
             "role",
             "layer_idx",
@@ -217,18 +278,18 @@ class Trace:
         """The whole cache in one dict: steps, peak and final bytes, slots, waste %, evictions, events, tokens/s."""
         updates = self.updates
         final = self.final_layers()
-        allocated = sum(e["slots_allocated"] for e in final)
-        masked = sum(e["slots_masked"] for e in final)
+        allocated = known_sum(e["slots_allocated"] for e in final)
+        masked = known_sum(e["slots_masked"] for e in final)
         byte_steps = self.bytes_by_step()
         return TraceSummary(
             steps=len(byte_steps),
             peak_bytes=max((e["cache_bytes"] for e in updates), default=0),
             final_bytes=byte_steps[-1] if byte_steps else 0,
             slots_allocated=allocated,
-            slots_live=sum(e["slots_live"] for e in final),
+            slots_live=known_sum(e["slots_live"] for e in final),
             slots_masked=masked,
-            waste_pct=waste_pct(masked, allocated),
-            tokens_evicted=sum(e["tokens_evicted_now"] for e in updates),
+            waste_pct=None if allocated is None or masked is None else waste_pct(masked, allocated),
+            tokens_evicted=known_sum(e["tokens_evicted_now"] for e in updates),
             crops=len(self.crops),
             flushes=len(self.flushes),
             transfers=len(self.transfers),
@@ -336,14 +397,15 @@ class Trace:
 _INT, _NUMBER, _STR = N_("an integer"), N_("a number"), N_("a string")
 _BOOL, _INTS = N_("true or false"), N_("a list of integers")
 _COUNT = N_("an integer, or null where an older kvlab did not count it")
+_SLOTS = N_("an integer, or null where kvlab cannot read the layer's slots")
 _COMMON = {"step": _INT, "role": _STR}
 _LAYER_STATE = {
     "layer_kind": _STR,
-    "logical_length": _INT,
-    "slots_allocated": _INT,
-    "slots_live": _INT,
-    "slots_masked": _INT,
-    "tokens_evicted": _INT,
+    "logical_length": _SLOTS,
+    "slots_allocated": _SLOTS,
+    "slots_live": _SLOTS,
+    "slots_masked": _SLOTS,
+    "tokens_evicted": _SLOTS,
     "bytes_held": _INT,
     "device": _STR,
     "quantized_tokens": _INT,
@@ -357,7 +419,7 @@ EVENT_FIELDS = {
         "layer_idx": _INT,
         "op": _STR,
         "tokens_added": _INT,
-        "tokens_evicted_now": _INT,
+        "tokens_evicted_now": _SLOTS,
         "seconds": _NUMBER,
         "cache_bytes": _INT,
         **_LAYER_STATE,
@@ -379,7 +441,7 @@ EVENT_FIELDS = {
 
 
 def _is(value, expected: str) -> bool:
-    if expected == _COUNT:
+    if expected in (_COUNT, _SLOTS):
         return value is None or _is(value, _INT)
     if expected == _INT:
         return isinstance(value, int) and not isinstance(value, bool)

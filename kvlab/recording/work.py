@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from kvlab import _compat
+
 WORK_FIELDS = (
     "batch",
     "queries",
@@ -31,17 +33,47 @@ WORK_FIELDS = (
 QUANT_FIELDS = WORK_FIELDS[4:]
 
 
+NO_WORK = (0,) * len(WORK_FIELDS)  # the counters of an update that ran no attention, as a tuple
+
+
 def no_work(queries: int = 0) -> dict:
     """The counters of an update that ran no attention (a crop's re-read, a state read, an attach)."""
     return dict.fromkeys(WORK_FIELDS, 0) | {"queries": int(queries)}
 
 
-def query_heads(config) -> int:
-    """Attention heads of the queries (more than the cache's KV heads under grouped-query attention)."""
+def query_heads(config) -> int | tuple[int, ...]:
+    """Attention heads of the queries (more than the cache's KV heads under grouped-query attention): one count, or
+    one per layer for a heterogeneous config whose layers differ (transformers refuses the global read there)."""
     if config is None:
         return 0
     text = config.get_text_config(decoder=True)
+    layers = _compat.per_layer_configs(text)
+    if layers is not None:
+        return tuple(int(getattr(layer, "num_attention_heads", 0) or 0) for layer in layers)
     return int(getattr(text, "num_attention_heads", 0) or 0)
+
+
+def layer_heads(heads: int | tuple[int, ...], layer_idx: int) -> int:
+    """Layer `layer_idx`'s count from `query_heads`' answer (0, the KV heads standing in, past its layers)."""
+    if isinstance(heads, int):
+        return heads
+    return heads[layer_idx] if layer_idx < len(heads) else 0
+
+
+def attention_counts(key_states, returned, heads: int, quantized: tuple = (0, 0, 0, 0)) -> tuple:
+    """`attention_work` as a tuple in `WORK_FIELDS` order: what an instrumented cache records on every update
+    (a tuple costs a fraction of a dict, and the event's dict is built when the trace is read).
+
+    key_states: (batch, kv_heads, new_tokens, head_dim); returned keys/values: (batch, kv_heads, slots, dim).
+    With no query-head count (no config) the KV heads stand in, which is exact for multi-head attention.
+    `quantized` are the packing counters (`QUANT_FIELDS`) of the update, when its cache quantizes."""
+    queries = int(key_states.shape[-2])
+    keys, values = _pair(returned)
+    if keys is None:
+        return (0, queries, 0, 0, *quantized)
+    batch, kv_heads, slots, key_dim = keys.shape  # (batch, kv_heads, slots, head_dim)
+    flops = 2 * batch * (heads or kv_heads) * queries * slots * (key_dim + values.shape[-1])
+    return (int(batch), queries, int(slots), int(flops), *quantized)
 
 
 def attention_work(key_states, returned, heads: int) -> dict:
@@ -50,24 +82,17 @@ def attention_work(key_states, returned, heads: int) -> dict:
     key_states: (batch, kv_heads, new_tokens, head_dim); returned keys/values: (batch, kv_heads, slots, dim).
     With no query-head count (no config) the KV heads stand in, which is exact for multi-head attention.
     """
-    work = no_work(int(key_states.shape[-2]))
-    keys, values = _pair(returned)
-    if keys is None:
-        return work
-    batch, slots = int(keys.shape[0]), int(keys.shape[-2])
-    heads = heads or int(keys.shape[1])
-    work["batch"], work["slots_attended"] = batch, slots
-    work["attention_flops"] = (
-        2 * batch * heads * work["queries"] * slots * (int(keys.shape[-1]) + int(values.shape[-1]))
-    )
-    return work
+    return dict(zip(WORK_FIELDS, attention_counts(key_states, returned, heads)))
 
 
 def _pair(returned):
-    if isinstance(returned, (tuple, list)) and len(returned) >= 2:
+    """(keys, values) from what a cache update returned, or (None, None) when it is not a pair of 4-D tensors."""
+    if type(returned) in (tuple, list) and len(returned) >= 2:  # exact types: no isinstance ABC lookups per update
         keys, values = returned[0], returned[1]
         if isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor) and keys.dim() == 4:
             return keys, values
+    elif isinstance(returned, (tuple, list)):
+        return _pair(tuple(returned))
     return None, None
 
 

@@ -3,7 +3,8 @@
     from kvlab.size import architecture, cache_size
     cache_size(architecture("llama-2-7b"), "dynamic", tokens=4096, dtype="float16").bytes   # 2 GiB
 
-The rules are transformers' own (see `kvlab.size.layers`), checked against live instrumented caches.
+Each layer's bytes are transformers' own: its cache filled with meta tensors (`kvlab.size.meta`, no weights, no
+memory), stored for the known architectures; checked against live instrumented caches.
 """
 
 from kvlab.names import DTYPE_BYTES
@@ -14,6 +15,7 @@ from kvlab.size.architecture import (
     architecture,
     from_config,
     from_config_file,
+    from_model_type,
     known_architectures,
 )
 from kvlab.size.calculator import SIZE_KINDS, CacheSize, cache_size
@@ -31,6 +33,7 @@ __all__ = [
     "format_rows",
     "from_config",
     "from_config_file",
+    "from_model_type",
     "known_architectures",
     "position_notes",
     "size_rows",

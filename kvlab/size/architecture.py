@@ -1,10 +1,13 @@
-"""What the KV cache of a model looks like, from its config alone: layer kinds, KV heads, head size, windows.
+"""What the KV cache of a model looks like, from its config alone: layer kinds, KV heads, head size, windows, and
+what each cache layer holds (`layers`: transformers' own caches measured on the meta device, `kvlab.size.meta`).
 
 The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
-each names its hub repo under "source"). transformers itself turns the config keys into per-layer kinds
-(`AutoConfig.for_model` + the cache's own layer-type rules), so kvlab never re-implements which layer slides. A
-config's facts are read by `kvlab.model_facts`, the one reading the option checks and the formula use too; an
-`Architecture` adds where they came from (a name, a source, the published dtype).
+each names its hub repo under "source"), with transformers' reading of them stored beside it
+(architectures_derived.json, architectures_meta.json: `python -m kvlab.size.meta --write`), so a known name is
+sized without torch. transformers itself turns the config keys into per-layer kinds and layer classes, so kvlab
+never re-implements which layer slides or what an MLA or linear-attention layer keeps. A config's facts are read
+by `kvlab.model_facts`, the one reading the option checks and the formula use too; an `Architecture` adds where
+they came from (a name, a source, the published dtype).
 
 An encoder-only config (BERT and its kind, without `is_decoder`) is refused in one line: such a model reads its
 whole input in one pass and keeps no KV cache, so any size would be invented (a BERT config used to report 288 MiB).
@@ -53,6 +56,18 @@ class Architecture:
     max_positions: int | None = None  # max_position_embeddings: the most tokens the model was built to attend
     # a transformers config object, or the config keys to build one from (known architectures, see `config`)
     config_source: object = field(default=None, repr=False, compare=False)
+    # each cache layer's facts, stored for a known architecture; else measured on first use (see `layers`)
+    layer_facts: tuple | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def layers(self) -> tuple:
+        """Each cache layer's `kvlab.size.layers.LayerFacts` in update order: stored for a known architecture, else
+        measured by transformers on the meta device (this imports torch and takes about a second)."""
+        if self.layer_facts is not None:
+            return self.layer_facts
+        from kvlab.size.meta import layer_facts
+
+        return layer_facts(self.config)
 
     @functools.cached_property
     def config(self):
@@ -85,6 +100,10 @@ class Architecture:
         if self.linear_state:
             channels, conv_kernel, state_size = self.linear_state
             heads += f"; linear state {channels} channels x (conv {conv_kernel} + state {state_size})"
+        if self.layer_facts is not None or "layers" in self.__dict__:  # only what is known without a meta run
+            per_token = sum(f.elements.per_token for f in self.layers if f.kind != "cross")
+            if per_token:
+                heads += f"; {per_token:,} cached numbers per token"
         extra = f" ({', '.join(caps)})" if caps else ""
         return f"{self.name} [{self.source}]: {len(self.layer_kinds)} layers: {layers}{extra}{heads}"
 
@@ -105,11 +124,6 @@ def from_config(
     do its `ModelFacts`); an encoder-only config is refused (`NoKVCacheError`)."""
     facts = model_facts(config)
     check_decoder_cache(facts, source if source != "config" else name or "this config")
-    if "linear" in facts.layer_kinds and facts.linear_state is None:
-        raise ValueError(
-            f"kvlab size does not know the linear-attention state of model type {facts.text_model_type!r} "
-            "(it knows Mamba and Jamba)"
-        )
     return Architecture(
         name=name or facts.model_type,
         source=source,
@@ -166,8 +180,11 @@ def architecture(name: str) -> Architecture:
         )
     entry = facts[name]
     derived = _derived()[name]  # transformers' reading of entry["config"], stored by write_derived_facts
+    from kvlab.size.meta import shipped_facts  # its module imports torch only inside its functions
+
     return Architecture(
         name=name,
+        layer_facts=shipped_facts()[name],
         source=entry["source"],
         dtype=entry.get("dtype"),
         bundled=entry.get("bundled", False),
@@ -218,6 +235,22 @@ def write_derived_facts(path: Path | None = None) -> Path:
     )
     rows = ",\n".join(f"  {json.dumps(name)}: {json.dumps(facts)}" for name, facts in models.items())
     return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n{rows}\n }}\n}}\n')
+
+
+def from_model_type(model_type: str) -> Architecture:
+    """The architecture of transformers' default config for `model_type` (`AutoConfig.for_model(model_type)`:
+    for many types the published model, e.g. deepseek_v3 is DeepSeek-V3), sized on the meta device."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+    except ValueError:
+        raise UnknownArchitectureError(
+            f"transformers {transformers.__version__} has no model_type {model_type!r} "
+            "(transformers.CONFIG_MAPPING lists them)"
+        ) from None
+    source = f"transformers {transformers.__version__} defaults of model_type {model_type}"
+    return from_config(config, name=model_type, source=source)
 
 
 def from_config_file(path: str | Path) -> Architecture:

@@ -1,9 +1,11 @@
 """KV-cache bytes of every cache kind for an architecture, without running a model.
 
-`cache_size(arch, cache_kind, tokens, ...)` adds up the per-layer rules of `kvlab.size.layers` for a generation that
-prefilled `prefill` tokens and then decoded one token per step up to `tokens` (default: all `tokens` in one
-prefill). It reports the bytes held at the end and the peak over the generation, counted the way a kvlab
-trace counts them (distinct storages, layer by layer in update order), so the two can be compared to the byte.
+`cache_size(arch, cache_kind, tokens, ...)` adds up each layer's bytes (`kvlab.size.layers`, from the layer facts
+transformers measured on the meta device, `kvlab.size.meta`) for a generation that prefilled `prefill` tokens and
+then decoded one token per step up to `tokens` (default: all `tokens` in one prefill). It reports the bytes held at
+the end and the peak over the generation, counted the way a kvlab trace counts them (distinct storages, layer by
+layer in update order), so the two can be compared to the byte; `kvlab.size.meta.meta_cache_bytes` runs the same
+generation on meta, and the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class CacheSize:
     residual_bytes: int = 0
     by_layer_kind: dict = field(default_factory=dict)
     cross_bytes: int = 0  # encoder-decoder: the cross-attention cache (fixed at the source length)
+    state_bytes: int = 0  # bytes that do not grow with tokens: linear-attention state, counters
     note: str = ""
 
     @property
@@ -51,7 +54,7 @@ class CacheSize:
     @property
     def waste_bytes(self) -> int:
         """Bytes of allocated slots no query can attend (a static cache's price for its fixed shape)."""
-        slot_bytes = self.bytes - self.cross_bytes - self.by_layer_kind.get("linear", 0)
+        slot_bytes = self.bytes - self.cross_bytes - self.state_bytes
         return round(masked_share(slot_bytes, self.slots_masked, self.slots_stored))
 
     def to_dict(self) -> dict:
@@ -88,25 +91,23 @@ def _check(arch: Architecture, cache_kind: str, tokens: int, prefill: int, optio
 
 
 def _layer(
-    arch: Architecture, cache_kind: str, layer_kind: str, shape: rules.Shape, prefill: int, step: int, options: dict
+    facts: rules.LayerFacts, cache_kind: str, prefill: int, step: int, batch: int, elem: int, options: dict, source: int
 ) -> rules.LayerSize:
-    if layer_kind == "dummy":
-        return rules.LayerSize(0, 0, 0)
-    if layer_kind == "linear":
-        channels, conv_kernel, state_size = arch.linear_state
-        return rules.linear(shape.batch, shape.elem, channels, conv_kernel, state_size)
-    window = arch.window.get(layer_kind)
+    if facts.kind == "cross":  # filled once, at the first decoder step, with the encoder's states
+        if cache_kind in ("static", "offloaded_static"):
+            return rules.static(facts, source, 0, source, batch, elem)
+        return rules.dynamic(facts, source, 0, batch, elem)
     if cache_kind in ("dynamic", "offloaded"):
-        if window:
-            return rules.dynamic_windowed(shape, prefill, step, window)
-        return rules.dynamic_full(shape, prefill, step)
+        return rules.dynamic(facts, prefill, step, batch, elem)
     if cache_kind in ("static", "offloaded_static"):
-        return rules.static(shape, prefill, step, options["max_cache_len"], window)
+        return rules.static(facts, prefill, step, options["max_cache_len"], batch, elem)
     q = quantized_options(options)
     return rules.quantized(
-        shape,
+        facts,
         prefill,
         step,
+        batch,
+        elem,
         q["backend"],
         q.get("nbits", 8),
         q.get("axis_key", 0),
@@ -116,15 +117,14 @@ def _layer(
     )
 
 
-def _step_layers(arch, cache_kind, shape, prefill, step, options, source_tokens) -> list[tuple[str, rules.LayerSize]]:
+def _step_layers(
+    arch, cache_kind, batch, elem, prefill, step, options, source_tokens
+) -> list[tuple[str, rules.LayerSize]]:
     """(layer kind or "cross", size) in the order the model updates them during one forward."""
-    out = []
-    for layer_kind in arch.layer_kinds:
-        out.append((layer_kind, _layer(arch, cache_kind, layer_kind, shape, prefill, step, options)))
-        if arch.is_encoder_decoder:
-            # the cross-attention cache is filled once, at the first decoder step, with the encoder's states
-            out.append(("cross", rules.dynamic_full(shape, source_tokens, 0)))
-    return out
+    return [
+        (facts.kind, _layer(facts, cache_kind, prefill, step, batch, elem, options, source_tokens))
+        for facts in arch.layers
+    ]
 
 
 def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
@@ -161,7 +161,7 @@ def cache_size(
     _check(arch, cache_kind, tokens, prefill, options)
     if batch < 1:
         raise ValueError(f"batch must be at least 1; got {batch}")
-    shape = rules.Shape(batch, arch.kv_heads, arch.head_dim, dtype_bytes(dtype))
+    elem = dtype_bytes(dtype)
     source_tokens = tokens if source_tokens is None else source_tokens
     last = tokens - prefill
     steps = {0, min(1, last), last}
@@ -172,7 +172,9 @@ def cache_size(
             steps.add(last - (last + 1) % residual_length)  # the last step whose residual is full but not flushed
         options = {**options, **q}
     candidate_steps = sorted(s for s in steps | {s - 1 for s in steps} if s >= 0)
-    sizes = {s: _step_layers(arch, cache_kind, shape, prefill, s, options, source_tokens) for s in candidate_steps}
+    sizes = {
+        s: _step_layers(arch, cache_kind, batch, elem, prefill, s, options, source_tokens) for s in candidate_steps
+    }
     final = sizes[last]
     by_layer_kind: dict[str, int] = {}
     for layer_kind, size in final:
@@ -193,7 +195,19 @@ def cache_size(
         residual_bytes=sum(s.residual_bytes for s in self_layers),
         by_layer_kind=by_layer_kind,
         cross_bytes=by_layer_kind.get("cross", 0),
+        state_bytes=sum(size.bytes for _, size in final) - _token_bytes(arch, final, cache_kind, batch, elem),
         note=_note(arch, cache_kind, options),
+    )
+
+
+def _token_bytes(arch: Architecture, final, cache_kind: str, batch: int, elem: int) -> int:
+    """Bytes of token slots (keys and values) in the self-attention layers at the end: what a masked slot wastes."""
+    if cache_kind == "quantized":
+        return sum(size.bytes for kind, size in final if kind != "cross")
+    return sum(
+        facts.elements.per_token * batch * elem * size.slots_stored
+        for facts, (kind, size) in zip(arch.layers, final)
+        if kind != "cross"
     )
 
 

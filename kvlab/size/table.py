@@ -120,6 +120,9 @@ def format_rows(arch: Architecture, rows: list[dict], tokens: int, notes: list[s
         notes = []
         if row["waste_bytes"]:
             notes.append(f"waste {human_bytes(row['waste_bytes'])} ({row['slots_stored'] - row['slots_live']:,} slots)")
+        if row.get("state_bytes"):  # bytes that do not grow with tokens: a linear layer's state, counters
+            slots = row["bytes"] - row["state_bytes"] - row["cross_bytes"]
+            notes.append(f"token slots {slots:,} B + state {human_bytes(row['state_bytes'])}")
         if row["cache_kind"] == "quantized" and row["residual_bytes"]:
             notes.append(f"packed {human_bytes(row['packed_bytes'])} + residual {human_bytes(row['residual_bytes'])}")
         if len(row["by_layer_kind"]) > 1:

@@ -172,6 +172,32 @@ def test_a_watched_quanto_cache_builds_the_extension_once_before_its_first_step(
     assert traces[0].meta["step_started_s"][0] >= ready_at[0]  # the first recorded step starts after the build
 
 
+def test_the_extension_is_built_once_whatever_ninja_the_callers_path_finds_first():
+    """Two processes of the same interpreter, one with its environment's tools first on PATH and one with only the
+    system's (where another ninja may live): the library quanto built is loaded by both, never compiled again."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from torch.utils.cpp_extension import LIB_EXT
+
+    from kvlab.caches.quantized import _quanto_extension, ensure_quanto_extension
+
+    ensure_quanto_extension("cpu")  # built by `make extensions`; a fresh machine builds it here, once
+    library = Path(_quanto_extension("cpu").build_directory) / f"quanto_cpp{LIB_EXT}"
+    built = library.stat().st_mtime_ns
+    check = "from kvlab.caches.quantized import ensure_quanto_extension; ensure_quanto_extension('cpu')"
+    own_tools = str(Path(sys.executable).parent)
+    for path in ("/usr/local/bin:/usr/bin:/bin", own_tools + os.pathsep + "/usr/bin:/bin"):
+        done = subprocess.run(
+            [sys.executable, "-c", check], env={**os.environ, "PATH": path}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "building optimum-quanto" not in done.stderr
+    assert library.stat().st_mtime_ns == built  # the same file: nothing was compiled again
+
+
 def test_a_load_that_turns_into_a_build_is_announced_while_it_runs(monkeypatch):
     """The probe finds the library built, but loading it compiles (another ninja built it last): the notice
     comes from the late timer, and the load here only finishes once it has been printed."""

@@ -117,3 +117,29 @@ def test_size_defaults_to_the_dtype_the_model_runs_in(model, dtype, per_token, c
     if per_token is not None:
         dynamic = next(row for row in data["rows"] if row["cache_kind"] == "dynamic")
         assert dynamic["bytes"] == 10 * per_token  # 30 layers x 2 x 3 heads x 64 x 4 bytes per token
+
+
+def test_size_answers_a_flagship_by_name_without_a_meta_run(capsys):
+    assert main(["size", "--model", "deepseek-v3", "--tokens", "1000", "--dtype", "bfloat16", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    dynamic = next(r for r in data["rows"] if r["cache_kind"] == "dynamic")
+    assert dynamic["bytes"] == 1000 * 61 * (512 + 64) * 2  # MLA: latent + rope key per layer, bfloat16
+    assert data["architecture"]["source"] == "deepseek-ai/DeepSeek-V3"
+
+
+def test_size_of_any_model_type_is_measured_on_meta(capsys):
+    import transformers
+
+    from kvlab.size.meta import meta_cache_bytes
+
+    assert main(["size", "--model-type", "gpt_bigcode", "--tokens", "10", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    dynamic = next(r for r in data["rows"] if r["cache_kind"] == "dynamic")
+    config = transformers.AutoConfig.for_model("gpt_bigcode")  # multi-query: one K and V head per layer
+    assert (
+        dynamic["bytes"]
+        == meta_cache_bytes(config, 10).bytes
+        == 10 * config.n_layer * 2 * config.n_embd // config.n_head * 4
+    )
+    assert main(["size", "--model-type", "no_such_type", "--tokens", "3"]) == 2
+    assert "no model_type 'no_such_type'" in capsys.readouterr().err

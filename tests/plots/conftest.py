@@ -7,12 +7,13 @@ import pytest
 import torch
 
 import kvlab
+from kvlab.models.tiny import TINY_VOCAB
 
 matplotlib.use("Agg")
 
 
 def _ids(n: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(3, kvlab.models.tiny.TINY_VOCAB, (1, n), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(3, TINY_VOCAB, (1, n), generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.fixture(scope="package")

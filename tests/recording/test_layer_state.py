@@ -11,7 +11,9 @@ from transformers import cache_utils as cu
 
 from kvlab import _compat
 from kvlab.model_facts import model_facts
+from kvlab.recording import layer_state
 from kvlab.recording.layer_state import LayerState, read_layer
+from kvlab.recording.storage import held_bytes, storage_bytes
 
 TOKEN_BYTES = 2 * 2 * 16 * 4  # keys and values x kv_heads x head_dim x float32
 
@@ -81,7 +83,7 @@ def test_a_quantized_layer_splits_its_bytes_into_packed_and_residual(tiny, promp
     state = read_layer(cache.layers[0], "full")
     assert (state.logical_length, state.quantized_tokens, state.residual_tokens) == (11, 10, 1)  # prefill packed
     assert state.residual_bytes == TOKEN_BYTES and 0 < state.packed_bytes < 10 * TOKEN_BYTES
-    assert state.bytes_held == state.packed_bytes + state.residual_bytes
+    assert state.bytes_held == state.packed_bytes + state.residual_bytes == held_bytes(cache.layers[0])
     assert fields(state)[1:] == (11, 11, 0, 0)  # a quantized layer attends to every token it holds
 
 
@@ -94,6 +96,7 @@ def test_a_linear_layer_holds_its_states_and_no_slots(tiny, prompt_ids):
     channels, conv_kernel, state_size = model_facts(model.config).linear_state
     assert state.layer_kind == "linear" and fields(state) == (0, 0, 0, 0, 0)
     assert state.bytes_held == channels * (conv_kernel + state_size) * 4  # conv + SSM state, batch 1, float32
+    assert state.bytes_held == held_bytes(cache.layers[0])
 
 
 def test_a_state_as_a_dict_is_a_copy():
@@ -103,3 +106,70 @@ def test_a_state_as_a_dict_is_a_copy():
     row = state.as_dict()
     row["bytes_held"] = 0
     assert state.bytes_held == 2 * TOKEN_BYTES and set(row) == set(vars(state))
+
+
+PLAIN_LAYERS = [  # transformers' plain attention layers, filled, with the kind their config gives them
+    pytest.param(lambda: cu.DynamicLayer(), {}, id="dynamic"),
+    pytest.param(lambda: cu.DynamicSlidingWindowLayer(sliding_window=4), {}, id="dynamic-sliding"),
+    pytest.param(lambda: cu.StaticLayer(max_cache_len=8), {"cache_position": torch.arange(6)}, id="static"),
+    pytest.param(
+        lambda: cu.StaticSlidingWindowLayer(max_cache_len=8, sliding_window=4),
+        {"cache_position": torch.arange(6)},
+        id="static-sliding",
+    ),
+]
+
+
+@pytest.mark.parametrize("make, kwargs", PLAIN_LAYERS)
+def test_a_plain_layer_s_fields_are_all_it_keeps_and_it_stays_on_its_field_reader(make, kwargs):
+    layer = make()
+    layer.update(kv(6), kv(6), *([kwargs] if kwargs else []))
+    state = read_layer(layer, "full")
+    assert state.bytes_held == held_bytes(layer) > 0  # what the walk of its attributes finds, counters aside
+    assert layer_state._READERS[type(layer)] is layer_state._known_classes()[type(layer)][0]  # the fast path
+    assert layer_state.reads_every_change(layer)
+
+
+class IndexedCompressedLayer(cu.DynamicLayer):
+    """A layer class kvlab has never seen, as a model's own cache layer keeps its state: a plain layer's keys and
+    values, indexer keys beside them, and a dict of compressed buffers (tuples and lists of tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.indexer_keys: torch.Tensor | None = None
+        self.compressed = {"compressor": None, "indexer": None}
+
+    def compress(self, tokens: int) -> None:
+        self.indexer_keys = torch.ones(1, tokens, 8)  # (batch, tokens, index_head_dim)
+        self.compressed["compressor"] = torch.ones(1, tokens // 2, 16)  # (batch, entries, head_dim)
+        self.compressed["indexer"] = (torch.ones(1, tokens // 2, 8), [torch.ones(3, dtype=torch.float16)])
+
+
+def test_a_layer_class_kvlab_cannot_read_slots_of_is_counted_to_the_byte_with_no_slots(capsys):
+    layer = IndexedCompressedLayer()
+    empty = read_layer(layer, "full")  # keeps no tensor yet: no slots at all, which is right for any class
+    assert fields(empty) == (0, 0, 0, 0, 0) and empty.bytes_held == 0 and empty.device == "none"
+    layer.update(kv(6), kv(6))
+    layer.compress(6)
+    state = read_layer(layer, "full")
+    everything = storage_bytes(layer.keys, layer.values, layer.indexer_keys, layer.compressed)
+    assert state.bytes_held == everything == 6 * TOKEN_BYTES + 6 * 8 * 4 + 3 * 16 * 4 + 3 * 8 * 4 + 3 * 2
+    assert fields(state) == (None, None, None, None, None)  # not read, never a made-up zero
+    assert state.layer_kind == "full" and state.device == "cpu"
+    assert not layer_state.reads_every_change(layer)  # `kvlab.watch` reads it again after each forward
+    read_layer(layer, "full")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "IndexedCompressedLayer" in line]
+    assert lines == [
+        "kvlab: kvlab has no slot reading for IndexedCompressedLayer: its bytes are counted, its slots are not."
+    ]
+
+
+@pytest.mark.skipif(not hasattr(cu, "DynamicIndexedLayer"), reason="transformers ships DynamicIndexedLayer from 5.24")
+def test_an_indexed_layer_keeps_its_slots_and_counts_its_indexer_keys(capsys):
+    layer = cu.DynamicIndexedLayer()
+    layer.update(kv(5), kv(5))
+    layer.update_indexer(torch.ones(1, 5, 8))  # (batch, tokens, index_head_dim)
+    state = read_layer(layer, "full")
+    assert fields(state) == (5, 5, 5, 0, 0)  # a dynamic layer's keys: slots read as for any dynamic layer
+    assert state.bytes_held == 5 * TOKEN_BYTES + 5 * 8 * 4 == held_bytes(layer)
+    assert "no slot reading" not in capsys.readouterr().err

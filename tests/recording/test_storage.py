@@ -1,7 +1,7 @@
 import torch
 from optimum.quanto import MaxOptimizer, qint2, qint4, quantize_weight
 
-from kvlab.recording.storage import kv_storage_bytes, storage_bytes, view_bytes
+from kvlab.recording.storage import held_bytes, kv_storage_bytes, storage_bytes, view_bytes
 
 
 def test_a_view_counts_its_whole_storage():
@@ -45,3 +45,30 @@ def test_the_key_value_fast_path_agrees_with_the_general_count():
     ]
     for keys, values in cases:
         assert kv_storage_bytes(keys, values) == storage_bytes(keys, values)
+
+
+class Holder:
+    """An object that keeps tensors the way a cache layer does: as attributes, some in dicts, tuples and lists."""
+
+
+def test_held_bytes_walks_every_attribute_and_counts_each_storage_once():
+    holder = Holder()
+    keys = torch.zeros(1, 2, 6, 4)  # (batch, kv_heads, seq, head_dim), float32: 192 bytes
+    holder.keys, holder.values = keys[:, :, -3:], keys  # a window into the same storage: counted once
+    holder.indexer_keys = torch.zeros(1, 6, 8, dtype=torch.float16)  # (batch, seq, index_head_dim): 96 bytes
+    holder.buffers = {"compressor": (torch.zeros(5, dtype=torch.int8), [torch.zeros(2)]), "indexer": None}
+    holder.empty = torch.tensor([])
+    assert held_bytes(holder) == 192 + 96 + 5 + 8
+    assert held_bytes(holder) == storage_bytes(*vars(holder).values())
+
+
+def test_held_bytes_leaves_out_counters_kvlab_s_attributes_modules_and_classes():
+    holder = Holder()
+    holder.keys = torch.zeros(4, 4)  # 64 bytes: the only cached data
+    holder.cumulative_length = torch.tensor(4)  # an integer scalar kept as a tensor: a counter
+    holder._kvlab_recorder = {"log": torch.zeros(100)}  # what kvlab hangs on a layer is not the layer's
+    holder.projection = torch.nn.Linear(4, 4)  # weights a layer might point at
+    holder.quantizer = torch.nn.Linear  # a backend class
+    assert held_bytes(holder) == 64
+    holder.scale = torch.tensor(0.5)  # a floating scalar is data (an fp8 scale), not a counter
+    assert held_bytes(holder) == 64 + 4

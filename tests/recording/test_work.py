@@ -107,3 +107,21 @@ def test_smollm2_one_decode_step_by_hand(smollm2):
     decode = work_by_step(cache.trace)[1]
     assert (decode["tokens"], decode["slots_attended"]) == (1, 30 * 64)
     assert decode["attention_flops"] == 30 * 2 * 9 * 1 * 64 * (64 + 64) == 4_423_680
+
+
+def test_a_heterogeneous_config_counts_each_layers_own_query_heads(prompt_ids):
+    """dots3_note_text's layers may differ in their heads: transformers refuses the global `num_attention_heads`,
+    so each layer's FLOPs take that layer's own count."""
+    model = kvlab.tiny_model("dots3_note_text")
+    text = model.config.get_text_config(decoder=True)
+    heads = [layer.num_attention_heads for layer in text.per_layer_config]
+    with kvlab.watch(model) as watch:
+        out = model.generate(
+            prompt_ids(PROMPT), max_new_tokens=1, do_sample=False, pad_token_id=0, return_dict_in_generate=True
+        )
+    layers = out.past_key_values.layers  # keys and values: (batch, kv_heads, slots, dim), the dims per layer
+    prefill = [e for e in watch.trace.updates if e["op"] == "kv" and e["step"] == 0]
+    assert len(set(heads)) > 1 and len(prefill) == len(heads)
+    for e in prefill:
+        dims = layers[e["layer_idx"]].keys.shape[-1] + layers[e["layer_idx"]].values.shape[-1]
+        assert e["attention_flops"] == 2 * heads[e["layer_idx"]] * PROMPT * PROMPT * dims

@@ -1,0 +1,446 @@
+"""The KV cache of any model transformers can build, measured by transformers itself on the meta device.
+
+On the meta device a tensor has a shape, a dtype and a storage size, and no memory. Building a model there from
+its full-size config (`AutoModelForCausalLM.from_config`, the seq2seq class for an encoder-decoder) and running a
+forward of T meta tokens into the model's own cache (`DynamicCache(config=...)`, `StaticCache(config=...,
+max_cache_len=...)`) fills the cache with meta tensors of the true shapes: the layer classes, sliding and chunked
+caps, MLA's compressed latent, a hybrid's conv and recurrent state are transformers' own decisions, not kvlab's
+rules. A layer's bytes are the distinct storages of every tensor of cached data it keeps (keys and values, dicts
+of buffers, indexer keys, states; not its integer counters), each counted once, as a trace counts them: a sliding
+layer's view of a longer concatenation counts the whole concatenation, as on a real device. DeepSeek-V3 (671B
+parameters) is built and run in seconds.
+
+- `meta_cache_bytes(config, tokens, ...)`: one generation (a prefill, then one-token decode steps) on meta, layer
+  by layer, with the peak held after any single layer update: what a kvlab trace of the same run shows.
+- `layer_facts(config)`: each layer's growth (`kvlab.size.layers.LayerFacts`), fitted from three tiny meta runs,
+  so `kvlab size` answers any token count, batch and dtype without one run per question (the tests hold the two
+  equal across windows, batches, dtypes and cache kinds).
+- `python -m kvlab.size.meta --write` stores the facts of every known architecture in
+  `kvlab/data/architectures_meta.json` (and transformers' reading of their configs in architectures_derived.json),
+  so `kvlab size --model NAME` needs neither torch nor transformers.
+
+A model whose forward fails on meta in the requested dtype (the grouped matmul of MoE experts wants bfloat16) is
+run in bfloat16 and its cache tensors of that dtype rescaled: bytes scale with the element size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import NamedTuple
+
+from kvlab import _compat
+from kvlab.atomic import write_text
+from kvlab.errors import KvlabUserError
+from kvlab.names import DTYPE_BYTES
+from kvlab.recording.layer_kinds import layer_kinds
+from kvlab.size.layers import Growth, LayerFacts
+
+META_KINDS = ("dynamic", "static", "offloaded", "offloaded_static")
+# A static cache this long allocates a sliding or chunked layer's whole window (no window in use is longer).
+WINDOW_PROBE_SLOTS = 2**20
+META_FILE = "data/architectures_meta.json"
+
+
+class MetaRunError(KvlabUserError, ValueError):
+    """transformers could not build or run the model on the meta device, or its cache grows in a way kvlab's
+    layer facts do not describe."""
+
+
+class LayerBytes(NamedTuple):
+    layer_class: str
+    layer_kind: str  # kvlab's kind ("full", "sliding", ...), "cross" for an encoder-decoder's cross-attention
+    bytes: int
+
+
+@dataclass
+class MetaSize:
+    cache_kind: str
+    tokens: int
+    prefill: int
+    batch: int
+    dtype: str
+    run_dtype: str  # the dtype the meta run used (bytes are rescaled from it to `dtype`)
+    per_layer: list[LayerBytes]  # after the last step, in update order (self layer i, then cross layer i)
+    peak_bytes: int  # the most held after any single layer update, up to `tokens`
+    next_peak_bytes: int  # the same, through one more decode step
+    by_layer_kind: dict = field(default_factory=dict)
+
+    @property
+    def bytes(self) -> int:
+        return sum(layer.bytes for layer in self.per_layer)
+
+
+# -- counting what a layer keeps ----------------------------------------------------------------------------------
+def layer_storages(layer) -> dict[int, tuple[int, object, int]]:
+    """{storage identity: (bytes, dtype, element size)} of every distinct storage of cached data a cache layer
+    keeps in its attributes: the tensors a trace counts (`kvlab.recording.storage.held_tensors`: integer counters
+    such as a static layer's `cumulative_length` left out), told apart on meta too, where every address is 0."""
+    from kvlab.recording.storage import held_tensors  # imports torch: not for a known name's stored facts
+
+    storages = {}
+    for tensor in held_tensors(layer):
+        storage = tensor.untyped_storage()
+        if storage.nbytes():
+            storages[_compat.storage_identity(tensor)] = (storage.nbytes(), tensor.dtype, tensor.element_size())
+    return storages
+
+
+class _Scale:
+    """Bytes of a storage in the requested dtype: a storage of the run dtype is rescaled by element size."""
+
+    def __init__(self, run_dtype, dtype: str):
+        self.run_dtype = run_dtype
+        self.num, self.den = DTYPE_BYTES[dtype], DTYPE_BYTES[_dtype_name(run_dtype)]
+
+    def layer_bytes(self, layer) -> int:
+        return sum(
+            n * self.num // self.den if d == self.run_dtype else n for n, d, _size in layer_storages(layer).values()
+        )
+
+
+# -- building and running on meta ---------------------------------------------------------------------------------
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _model_class(config):
+    import transformers
+
+    if getattr(config, "is_encoder_decoder", False):
+        return transformers.AutoModelForSeq2SeqLM
+    return transformers.AutoModelForCausalLM
+
+
+_MODELS: dict[tuple, object] = {}  # meta models hold no memory; a build is most of a meta run's time
+_FACTS: dict[str, tuple[LayerFacts, ...]] = {}
+
+
+def _meta_model(config, dtype, attention: str | None):
+    """The model of `config` built on the meta device (no weights, no memory), memoised by the config's content."""
+    import torch
+
+    key = (_config_key(config), dtype, attention)
+    if key not in _MODELS:
+        kwargs = {"dtype": dtype, **({"attn_implementation": attention} if attention else {})}
+        with torch.device("meta"):
+            model = _model_class(config).from_config(config, **kwargs)
+        if len(_MODELS) >= 8:
+            _MODELS.pop(next(iter(_MODELS)))
+        _MODELS[key] = model.eval()
+    return _MODELS[key]
+
+
+def _config_key(config) -> str:
+    """The content of a config that decides its model (not its name, dtype or the release that wrote it)."""
+    data = config.to_dict()
+    for key in ("transformers_version", "architectures", "_name_or_path", "dtype", "torch_dtype"):
+        data.pop(key, None)
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+class _Run:
+    """One model on meta and the generations run on it, in the first dtype and attention that work (`attempt`)."""
+
+    def __init__(self, config):
+        self.config = config
+        self.encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+
+    def attempt(self, dtype: str, work):
+        """`work()` with the model in `dtype` (float8 runs as bfloat16), else in bfloat16 (the grouped matmul of MoE
+        experts refuses float32 on meta), else with eager attention (sdpa's mask reads a value on some models)."""
+        import torch
+
+        wanted = torch.bfloat16 if dtype == "float8" else getattr(torch, dtype)
+        attempts = [(wanted, None), (torch.bfloat16, None), (wanted, "eager"), (torch.bfloat16, "eager")]
+        errors = []
+        for run_dtype, attention in dict.fromkeys(attempts):
+            try:
+                self.model = _meta_model(self.config, run_dtype, attention)
+                self.run_dtype = run_dtype
+                return work()
+            except MetaRunError:
+                raise
+            except Exception as err:  # transformers' own error is what the user needs to read
+                errors.append(f"{type(err).__name__}: {err}")
+        first = errors[0].splitlines()[0][:300]
+        raise MetaRunError(
+            f"transformers {_compat.TRANSFORMERS_VERSION} cannot run model_type {self.config.model_type!r} on the "
+            f"meta device ({first}), so kvlab cannot size its cache"
+        )
+
+    def _cache(self, cache_kind: str, max_cache_len: int | None, source_tokens: int):
+        """The cache `generate` would build (offloading moves bytes, it does not change them: sized in place)."""
+        import transformers
+
+        def one(length):
+            if cache_kind in ("static", "offloaded_static"):
+                return transformers.StaticCache(config=self.config, max_cache_len=length)
+            return transformers.DynamicCache(config=self.config)
+
+        if self.encoder_decoder:
+            return transformers.EncoderDecoderCache(one(max_cache_len), one(source_tokens))
+        return one(max_cache_len)
+
+    def layers(self, cache) -> list[tuple[object, str]]:
+        """(layer, kvlab kind) in update order: an encoder-decoder's self layer i, then its cross layer i."""
+        if not self.encoder_decoder:
+            return list(zip(cache.layers, _kinds(self.config, len(cache.layers))))
+        own = cache.self_attention_cache.layers
+        kinds = _kinds(self.config, len(own))
+        out = []
+        for layer, kind, cross in zip(own, kinds, cache.cross_attention_cache.layers):
+            out += [(layer, kind), (cross, "cross")]
+        return out
+
+    def generate(
+        self,
+        cache_kind: str,
+        prefill: int,
+        steps: int,
+        batch: int,
+        max_cache_len: int | None,
+        *,
+        scale: _Scale | None,
+        source_tokens: int | None = None,
+    ) -> tuple[list[tuple[object, str]], list[int], list[tuple[list[int], int]]]:
+        """Prefill, then `steps` one-token decode steps. Returns (layers, the cache's total after each layer
+        update, and after each forward: (bytes per layer, updates so far)); with `scale=None` only the layers."""
+        import torch
+
+        source_tokens = source_tokens or prefill
+        cache = self._cache(cache_kind, max_cache_len, source_tokens)
+        layers = self.layers(cache)
+        held = [scale.layer_bytes(layer) if scale else 0 for layer, _kind in layers]  # a fresh layer may hold counters
+        totals: list[int] = []
+        forwards: list[tuple[list[int], int]] = []
+        if scale is not None:
+            for index, (layer, _kind) in enumerate(layers):
+                _watch_updates(layer, index, held, totals, scale)
+        kwarg = _compat.cache_kwarg(self.model)
+        with torch.device("meta"), torch.no_grad():
+            encoder = None
+            for step in range(steps + 1):
+                ids = torch.zeros(batch, prefill if step == 0 else 1, dtype=torch.long)  # (B, T) meta ids
+                inputs = {kwarg: cache, "use_cache": True}
+                if self.encoder_decoder:
+                    inputs["decoder_input_ids"] = ids
+                    if encoder is None:
+                        inputs["input_ids"] = torch.zeros(batch, source_tokens, dtype=torch.long)  # (B, S)
+                    else:
+                        inputs["encoder_outputs"] = encoder
+                else:
+                    inputs["input_ids"] = ids
+                out = self.model(**inputs)
+                if self.encoder_decoder and encoder is None:
+                    encoder = (out.encoder_last_hidden_state,)
+                if scale is not None:
+                    forwards.append(([scale.layer_bytes(layer) for layer, _kind in layers], len(totals)))
+        return layers, totals, forwards
+
+
+def _watch_updates(layer, index: int, held: list[int], totals: list[int], scale: _Scale) -> None:
+    """After each call of the layer's update methods (`update`, `update_conv_state`, ...), its bytes and the
+    cache's total: instance attributes shadow the class's methods, for this meta cache only."""
+    for name in dir(type(layer)):
+        method = getattr(layer, name, None)
+        if name.startswith("update") and callable(method):
+            setattr(layer, name, _recording(method, layer, index, held, totals, scale))
+
+
+def _recording(method, layer, index: int, held: list[int], totals: list[int], scale: _Scale):
+    def wrapped(*args, **kwargs):
+        result = method(*args, **kwargs)
+        held[index] = scale.layer_bytes(layer)
+        totals.append(sum(held))
+        return result
+
+    return wrapped
+
+
+def _kinds(config, n: int) -> list[str]:
+    try:
+        kinds = layer_kinds(config, n)
+    except Exception:  # a config transformers derives no layer types from: its layers are full
+        kinds = ["full"] * n
+    return kinds
+
+
+# -- one generation, measured ---------------------------------------------------------------------------------------
+def meta_cache_bytes(
+    config,
+    tokens: int,
+    *,
+    prefill: int | None = None,
+    cache_kind: str = "dynamic",
+    max_cache_len: int | None = None,
+    batch: int = 1,
+    dtype: str = "float32",
+    source_tokens: int | None = None,
+) -> MetaSize:
+    """The bytes every layer of `cache_kind` holds after a prefill of `prefill` tokens (default: `tokens`) and
+    one-token decode steps up to `tokens`, for `batch` sequences in `dtype`, measured on meta."""
+    prefill = tokens if prefill is None else prefill
+    if cache_kind not in META_KINDS:
+        raise ValueError(f"unknown cache kind {cache_kind!r} for a meta run; valid: {', '.join(META_KINDS)}")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}")
+    if not 1 <= prefill <= tokens or batch < 1:
+        raise ValueError(f"need batch >= 1 and 1 <= prefill <= tokens; got {batch=}, {prefill=}, {tokens=}")
+    static = cache_kind in ("static", "offloaded_static")
+    max_cache_len = (max_cache_len or tokens) if static else None
+    source_tokens = source_tokens or tokens  # as `cache_size` counts them
+    run = _Run(config)
+    steps = tokens - prefill
+    one_more = not static or tokens < max_cache_len  # a full static cache has no slot for the next token
+
+    def work():
+        scale = _Scale(run.run_dtype, dtype)
+        args = (cache_kind, prefill, steps + one_more, batch, max_cache_len)
+        return run.generate(*args, scale=scale, source_tokens=source_tokens)
+
+    layers, totals, forwards = run.attempt(dtype, work)
+    final, updates = forwards[steps]
+    per_layer = [LayerBytes(type(layer).__name__, kind, held) for (layer, kind), held in zip(layers, final)]
+    by_layer_kind: dict[str, int] = {}
+    for layer in per_layer:
+        by_layer_kind[layer.layer_kind] = by_layer_kind.get(layer.layer_kind, 0) + layer.bytes
+    return MetaSize(
+        cache_kind=cache_kind,
+        tokens=tokens,
+        prefill=prefill,
+        batch=batch,
+        dtype=dtype,
+        run_dtype=_dtype_name(run.run_dtype),
+        per_layer=per_layer,
+        peak_bytes=max([sum(final), *totals[:updates]]),
+        next_peak_bytes=max([sum(final), *totals]),
+        by_layer_kind=by_layer_kind,
+    )
+
+
+# -- the facts `kvlab size` computes with --------------------------------------------------------------------------
+def _split(layer, run_dtype) -> tuple[int, int]:
+    """(elements of the run dtype, bytes of other dtypes) a layer keeps."""
+    elements = other = 0
+    for nbytes, dtype, itemsize in layer_storages(layer).values():
+        if dtype == run_dtype:
+            elements += nbytes // itemsize
+        else:
+            other += nbytes
+    return elements, other
+
+
+def _fit(one: int, two: int) -> Growth:
+    """Growth(per_token, per_sequence) from one token of one sequence and two tokens of two sequences."""
+    per_token = (two - 2 * one) // 2
+    return Growth(per_token, one - per_token)
+
+
+def _fit_other(one: int, two: int) -> Growth:
+    """Growth(per_sequence, fixed) of bytes that do not grow with tokens (counters, a fixed-dtype state)."""
+    return Growth(0, two - one, 2 * one - two)
+
+
+def layer_facts(config) -> tuple[LayerFacts, ...]:
+    """Each cache layer's facts, in update order (an encoder-decoder's cross layers interleaved, kind "cross"),
+    fitted from three tiny meta runs of the model's own caches (`_measure`)."""
+    key = _config_key(config)
+    if key not in _FACTS:
+        run = _Run(config)
+        # bfloat16 first: a state a model keeps in float32 whatever its dtype then shows as such
+        _FACTS[key] = run.attempt("bfloat16", lambda: _measure(run))
+    return _FACTS[key]
+
+
+def _measure(run: _Run) -> tuple[LayerFacts, ...]:
+    """Three forwards: a DynamicCache after 1 token of 1 sequence and 2 tokens of 2 sequences (what grows per token
+    and per sequence), and a StaticCache of 2**20 slots for 2 sequences (what a sliding or chunked layer allocates:
+    its window; what a static layer adds, its counter)."""
+
+    def split(cache_kind, n, batch, length=None, source=None):
+        layers = run.generate(cache_kind, n, 0, batch, length, scale=None, source_tokens=source)[0]
+        return [(type(layer).__name__, kind, layer, *_split(layer, run.run_dtype)) for layer, kind in layers]
+
+    one, two = split("dynamic", 1, 1), split("dynamic", 2, 2)
+    probe = split("static", 1, 2, WINDOW_PROBE_SLOTS, 3)
+    facts = []
+    for (name, kind, layer, elements_one, other_one), two_layer, static in zip(one, two, probe):
+        elements, dynamic_other = _fit(elements_one, two_layer[3]), _fit_other(other_one, two_layer[4])
+        slots = WINDOW_PROBE_SLOTS if kind != "cross" else 3
+        window = None
+        if elements.per_token:
+            allocated, rest = divmod(static[3] // 2 - elements.per_sequence, elements.per_token)
+            window = allocated if allocated < slots else None
+            consistent = not rest and allocated <= slots and (kind != "cross" or allocated == slots)
+        else:
+            consistent = static[3] == 2 * elements.per_sequence
+        if not consistent:
+            raise MetaRunError(
+                f"the cache layer {name} of model_type {run.config.model_type!r} grows in a way kvlab's layer facts "
+                f"do not describe ({static[0]} holds {static[3]:,} elements); "
+                "kvlab.size.meta.meta_cache_bytes measures it run by run"
+            )
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        shapes = {}
+        if elements.per_token and getattr(keys, "ndim", 0) == 4 and getattr(values, "ndim", 0) == 4:
+            shapes = {"key_shape": (keys.shape[1], keys.shape[-1]), "value_shape": (values.shape[1], values.shape[-1])}
+        # a static layer keeps the dynamic one's per-sequence state and its own counters
+        static_other = Growth(0, dynamic_other.per_sequence, static[4] - 2 * dynamic_other.per_sequence)
+        facts.append(LayerFacts(kind, name, static[0], elements, dynamic_other, static_other, window=window, **shapes))
+    return tuple(facts)
+
+
+# -- the facts of the known architectures, shipped -----------------------------------------------------------------
+@functools.lru_cache(maxsize=1)
+def shipped_facts() -> dict[str, tuple[LayerFacts, ...]]:
+    """The stored layer facts of every known architecture (written by `write_facts`), read without torch."""
+    data = json.loads(resources.files("kvlab").joinpath(META_FILE).read_text())
+    out = {}
+    for name, entry in data["models"].items():
+        distinct = [LayerFacts.from_json(f) for f in entry["facts"]]
+        out[name] = tuple(distinct[i] for i in entry["layers"])
+    return out
+
+
+def write_facts(path: Path | None = None) -> Path:
+    """Measure every known architecture's layer facts with the installed transformers and store them atomically
+    (run after editing kvlab/data/architectures.json or upgrading transformers; a test re-measures a few)."""
+    from kvlab.size.architecture import _config_from_dict, _facts
+
+    path = path or Path(str(resources.files("kvlab").joinpath(META_FILE)))
+    rows = []
+    for name, entry in _facts().items():
+        facts = layer_facts(_config_from_dict(entry["config"]))
+        distinct = list(dict.fromkeys(facts))
+        model = {"facts": [f.to_json() for f in distinct], "layers": [distinct.index(f) for f in facts]}
+        rows.append(f"  {json.dumps(name)}: {json.dumps(model)}")
+    about = (
+        f"Generated by `python -m kvlab.size.meta --write` with transformers {_compat.TRANSFORMERS_VERSION}: each "
+        "known architecture's cache layers as transformers builds and fills them on the meta device (elements of "
+        "the cache dtype per token and per sequence, bytes of other dtypes, window, key/value shapes); 'layers' "
+        "indexes 'facts', one per layer in update order."
+    )
+    return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n' + ",\n".join(rows) + "\n }\n}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvlab.size.meta", description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="re-measure and store every known architecture")
+    args = parser.parse_args(argv)
+    if not args.write:
+        parser.print_help()
+        return 2
+    from kvlab.size.architecture import write_derived_facts
+
+    print(write_derived_facts())
+    print(write_facts())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
