@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     import torch
 
 
-
 def _dtypes() -> dict:
     """The dtypes kvlab loads a model in, by name and alias (torch is imported on first use: `kvlab models list`
     answers without it)."""
