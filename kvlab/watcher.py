@@ -20,7 +20,8 @@ A layer that keeps more than transformers' plain layers (an indexer written by `
 buffers the attention writes directly) may change outside the cache methods kvlab records, so each such cache is read
 again at the end of every forward (an update event of op "forward" where something changed): the trace ends with
 what the cache holds. A model that keeps no transformers `Cache` (its own past tuples or state, as GPT-1, MPT or RWKV
-do, or `use_cache=False`) leaves no trace: the block says so in one logged line naming the model type, and
+do, or `use_cache=False`) leaves no trace: the block says so in one logged line naming the model type (a warning,
+or only an info line when every forward asked for `use_cache=False`: the user knows already), and
 `watch.meta["no_cache"]` is True (so is the `meta` of a trace of a cache the model was handed and never used;
 with no cache at all, `watch.trace` raises `NoCacheSeenError` with the same line).
 
@@ -71,6 +72,7 @@ class Watch:
         self._paged_refused: str | None = None
         self._last: int | None = None  # position of the cache the model used last
         self._forwards = 0  # forwards of the model inside the block
+        self._uncached = 0  # of which called with use_cache=False
         self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
 
     # -- the block ----------------------------------------------------------------------------------------------
@@ -108,6 +110,8 @@ class Watch:
 
     # -- what the hooks see -------------------------------------------------------------------------------------
     def _before_forward(self, module, args, kwargs):
+        if kwargs.get("use_cache") is False:
+            self._uncached += 1
         cache = _compat.forward_cache(kwargs)
         if cache is not None:
             self._see(cache)
@@ -171,7 +175,9 @@ class Watch:
             self.meta["model_type"] = _model_type(self.model)
             for trace in self.traces:  # caches handed to the model and never used
                 trace.meta.update(no_cache=True, model_type=self.meta["model_type"])
-            log.warning("%s", self._no_cache_line())
+            # asked for in every forward (`use_cache=False`): said at info level, the user knows already
+            asked = self._uncached == self._forwards
+            (log.info if asked else log.warning)("%s", self._no_cache_line())
 
     def _no_cache_line(self) -> str:
         return _(

@@ -27,6 +27,17 @@ def one_torch_thread():
     torch.set_num_threads(previous)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def measured_layer_facts(tmp_path_factory):
+    """The meta device's layer facts are measured, not read from a memo an earlier kvlab wrote in kvlab's home."""
+    from kvlab.size import meta
+
+    here = tmp_path_factory.mktemp("layer-facts")
+    original, meta.memo_dir = meta.memo_dir, lambda: here
+    yield
+    meta.memo_dir = original
+
+
 def accelerators() -> list[str]:
     """The accelerator this machine has, if any: CUDA (or ROCm, which torch also calls cuda), else Apple's MPS."""
     if torch.cuda.is_available():

@@ -245,11 +245,12 @@ def test_quantized_cache_goes_back_with_its_own_layers(tiny, prompt_ids):
     assert {type(layer).__name__ for layer in cache.layers} == {"HQQQuantizedLayer"}
 
 
-def test_no_cache_gives_a_clear_error(tiny, prompt_ids):
+def test_no_cache_gives_a_clear_error(tiny, prompt_ids, capsys):
     model = tiny("tiny-llama")
     with kvlab.watch(model) as watch:
         generate(model, prompt_ids(4), use_cache=False)
     assert watch.traces == [] and watch.meta == {"forwards": 8, "no_cache": True, "model_type": "llama"}
+    assert "kvlab:" not in capsys.readouterr().err  # asked for: no warning line (notebooks show this block)
     with pytest.raises(kvlab.NoCacheSeenError, match="8 forwards of llama and no transformers Cache"):
         _ = watch.trace
 

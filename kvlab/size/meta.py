@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
@@ -37,6 +38,7 @@ from kvlab import _compat
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabUserError
 from kvlab.names import DTYPE_BYTES
+from kvlab.paths import kvlab_home
 from kvlab.recording.layer_kinds import layer_kinds
 from kvlab.size.layers import Growth, LayerFacts
 
@@ -44,6 +46,7 @@ META_KINDS = ("dynamic", "static", "offloaded", "offloaded_static")
 # A static cache this long allocates a sliding or chunked layer's whole window (no window in use is longer).
 WINDOW_PROBE_SLOTS = 2**20
 META_FILE = "data/architectures_meta.json"
+MEMO_SCHEMA = 1  # raise when what `_measure` fits changes: every remembered measurement is then taken again
 
 
 class MetaRunError(KvlabUserError, ValueError):
@@ -117,7 +120,7 @@ def _model_class(config):
 
 
 _MODELS: dict[tuple, object] = {}  # meta models hold no memory; a build is most of a meta run's time
-_FACTS: dict[str, tuple[LayerFacts, ...]] = {}
+_FACTS: dict[str, tuple[LayerFacts, ...] | None] = {}
 
 
 def _meta_model(config, dtype, attention: str | None):
@@ -348,13 +351,54 @@ def _fit_other(one: int, two: int) -> Growth:
 
 def layer_facts(config) -> tuple[LayerFacts, ...]:
     """Each cache layer's facts, in update order (an encoder-decoder's cross layers interleaved, kind "cross"),
-    fitted from three tiny meta runs of the model's own caches (`_measure`)."""
+    fitted from three tiny meta runs of the model's own caches (`_measure`), once per config and installed
+    transformers and torch: kept in memory and under kvlab's home (`_remembered`), so a second `kvlab run` of the
+    same model skips the half second the meta forwards take."""
     key = _config_key(config)
     if key not in _FACTS:
+        _FACTS[key] = _remembered(key)
+    if _FACTS[key] is None:
         run = _Run(config)
         # bfloat16 first: a state a model keeps in float32 whatever its dtype then shows as such
         _FACTS[key] = run.attempt("bfloat16", lambda: _measure(run))
+        _remember(key, _FACTS[key])
     return _FACTS[key]
+
+
+def _memo_path(key: str) -> Path:
+    """Where the facts of one config are kept: named by the config and every version that decides them."""
+    import torch
+
+    versions = f"{MEMO_SCHEMA}|{_compat.TRANSFORMERS_VERSION}|{torch.__version__}|"
+    digest = hashlib.sha256((versions + key).encode()).hexdigest()[:32]
+    return memo_dir() / f"{digest}.json"
+
+
+def memo_dir() -> Path:
+    """The directory of remembered measurements (the suite points it at a temporary directory)."""
+    return kvlab_home(create=False) / "layer-facts"
+
+
+def _remembered(key: str) -> tuple[LayerFacts, ...] | None:
+    """The facts measured for this config before, or None (none kept, or a file that does not parse: measured
+    again and rewritten; a file is only a memo of a measurement, never an input)."""
+    try:
+        data = json.loads(_memo_path(key).read_text())
+        if data.get("config") != key:  # a digest collision or another file under that name
+            return None
+        return tuple(LayerFacts.from_json(f) for f in data["facts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _remember(key: str, facts: tuple[LayerFacts, ...]) -> None:
+    """Keep the facts (atomically); a home that cannot be written only costs the next run the measurement."""
+    path = _memo_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps({"config": key, "facts": [f.to_json() for f in facts]}))
+    except (OSError, KvlabUserError):
+        pass
 
 
 def _measure(run: _Run) -> tuple[LayerFacts, ...]:

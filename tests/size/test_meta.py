@@ -18,6 +18,7 @@ import transformers
 
 from kvlab.recording.storage import held_tensors, storage_bytes
 from kvlab.size import architecture, cache_size, from_config, from_config_file
+from kvlab.size.layers import LayerFacts
 from kvlab.size.meta import MetaRunError, layer_facts, meta_cache_bytes, shipped_facts
 
 TINY = {"num_hidden_layers": 4, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4}
@@ -224,3 +225,22 @@ def test_kvlab_size_of_a_flagship_config_file_matches_the_meta_method(name, tmp_
     meta = meta_cache_bytes(arch.config, 300, prefill=298, dtype="bfloat16")
     assert (size.bytes, size.peak_bytes) == (meta.bytes, meta.peak_bytes)
     assert size.bytes == cache_size(architecture(name), "dynamic", 300, prefill=298, dtype="bfloat16").bytes
+
+
+def test_a_measurement_is_remembered_and_a_damaged_memo_is_measured_again(monkeypatch, tmp_path):
+    from kvlab.size import meta
+
+    monkeypatch.setattr(meta, "memo_dir", lambda: tmp_path)
+    monkeypatch.setattr(meta, "_FACTS", {})
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, num_attention_heads=4)
+    measured = layer_facts(config)
+    (memo,) = tmp_path.glob("*.json")
+    monkeypatch.setattr(meta, "_FACTS", {})
+    monkeypatch.setattr(meta, "_measure", lambda run: pytest.fail("measured again"))
+    assert layer_facts(config) == measured  # read back, not measured
+    memo.write_text('{"config": "trunc')
+    monkeypatch.undo()
+    monkeypatch.setattr(meta, "memo_dir", lambda: tmp_path)
+    monkeypatch.setattr(meta, "_FACTS", {})
+    assert layer_facts(config) == measured  # measured again and rewritten
+    assert tuple(LayerFacts.from_json(f) for f in json.loads(memo.read_text())["facts"]) == measured
