@@ -21,7 +21,8 @@ buffers the attention writes directly) may change outside the cache methods kvla
 again at the end of every forward (an update event of op "forward" where something changed): the trace ends with
 what the cache holds. A model that keeps no transformers `Cache` (its own past tuples or state, as GPT-1, MPT or RWKV
 do, or `use_cache=False`) leaves no trace: the block says so in one logged line naming the model type (a warning,
-or only an info line when every forward asked for `use_cache=False`: the user knows already), and
+or only an info line when every forward ran with `use_cache=False` though the model caches by default: the caller
+asked for it), and
 `watch.meta["no_cache"]` is True (so is the `meta` of a trace of a cache the model was handed and never used;
 with no cache at all, `watch.trace` raises `NoCacheSeenError` with the same line).
 
@@ -175,8 +176,9 @@ class Watch:
             self.meta["model_type"] = _model_type(self.model)
             for trace in self.traces:  # caches handed to the model and never used
                 trace.meta.update(no_cache=True, model_type=self.meta["model_type"])
-            # asked for in every forward (`use_cache=False`): said at info level, the user knows already
-            asked = self._uncached == self._forwards
+            # every forward ran with use_cache=False though the model caches by default: the caller asked for it
+            # (said at info level, they know already); a model whose own default is no cache (MPT) is warned about
+            asked = self._uncached == self._forwards and _caches_by_default(self.model)
             (log.info if asked else log.warning)("%s", self._no_cache_line())
 
     def _no_cache_line(self) -> str:
@@ -221,6 +223,12 @@ class Watch:
     def __repr__(self) -> str:
         state = "watching" if self._handles else "closed"
         return f"Watch({type(self.model).__name__}, {len(self.traces)} caches seen, {state})"
+
+
+def _caches_by_default(model) -> bool:
+    """The model's config and generation config both leave `use_cache` on (transformers' default)."""
+    configs = (model.config, getattr(model, "generation_config", None))
+    return all(getattr(config, "use_cache", True) is not False for config in configs)
 
 
 def _model_type(model) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from kvlab.bench.configs import BenchConfig
+from kvlab.bench.recording_cost import recording_cost, recording_lines
 from kvlab.bench.runner import BenchSettings, generate_once
 from kvlab.measure.text import token_windows
 from kvlab.measure.timing import Timing, compare, median
@@ -33,7 +34,8 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     Returns {"model", "prompt_tokens", "new_tokens", "repeats", "threads", "device", "plain_decode_tokens_per_s",
     "instrumented_decode_tokens_per_s", "watched_decode_tokens_per_s", "time_ratio" (instrumented time / plain
     time), "watched_time_ratio", "instrumented_interval", "watched_interval" ([low, high] of each ratio),
-    "instrumented_verdict", "watched_verdict", "same_tokens"}."""
+    "instrumented_verdict", "watched_verdict", "same_tokens", "recording" (`recording_cost`: what recording adds to
+    a decode step, timed apart from the model)}."""
     settings.check()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -55,6 +57,8 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
     # seconds per decoded token, one per repeat: the times the ratio and its interval are taken from
     per_token = {name: Timing(name, [1 / r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}
     compared = {name: compare(per_token["plain"], per_token[name], warn=False) for name in ROUTES[1:]}
+    # the whole-run ratio's interval is the machine's noise (5-10 % per run here): recording's own share, replayed
+    cost = recording_cost(model, ids, settings.new_tokens, plain_step_s=1 / speed["plain"])
     return {
         "model": settings.model,
         "prompt_tokens": settings.prompt_tokens,
@@ -72,6 +76,7 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
         "instrumented_verdict": compared["instrumented"].verdict(),
         "watched_verdict": compared["watched"].verdict(),
         "same_tokens": all(runs[name][0]["tokens"] == runs["plain"][0]["tokens"] for name in runs),
+        "recording": cost,
     }
 
 
@@ -92,5 +97,6 @@ def overhead_lines(result: dict) -> list[str]:
             f"{name} / plain decode time: {plain / speed:.3f}x (95% interval {low:.3f}-{high:.3f}; {speed:.1f} vs "
             f"{plain:.1f} tok/s, median of {result['repeats']} interleaved repeats): {result[f'{name}_verdict']}"
         )
+    lines.extend(recording_lines(result["recording"]))
     lines.append(f"same tokens: {result['same_tokens']}")
     return lines

@@ -1,0 +1,100 @@
+"""What recording adds to a decode step, timed apart from the model: the figure a whole-`generate` A/B cannot resolve.
+
+On a shared 2-core CPU one greedy run of 32 tokens varies by 5-10 % from repeat to repeat, so an end-to-end ratio of
+plain and watched `generate` has an interval near +-10 %: it can say "no difference beyond noise", not "under 1 %".
+kvlab's cost is all in the cache calls it wraps (each `update`) and, inside `kvlab.watch`, the two forward hooks. This
+replays exactly those calls of one run — the prefill's keys and values, then one token per layer per decode step,
+the model's own shapes — into transformers' `DynamicCache`, kvlab's instrumented twin, and a `DynamicCache` that a
+watch adopted (its hooks called around each step, as the model calls them), many times interleaved. Each replay
+takes milliseconds, so dozens of repeats give a tight interval on the extra seconds per decoded token; divided by
+the plain decode step's time it is the share of a step that recording costs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from kvlab import _compat
+from kvlab.caches.factory import make_cache
+from kvlab.measure.timing import Stopwatch, Timing, compare, interleaved
+from kvlab.watcher import watch
+
+ROUTES = ("plain", "instrumented", "watched")
+
+
+def cache_calls(model, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's prefill keys and values of `ids` as the model computes them (one forward into a plain cache),
+    and the one-token slices each decode step writes (the last prompt token's, repeated: shapes are what count)."""
+    cache = _compat.DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(ids, past_key_values=cache, use_cache=True)
+    # keys, values: (batch, kv_heads, prompt, head_dim) per layer
+    return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+
+def _replay(cache, prefill: list, new_tokens: int, hooks=None) -> float:
+    """Seconds of the decode steps' updates (and hooks) into `cache`, after its untimed prefill."""
+    for idx, (keys, values) in enumerate(prefill):
+        cache.update(keys, values, idx)
+    steps = [(keys[..., -1:, :], values[..., -1:, :]) for keys, values in prefill]  # (batch, kv_heads, 1, head_dim)
+    before, after = hooks or (None, None)
+    with torch.inference_mode(), Stopwatch() as clock:
+        for _ in range(new_tokens):
+            if before:
+                before(cache)
+            for idx, (keys, values) in enumerate(steps):
+                cache.update(keys, values, idx)
+            if after:
+                after(cache)
+    return clock.seconds
+
+
+def recording_cost(model, ids: torch.Tensor, new_tokens: int, plain_step_s: float, repeats: int = 41) -> dict:
+    """The extra seconds per decoded token of the instrumented and the watched route over plain, and that as a
+    share of `plain_step_s` (the plain decode step's time from the same bench), each with the 95 % interval of the
+    replay ratio; `repeats` interleaved replays of `new_tokens` steps after a `ids`-long prefill."""
+    prefill = cache_calls(model, ids)
+    seconds: dict[str, list[float]] = {route: [] for route in ROUTES}
+    with watch(model) as watching:
+        hooks = (
+            lambda cache: watching._before_forward(model, (), {"past_key_values": cache}),
+            lambda cache: watching._after_forward(
+                model, (), {"past_key_values": cache}, SimpleNamespace(past_key_values=cache)
+            ),
+        )
+        build = {
+            "plain": lambda: (_compat.DynamicCache(config=model.config), None),
+            "instrumented": lambda: (make_cache("dynamic", model.config), None),
+            "watched": lambda: (_compat.DynamicCache(config=model.config), hooks),
+        }
+        for route in ROUTES:  # warm-up, not counted
+            cache, route_hooks = build[route]()
+            _replay(cache, prefill, new_tokens, route_hooks)
+        for _, route in interleaved(list(ROUTES), repeats):
+            cache, route_hooks = build[route]()
+            seconds[route].append(_replay(cache, prefill, new_tokens, route_hooks))
+    timings = {route: Timing(route, times) for route, times in seconds.items()}
+    plain = timings["plain"].median
+    out = {"replays": repeats, "plain_replay_s": plain}
+    for route in ROUTES[1:]:
+        compared = compare(timings["plain"], timings[route], warn=False)
+        per_token = [(r - 1) * plain / new_tokens for r in (compared.ratio, compared.low, compared.high)]
+        out[f"{route}_extra_ms_per_token"] = per_token[0] * 1e3
+        out[f"{route}_share"] = per_token[0] / plain_step_s
+        out[f"{route}_share_interval"] = [per_token[1] / plain_step_s, per_token[2] / plain_step_s]
+    return out
+
+
+def recording_lines(cost: dict) -> list[str]:
+    """One line per route: the extra time per token and its share of a plain decode step, with the interval."""
+    lines = []
+    for route in ROUTES[1:]:
+        low, high = cost[f"{route}_share_interval"]
+        lines.append(
+            f"{route}: recording adds {cost[f'{route}_extra_ms_per_token']:.3f} ms per decoded token = "
+            f"{cost[f'{route}_share']:.2%} of a plain decode step (95% interval {low:.2%} to {high:.2%}; the "
+            f"run's cache calls replayed {cost['replays']} times, interleaved)"
+        )
+    return lines
