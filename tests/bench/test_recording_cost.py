@@ -1,7 +1,6 @@
 """`recording_cost`: the run's cache calls replayed into plain, instrumented and watched caches (tiny-llama)."""
 
 import pytest
-import torch
 
 from kvlab.bench.recording_cost import cache_calls, recording_cost, recording_lines
 
