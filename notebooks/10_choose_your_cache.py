@@ -27,7 +27,7 @@
 # (notebook 02 compiles for real); the forward-input signatures over the decoding steps stand beside that cell
 # as evidence. The second half sizes big models' caches from the architecture facts of their public configs
 # (shipped in `kvlab/data/architectures.json`), with the rules that match the live caches of section 2 to the byte
-# (section 4 says exactly which runs that covers).
+# (section 5 says exactly which runs that covers).
 #
 # Gemma 3 270M (sliding window 512) and SmolLM2-135M-Instruct, greedy, CPU.
 
@@ -49,10 +49,13 @@ from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
                                        time_decoding, with_speed, word)
 from kvlab.measure.published import GUIDE
+from kvlab.models.tiny import tiny_model
+from kvlab.plots.beside_live import plot_beside_live
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
 from kvlab.predictions import score
 from kvlab.size import architecture, cache_size, position_notes
+from kvlab.size.beside_live import beside_live
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
@@ -369,7 +372,127 @@ plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.it
 # sliding layers back to their window. That transient, not the steady state, is what has to fit.
 
 # %% [markdown]
-# ## 4. Is the calculator right? Checked against the live caches above
+# ## 4. Any architecture: transformers sizes it on the meta device
+#
+# Section 3's rule, 2 (keys and values) × KV heads × head_dim × layers × dtype bytes per token, is the rule of
+# the models the guide was written for. Two kinds of flagship model break it, and the guide never says so:
+#
+# - **Multi-head latent attention** (DeepSeek-V3): each layer caches one compressed latent (`kv_lora_rank` 512)
+#   and one rope key (64) per token, shared by all 128 attention heads, instead of keys and values per head.
+# - **Hybrids** (Qwen3-Next-80B-A3B): 36 of its 48 layers are linear attention, whose cache is a state of fixed
+#   size (a short convolution window and a recurrent matrix per head), the same at any context length.
+#
+# kvlab writes no rule per architecture. `kvlab.size.meta` builds the model from its public config on PyTorch's
+# meta device (tensors with a shape and a dtype, no weights and no memory), runs meta tokens through transformers'
+# own `DynamicCache`, and counts what each layer keeps. For the known names the counts are stored, so
+# `architecture(...)` and `cache_size(...)` answer at once.
+#
+# **Predict first.** Llama-3.1-70B (bfloat16) caches 80 layers × 2 × 8 KV heads × 128 × 2 bytes per token. How
+# many bytes per token does DeepSeek-V3 cache in bfloat16, over its 61 layers?
+
+# %%
+guess_deepseek = None  # bytes per token, DeepSeek-V3 in bfloat16: your guess
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_token = {}
+for name in ["llama-3.1-70b", "deepseek-v3"]:
+    arch = architecture(name)
+    one_token = cache_size(arch, "dynamic", 1, dtype="bfloat16")  # a 1-token prompt: what one token costs
+    at_32k = cache_size(arch, "dynamic", 32768, prefill=32767, dtype="bfloat16")
+    per_token[name] = one_token.bytes
+    print(f"{name:<14} {len(arch.layer_kinds)} layers, {arch.attention_heads:>3} attention heads: "
+          f"{number(one_token.bytes):>7} B per token, {number(at_32k.bytes / 2**30, 2):>5} GiB at 32k tokens")
+print(f"Llama-3.1-70B keeps {number(per_token['llama-3.1-70b'] / per_token['deepseek-v3'], 2)} times "
+      "DeepSeek-V3's bytes per token")
+print(score(guess_deepseek, per_token["deepseek-v3"], unit=" B", kind="amount"))
+
+# %% [markdown]
+# The hybrid, per layer kind, after a prompt of 4k and of 32k tokens (the same prompt-then-one-step run as
+# section 3's table):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+qwen3_next = architecture("qwen3-next-80b-a3b")
+hybrid = {tokens: cache_size(qwen3_next, "dynamic", tokens, prefill=tokens - 1, dtype=qwen3_next.dtype)
+          for tokens in (4096, 32768)}  # fmt: skip
+print(f"qwen3-next-80b-a3b, {qwen3_next.dtype}: {'4k tokens':>12} {'32k tokens':>12} {'growth':>7}")
+for kind, layers in qwen3_next.counts().items():
+    four, thirty_two = hybrid[4096].by_layer_kind[kind], hybrid[32768].by_layer_kind[kind]
+    print(f"  {layers} {kind:<6} layers: {number(four / 2**20, 2):>8} MiB {number(thirty_two / 2**20, 2):>8} MiB "
+          f"{number(thirty_two / four, 2):>6}x")
+four, thirty_two = hybrid[4096].bytes, hybrid[32768].bytes
+print(f"  {'whole cache':<16}: {number(four / 2**20, 2):>8} MiB {number(thirty_two / 2**20, 2):>8} MiB "
+      f"{number(thirty_two / four, 2):>6}x")
+
+# %% [markdown]
+# DeepSeek-V3 keeps 70,272 B per token: 61 layers × (512 latent + 64 rope key) × 2 bytes, the same 576 numbers
+# per token and layer whichever of the 128 heads reads them. Llama-3.1-70B keeps 327,680 B, 4.66 times as much,
+# so at 32k tokens DeepSeek-V3's cache is 2.14 GiB where Llama-3.1-70B's is 10.00 GiB. In Qwen3-Next the 36 linear
+# layers hold 74.25 MiB at 4k tokens and the same 74.25 MiB at 32k: only the 12 full layers grow with the context
+# (8.00x for 8 times the tokens), so the whole cache grows 4.95x. The state is 74.25 of the 170.25 MiB at 4k
+# tokens, and 74.25 of the 842.25 MiB at 32k: the longer the context, the more the full layers dominate.
+
+# %% [markdown]
+# ### Try it: the meta device beside a live tiny model
+#
+# Does the meta run hold what a real run holds? Pick a model type: kvlab builds a tiny random-weight model of it
+# (`kvlab.models.tiny`: transformers' default config of that type, shrunk to width 64 and the fewest layers that
+# keep one layer of each kind), and generates 4 greedy tokens after a 12-token prompt with the default
+# `DynamicCache`, inside `kvlab.watch`. Beside it, `kvlab.size.meta` sizes the same tiny config on the meta device
+# for the same tokens. Per layer kind: the meta bar, the live bar (hatched), and `exact` above the pair when the
+# two agree to the byte. The table first prints every type of the menu.
+
+# %%
+MODEL_TYPES = ["qwen3_next", "deepseek_v3", "llama", "gemma3_text", "gpt_oss", "llama4_text", "gpt_bigcode",
+               "mamba", "jamba", "zamba"]  # fmt: skip
+tiny_prompt = torch.arange(3, 15).unsqueeze(0)  # (1, 12) token ids, below every tiny vocabulary's special ids
+NEW_TOKENS = 4
+
+
+def tiny_beside_meta(model_type):
+    """A tiny model of `model_type` generates greedily inside `kvlab.watch`; its cache per layer kind is set beside
+    the meta device's count for the same config and tokens (rows: kind, layers, meta_bytes, live_bytes, exact)."""
+    tiny = tiny_model(model_type, seed=0)
+    with kvlab.watch(tiny) as tiny_watch:
+        out = tiny.generate(tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
+                            max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)  # (1, 12 + 4); a DynamicCache
+    return beside_live(tiny.config, tiny_watch.trace, prompt_tokens=tiny_prompt.shape[-1],
+                       sequence_tokens=out.shape[-1], dtype=tiny.dtype)  # fmt: skip
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+held = tiny_prompt.shape[-1] + NEW_TOKENS - 1  # generate feeds back every new token but the last
+print(f"{held} tokens in each cache, float32; bytes per layer kind")
+print(f"{'model type':<12} {'kind':<8} {'layers':>7} {'meta':>9} {'live':>9}  exact")
+every_type = {model_type: tiny_beside_meta(model_type) for model_type in MODEL_TYPES}
+for model_type, kind_rows in every_type.items():
+    for row in kind_rows:
+        print(f"{model_type:<12} {row.kind:<8} {row.layers:>7} {number(row.meta_bytes):>9} "
+              f"{number(row.live_bytes):>9}  {row.exact}")
+exact_types = sum(all(row.exact for row in kind_rows) for kind_rows in every_type.values())
+print(f"exact in every layer kind: {exact_types} of {len(MODEL_TYPES)} model types")
+
+# %%
+def meta_beside_live(model_type):
+    return plot_beside_live(tiny_beside_meta(model_type),
+                            title=f"{model_type}, tiny: 12-token prompt + {NEW_TOKENS} new tokens, float32")
+
+
+live(meta_beside_live,
+     model_type=widgets.Dropdown(options=MODEL_TYPES, value="qwen3_next", description="model type"))
+
+# %% [markdown]
+# All 10 model types of the menu print `True` in every layer kind: what transformers' cache held on the meta
+# device is, to the byte, what the live tiny model's cache held. The tiny Qwen3-Next shows the hybrid's split in
+# miniature: after 15 tokens its 3 linear layers hold 18,432 B of state, its one full layer 3,840 B of keys and
+# values; the tiny DeepSeek-V3's 2 layers hold 4,800 B of latents and rope keys. What is checked here is the
+# method, on tiny float32 configs; the flagship numbers above are the same method on full-size public configs
+# (meta tensors only, no weights), so they are computed, not measured.
+
+# %% [markdown]
+# ## 5. Is the calculator right? Checked against the live caches above
 #
 # **Predict first.** The calculator never runs a model. For the runs of section 2 (Gemma 3 past its window,
 # SmolLM2 with three cache kinds), will every calculated size, at the end and at the peak, equal the bytes kvlab
@@ -418,6 +541,10 @@ print(score(guess, all(exact), kind="choice"))
 #   offloaded dynamic run here); it only saves memory where there is an accelerator.
 # - Before choosing, size it: 2 (keys and values) × KV heads × head_dim × layers × dtype bytes × tokens, minus
 #   what sliding windows drop, plus the prefill transient, and check the tokens against the model's context.
-#   `kvlab.size` does this; section 4 shows it exact on the runs above.
+#   `kvlab.size` does this; section 5 shows it exact on the runs above.
+# - Before trusting that formula, ask what the model caches: DeepSeek-V3's latent attention keeps 70,272 B per
+#   token in bfloat16 where Llama-3.1-70B keeps 327,680 B, and a hybrid's linear layers keep a state that does not
+#   grow with the context. `kvlab.size` counts transformers' own caches on the meta device for any model type
+#   (section 4), byte for byte what live tiny models of the menu's 10 types held.
 #
 # **Back to the start:** [00 · Start here](00_start_here.ipynb), or open the Cache Explorer with `kvlab explore`.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.metadata
 import os
 import sys
 import threading
@@ -104,9 +105,9 @@ def _own_build_tools():
     and compile from scratch, about a minute: a process started without the venv on PATH rebuilt what `make
     extensions` had built. With the environment's own tools first, every process of that environment finds the same
     ninja, whatever the caller's PATH, so the build happens once per machine and torch."""
-    tools = str(Path(sys.executable).parent)
+    tools = _environment_ninja_dir()
     path = os.environ.get("PATH", "")
-    if not (Path(tools) / "ninja").is_file() or path.split(os.pathsep)[0] == tools:
+    if tools is None or path.split(os.pathsep)[0] == tools:
         yield
         return
     os.environ["PATH"] = tools + os.pathsep + path
@@ -114,6 +115,25 @@ def _own_build_tools():
         yield
     finally:
         os.environ["PATH"] = path
+
+
+def _environment_ninja_dir() -> str | None:
+    """The directory of the ninja this interpreter's environment installed (optimum-quanto requires the `ninja`
+    package): beside the interpreter, or where that package's files say (a venv layered over another, as
+    .ci/oldest-transformers builds, has no ninja of its own). None when there is none."""
+    beside = Path(sys.executable).parent
+    if (beside / "ninja").is_file():
+        return str(beside)
+    try:
+        files = importlib.metadata.distribution("ninja").files or ()
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name == "ninja" and file.parent.name == "bin":
+            located = Path(str(file.locate())).resolve()
+            if located.is_file():
+                return str(located.parent)
+    return None
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@
 # medida aqui (o notebook 02 compila de verdade); as assinaturas das entradas do forward ao longo dos passos de
 # decodificação ficam ao lado dessa célula como evidência. A segunda metade dimensiona os caches de modelos grandes a
 # partir dos dados de arquitetura das suas configs públicas (incluídos em `kvlab/data/architectures.json`), com as
-# regras que batem, byte a byte, com os caches reais da seção 2 (a seção 4 diz exatamente quais execuções isso
+# regras que batem, byte a byte, com os caches reais da seção 2 (a seção 5 diz exatamente quais execuções isso
 # cobre).
 #
 # Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação greedy, CPU.
@@ -58,10 +58,13 @@ from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
                                        time_decoding, with_speed, word)
 from kvlab.measure.published import GUIDE
+from kvlab.models.tiny import tiny_model
+from kvlab.plots.beside_live import plot_beside_live
 from kvlab.plots.cache_choice import plot_cache_choice
 from kvlab.plots.kv_bytes import plot_bytes
 from kvlab.predictions import score
 from kvlab.size import architecture, cache_size, position_notes
+from kvlab.size.beside_live import beside_live
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()
@@ -390,7 +393,132 @@ plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.it
 # regime estável, que precisa caber na memória.
 
 # %% [markdown]
-# ## 4. A calculadora está certa? Conferida com os caches reais acima
+# ## 4. Qualquer arquitetura: o transformers a dimensiona no dispositivo meta
+#
+# A regra da seção 3, 2 (chaves e valores) × cabeças KV × head_dim × camadas × bytes do dtype por token, é a regra
+# dos modelos para os quais o guia foi escrito. Dois tipos de modelo de ponta a quebram, e o guia nunca diz isso:
+#
+# - **Atenção latente multicabeça** (*multi-head latent attention*, MLA; DeepSeek-V3): cada camada guarda no cache
+#   um latente comprimido (`kv_lora_rank` 512) e uma chave rope (64) por token, compartilhados pelas 128 cabeças de
+#   atenção, em vez de chaves e valores por cabeça.
+# - **Híbridos** (Qwen3-Next-80B-A3B): 36 das suas 48 camadas são de atenção linear, cujo cache é um estado de
+#   tamanho fixo (uma janela curta de convolução e uma matriz recorrente por cabeça), o mesmo em qualquer
+#   comprimento de contexto.
+#
+# O kvlab não escreve uma regra por arquitetura. O `kvlab.size.meta` constrói o modelo a partir da sua config
+# pública no dispositivo meta do PyTorch (tensores com formato e dtype, sem pesos e sem memória), passa tokens meta
+# pelo próprio `DynamicCache` do transformers e conta o que cada camada guarda. Para os nomes conhecidos as contagens
+# ficam guardadas, então `architecture(...)` e `cache_size(...)` respondem na hora.
+#
+# **Preveja primeiro.** O Llama-3.1-70B (bfloat16) guarda no cache 80 camadas × 2 × 8 cabeças KV × 128 × 2 bytes
+# por token. Quantos bytes por token o DeepSeek-V3 guarda em bfloat16, nas suas 61 camadas?
+
+# %%
+guess_deepseek = None  # bytes per token, DeepSeek-V3 in bfloat16: your guess
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_token = {}
+for name in ["llama-3.1-70b", "deepseek-v3"]:
+    arch = architecture(name)
+    one_token = cache_size(arch, "dynamic", 1, dtype="bfloat16")  # a 1-token prompt: what one token costs
+    at_32k = cache_size(arch, "dynamic", 32768, prefill=32767, dtype="bfloat16")
+    per_token[name] = one_token.bytes
+    print(f"{name:<14} {len(arch.layer_kinds)} camadas, {arch.attention_heads:>3} cabeças de atenção: "
+          f"{number(one_token.bytes):>7} B por token, {number(at_32k.bytes / 2**30, 2):>5} GiB com 32k tokens")
+print(f"o Llama-3.1-70B guarda {number(per_token['llama-3.1-70b'] / per_token['deepseek-v3'], 2)} "
+      "vezes os bytes por token do DeepSeek-V3")
+print(score(guess_deepseek, per_token["deepseek-v3"], unit=" B", kind="amount"))
+
+# %% [markdown]
+# O híbrido, por tipo de camada, depois de um prompt de 4k e de 32k tokens (a mesma execução de prompt e um passo
+# da tabela da seção 3):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+qwen3_next = architecture("qwen3-next-80b-a3b")
+hybrid = {tokens: cache_size(qwen3_next, "dynamic", tokens, prefill=tokens - 1, dtype=qwen3_next.dtype)
+          for tokens in (4096, 32768)}  # fmt: skip
+print(f"qwen3-next-80b-a3b, {qwen3_next.dtype}: {'4k tokens':>12} {'32k tokens':>12} {'cresce':>7}")
+for kind, layers in qwen3_next.counts().items():
+    four, thirty_two = hybrid[4096].by_layer_kind[kind], hybrid[32768].by_layer_kind[kind]
+    print(f"  {layers} camadas {kind:<6}: {number(four / 2**20, 2):>8} MiB "
+          f"{number(thirty_two / 2**20, 2):>8} MiB {number(thirty_two / four, 2):>6}x")
+four, thirty_two = hybrid[4096].bytes, hybrid[32768].bytes
+print(f"  {'cache inteiro':<16}: {number(four / 2**20, 2):>8} MiB "
+      f"{number(thirty_two / 2**20, 2):>8} MiB {number(thirty_two / four, 2):>6}x")
+
+# %% [markdown]
+# O DeepSeek-V3 guarda 70.272 B por token: 61 camadas × (512 do latente + 64 da chave rope) × 2 bytes, os mesmos
+# 576 números por token e camada, seja qual for a das 128 cabeças que os lê. O Llama-3.1-70B guarda 327.680 B, 4,66
+# vezes mais, então com 32k tokens o cache do DeepSeek-V3 tem 2,14 GiB e o do Llama-3.1-70B, 10,00 GiB. No
+# Qwen3-Next, as 36 camadas lineares guardam 74,25 MiB com 4k tokens e os mesmos 74,25 MiB com 32k: só as 12
+# camadas completas crescem com o contexto (8,00x para 8 vezes os tokens), então o cache inteiro cresce 4,95x. O
+# estado é 74,25 dos 170,25 MiB com 4k tokens, e 74,25 dos 842,25 MiB com 32k: quanto mais longo o contexto, mais
+# as camadas completas dominam.
+
+# %% [markdown]
+# ### Experimente: o dispositivo meta ao lado de um modelo minúsculo real
+#
+# A execução meta guarda o que uma execução real guarda? Escolha um tipo de modelo: o kvlab constrói um modelo
+# minúsculo desse tipo com pesos aleatórios (`kvlab.models.tiny`: a config padrão do transformers para esse tipo,
+# reduzida à largura 64 e ao menor número de camadas que mantém uma camada de cada tipo) e gera 4 tokens greedy
+# depois de um prompt de 12 tokens com o `DynamicCache` padrão, dentro do `kvlab.watch`. Ao lado, o
+# `kvlab.size.meta` dimensiona a mesma config minúscula no dispositivo meta para os mesmos tokens. Por tipo de
+# camada: a barra meta, a barra real (hachurada) e `exato` acima do par quando os dois batem byte a byte. Antes, a
+# tabela mostra todos os tipos do menu.
+
+# %%
+MODEL_TYPES = ["qwen3_next", "deepseek_v3", "llama", "gemma3_text", "gpt_oss", "llama4_text", "gpt_bigcode",
+               "mamba", "jamba", "zamba"]  # fmt: skip
+tiny_prompt = torch.arange(3, 15).unsqueeze(0)  # (1, 12) token ids, below every tiny vocabulary's special ids
+NEW_TOKENS = 4
+
+
+def tiny_beside_meta(model_type):
+    """A tiny model of `model_type` generates greedily inside `kvlab.watch`; its cache per layer kind is set beside
+    the meta device's count for the same config and tokens (rows: kind, layers, meta_bytes, live_bytes, exact)."""
+    tiny = tiny_model(model_type, seed=0)
+    with kvlab.watch(tiny) as tiny_watch:
+        out = tiny.generate(tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
+                            max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)  # (1, 12 + 4); a DynamicCache
+    return beside_live(tiny.config, tiny_watch.trace, prompt_tokens=tiny_prompt.shape[-1],
+                       sequence_tokens=out.shape[-1], dtype=tiny.dtype)  # fmt: skip
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+held = tiny_prompt.shape[-1] + NEW_TOKENS - 1  # generate feeds back every new token but the last
+print(f"{held} tokens em cada cache, float32; bytes por tipo de camada")
+print(f"{'modelo':<12} {'tipo':<8} {'camadas':>7} {'meta':>9} {'real':>9}  exato")
+every_type = {model_type: tiny_beside_meta(model_type) for model_type in MODEL_TYPES}
+for model_type, kind_rows in every_type.items():
+    for row in kind_rows:
+        print(f"{model_type:<12} {row.kind:<8} {row.layers:>7} {number(row.meta_bytes):>9} "
+              f"{number(row.live_bytes):>9}  {row.exact}")
+exact_types = sum(all(row.exact for row in kind_rows) for kind_rows in every_type.values())
+print(f"exato em todos os tipos de camada: {exact_types} de {len(MODEL_TYPES)} tipos de modelo")
+
+# %%
+def meta_beside_live(model_type):
+    return plot_beside_live(tiny_beside_meta(model_type),
+                            title=f"{model_type}, minúsculo: prompt de 12 tokens + {NEW_TOKENS} tokens novos, float32")
+
+
+live(meta_beside_live,
+     model_type=widgets.Dropdown(options=MODEL_TYPES, value="qwen3_next", description="tipo de modelo"))
+
+# %% [markdown]
+# Os 10 tipos de modelo do menu mostram `True` em todos os tipos de camada: o que o cache do transformers guardou
+# no dispositivo meta é, byte a byte, o que o cache do modelo minúsculo real guardou. O Qwen3-Next minúsculo mostra
+# a divisão do híbrido em miniatura: depois de 15 tokens, as suas 3 camadas lineares guardam 18.432 B de estado, e
+# a sua única camada completa, 3.840 B de chaves e valores; as 2 camadas do DeepSeek-V3 minúsculo guardam 4.800 B
+# de latentes e chaves rope. O que se confere aqui é o método, em configs minúsculas em float32; os números dos
+# modelos de ponta acima são o mesmo método aplicado às configs públicas em tamanho real (só tensores meta, sem
+# pesos), então são calculados, não medidos.
+
+# %% [markdown]
+# ## 5. A calculadora está certa? Conferida com os caches reais acima
 #
 # **Preveja primeiro.** A calculadora nunca executa um modelo. Para as execuções da seção 2 (Gemma 3 além da sua
 # janela, SmolLM2 com três tipos de cache), cada tamanho calculado, no final e no pico, vai ser igual aos bytes que o
@@ -440,7 +568,12 @@ print(score(guess, all(exact), kind="choice"))
 #   registradas na execução dinâmica com descarregamento, aqui); só economiza memória onde há um acelerador.
 # - Antes de escolher, calcule o tamanho: 2 (chaves e valores) × cabeças KV × head_dim × camadas × bytes do dtype ×
 #   tokens, menos o que as janelas deslizantes descartam, mais o pico transitório do pré-preenchimento, e confira os
-#   tokens com o contexto do modelo. `kvlab.size` faz essa conta; a seção 4 mostra que ela é exata nas execuções
+#   tokens com o contexto do modelo. `kvlab.size` faz essa conta; a seção 5 mostra que ela é exata nas execuções
 #   acima.
+# - Antes de confiar nessa fórmula, pergunte o que o modelo guarda: a atenção latente do DeepSeek-V3 guarda
+#   70.272 B por token em bfloat16, enquanto o Llama-3.1-70B guarda 327.680 B, e as camadas lineares de um
+#   híbrido guardam um estado que não cresce com o contexto. `kvlab.size` conta os próprios caches do
+#   transformers no dispositivo meta para qualquer tipo de modelo (seção 4), byte a byte o que modelos
+#   minúsculos reais dos 10 tipos do menu guardaram.
 #
 # **De volta ao início:** [00 · Comece aqui](00_start_here.ipynb), ou abra o Explorador de Cache com `kvlab explore`.
