@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kvlab.bench.recording_cost import recording_lines
 from kvlab.measure.timing import Stopwatch, Timing, compare, interleaved
 
 # What a user without kvlab writes for `kvlab run --model smollm2 --cache dynamic --prompt hi --max-new-tokens 16`:
@@ -37,7 +38,7 @@ with torch.inference_mode():
 print(tokenizer.decode(out[0, ids.shape[-1]:], skip_special_tokens=True))
 """
 KVLAB_RUN = ("run", "--model", "smollm2", "--cache", "dynamic", "--prompt", "hi", "--max-new-tokens", "16")
-OVERHEAD_LENGTHS = ((128, 32, 9), (16, 512, 5))  # (prompt tokens, new tokens, repeats)
+OVERHEAD_LENGTHS = ((128, 32, 9), (16, 512, 3))  # (prompt tokens, new tokens, repeats)
 
 
 def _wall(command: list[str], env: dict) -> float:
@@ -109,6 +110,9 @@ def lines(result: dict) -> list[str]:
                 f"{row[ratio]:.3f}x "
                 f"({low:.3f}-{high:.3f}, {row['repeats']} repeats): {row[f'{name}_verdict']}"
             )
+        out.extend(
+            f"{row['prompt_tokens']} + {row['new_tokens']} tokens, {line}" for line in recording_lines(row["recording"])
+        )
     if "commands" in result:
         versus = result["commands"]["kvlab_run_vs_plain"]
         out.append(

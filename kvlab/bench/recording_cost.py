@@ -29,7 +29,7 @@ def cache_calls(model, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tens
     and the one-token slices each decode step writes (the last prompt token's, repeated: shapes are what count)."""
     cache = _compat.DynamicCache(config=model.config)
     with torch.inference_mode():
-        model(ids, past_key_values=cache, use_cache=True)
+        model(ids, **{_compat.CACHE_KWARG: cache}, use_cache=True)
     # keys, values: (batch, kv_heads, prompt, head_dim) per layer
     return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
 
@@ -58,10 +58,11 @@ def recording_cost(model, ids: torch.Tensor, new_tokens: int, plain_step_s: floa
     prefill = cache_calls(model, ids)
     seconds: dict[str, list[float]] = {route: [] for route in ROUTES}
     with watch(model) as watching:
+        # the hooks' arguments as a forward passes them: the cache under transformers' own keyword and output field
         hooks = (
-            lambda cache: watching._before_forward(model, (), {"past_key_values": cache}),
+            lambda cache: watching._before_forward(model, (), {_compat.CACHE_KWARG: cache}),
             lambda cache: watching._after_forward(
-                model, (), {"past_key_values": cache}, SimpleNamespace(past_key_values=cache)
+                model, (), {_compat.CACHE_KWARG: cache}, SimpleNamespace(**{_compat.OUTPUT_CACHE_FIELDS[0]: cache})
             ),
         )
         build = {
