@@ -46,6 +46,9 @@ META_KINDS = ("dynamic", "static", "offloaded", "offloaded_static")
 # A static cache this long allocates a sliding or chunked layer's whole window (no window in use is longer).
 WINDOW_PROBE_SLOTS = 2**20
 META_FILE = "data/architectures_meta.json"
+# A model whose forward needs a real value on meta (`.item()`, as BART's and BERT's do) is run on the CPU when it has
+# at most this many parameters (a tiny config, a small model: seconds and a few hundred MB); a bigger one is refused.
+CPU_RUN_PARAMETERS = 50_000_000
 MEMO_SCHEMA = 1  # raise when what `_measure` fits changes: every remembered measurement is then taken again
 
 
@@ -107,31 +110,56 @@ class _Scale:
 
 
 # -- building and running on meta ---------------------------------------------------------------------------------
+def _torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _model_class(config):
+def _build(config, **kwargs):
+    """The model of `config`: the auto class for its kind, or, for a sub-config (Emu3's text config, an audio
+    model's decoder) that no auto class maps, the generation class whose own config class it is."""
     import transformers
+    from transformers.models.auto import modeling_auto
 
     if getattr(config, "is_encoder_decoder", False):
-        return transformers.AutoModelForSeq2SeqLM
-    return transformers.AutoModelForCausalLM
+        return transformers.AutoModelForSeq2SeqLM.from_config(config, **kwargs)
+    if type(config) in transformers.AutoModelForCausalLM._model_mapping:
+        return transformers.AutoModelForCausalLM.from_config(config, **kwargs)
+    names = [  # every class an auto mapping names, causal LMs first
+        name
+        for mapping in ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", *sorted(vars(modeling_auto)))
+        if mapping.endswith("_MAPPING_NAMES") and isinstance(getattr(modeling_auto, mapping), dict)
+        for name in getattr(modeling_auto, mapping).values()
+        if isinstance(name, str)
+    ]
+    for name in dict.fromkeys(names):
+        model_class = getattr(transformers, name, None)
+        if getattr(model_class, "config_class", None) is type(config) and model_class.can_generate():
+            return model_class._from_config(config, **kwargs)
+    return transformers.AutoModelForCausalLM.from_config(config, **kwargs)  # transformers' own refusal
 
 
 _MODELS: dict[tuple, object] = {}  # meta models hold no memory; a build is most of a meta run's time
 _FACTS: dict[str, tuple[LayerFacts, ...] | None] = {}
 
 
-def _meta_model(config, dtype, attention: str | None):
-    """The model of `config` built on the meta device (no weights, no memory), memoised by the config's content."""
+def _meta_model(config, dtype, attention: str | None, device: str = "meta"):
+    """The model of `config` built on `device`, memoised by the config's content: on the meta device (no weights, no
+    memory), or for a small model whose forward reads a value (`.item()`) on the CPU, seeded (`_Run.attempt`)."""
     import torch
 
-    key = (_config_key(config), dtype, attention)
+    key = (_config_key(config), dtype, attention, device)
     if key not in _MODELS:
         kwargs = {"dtype": dtype, **({"attn_implementation": attention} if attention else {})}
-        with torch.device("meta"):
-            model = _model_class(config).from_config(config, **kwargs)
+        if device != "meta":
+            torch.manual_seed(0)
+        with torch.device(device):
+            model = _build(config, **kwargs)
         if len(_MODELS) >= 8:
             _MODELS.pop(next(iter(_MODELS)))
         _MODELS[key] = model.eval()
@@ -163,18 +191,34 @@ class _Run:
         errors = []
         for run_dtype, attention in dict.fromkeys(attempts):
             try:
-                self.model = _meta_model(self.config, run_dtype, attention)
-                self.run_dtype = run_dtype
-                return work()
+                return self._work_on("meta", run_dtype, attention, work)
             except MetaRunError:
                 raise
             except Exception as err:  # transformers' own error is what the user needs to read
                 errors.append(f"{type(err).__name__}: {err}")
         first = errors[0].splitlines()[0][:300]
+        if self._small():  # a forward that reads a value (BART's `.item()`): the same classes, run for real
+            try:
+                return self._work_on("cpu", torch.float32, None, work)
+            except Exception as err:
+                errors.append(f"{type(err).__name__}: {err}")
         raise MetaRunError(
             f"transformers {_compat.TRANSFORMERS_VERSION} cannot run model_type {self.config.model_type!r} on the "
             f"meta device ({first}), so kvlab cannot size its cache"
         )
+
+    def _work_on(self, device: str, run_dtype, attention: str | None, work):
+        self.model = _meta_model(self.config, run_dtype, attention, device)
+        self.run_dtype, self.device = run_dtype, device
+        return work()
+
+    def _small(self) -> bool:
+        """At most CPU_RUN_PARAMETERS parameters (counted on meta): cheap to build and run on the CPU."""
+        try:
+            model = _meta_model(self.config, _torch_dtype("bfloat16"), None)
+        except Exception:
+            return False
+        return sum(p.numel() for p in model.parameters()) <= CPU_RUN_PARAMETERS
 
     def _cache(self, cache_kind: str, max_cache_len: int | None, source_tokens: int):
         """The cache `generate` would build (offloading moves bytes, it does not change them: sized in place)."""
@@ -225,22 +269,19 @@ class _Run:
             for index, (layer, _kind) in enumerate(layers):
                 _watch_updates(layer, index, held, totals, scale)
         kwarg = _compat.cache_kwarg(self.model)
-        with torch.device("meta"), torch.no_grad():
+        with torch.device(self.device), torch.no_grad():
             encoder = None
+            if self.encoder_decoder:  # as `generate` does: the encoder once, its own output object to every step
+                source = torch.zeros(batch, source_tokens, dtype=torch.long)  # (B, S)
+                encoder = self.model.get_encoder()(input_ids=source)
             for step in range(steps + 1):
-                ids = torch.zeros(batch, prefill if step == 0 else 1, dtype=torch.long)  # (B, T) meta ids
+                ids = torch.zeros(batch, prefill if step == 0 else 1, dtype=torch.long)  # (B, T) ids
                 inputs = {kwarg: cache, "use_cache": True}
                 if self.encoder_decoder:
-                    inputs["decoder_input_ids"] = ids
-                    if encoder is None:
-                        inputs["input_ids"] = torch.zeros(batch, source_tokens, dtype=torch.long)  # (B, S)
-                    else:
-                        inputs["encoder_outputs"] = encoder
+                    inputs.update(decoder_input_ids=ids, encoder_outputs=encoder)
                 else:
                     inputs["input_ids"] = ids
-                out = self.model(**inputs)
-                if self.encoder_decoder and encoder is None:
-                    encoder = (out.encoder_last_hidden_state,)
+                self.model(**inputs)
                 if scale is not None:
                     forwards.append(([scale.layer_bytes(layer) for layer, _kind in layers], len(totals)))
         return layers, totals, forwards
@@ -401,6 +442,13 @@ def _remember(key: str, facts: tuple[LayerFacts, ...]) -> None:
         pass
 
 
+def _cpu_probe_slots(config) -> int:
+    """A static cache longer than any window the config names: on the CPU its slots are real memory."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    windows = [getattr(text, name, None) for name in ("sliding_window", "attention_chunk_size", "chunk_size")]
+    return 1 + max([w for w in windows if isinstance(w, int)] + [64])
+
+
 def _measure(run: _Run) -> tuple[LayerFacts, ...]:
     """Three forwards: a DynamicCache after 1 token of 1 sequence and 2 tokens of 2 sequences (what grows per token
     and per sequence), and a StaticCache of 2**20 slots for 2 sequences (what a sliding or chunked layer allocates:
@@ -411,11 +459,12 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
         return [(type(layer).__name__, kind, layer, *_split(layer, run.run_dtype)) for layer, kind in layers]
 
     one, two = split("dynamic", 1, 1), split("dynamic", 2, 2)
-    probe = split("static", 1, 2, WINDOW_PROBE_SLOTS, 3)
+    probe_slots = WINDOW_PROBE_SLOTS if run.device == "meta" else _cpu_probe_slots(run.config)
+    probe = split("static", 1, 2, probe_slots, 3)
     facts = []
     for (name, kind, layer, elements_one, other_one), two_layer, static in zip(one, two, probe):
         elements, dynamic_other = _fit(elements_one, two_layer[3]), _fit_other(other_one, two_layer[4])
-        slots = WINDOW_PROBE_SLOTS if kind != "cross" else 3
+        slots = probe_slots if kind != "cross" else 3
         window = None
         if elements.per_token:
             allocated, rest = divmod(static[3] // 2 - elements.per_sequence, elements.per_token)
