@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 TEST_THREADS ?= 1
 
-.PHONY: lab test test-extras test-zoo lint install models extensions browser notebooks clean-venv
+.PHONY: lab test test-browser test-pt-br test-all test-extras test-zoo lint install models extensions browser notebooks clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,23 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy kvlab/recording kvlab/caches
 
-test: lint models extensions browser
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
+# The suite: unit and integration tests, the README's blocks and the English notebooks under nbval. The Explorer in
+# Chromium and the Portuguese notebooks (the same code, re-executed with its labels translated) are steps of their
+# own, like the zoo and the extras: CI runs every step (.ci/run), `make test-all` runs them here.
+test: lint models extensions
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile \
+		-m 'not packaging_extras and not zoo and not browser' --ignore=notebooks/pt-BR $(PYTEST_ARGS)
+
+# The Cache Explorer and the notebooks' live controls driven in headless Chromium (Playwright), about 2 minutes.
+test-browser: models extensions browser
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile -m browser tests/browser/ $(PYTEST_ARGS)
+
+# The pt-BR twins under nbval (their outputs, printed in Portuguese), about 4 minutes.
+test-pt-br: models extensions
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -n $(JOBS) --dist loadfile notebooks/pt-BR/ $(PYTEST_ARGS)
+
+# Every step CI runs, in its order.
+test-all: test test-browser test-pt-br test-extras test-zoo
 
 # Each extra on its own (models, explore, lab): the wheel installed with that extra alone into a fresh venv, its entry
 # point run (`kvlab explore` rendered in Chromium). About 2 minutes, so a step of its own (.ci/run runs it).

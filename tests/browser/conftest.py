@@ -3,7 +3,7 @@
 Every server binds 127.0.0.1 with a token and `port_retries=0` on a port picked free just before, runs from a
 temporary directory with temporary Jupyter config/data/runtime directories (Lab autosaves what it runs, so it
 gets a copy of the notebook), and is stopped by its pid in the fixture's teardown. The browser is Debian's
-chromium (`make test` installs it); without it every test here skips and says why.
+chromium (`make test-browser` installs it); without it every test here skips and says why.
 
 Two checks the explorer's tests share: `first_frame` records how long `kvlab explore` took from launch to the
 explorer on the page (a benchmark figure, printed and written to test-artifacts/, never asserted: the machine may be
@@ -45,7 +45,7 @@ def chromium_path() -> str:
     if not Path(CHROMIUM).exists():
         pytest.skip(
             f"BROWSER TESTS SKIPPED: no chromium at {CHROMIUM}. Install Debian's package "
-            "(`bash .ci/install-chromium`, which `make test` runs) to test the Cache Explorer in a browser."
+            "(`bash .ci/install-chromium`, which `make test-browser` runs) to test the Cache Explorer in a browser."
         )
     try:
         import playwright.sync_api  # noqa: F401
