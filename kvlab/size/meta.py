@@ -37,6 +37,7 @@ from typing import NamedTuple
 from kvlab import _compat
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _, number
 from kvlab.names import DTYPE_BYTES
 from kvlab.paths import kvlab_home
 from kvlab.recording.layer_kinds import layer_kinds
@@ -203,8 +204,10 @@ class _Run:
             except Exception as err:
                 errors.append(f"{type(err).__name__}: {err}")
         raise MetaRunError(
-            f"transformers {_compat.TRANSFORMERS_VERSION} cannot run model_type {self.config.model_type!r} on the "
-            f"meta device ({first}), so kvlab cannot size its cache"
+            _(
+                "transformers {version} cannot run model_type {model_type!r} on the meta device ({error}), so kvlab "
+                "cannot size its cache"
+            ).format(version=_compat.TRANSFORMERS_VERSION, model_type=self.config.model_type, error=first)
         )
 
     def _work_on(self, device: str, run_dtype, attention: str | None, work):
@@ -474,9 +477,11 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
             consistent = static[3] == 2 * elements.per_sequence
         if not consistent:
             raise MetaRunError(
-                f"the cache layer {name} of model_type {run.config.model_type!r} grows in a way kvlab's layer facts "
-                f"do not describe ({static[0]} holds {static[3]:,} elements); "
-                "kvlab.size.meta.meta_cache_bytes measures it run by run"
+                _(
+                    "the cache layer {name} of model_type {model_type!r} grows in a way kvlab's layer facts do not "
+                    "describe ({layer} holds {elements} elements); kvlab.size.meta.meta_cache_bytes measures it run by "
+                    "run"
+                ).format(name=name, model_type=run.config.model_type, layer=static[0], elements=number(static[3]))
             )
         keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
         shapes = {}
