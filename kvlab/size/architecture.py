@@ -67,7 +67,7 @@ class Architecture:
             return self.layer_facts
         from kvlab.size.meta import layer_facts
 
-        return layer_facts(self.config)
+        return layer_facts(self.config, self.layer_kinds)
 
     @functools.cached_property
     def config(self):

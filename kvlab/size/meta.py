@@ -178,8 +178,9 @@ def _config_key(config) -> str:
 class _Run:
     """One model on meta and the generations run on it, in the first dtype and attention that work (`attempt`)."""
 
-    def __init__(self, config):
+    def __init__(self, config, kinds=None):
         self.config = config
+        self._kinds_read = list(kinds) if kinds else None  # the layer kinds, when the caller read them already
         self.encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
 
     def attempt(self, dtype: str, work):
@@ -223,6 +224,12 @@ class _Run:
             return False
         return sum(p.numel() for p in model.parameters()) <= CPU_RUN_PARAMETERS
 
+    def _kinds(self, n: int) -> list[str]:
+        """The layer kinds, read from the config once per run (every generation of the run asks)."""
+        if getattr(self, "_kinds_read", None) is None or len(self._kinds_read) != n:
+            self._kinds_read = _kinds(self.config, n)
+        return self._kinds_read
+
     def _cache(self, cache_kind: str, max_cache_len: int | None, source_tokens: int):
         """The cache `generate` would build (offloading moves bytes, it does not change them: sized in place)."""
         import transformers
@@ -239,9 +246,9 @@ class _Run:
     def layers(self, cache) -> list[tuple[object, str]]:
         """(layer, kvlab kind) in update order: an encoder-decoder's self layer i, then its cross layer i."""
         if not self.encoder_decoder:
-            return list(zip(cache.layers, _kinds(self.config, len(cache.layers))))
+            return list(zip(cache.layers, self._kinds(len(cache.layers))))
         own = cache.self_attention_cache.layers
-        kinds = _kinds(self.config, len(own))
+        kinds = self._kinds(len(own))
         out = []
         for layer, kind, cross in zip(own, kinds, cache.cross_attention_cache.layers):
             out += [(layer, kind), (cross, "cross")]
@@ -393,16 +400,17 @@ def _fit_other(one: int, two: int) -> Growth:
     return Growth(0, two - one, 2 * one - two)
 
 
-def layer_facts(config) -> tuple[LayerFacts, ...]:
+def layer_facts(config, kinds=None) -> tuple[LayerFacts, ...]:
     """Each cache layer's facts, in update order (an encoder-decoder's cross layers interleaved, kind "cross"),
     fitted from three tiny meta runs of the model's own caches (`_measure`), once per config and installed
     transformers and torch: kept in memory and under kvlab's home (`_remembered`), so a second `kvlab run` of the
-    same model skips the half second the meta forwards take."""
+    same model skips the half second the meta forwards take. `kinds`: the layer kinds when the caller has read them
+    (`ModelFacts.layer_kinds`), so the config is not read again."""
     key = _config_key(config)
     if key not in _FACTS:
         _FACTS[key] = _remembered(key)
     if _FACTS[key] is None:
-        run = _Run(config)
+        run = _Run(config, kinds)
         # bfloat16 first: a state a model keeps in float32 whatever its dtype then shows as such
         _FACTS[key] = run.attempt("bfloat16", lambda: _measure(run))
         _remember(key, _FACTS[key])
