@@ -111,12 +111,6 @@ class _Scale:
 
 
 # -- building and running on meta ---------------------------------------------------------------------------------
-def _torch_dtype(name: str):
-    import torch
-
-    return getattr(torch, name)
-
-
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -218,15 +212,17 @@ class _Run:
 
     def _small(self) -> bool:
         """At most CPU_RUN_PARAMETERS parameters (counted on meta): cheap to build and run on the CPU."""
+        import torch
+
         try:
-            model = _meta_model(self.config, _torch_dtype("bfloat16"), None)
+            model = _meta_model(self.config, torch.bfloat16, None)
         except Exception:
             return False
         return sum(p.numel() for p in model.parameters()) <= CPU_RUN_PARAMETERS
 
     def _kinds(self, n: int) -> list[str]:
         """The layer kinds, read from the config once per run (every generation of the run asks)."""
-        if getattr(self, "_kinds_read", None) is None or len(self._kinds_read) != n:
+        if self._kinds_read is None or len(self._kinds_read) != n:
             self._kinds_read = _kinds(self.config, n)
         return self._kinds_read
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import time
 import traceback
 from pathlib import Path
 
 import torch
 
+from kvlab.atomic import write_text
 from kvlab.models.tiny import FIRST_SPECIAL_ID
 
 SEED = 0
@@ -437,10 +437,7 @@ def write_summary(results: list[dict], path: Path, seconds: float) -> Path:
         ],
         "results": results,
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, default=str))
-    os.replace(tmp, path)
-    return path
+    return write_text(path, json.dumps(summary, indent=1, default=str))
 
 
 def report(results: list[dict], seconds: float) -> str:
