@@ -52,11 +52,12 @@ lab: models extensions
 browser:
 	@command -v chromium >/dev/null 2>&1 || bash .ci/install-chromium || echo "WARNING: chromium could not be installed; browser tests will be skipped"
 
-# One formatter, one linter (ruff) and a type check of recording/ and caches/ (mypy), pinned in the test extra,
-# settings in pyproject.toml: a violation fails `make test`.
+# One formatter, one linter (ruff, with limits on a function's size), a dead-code check (vulture) and a type check
+# of recording/ and caches/ (mypy), pinned in the test extra, settings in pyproject.toml: a violation fails `make test`.
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/vulture
 	$(BIN)/mypy kvlab/recording kvlab/caches
 
 # The suite: unit and integration tests, the README's blocks and the English notebooks under nbval. The Explorer in

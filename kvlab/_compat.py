@@ -142,8 +142,17 @@ HQQ_AXES = (0, 1)
 QUANTO_AXES = (0, -1)
 # Defaults of `QuantizedLayer.__init__` in this release.
 QUANTIZED_DEFAULTS = {"nbits": 4, "axis_key": 0, "axis_value": 0, "q_group_size": 64, "residual_length": 128}
-# How many rows hqq's bitpack packs into one word: the packed dimension must be divisible by this.
+# How many rows hqq's bitpack packs into one word: a uint8 at 1, 2, 4 and 8 bits, an int32 at 3 bits, which pads
+# its rows itself; elsewhere the packed dimension must divide by it. At axis 0 hqq packs along each group (the
+# `q_group_size` rows of its reshaped tensor), so a group must hold a whole number of words, else generate fails
+# ("The size of tensor a (3) must match the size of tensor b (4)"; measured on 5.24, hqq 0.2.8, groups 1..1000).
 HQQ_PACK_FACTOR = {1: 8, 2: 4, 3: 10, 4: 2, 8: 1}
+HQQ_SELF_PADDING_NBITS = 3
+
+
+def hqq_axis0_group_multiple(nbits: int) -> int:
+    """What an hqq group size at axis 0 must be a multiple of (see `HQQ_PACK_FACTOR`)."""
+    return 1 if nbits == HQQ_SELF_PADDING_NBITS else HQQ_PACK_FACTOR[nbits]
 
 
 def layer_types(config) -> list[str]:
@@ -273,14 +282,7 @@ def new_stream_like(stream: torch.Stream) -> torch.Stream:
     return torch.Stream(device=stream.device)
 
 
-# -- what kvlab's option checks and `kvlab.generate` rely on ------------------------------------------------------
-# hqq at axis 0 packs along each group (the `q_group_size` rows of its reshaped tensor): a group must hold a whole
-# number of packed words, else it fails at generate time ("The size of tensor a (3) must match the size of tensor b
-# (4)"). 3-bit packing pads its rows itself and 8-bit does not pack, so any group size works there (measured on 5.24
-# with hqq 0.2.8, group sizes 1..1000).
-HQQ_AXIS0_GROUP_MULTIPLE = {1: 8, 2: 4, 3: 1, 4: 2, 8: 1}
-
-
+# -- what `kvlab.generate` relies on ------------------------------------------------------------------------------
 class generate_cache_hook:  # lower case: used as a function, `with generate_cache_hook(model, before, after):`
     """While the block runs, `model.generate` calls `before(generation_config, batch_size, max_cache_length)` just
     before it builds its own cache, and `after(cache)` on the cache it built (the return value replaces it).
@@ -317,11 +319,6 @@ class generate_cache_hook:  # lower case: used as a function, `with generate_cac
         else:
             delattr(self.model, self.name)
         return False
-
-
-# `offload_only_non_sliding` when a cache is built without it: DynamicCache (offloaded) offloads every layer,
-# StaticCache (offloaded_static) keeps sliding layers resident.
-OFFLOAD_ONLY_NON_SLIDING_DEFAULTS = {"offloaded": False, "offloaded_static": True}
 
 
 def static_cache_length(cache) -> int:
@@ -492,6 +489,15 @@ def storage_identity(tensor: torch.Tensor) -> int:
     """One number per storage, equal for every view of it, on any device. A meta tensor's storage has no address
     (`data_ptr()` is 0 for all of them), so the storage object's own handle (`_cdata`, torch 2.x) tells them apart."""
     return tensor.untyped_storage()._cdata
+
+
+def query_heads(text) -> int | tuple[int, ...]:
+    """Attention heads of the queries of a decoder config `text`: one count, or one per layer for a heterogeneous
+    config (transformers refuses the global read there); 0 where it names none."""
+    layers = per_layer_configs(text)
+    if layers is not None:
+        return tuple(int(getattr(layer, "num_attention_heads", 0) or 0) for layer in layers)
+    return int(getattr(text, "num_attention_heads", 0) or 0)
 
 
 def per_layer_configs(config) -> list | None:

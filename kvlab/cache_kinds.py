@@ -1,39 +1,108 @@
-"""The cache kinds kvlab builds and the names of their options: one definition, imported by everything else.
+"""Every cache kind kvlab knows, once: one record each, and the names everything else reads from them.
 
-This module imports nothing, so the command line's parser (`kvlab run --help`) and `kvlab size` read the same
-names as `make_cache` and the option checks without paying for torch or transformers.
+A record says what a kind is without importing torch or transformers (the command line's parser, `kvlab size` and
+the option checks read it before any model loads): its options and their defaults, whether it preallocates
+(`static`: slots for `max_cache_len` tokens), offloads, can record the past (DynamicCache layers), its help text,
+and the NAMES of its transformers class and of kvlab's instrumented twin, which `kvlab.caches.kinds` resolves.
 """
 
 from __future__ import annotations
 
-# Every value of `cache_kind` that `generate` builds (`kvlab.run(cache=...)`, `make_cache`, `kvlab run --cache`):
-# "none" disables the cache; the others are the names of transformers' `cache_implementation`.
-CACHE_KINDS = ("none", "dynamic", "static", "offloaded", "offloaded_static", "quantized")
-# Continuous batching's kind: `model.generate_batch(...)` builds its PagedAttentionCache inside its manager (one
-# pool of blocks for many requests), so `generate` cannot take it; kvlab records it inside `kvlab.watch(model)`,
-# the explorer and `kvlab.serving` run it, and `check_options` refuses it, naming `generate_batch`.
-PAGED = "paged"
-BATCH_KINDS = (PAGED,)
+from dataclasses import dataclass, field
+
 # The group-wise options of a quantized cache (transformers' QuantizedLayer), beside its `backend`.
 QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
 # The paged kind's options: token slots per block, the requests served, the pool's size in blocks (0: room for
 # every request at its final length, so nobody waits).
 PAGED_OPTIONS = ("page_size", "requests", "num_blocks")
-# The options each kind takes (any other is refused by `kvlab.caches.options.check_options` and, for the paged
-# kind, `check_paged_options`).
-KIND_OPTIONS = {
-    "none": (),
-    "dynamic": (),
-    "static": ("max_cache_len",),
-    "offloaded": ("offload_only_non_sliding",),
-    "offloaded_static": ("max_cache_len", "offload_only_non_sliding"),
-    "quantized": ("backend", *QUANTIZED_OPTIONS),
-    PAGED: PAGED_OPTIONS,
-}
+# The page sizes the paged kind takes (token slots per block).
+PAGE_SIZES = (4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class CacheKind:
+    name: str  # the `cache_implementation` name, and the trace's `cache_kind`
+    help: str  # one line, for `kvlab run --help` and the explorer
+    options: tuple[str, ...] = ()  # any other is refused (`kvlab.caches.options`)
+    defaults: dict = field(default_factory=dict)  # what an option is when not given
+    static: bool = False  # preallocates `max_cache_len` slots per layer
+    offloads: bool = False  # offloading is a flag of DynamicCache/StaticCache, not a class of its own
+    records_past: bool = False  # `activate_past_recording()`: sliding layers keep what a crop may bring back
+    cache_class: str = ""  # transformers' class (`kvlab._compat`); "" where `generate` builds none
+    batch: bool = False  # continuous batching: `model.generate_batch` builds it, `generate` cannot
+
+    @property
+    def twin(self) -> str:
+        """kvlab's instrumented subclass of `cache_class` (`kvlab.caches.kinds`): "offloaded_static" ->
+        "InstrumentedOffloadedStaticCache"; "" where there is no class."""
+        return f"Instrumented{self.name.title().replace('_', '')}Cache" if self.cache_class else ""
+
+
+KINDS = (
+    CacheKind("none", "no cache (use_cache=False)"),
+    CacheKind(
+        "dynamic",
+        "grows a token at a time",
+        records_past=True,
+        cache_class="DynamicCache",
+    ),
+    CacheKind(
+        "static",
+        "max_cache_len slots per layer, allocated at once",
+        ("max_cache_len",),
+        static=True,
+        cache_class="StaticCache",
+    ),
+    CacheKind(
+        "offloaded",
+        "dynamic, its layers kept in CPU memory",
+        ("offload_only_non_sliding",),
+        {"offload_only_non_sliding": False},
+        offloads=True,
+        records_past=True,
+        cache_class="DynamicCache",
+    ),
+    CacheKind(
+        "offloaded_static",
+        "static, its layers kept in CPU memory",
+        ("max_cache_len", "offload_only_non_sliding"),
+        {"offload_only_non_sliding": True},
+        static=True,
+        offloads=True,
+        cache_class="StaticCache",
+    ),
+    CacheKind(
+        "quantized",
+        "older tokens quantized (hqq, quanto, fp8), the newest in full precision",
+        ("backend", *QUANTIZED_OPTIONS),
+        {"backend": "quanto"},
+        cache_class="QuantizedCache",
+    ),
+    # `model.generate_batch(...)` builds its PagedAttentionCache inside its manager (one pool of blocks for many
+    # requests): kvlab records it inside `kvlab.watch(model)`, the explorer and `kvlab.serving` run it.
+    CacheKind(
+        "paged",
+        "continuous batching: blocks of a shared pool (model.generate_batch)",
+        PAGED_OPTIONS,
+        {"page_size": 16, "requests": 4, "num_blocks": 0},
+        batch=True,
+    ),
+)
+BY_NAME = {kind.name: kind for kind in KINDS}
+
+CACHE_KINDS = tuple(kind.name for kind in KINDS if not kind.batch)  # what `generate` builds
+BATCH_KINDS = tuple(kind.name for kind in KINDS if kind.batch)
+PAGED = "paged"
+KIND_OPTIONS = {kind.name: kind.options for kind in KINDS}
+STATIC_KINDS = tuple(kind.name for kind in KINDS if kind.static)
+PAST_RECORDING_KINDS = tuple(kind.name for kind in KINDS if kind.records_past)
 # Every option name of the kinds `generate` builds, in the order the command line and the explorer show them.
 OPTION_NAMES = ("backend", *QUANTIZED_OPTIONS, "max_cache_len", "offload_only_non_sliding")
-# The backend a quantized cache uses when none is given (transformers' QuantizedCache default).
-DEFAULT_QUANTIZED_BACKEND = "quanto"
-# The page sizes the paged kind takes (token slots per block), and its defaults.
-PAGE_SIZES = (4, 8, 16, 32, 64, 128, 256)
-PAGED_DEFAULTS = {"page_size": 16, "requests": 4, "num_blocks": 0}
+DEFAULT_QUANTIZED_BACKEND = BY_NAME["quantized"].defaults["backend"]
+PAGED_DEFAULTS = BY_NAME[PAGED].defaults
+
+
+def offloaded_variant(cache_kind: str) -> str | None:
+    """The kind that offloads the same transformers class as `cache_kind` (None where none does)."""
+    cls = BY_NAME[cache_kind].cache_class
+    return next((kind.name for kind in KINDS if kind.offloads and kind.cache_class == cls), None)

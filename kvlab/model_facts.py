@@ -23,11 +23,13 @@ from kvlab.recording.layer_kinds import layer_kinds
 @dataclass(frozen=True)
 class ModelFacts:
     model_type: str  # the config's own (a multimodal model's, not its text part's)
-    text_model_type: str  # the decoder's: what a refusal names
     layer_kinds: tuple[str, ...]  # "full" | "sliding" | "chunked" | "linear" | "dummy", one per (decoder) layer
     kv_heads: int
     head_dim: int
     attention_heads: int
+    # the queries' heads as work counts them (`_compat.query_heads`); like the encoder's positions, not in the
+    # shipped facts of known architectures, so left out of equality
+    query_heads: int | tuple[int, ...] = field(default=0, compare=False)
     sliding_window: int | None = None
     chunk_size: int | None = None  # attention_chunk_size: the window of a chunked layer
     is_encoder_decoder: bool = False
@@ -35,7 +37,7 @@ class ModelFacts:
     # or for a model type whose state kvlab does not know (the size calculator refuses it)
     linear_state: tuple[int, int, int] | None = None
     max_positions: int | None = None  # the decoder's positions (`position_limit`)
-    encoder_max_positions: int | None = None  # an encoder-decoder model's encoder positions
+    encoder_max_positions: int | None = field(default=None, compare=False)  # an encoder-decoder's encoder positions
     config: object = field(default=None, repr=False, compare=False)  # the transformers config they were read from
 
     @functools.cached_property
@@ -80,13 +82,13 @@ def model_facts(config) -> ModelFacts:
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     return ModelFacts(
         model_type=config.model_type,
-        text_model_type=text.model_type,
         layer_kinds=kinds,
         kv_heads=int(_first(text, "num_key_value_heads", default=None) or heads),
-        head_dim=int(getattr(text, "head_dim", None) or (hidden // heads if heads else 0)),
+        head_dim=int(_first(text, "head_dim") or (hidden // heads if heads else 0)),
         attention_heads=int(heads),
-        sliding_window=getattr(text, "sliding_window", None),
-        chunk_size=getattr(text, "attention_chunk_size", None),
+        query_heads=_compat.query_heads(text),
+        sliding_window=_first(text, "sliding_window"),
+        chunk_size=_first(text, "attention_chunk_size"),
         is_encoder_decoder=encoder_decoder,
         linear_state=_linear_state(text) if "linear" in kinds else None,
         max_positions=position_limit(config),
@@ -106,9 +108,21 @@ def position_limit(config, encoder: bool = False) -> int | None:
     return None
 
 
+def tokens_held(prompt_tokens: int, new_tokens: int, encoder_decoder: bool = False) -> int:
+    """The most tokens a generation's cache holds, and the positions it uses: `generate` feeds back every new token
+    but the last (prompt + new - 1, at least the prompt); an encoder-decoder's decoder holds its new tokens."""
+    new_tokens = max(new_tokens, 1)
+    return new_tokens if encoder_decoder else prompt_tokens + new_tokens - 1
+
+
 def _first(obj, *names, default=None):
+    """The first of `names` that `obj` sets; in a heterogeneous config, whose layers differ, transformers refuses
+    to read a per-layer attribute globally (a RuntimeError): that one counts as unset."""
     for name in names:
-        value = getattr(obj, name, None)
+        try:
+            value = getattr(obj, name, None)
+        except RuntimeError:
+            continue
         if value is not None:
             return value
     return default

@@ -1,11 +1,9 @@
 """`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
 
-This is what `kvlab run`, the notebooks and the Cache Explorer call. Every option is validated before the
-model runs, so a bad option costs nothing; so is the request (`check_request`): a cache bigger than the memory of
-the device it would live on, or a prompt plus new tokens past the model's positions (unless
-`allow_past_positions`), is refused in one line before anything is allocated. A static cache kind without
-`max_cache_len` is left to transformers' `generate` to size and build (through `kvlab.generate`), so it matches
-transformers' allocation exactly.
+This is what `kvlab run`, the notebooks and the Cache Explorer call. The request is checked before the model runs
+(`kvlab.request`), so a bad option, a cache bigger than the memory, or positions past the model's cost nothing. A
+static cache kind without `max_cache_len` is left to transformers' `generate` to size and build (through
+`kvlab.generate`), so it matches transformers' allocation exactly.
 """
 
 from __future__ import annotations
@@ -15,16 +13,14 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlab import _compat
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS
 from kvlab.caches import make_cache
-from kvlab.caches.options import check_options
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
-from kvlab.model_facts import model_facts
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.trace import Trace
-from kvlab.size.request_rules import check_request
+from kvlab.request import Request
 from kvlab.watched_generate import cache_device, generate
 
 
@@ -107,26 +103,19 @@ def run(
         raise ValueError(_("max_new_tokens must be at least 1; got {got!r}").format(got=max_new_tokens))
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
-    facts = model_facts(model.config)  # read once: the option and request checks and the trace's layer kinds
-    given = check_options(
+    request = Request(
         cache,
         options,
-        facts,
+        model.config,
         prompt_tokens=input_ids.shape[-1],
-        max_new_tokens=max_new_tokens,
-        require_length=False,  # without max_cache_len, generate sizes a static cache
+        new_tokens=max_new_tokens,
         past_recording=past_recording,
-    )
-    check_request(
-        facts,
-        cache,
-        given,
-        prompt_tokens=input_ids.shape[-1],
-        max_new_tokens=max_new_tokens,
         dtype=model.dtype,
         device=cache_device(model),
         allow_past_positions=allow_past_positions,
+        generate_sizes=True,
     )
+    given = request.check()
     trace = trace if trace is not None else Trace()
     kwargs = {
         "max_new_tokens": max_new_tokens,
@@ -137,7 +126,7 @@ def run(
         "attention_mask": torch.ones_like(input_ids),
         **(generate_kwargs or {}),
     }
-    sized_by_generate = cache in ("static", "offloaded_static") and "max_cache_len" not in given
+    sized_by_generate = cache in STATIC_KINDS and "max_cache_len" not in given
     cache_object = None if sized_by_generate else make_cache(cache, model.config, trace=trace, **given)
     if past_recording:
         cache_object.activate_past_recording()
@@ -178,7 +167,7 @@ def run(
             "new_tokens": len(new_ids),
             "seconds": seconds,
             "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
-            "layer_kinds": list(facts.layer_kinds),
+            "layer_kinds": list(request.facts.layer_kinds),
         }
     )
     return RunResult(

@@ -8,10 +8,10 @@ object in place (`kvlab.caches.adopt`). Sizing it here instead once allocated on
 (27 vs 26 slots: 2,488,320 vs 2,396,160 B) and crashed with `max_length=`.
 
 What transformers would only find mid-generation is refused first, in one line, from inside `generate` after it
-has fixed `max_length` and before it builds the cache (`kvlab.caches.options.check_options` and `check_request`,
-the rules every entry point shares): quantized group sizes that do not divide the lengths the cache will quantize,
-offloading with no layer to offload, a cache bigger than the memory it would live in, and a prompt plus new tokens
-past the model's positions (unless `allow_past_positions=True`). Two kvlab options go beyond transformers' names:
+has fixed `max_length` and before it builds the cache (`kvlab.request`, the check every entry point shares):
+quantized group sizes that do not divide the lengths the cache will quantize, offloading with no layer to offload,
+a cache bigger than the memory it would live in, and a prompt plus new tokens past the model's positions (unless
+`allow_past_positions=True`). Two kvlab options go beyond transformers' names:
 `max_cache_len` (also in `cache_config`) is passed on as generate's own `max_cache_len`, and
 `offload_only_non_sliding` (in `cache_config`) is applied to the offloaded cache transformers built.
 """
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
-from kvlab.caches.options import check_cache_kind, check_options, check_prompt_length
+from kvlab.caches.options import check_cache_kind, check_prompt_length
 from kvlab.model_facts import model_facts
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
-from kvlab.size.request_rules import check_positions, check_request
+from kvlab.request import Request
 
 INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
 
@@ -93,35 +93,25 @@ def generate(
 
     def before(generation_config, batch_size: int, max_cache_length: int) -> None:
         # max_cache_length is max_length - 1: the tokens the cache will hold, and the positions the model is fed
-        if generation_config.use_cache is False:
-            check_positions(facts, prompt_tokens, max_cache_length, allow_past_positions)
-            return
-        cache_kind = generation_config.cache_implementation or "dynamic"
+        cache_kind = "none" if generation_config.use_cache is False else generation_config.cache_implementation
+        cache_kind = cache_kind or "dynamic"
         config = dict(generation_config.cache_config or {}) if cache_kind == "quantized" else {}
         # what this call set (a generation config's own max_cache_len is transformers' business, as in generate)
-        extra = {"max_cache_len": length, "offload_only_non_sliding": offload}
+        extra = {"max_cache_len": length, "offload_only_non_sliding": offload} if cache_kind != "none" else {}
         beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
-        check_options(
+        Request(
             cache_kind,
             {**config, **extra},
             facts,
-            prompt_tokens=prompt_tokens,
-            cached_tokens=max_cache_length,  # the most tokens the cache will hold (max_length - 1)
-            batch=batch_size * beams,
-            require_length=False,
-            length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
-        )
-        check_request(
-            facts,
-            cache_kind,
-            {**config, **extra},  # a static cache's length: max(max_cache_length, max_cache_len), as generate's
             prompt_tokens=prompt_tokens,
             cached_tokens=max_cache_length,
             batch=batch_size * beams,
             dtype=model.dtype,
             device=cache_device(model),
             allow_past_positions=allow_past_positions,
-        )
+            generate_sizes=True,
+            length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
+        ).check()
         built["cache_kind"] = cache_kind
 
     def after(cache):

@@ -99,9 +99,6 @@ def helper_calls():
         "measure.prefix.prefill_prefix + answer": lambda m: prefix.answer(
             m, tok, prefix.prefill_prefix(m, tok, "the cache holds"), " keys and values", max_new_tokens=2
         ),
-        "measure.prefix.answer_without_reuse": lambda m: prefix.answer_without_reuse(
-            m, tok, "the cache", " holds", max_new_tokens=2
-        ),
         "measure.latency.time_per_token": lambda m: latency.time_per_token(m, ids(), 2),
         "measure.quality.teacher_forced": lambda m: quality.teacher_forced(m, ids(), 3),
         "measure.compiled.static_generate (eager)": lambda m: compiled.static_generate(m, ids(), 2, 16),

@@ -198,3 +198,37 @@ def test_the_reader_of_imports_sees_lazy_imports_and_skips_type_checking_blocks(
         (9, "kvlab.names"),
         (10, "kvlab.commands"),
     ]
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_no_import_cycle():
+    """No module of kvlab imports, even through others, a module that imports it back: inside one package too,
+    where the flow allows any import, and in a function too (a lazy import hides a cycle, it does not remove it).
+    A module importing its own package's `__init__` is no cycle unless that `__init__` imports it back."""
+    imports = {module: _imports(module, path) for module, path in MODULES.items()}
+    graph = {module: {t for _, t in found if t in MODULES and t != module} for module, found in imports.items()}
+    reach = {module: _reachable(graph, module) for module in graph}
+    cycles = {frozenset(m for m in reach[start] if start in reach[m]) for start in graph if start in reach[start]}
+    assert (
+        sorted(
+            sorted(
+                {
+                    f"{MODULES[a].relative_to(ROOT)}:{line}: {a} imports {b}"
+                    for a in c
+                    for line, b in imports[a]
+                    if b in c
+                }
+            )
+            for c in cycles
+        )
+        == []
+    )

@@ -27,39 +27,46 @@ COLUMNS = [
 ]
 
 
+def _time_ratio(value: dict) -> str:
+    quoted = f"{value['ratio']:.2f}× ({value['low']:.2f}–{value['high']:.2f})"
+    if value["too_noisy"]:
+        return f"{quoted}: too noisy to tell"
+    return quoted if value["differs"] else f"{quoted}: no difference beyond noise"
+
+
+# How a column's value is written when the value alone decides it, by key.
+WRITTEN = {
+    "peak_cache_bytes": lambda value: f"{human_bytes(value)} ({value:,} B)",
+    "device_max_allocated": lambda value: f"{human_bytes(value)} ({value:,} B)",
+    "bytes_per_token": "{:,.0f}".format,
+    "ratio_vs_dynamic": "{:.2f}×".format,
+    "tokens_per_s_ratio_vs_dynamic": "{:.2f}×".format,
+    "decode_time_vs_dynamic": _time_ratio,
+    "logit_kl_vs_dynamic": "{:.2e}".format,
+    "roofline_fraction": lambda value: f"{100 * value:.1f}%",
+}
+
+
 def _fmt(key: str, row: dict) -> str:
     value = row.get(key)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if key in ("peak_cache_bytes", "device_max_allocated"):
-        return f"{human_bytes(value)} ({value:,} B)"
-    if key == "bytes_per_token":
-        return f"{value:,.0f}"
-    if key in ("ratio_vs_dynamic", "tokens_per_s_ratio_vs_dynamic"):
-        return f"{value:.2f}×"
+    if key in WRITTEN:
+        return WRITTEN[key](value)
     if key == "decode_tokens_per_s":
         spread = row.get("decode_seconds_per_token") or {}
         if spread.get("q1_s") and spread.get("q3_s"):
             return f"{value:.1f} (IQR {1 / spread['q3_s']:.1f}–{1 / spread['q1_s']:.1f})"
         return f"{value:.1f}"
-    if key == "decode_time_vs_dynamic":
-        quoted = f"{value['ratio']:.2f}× ({value['low']:.2f}–{value['high']:.2f})"
-        if value["too_noisy"]:
-            return f"{quoted}: too noisy to tell"
-        return quoted if value["differs"] else f"{quoted}: no difference beyond noise"
     if key == "greedy_agreement":
         prefix, total = row.get("greedy_identical_prefix"), row.get("_new_tokens")
         same = f"{100 * value:.0f}% of positions"
         if prefix is None or total is None:
             return same
         return f"{prefix}/{total} identical" if prefix == total else f"{prefix}/{total} identical ({same})"
-    if key == "logit_kl_vs_dynamic":
-        return f"{value:.2e}"
     if key == "perplexity":
         delta = row.get("perplexity_delta_pct")
         return f"{value:.3f} ({delta:+.2f}%)" if delta is not None else f"{value:.3f}"
-    if key == "roofline_fraction":
-        return f"{100 * value:.1f}%"
     return str(value).replace("|", "\\|")
 
 

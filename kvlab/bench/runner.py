@@ -27,6 +27,7 @@ from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
+from kvlab.model_facts import tokens_held
 from kvlab.recorded_run import run
 
 
@@ -246,7 +247,7 @@ def run_bench(
         "threads": torch.get_num_threads(),
         "transformers": _compat.TRANSFORMERS_VERSION,
         "text": "pydoc_data.topics (sorted topics), seeded windows",
-        "tokens_in_cache": length - 1,
+        "tokens_in_cache": tokens_held(settings.prompt_tokens, settings.new_tokens),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     return {
@@ -278,7 +279,7 @@ def _agreement(reference: list[int], other: list[int]) -> tuple[float, int]:
 
 def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights) -> list[dict]:
     """One dict per configuration, every number relative to the instrumented dynamic cache where it says so."""
-    tokens_held = settings.prompt_tokens + settings.new_tokens - 1
+    held = tokens_held(settings.prompt_tokens, settings.new_tokens)
     reference = runs.get("dynamic", [{}])[0] if runs.get("dynamic") else {}
     ref_tokens = reference.get("tokens", [])
     ref_peak = reference["trace"].summary()["peak_bytes"] if reference.get("trace") else None
@@ -339,7 +340,7 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
                 {
                     "peak_cache_bytes": summary["peak_bytes"],
                     "final_cache_bytes": summary["final_bytes"],
-                    "bytes_per_token": summary["peak_bytes"] / tokens_held,
+                    "bytes_per_token": summary["peak_bytes"] / held,
                     "ratio_vs_dynamic": summary["peak_bytes"] / ref_peak if ref_peak else None,
                     "transfers": summary["transfers"],
                     "transfer_bytes": summary["transfer_bytes"],

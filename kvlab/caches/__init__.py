@@ -1,41 +1,29 @@
 """Instrumented drop-in replacements for every transformers cache kind.
 
-The names below are imported on first use, so that `kvlab.caches.options` (every option rule, which `kvlab size`
-and the command line use before any model exists) and `kvlab.caches.crop_rules` (every crop rule) can be imported
-without torch or transformers.
+The names below are imported on first use (`kvlab.lazy`), so that `kvlab.caches.options` (every option rule, which
+`kvlab size` and the command line use before any model exists) and `kvlab.caches.crop_rules` (every crop rule) can
+be imported without torch or transformers.
 """
 
-import importlib
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "CacheCropError": "crop_rules",
-    "InstrumentedCacheMixin": "base",
-    "InstrumentedDynamicCache": "dynamic",
-    "InstrumentedEncoderDecoderCache": "encoder_decoder",
-    "CACHE_CLASSES": "factory",
-    "KIND_OPTIONS": "options",
-    "check_options": "options",
-    "make_cache": "factory",
-    "InstrumentedOffloadedCache": "offloaded",
-    "InstrumentedOffloadedStaticCache": "offloaded",
-    "CACHE_KINDS": "options",
-    "CacheOptionError": "options",
-    "check_quantized_options": "options",
-    "InstrumentedQuantizedCache": "quantized",
-    "PaddedHQQQuantizedLayer": "quantized",
-    "InstrumentedStaticCache": "static",
-}
+from kvlab import lazy
 
-__all__ = sorted(_EXPORTS)
+if TYPE_CHECKING:  # the exports, once (kvlab.lazy reads them; ruff: nothing uses them here)
+    from kvlab.caches.base import InstrumentedCacheMixin  # noqa: F401
+    from kvlab.caches.crop_rules import CacheCropError  # noqa: F401
+    from kvlab.caches.dynamic import InstrumentedDynamicCache  # noqa: F401
+    from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache  # noqa: F401
+    from kvlab.caches.factory import CACHE_CLASSES, make_cache  # noqa: F401
+    from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache  # noqa: F401
+    from kvlab.caches.options import (  # noqa: F401
+        CACHE_KINDS,
+        KIND_OPTIONS,
+        CacheOptionError,
+        check_options,
+        check_quantized_options,
+    )
+    from kvlab.caches.quantized import InstrumentedQuantizedCache, PaddedHQQQuantizedLayer  # noqa: F401
+    from kvlab.caches.static import InstrumentedStaticCache  # noqa: F401
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy.exports(__name__)

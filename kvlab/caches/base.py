@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, TypeGuard
 
 from kvlab import _compat
 from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
-from kvlab.recording.layer_kinds import layer_kinds
+from kvlab.model_facts import model_facts
+from kvlab.recording.layer_kinds import layer_kind_at
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
-from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads, query_heads
+from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads
 
 NO_PACKING = (0,) * len(QUANT_FIELDS)
 
@@ -59,7 +60,7 @@ class InstrumentedCacheMixin(_CacheBase):
     kvlab_role = "self"
     kvlab_recorder: Recorder
     _kvlab_layer_kinds: list[str]
-    _kvlab_query_heads: int | tuple[int, ...] = 0  # `query_heads` of the config; 0: the KV heads stand in
+    _kvlab_query_heads: int | tuple[int, ...] = 0  # `ModelFacts.query_heads`; 0: the KV heads stand in
 
     def _kvlab_setup(
         self, config=None, trace: Trace | None = None, recorder: Recorder | None = None, role: str = "self"
@@ -70,18 +71,16 @@ class InstrumentedCacheMixin(_CacheBase):
             )
         self.kvlab_recorder = recorder if recorder is not None else Recorder(trace)
         self.kvlab_role = role
-        self._kvlab_layer_kinds = layer_kinds(config) if config is not None else []
-        self._kvlab_query_heads = query_heads(config)
+        facts = model_facts(config) if config is not None else None
+        self._kvlab_layer_kinds = list(facts.layer_kinds) if facts else []
+        self._kvlab_query_heads = facts.query_heads if facts else 0
 
     @property
     def trace(self) -> Trace:
         return self.kvlab_recorder.trace
 
     def _kvlab_layer_kind(self, layer_idx: int) -> str:
-        if layer_idx < len(self._kvlab_layer_kinds):
-            return self._kvlab_layer_kinds[layer_idx]
-        layer = self.layers[layer_idx]
-        return "sliding" if getattr(layer, "is_sliding", False) else "full"
+        return layer_kind_at(self._kvlab_layer_kinds, layer_idx, self.layers[layer_idx])
 
     def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float, work=None) -> None:
         """Log layer `layer_idx` after `op`: its state now, the seconds since `started`, the update's `work`

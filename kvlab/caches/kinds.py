@@ -1,33 +1,43 @@
-"""Each cache kind once: its transformers class, the offloading flag that selects it, and kvlab's instrumented twin.
+"""The classes of each cache kind of `kvlab.cache_kinds.KINDS` (which names them without torch), resolved.
 
-`cache_kinds.CACHE_KINDS` is the light list of names (no imports, for the command line); this is what each name
-is made of, and `factory.CACHE_CLASSES` (build by name) and `adopt.TWINS`/`adopt.TWIN_KINDS` (instrument a cache
-that exists) are read from it, so a kind added in one place is added in all three.
+`factory.CACHE_CLASSES` (build by name) and `adopt.TWINS`/`adopt.TWIN_KINDS` (instrument a cache that exists) are
+read from `KINDS` here, so a kind added to the table is added to both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvlab import _compat
+from kvlab import _compat, cache_kinds
 from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache
 from kvlab.caches.quantized import InstrumentedQuantizedCache
 from kvlab.caches.static import InstrumentedStaticCache
 
+_TWINS = (
+    InstrumentedDynamicCache,
+    InstrumentedStaticCache,
+    InstrumentedOffloadedCache,
+    InstrumentedOffloadedStaticCache,
+    InstrumentedQuantizedCache,
+)
+
 
 @dataclass(frozen=True)
 class CacheKind:
-    name: str  # the `cache_implementation` name, and the trace's `cache_kind`
+    name: str
     transformers_class: type
-    offloading: bool  # offloading is a flag of DynamicCache/StaticCache, not a class of its own
+    offloading: bool
     instrumented: type  # kvlab's subclass of `transformers_class` that records
 
 
-KINDS = (
-    CacheKind("dynamic", _compat.DynamicCache, False, InstrumentedDynamicCache),
-    CacheKind("static", _compat.StaticCache, False, InstrumentedStaticCache),
-    CacheKind("offloaded", _compat.DynamicCache, True, InstrumentedOffloadedCache),
-    CacheKind("offloaded_static", _compat.StaticCache, True, InstrumentedOffloadedStaticCache),
-    CacheKind("quantized", _compat.QuantizedCache, False, InstrumentedQuantizedCache),
+KINDS = tuple(
+    CacheKind(
+        kind.name,
+        getattr(_compat, kind.cache_class),
+        kind.offloads,
+        next(twin for twin in _TWINS if twin.__name__ == kind.twin),
+    )
+    for kind in cache_kinds.KINDS
+    if kind.twin
 )

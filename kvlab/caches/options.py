@@ -1,15 +1,14 @@
 """Every rule about cache kinds and options, in one module that every entry point calls.
 
 `check_options(cache_kind, options, config=None, prompt_tokens=None, max_new_tokens=0, ...)` is the one check:
-`make_cache`, `kvlab.run`, `kvlab.generate`, the size calculator, the Cache Explorer's
-session, the `kvlab run` command and the bench all call it, with what they know (a model config or only an
-architecture's layer kinds, the prompt length, the new tokens), and get the same one-line `CacheOptionError` for
-the same mistake. It applies, in order: the prompt is not empty, the kind is known (and one `generate` builds: the
-paged kind is refused, naming `model.generate_batch`), the kind takes each option
-(`KIND_OPTIONS`), offload_only_non_sliding is a bool, a static kind has a max_cache_len that holds the prompt (and
-the new tokens in its full-attention layers), the quantized backend's nbits/axes/group size and layer kinds, the
-offloading has a layer to offload, and past recording is for a kind that can record. The rule functions below are
-its parts, usable alone.
+`make_cache`, the size calculator and `kvlab.request` (every entry point that generates) call it, with what they
+know (a model config or only an architecture's layer kinds, the prompt length, the new tokens), and get the same
+one-line `CacheOptionError` for the same mistake (the kinds themselves: `kvlab.cache_kinds.KINDS`). In order: the
+prompt is not empty, the kind is known (and one `generate` builds: the paged kind is refused, naming
+`model.generate_batch`), the kind takes each option, offload_only_non_sliding is a bool, a static kind has a
+max_cache_len that holds the prompt (and the new tokens in its full-attention layers), the quantized backend's
+nbits/axes/group size and layer kinds, the offloading has a layer to offload, and past recording is for a kind
+that can record. The rule functions below are its parts, usable alone.
 
 The paged kind (continuous batching, `model.generate_batch`) has its own checks here, for its runner
 (`kvlab.serving.batch_run`), the explorer and `kvlab size`: `check_paged_options` (page size, requests, pool
@@ -37,22 +36,20 @@ import math
 from kvlab import _compat
 from kvlab.cache_kinds import (
     BATCH_KINDS,
+    BY_NAME,
     CACHE_KINDS,
     DEFAULT_QUANTIZED_BACKEND,
     KIND_OPTIONS,
     PAGE_SIZES,
     PAGED,
     PAGED_DEFAULTS,
+    PAST_RECORDING_KINDS,
     QUANTIZED_OPTIONS,
+    STATIC_KINDS,
 )
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
-from kvlab.model_facts import ModelFacts, model_facts
-
-# The options each kind takes (beyond `config` and `trace`).
-STATIC_KINDS = ("static", "offloaded_static")
-# Kinds whose layers can record the past (DynamicCache-based: their sliding layers grow until a crop).
-PAST_RECORDING_KINDS = ("dynamic", "offloaded")
+from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 
 
 class CacheOptionError(KvlabUserError, ValueError):
@@ -195,6 +192,15 @@ def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
         )
 
 
+def check_backend(backend: str) -> None:
+    if backend not in _compat.QUANTIZED_BACKENDS:
+        raise CacheOptionError(
+            _("unknown quantization backend {backend!r}; valid: {valid}").format(
+                backend=backend, valid=", ".join(_compat.QUANTIZED_BACKENDS)
+            )
+        )
+
+
 def check_quantized_options(
     backend: str,
     config,
@@ -211,12 +217,7 @@ def check_quantized_options(
     every length the cache will quantize, for `batch` sequences (beams and returned sequences included).
     """
     facts = _facts(config)
-    if backend not in _compat.QUANTIZED_BACKENDS:
-        raise CacheOptionError(
-            _("unknown quantization backend {backend!r}; valid: {valid}").format(
-                backend=backend, valid=", ".join(_compat.QUANTIZED_BACKENDS)
-            )
-        )
+    check_backend(backend)
     unknown = set(options) - set(QUANTIZED_OPTIONS)
     if unknown:
         raise CacheOptionError(
@@ -284,7 +285,7 @@ def _check_group_size(
     group, nbits = settings["q_group_size"], settings["nbits"]
     axes = {settings["axis_key"], settings["axis_value"]}
     if backend == "hqq":
-        multiple = _compat.HQQ_AXIS0_GROUP_MULTIPLE[nbits]
+        multiple = _compat.hqq_axis0_group_multiple(nbits)
         if 0 in axes and group % multiple:
             raise CacheOptionError(
                 _(
@@ -369,9 +370,8 @@ def check_static_length(
         raise CacheOptionError(
             _("{name} must be a positive integer; got {got!r}").format(name="max_cache_len", got=max_cache_len)
         )
-    # generate never feeds its last new token back, so it writes prompt + new - 1 positions: the size it picks
-    # itself (max_length - 1) is the smallest one accepted here.
-    needed = prompt_tokens + max((new_tokens or 0) - 1, 0) if prompt_tokens is not None else None
+    # the size generate picks itself (max_length - 1) is the smallest one accepted here
+    needed = tokens_held(prompt_tokens, new_tokens or 0) if prompt_tokens is not None else None
     if prompt_tokens is not None and max_cache_len < prompt_tokens:
         raise CacheOptionError(
             _(
@@ -381,12 +381,12 @@ def check_static_length(
         )
     if not layer_kinds or "full" not in layer_kinds:
         return
-    if needed is not None and max_cache_len < needed:
+    if prompt_tokens is not None and needed is not None and max_cache_len < needed:
         raise CacheOptionError(
             _(
                 "max_cache_len={length} cannot hold the prompt ({prompt} tokens) plus the {fed_back} new tokens fed "
                 "back in the full-attention layers; use at least {needed} (prompt + new - 1, as generate sizes it)."
-            ).format(length=max_cache_len, prompt=prompt_tokens, fed_back=max((new_tokens or 0) - 1, 0), needed=needed)
+            ).format(length=max_cache_len, prompt=prompt_tokens, fed_back=needed - prompt_tokens, needed=needed)
         )
     if tokens is not None and max_cache_len < tokens:
         raise CacheOptionError(
@@ -493,7 +493,7 @@ def check_options(
         if facts is not None and facts.is_encoder_decoder:
             raise CacheOptionError(_("a quantized cache is for decoder-only models; this model is encoder-decoder"))
         if cached_tokens is None and prompt_tokens is not None and max_new_tokens > 0:
-            cached_tokens = prompt_tokens + max_new_tokens - 1  # the last new token is never fed back
+            cached_tokens = tokens_held(prompt_tokens, max_new_tokens)
         quantized = {k: v for k, v in given.items() if k != "backend"}
         backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
         check_quantized_options(
@@ -501,9 +501,8 @@ def check_options(
         )
         if facts is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
             check_quantized_layers(list(layer_kinds), sliding_window)
-    if cache_kind in _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS:
-        default = _compat.OFFLOAD_ONLY_NON_SLIDING_DEFAULTS[cache_kind]
-        offload = given.get("offload_only_non_sliding", default)
+    if BY_NAME[cache_kind].offloads:
+        offload = given.get("offload_only_non_sliding", BY_NAME[cache_kind].defaults["offload_only_non_sliding"])
         check_offloading(facts if facts is not None else config, offload, cache_kind)
     check_past_recording(cache_kind, past_recording)
     return given

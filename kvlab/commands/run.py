@@ -1,9 +1,9 @@
 """`kvlab run`: greedy generation with an instrumented cache; a human summary or `--json`.
 
-An impossible request costs nothing: before the weights load, the options are checked, then the files it will
-write (`--output`, `--trace`), then, with the config and the tokenizer, whether the cache fits in memory and the
-prompt plus new tokens in the model's positions (`kvlab.size.request_rules.check_request`; `--allow-past-positions`
-lets it generate past them). One line, exit status 2. The report is written before the trace, both atomically
+An impossible request costs nothing (`kvlab.request`): before the config loads, the options and the files it will
+write (`--output`, `--trace`) are checked; before the weights load, with the config and the tokenizer, whether the
+cache fits in memory and the prompt plus new tokens in the model's positions (`--allow-past-positions` lets it
+generate past them). One line, exit status 2. The report is written before the trace, both atomically
 (`kvlab.atomic`): a trace that fails to save does not take the report with it.
 
 A chat model gets its chat template, as a user of its model card would write it; `--no-chat-template` gives the
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import sys
 
-from kvlab.cache_kinds import BATCH_KINDS, CACHE_KINDS, OPTION_NAMES  # imports nothing: the parser stays light
+# torch-free: the parser stays light
+from kvlab.cache_kinds import BATCH_KINDS, BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
 
 
@@ -34,7 +35,7 @@ def add_parser(subparsers) -> None:
         required=True,
         choices=(*CACHE_KINDS, *BATCH_KINDS),
         metavar="CACHE_KIND",
-        help=f"one of {', '.join(CACHE_KINDS)}",
+        help="; ".join(f"{name}: {BY_NAME[name].help}" for name in CACHE_KINDS),
     )
     p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
     p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
@@ -45,8 +46,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--max-cache-len",
         type=int,
-        help="static, offloaded_static: slots per layer (default: what "
-        "transformers' generate allocates, prompt + new tokens - 1)",
+        help=f"{', '.join(STATIC_KINDS)}: slots per layer (default: what transformers' generate allocates, prompt + "
+        "new tokens - 1)",
     )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
@@ -117,18 +118,20 @@ def chat_template(choice: str, tokenizer) -> str:
 
 
 def handle(args) -> int:
+    from dataclasses import replace
+
     from kvlab import models
-    from kvlab.caches.options import check_options, check_prompt_length
+    from kvlab.caches.options import check_prompt_length
     from kvlab.recorded_run import encode, run
-    from kvlab.size.request_rules import check_request
+    from kvlab.request import Request
 
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
     options = {name: getattr(args, name) for name in OPTION_NAMES}
     # Every check runs before the weights load: options, output files, prompt, model name, then the config and the
     # prompt length (options, memory, positions).
-    check_options(args.cache, options, require_length=False)  # without it, generate sizes a static cache
-    check_request(paths=(args.output, args.trace))
+    request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
+    request.check()
     prompt = _prompt(args)
     models.parse_dtype(args.dtype)
     device = models.parse_device(args.device)
@@ -137,24 +140,16 @@ def handle(args) -> int:
     if template == "applied" and not prompt:
         check_prompt_length(0)  # the template would wrap nothing into a turn of its own markup
     ids = encode(tokenizer, prompt, chat=template == "applied")
-    check_options(
-        args.cache,
-        options,
-        config,
+    replace(
+        request,
+        facts=config,
         prompt_tokens=ids.shape[-1],
-        max_new_tokens=args.max_new_tokens,
-        require_length=False,
-    )
-    check_request(
-        config,
-        args.cache,
-        options,
-        prompt_tokens=ids.shape[-1],
-        max_new_tokens=args.max_new_tokens,
+        new_tokens=args.max_new_tokens,
+        paths=(),  # checked above
         dtype=args.dtype,
         device=device,
         allow_past_positions=args.allow_past_positions,
-    )
+    ).check()
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device, config=config, tokenizer=tokenizer)
     live = LiveRun(
         tokenizer,

@@ -138,9 +138,10 @@ def handle(args) -> int:
 
 
 def _facts(arch) -> dict:
-    from dataclasses import fields
+    from kvlab.size.architecture import DERIVED_FIELDS
 
-    return {f.name: getattr(arch, f.name) for f in fields(arch) if f.name not in ("config_source", "layer_facts")}
+    names = ("name", "source", *DERIVED_FIELDS, "dtype", "bundled", "note", "max_positions")
+    return {name: getattr(arch, name) for name in names}
 
 
 def _lengths(text: str) -> list[int]:

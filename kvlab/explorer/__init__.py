@@ -7,12 +7,11 @@ kvlab.explorer.explore()          # in a notebook; `kvlab explore` serves it wit
 names without importing the app (ipywidgets) first.
 """
 
-import importlib
+from typing import TYPE_CHECKING
 
-__all__ = ["Explorer", "explore"]
+from kvlab import lazy
 
+if TYPE_CHECKING:  # the exports, once (kvlab.lazy reads them; ruff: nothing uses them here)
+    from kvlab.explorer.app import Explorer, explore  # noqa: F401
 
-def __getattr__(name: str):
-    if name in __all__:
-        return getattr(importlib.import_module("kvlab.explorer.app"), name)
-    raise AttributeError(f"module 'kvlab.explorer' has no attribute {name!r}")
+__getattr__, __dir__ = lazy.exports(__name__)

@@ -9,8 +9,8 @@ text), the one kind of widget update that is safe from another thread in both Ju
 
 The widgets are built from light modules only, so the page shows them in a second or two: torch, transformers
 and matplotlib (seconds to import) come in the warm-up thread, which then draws the empty picture and loads the
-chosen model while the learner reads. A callback that needs them waits for that import (only a click in the
-first seconds ever waits).
+chosen model while the learner reads. Every callback reaches the runs through `session`, which waits for that
+import (only a click in the first seconds ever waits).
 """
 
 from __future__ import annotations
@@ -22,20 +22,18 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from kvlab.explorer import summary
-from kvlab.explorer.controls import Controls, fitted
-from kvlab.explorer.kinds import for_trace, kind_of
+from kvlab.errors import one_line
+from kvlab.explorer import export, summary
+from kvlab.explorer.controls import WIDE, Controls, fitted
+from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import LOADED, ModelStore
-from kvlab.i18n import _, number
+from kvlab.explorer.run_values import USER_ERRORS, Run
+from kvlab.explorer.session import Session
+from kvlab.i18n import _, number, set_language
 from kvlab.measure.timing import clock
-
-if TYPE_CHECKING:
-    from kvlab.explorer import export
-    from kvlab.explorer.session import Run, Session
 
 # JupyterLab's theme colours (light or dark), with fallbacks for a page without them.
 TEXT = "var(--jp-ui-font-color1, #333333)"
@@ -49,6 +47,16 @@ BLANK_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
 FIRST_FRAME_POLL_S = 0.02  # how often a new run's drawing thread looks for its first cache update
+
+
+def _classed(widget: widgets.DOMWidget, css: str) -> widgets.DOMWidget:
+    """`widget`, with the CSS class the browser tests and the page's styles find it by."""
+    widget.add_class(css)
+    return widget
+
+
+def _row(*children: widgets.Widget) -> widgets.HBox:
+    return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
 
 
 class Explorer:
@@ -76,9 +84,9 @@ class Explorer:
         self.last_crop: dict | None = None
         self.save_dir = Path(save_dir) if save_dir is not None else None  # saved files are also written here
         self.exports: list[export.Export] = []  # the files offered for download now
+        self._session = Session(self.store)
         self._draw_lock = threading.Lock()
         self._dirty = threading.Event()  # set per new token; the drawing thread redraws at most every min_redraw_s
-        self._session: Session | None = None  # made by the warm-up thread, with the imports it needs
         self._imported = threading.Event()  # set once the warm-up thread has imported torch, transformers, matplotlib
         self._build_widgets()
         self._initial_status = self.status.value
@@ -88,12 +96,9 @@ class Explorer:
         """The slow part of the start, after the widgets are on the page: the imports a run and a picture need, the
         empty picture (matplotlib's first drawing is its slowest), then, with `preload`, the chosen model."""
         try:
-            from kvlab.explorer import export, figures  # noqa: F401 - imported for the callbacks, which wait for it
-            from kvlab.explorer.session import Session
-
-            self._session = Session(self.store)
+            from kvlab.explorer import figures, generation  # noqa: F401 - a run's imports, for the callbacks
         finally:
-            self._imported.set()  # a failed import is raised again, with its message, by the callback that waits
+            self._imported.set()  # a failed import is raised again, with its message, where it is needed
         with self._draw_lock:
             if self._session.current is None:
                 self.plot.value = figures.empty_png()
@@ -107,96 +112,65 @@ class Explorer:
                     _("{model} is loaded: choose a cache and press Run.").format(model=name)
                 )
 
-    def _ready(self) -> None:
-        """Wait for the warm-up's imports (seconds after the page appears; no wait later)."""
-        self._imported.wait()
-        if self._session is None:  # the warm-up's import failed: importing again raises its error here, shown
-            from kvlab.explorer.session import Session
-
-            self._session = Session(self.store)
-
     @property
     def session(self) -> Session:
-        """The runs, the comparison and crops (`session.Session`), once the warm-up has imported it."""
-        self._ready()
+        """The runs, the comparison and crops (`session.Session`), once the warm-up has imported what a run and a
+        picture need (seconds after the page appears; no wait later)."""
+        self._imported.wait()
         return self._session
 
     def _build_widgets(self) -> None:
-        def button(text: str, css: str, handler, style: str = "", disabled: bool = False) -> widgets.Button:
-            b = widgets.Button(description=text, button_style=style, disabled=disabled, layout=fitted("148px"))
-            b.add_class(css)
+        def button(text: str, css: str, handler, style: str = "") -> widgets.Button:
+            b = widgets.Button(description=text, button_style=style, layout=fitted("148px"))
             b.on_click(lambda _button: self.guarded(handler))
-            return b
+            return _classed(b, css)
 
         self.run_button = button(_("Run"), "kvlab-run", self.on_run, "primary")
-        self.stop_button = button(_("Stop"), "kvlab-stop", self.on_stop, "warning", disabled=True)
+        self.stop_button = button(_("Stop"), "kvlab-stop", self.on_stop, "warning")
         self.compare_button = button(_("Add to comparison"), "kvlab-compare", self.on_add_to_comparison)
         self.clear_button = button(_("Clear comparison"), "kvlab-clear", self.on_clear_comparison)
-        self.crop_n = widgets.BoundedIntText(
-            value=1,
-            min=1,
-            max=1_000_000,
-            description=_("crop −n"),
-            style={"description_width": "initial"},
-            layout=fitted("150px"),
-        )
-        self.crop_n.add_class("kvlab-crop-n")
+        crop_n = widgets.BoundedIntText(value=1, min=1, max=1_000_000, description=_("crop −n"), style=WIDE)
+        self.crop_n = _classed(crop_n, "kvlab-crop-n")
+        self.crop_n.layout = fitted("150px")
         self.crop_button = button(_("Crop"), "kvlab-crop", self.on_crop)
         self.save_trace_button = button(_("Save trace (JSON)"), "kvlab-save-trace", self.on_save_trace)
         self.save_figure_button = button(_("Save figure (PNG)"), "kvlab-save-figure", self.on_save_figure)
         self.save_table_button = button(_("Save table (CSV)"), "kvlab-save-table", self.on_save_table)
-        self.load_button = widgets.FileUpload(
-            accept=".json,application/json", multiple=False, description=_("Load trace"), layout=fitted("148px")
-        )
-        self.load_button.add_class("kvlab-load-trace")
+        upload = widgets.FileUpload(accept=".json,application/json", multiple=False, description=_("Load trace"))
+        self.load_button = _classed(upload, "kvlab-load-trace")
+        self.load_button.layout = fitted("148px")
         self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
-        self.downloads = widgets.HTML("")
-        self.downloads.add_class("kvlab-downloads")
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, description=_("tokens"))
-        self.progress.add_class("kvlab-progress")
-        self.status = widgets.HTML(html.escape(_("Choose a model and a cache, then press Run.")))
-        self.status.add_class("kvlab-status")
-        self.message = widgets.HTML("")
-        self.message.add_class("kvlab-message")
-        self.text = widgets.HTML("")
-        self.text.add_class("kvlab-text")
-        self.plot = widgets.Image(value=BLANK_PNG, format="png", layout=widgets.Layout(max_width="100%"))
-        self.plot.add_class("kvlab-plot")
-        self.table = widgets.HTML(summary.to_html([]), layout=widgets.Layout(width="100%"))  # its box scrolls
-        self.table.add_class("kvlab-summary")
-        self.widget = widgets.VBox(
-            [
-                widgets.HTML(
-                    "<b>"
-                    + html.escape(_("kvlab Cache Explorer"))
-                    + "</b>: "
-                    + html.escape(_("pick a model and a cache, press Run, watch the cache."))
-                ),
-                self.controls.layout(),
-                widgets.HBox(
-                    [
-                        self.run_button,
-                        self.stop_button,
-                        self.compare_button,
-                        self.clear_button,
-                        self.crop_n,
-                        self.crop_button,
-                    ],
-                    layout=widgets.Layout(flex_flow="row wrap"),
-                ),
-                widgets.HBox([self.progress, self.status]),
-                self.message,
-                self.text,
-                self.plot,
-                self.table,
-                widgets.HBox(
-                    [self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button],
-                    layout=widgets.Layout(flex_flow="row wrap"),
-                ),
-                self.downloads,
-            ]
+        self._idle_buttons = (self.run_button, self.compare_button, self.clear_button, self.crop_button)
+        self._idle_buttons += (self.save_trace_button, self.save_figure_button, self.save_table_button, upload)
+        self._set_running(False)
+        self.progress = _classed(widgets.IntProgress(value=0, min=0, max=1, description=_("tokens")), "kvlab-progress")
+        ready = html.escape(_("Choose a model and a cache, then press Run."))
+        self.status, self.message, self.text, self.downloads = (
+            _classed(widgets.HTML(value), f"kvlab-{css}")
+            for value, css in ((ready, "status"), ("", "message"), ("", "text"), ("", "downloads"))
         )
-        self.widget.add_class("kvlab-explorer")
+        self.plot = _classed(widgets.Image(value=BLANK_PNG, format="png"), "kvlab-plot")
+        self.plot.layout.max_width = "100%"
+        self.table = _classed(widgets.HTML(summary.to_html([])), "kvlab-summary")
+        self.table.layout.width = "100%"  # its box scrolls
+        title = html.escape(_("kvlab Cache Explorer"))
+        subtitle = html.escape(_("pick a model and a cache, press Run, watch the cache."))
+        buttons = (self.run_button, self.stop_button, self.compare_button, self.clear_button, self.crop_n)
+        files = (self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button)
+        self.widget = _classed(
+            widgets.VBox(
+                [
+                    widgets.HTML(f"<b>{title}</b>: {subtitle}"),
+                    self.controls.layout(),
+                    _row(*buttons, self.crop_button),
+                    widgets.HBox([self.progress, self.status]),
+                    *(self.message, self.text, self.plot, self.table),
+                    _row(*files),
+                    self.downloads,
+                ]
+            ),
+            "kvlab-explorer",
+        )
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -221,11 +195,7 @@ class Explorer:
 
     def show_error(self, err: BaseException) -> None:
         """A user's mistake as one line; any other exception (a bug) as its line plus a collapsible traceback."""
-        self._ready()
-        from kvlab.explorer.session import USER_ERRORS, one_line
-        from kvlab.recording.trace import TraceFormatError
-
-        if isinstance(err, (*USER_ERRORS, TraceFormatError)):
+        if isinstance(err, USER_ERRORS):  # a TraceFormatError too: a user's mistake
             self.show_message(one_line(str(err)), error=True)
             return
         text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
@@ -245,63 +215,29 @@ class Explorer:
         return html.unescape(re.sub(r"<[^>]+>", "", self.message.value))
 
     def _set_running(self, running: bool) -> None:
-        self.run_button.disabled = running
+        """While a run goes, Stop is the one button that works."""
         self.stop_button.disabled = not running
-        for b in (
-            self.compare_button,
-            self.clear_button,
-            self.crop_button,
-            self.save_trace_button,
-            self.save_figure_button,
-            self.save_table_button,
-            self.load_button,
-        ):
+        for b in self._idle_buttons:
             b.disabled = running
 
     # -- callbacks (main thread) --------------------------------------------------------------------------------
     def on_run(self) -> Run | None:
         """Start a run from the controls; a message instead of a run when one is going or the options are invalid."""
-        loading_text = _("loading {model} (first use takes a few seconds)…")
         if not self._imported.is_set():  # a click in the first seconds: torch is still being imported
-            self.status.value = html.escape(loading_text.format(model=self.controls.model.value))
-        self._ready()
-        from kvlab.explorer.session import USER_ERRORS
-
+            self.status.value = html.escape(_loading(self.controls.model.value))
         if self.session.running:
             self.show_message(_("A run is already in progress: this Run was ignored (press Stop to end it)."))
             return None
         request = self.controls.request()
-        loading = not self.store.is_ready(request.model, request.dtype)
-        # The running state is shown before the thread starts: a run that fails (or ends) at once reports from
-        # its thread, and that report must come after this, never be overwritten by it.
-        shown = (
-            self.message.value,
-            self.text.value,
-            self.progress.value,
-            self.progress.max,
-            self.progress.bar_style,
-            self.last_crop,
-        )
-        self.show_message("")
-        self.last_crop = None
-        total, working = kind_of(request.cache).progress(request)  # tokens, or requests for a kind that ends whole
-        self.progress.value, self.progress.max = 0, total
-        self.progress.bar_style = ""
-        self.text.value = ""
-        status = loading_text.format(model=request.model) if loading else working
-        if self._quanto_build_pending(request):  # kvlab.run builds it before its clock starts: say why it waits
-            notice = _("building optimum-quanto's C++ extension once (about 1 minute)…")
-            status = f"{status} {notice}" if loading else notice
-        with self._draw_lock:  # the warm-up thread's "is loaded" line must not replace this one
-            self.status.value = html.escape(status)
-        self._set_running(True)
-        self._dirty.clear()
+        progress = self.progress
+        shown = (self.message.value, self.text.value, progress.max, progress.value, progress.bar_style, self.last_crop)
+        self._show_running(request)
         try:
             run = self.session.start(request, on_token=self._on_token, on_done=self._on_done, on_error=self._on_error)
         except USER_ERRORS as err:
-            message, text, value, maximum, style, self.last_crop = shown
-            self.message.value, self.text.value = message, text
-            self.progress.max, self.progress.value, self.progress.bar_style = maximum, value, style
+            self.message.value, self.text.value, progress.max, progress.value, progress.bar_style, self.last_crop = (
+                shown
+            )
             self._set_running(False)
             self.show_message(str(err), error=True)
             self.status.value = html.escape(_("not started: see the message below"))
@@ -311,6 +247,24 @@ class Explorer:
             raise
         threading.Thread(target=self._draw_live, args=(run,), daemon=True, name="kvlab-explorer-draw").start()
         return run
+
+    def _show_running(self, request) -> None:
+        """The running state, shown before the run's thread starts: a run that fails (or ends) at once reports from
+        its thread, and that report must come after this, never be overwritten by it."""
+        loading = not self.store.is_ready(request.model, request.dtype)
+        self.show_message("")
+        self.last_crop = None
+        total, working = kind_of(request.cache).progress(request)  # tokens, or requests for a kind that ends whole
+        self.progress.value, self.progress.max, self.progress.bar_style = 0, total, ""
+        self.text.value = ""
+        status = _loading(request.model) if loading else working
+        if self._quanto_build_pending(request):  # kvlab.run builds it before its clock starts: say why it waits
+            notice = _("building optimum-quanto's C++ extension once (about 1 minute)…")
+            status = f"{status} {notice}" if loading else notice
+        with self._draw_lock:  # the warm-up thread's "is loaded" line must not replace this one
+            self.status.value = html.escape(status)
+        self._set_running(True)
+        self._dirty.clear()
 
     def _quanto_build_pending(self, request) -> bool:
         """Whether this run's quanto cache will first build optimum-quanto's C++ extension (about a minute, once)."""
@@ -322,9 +276,9 @@ class Explorer:
         return quanto_extension_pending(self.store.get(request.model, request.dtype)[0].device if ready else "cpu")
 
     def on_stop(self) -> None:
-        current = self.session.current
-        if self.session.running and current is not None and not kind_of(current.request.cache).streams:
-            self.show_message(_(kind_of(current.request.cache).no_stop))
+        kind = kind_of(self.session.current.request.cache) if self.session.running else None
+        if kind is not None and not kind.streams:
+            self.show_message(_(kind.no_stop))
             return
         if self.session.stop():
             self.status.value = html.escape(_("stopping after the current token…"))
@@ -352,9 +306,6 @@ class Explorer:
 
     def on_crop(self) -> dict | None:
         """crop(-n) on the last run's cache; the refusal, with its rule, shown as a message."""
-        self._ready()
-        from kvlab.explorer.session import USER_ERRORS
-
         n = self.crop_n.value
         try:
             event = self.session.crop(n)
@@ -450,18 +401,26 @@ class Explorer:
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
         """Redraw the plots (and the table) from the current run, the comparison and the last crop."""
-        self._ready()
-        from kvlab.explorer import figures
-
         run = run or self.session.current
         with self._draw_lock:
             if live and run.done:
                 return  # the final picture is drawn by `_on_done`; a late live frame must not replace it
             if live:
                 self._show_text(run)
-            self.plot.value = figures.png_bytes(self._figure(run))
+            self.plot.value = self._png(run)
             if table:
-                self.table.value = summary.to_html(summary.rows_for(self.session))
+                self.table.value = summary.to_html(self.summary_rows())
+
+    def _figure(self, run: Run | None):
+        """The picture of `run` beside the comparison and the last crop (`figures.picture`)."""
+        from kvlab.explorer import figures  # matplotlib: imported by the warm-up, which `session` waited for
+
+        return figures.picture(run, self.session.comparison, self.last_crop)
+
+    def _png(self, run: Run | None, **save) -> bytes:
+        from kvlab.plots.png import png_bytes  # matplotlib, as `_figure`
+
+        return png_bytes(self._figure(run), **save)
 
     # -- saving and loading (main thread) -------------------------------------------------------------------------
     def _finished_run(self) -> Run:
@@ -474,9 +433,6 @@ class Explorer:
 
     def _offer(self, item: export.Export) -> export.Export:
         """Offer `item` as a download link (replacing an earlier file of the same name); write it to save_dir."""
-        self._ready()
-        from kvlab.explorer import export
-
         where = ""
         if self.save_dir is not None:
             try:
@@ -496,33 +452,21 @@ class Explorer:
 
     def on_save_trace(self) -> export.Export:
         """The current run's full trace as JSON (what `Trace.save` writes, plus the label, text and token ids)."""
-        self._ready()
-        from kvlab.explorer import export
-
         return self._offer(export.trace_export(self._finished_run()))
 
     def on_save_figure(self) -> export.Export:
         """The picture shown now (runs, comparison, crop), drawn again at EXPORT_DPI, as PNG."""
-        self._ready()
-        from kvlab.explorer import export, figures
-
         run = self._finished_run()
         with self._draw_lock:
-            png = figures.png_bytes(self._figure(run), dpi=EXPORT_DPI)
+            png = self._png(run, dpi=EXPORT_DPI)
         return self._offer(export.figure_export(png, run))
 
     def on_save_table(self) -> export.Export:
         """The summary table (one row per run, comparison runs first) as CSV."""
-        self._ready()
-        from kvlab.explorer import export
-
         run = self._finished_run()
         return self._offer(export.table_export(self.summary_rows(), run))
 
     def _on_upload(self, value) -> None:
-        self._ready()
-        from kvlab.explorer import export
-
         files = export.uploaded_files(value)
         if not files:
             return  # the widget was cleared
@@ -538,16 +482,12 @@ class Explorer:
         A file that is not a trace is refused with one line (TraceFormatError). The loaded run is drawn and
         tabled like a live one, can be added to the comparison and saved again; it has no cache to crop.
         """
-        self._ready()
-        from kvlab.explorer import export
-        from kvlab.explorer.session import one_line
-        from kvlab.recording.trace import TraceFormatError
-
+        session = self.session  # first: a loaded run's result is a `RunResult`, whose module imports torch
         try:
             trace = export.read_trace(name, content)
             run = export.loaded_run(trace, name)
-            self.session.show_loaded(run)
-        except (TraceFormatError, ValueError) as err:
+            session.show_loaded(run)
+        except ValueError as err:  # TraceFormatError is one
             self.show_message(one_line(str(err)), error=True)
             return None
         self.last_crop = None
@@ -565,26 +505,6 @@ class Explorer:
         self.status.value = _("loaded {file}: {steps} steps").format(file=name, steps=s["steps"])
         return run
 
-    def _figure(self, run: Run | None):
-        self._ready()
-        from kvlab.explorer import figures
-
-        kind = for_trace(run.trace) if run is not None else None
-        if kind is not None and kind.figure is not None and run.trace.updates:
-            # a kind with a picture of its own (paged: the block timeline); comparison runs stay rows of the table
-            others = any(r is not run for r in self.session.comparison)
-            also = " " + _("(comparison runs: rows of the table)") if others else ""
-            return kind.figure(run.snapshot(), run.label + also)
-        current = (run.label, run.snapshot()) if run is not None else None
-        rows = run.layer_rows() if run is not None else []
-        comparison = [(r.label, r.result.trace) for r in self.session.comparison if r is not run]
-        status = (
-            _("{label}: {steps} steps").format(label=run.label, steps=current[1].summary()["steps"])
-            if run is not None
-            else ""
-        )
-        return figures.dashboard(current, rows, comparison, crop=self.last_crop, status=status)
-
     # -- scripting ----------------------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:
         return summary.rows_for(self.session)
@@ -598,6 +518,10 @@ class Explorer:
         return run
 
 
+def _loading(model: str) -> str:
+    return _("loading {model} (first use takes a few seconds)…").format(model=model)
+
+
 def explore(model=None, tokenizer=None, lang: str | None = None, **kwargs) -> Explorer:
     """The Cache Explorer. Pass an already-loaded `model` (and its `tokenizer`) to explore it; otherwise choose a
     bundled model (SmolLM2, Gemma 3) or a tiny random one in the app. `preload=True` loads the default model in
@@ -606,7 +530,5 @@ def explore(model=None, tokenizer=None, lang: str | None = None, **kwargs) -> Ex
     trace saved by the explorer, `kvlab run --trace` or `Trace.save`. `lang="pt-BR"` shows labels, plots and
     messages in Portuguese (as `kvlab.set_language` does for everything kvlab draws)."""
     if lang is not None:
-        from kvlab.i18n import set_language
-
         set_language(lang)
     return Explorer(model, tokenizer, **kwargs)

@@ -17,7 +17,6 @@ Nothing here imports torch: the controls are drawn first, while the explorer imp
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
@@ -28,17 +27,17 @@ from kvlab.explorer import kinds
 from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import CHAT_TEMPLATES, DTYPES, LOADED, model_choices
 from kvlab.explorer.prompts import presets, title
+from kvlab.explorer.run_values import RunRequest
 from kvlab.i18n import N_, _
 from kvlab.serving.batch_run import MAX_REQUESTS
-
-if TYPE_CHECKING:
-    from kvlab.explorer.session import RunRequest
 
 # The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
 OPTION_NAMES = (*CACHE_OPTION_NAMES, "past_recording", *PAGED_OPTIONS)
 KINDS = tuple(kind.name for kind in kinds.KINDS)  # the cache menu's values: transformers' kinds, then paged
 CUSTOM = N_("(your own text)")  # the preset dropdown's value for a typed prompt; shown as `_(CUSTOM)`
 PROMPT_NAMES = ("preset", "chat", "prompt", "prompt_tokens")  # hidden for a kind that brings its own requests
+STYLED = ("model", "dtype", "cache", "backend", "prompt", "preset", "max_new_tokens", "prompt_tokens", *OPTION_NAMES)
+WIDE = {"description_width": "initial"}  # a label never cut to the widget's default description width
 
 
 def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tuple[str, ...]:
@@ -55,9 +54,29 @@ def fitted(min_width: str = "") -> widgets.Layout:
     return widgets.Layout(width="max-content", min_width=min_width or None)
 
 
-def _int_text(value: int, description: str) -> widgets.IntText:
-    return widgets.IntText(
-        value=value, description=description, style={"description_width": "initial"}, layout=fitted("190px")
+def _dropdown(options, value, description: str) -> widgets.Dropdown:
+    return widgets.Dropdown(options=options, value=value, description=description, style=WIDE, layout=fitted("150px"))
+
+
+def _number(value: int, description: str, min_width: str = "190px", **bounds) -> widgets.IntText:
+    """An integer box; with `min` and `max`, one that keeps its value between them."""
+    box = widgets.BoundedIntText if bounds else widgets.IntText
+    return box(value=value, description=description, style=WIDE, layout=fitted(min_width), **bounds)
+
+
+def _tick(value: bool, description: str) -> widgets.Checkbox:
+    return widgets.Checkbox(value=value, description=description, indent=False, layout=fitted())
+
+
+def _slider(value: int, low: int, high: int, description: str, step: int = 1) -> widgets.IntSlider:
+    return widgets.IntSlider(
+        value=value,
+        min=low,
+        max=high,
+        step=step,
+        description=description,
+        style=WIDE,
+        layout=widgets.Layout(width="420px"),
     )
 
 
@@ -71,127 +90,53 @@ class Controls:
         prompt_presets: dict | None = None,
         has_chat_template: Callable[[str], bool] | None = None,
     ):
-        wide = {"description_width": "initial"}
         self.has_chat_template = has_chat_template or (lambda name: CHAT_TEMPLATES.get(name, False))
         choices = model_choices(has_loaded_model)
-        self.model = widgets.Dropdown(options=choices, value=model or choices[0], description=_("model"), style=wide)
-        self.dtype = widgets.Dropdown(options=DTYPES, value="float32", description="dtype", style=wide)
-        self.cache = widgets.Dropdown(
-            options=[(kind.shown(), kind.name) for kind in kinds.KINDS],
-            value="dynamic",
-            description=_("cache"),
-            style=wide,
-        )
-        self.backend = widgets.Dropdown(
-            options=_compat.QUANTIZED_BACKENDS, value=DEFAULT_QUANTIZED_BACKEND, description="backend", style=wide
-        )
-        defaults = _compat.QUANTIZED_DEFAULTS
-        self.nbits = widgets.Dropdown(
-            options=sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)),
-            value=defaults["nbits"],
-            description="nbits",
-            style=wide,
-        )
-        axes = sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
-        self.axis_key = widgets.Dropdown(options=axes, value=defaults["axis_key"], description="axis_key", style=wide)
-        self.axis_value = widgets.Dropdown(
-            options=axes, value=defaults["axis_value"], description="axis_value", style=wide
-        )
-        self.q_group_size = _int_text(defaults["q_group_size"], "q_group_size")
-        self.residual_length = _int_text(defaults["residual_length"], "residual_length")
-        self.max_cache_len = _int_text(256, "max_cache_len")
-        self.offload_only_non_sliding = widgets.Checkbox(
-            value=True, description="offload_only_non_sliding", indent=False, layout=fitted()
-        )
-        self.page_size = widgets.Dropdown(
-            options=PAGE_SIZES,
-            value=PAGED_DEFAULTS["page_size"],
-            description=_("page_size (tokens per block)"),
-            style=wide,
-        )
-        self.requests = widgets.BoundedIntText(
-            value=PAGED_DEFAULTS["requests"],
-            min=1,
-            max=MAX_REQUESTS,
-            description=_("requests"),
-            style=wide,
-            layout=fitted("150px"),
-        )
-        self.num_blocks = widgets.IntText(
-            value=PAGED_DEFAULTS["num_blocks"],
-            description=_("num_blocks (0 = room for all)"),
-            style=wide,
-            layout=fitted("260px"),
-        )
-        self.past_recording = widgets.Checkbox(
-            value=False,
-            description=_("past recording (keep evicted tokens until a crop)"),
-            indent=False,
-            layout=fitted(),
-        )
-        self.presets = dict(prompt_presets if prompt_presets is not None else presets())
+        self.model = _dropdown(choices, model or choices[0], _("model"))
+        self.dtype = _dropdown(DTYPES, "float32", "dtype")
+        self.cache = _dropdown([(kind.shown(), kind.name) for kind in kinds.KINDS], "dynamic", _("cache"))
+        self._option_widgets()
+        self._prompt_widgets(prompt_presets if prompt_presets is not None else presets())
+        for name in STYLED:
+            getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
+        for widget in (self.cache, self.backend, self.model):
+            widget.observe(lambda _: self.sync_visibility(), names="value")
+        self.model.observe(lambda _: self._default_chat(), names="value")
+        self.preset.observe(self._on_preset, names="value")
+        self.prompt.observe(self._on_prompt_typed, names="value")
+        self._default_chat()
+        self.sync_visibility()
+
+    def _option_widgets(self) -> None:
+        """The cache options at their defaults, past recording, and the paged kind's options."""
+        defaults, axes = _compat.QUANTIZED_DEFAULTS, sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
+        self.backend = _dropdown(_compat.QUANTIZED_BACKENDS, DEFAULT_QUANTIZED_BACKEND, "backend")
+        self.nbits = _dropdown(sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)), defaults["nbits"], "nbits")
+        self.axis_key = _dropdown(axes, defaults["axis_key"], "axis_key")
+        self.axis_value = _dropdown(axes, defaults["axis_value"], "axis_value")
+        self.q_group_size = _number(defaults["q_group_size"], "q_group_size")
+        self.residual_length = _number(defaults["residual_length"], "residual_length")
+        self.max_cache_len = _number(256, "max_cache_len")
+        self.offload_only_non_sliding = _tick(True, "offload_only_non_sliding")
+        self.past_recording = _tick(False, _("past recording (keep evicted tokens until a crop)"))
+        self.page_size = _dropdown(PAGE_SIZES, PAGED_DEFAULTS["page_size"], _("page_size (tokens per block)"))
+        self.requests = _number(PAGED_DEFAULTS["requests"], _("requests"), "150px", min=1, max=MAX_REQUESTS)
+        self.num_blocks = _number(PAGED_DEFAULTS["num_blocks"], _("num_blocks (0 = room for all)"), "260px")
+
+    def _prompt_widgets(self, prompt_presets: dict) -> None:
+        """The preset menu (its first preset in the prompt box), the prompt, its length, chat and new tokens."""
+        self.presets = dict(prompt_presets)
         first = next(iter(self.presets), None)
-        self.preset = widgets.Dropdown(
-            options=[*((title(name), name) for name in self.presets), (_(CUSTOM), CUSTOM)],
-            value=first or CUSTOM,
-            description=_("preset"),
-            style=wide,
-        )
+        named = [*((title(name), name) for name in self.presets), (_(CUSTOM), CUSTOM)]
+        self.preset = _dropdown(named, first or CUSTOM, _("preset"))
         self.prompt = widgets.Textarea(
             value=self.presets.get(first, ""),
             description=_("prompt"),
             layout=widgets.Layout(width="98%", height="70px"),
         )
-        self.prompt_tokens = widgets.IntSlider(
-            value=0,
-            min=0,
-            max=4096,
-            step=16,
-            style=wide,
-            description=_("prompt tokens (0 = as typed)"),
-            layout=widgets.Layout(width="420px"),
-        )
-        self.chat = widgets.Checkbox(value=False, description=_("chat template"), indent=False, layout=fitted())
-        self._default_chat()
-        self.max_new_tokens = widgets.IntSlider(
-            value=16,
-            min=1,
-            max=512,
-            description=_("max new tokens"),
-            style=wide,
-            layout=widgets.Layout(width="420px"),
-        )
-        for name in (
-            "model",
-            "dtype",
-            "cache",
-            "backend",
-            "prompt",
-            "preset",
-            "max_new_tokens",
-            "prompt_tokens",
-            *OPTION_NAMES,
-        ):
-            getattr(self, name).add_class(f"kvlab-{name.replace('_', '-')}")
-        for dropdown in (
-            self.model,
-            self.dtype,
-            self.cache,
-            self.backend,
-            self.nbits,
-            self.axis_key,
-            self.axis_value,
-            self.preset,
-            self.page_size,
-        ):
-            dropdown.layout = fitted("150px")
-        self.cache.observe(lambda _: self.sync_visibility(), names="value")
-        self.backend.observe(lambda _: self.sync_visibility(), names="value")
-        self.model.observe(lambda _: self.sync_visibility(), names="value")
-        self.model.observe(lambda _: self._default_chat(), names="value")
-        self.preset.observe(self._on_preset, names="value")
-        self.prompt.observe(self._on_prompt_typed, names="value")
-        self.sync_visibility()
+        self.prompt_tokens = _slider(0, 0, 4096, _("prompt tokens (0 = as typed)"), step=16)
+        self.chat = _tick(False, _("chat template"))
+        self.max_new_tokens = _slider(16, 1, 512, _("max new tokens"))
 
     # -- rules --------------------------------------------------------------------------------------------------
     def visible_options(self) -> tuple[str, ...]:
@@ -202,8 +147,9 @@ class Controls:
         shown = self.visible_options()
         for name in OPTION_NAMES:
             getattr(self, name).layout.display = None if name in shown else "none"
+        prompted = kind_of(self.cache.value).uses_prompt
         for name in PROMPT_NAMES:
-            getattr(self, name).layout.display = None if kind_of(self.cache.value).uses_prompt else "none"
+            getattr(self, name).layout.display = None if prompted else "none"
         self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
 
     def _default_chat(self) -> None:
@@ -225,9 +171,7 @@ class Controls:
         return {name: getattr(self, name).value for name in self.visible_options() if name != "past_recording"}
 
     def request(self) -> RunRequest:
-        """The current values as a `session.RunRequest` (session imports torch: Run is pressed after the warm-up)."""
-        from kvlab.explorer.session import RunRequest
-
+        """The current values as a `RunRequest`."""
         return RunRequest(
             model=self.model.value,
             dtype=self.dtype.value,

@@ -21,14 +21,16 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvlab.atomic import write_bytes
-from kvlab.explorer.session import Run, RunRequest
+from kvlab.explorer.run_values import Run, RunRequest
 from kvlab.explorer.summary import columns_for
-from kvlab.i18n import _
-from kvlab.recorded_run import RunResult
-from kvlab.recording.trace import Trace, TraceFormatError
+from kvlab.i18n import N_, _
 from kvlab.units import human_bytes
+
+if TYPE_CHECKING:
+    from kvlab.recording.trace import Trace
 
 LINK = "var(--jp-content-link-color, #0d47a1)"  # JupyterLab's link colour, light or dark theme
 MIME = {"json": "application/json", "png": "image/png", "csv": "text/csv"}
@@ -132,29 +134,22 @@ def links_html(exports: list[Export]) -> str:
 
 
 # -- loading -----------------------------------------------------------------------------------------------------
+# `Trace.load`'s refusals, naming every way a file to load into the explorer is made.
+NOT_TEXT = N_(
+    "{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), `kvlab run --trace` or the "
+    "explorer's Save trace."
+)
+NOT_JSON = N_(
+    "{path} does not parse as JSON ({error} at line {line}); a kvlab trace is the JSON written by Trace.save(), "
+    "`kvlab run --trace` or the explorer's Save trace."
+)
+
+
 def read_trace(name: str, content: bytes) -> Trace:
     """A trace from an uploaded file's bytes, refused (TraceFormatError, one line) as `Trace.load` refuses a file."""
-    try:
-        text = bytes(content).decode("utf-8")
-    except UnicodeDecodeError:
-        raise TraceFormatError(
-            _(
-                "{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), "
-                "`kvlab run --trace` or the explorer's Save trace."
-            ).format(path=name)
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TraceFormatError(
-            _(
-                "{path} does not parse as JSON ({error} at line {line}); a kvlab trace is the JSON written by "
-                "Trace.save(), `kvlab run --trace` or the explorer's Save trace."
-            ).format(path=name, error=err.msg, line=err.lineno)
-        ) from None
-    except RecursionError:
-        raise TraceFormatError(_("{path} is nested too deeply to be a kvlab trace.").format(path=name)) from None
-    return Trace.from_dict(data, source=name)
+    from kvlab.recording.trace import parse_trace  # torch: the app loads a trace once its warm-up has imported it
+
+    return parse_trace(content, name, NOT_TEXT, NOT_JSON)
 
 
 def uploaded_files(value) -> list[tuple[str, bytes]]:
@@ -168,6 +163,8 @@ def loaded_run(trace: Trace, name: str) -> Run:
 
     It has no model or cache object behind it (`run.loaded_from` is the file name): cropping it is refused.
     """
+    from kvlab.recorded_run import RunResult  # torch: the app loads a trace once its warm-up has imported it
+
     meta = trace.meta
     options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     request = RunRequest(
@@ -193,7 +190,7 @@ def loaded_run(trace: Trace, name: str) -> Run:
         float(seconds),
         trace,
     )
-    run = Run(
+    return Run(
         request,
         trace=trace,
         new_ids=ids,
@@ -203,7 +200,6 @@ def loaded_run(trace: Trace, name: str) -> Run:
         loaded_from=name,
         new_tokens_loaded=new_tokens,
     )
-    return run
 
 
 def _int(value, default: int = 0) -> int:

@@ -15,6 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import Formatter, MaxNLocator
 
+from kvlab.explorer.kinds import for_trace
+from kvlab.explorer.run_values import Run
 from kvlab.i18n import N_, _, current_language, number
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside
@@ -238,6 +240,22 @@ def dashboard(
     if status:
         fig.suptitle(status, fontsize=10)
     return fig
+
+
+def picture(run: Run | None, comparison: list[Run], crop: dict | None = None) -> Figure:
+    """What the explorer shows of `run` beside the comparison runs and the last crop: its kind's own picture (paged:
+    the block timeline, the comparison runs staying rows of the table), else the dashboard."""
+    others = [r for r in comparison if r is not run]
+    traces = [(r.label, r.result.trace) for r in others]
+    if run is None:
+        return dashboard(None, [], traces, crop=crop)
+    kind = for_trace(run.trace)
+    if kind.figure is not None and run.trace.updates:
+        also = " " + _("(comparison runs: rows of the table)") if others else ""
+        return kind.figure(run.snapshot(), run.label + also)
+    trace = run.snapshot()
+    status = _("{label}: {steps} steps").format(label=run.label, steps=trace.summary()["steps"])
+    return dashboard((run.label, trace), run.layer_rows(), traces, crop=crop, status=status)
 
 
 @functools.cache

@@ -7,6 +7,8 @@ It is `kvlab.run` (same validation, cache and greedy settings), with
   and the trace keeps every update up to that point;
 - `past_recording` calls `cache.activate_past_recording()` before the first token, so sliding-window layers
   keep their evicted tokens until a crop (the cache guide's rule for rolling back a sliding cache).
+
+`generate_run` is how the explorer's session runs a kind `generate` builds (`kvlab.explorer.kinds` starts it).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from kvlab import _compat
+from kvlab.explorer.prompts import encode_prompt
+from kvlab.explorer.run_values import Run
 from kvlab.recorded_run import RunResult, run
-from kvlab.recording.trace import Trace
 
 
 class TokenStreamer(_compat.BaseStreamer):
@@ -60,13 +63,12 @@ def generate_traced(
     cache: str,
     options: dict,
     max_new_tokens: int,
-    past_recording: bool = False,
-    trace: Trace | None = None,
     on_token: Callable[[list[int]], None] | None = None,
     stop: threading.Event | None = None,
+    **run_kwargs,
 ) -> RunResult:
     """`kvlab.run(model, tokenizer, input_ids, cache, max_new_tokens, **options)` with a per-token callback
-    and a Stop switch."""
+    and a Stop switch; `run_kwargs` are the rest of `kvlab.run`'s (`trace`, `past_recording`)."""
     # input_ids: (1, prompt_tokens)
     stop = stop or threading.Event()
     generate_kwargs = {
@@ -79,10 +81,35 @@ def generate_traced(
         input_ids,
         cache=cache,
         max_new_tokens=max_new_tokens,
-        trace=trace,
-        past_recording=past_recording,
         generate_kwargs=generate_kwargs,
+        **run_kwargs,
         **options,
     )
     result.trace.meta["stopped"] = stop.is_set()
     return result
+
+
+def generate_run(run: Run, model, tokenizer, on_token: Callable[[Run], None] | None, stop: threading.Event) -> None:
+    """A kind `generate` builds, run for the explorer: `generate_traced`, recording into `run.trace` as it goes (the
+    live plots read it) and reporting each token as `on_token(run)`."""
+    request = run.request
+    ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
+    run.prompt_tokens = int(ids.shape[-1])
+
+    def token(new_ids: list[int]) -> None:
+        run.new_ids = new_ids
+        if on_token is not None:
+            on_token(run)
+
+    run.result = generate_traced(
+        model,
+        tokenizer,
+        ids,
+        request.cache,
+        request.options,
+        request.max_new_tokens,
+        token,
+        stop,
+        past_recording=request.past_recording,
+        trace=run.trace,
+    )

@@ -4,8 +4,9 @@ The widget callbacks run on the kernel's main thread and must return at once (or
 only checks the request and launches a daemon thread; Stop sets an event that `generate` polls after every
 token. Whatever happened (finished, stopped, failed), the thread ends by calling `on_done` (or `on_error`
 with a one-line message), and the trace recorded so far is kept. What differs between cache kinds (how a request is
-checked and run, whether Stop can end it, whether its cache can be cropped) is the kind's `ExplorerKind`
-(`kvlab.explorer.kinds`); `generate_run` is how the kinds `generate` builds run.
+checked and run, whether Stop can end it, whether its cache can be cropped) is the kind's (`kvlab.explorer.kinds`).
+
+This module imports no torch: what a run needs is imported by the kind that starts it, in the run's thread.
 """
 
 from __future__ import annotations
@@ -13,91 +14,13 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from kvlab.caches.crop_rules import CacheCropError, removal_count
-from kvlab.errors import KvlabEnvironmentError, KvlabUserError, one_line
-from kvlab.explorer.generation import generate_traced
+from kvlab.errors import one_line
 from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import ModelStore
-from kvlab.explorer.prompts import encode_prompt
+from kvlab.explorer.run_values import USER_ERRORS, Run, RunRequest
 from kvlab.i18n import _
-from kvlab.recorded_run import RunResult
-from kvlab.recording.layer_state import read_layer
-from kvlab.recording.storage import storage_bytes, view_bytes
-from kvlab.recording.trace import Trace
-
-# What a learner's input or the machine can cause (a bad option, a damaged model or KVLAB_HOME, a save_dir on a full
-# disk): one line, never a traceback. The command line catches the same (kvlab/errors.py).
-USER_ERRORS = (KvlabUserError, ValueError, KvlabEnvironmentError, OSError)
-
-
-@dataclass
-class RunRequest:
-    model: str = "smollm2"
-    dtype: str = "float32"
-    cache: str = "dynamic"
-    options: dict = field(default_factory=dict)
-    past_recording: bool = False
-    prompt: str = "The KV cache"
-    prompt_tokens: int = 0  # 0: the text as is; n > 0: repeated or cut to exactly n tokens
-    chat: bool = False
-    max_new_tokens: int = 16
-
-    def label(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.options.items()] + (["past recording"] if self.past_recording else [])
-        return f"{self.model} · {self.cache}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-@dataclass
-class Run:
-    """A run in progress or finished: its request, its live trace and, once done, the `RunResult`."""
-
-    request: RunRequest
-    trace: Trace = field(default_factory=Trace)
-    new_ids: list[int] = field(default_factory=list)
-    result: RunResult | None = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    done: bool = False  # set by the generating thread once `generate` has returned (or failed)
-    traceback: str | None = None  # set with `error` when the failure is a bug, not a user's mistake
-    loaded_from: str | None = None  # the file name of a run loaded from a saved trace (no model, no cache object)
-    new_tokens_loaded: int | None = None
-    crop_bytes: dict | None = None  # the last crop's effect on storage: n, bytes before and after, bytes kept by views
-
-    @property
-    def label(self) -> str:
-        loaded = _(" [loaded from {file}]").format(file=self.loaded_from) if self.loaded_from else ""
-        return self.request.label() + loaded
-
-    @property
-    def new_tokens(self) -> int:
-        if self.new_tokens_loaded is not None:
-            return self.new_tokens_loaded
-        return len(self.new_ids) if self.result is None else len(self.result.generated_token_ids)
-
-    def snapshot(self) -> Trace:
-        """A copy of the trace that the generating thread cannot change under the reader."""
-        return Trace(list(self.trace.events), dict(self.trace.meta))
-
-    def bytes_now(self) -> int:
-        """Bytes of storage the cache holds now (the table's "bytes now")."""
-        return sum(r["bytes_held"] for r in self.layer_rows())
-
-    def layer_rows(self) -> list[dict]:
-        """What each layer holds now: read from the cache object (so crops show), else the trace's last updates."""
-        cache = self.result.cache_object if self.result is not None else None
-        if cache is None or self.result.trace.crops == []:
-            return [dict(row) for row in self.snapshot().final_layers()]
-        layer_kinds = getattr(cache, "_kvlab_layer_kinds", [])
-        return [
-            {
-                "layer_idx": i,
-                "role": "self",
-                **read_layer(layer, layer_kinds[i] if i < len(layer_kinds) else "full").as_dict(),
-            }
-            for i, layer in enumerate(cache.layers)
-        ]
 
 
 class Session:
@@ -228,35 +151,11 @@ class Session:
             raise CacheCropError(_("this run used no cache (cache kind 'none'): there is nothing to crop"))
         before = run.bytes_now()
         cache.crop(tokens_to_remove)
+        from kvlab.recording.storage import storage_bytes, view_bytes  # torch: imported by the run that made the cache
+
         # transformers crops a DynamicLayer by slicing (`keys[..., :-n, :]`): a view that keeps the whole storage
         # until the next forward's torch.cat makes a new tensor. What the views keep beyond their elements:
         tensors = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in cache.layers]
         kept = max(0, storage_bytes(*tensors) - view_bytes(*tensors))
         run.crop_bytes = {"n": n, "before": before, "after": run.bytes_now(), "kept_by_views": kept}
         return run.result.trace.crops[-1]
-
-
-def generate_run(run: Run, model, tokenizer, on_token: Callable[[Run], None] | None, stop: threading.Event) -> None:
-    """A kind `generate` builds, run for the explorer: `kvlab.run` with a report per token and a Stop switch
-    (`kvlab.explorer.generation`), recording into `run.trace` as it goes (the live plots read it)."""
-    request = run.request
-    ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
-    run.prompt_tokens = int(ids.shape[-1])
-
-    def token(new_ids: list[int]) -> None:
-        run.new_ids = new_ids
-        if on_token is not None:
-            on_token(run)
-
-    run.result = generate_traced(
-        model,
-        tokenizer,
-        ids,
-        request.cache,
-        request.options,
-        request.max_new_tokens,
-        past_recording=request.past_recording,
-        trace=run.trace,
-        on_token=token,
-        stop=stop,
-    )

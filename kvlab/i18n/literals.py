@@ -53,6 +53,7 @@ MAGIC = re.compile(r"^(\s*)[%!]", re.MULTILINE)  # IPython's %magic and !shell l
 TEXT_FIELD = re.compile(r"""^\{(?P<quote>['"])(?P<text>[^'"\\{}]*)(?P=quote)(?P<rest>(?:![rsa])?(?::[^{}]*)?)\}$""")
 LETTERS = re.compile(r"[^\W\d_]{2}")
 DIGITS = re.compile(r"\d+")
+TEXT = re.compile(r"(?:\\N\{[^}]*\}|\\.|\{\{|\}\}|[^\\{}])+")  # escapes (\N{MINUS SIGN} too), doubled braces
 
 
 @dataclass(frozen=True)
@@ -240,27 +241,22 @@ def _offset(source: str, offsets: list[int], lineno: int, byte_column: int) -> i
 
 
 def _pieces(span: str) -> list[tuple[str, str, str]] | None:
-    """(prefix, quote, body) of each adjacent string piece of `span`; None if one is raw or bytes."""
-    pieces, depth, begin = [], 0, None
-    for token in tokenize.generate_tokens(io.StringIO(f"({span})").readline):
+    """(prefix, quote, body) of each adjacent string piece of `span`; None if one is raw or bytes. Python's own
+    tokenizer finds them: one STRING token each, or on Python 3.12+ an f-string's run from FSTRING_START to END."""
+    text = f"({span})"
+    offsets, pieces, depth, begin = _line_offsets(text), [], 0, 0
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
         kind = tokenize.tok_name.get(token.type, "")
-        if kind == "FSTRING_START":  # Python 3.12+: an f-string is a run of tokens
+        if kind == "FSTRING_START":
             depth += 1
-            begin = token.start if depth == 1 else begin
+            begin = _offset(text, offsets, *token.start) if depth == 1 else begin
         elif kind == "FSTRING_END":
             depth -= 1
             if depth == 0:
-                pieces.append(_split_piece(_between(f"({span})", begin, token.end)))
+                pieces.append(_split_piece(text[begin : _offset(text, offsets, *token.end)]))
         elif token.type == tokenize.STRING and depth == 0:
             pieces.append(_split_piece(token.string))
     return None if any(set(prefix) & {"r", "b"} for prefix, _q, _b in pieces) else pieces
-
-
-def _between(text: str, start: tuple[int, int], end: tuple[int, int]) -> str:
-    lines = text.splitlines(keepends=True)
-    if start[0] == end[0]:
-        return lines[start[0] - 1][start[1] : end[1]]
-    return lines[start[0] - 1][start[1] :] + "".join(lines[start[0] : end[0] - 1]) + lines[end[0] - 1][: end[1]]
 
 
 def _split_piece(token: str) -> tuple[str, str, str]:
@@ -291,50 +287,30 @@ def _parts(pieces) -> tuple[list[tuple[str, str]], bool]:
 
 
 def _scan(body: str) -> list[tuple[str, str]]:
-    """An f-string's body (or a message in that form) as ("text", raw text) and ("field", "{...}") parts."""
-    parts, text, i = [], "", 0
+    """An f-string's body (or a message in that form) as ("text", raw text) and ("field", "{...}") parts. The text
+    runs to the next field (escapes and doubled braces are text); a field ends at the first `}` where Python's
+    own parser reads a whole field, however its expression nests brackets, quotes and f-strings."""
+    parts, i = [], 0
     while i < len(body):
-        char = body[i]
-        if body.startswith("\\N{", i):  # a named character, \N{MINUS SIGN}: its braces are not a field
-            end = body.index("}", i) + 1
-            text += body[i:end]
-            i = end
-        elif char == "\\":
-            text += body[i : i + 2]
-            i += 2
-        elif body.startswith(("{{", "}}"), i):
-            text += body[i : i + 2]
-            i += 2
-        elif char == "{":
-            end = _field_end(body, i)
-            parts += [("text", text), ("field", body[i : end + 1])]
-            text, i = "", end + 1
-        elif char == "}":
+        if text := TEXT.match(body, i):
+            parts.append(("text", text.group()))
+        elif body[i] == "}":
             raise ValueError(f"a single '}}' at {i}: write '}}}}' for a brace of the text")
         else:
-            text += char
-            i += 1
-    return parts + [("text", text)]
+            ends = (j + 1 for j in range(i, len(body)) if body[j] == "}" and _is_field(body[i : j + 1]))
+            if (end := next(ends, None)) is None:
+                raise ValueError(f"a field opened at {i} is never closed")
+            parts.append(("field", body[i:end]))
+        i += len(parts[-1][1])
+    return parts
 
 
-def _field_end(body: str, start: int) -> int:
-    """The index of the `}` closing the field opened at `start` (brackets and quoted strings inside skipped)."""
-    depth, i = 0, start
-    while i < len(body):
-        char = body[i]
-        if char in "'\"":
-            close = body.find(char, i + 1)
-            if close < 0:
-                break
-            i = close
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    raise ValueError(f"a field opened at {start} is never closed")
+def _is_field(text: str) -> bool:
+    try:
+        ast.parse(f"f'''{text}'''")
+    except SyntaxError:
+        return False
+    return True
 
 
 def _escape_braces(text: str) -> str:

@@ -33,16 +33,16 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.cache_kinds import STATIC_KINDS, offloaded_variant
 from kvlab.caches import CacheOptionError
 from kvlab.i18n import N_, _
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
 from kvlab.measure.step_times import decode_step_times
 from kvlab.measure.timing import Timing, compare
-from kvlab.model_facts import model_facts
+from kvlab.model_facts import model_facts, tokens_held
 from kvlab.recorded_run import run
 
-OFFLOADED_KIND = {"dynamic": "offloaded", "static": "offloaded_static", "quantized": None}
 MEMORY_RANKS = (
     N_("Low"),
     N_("Medium"),
@@ -103,7 +103,7 @@ class Setup:
     quantized: tuple = (("backend", "quanto"), ("nbits", 4), ("residual_length", 8), ("q_group_size", 32))
 
     def options(self, cache_kind: str, prompt_tokens: int) -> dict:
-        if cache_kind in ("static", "offloaded_static"):
+        if cache_kind in STATIC_KINDS:
             return {"max_cache_len": prompt_tokens + self.new_tokens + self.static_room}
         if cache_kind == "quantized":
             return dict(self.quantized)
@@ -128,7 +128,7 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
     layers = result.trace.layer_table()
     sliding = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "sliding")
     full = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "full")
-    held = prompt_ids.shape[-1] + setup.new_tokens - 1  # the last new token is never fed back
+    held = tokens_held(prompt_ids.shape[-1], setup.new_tokens)
     return {
         "supported": sliding <= window,
         "evidence": _(
@@ -141,7 +141,7 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
 def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
     """Run the offloading variant of `cache_kind`, if transformers has one, and count the logged layer transfers
     and the devices they went between."""
-    offloaded = OFFLOADED_KIND[cache_kind]
+    offloaded = offloaded_variant(cache_kind)
     if offloaded is None:
         takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
         evidence = (
@@ -200,7 +200,7 @@ def _live(result) -> dict:
         "cache_kind": result.cache,
         "options": dict(result.options),
         "prefill": result.prompt_tokens,
-        "tokens": result.prompt_tokens + len(result.generated_token_ids) - 1,
+        "tokens": tokens_held(result.prompt_tokens, len(result.generated_token_ids)),
         "final_bytes": summary["final_bytes"],
         "peak_bytes": summary["peak_bytes"],
     }
@@ -410,7 +410,7 @@ def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = 
     cache_kind = trace.meta["cache_kind"]
     first = trace.final_layers()[0]
     options = {}
-    if cache_kind in ("static", "offloaded_static"):
+    if cache_kind in STATIC_KINDS:
         options = {"max_cache_len": first["slots_allocated"]}
     elif cache_kind == "quantized":
         options = dict(cache_config or {})

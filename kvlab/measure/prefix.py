@@ -34,6 +34,7 @@ from kvlab.i18n import _
 from kvlab.measure import timing
 from kvlab.measure.chat import FirstTokenClock
 from kvlab.measure.timing import Comparison, Stopwatch, Timing, compare, time_interleaved
+from kvlab.pad_token import pad_token_id
 from kvlab.recorded_run import encode  # the one tokenising of a prompt: (1, tokens) ids
 from kvlab.recording.storage import storage_bytes
 
@@ -65,7 +66,7 @@ class Answer:
     prefilled_tokens: int  # what this answer's generate computed before its first new token
     seconds: float  # deep copy (if any) + generate
     first_token_seconds: float  # deep copy (if any) + prefill: the part that reuse saves
-    copy_bytes: int  # storage of this answer's private copy of the prefix cache (0 without reuse)
+    copy_bytes: int  # storage of this answer's private copy of the prefix cache
 
 
 def cache_bytes(cache) -> int:
@@ -173,36 +174,17 @@ def answer(
     clock = FirstTokenClock()
     kv = copy.deepcopy(prefix.cache)
     copied = cache_bytes(kv)
-    output = _generate(model, tokenizer, full, kv, max_new_tokens, clock)
-    return _answer(tokenizer, question, full, output, full.shape[-1] - len(prefix.ids), clock, copied)
-
-
-def answer_without_reuse(
-    model, tokenizer, prefix_text: str, question: str, max_new_tokens: int = 16, cache: str = "dynamic", **cache_options
-) -> Answer:
-    """The reference: prefill the whole prompt into a fresh cache."""
-    full = encode(tokenizer, prefix_text + question)
-    clock = FirstTokenClock()
-    output = _generate(model, tokenizer, full, make_cache(cache, model.config, **cache_options), max_new_tokens, clock)
-    return _answer(tokenizer, question, full, output, full.shape[-1], clock, 0)
-
-
-def _generate(model, tokenizer, ids, kv, max_new_tokens, clock) -> torch.Tensor:
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.eos_token_id
-    ids = ids.to(model.device)
+    ids = full.to(model.device)
     with torch.inference_mode():
-        return model.generate(
+        output = model.generate(
             ids,
             attention_mask=torch.ones_like(ids),
             do_sample=False,
             max_new_tokens=max_new_tokens,
-            pad_token_id=pad,
+            pad_token_id=pad_token_id(tokenizer, model),
             logits_processor=LogitsProcessorList([clock]),
             **{_compat.CACHE_KWARG: kv},
         )
-
-
-def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answer:
     seconds = timing.clock() - clock.started
     new = output[0, full.shape[-1] :].tolist()
     return Answer(
@@ -210,7 +192,7 @@ def _answer(tokenizer, question, full, output, prefilled, clock, copied) -> Answ
         tuple(new),
         tokenizer.decode(new, skip_special_tokens=True),
         full.shape[-1],
-        prefilled,
+        full.shape[-1] - len(prefix.ids),
         seconds,
         clock.first_token - clock.started,
         copied,

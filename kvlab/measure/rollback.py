@@ -92,23 +92,6 @@ def prompt_lookup_draft(ngram: int = 2) -> Draft:
     return draft
 
 
-def corrupted_draft(truth: list[int], every: int = 3, vocab_size: int | None = None) -> Draft:
-    """A draft that knows the true continuation `truth` (ids after the prompt) but gets every `every`-th
-    guess wrong: a controlled mix of accepts and rejects, for tests and demonstrations."""
-
-    def draft(ids: list[int], k: int) -> list[int]:
-        done = len(ids) - draft.prompt_length
-        guesses = list(truth[done : done + k])
-        for i in range(len(guesses)):
-            if (done + i) % every == every - 1:
-                wrong = guesses[i] + 1
-                guesses[i] = wrong % vocab_size if vocab_size else wrong
-        return guesses
-
-    draft.prompt_length = 0
-    return draft
-
-
 # -- the accept/reject loop -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SpeculativeStep:
@@ -162,8 +145,6 @@ def speculative_generate(
     kv = make_cache(cache, model.config, **cache_options)
     if past_recording:
         kv.activate_past_recording()
-    if hasattr(draft, "prompt_length"):
-        draft.prompt_length = input_ids.shape[-1]
     committed = input_ids[0].tolist()
     result = SpeculativeResult([], cache=kv)
     with torch.inference_mode():
@@ -193,23 +174,6 @@ def speculative_generate(
         new = new[: new.index(eos_token_id) + 1]
     result.token_ids = new
     return result
-
-
-def continue_generation(
-    model, ids: torch.Tensor, kv, max_new_tokens: int, pad_token_id: int | None = None
-) -> list[int]:
-    """Greedy `generate` on an existing cache (e.g. right after a crop): it feeds only `ids[cache_length:]`."""
-    ids = ids.to(model.device)
-    with torch.inference_mode():
-        output = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=max_new_tokens,
-            pad_token_id=pad_token_id if pad_token_id is not None else model.config.eos_token_id,
-            **{_compat.CACHE_KWARG: kv},
-        )
-    return output[0, ids.shape[-1] :].tolist()
 
 
 def _forward(model, ids: torch.Tensor, kv) -> torch.Tensor:

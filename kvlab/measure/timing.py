@@ -6,7 +6,7 @@ A single stopwatch reading on a shared laptop is noise: another process can trip
 interval, so that a sentence can say "1.62x slower (1.55-1.70)" or "no difference beyond noise (0.97-1.04)".
 
 The statistics are torch's own: each configuration's repeats become a `torch.utils.benchmark.Measurement` (median,
-IQR, `Compare` tables). kvlab does not call `Timer.timeit`, because it runs the statement twice more as a warm-up on
+IQR). kvlab does not call `Timer.timeit`, because it runs the statement twice more as a warm-up on
 every call: interleaving A and B one generation at a time would triple the cost of a notebook cell and, for
 a statement that grows a cache, change what is measured. Instead each configuration is warmed up once, then
 the repeats alternate A, B, A, B, ... and each call is timed with the same clock `Timer` uses
@@ -16,6 +16,7 @@ the repeats alternate A, B, A, B, ... and each call is timed with the same clock
 from __future__ import annotations
 
 import statistics
+import time
 import timeit
 import warnings
 from collections.abc import Callable, Sequence
@@ -24,6 +25,13 @@ from dataclasses import dataclass, field
 from kvlab.i18n import _, number
 
 clock = timeit.default_timer  # the clock torch.utils.benchmark.Timer uses; the only one kvlab times work with
+
+
+def wall_clock_ns() -> int:
+    """Now, on the clock that stamps files (nanoseconds since the epoch): for the age of a file, never the
+    duration of work (that is `clock`)."""
+    return time.time_ns()
+
 
 # An interval wider than this factor (high / low) says nothing a sentence could quote.
 TOO_WIDE = 1.5
@@ -264,15 +272,6 @@ def per_step(runs: Sequence[Sequence[float]]) -> list[tuple[float, float, float]
         q1, q3 = timing.quartiles
         rows.append((timing.median, q1, q3))
     return rows
-
-
-def compare_table(timings: Sequence[Timing]) -> str:
-    """torch.utils.benchmark's `Compare` table of several configurations (medians, in one column)."""
-    from torch.utils.benchmark import Compare
-
-    table = Compare([t.measurement for t in timings])
-    table.trim_significant_figures()
-    return str(table)
 
 
 class DecodeClock:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 from kvlab import _compat, atomic
 from kvlab.log import get_logger
+from kvlab.measure.timing import clock, wall_clock_ns
 from kvlab.models.manifest import write_manifest
 
 log = get_logger(__name__)
@@ -56,7 +56,7 @@ def remove_stale_partials(directory: Path) -> list[Path]:
         if suffix.startswith("-") and suffix[1:].isdigit():
             stale = int(suffix[1:]) != os.getpid() and not _pid_running(int(suffix[1:]))
         else:
-            stale = suffix == "" and time.time() - path.stat().st_mtime > LEGACY_PARTIAL_AGE_S
+            stale = suffix == "" and (wall_clock_ns() - path.stat().st_mtime_ns) / 1e9 > LEGACY_PARTIAL_AGE_S
         if stale:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
             removed.append(path)
@@ -72,7 +72,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.warning("converting %s to safetensors (once; later loads take seconds)", gguf_path.name)
-    started = time.perf_counter()
+    started = clock()
     partial = partial_path(model_dir)
     try:
         _step(1, "dequantizing the GGUF tensors (transformers' bar below)", started)
@@ -83,7 +83,7 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
         _step(2, f"writing safetensors to {partial.name}", started)
         model.save_pretrained(partial, safe_serialization=True)
         tokenizer.save_pretrained(partial)
-        seconds = round(time.perf_counter() - started, 1)
+        seconds = round(clock() - started, 1)
         marker = {**source, "gguf": gguf_path.name, "convert_seconds": seconds}
         atomic.write_text(partial / MARKER, json.dumps(marker, indent=1))
         shutil.rmtree(model_dir, ignore_errors=True)
@@ -98,4 +98,4 @@ def convert_gguf(gguf_path: Path, model_dir: Path, source: dict) -> Path:
 
 
 def _step(number: int, what: str, started: float) -> None:
-    log.info("[%d/3 at %.0f s] %s", number, time.perf_counter() - started, what)
+    log.info("[%d/3 at %.0f s] %s", number, clock() - started, what)

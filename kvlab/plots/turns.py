@@ -1,4 +1,4 @@
-"""Per-turn pictures for multi-turn chat: tokens prefilled and time to first token, and where ids diverge.
+"""Per-turn pictures for multi-turn chat: tokens prefilled per turn, and where a cache's ids and a new prompt's diverge.
 
 With one reused cache, each turn prefills only what is new since the cache was last fed (the end of the last
 reply, the new user message, the assistant header); with a fresh cache each turn prefills the whole
@@ -16,15 +16,6 @@ from kvlab.i18n import N_, _
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
-from kvlab.plots.prefill_bars import plot_prefill_bars
-
-
-def plot_turns(sessions: dict, title: str = N_("Prefill per turn")) -> Figure:
-    """Two panels from `{label: ChatSession}`: tokens prefilled per turn and time to the first new token."""
-    series = {
-        label: [(t.prefilled_tokens, t.prefill_seconds) for t in session.turns] for label, session in sessions.items()
-    }
-    return plot_prefill_bars(series, _("turn"), _("time to first token (ms)"), _(title))
 
 
 def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the new prompt")) -> Figure:

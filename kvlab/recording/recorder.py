@@ -6,8 +6,7 @@ updates once per forward, so seeing a (role, layer, op) again means a new step b
 
 from __future__ import annotations
 
-import timeit
-
+from kvlab.measure.timing import clock as now  # the per-update `seconds` and step starts of a trace
 from kvlab.recording.layer_state import LayerState, read_layer
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import NO_WORK
@@ -129,11 +128,3 @@ class Recorder:
                 "moved": src != dst,
             }
         )
-
-
-def now() -> float:
-    """The trace's timestamp for a cache update: how long transformers' own update took, stored per event.
-
-    Comparisons of model time never use it: they go through `kvlab.measure.timing`, which repeats and
-    interleaves. Same clock as there (`timeit.default_timer`)."""
-    return timeit.default_timer()

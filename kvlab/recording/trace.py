@@ -367,29 +367,35 @@ class Trace:
     def load(cls, path: str | Path) -> Trace:
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise TraceFormatError(
-                _("{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save().").format(
-                    path=path
-                )
-            ) from None
+            content = path.read_bytes()
         except OSError as err:
             raise TraceFormatError(
                 _("{path} cannot be read ({error}).").format(path=path, error=err.strerror or type(err).__name__)
             ) from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise TraceFormatError(
-                _(
-                    "{path} does not parse as JSON ({error} at line {line}); "
-                    "a kvlab trace is the JSON written by Trace.save()."
-                ).format(path=path, error=err.msg, line=err.lineno)
-            ) from err
-        except RecursionError:
-            raise TraceFormatError(_("{path} is nested too deeply to be a kvlab trace.").format(path=path)) from None
-        return cls.from_dict(data, source=str(path))
+        return parse_trace(content, str(path))
+
+
+NOT_TEXT = N_("{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save().")
+NOT_JSON = N_(
+    "{path} does not parse as JSON ({error} at line {line}); a kvlab trace is the JSON written by Trace.save()."
+)
+
+
+def parse_trace(content: bytes, source: str, not_text: str = NOT_TEXT, not_json: str = NOT_JSON) -> Trace:
+    """A trace from a file's bytes (`Trace.load`'s, or a file uploaded to the explorer), refused in one line
+    (TraceFormatError) when they are not UTF-8 text, not JSON, nested too deeply or not a trace (`from_dict`).
+    `not_text` and `not_json` are the refusals' English messages, for a caller that names more sources of traces."""
+    try:
+        text = bytes(content).decode("utf-8")
+    except UnicodeDecodeError:
+        raise TraceFormatError(_(not_text).format(path=source)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TraceFormatError(_(not_json).format(path=source, error=err.msg, line=err.lineno)) from None
+    except RecursionError:
+        raise TraceFormatError(_("{path} is nested too deeply to be a kvlab trace.").format(path=source)) from None
+    return Trace.from_dict(data, source=source)
 
 
 # The fields every event of each type carries, as the recorder writes them, and their JSON types: English message

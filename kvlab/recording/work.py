@@ -42,15 +42,9 @@ def no_work(queries: int = 0) -> dict:
 
 
 def query_heads(config) -> int | tuple[int, ...]:
-    """Attention heads of the queries (more than the cache's KV heads under grouped-query attention): one count, or
-    one per layer for a heterogeneous config whose layers differ (transformers refuses the global read there)."""
-    if config is None:
-        return 0
-    text = config.get_text_config(decoder=True)
-    layers = _compat.per_layer_configs(text)
-    if layers is not None:
-        return tuple(int(getattr(layer, "num_attention_heads", 0) or 0) for layer in layers)
-    return int(getattr(text, "num_attention_heads", 0) or 0)
+    """Attention heads of the queries (more than the KV heads under grouped-query attention): `ModelFacts.query_heads`
+    for a config that has no facts read yet (`kvlab.caches.paged`); 0 without a config."""
+    return 0 if config is None else _compat.query_heads(config.get_text_config(decoder=True))
 
 
 def layer_heads(heads: int | tuple[int, ...], layer_idx: int) -> int:

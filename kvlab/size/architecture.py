@@ -3,7 +3,7 @@ what each cache layer holds (`layers`: transformers' own caches measured on the 
 
 The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
 each names its hub repo under "source"), with transformers' reading of them stored beside it
-(architectures_derived.json, architectures_meta.json: `python -m kvlab.size.meta --write`), so a known name is
+(architectures_derived.json, architectures_meta.json: `python -m kvlab.size.architecture --write`), so a known name is
 sized without torch. transformers itself turns the config keys into per-layer kinds and layer classes, so kvlab
 never re-implements which layer slides or what an MLA or linear-attention layer keeps. A config's facts are read
 by `kvlab.model_facts`, the one reading the option checks and the formula use too; an `Architecture` adds where
@@ -15,6 +15,7 @@ whole input in one pass and keeps no KV cache, so any size would be invented (a 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
-from kvlab.model_facts import model_facts
+from kvlab.model_facts import ModelFacts, model_facts
 
 
 class UnknownArchitectureError(KvlabUserError, ValueError):
@@ -37,27 +38,24 @@ class NoKVCacheError(KvlabUserError, ValueError):
 
 @dataclass(frozen=True)
 class Architecture:
+    """A model's `ModelFacts` (whose fields it answers as its own: `arch.layer_kinds`), and where they came from."""
+
     name: str
     source: str  # where the facts come from: a hub repo, a config file, or a live config object
-    model_type: str
-    layer_kinds: tuple[str, ...]  # "full" | "sliding" | "chunked" | "linear" | "dummy", one per (decoder) layer
-    kv_heads: int
-    head_dim: int
-    attention_heads: int
-    sliding_window: int | None = None
-    chunk_size: int | None = None
-    is_encoder_decoder: bool = False
-    # linear-attention (Mamba-style) state per layer: (channels, conv_kernel, state_size)
-    linear_state: tuple[int, int, int] | None = None
+    facts: ModelFacts
     dtype: str | None = None  # the dtype the published weights use
     # one of kvlab's own models, which kvlab.load runs in float32 unless asked otherwise (not a structural fact)
     bundled: bool = field(default=False, compare=False)
     note: str = ""
-    max_positions: int | None = None  # max_position_embeddings: the most tokens the model was built to attend
     # a transformers config object, or the config keys to build one from (known architectures, see `config`)
     config_source: object = field(default=None, repr=False, compare=False)
     # each cache layer's facts, stored for a known architecture; else measured on first use (see `layers`)
     layer_facts: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "facts":  # copying and pickling look before `facts` is set
+            raise AttributeError(name)
+        return getattr(self.facts, name)
 
     @functools.cached_property
     def layers(self) -> tuple:
@@ -124,23 +122,7 @@ def from_config(
     do its `ModelFacts`); an encoder-only config is refused (`NoKVCacheError`)."""
     facts = model_facts(config)
     check_decoder_cache(facts, source if source != "config" else name or "this config")
-    return Architecture(
-        name=name or facts.model_type,
-        source=source,
-        model_type=facts.model_type,
-        layer_kinds=facts.layer_kinds,
-        kv_heads=facts.kv_heads,
-        head_dim=facts.head_dim,
-        attention_heads=facts.attention_heads,
-        sliding_window=facts.sliding_window,
-        chunk_size=facts.chunk_size,
-        is_encoder_decoder=facts.is_encoder_decoder,
-        linear_state=facts.linear_state,
-        dtype=dtype,
-        note=note,
-        max_positions=facts.max_positions,
-        config_source=facts.config,
-    )
+    return Architecture(name or facts.model_type, source, facts, dtype, note=note, config_source=facts.config)
 
 
 def check_decoder_cache(config, what: str = "this config") -> None:
@@ -182,16 +164,19 @@ def architecture(name: str) -> Architecture:
     derived = _derived()[name]  # transformers' reading of entry["config"], stored by write_derived_facts
     from kvlab.size.meta import shipped_facts  # its module imports torch only inside its functions
 
+    facts = ModelFacts(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in derived.items()},
+        max_positions=entry["config"].get("max_position_embeddings"),  # the config's own key, read without transformers
+    )
     return Architecture(
-        name=name,
-        layer_facts=shipped_facts()[name],
-        source=entry["source"],
-        dtype=entry.get("dtype"),
+        name,
+        entry["source"],
+        facts,
+        entry.get("dtype"),
         bundled=entry.get("bundled", False),
         note=entry.get("note", ""),
-        max_positions=entry["config"].get("max_position_embeddings"),  # the config's own key, read without transformers
         config_source=entry["config"],
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in derived.items()},
+        layer_facts=shipped_facts()[name],
     )
 
 
@@ -266,3 +251,42 @@ def from_config_file(path: str | Path) -> Architecture:
         raise ValueError(f"{path} is not a config.json: expected a JSON object")
     dtype = data.get("torch_dtype") or data.get("dtype")
     return from_config(_config_from_dict(data), name=path.parent.name or path.stem, source=str(path), dtype=dtype)
+
+
+def write_facts(path: Path | None = None) -> Path:
+    """Measure every known architecture's layer facts with the installed transformers and store them atomically
+    (run after editing kvlab/data/architectures.json or upgrading transformers; a test re-measures a few)."""
+    import transformers
+
+    from kvlab.size.meta import META_FILE, layer_facts
+
+    path = path or Path(str(resources.files("kvlab").joinpath(META_FILE)))
+    rows = []
+    for name, entry in _facts().items():
+        facts = layer_facts(_config_from_dict(entry["config"]))
+        distinct = list(dict.fromkeys(facts))
+        model = {"facts": [f.to_json() for f in distinct], "layers": [distinct.index(f) for f in facts]}
+        rows.append(f"  {json.dumps(name)}: {json.dumps(model)}")
+    about = (
+        f"Generated by `python -m kvlab.size.architecture --write` with transformers {transformers.__version__}: each "
+        "known architecture's cache layers as transformers builds and fills them on the meta device (elements of "
+        "the cache dtype per token and per sequence, bytes of other dtypes, window, key/value shapes); 'layers' "
+        "indexes 'facts', one per layer in update order."
+    )
+    return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n' + ",\n".join(rows) + "\n }\n}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvlab.size.architecture", description="the shipped facts")
+    parser.add_argument("--write", action="store_true", help="re-measure and store every known architecture")
+    args = parser.parse_args(argv)
+    if not args.write:
+        parser.print_help()
+        return 2
+    print(write_derived_facts())
+    print(write_facts())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kvlab.model_facts import tokens_held
 from kvlab.size.meta import meta_cache_bytes
 
 
@@ -41,9 +42,8 @@ def live_by_kind(trace) -> dict[str, tuple[int, int]]:
 
 
 def held_tokens(sequence_tokens: int) -> int:
-    """Tokens a generation's cache holds: `generate` feeds every new token back but the last, so a sequence of N
-    tokens (prompt and new ones) leaves N - 1 in the cache."""
-    return sequence_tokens - 1
+    """Tokens a generation's cache holds after a sequence of N tokens (prompt and new ones): N - 1."""
+    return tokens_held(sequence_tokens - 1, 1)
 
 
 def beside_live(config, trace, *, prompt_tokens: int, sequence_tokens: int, dtype="float32") -> list[KindRow]:

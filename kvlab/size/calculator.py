@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from kvlab import _compat
-from kvlab.cache_kinds import CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS
+from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS, STATIC_KINDS
 from kvlab.caches.options import check_options
 from kvlab.names import DTYPE_BYTES
 from kvlab.recording.slots import masked_share
@@ -49,7 +49,7 @@ class CacheSize:
     @property
     def slots_masked(self) -> int:
         """Allocated slots no query can attend: a static cache's (the others allocate only what is live)."""
-        return max(self.slots_stored - self.slots_live, 0) if self.cache_kind.endswith("static") else 0
+        return max(self.slots_stored - self.slots_live, 0) if self.cache_kind in STATIC_KINDS else 0
 
     @property
     def waste_bytes(self) -> int:
@@ -94,13 +94,13 @@ def _layer(
     facts: rules.LayerFacts, cache_kind: str, prefill: int, step: int, batch: int, elem: int, options: dict, source: int
 ) -> rules.LayerSize:
     if facts.kind == "cross":  # filled once, at the first decoder step, with the encoder's states
-        if cache_kind in ("static", "offloaded_static"):
+        if cache_kind in STATIC_KINDS:
             return rules.static(facts, source, 0, source, batch, elem)
         return rules.dynamic(facts, source, 0, batch, elem)
-    if cache_kind in ("dynamic", "offloaded"):
-        return rules.dynamic(facts, prefill, step, batch, elem)
-    if cache_kind in ("static", "offloaded_static"):
+    if cache_kind in STATIC_KINDS:
         return rules.static(facts, prefill, step, options["max_cache_len"], batch, elem)
+    if cache_kind != "quantized":  # dynamic, offloaded
+        return rules.dynamic(facts, prefill, step, batch, elem)
     q = quantized_options(options)
     return rules.quantized(
         facts,
@@ -212,7 +212,7 @@ def _token_bytes(arch: Architecture, final, cache_kind: str, batch: int, elem: i
 
 
 def _note(arch: Architecture, cache_kind: str, options: dict) -> str:
-    if cache_kind.startswith("offloaded"):
+    if BY_NAME[cache_kind].offloads:
         return (
             "same bytes, held in CPU memory; on an accelerator transformers keeps the layer in use and the one "
             "prefetched ahead"

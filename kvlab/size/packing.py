@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import math
 
+from kvlab import _compat
 from kvlab.caches.hqq_packing import hqq_sequence_padding
-from kvlab.caches.options import CacheOptionError
+from kvlab.caches.options import CacheOptionError, check_backend
 from kvlab.i18n import _
 
 QUANTO_VALUES_PER_BYTE = {2: 4, 4: 2}
-HQQ_UINT8_VALUES_PER_BYTE = {1: 8, 2: 4, 4: 2, 8: 1}
-HQQ_3BIT_VALUES_PER_WORD = 10  # int32 words
 FP8_SCALE_BYTES = 4  # one float32 per tensor
 
 
@@ -55,17 +54,17 @@ def hqq_bytes(shape: tuple[int, int, int, int], nbits: int, axis: int, group: in
         )
     groups = numel // group
     rows, cols = (group, groups) if axis == 0 else (groups, group)  # hqq packs along `rows`
-    if nbits == 3:
-        packed = math.ceil(rows / HQQ_3BIT_VALUES_PER_WORD) * cols * 4
+    per_word = _compat.HQQ_PACK_FACTOR[nbits]
+    if nbits == _compat.HQQ_SELF_PADDING_NBITS:  # int32 words
+        packed = math.ceil(rows / per_word) * cols * 4
     else:
-        per_byte = HQQ_UINT8_VALUES_PER_BYTE[nbits]
-        if rows % per_byte:
+        if rows % per_word:
             raise CacheOptionError(
                 _("hqq {nbits}-bit cannot pack {rows} rows (needs a multiple of {multiple})").format(
-                    nbits=nbits, rows=rows, multiple=per_byte
+                    nbits=nbits, rows=rows, multiple=per_word
                 )
             )
-        packed = rows // per_byte * cols
+        packed = rows // per_word * cols
     return packed + 2 * groups * elem
 
 
@@ -81,8 +80,5 @@ def packed_bytes(backend: str, shape, nbits: int, axis: int, group: int, elem: i
         return quanto_bytes(shape, nbits, axis, group, elem)
     if backend == "hqq":
         return hqq_bytes(shape, nbits, axis, group, elem)
-    if backend == "fp8":
-        return fp8_bytes(shape)
-    raise CacheOptionError(
-        _("unknown quantization backend {backend!r}; valid: {valid}").format(backend=backend, valid="hqq, quanto, fp8")
-    )
+    check_backend(backend)
+    return fp8_bytes(shape)

@@ -14,7 +14,8 @@ the option checks pass them. This module imports no torch: `kvlab run` predicts 
 
 from __future__ import annotations
 
-from kvlab.caches.options import STATIC_KINDS, CacheOptionError
+from kvlab.cache_kinds import STATIC_KINDS
+from kvlab.caches.options import CacheOptionError
 from kvlab.names import DTYPE_BYTES
 from kvlab.size.architecture import Architecture, from_config
 from kvlab.size.calculator import cache_size

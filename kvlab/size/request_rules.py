@@ -1,9 +1,8 @@
 """Every rule about a request that no cache option fixes, checked before any model work.
 
-`check_request(config, cache_kind, options, prompt_tokens=..., max_new_tokens=..., ...)` is the check beside
-`kvlab.caches.options.check_options`, for what no cache option fixes, called by every entry point that generates
-(`kvlab.run`, `kvlab.generate`, the explorer's session, `kvlab run`; the command line before the weights load).
-Its refusals are one `RequestError`:
+`check_request(config, cache_kind, options, prompt_tokens=..., max_new_tokens=..., ...)` runs after the option rules
+in `kvlab.request.Request.check`, the one check of every entry point that generates. Its refusals are one
+`RequestError`:
 - an output file that cannot be written (`check_paths`; it used to be found after the generation, report lost);
 - a cache bigger than the memory it would live in (`check_memory`: the bytes from the size calculator, for every
   kind, a dynamic one at the most it would grow to; the memory from `available_memory`, the seam tests replace);
@@ -11,18 +10,16 @@ Its refusals are one `RequestError`:
   only warns, and a 9,000-token prompt ran to the end on a model of 8,192 positions), unless explicitly allowed.
 
 The memory rule needs the size calculator's prediction of a cache's bytes (`kvlab.size.request`), and the size
-calculator needs the option rules (`kvlab.caches.options`): so the request rules live here, below both, and every
-entry point that generates (`kvlab.watched_generate`, `kvlab.recorded_run`, the explorer, the command line) sits
-below this module.
+calculator needs the option rules (`kvlab.caches.options`): so the request rules live here, below both.
 """
 
 from __future__ import annotations
 
 from kvlab.atomic import AtomicWriteError, check_writable
-from kvlab.caches.options import STATIC_KINDS
+from kvlab.cache_kinds import BY_NAME, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _, number
-from kvlab.model_facts import ModelFacts, model_facts
+from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 from kvlab.names import dtype_name
 from kvlab.size import request as predicted
 
@@ -149,7 +146,7 @@ def check_memory(
     if config is None or prompt_tokens is None or cached_tokens is None or cache_kind == "none" or device is None:
         return
     facts = model_facts(config)
-    where = "cpu" if cache_kind.startswith("offloaded") else str(device)
+    where = "cpu" if BY_NAME[cache_kind].offloads else str(device)
     request = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
     dtype = dtype_name(dtype)
     needed = predicted.request_bytes(facts, cache_kind, options, dtype=dtype, **request)
@@ -240,8 +237,7 @@ def check_request(
         return
     facts = model_facts(config)
     if cached_tokens is None:
-        new_tokens = max(max_new_tokens, 1)
-        cached_tokens = new_tokens if facts.is_encoder_decoder else prompt_tokens + new_tokens - 1
+        cached_tokens = tokens_held(prompt_tokens, max_new_tokens, facts.is_encoder_decoder)
     given = {k: v for k, v in (options or {}).items() if v is not None}
     check_memory(
         facts,

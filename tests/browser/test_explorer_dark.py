@@ -23,7 +23,7 @@ KERNEL_IDLE = re.compile(r"Python 3 \(ipykernel\) \| Idle")
 
 EXPLORER_CELL = """\
 import kvlab
-from kvlab.explorer import explore, session
+from kvlab.explorer import explore, generation
 
 ex = explore(model_name="tiny-gemma3", prompt_presets={"short": "The KV cache keeps keys and values."})
 ex.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8)
@@ -35,9 +35,9 @@ ex.on_save_table()
 def broken(*args, **kwargs):  # a bug on purpose: the message line, then the traceback folded under it
     raise RuntimeError("boom: a bug on purpose")
 
-session.generate_traced, real = broken, session.generate_traced
+generation.generate_traced, real = broken, generation.generate_traced
 ex.run_and_wait(max_new_tokens=2)
-session.generate_traced = real
+generation.generate_traced = real
 ex"""
 
 RESULT_CELL = """\

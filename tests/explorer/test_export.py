@@ -251,12 +251,12 @@ def test_kvlab_run_trace_file_loads_into_the_explorer(tmp_path, capsys):
 
 
 def test_a_bug_in_the_run_shows_its_line_and_a_folded_traceback(monkeypatch):
-    from kvlab.explorer import session
+    from kvlab.explorer import generation
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom: a bug on purpose")
 
-    monkeypatch.setattr(session, "generate_traced", broken)
+    monkeypatch.setattr(generation, "generate_traced", broken)
     ex = make()
     ex.run_and_wait(max_new_tokens=2)
     assert ex.message_text.startswith("RuntimeError: boom: a bug on purpose")
@@ -267,7 +267,7 @@ def test_a_bug_in_the_run_shows_its_line_and_a_folded_traceback(monkeypatch):
 
 def test_a_run_that_fails_at_once_is_reported_after_the_running_state_not_under_it(monkeypatch):
     """The run thread may report before `on_run` returns: here it runs inside `start`, the worst case."""
-    from kvlab.explorer import session
+    from kvlab.explorer import generation, session
 
     class AtOnce:
         def __init__(self, target, args, **kwargs):
@@ -285,7 +285,7 @@ def test_a_run_that_fails_at_once_is_reported_after_the_running_state_not_under_
     def broken(*args, **kwargs):
         raise RuntimeError("boom at once")
 
-    monkeypatch.setattr(session, "generate_traced", broken)
+    monkeypatch.setattr(generation, "generate_traced", broken)
     monkeypatch.setattr(session, "threading", SimpleNamespace(Thread=AtOnce, Event=threading.Event))
     ex = make()
     assert ex.on_run() is not None

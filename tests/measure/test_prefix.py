@@ -11,7 +11,6 @@ import kvlab
 from kvlab.measure.prefix import (
     PrefixMismatchError,
     answer,
-    answer_without_reuse,
     cache_bytes,
     check_token_prefix,
     prefill_prefix,
@@ -20,9 +19,25 @@ from kvlab.measure.prefix import (
     tokens_fed_after_copy,
 )
 from kvlab.measure.timing import Comparison
+from kvlab.pad_token import pad_token_id
+from kvlab.recorded_run import encode
 
 PREFIX = "Shop facts: a tube costs 12 euros, truing costs 18 euros, we close on Sundays.\n"
 QUESTION = "Question: How much is truing?\nAnswer:"
+
+
+def without_reuse(model, tok, text, max_new_tokens=4, cache="dynamic", **options):
+    """The reference: the whole prompt prefilled into a fresh cache; (new token ids, prompt tokens)."""
+    ids = encode(tok, text).to(model.device)
+    output = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=pad_token_id(tok, model),
+        past_key_values=kvlab.make_cache(cache, model.config, **options),
+    )
+    return tuple(output[0, ids.shape[-1] :].tolist()), ids.shape[-1]
 
 
 def test_check_token_prefix_names_the_position_and_both_tokens():
@@ -42,9 +57,9 @@ def test_reuse_gives_the_same_tokens_as_no_reuse(smollm2, kind, options):
     prefix = prefill_prefix(model, tok, PREFIX, cache=kind, **options)
     held = prefix.bytes
     reused = answer(model, tok, prefix, QUESTION, max_new_tokens=4)
-    reference = answer_without_reuse(model, tok, PREFIX, QUESTION, max_new_tokens=4, cache=kind, **options)
-    assert reused.token_ids == reference.token_ids
-    assert reused.prefilled_tokens == reference.prompt_tokens - len(prefix.ids)
+    reference, prompt_tokens = without_reuse(model, tok, PREFIX + QUESTION, cache=kind, **options)
+    assert reused.token_ids == reference
+    assert reused.prefilled_tokens == prompt_tokens - len(prefix.ids)
     assert reused.copy_bytes == held  # a full copy of the prefilled cache
     assert prefix.bytes == held and prefix.cache.get_seq_length() == len(prefix.ids)  # the original is untouched
 
@@ -57,8 +72,8 @@ def test_a_prefix_ending_in_a_space_is_refused_and_would_have_answered_wrongly(s
     with pytest.raises(PrefixMismatchError, match="' ' .* tokenizes to ' How'"):
         answer(model, tok, prefix, question)
     unchecked = answer(model, tok, prefix, question, max_new_tokens=4, check=False)
-    reference = answer_without_reuse(model, tok, prefix.text, question, max_new_tokens=4)
-    assert unchecked.token_ids != reference.token_ids
+    reference, _ = without_reuse(model, tok, prefix.text + question)
+    assert unchecked.token_ids != reference
 
 
 class _SpaceTokenizer:

@@ -4,14 +4,22 @@ import pytest
 import torch
 
 import kvlab
-from kvlab.measure.rollback import (
-    cached_positions,
-    continue_generation,
-    corrupted_draft,
-    holdings,
-    prompt_lookup_draft,
-    speculative_generate,
-)
+from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
+
+
+def corrupted_draft(truth: list[int], prompt_length: int, every: int = 3, vocab_size: int = 128):
+    """A draft that knows the true continuation `truth` (ids after the prompt) but gets every `every`-th guess
+    wrong: a controlled mix of accepts and rejects."""
+
+    def draft(ids: list[int], k: int) -> list[int]:
+        done = len(ids) - prompt_length
+        guesses = list(truth[done : done + k])
+        for i in range(len(guesses)):
+            if (done + i) % every == every - 1:
+                guesses[i] = (guesses[i] + 1) % vocab_size
+        return guesses
+
+    return draft
 
 
 def test_prompt_lookup_proposes_what_followed_the_last_ngram():
@@ -24,7 +32,7 @@ def test_prompt_lookup_proposes_what_followed_the_last_ngram():
 def test_speculative_output_equals_greedy_and_rejections_are_cropped(greedy, tiny, prompt_ids):
     model, ids = tiny("tiny-llama"), prompt_ids(10)
     truth = greedy(model, ids, new_tokens=14)[0, ids.shape[-1] :].tolist()
-    result = speculative_generate(model, ids, 14, corrupted_draft(truth, every=3, vocab_size=128), k=4)
+    result = speculative_generate(model, ids, 14, corrupted_draft(truth, ids.shape[-1], every=3), k=4)
     assert result.token_ids == truth
     assert result.rejected > 0 and result.accepted > 0
     assert result.forwards < 14  # fewer forwards than one per token
@@ -47,8 +55,8 @@ def test_sliding_layers_past_the_window_need_past_recording(greedy, tiny, prompt
     model, ids = tiny("tiny-gemma3"), prompt_ids(12)  # window 8
     truth = greedy(model, ids, new_tokens=12)[0, ids.shape[-1] :].tolist()
     with pytest.raises(kvlab.CacheCropError, match="activate_past_recording"):
-        speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3)
-    result = speculative_generate(model, ids, 12, corrupted_draft(truth, vocab_size=128), k=3, past_recording=True)
+        speculative_generate(model, ids, 12, corrupted_draft(truth, ids.shape[-1]), k=3)
+    result = speculative_generate(model, ids, 12, corrupted_draft(truth, ids.shape[-1]), k=3, past_recording=True)
     assert result.token_ids == truth
     assert all(c["past_recording"] for c in result.cache.trace.crops)
 
@@ -85,7 +93,11 @@ def test_crop_then_continue_regenerates_the_cropped_tokens(tiny, prompt_ids):
     cache.crop(-3)
     assert holdings(cache)["full"]["tokens"] == 6 + 7 - 3
     kept = torch.tensor([ids[0].tolist() + first.generated_token_ids[:5]])
-    assert continue_generation(model, kept, cache, 3) == first.generated_token_ids[5:8]
+    with torch.inference_mode():
+        regenerated = model.generate(
+            kept, attention_mask=torch.ones_like(kept), do_sample=False, max_new_tokens=3, past_key_values=cache
+        )
+    assert regenerated[0, kept.shape[-1] :].tolist() == first.generated_token_ids[5:8]
     assert cache.get_seq_length() == 6 + 7  # the same cache object was extended, not replaced
 
 

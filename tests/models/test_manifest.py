@@ -16,7 +16,7 @@ from kvlab import atomic
 from kvlab.cli import main
 from kvlab.models import manifest
 from kvlab.models.convert import MARKER
-from kvlab.models.manifest import MANIFEST, VERIFIED, ModelIntegrityError, check, full_check, write_manifest
+from kvlab.models.manifest import MANIFEST, VERIFIED, ModelIntegrityError, check, full_check
 
 WEIGHTS = "model.safetensors"
 FIX = "kvlab models prepare smollm2"
@@ -68,7 +68,7 @@ def test_a_byte_flipped_anywhere_in_any_prepared_file_is_refused_naming_the_file
         for offset in sorted({0, size // 3, size // 2, size - 1}):
             with xor_byte(path, offset, 0xFF):
                 message = refused(model_dir)
-            assert f"{path} has changed since it was checked: its xxh3_128 is not the manifest's" in message
+            assert f"{path} has changed since it was checked: its sha256 is not the manifest's" in message
     settle()
     assert check(model_dir) == names  # every byte is back: each file changed since its check is hashed once more
     assert check(model_dir) == []  # and recorded
@@ -99,9 +99,9 @@ def test_a_write_that_puts_the_mtime_back_is_still_seen(model_dir, xor_byte):
 def test_an_unchanged_directory_is_not_read_and_a_touched_identical_file_is_hashed_once_and_recorded(
     model_dir, monkeypatch, settle
 ):
-    real_digests = manifest.digests
+    real_sha256_of = manifest.sha256_of
     hashed = []
-    monkeypatch.setattr(manifest, "digests", lambda path, kinds: hashed.append(path.name) or real_digests(path, kinds))
+    monkeypatch.setattr(manifest, "sha256_of", lambda path: hashed.append(path.name) or real_sha256_of(path))
     assert check(model_dir) == [] and hashed == []  # identities as recorded: no file is read
     weights = model_dir / WEIGHTS
     old = recorded(model_dir)[WEIGHTS]
@@ -234,8 +234,7 @@ def test_verify_hashes_every_byte_whatever_the_identities_say(model_dir, xor_byt
 
 def test_an_earlier_manifest_with_sha256_only_still_verifies_and_protects(model_dir, xor_byte):
     text = json.loads((model_dir / MANIFEST).read_text())
-    for entry in text["files"].values():  # what kvlab wrote before: sha256 and sampled fingerprints, no xxh3_128
-        entry.pop("xxh3_128")
+    # what kvlab wrote before: sha256 and sampled fingerprints
     text["files"][WEIGHTS].update(header_sha256="0" * 64, sample_sha256="0" * 64)
     (model_dir / MANIFEST).write_text(json.dumps({**text, "kvlab_manifest": 1}))
     (model_dir / VERIFIED).unlink()
@@ -244,14 +243,6 @@ def test_an_earlier_manifest_with_sha256_only_still_verifies_and_protects(model_
     full_check(model_dir)
     with xor_byte(model_dir / WEIGHTS, 4096, 0x10):
         assert "its sha256 is not the manifest's" in refused(model_dir)
-
-
-def test_without_the_xxhash_package_the_check_falls_back_to_sha256(model_dir, monkeypatch, xor_byte):
-    monkeypatch.setattr(manifest, "_xxhash", lambda: None)
-    with xor_byte(model_dir / WEIGHTS, 4096, 0x10):
-        assert "its sha256 is not the manifest's" in refused(model_dir)
-    shutil.copytree(model_dir, model_dir.parent / "other", ignore=shutil.ignore_patterns(MANIFEST, VERIFIED))
-    assert "xxh3_128" not in json.dumps(write_manifest(model_dir.parent / "other"))
 
 
 def test_a_directory_that_cannot_record_identities_still_loads_and_says_so(model_dir, monkeypatch, capsys, settle):
@@ -270,14 +261,14 @@ def test_a_directory_that_cannot_record_identities_still_loads_and_says_so(model
 def test_a_file_that_changes_while_it_is_hashed_is_refused(model_dir, monkeypatch):
     weights = model_dir / WEIGHTS
     os.utime(weights, ns=(1, 1))
-    real_digests = manifest.digests
+    real_sha256_of = manifest.sha256_of
 
-    def written_meanwhile(path, kinds):
-        result = real_digests(path, kinds)
+    def written_meanwhile(path):
+        result = real_sha256_of(path)
         os.utime(path, ns=(2, 2))
         return result
 
-    monkeypatch.setattr(manifest, "digests", written_meanwhile)
+    monkeypatch.setattr(manifest, "sha256_of", written_meanwhile)
     with pytest.raises(ModelIntegrityError, match=f"{weights} changed while it was being hashed"):
         check(model_dir)
 

@@ -1,7 +1,6 @@
-"""kvlab.plots.prefix: prefilled tokens and time per question."""
+"""kvlab.plots.prefix: the token-prefix check and the deep copies of a prefilled cache."""
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,23 +11,7 @@ import kvlab
 from kvlab.i18n import set_language
 from kvlab.measure.prefix import TokenPrefix
 from kvlab.plots.overflow import overflowing_texts
-from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_answers, plot_prefix_copies, plot_token_prefix
-
-
-def test_one_bar_per_question_and_run():
-    reuse = [
-        SimpleNamespace(prefilled_tokens=12, first_token_seconds=0.1),
-        SimpleNamespace(prefilled_tokens=9, first_token_seconds=0.2),
-    ]
-    fresh = [
-        SimpleNamespace(prefilled_tokens=300, first_token_seconds=0.5),
-        SimpleNamespace(prefilled_tokens=297, first_token_seconds=0.6),
-    ]
-    fig = plot_prefix_answers({"reuse": reuse, "no reuse": fresh})
-    tokens_ax, time_ax = fig.axes
-    assert [p.get_height() for p in tokens_ax.patches] == [12, 9, 300, 297]
-    assert [round(p.get_height()) for p in time_ax.patches] == [100, 200, 500, 600]
-    assert [t.get_text() for t in tokens_ax.get_xticklabels()] == ["question 1", "question 2"]
+from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_copies, plot_token_prefix
 
 
 def test_token_prefix_boxes_are_coloured_by_the_check():
@@ -57,17 +40,16 @@ def test_a_short_prefix_is_drawn_from_position_0():
 
 
 @pytest.mark.parametrize("language", ["en", "pt-BR"])
-def test_a_few_boxes_and_the_answers_fit_their_figures_in_both_languages(language):
-    """Three or four boxes make a figure under 6 inches wide: its x label ("token position (dashed line: ...)")
-    ran past it in English, its verdict title too in Portuguese; the Portuguese time label of the answers was
-    taller than its axes. Wrapped, each fits, and the figure grows by the lines so the boxes keep their size."""
+def test_a_few_boxes_fit_their_figures_in_both_languages(language):
+    """Three or four boxes make a figure under 6 inches wide, narrower than its x label ("token position (dashed
+    line: ...)") and its Portuguese verdict title: wrapped, each fits, and the figure grows by the lines so the
+    boxes keep their size."""
     set_language(language)
     try:
         spaced = TokenPrefix((1, 2, 3), (1, 2, 9, 4), ("You", ".", "Ġ"), ("You", ".", "ĠWhy", "?"))
         clean = TokenPrefix((1, 2), (1, 2, 9), ("You", "."), ("You", ".", "ĠWhy"))
-        answers = [SimpleNamespace(prefilled_tokens=12, first_token_seconds=0.1)] * 2
-        figures = [plot_token_prefix(spaced), plot_token_prefix(clean), plot_prefix_answers({"reuse": answers})]
-        assert [overflowing_texts(fig) for fig in figures] == [[], [], []]
+        figures = [plot_token_prefix(spaced), plot_token_prefix(clean)]
+        assert [overflowing_texts(fig) for fig in figures] == [[], []]
         width, height = figures[1].get_size_inches()
         assert width == pytest.approx(1.1 * 3 + 1.5) and height > 2.2  # as wide; taller by the wrapped lines
     finally:

@@ -1,26 +1,12 @@
 """kvlab.plots.turns: per-turn prefill bars and the id alignment strip."""
 
-from types import SimpleNamespace
-
 import matplotlib
 import matplotlib.pyplot as plt
 
 from kvlab.plots.palette import CACHED, CROPPED, FREE
-from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turns
+from kvlab.plots.turns import alignment_counts, plot_id_alignment
 
 matplotlib.use("Agg")
-
-
-def session(prefilled):
-    return SimpleNamespace(turns=[SimpleNamespace(prefilled_tokens=p, prefill_seconds=p / 1000) for p in prefilled])
-
-
-def test_plot_turns_draws_one_bar_per_turn_and_session():
-    fig = plot_turns({"reuse": session([40, 20, 18]), "fresh": session([40, 80, 120])})
-    tokens_ax = fig.axes[0]
-    heights = sorted(p.get_height() for p in tokens_ax.patches)
-    assert heights == sorted([40, 20, 18, 40, 80, 120])
-    plt.close(fig)
 
 
 def test_alignment_counts_and_strip():

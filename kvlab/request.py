@@ -1,0 +1,67 @@
+"""One generation request, checked once, before any work, by every entry point that generates.
+
+`kvlab.run`, `kvlab.generate`, the explorer, `kvlab run` and the bench describe what they are about to do as a
+`Request` and call `Request.check()`: the cache option rules (`kvlab.caches.options.check_options`), then the
+request rules (`kvlab.size.request_rules.check_request`: files to write, memory, positions). A field left unknown
+(no model yet, no prompt yet) leaves its rules to a later check that knows it: the command line checks before the
+config loads, then again before the weights do. The model's facts are read once, when the request is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvlab.caches.options import check_options
+from kvlab.model_facts import ModelFacts, model_facts
+from kvlab.size.request_rules import check_request
+
+
+@dataclass(frozen=True)
+class Request:
+    cache_kind: str = "dynamic"
+    options: dict = field(default_factory=dict)  # the cache's (None values are unset)
+    facts: ModelFacts | None = None  # the model's, or its config (read into facts once, here)
+    prompt_tokens: int | None = None
+    new_tokens: int = 0
+    cached_tokens: int | None = None  # `generate`'s own count (max_length - 1), once it has fixed it
+    batch: int = 1  # sequences: beams and returned sequences included
+    past_recording: bool = False  # the caller will call `cache.activate_past_recording()`
+    paths: tuple = ()  # files the request will write (a trace, a report)
+    dtype: object = "float32"  # of the cache, and `device`, where it lives: the memory rule's
+    device: object = "cpu"
+    allow_past_positions: bool = False
+    generate_sizes: bool = False  # `generate` sizes a static cache that has no max_cache_len
+    length_is_minimum: bool = False  # max_cache_len goes to `generate`, which sizes at least max_length - 1
+
+    def __post_init__(self):
+        if self.facts is not None:
+            object.__setattr__(self, "facts", model_facts(self.facts))
+
+    def check(self) -> dict:
+        """Every rule the request's known fields allow; returns the cache options that are set."""
+        given = check_options(
+            self.cache_kind,
+            self.options,
+            self.facts,
+            prompt_tokens=self.prompt_tokens,
+            max_new_tokens=self.new_tokens,
+            require_length=not self.generate_sizes,
+            length_is_minimum=self.length_is_minimum,
+            past_recording=self.past_recording,
+            cached_tokens=self.cached_tokens,
+            batch=self.batch,
+        )
+        check_request(
+            self.facts,
+            self.cache_kind,
+            given,
+            prompt_tokens=self.prompt_tokens,
+            max_new_tokens=self.new_tokens,
+            cached_tokens=self.cached_tokens,
+            batch=self.batch,
+            dtype=self.dtype,
+            device=self.device,
+            allow_past_positions=self.allow_past_positions,
+            paths=self.paths,
+        )
+        return given
