@@ -5,8 +5,7 @@
     result = kvlab.run(model, tokenizer, "The KV cache", cache="static", max_cache_len=64, max_new_tokens=16)
     result.trace.summary()
 
-`import kvlab` is light: the names below are imported on first use (`kvlab.lazy`), so `kvlab --help`, `kvlab size`
-and `import kvlab` itself do not pay for torch and transformers until something needs them.
+`import kvlab` is light: the names below are imported on first use (`kvlab.lazy`), torch only when needed.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING
 from kvlab import lazy
 from kvlab._version import __version__
 
-if TYPE_CHECKING:  # every export, once: what type checkers see, and what `kvlab.lazy` imports on first use
+if TYPE_CHECKING:  # every export, once: what type checkers see and `kvlab.lazy` imports on first use
     from kvlab.caches import (
         CACHE_KINDS,
         CacheCropError,
@@ -40,7 +39,6 @@ if TYPE_CHECKING:  # every export, once: what type checkers see, and what `kvlab
     from kvlab.watched_generate import generate
     from kvlab.watcher import NoCacheSeenError, Watch, watch
 
-# a name that is no export but a submodule is imported too, as `import kvlab` made `kvlab.caches`... available
 __getattr__, __dir__ = lazy.exports(__name__, submodules=True)
 
 if "IPython" in sys.modules:  # a notebook or IPython: kvlab.html registers how traces and results display there

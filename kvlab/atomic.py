@@ -1,11 +1,6 @@
-"""Writing a file so that a reader only ever sees the old content or the new one, never half of either.
-
-Every file kvlab writes for a user (traces, manifests, exports, bench results, `--output`, the pt-BR builder's
-scripts) goes through here: the bytes go to a temporary file in the same directory (so `os.replace` is a rename
-on one file system, atomic on POSIX and Windows), are flushed and fsynced, and only then replace the target. A
-write that fails (a full disk, a killed process) leaves the old file as it was and removes the temporary one.
-The error names the file the user asked for, not the temporary one.
-"""
+"""Writing a file so that a reader only ever sees the old content or the new one, never half of either: the bytes
+go to a temporary file in the same directory (so `os.replace` is an atomic rename), are fsynced, then replace the
+target. A failed write leaves the old file as it was, and the error names the file the user asked for."""
 
 from __future__ import annotations
 
@@ -18,15 +13,8 @@ from typing import IO
 
 from kvlab.errors import KvlabEnvironmentError
 
-
-def _read_umask() -> int:
-    """The process's umask, read once at import: reading it means setting it, which would race with threads."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
-_UMASK = _read_umask()
+_UMASK = os.umask(0o022)  # read once at import: reading the umask means setting it, which would race with threads
+os.umask(_UMASK)
 
 
 class AtomicWriteError(KvlabEnvironmentError, OSError):
@@ -37,29 +25,24 @@ class AtomicWriteError(KvlabEnvironmentError, OSError):
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` atomically; return the path."""
     with open_atomic(path, "wb") as handle:
         handle.write(data)
     return Path(path)
 
 
 def write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
-    """Write `text` to `path` atomically; return the path."""
     return write_bytes(path, text.encode(encoding))
 
 
 @contextlib.contextmanager
 def open_atomic(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
-    """A handle on a temporary file beside `path` that replaces `path` when the block ends without an error.
-
-    For writers that stream (matplotlib's `savefig`, gettext catalogs): `with open_atomic(p) as f: fig.savefig(f)`.
-    """
+    """A handle on a temporary file beside `path` that replaces `path` when the block ends without an error: for
+    writers that stream (`with open_atomic(p) as f: fig.savefig(f)`)."""
     if mode not in ("wb", "w"):
         raise ValueError(f"open_atomic writes a whole file: mode 'wb' or 'w', not {mode!r}")
     named = Path(path)
     target = Path(os.path.realpath(named))  # through a symlink: the file it points to is replaced, the link stays
-    directory = target.parent
-    existed = target.exists()
+    directory, existed = target.parent, target.exists()
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as err:
@@ -81,8 +64,7 @@ def open_atomic(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Refuse, before any work, a path kvlab could not write later: its directory is missing or not writable,
-    or it is a directory itself. Writes nothing."""
+    """Refuse, before any work, a path kvlab could not write later (a directory, or in a missing or read-only one)."""
     target = Path(path)
     directory = Path(os.path.realpath(target)).parent
     if target.is_dir():
@@ -118,7 +100,7 @@ def _keep_mode(target: Path, temporary: str) -> None:
 
 
 def _sync_directory(directory: Path) -> None:
-    """Make the rename itself durable where the platform allows it (POSIX directories open read-only)."""
+    """Make the rename itself durable where the platform allows (POSIX directories open read-only)."""
     with contextlib.suppress(OSError, AttributeError):
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:

@@ -1,10 +1,5 @@
-"""Every cache kind kvlab knows, once: one record each, and the names everything else reads from them.
-
-A record says what a kind is without importing torch or transformers (the command line's parser, `kvlab size` and
-the option checks read it before any model loads): its options and their defaults, whether it preallocates
-(`static`: slots for `max_cache_len` tokens), offloads, can record the past (DynamicCache layers), its help text,
-and the NAMES of its transformers class and of kvlab's instrumented twin, which `kvlab.caches.kinds` resolves.
-"""
+"""Every cache kind kvlab knows, once, without torch: the parser, `kvlab size` and the option checks read it
+before any model loads. `kvlab.caches.kinds` resolves the class names to classes."""
 
 from __future__ import annotations
 
@@ -12,10 +7,8 @@ from dataclasses import dataclass, field
 
 # The group-wise options of a quantized cache (transformers' QuantizedLayer), beside its `backend`.
 QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
-# The paged kind's options: token slots per block, the requests served, the pool's size in blocks (0: room for
-# every request at its final length, so nobody waits).
+# Token slots per block, the requests served, the pool's size in blocks (0: room for every request at its end).
 PAGED_OPTIONS = ("page_size", "requests", "num_blocks")
-# The page sizes the paged kind takes (token slots per block).
 PAGE_SIZES = (4, 8, 16, 32, 64, 128, 256)
 
 
@@ -29,65 +22,31 @@ class CacheKind:
     offloads: bool = False  # offloading is a flag of DynamicCache/StaticCache, not a class of its own
     records_past: bool = False  # `activate_past_recording()`: sliding layers keep what a crop may bring back
     cache_class: str = ""  # transformers' class (`kvlab._compat`); "" where `generate` builds none
-    batch: bool = False  # continuous batching: `model.generate_batch` builds it, `generate` cannot
+    batch: bool = False  # continuous batching: `model.generate_batch` builds it (inside its manager), `generate` cannot
 
     @property
     def twin(self) -> str:
-        """kvlab's instrumented subclass of `cache_class` (`kvlab.caches.kinds`): "offloaded_static" ->
-        "InstrumentedOffloadedStaticCache"; "" where there is no class."""
+        """kvlab's instrumented subclass of `cache_class`: "offloaded_static" -> "InstrumentedOffloadedStaticCache"."""
         return f"Instrumented{self.name.title().replace('_', '')}Cache" if self.cache_class else ""
 
 
+_NO_SLIDING = "offload_only_non_sliding"
+# fmt: off
 KINDS = (
     CacheKind("none", "no cache (use_cache=False)"),
-    CacheKind(
-        "dynamic",
-        "grows a token at a time",
-        records_past=True,
-        cache_class="DynamicCache",
-    ),
-    CacheKind(
-        "static",
-        "max_cache_len slots per layer, allocated at once",
-        ("max_cache_len",),
-        static=True,
-        cache_class="StaticCache",
-    ),
-    CacheKind(
-        "offloaded",
-        "dynamic, its layers kept in CPU memory",
-        ("offload_only_non_sliding",),
-        {"offload_only_non_sliding": False},
-        offloads=True,
-        records_past=True,
-        cache_class="DynamicCache",
-    ),
-    CacheKind(
-        "offloaded_static",
-        "static, its layers kept in CPU memory",
-        ("max_cache_len", "offload_only_non_sliding"),
-        {"offload_only_non_sliding": True},
-        static=True,
-        offloads=True,
-        cache_class="StaticCache",
-    ),
-    CacheKind(
-        "quantized",
-        "older tokens quantized (hqq, quanto, fp8), the newest in full precision",
-        ("backend", *QUANTIZED_OPTIONS),
-        {"backend": "quanto"},
-        cache_class="QuantizedCache",
-    ),
-    # `model.generate_batch(...)` builds its PagedAttentionCache inside its manager (one pool of blocks for many
-    # requests): kvlab records it inside `kvlab.watch(model)`, the explorer and `kvlab.serving` run it.
-    CacheKind(
-        "paged",
-        "continuous batching: blocks of a shared pool (model.generate_batch)",
-        PAGED_OPTIONS,
-        {"page_size": 16, "requests": 4, "num_blocks": 0},
-        batch=True,
-    ),
+    CacheKind("dynamic", "grows a token at a time", records_past=True, cache_class="DynamicCache"),
+    CacheKind("static", "max_cache_len slots per layer, allocated at once", ("max_cache_len",), static=True,
+              cache_class="StaticCache"),
+    CacheKind("offloaded", "dynamic, its layers kept in CPU memory", (_NO_SLIDING,), {_NO_SLIDING: False},
+              offloads=True, records_past=True, cache_class="DynamicCache"),
+    CacheKind("offloaded_static", "static, its layers kept in CPU memory", ("max_cache_len", _NO_SLIDING),
+              {_NO_SLIDING: True}, static=True, offloads=True, cache_class="StaticCache"),
+    CacheKind("quantized", "older tokens quantized (hqq, quanto, fp8), the newest in full precision",
+              ("backend", *QUANTIZED_OPTIONS), {"backend": "quanto"}, cache_class="QuantizedCache"),
+    CacheKind("paged", "continuous batching: blocks of a shared pool (model.generate_batch)", PAGED_OPTIONS,
+              {"page_size": 16, "requests": 4, "num_blocks": 0}, batch=True),
 )
+# fmt: on
 BY_NAME = {kind.name: kind for kind in KINDS}
 
 CACHE_KINDS = tuple(kind.name for kind in KINDS if not kind.batch)  # what `generate` builds
@@ -97,7 +56,7 @@ KIND_OPTIONS = {kind.name: kind.options for kind in KINDS}
 STATIC_KINDS = tuple(kind.name for kind in KINDS if kind.static)
 PAST_RECORDING_KINDS = tuple(kind.name for kind in KINDS if kind.records_past)
 # Every option name of the kinds `generate` builds, in the order the command line and the explorer show them.
-OPTION_NAMES = ("backend", *QUANTIZED_OPTIONS, "max_cache_len", "offload_only_non_sliding")
+OPTION_NAMES = ("backend", *QUANTIZED_OPTIONS, "max_cache_len", _NO_SLIDING)
 DEFAULT_QUANTIZED_BACKEND = BY_NAME["quantized"].defaults["backend"]
 PAGED_DEFAULTS = BY_NAME[PAGED].defaults
 

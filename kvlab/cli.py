@@ -1,10 +1,7 @@
-"""The `kvlab` command line. Each subcommand lives in `kvlab/commands/<name>.py` with `add_parser(subparsers)`.
+"""The `kvlab` command line; each subcommand lives in `kvlab/commands/<name>.py` with `add_parser(subparsers)`.
 
-Building the parser imports no torch: `kvlab --help`, `kvlab --version` and `kvlab size` start in a fraction of a
-second; each handler imports what it needs. Invalid input exits with status 2 and one line that names what is
-valid; an environment failure (a failed download, a full or read-only disk) exits with status 1 and one line;
-Ctrl-C exits with status 130 and one line (an interrupted `kvlab models prepare` leaves no partial directory: see
-`kvlab.models.convert`). Only genuine bugs show a traceback.
+Building the parser imports no torch; each handler imports what it needs. Every error a user or the machine causes
+is one line (exit 2 for input, 1 for the environment, 130 for Ctrl-C): only genuine bugs show a traceback.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The two kinds of failure kvlab reports to a person, and the one line it reports them in.
-
-Every error class kvlab defines subclasses one of these two mixins beside its builtin base
-(`class CacheOptionError(KvlabUserError, ValueError)`), so `except ValueError` keeps working while the command
-line and the explorer catch one name each instead of a list that a new error could be missing from
-(`tests/test_errors.py` fails on a kvlab error class that subclasses neither). This module imports nothing:
-`kvlab size` and `kvlab --help` catch these without loading torch.
-"""
+"""The two kinds of failure kvlab reports to a person, and the one line it reports them in. Every kvlab error
+class subclasses one beside its builtin base (`class CacheOptionError(KvlabUserError, ValueError)`), so the command
+line and the explorer catch one name each. No imports: `kvlab --help` catches these without loading torch."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ class KvlabEnvironmentError(Exception):
 
 
 def one_line(err: BaseException) -> str:
-    """An error as the single line the command line and the explorer show (some messages span several)."""
+    """An error as the one line the command line and the explorer show."""
     if isinstance(err, OSError) and err.strerror:  # "No space left on device: /path", not "[Errno 28] ..."
         named = err.filename is None or str(err.filename) in err.strerror  # AtomicWriteError names it already
         return " ".join((err.strerror if named else f"{err.strerror}: {err.filename}").split())

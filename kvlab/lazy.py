@@ -1,14 +1,6 @@
-"""Names a package exports but imports only on first use (PEP 562), so that importing the package stays light.
-
-A package lists each export once, as an import in its `if TYPE_CHECKING:` block: type checkers and IDEs read it
-there, and `exports` reads the same block from the package's source (on the first lookup) to import each name
-from its module when it is first used:
-
-    if TYPE_CHECKING:
-        from kvlab.caches.factory import make_cache
-
-    __getattr__, __dir__ = lazy.exports(__name__)
-"""
+"""Names a package exports but imports on first use (PEP 562), so that importing the package stays light. Each is
+listed once, as an import in the package's `if TYPE_CHECKING:` block, where type checkers read it too, and the
+package ends with `__getattr__, __dir__ = lazy.exports(__name__)`."""
 
 from __future__ import annotations
 
@@ -28,17 +20,13 @@ def exports(package: str, submodules: bool = False) -> tuple[Callable[[str], Any
 
     @functools.cache
     def names() -> dict[str, tuple[str, str]]:
-        """Each exported name: (its module, relative ones with their dots; its name there)."""
+        """Each export: (its module, relative ones with their dots; its name there)."""
         import ast
 
-        found = {}
-        for node in ast.parse(Path(module.__file__).read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-                for each in node.body:
-                    if isinstance(each, ast.ImportFrom):
-                        source = "." * each.level + (each.module or "")
-                        found.update({alias.asname or alias.name: (source, alias.name) for alias in each.names})
-        return found
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        blocks = [n.body for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+        imports = [each for body in blocks for each in body if isinstance(each, ast.ImportFrom)]
+        return {a.asname or a.name: ("." * i.level + (i.module or ""), a.name) for i in imports for a in i.names}
 
     def __getattr__(name: str) -> Any:
         if name == "__all__":

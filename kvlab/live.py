@@ -1,16 +1,10 @@
-"""Live controls for the notebooks: move a control, a small real measurement re-runs, its figure is redrawn.
+"""Live controls for the notebooks: move a control, a small real measurement `measure(**values)` re-runs, and the
+Figure it returns is redrawn as PNG frames of one `ipywidgets.Image` (no pyplot state, no stacked outputs):
 
-    control = live(measure_tokens, new_tokens=IntSlider(value=16, min=4, max=64, description="new tokens"))
-    control   # last expression of the cell
+    control = live(measure_tokens, new_tokens=IntSlider(value=16, min=4, max=64, continuous_update=False))
 
-`measure(**values)` is a plain function returning a matplotlib `Figure` (tests call it without a browser, and
-`LiveControl.update` runs it). Controls should set `continuous_update=False`: one run per release, not per pixel.
-The figure is shown as PNG frames in an `ipywidgets.Image`, the explorer's way: no pyplot state, and the same
-image object is updated rather than outputs stacking up.
-
-A committed notebook cannot run a widget on a repository page. The cell's output is therefore one mime bundle
-holding both the widget view and a PNG of the default setting: JupyterLab renders the live widget, a page
-without a kernel (GitHub, nbviewer) falls back to the static image.
+The cell's output bundles the widget with a PNG of the default setting: a page without a kernel (GitHub,
+nbviewer) shows the image.
 """
 
 from __future__ import annotations
@@ -48,7 +42,7 @@ class LiveControl:
         return {name: control.value for name, control in self.controls.items()}
 
     def update(self, **values) -> Figure | None:
-        """Set the controls to `values` (if any), run the measurement and redraw; errors show as a message."""
+        """Set the controls to `values`, run the measurement and redraw; an error shows as a message."""
         for name, value in values.items():
             if name not in self.controls:
                 raise KeyError(f"no control named {name!r}; controls: {', '.join(self.controls)}")
@@ -72,8 +66,7 @@ class LiveControl:
         self.update()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle = dict(bundle)
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         bundle["image/png"] = png_bytes(self.figure, dpi=self.dpi) if self.figure is not None else b""
         values = ", ".join(f"{k}={v!r}" for k, v in self.values.items())
         bundle["text/plain"] = _("live control ({values})").format(values=values)

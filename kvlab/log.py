@@ -1,14 +1,8 @@
-"""Where kvlab's notices go: the logger "kvlab" (each module logs under its own name below it).
-
-Notices that announce a wait or a problem (a model being converted or downloaded, optimum-quanto's one-minute
-build, a damaged model converted again) are warnings; progress lines (conversion steps, pip's output) are info.
-As in transformers, the library's own logger carries one handler, so a notebook or a script shows the warnings as
-`kvlab: message` on stderr without configuring logging: Python's `logging.lastResort` would print them too, but
-not while any other handler is set on the root logger (pytest's, a notebook extension's), and without the
-`kvlab:` that says who is talking. The handler writes to the `sys.stderr` of the moment (a notebook's, a test's
-capture), and the logger does not propagate, so a root handler a user configures does not print each notice twice;
-`logging.getLogger("kvlab").propagate = True` routes them into the user's logging instead, and `setLevel(INFO)`
-shows the progress lines, as the command line does (`progress_shown`).
+"""Where kvlab's notices go: the logger "kvlab" (modules log below it): waits and problems are warnings, progress
+lines info. As in transformers, it has its own handler, so a notebook shows `kvlab: message` on stderr without
+configuring logging (`logging.lastResort` would not while the root has a handler, nor say who talks); it writes to
+the `sys.stderr` of the moment and does not propagate, so a user's root handler does not print notices twice.
+`propagate = True` routes them into the user's logging; `setLevel(INFO)` shows progress, as `progress_shown` does.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ ROOT = "kvlab"
 
 
 class _StderrHandler(logging.StreamHandler):
-    """A StreamHandler on whatever `sys.stderr` is when a record is emitted, not when the handler was made."""
+    """A StreamHandler on whatever `sys.stderr` is when a record is emitted."""
 
     def __init__(self) -> None:
         logging.Handler.__init__(self)
@@ -45,14 +39,13 @@ def _configure() -> logging.Logger:
 
 
 def get_logger(name: str) -> logging.Logger:
-    """`logging.getLogger(name)` for a kvlab module, with the "kvlab" logger's handler in place."""
     _configure()
     return logging.getLogger(name)
 
 
 @contextlib.contextmanager
 def progress_shown() -> Iterator[None]:
-    """Within the block, kvlab's progress lines (info) are shown too: what the command line does for a command."""
+    """Within the block, kvlab's progress lines (info) are shown too, as the command line does."""
     root = _configure()
     level = root.level
     root.setLevel(logging.INFO)

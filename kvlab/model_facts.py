@@ -1,14 +1,9 @@
 """The facts about a model that its KV cache depends on, read once from its config.
 
-Layer kinds, KV heads, head size, windows, positions: the option checks (`kvlab.caches.options`), the textbook
-formula (`kvlab.measure.formula`) and the size calculator (`kvlab.size.architecture.from_config`) all start from
-`model_facts(config)`, so the three can never read one config three ways. Reading is not free: transformers
-derives the layer kinds from the config on every call (under a millisecond for 32 layers, paid again by every check
-that asked), so an entry point reads the facts once and hands the `ModelFacts` down. Every function that takes a
-model config takes its facts too: `model_facts` returns facts it is given unchanged.
-
-Like `kvlab.recording.layer_kinds`, this module imports neither torch nor transformers until it reads a config:
-the command line checks options with it before any model loads.
+The option checks, the textbook formula and the size calculator all start from `model_facts(config)`, so they
+never read one config three ways. Reading is not free (transformers derives the layer kinds on every call), so an
+entry point reads the facts once and hands them down: `model_facts` returns facts it is given unchanged. No torch
+or transformers import until a config is read: the command line checks options before any model loads.
 """
 
 from __future__ import annotations
@@ -42,19 +37,16 @@ class ModelFacts:
 
     @functools.cached_property
     def layer_flags(self) -> tuple[tuple[bool, bool], ...]:
-        """(attention, sliding) per layer, as transformers' DynamicCache lays the layers out (what offloading skips).
-        Read on first use: it builds an empty cache, and only the offloading rule asks."""
+        """(attention, sliding) per layer, as transformers' DynamicCache lays them out; read on first use (it builds
+        an empty cache, and only the offloading rule asks)."""
         return tuple(_compat.layer_flags(self.config))
 
     @functools.cached_property
     def encoder_only(self) -> str:
-        """Why the model keeps no KV cache, in the config's own words ("model_type 'bert'; is_decoder false;
-        architectures BertForMaskedLM"); "" for a model that keeps one.
-
-        An encoder-only model (BERT, RoBERTa, DistilBERT, ...) attends to its whole input at once. The signal is
-        the config, not the class names: a model type with a masked-LM head, not encoder-decoder, with no
-        `is_decoder: true` (XLM: `causal: true`). `architectures` only names it; GPT-NeoX also says is_decoder
-        false, and is a decoder."""
+        """Why an encoder-only model (BERT, RoBERTa, ...) keeps no KV cache, in the config's words ("model_type
+        'bert'; is_decoder false; architectures BertForMaskedLM"); "" for a model that keeps one. The signal is a
+        masked-LM model type, not encoder-decoder, without `is_decoder: true` (XLM: `causal: true`); not the class
+        names, nor is_decoder alone (GPT-NeoX says false, and is a decoder)."""
         if self.is_encoder_decoder:
             return ""
         text = self.config.get_text_config(decoder=True)
@@ -71,8 +63,7 @@ class ModelFacts:
 
 
 def model_facts(config) -> ModelFacts:
-    """The cache-relevant facts of a transformers config (a live model's `model.config`, or its text config);
-    `ModelFacts` are returned as they are, so a caller that read them once passes them on."""
+    """The cache-relevant facts of a transformers config; `ModelFacts` are returned as they are."""
     if isinstance(config, ModelFacts):
         return config
     text = config.get_text_config(decoder=True)
@@ -116,8 +107,8 @@ def tokens_held(prompt_tokens: int, new_tokens: int, encoder_decoder: bool = Fal
 
 
 def _first(obj, *names, default=None):
-    """The first of `names` that `obj` sets; in a heterogeneous config, whose layers differ, transformers refuses
-    to read a per-layer attribute globally (a RuntimeError): that one counts as unset."""
+    """The first of `names` that `obj` sets; a per-layer attribute of a heterogeneous config, which transformers
+    refuses to read globally (a RuntimeError), counts as unset."""
     for name in names:
         try:
             value = getattr(obj, name, None)
@@ -130,8 +121,7 @@ def _first(obj, *names, default=None):
 
 def _linear_state(text) -> tuple[int, int, int] | None:
     """Mamba-style layers keep a conv state (batch, channels, conv_kernel) and an SSM state (batch, channels,
-    state_size); channels = expand * hidden_size. Mamba and Jamba name the same numbers differently; None for a
-    model type that names them some other way."""
+    state_size); Mamba and Jamba name the numbers differently, None for any other naming."""
     if getattr(text, "mamba_d_state", None) is not None:  # Jamba
         channels = int(text.mamba_expand * text.hidden_size)
         return channels, int(text.mamba_d_conv), int(text.mamba_d_state)

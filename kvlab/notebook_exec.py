@@ -1,24 +1,13 @@
 """Executing the committed notebooks, and stamping each with the code its outputs came from.
 
-A notebook's outputs are the evidence its sentences quote, so they must never be older than its code. Nothing
-in the file says so by itself: `jupytext --to ipynb --update` keeps the old outputs (and execution counts) when
-a script's code changes, so a notebook edited after its last run looks just like a fresh one. Only a stamp taken
-at execution can tell: this module runs a notebook top to bottom and writes the digest of the code cells that
-ran into `metadata.kvlab.executed_code_sha256`; `tests/test_notebook_truth.py` recomputes it from the committed
-notebook and fails when they differ.
-
-The same run checks the notebook's figures: a Portuguese label that runs past its figure, or two panel titles
-printed over each other, shows in no diff either. The kernel starts with `kvlab.plots.overflow.record_in_kernel`,
-which checks every figure a cell shows and writes what it finds to a side file, never to the outputs; the findings
-go to `metadata.kvlab.figure_overflow` ([{"cell": index, "figure": ..., "text": ..., "kind": ...}], [] when every
-figure fits), which `tests/test_notebook_truth.py` requires to be empty.
+`jupytext --update` keeps old outputs when a script's code changes, so only a stamp taken at execution can tell
+stale outputs: the digest of the code cells that ran goes into `metadata.kvlab.executed_code_sha256`, which
+`tests/test_notebook_truth.py` recomputes. The same run checks every figure a cell shows for text that overflows
+or overlaps (`kvlab.plots.overflow`), into `metadata.kvlab.figure_overflow` ([] when every figure fits).
 
     python -m kvlab.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
 
-Each notebook runs in a fresh `python3` kernel, in the notebook's own directory (its relative paths work), with
-this process's environment plus the `--env` settings. The stamp is the digest alone, and cell timings are not
-recorded: re-running unchanged code changes nothing but the outputs themselves. A cell that raises leaves the
-file as it was and stops the command, naming the notebook and the cell.
+Each notebook runs in a fresh kernel in its own directory; a cell that raises leaves the file as it was.
 """
 
 from __future__ import annotations
@@ -49,44 +38,27 @@ class NotebookExecutionError(KvlabEnvironmentError, RuntimeError):
 
 
 def code_digest(nb) -> str:
-    """sha256 of the code cells' sources, in order: what the outputs were computed from.
-
-    Markdown is left out (fixing a sentence does not make the outputs stale) and trailing whitespace is dropped
-    (jupytext does not keep it stable); anything else in a code cell changes the digest."""
+    """sha256 of the code cells' sources, in order, without markdown (fixing a sentence does not make the outputs
+    stale) and trailing whitespace (jupytext does not keep it stable)."""
     sources = [cell.source.rstrip() for cell in nb.cells if cell.cell_type == "code"]
     return hashlib.sha256(_SEPARATOR.join(sources).encode("utf-8")).hexdigest()
 
 
-def _kernel_start(findings: Path) -> list[str]:
-    """The kernel's command-line arguments that start the figure check, before any cell (and so before matplotlib's
-    inline backend registers its flush). One expression, so the learner's namespace gains no name."""
-    line = (
-        "__import__('kvlab.plots.overflow', fromlist=['record_in_kernel'])"
-        f".record_in_kernel(get_ipython(), {str(findings)!r})"
-    )
-    return [f"--IPKernelApp.exec_lines={line}"]
-
-
 def _figure_overflow(nb, findings: Path, path: Path) -> list[dict]:
-    """The kernel's findings, each under the index of the cell that showed its figure (the kernel knows only the
-    execution count)."""
+    """The kernel's findings, each under the index of the cell that showed its figure."""
     if not findings.is_file():
         raise NotebookExecutionError(
             f"{path}: the figure check did not start in the kernel (kvlab.plots.overflow could not be imported "
             "there?); the notebook file is unchanged"
         )
     cells = {cell.execution_count: index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
-    found = []
-    for finding in json.loads(findings.read_text(encoding="utf-8")):
-        count = finding.pop("execution_count")
-        found.append({"cell": cells.get(count), **finding})
-    return found
+    found = json.loads(findings.read_text(encoding="utf-8"))
+    return [{"cell": cells.get(finding.pop("execution_count")), **finding} for finding in found]
 
 
 def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
-    """Run the notebook at `path` in a fresh kernel and write it back with its outputs, stamp and figure findings.
-
-    `env` adds to (or overrides) this process's environment, for the kernel only."""
+    """Run the notebook at `path` in a fresh kernel and write it back with its outputs, stamp and figure findings;
+    `env` adds to this process's environment, for the kernel only."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:  # timings of an earlier run would be stale, and they make every diff noisy
@@ -94,12 +66,16 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
     running = {"cell": None}
     with tempfile.TemporaryDirectory(prefix="kvlab-figures-") as side:
         findings = Path(side) / "figure_overflow.json"
+        # The figure check starts before any cell (so before matplotlib's inline backend registers its flush), as one
+        # expression, so the learner's namespace gains no name.
+        check = "__import__('kvlab.plots.overflow', fromlist=['record_in_kernel'])"
+        check += f".record_in_kernel(get_ipython(), {str(findings)!r})"
         client = NotebookClient(
             nb,
             timeout=CELL_TIMEOUT_S,
             kernel_name="python3",
             record_timing=False,
-            extra_arguments=_kernel_start(findings),
+            extra_arguments=[f"--IPKernelApp.exec_lines={check}"],
             resources={"metadata": {"path": str(path.resolve().parent)}},
             on_cell_execute=lambda cell, cell_index: running.update(cell=cell_index),
         )

@@ -1,14 +1,7 @@
-"""Scoring a learner's "Predict first" guess against what was measured, each kind of answer on its own scale.
-
-A prediction only teaches if the score is honest. A count is right or off by so many ("off by 11 tokens", not
-"+1100 %"); an amount (bytes, a ratio) is off by a share of itself; a percentage is off by percentage points;
-a yes/no or a choice is right or wrong. A notebook is committed with `guess = None`, so a reader of the page
-sees the question still open and the measured answer, and a learner who types a guess and re-runs sees it scored:
-
-    guess = None  # bytes per token: your guess
-    ...
-    print(score(guess, per_token, unit=" B", kind="amount"))
-"""
+"""Scoring a learner's "Predict first" guess against what was measured, each kind of answer on its own scale: a
+count is off by so many ("off by 11 tokens", not "+1100 %"), an amount by a share of itself, a percentage by
+points; a choice is right or wrong. A notebook is committed with `guess = None`: the question open, the answer
+shown."""
 
 from __future__ import annotations
 
@@ -29,10 +22,8 @@ def _shown(value, kind: str) -> str:
 
 
 def score(guess, measured, *, unit: str = "", kind: str = "amount") -> str:
-    """One line comparing `guess` with `measured`; `guess=None` shows the open question and the answer.
-
-    `kind` says how far off is counted: "count" (exact integers: off by N), "amount" (off by a share of the
-    measured value), "share" (both in percent: off by percentage points), "choice" (right or wrong)."""
+    """One line comparing `guess` with `measured` (`guess=None`: the open question and the answer), off counted
+    by `kind`: "count" (by N), "amount" (by a share of `measured`), "share" (by percentage points), "choice"."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of prediction {kind!r}; kinds: {', '.join(KINDS)}")
     answer = _shown(measured, kind) + unit
@@ -40,7 +31,7 @@ def score(guess, measured, *, unit: str = "", kind: str = "amount") -> str:
         open_question = _("no guess yet; measured {answer}. Enter your guess above and run both cells again.")
         return open_question.format(answer=answer)
     shown = _("your guess {guess}; measured {answer}").format(guess=_shown(guess, kind) + unit, answer=answer)
-    if kind == "choice":
+    if kind == "choice" or (kind == "amount" and measured == 0):
         verdict = _("right") if guess == measured else _("wrong")
         return _("{comparison}: {verdict}").format(comparison=shown, verdict=verdict)
     if kind == "count":
@@ -57,8 +48,6 @@ def score(guess, measured, *, unit: str = "", kind: str = "amount") -> str:
         return _("{comparison}: {points} percentage points ({verdict})").format(
             comparison=shown, points=marks(f"{points:+.1f}"), verdict=verdict
         )
-    if measured == 0:
-        return _("{comparison}: {verdict}").format(comparison=shown, verdict=_("right") if guess == 0 else _("wrong"))
     off = 100.0 * (guess - measured) / measured
     verdict = _("spot on") if abs(off) < 5 else (_("close") if abs(off) < 25 else _("far off"))
     return _("{comparison}: {off}% ({verdict})").format(comparison=shown, off=marks(f"{off:+.0f}"), verdict=verdict)

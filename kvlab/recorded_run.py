@@ -1,9 +1,8 @@
 """`run`: greedy generation with an instrumented cache, returning the tokens, the text and the trace.
 
-This is what `kvlab run`, the notebooks and the Cache Explorer call. The request is checked before the model runs
-(`kvlab.request`), so a bad option, a cache bigger than the memory, or positions past the model's cost nothing. A
-static cache kind without `max_cache_len` is left to transformers' `generate` to size and build (through
-`kvlab.generate`), so it matches transformers' allocation exactly.
+The request is checked before the model runs (`kvlab.request`), so an impossible one costs nothing. A static kind
+without `max_cache_len` is left to transformers' `generate` to size and build (through `kvlab.generate`), so it
+matches transformers' allocation exactly.
 """
 
 from __future__ import annotations
@@ -19,9 +18,12 @@ from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
+from kvlab.pad_token import pad_token_id
 from kvlab.recording.trace import Trace
 from kvlab.request import Request
 from kvlab.watched_generate import cache_device, generate
+
+SUMMARY_KEYS = ("slots_allocated", "slots_live", "slots_masked", "waste_pct", "tokens_evicted", "flushes", "transfers")
 
 
 @dataclass
@@ -55,13 +57,7 @@ class RunResult:
             "tokens_per_s": round(self.tokens_per_s, 3),
             "peak_cache_bytes": summary["peak_bytes"],
             "final_cache_bytes": summary["final_bytes"],
-            "slots_allocated": summary["slots_allocated"],
-            "slots_live": summary["slots_live"],
-            "slots_masked": summary["slots_masked"],
-            "waste_pct": summary["waste_pct"],
-            "tokens_evicted": summary["tokens_evicted"],
-            "flushes": summary["flushes"],
-            "transfers": summary["transfers"],
+            **{key: summary[key] for key in SUMMARY_KEYS},
             "layers": self.trace.layer_table(),
         }
 
@@ -83,46 +79,45 @@ def run(
     tokenizer,
     prompt: str | torch.Tensor,
     cache: str = "dynamic",
+    *,
     max_new_tokens: int = 32,
     chat: bool = False,
     trace: Trace | None = None,
-    past_recording: bool = False,
     generate_kwargs: dict | None = None,
-    allow_past_positions: bool = False,
     **options,
 ) -> RunResult:
     """Greedy generation with an instrumented cache of cache kind `cache` ("none" disables the cache).
 
-    `past_recording` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
-    evict until the next crop (what makes `crop(-n)` possible past the window). `generate_kwargs` go to
-    `generate` as they are (a streamer, stopping criteria...). `allow_past_positions` generates past the model's
-    max_position_embeddings (refused by default: transformers only warns). A quanto cache's one-time extension
-    build (`kvlab.caches.quantized.ensure_quanto_extension`) happens before the clock starts.
+    `options` are the cache's (max_cache_len=64, backend="hqq", ...) and two of the request's:
+    `past_recording=True` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
+    evict until the next crop (`crop(-n)` past the window); `allow_past_positions=True` generates past the model's
+    max_position_embeddings (refused by default: transformers only warns). `generate_kwargs` go to `generate` as
+    they are (a streamer, stopping criteria...). A quanto cache's one-time extension build happens before the
+    clock starts.
     """
     if max_new_tokens < 1:
         raise ValueError(_("max_new_tokens must be at least 1; got {got!r}").format(got=max_new_tokens))
     input_ids = prompt if isinstance(prompt, torch.Tensor) else encode(tokenizer, prompt, chat=chat)
     input_ids = input_ids.to(model.device)  # (1, prompt_tokens), where the model is (a GPU, or the CPU)
+    flags = {name: options.pop(name, False) for name in ("past_recording", "allow_past_positions")}
+    past_recording = flags["past_recording"]
     request = Request(
         cache,
         options,
         model.config,
         prompt_tokens=input_ids.shape[-1],
         new_tokens=max_new_tokens,
-        past_recording=past_recording,
         dtype=model.dtype,
         device=cache_device(model),
-        allow_past_positions=allow_past_positions,
         generate_sizes=True,
+        **flags,
     )
     given = request.check()
     trace = trace if trace is not None else Trace()
     kwargs = {
         "max_new_tokens": max_new_tokens,
         "do_sample": False,
-        "pad_token_id": tokenizer.pad_token_id
-        if tokenizer is not None and tokenizer.pad_token_id is not None
-        else model.config.eos_token_id,
+        "pad_token_id": pad_token_id(tokenizer, model),
         "attention_mask": torch.ones_like(input_ids),
         **(generate_kwargs or {}),
     }
@@ -144,7 +139,7 @@ def run(
                 cache_implementation=cache,
                 cache_config=given,
                 trace=trace,
-                allow_past_positions=allow_past_positions,
+                allow_past_positions=flags["allow_past_positions"],
                 **kwargs,
             )
             given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}

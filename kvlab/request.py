@@ -1,10 +1,7 @@
 """One generation request, checked once, before any work, by every entry point that generates.
 
-`kvlab.run`, `kvlab.generate`, the explorer, `kvlab run` and the bench describe what they are about to do as a
-`Request` and call `Request.check()`: the cache option rules (`kvlab.caches.options.check_options`), then the
-request rules (`kvlab.size.request_rules.check_request`: files to write, memory, positions). A field left unknown
-(no model yet, no prompt yet) leaves its rules to a later check that knows it: the command line checks before the
-config loads, then again before the weights do. The model's facts are read once, when the request is made.
+A field left unknown (no model yet, no prompt yet) leaves its rules to a later check that knows it: the command
+line checks before the config loads, then again before the weights do.
 """
 
 from __future__ import annotations
@@ -38,30 +35,7 @@ class Request:
             object.__setattr__(self, "facts", model_facts(self.facts))
 
     def check(self) -> dict:
-        """Every rule the request's known fields allow; returns the cache options that are set."""
-        given = check_options(
-            self.cache_kind,
-            self.options,
-            self.facts,
-            prompt_tokens=self.prompt_tokens,
-            max_new_tokens=self.new_tokens,
-            require_length=not self.generate_sizes,
-            length_is_minimum=self.length_is_minimum,
-            past_recording=self.past_recording,
-            cached_tokens=self.cached_tokens,
-            batch=self.batch,
-        )
-        check_request(
-            self.facts,
-            self.cache_kind,
-            given,
-            prompt_tokens=self.prompt_tokens,
-            max_new_tokens=self.new_tokens,
-            cached_tokens=self.cached_tokens,
-            batch=self.batch,
-            dtype=self.dtype,
-            device=self.device,
-            allow_past_positions=self.allow_past_positions,
-            paths=self.paths,
-        )
+        """The option rules, then the request's (files, memory, positions); returns the options that are set."""
+        given = check_options(self.cache_kind, self.options, self.facts, request=self)
+        check_request(self)
         return given

@@ -6,20 +6,13 @@ BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
 def binary_unit(value: float) -> tuple[str, int]:
-    """(unit, bytes in it): the largest binary unit `value` reaches, ("B", 1) below 1 KiB. The one choice of unit
-    for a written byte count (`human_bytes`) and for a bytes axis (the explorer's ticks)."""
+    """(unit, bytes in it): the largest binary unit `value` reaches, ("B", 1) below 1 KiB."""
     return next(((unit, scale) for unit, scale in BINARY_UNITS if abs(value) >= scale), ("B", 1))
 
 
 def human_bytes(value: float, decimals: int = 2, localized: bool = False) -> str:
-    """`value` bytes in the largest binary unit it reaches: "512 B", "1.50 KiB", "6.99 MiB", "4.15 GiB".
-
-    Below 1 KiB the count is exact ("1,000 B"); above, `decimals` digits follow the point (the `kvlab size` table
-    and the bench report use 2; the HTML summary and the explorer's axis ticks use 1). `localized` writes the
-    number with the marks of the language in use (`kvlab.set_language`: "1,5 KiB" in Portuguese), for what a
-    reader sees in a plot, a widget or the HTML summary; without it (the `kvlab` commands' output, read by
-    scripts) the marks are always English. In English both read the same.
-    """
+    """`value` bytes as "512 B", "1,000 B", "1.50 KiB": exact below 1 KiB, then `decimals` digits. `localized`:
+    in the marks of the language in use ("1,5 KiB" in pt-BR); else English (command output, read by scripts)."""
     from kvlab.i18n import marks
 
     write = marks if localized else str

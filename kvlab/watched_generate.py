@@ -1,18 +1,10 @@
 """`kvlab.generate`: `model.generate` with `cache_implementation=` / `cache_config=`, recorded by kvlab.
 
-The guide picks caches two ways: a cache object passed to `generate`, or a name (`cache_implementation="static"`,
-`cache_config={"backend": "hqq", "nbits": 4}`). This takes the second form and lets transformers build the cache
-exactly as its `generate` does for the same arguments (`max_new_tokens`, `max_length`, a generation config,
-`max_cache_len`, beams, and the largest static size the model has used before), then instruments that very
-object in place (`kvlab.caches.adopt`). Sizing it here instead once allocated one slot more than transformers
-(27 vs 26 slots: 2,488,320 vs 2,396,160 B) and crashed with `max_length=`.
-
-What transformers would only find mid-generation is refused first, in one line, from inside `generate` after it
-has fixed `max_length` and before it builds the cache (`kvlab.request`, the check every entry point shares):
-quantized group sizes that do not divide the lengths the cache will quantize, offloading with no layer to offload,
-a cache bigger than the memory it would live in, and a prompt plus new tokens past the model's positions (unless
-`allow_past_positions=True`). Two kvlab options go beyond transformers' names:
-`max_cache_len` (also in `cache_config`) is passed on as generate's own `max_cache_len`, and
+transformers builds the cache exactly as its `generate` does for the same arguments (max_length, beams, the
+largest static size used before), and kvlab instruments that very object in place (`kvlab.caches.adopt`): sizing
+it here once allocated one slot more than transformers. The request is checked (`kvlab.request`) from inside
+`generate`, after it has fixed `max_length` and before it builds the cache. Two kvlab options go beyond
+transformers' names: `max_cache_len` (also in `cache_config`) is passed on as generate's own, and
 `offload_only_non_sliding` (in `cache_config`) is applied to the offloaded cache transformers built.
 """
 
@@ -39,15 +31,14 @@ def on_model_device(model, input_ids, generate_kwargs: dict):
 
 
 def cache_device(model):
-    """Where the model's cache will live: `model.device`, or None (nothing to check memory against) for a model
-    that transformers' `device_map` spread over several devices, each layer caching where it runs."""
+    """Where the model's cache will live: `model.device`, or None for a model `device_map` spread over several
+    devices (each layer caches where it runs: no memory to check against)."""
     placed = set((getattr(model, "hf_device_map", None) or {}).values())
     return None if len(placed) > 1 else model.device
 
 
 def check_prompt(inputs) -> int | None:
-    """The prompt length of (batch, tokens) ids or (batch, tokens, hidden) embeddings; an empty prompt is refused
-    (transformers fails deep inside the first forward: "cannot reshape tensor of 0 elements")."""
+    """The prompt length of (batch, tokens) ids or (batch, tokens, hidden) embeddings; an empty one is refused."""
     length = int(inputs.shape[1]) if getattr(inputs, "ndim", 0) >= 2 else None
     check_prompt_length(length)
     return length
@@ -64,11 +55,8 @@ def generate(
     allow_past_positions: bool = False,
     **generate_kwargs,
 ):
-    """Returns (generate's output, the instrumented cache it used); the cache is None with `use_cache=False`.
-
-    `cache_implementation=None` means what transformers picks: the generation config's, else "dynamic".
-    `allow_past_positions` generates past the model's max_position_embeddings (refused by default).
-    """
+    """(generate's output, the instrumented cache it used; None with `use_cache=False`). `cache_implementation=None`
+    is transformers' pick; `allow_past_positions` generates past max_position_embeddings (refused by default)."""
     if any(name in generate_kwargs for name in _compat.FORWARD_CACHE_KWARGS):
         raise ValueError(
             "kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
@@ -88,7 +76,6 @@ def generate(
     if options:
         generate_kwargs["cache_config"] = options
     built: dict = {}
-
     facts = model_facts(model.config)  # read once: the option, memory and position checks all take it
 
     def before(generation_config, batch_size: int, max_cache_length: int) -> None:

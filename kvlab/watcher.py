@@ -4,37 +4,13 @@
         model.generate(**inputs, max_new_tokens=20, cache_implementation="static")
     watch.trace.summary()
 
-The guide's code stays the guide's code. On entry, a forward pre-hook and a forward hook are attached to the
-model (kvpress's shape: attach, run, detach in `finally`). Each forward's cache, whether `generate` built it, the
-user built it (`DynamicCache(config=...)`, `StaticCache(...)`), or the model created it for a bare forward, is
-switched in place to its instrumented twin (`kvlab.caches.adopt`): the same object, layers and tensors, with
-recording added. Deep copies of a watched cache are watched too. On exit every hook is removed and every cache
-goes back to its own transformers class, also when the block raised.
-
-`model.generate_batch(...)` (continuous batching) builds a `PagedAttentionCache` inside its manager: for the
-block, transformers' manager builds kvlab's instrumented paged cache instead (`kvlab.caches.paged`), for models
-whose layers are all full attention (others run unrecorded, with a warning). That switch is a module global, so a
-paged cache any model builds inside the block is recorded here.
-
-A layer that keeps more than transformers' plain layers (an indexer written by `update_indexer`, a compressor's
-buffers the attention writes directly) may change outside the cache methods kvlab records, so each such cache is read
-again at the end of every forward (an update event of op "forward" where something changed): the trace ends with
-what the cache holds. A model that keeps no transformers `Cache` (its own past tuples or state, as GPT-1, MPT or RWKV
-do, or `use_cache=False`) leaves no trace: the block says so in one logged line naming the model type (a warning,
-or only an info line when every forward ran with `use_cache=False` though the model caches by default: the caller
-asked for it), and
-`watch.meta["no_cache"]` is True (so is the `meta` of a trace of a cache the model was handed and never used;
-with no cache at all, `watch.trace` raises `NoCacheSeenError` with the same line).
-
-Nesting and several models are defined: a cache belongs to the first watch that meets it (an outer watch on the
-same model attaches its hooks first); any other watch that sees it lists the same trace. Caches that are already
-kvlab's (`kvlab.make_cache`) are listed, never switched back.
-
-One difference from plain transformers, on purpose: an offloaded cache's instrumented twin runs transformers'
-offloading schedule without the CUDA stream handshake, so `cache_implementation="offloaded"` also runs on a
-CPU-only torch inside a watch (it raises outside one). Everything else behaves as the class it instruments,
-token for token, plus kvlab's crop guards, which refuse a crop that would corrupt the cache before any layer
-changes.
+Forward hooks switch each cache the model meets, in place, to its instrumented twin (`kvlab.caches.adopt`: same
+object, layers and tensors); on exit, even after an error, every hook is removed and every cache gets its own class
+back. `generate_batch`'s paged cache is built instrumented for the block (a module-global switch, so any model's).
+A cache belongs to the first watch that meets it; other watches list the same trace. A model that keeps no
+transformers `Cache` leaves no trace and one logged line says so.
+One difference on purpose: the offloaded twin skips transformers' CUDA stream handshake, so
+`cache_implementation="offloaded"` also runs on a CPU-only torch inside a watch.
 """
 
 from __future__ import annotations
@@ -46,13 +22,16 @@ from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
 from kvlab.caches.options import PagedLayoutError
 from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import _
+from kvlab.i18n import N_, _
 from kvlab.log import get_logger
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import layer_kinds, reads_every_change
 from kvlab.recording.trace import Trace
 
 log = get_logger(__name__)
+NOTHING_RAN = N_(
+    "the model used no cache inside this kvlab.watch block (use_cache=False, or no forward ran); watch.traces is empty."
+)
 
 
 class NoCacheSeenError(KvlabUserError, RuntimeError):
@@ -76,7 +55,6 @@ class Watch:
         self._uncached = 0  # of which called with use_cache=False
         self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
 
-    # -- the block ----------------------------------------------------------------------------------------------
     def __enter__(self) -> Watch:
         self._handles = [
             self.model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
@@ -90,9 +68,8 @@ class Watch:
             self._paged_builder = building_instrumented(self._built_paged).__enter__()
         return self
 
-    def __exit__(self, *exc_info) -> bool:
+    def __exit__(self, *exc_info) -> None:
         self.close()
-        return False
 
     def close(self) -> None:
         """Detach from the model and give every adopted cache back its own class (idempotent)."""
@@ -109,7 +86,6 @@ class Watch:
                 cache, give_back = self._adopted.pop()
                 give_back(cache)
 
-    # -- what the hooks see -------------------------------------------------------------------------------------
     def _before_forward(self, module, args, kwargs):
         if kwargs.get("use_cache") is False:
             self._uncached += 1
@@ -138,20 +114,16 @@ class Watch:
             if self._paged_refused is not None:
                 warnings.warn(f"kvlab.watch does not record this paged cache: {self._paged_refused}", stacklevel=2)
                 self._paged_refused = None  # once per block
-                return
-            if self._paged_builder is None:
-                return
-            if id(cache) not in self._index:
-                self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
-            self._last = self._index[id(cache)]
-            return
-        if not isinstance(cache, _compat.Cache):
-            return
-        if not is_instrumented(cache):
-            adopt(cache, self.model.config, owner=self)
-            self._adopted.append((cache, release))
-            self._describe(cache)
-        self._last = self._list(cache)
+            elif self._paged_builder is not None:
+                if id(cache) not in self._index:
+                    self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
+                self._last = self._index[id(cache)]
+        elif isinstance(cache, _compat.Cache):
+            if not is_instrumented(cache):
+                adopt(cache, self.model.config, owner=self)
+                self._adopted.append((cache, release))
+                self._describe(cache)
+            self._last = self._list(cache)
 
     def _list(self, cache) -> int:
         if id(cache) not in self._index:
@@ -168,17 +140,20 @@ class Watch:
         copy.trace.meta["copied_at_event"] = len(copy.trace.events)
 
     def _tell_no_cache(self) -> None:
-        """One line when the model ran but used no transformers `Cache` (none passed, or one passed and never
-        updated, as GPT-1 ignores the cache `generate` hands it): an empty record is not a silent one."""
+        """One line when the model ran but used no transformers `Cache` (none passed, or one never updated, as GPT-1
+        ignores the cache `generate` hands it): an empty record is not a silent one."""
         unused = self._forwards > 0 and not any(trace.events for trace in self.traces)
         self.meta.update(forwards=self._forwards, no_cache=unused)
         if unused:
             self.meta["model_type"] = _model_type(self.model)
             for trace in self.traces:  # caches handed to the model and never used
                 trace.meta.update(no_cache=True, model_type=self.meta["model_type"])
-            # every forward ran with use_cache=False though the model caches by default: the caller asked for it
-            # (said at info level, they know already); a model whose own default is no cache (MPT) is warned about
-            asked = self._uncached == self._forwards and _caches_by_default(self.model)
+            # every forward with use_cache=False though the model (and transformers) caches by default: the caller
+            # asked, and knows (info level)
+            configs = (self.model.config, getattr(self.model, "generation_config", None))
+            asked = self._uncached == self._forwards and all(
+                getattr(c, "use_cache", True) is not False for c in configs
+            )
             (log.info if asked else log.warning)("%s", self._no_cache_line())
 
     def _no_cache_line(self) -> str:
@@ -191,33 +166,22 @@ class Watch:
         return {"model": model_name(self.model), "watched": True}
 
     def _describe(self, cache) -> None:
-        config = self.model.config
         meta = cache.trace.meta
-        meta.update(self._watched())
         meta.update(
-            {
-                "cache_kind": cache_kind(cache),
-                "cache_class": cache._kvlab_original_class.__name__,
-                "dtype": dtype_name(self.model.dtype),
-                "layer_kinds": layer_kinds(config),
-            }
+            self._watched(),
+            cache_kind=cache_kind(cache),
+            cache_class=cache._kvlab_original_class.__name__,
+            dtype=dtype_name(self.model.dtype),
+            layer_kinds=layer_kinds(self.model.config),
         )
         if meta["cache_kind"] == "quantized":
             meta["options"] = {"backend": cache.backend}
 
-    # -- results ------------------------------------------------------------------------------------------------
     @property
     def trace(self) -> Trace:
         """The trace of the cache the model used last (`traces` has one per cache)."""
         if self._last is None:
-            if self._forwards:
-                raise NoCacheSeenError(self._no_cache_line())
-            raise NoCacheSeenError(
-                _(
-                    "the model used no cache inside this kvlab.watch block (use_cache=False, or no forward ran); "
-                    "watch.traces is empty."
-                )
-            )
+            raise NoCacheSeenError(self._no_cache_line() if self._forwards else _(NOTHING_RAN))
         return self.traces[self._last]
 
     def __repr__(self) -> str:
@@ -225,19 +189,13 @@ class Watch:
         return f"Watch({type(self.model).__name__}, {len(self.traces)} caches seen, {state})"
 
 
-def _caches_by_default(model) -> bool:
-    """The model's config and generation config both leave `use_cache` on (transformers' default)."""
-    configs = (model.config, getattr(model, "generation_config", None))
-    return all(getattr(config, "use_cache", True) is not False for config in configs)
-
-
 def _model_type(model) -> str:
     return str(getattr(getattr(model, "config", None), "model_type", None) or type(model).__name__)
 
 
 def _settle(cache) -> None:
-    """Read again, at the end of a forward, the layers of `cache` that may change outside the methods kvlab records,
-    and log those that did (so the trace ends with what they hold). Plain layers cost one class lookup each."""
+    """Read again, at the end of a forward, the layers of `cache` that may change outside the methods kvlab records
+    (an indexer, a compressor's buffers), and log those that did. Plain layers cost one class lookup each."""
     pair = isinstance(cache, _compat.EncoderDecoderCache)
     for part in (cache.self_attention_cache, cache.cross_attention_cache) if pair else (cache,):
         refresh = getattr(part, "_kvlab_refresh", None)  # kvlab's caches (not continuous batching's block pool)
@@ -246,5 +204,5 @@ def _settle(cache) -> None:
 
 
 def watch(model) -> Watch:
-    """A context manager recording every cache `model` uses inside the block (see the module docstring)."""
+    """A context manager recording every cache `model` uses inside the block."""
     return Watch(model)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import kvlab
+import kvlab.models.tiny
 from kvlab import _compat
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")

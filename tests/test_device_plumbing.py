@@ -76,7 +76,7 @@ def ids(n: int = 6) -> Tracked:
 def helper_calls():
     from kvlab.bench.configs import BenchConfig
     from kvlab.bench.runner import generate_once
-    from kvlab.measure import compiled, latency, prefix, quality
+    from kvlab.measure import compiled, latency, quality
     from kvlab.measure.guide_table import measure_compile_and_memory
 
     tok = Tokenizer()
@@ -96,10 +96,7 @@ def helper_calls():
             m, None, ids(), cache="static", max_cache_len=16, max_new_tokens=2
         ),
         "kvlab.generate": lambda m: kvlab.generate(m, ids(), max_new_tokens=2),
-        "measure.prefix.prefill_prefix + answer": lambda m: prefix.answer(
-            m, tok, prefix.prefill_prefix(m, tok, "the cache holds"), " keys and values", max_new_tokens=2
-        ),
-        "measure.latency.time_per_token": lambda m: latency.time_per_token(m, ids(), 2),
+        "measure.latency.token_times": lambda m: latency.token_times(m, ids(), 2, repeats=1),
         "measure.quality.teacher_forced": lambda m: quality.teacher_forced(m, ids(), 3),
         "measure.compiled.static_generate (eager)": lambda m: compiled.static_generate(m, ids(), 2, 16),
         "measure.quality.teacher_forced_logits": lambda m: quality.teacher_forced_logits(m, ids(), 3, None),

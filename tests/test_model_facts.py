@@ -11,6 +11,7 @@ from kvlab.caches import options
 from kvlab.measure import formula
 from kvlab.model_facts import model_facts, position_limit
 from kvlab.models.tiny import tiny_config
+from kvlab.request import Request
 from kvlab.size import from_config, request_rules
 
 
@@ -61,9 +62,11 @@ def test_facts_read_once_are_passed_down_and_never_read_again(reads):
     config = tiny_config("tiny-gemma3")
     facts = model_facts(config)
     assert len(reads) == 1 and model_facts(facts) is facts
-    options.check_options("static", {"max_cache_len": 64}, facts, prompt_tokens=20, max_new_tokens=8)
-    options.check_options("offloaded_static", {"max_cache_len": 64}, facts, prompt_tokens=20, max_new_tokens=8)
-    request_rules.check_request(facts, "static", {"max_cache_len": 64}, prompt_tokens=20, max_new_tokens=8)
+    options.check_options("static", {"max_cache_len": 64}, facts, request=Request(prompt_tokens=20, new_tokens=8))
+    options.check_options(
+        "offloaded_static", {"max_cache_len": 64}, facts, request=Request(prompt_tokens=20, new_tokens=8)
+    )
+    request_rules.check_request(Request("static", {"max_cache_len": 64}, facts, prompt_tokens=20, new_tokens=8))
     formula.expected_curves(facts, 100)
     assert from_config(facts).layer_kinds == facts.layer_kinds
     assert len(reads) == 1
@@ -73,10 +76,14 @@ def test_each_check_reads_a_config_at_most_once(reads):
     config = tiny_config("tiny-gemma3")
     formula.expected_curves(config, 100)  # 201 points from one reading
     assert len(reads) == 1
-    options.check_options("dynamic", {}, config, prompt_tokens=20, max_new_tokens=8)  # no rule needs the facts
+    options.check_options(
+        "dynamic", {}, config, request=Request(prompt_tokens=20, new_tokens=8)
+    )  # no rule needs the facts
     assert len(reads) == 1
-    options.check_options("offloaded_static", {"max_cache_len": 64}, config, prompt_tokens=20, max_new_tokens=8)
-    request_rules.check_request(config, "static", {"max_cache_len": 64}, prompt_tokens=20, max_new_tokens=8)
+    options.check_options(
+        "offloaded_static", {"max_cache_len": 64}, config, request=Request(prompt_tokens=20, new_tokens=8)
+    )
+    request_rules.check_request(Request("static", {"max_cache_len": 64}, config, prompt_tokens=20, new_tokens=8))
     assert len(reads) == 3
 
 

@@ -212,7 +212,6 @@ def test_the_core_is_lean_and_the_extras_are_named(installed):
         "ipywidgets",
         "matplotlib",
         "babel",
-        "xxhash",
     }
     assert EXTRAS <= set(meta.get_all("Provides-Extra") or [])
     by_extra = {}

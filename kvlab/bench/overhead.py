@@ -1,10 +1,5 @@
 """Instrumentation overhead, `kvlab bench --overhead`: kvlab's InstrumentedDynamicCache, and plain `generate`
-inside `kvlab.watch`, against transformers' own DynamicCache.
-
-Same process, same prompt (a pydoc text window), repeats interleaved (plain, instrumented, watched, plain, ...),
-median decode tokens/s of each, timed by the bench's own `generate_once`. Greedy tokens must be identical in all
-three. `run_bench` reports the instrumented ratio too, from its timed rows; this run adds `kvlab.watch` and is
-cheap enough for many repeats.
+inside `kvlab.watch`, against transformers' own DynamicCache; greedy tokens must be identical in all three.
 """
 
 from __future__ import annotations
@@ -12,30 +7,20 @@ from __future__ import annotations
 import torch
 
 from kvlab.bench.configs import BenchConfig
-from kvlab.bench.recording_cost import recording_cost, recording_lines
+from kvlab.bench.recording_cost import ROUTES, recording_cost, recording_lines
 from kvlab.bench.runner import BenchSettings, generate_once
 from kvlab.measure.text import token_windows
 from kvlab.measure.timing import Timing, compare, median
 from kvlab.watcher import watch
 
-ROUTES = ("plain", "instrumented", "watched")
-
 
 def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
-    """Median decode tokens/s of plain, instrumented and watched `generate` over `settings.repeats` interleaved
-    repeats of `settings.new_tokens` tokens after a `settings.prompt_tokens`-token window (after one warm-up run),
-    and each route's decode time per token against plain's as a ratio with its bootstrap interval and verdict
-    (`kvlab.measure.timing.compare`).
+    """Median decode tokens/s of plain, instrumented and watched `generate` over `settings.repeats` repeats (after
+    one warm-up), and each route's decode time per token against plain's, with its interval and verdict.
 
-    Each repeat runs the three routes in a rotated order (plain, instrumented, watched; then instrumented,
-    watched, plain; ...): a fixed order would give one route the same neighbour every time, and whatever a run
+    The routes run in a rotated order: a fixed one would give a route the same neighbour every time, and what a run
     leaves behind (the allocator's state, a warm cache) would weigh on the same side of the ratio.
-
-    Returns {"model", "prompt_tokens", "new_tokens", "repeats", "threads", "device", "plain_decode_tokens_per_s",
-    "instrumented_decode_tokens_per_s", "watched_decode_tokens_per_s", "time_ratio" (instrumented time / plain
-    time), "watched_time_ratio", "instrumented_interval", "watched_interval" ([low, high] of each ratio),
-    "instrumented_verdict", "watched_verdict", "same_tokens", "recording" (`recording_cost`: what recording adds to
-    a decode step, timed apart from the model)}."""
+    """
     settings.check()
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -86,8 +71,7 @@ def rotated(labels: tuple[str, ...], repeats: int) -> list[str]:
 
 
 def overhead_lines(result: dict) -> list[str]:
-    """The human report of `run_overhead`: one line per instrumented route (the ratio of decode times, its 95 %
-    interval, tokens/s) and its verdict, then whether the tokens agree."""
+    """The human report of `run_overhead`."""
     lines = []
     plain = result["plain_decode_tokens_per_s"]
     for name in ROUTES[1:]:

@@ -1,13 +1,7 @@
-"""What recording adds to a decode step, timed apart from the model: the figure a whole-`generate` A/B cannot resolve.
-
-On a shared 2-core CPU one greedy run of 32 tokens varies by 5-10 % from repeat to repeat, so an end-to-end ratio of
-plain and watched `generate` has an interval near +-10 %: it can say "no difference beyond noise", not "under 1 %".
-kvlab's cost is all in the cache calls it wraps (each `update`) and, inside `kvlab.watch`, the two forward hooks. This
-replays exactly those calls of one run — the prefill's keys and values, then one token per layer per decode step,
-the model's own shapes — into transformers' `DynamicCache`, kvlab's instrumented twin, and a `DynamicCache` that a
-watch adopted (its hooks called around each step, as the model calls them), many times interleaved. Each replay
-takes milliseconds, so dozens of repeats give a tight interval on the extra seconds per decoded token; divided by
-the plain decode step's time it is the share of a step that recording costs.
+"""What recording adds to a decode step, timed apart from the model: a whole-`generate` A/B varies 5-10 % per run
+on a shared CPU, too much to resolve "under 1 %". kvlab's cost is all in the cache updates it wraps and the watch's
+two forward hooks; replaying exactly those calls of one run takes milliseconds, so dozens of interleaved repeats
+give a tight interval.
 """
 
 from __future__ import annotations
@@ -25,8 +19,7 @@ ROUTES = ("plain", "instrumented", "watched")
 
 
 def cache_calls(model, ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Each layer's prefill keys and values of `ids` as the model computes them (one forward into a plain cache),
-    and the one-token slices each decode step writes (the last prompt token's, repeated: shapes are what count)."""
+    """Each layer's prefill keys and values of `ids` as the model computes them (one forward into a plain cache)."""
     cache = _compat.DynamicCache(config=model.config)
     with torch.inference_mode():
         model(ids, **{_compat.CACHE_KWARG: cache}, use_cache=True)
@@ -53,8 +46,7 @@ def _replay(cache, prefill: list, new_tokens: int, hooks=None) -> float:
 
 def recording_cost(model, ids: torch.Tensor, new_tokens: int, plain_step_s: float, repeats: int = 41) -> dict:
     """The extra seconds per decoded token of the instrumented and the watched route over plain, and that as a
-    share of `plain_step_s` (the plain decode step's time from the same bench), each with the 95 % interval of the
-    replay ratio; `repeats` interleaved replays of `new_tokens` steps after a `ids`-long prefill."""
+    share of `plain_step_s` (the plain decode step's time), each with the 95 % interval of the replay ratio."""
     prefill = cache_calls(model, ids)
     seconds: dict[str, list[float]] = {route: [] for route in ROUTES}
     with watch(model) as watching:

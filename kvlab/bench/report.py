@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 from kvlab.units import human_bytes
 
@@ -150,13 +149,6 @@ def markdown_table(result: dict) -> str:
 def to_json(result: dict) -> str:
     """The result as strict JSON (NaN as null), what `kvlab bench --json` prints and `--from-json` reads back."""
     return json.dumps(clean(result), indent=1, default=_jsonable, allow_nan=False)
-
-
-def write_json(result: dict, path: str | Path) -> Path:
-    """Write `to_json(result)` atomically: a failed write leaves an earlier result at `path` readable."""
-    from kvlab.atomic import write_text
-
-    return write_text(path, to_json(result))
 
 
 def _jsonable(value):

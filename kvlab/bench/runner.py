@@ -1,20 +1,12 @@
-"""`run_bench`: every configuration in one process, repeats interleaved, medians, quality, roofline.
-
-Order of work: check which configurations can run; build optimum-quanto's extension if a quanto row will run (once
-per machine, about a minute, never inside a timing); time greedy generations (repeat r of every configuration
-before repeat r+1, so machine drift hits all alike); teacher-force the quality windows through each cache;
-optionally compile; measure the memory bandwidth; assemble one row per configuration.
-
-The progress bar is redrawn every second while a configuration runs, with that configuration's elapsed seconds,
-and its ETA is the remaining work at the average rate of the work completed (tqdm's `smoothing=0`): a run that
-takes longer than the others moves the ETA instead of leaving a stale one on screen.
+"""`run_bench`: every configuration in one process, repeats interleaved (repeat r of every configuration before
+repeat r+1, so machine drift hits all alike), medians, quality, roofline.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -28,6 +20,7 @@ from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
 from kvlab.model_facts import tokens_held
+from kvlab.pad_token import pad_token_id
 from kvlab.recorded_run import run
 
 
@@ -51,19 +44,6 @@ class BenchSettings:
             raise ValueError("new_tokens must be at least 2 (decode speed needs two decoded tokens)")
 
 
-def _plain_cache(model, config: BenchConfig):
-    """transformers' own class for a plain configuration (no kvlab recording)."""
-    return _compat.DynamicCache(config=model.config, offloading=config.cache_kind == "offloaded")
-
-
-def _pad(model, tokenizer):
-    return (
-        tokenizer.pad_token_id
-        if tokenizer is not None and tokenizer.pad_token_id is not None
-        else model.config.eos_token_id
-    )
-
-
 def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
     """One greedy generation of exactly `new_tokens` tokens; timing, tokens and (instrumented) the trace."""
     clock = timing.DecodeClock()
@@ -73,16 +53,17 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     kwargs = {"streamer": clock, "min_new_tokens": new_tokens}
-    if config.plain:
+    if config.plain:  # transformers' own cache class, no kvlab recording
+        cache = _compat.DynamicCache(config=model.config, offloading=config.cache_kind == "offloaded")
         with torch.inference_mode():
             out = model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 max_new_tokens=new_tokens,
                 do_sample=False,
-                pad_token_id=_pad(model, tokenizer),
+                pad_token_id=pad_token_id(tokenizer, model),
                 **kwargs,
-                **{_compat.CACHE_KWARG: _plain_cache(model, config)},
+                **{_compat.CACHE_KWARG: cache},
             )
         tokens, trace = out[0, ids.shape[-1] :].tolist(), None
     else:
@@ -107,15 +88,11 @@ def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_
     }
 
 
-def _new_cache(model, config: BenchConfig):
-    return make_cache(config.cache_kind, model.config, **config.options)
-
-
 def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], prefill: int) -> torch.Tensor:
     """Teacher-forced log-probabilities over all windows, concatenated: (windows * continuation, vocab)."""
     parts = []
     for ids in windows:
-        cache = None if config.cache_kind == "none" else _new_cache(model, config)
+        cache = None if config.cache_kind == "none" else make_cache(config.cache_kind, model.config, **config.options)
         parts.append(quality.teacher_forced_logits(model, ids, prefill, cache))
     return torch.cat(parts)
 
@@ -132,9 +109,8 @@ def _progress(total: int, enabled: bool, description: str):
 
 
 class Ticker:
-    """Shows what the bench is doing and for how long: `start(label)` at each piece of work; while it runs, the bar
-    is redrawn every `interval` seconds by a daemon thread (only for a bar that draws), so its elapsed time and
-    ETA keep moving through a long configuration instead of freezing at the last update."""
+    """Shows what the bench is doing and for how long: `start(label)` at each piece of work; a daemon thread
+    redraws the bar every `interval` seconds, so its elapsed time and ETA keep moving through a long one."""
 
     def __init__(self, bar, interval: float = 1.0):
         self.bar, self.interval = bar, interval
@@ -165,6 +141,18 @@ class Ticker:
             self.tick()
 
 
+@dataclass
+class Measured:
+    """What `run_bench` measured, by configuration label: the material of the rows."""
+
+    runs: dict[str, list[dict]]  # every timed repeat's `generate_once`
+    log_probs: dict[str, torch.Tensor] = field(default_factory=dict)  # (windows * continuation, vocab)
+    targets: torch.Tensor | None = None  # the quality windows' continuations
+    compiled: dict | None = None  # `compile_summary`, with --compile
+    bandwidth: float = 0.0  # bytes/s
+    weights: int = 0  # bytes
+
+
 def run_bench(
     model, tokenizer, settings: BenchSettings, configs: list[BenchConfig] | None = None, progress: bool = True
 ) -> dict:
@@ -177,62 +165,63 @@ def run_bench(
     length = settings.prompt_tokens + settings.new_tokens
     windows = [w.to(device) for w in token_windows(tokenizer, length, settings.quality_windows + 1, settings.seed)]
     prompt = windows[0][:, : settings.prompt_tokens]  # (1, prompt_tokens): the timed generation's prompt
-    quality_windows = windows[1:]
-
     reasons = {c.label: unsupported_reason(model, c, settings.prompt_tokens, settings.new_tokens) for c in configs}
     timed = [c for c in configs if reasons[c.label] is None and not c.compile]
     scored = [c for c in timed if not c.plain]
     if any(uses_quanto(c) for c in timed):
         ensure_quanto_extension(device)  # before the bar and every clock: its one-time build is no one's timing
-    bar = _progress(
-        len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1,
-        progress,
-        f"kvlab bench {settings.model}",
-    )
+    total = len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1
+    bar = _progress(total, progress, f"kvlab bench {settings.model}")
     with Ticker(bar) as ticker:
-        runs: dict[str, list[dict]] = {c.label: [] for c in timed}
-        by_label = {c.label: c for c in configs}
-        for _, label in timing.interleaved([c.label for c in timed], settings.repeats):
-            ticker.start(label)
-            if label in reasons and reasons[label] is not None:
-                bar.update(1)
-                continue
-            try:
-                runs[label].append(generate_once(model, tokenizer, by_label[label], prompt, settings.new_tokens))
-            except Exception as err:  # a configuration that fails here is reported, not fatal
-                reasons[label] = f"{type(err).__name__}: {err}"
-            bar.update(1)
-
-        log_probs: dict[str, torch.Tensor] = {}
-        targets = torch.cat([w[0, settings.prompt_tokens :] for w in quality_windows]).cpu()
+        measured = Measured(_time_runs(model, tokenizer, timed, prompt, settings, reasons, ticker))
+        measured.targets = torch.cat([w[0, settings.prompt_tokens :] for w in windows[1:]]).cpu()
         for config in scored:
             ticker.start(f"quality {config.label}")
             if reasons[config.label] is None:
-                log_probs[config.label] = measure_quality(model, config, quality_windows, settings.prompt_tokens).cpu()
+                logp = measure_quality(model, config, windows[1:], settings.prompt_tokens)
+                measured.log_probs[config.label] = logp.cpu()
             bar.update(1)
-
-        compiled = None
         if settings.compile:
             ticker.start("torch.compile")
             shorter = windows[1][:, : max(settings.prompt_tokens // 2, 1)]
             try:
-                compiled = compile_summary(
-                    compile_runs(model, [prompt, prompt, shorter], settings.new_tokens, _pad(model, tokenizer))
+                runs = compile_runs(
+                    model, [prompt, prompt, shorter], settings.new_tokens, pad_token_id(tokenizer, model)
                 )
+                measured.compiled = compile_summary(runs)
             except Exception as err:
-                for c in configs:
-                    if c.compile:
-                        reasons[c.label] = f"{type(err).__name__}: {err}"
+                reasons |= {c.label: f"{type(err).__name__}: {err}" for c in configs if c.compile}
             bar.update(1)
-
         ticker.start("memory bandwidth")
-        bandwidth = roofline.measure_bandwidth(device=device.type)
-        weights = roofline.weight_bytes(model)
+        measured.bandwidth, measured.weights = (
+            roofline.measure_bandwidth(device=device.type),
+            roofline.weight_bytes(model),
+        )
         bar.update(1)
     bar.close()
+    return _result(assemble_rows(configs, reasons, measured, settings), measured, settings, device)
 
-    rows = assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights)
-    plain, instrumented = _median_of(runs, "dynamic (plain transformers)"), _median_of(runs, "dynamic")
+
+def _time_runs(model, tokenizer, timed, prompt, settings, reasons, ticker) -> dict[str, list[dict]]:
+    """Every repeat of every timed configuration, interleaved; a configuration that fails is given its reason."""
+    runs: dict[str, list[dict]] = {c.label: [] for c in timed}
+    by_label = {c.label: c for c in timed}
+    for _, label in timing.interleaved(list(by_label), settings.repeats):
+        ticker.start(label)
+        if reasons.get(label) is None:
+            try:
+                runs[label].append(generate_once(model, tokenizer, by_label[label], prompt, settings.new_tokens))
+            except Exception as err:  # a configuration that fails here is reported, not fatal
+                reasons[label] = f"{type(err).__name__}: {err}"
+        ticker.bar.update(1)
+    return runs
+
+
+def _result(rows: list[dict], measured: Measured, settings: BenchSettings, device) -> dict:
+    plain, instrumented = (
+        _median_of(measured.runs, "dynamic (plain transformers)"),
+        _median_of(measured.runs, "dynamic"),
+    )
     overhead = {
         "instrumented_decode_tokens_per_s": instrumented,
         "plain_decode_tokens_per_s": plain,
@@ -254,8 +243,8 @@ def run_bench(
         "meta": meta,
         "rows": rows,
         "overhead": overhead,
-        "compile": compiled,
-        "roofline": {"bandwidth_bytes_per_s": bandwidth, "weight_bytes": weights},
+        "compile": measured.compiled,
+        "roofline": {"bandwidth_bytes_per_s": measured.bandwidth, "weight_bytes": measured.weights},
     }
 
 
@@ -271,22 +260,24 @@ def _decode_timing(runs: dict, label: str) -> timing.Timing:
 
 
 def _agreement(reference: list[int], other: list[int]) -> tuple[float, int]:
-    """(fraction of greedy positions with dynamic's token, NaN with none to compare; tokens identical to dynamic's
-    before the first difference, after which the texts are unaligned)."""
+    """(share of greedy positions with dynamic's token, NaN with none to compare; tokens identical to dynamic's)."""
     same = quality.token_agreement(reference, other)
     return (same["agreement"] if same["tokens"] else float("nan")), same["common_prefix"]
 
 
-def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings, bandwidth, weights) -> list[dict]:
+def assemble_rows(configs, reasons: dict, measured: Measured, settings: BenchSettings) -> list[dict]:
     """One dict per configuration, every number relative to the instrumented dynamic cache where it says so."""
-    held = tokens_held(settings.prompt_tokens, settings.new_tokens)
-    reference = runs.get("dynamic", [{}])[0] if runs.get("dynamic") else {}
-    ref_tokens = reference.get("tokens", [])
-    ref_peak = reference["trace"].summary()["peak_bytes"] if reference.get("trace") else None
-    ref_speed = _median_of(runs, "dynamic")
-    ref_time = _decode_timing(runs, "dynamic")
-    ref_logp = log_probs.get("dynamic")
-    ref_ppl = quality.perplexity(ref_logp, targets) if ref_logp is not None else None
+    runs = measured.runs
+    reference = runs["dynamic"][0] if runs.get("dynamic") else {}
+    ref_logp = measured.log_probs.get("dynamic")
+    ref = {
+        "tokens": reference.get("tokens", []),
+        "peak": reference["trace"].summary()["peak_bytes"] if reference.get("trace") else None,
+        "speed": _median_of(runs, "dynamic"),
+        "time": _decode_timing(runs, "dynamic"),
+        "logp": ref_logp,
+        "ppl": quality.perplexity(ref_logp, measured.targets) if ref_logp is not None else None,
+    }
     rows = []
     for config in configs:
         row = {**config.to_dict(), **{f"guide_{k}": v for k, v in GUIDE.get(config.cache_kind, {}).items()}}
@@ -294,70 +285,67 @@ def assemble_rows(configs, reasons, runs, log_probs, targets, compiled, settings
             row["guide_compile"] = "yes"
         if reasons.get(config.label):
             rows.append({**row, "status": "unsupported", "unsupported": reasons[config.label]})
-            continue
-        row["status"] = "measured"
-        if config.compile:
-            if compiled is None:
-                rows.append({**row, "status": "not run", "note": "pass --compile to measure"})
-                continue
-            steady = [c for c in compiled["calls"][1:] if c["graphs_compiled"] == 0]
-            agreement, identical = _agreement(ref_tokens, compiled["first_call_tokens"])
-            row.update(
-                {
-                    "compile_seconds": compiled["compile_seconds"],
-                    "recompiles_per_call": compiled["recompiles_per_call"],
-                    "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
-                    "greedy_agreement": agreement,
-                    "greedy_identical_prefix": identical,
-                    "note": "transformers' StaticCache (compiled); bytes as the static row",
-                }
-            )
-            rows.append(row)
-            continue
-        first = runs[config.label][0]
-        speed = _median_of(runs, config.label)
-        agreement, identical = _agreement(ref_tokens, first["tokens"])
-        per_token = _decode_timing(runs, config.label)
-        versus = timing.compare(ref_time, per_token, warn=False) if ref_time.times and per_token.times else None
-        row.update(
-            {
-                "decode_tokens_per_s": speed,
-                "decode_seconds_per_token": per_token.as_dict(),
-                "decode_time_vs_dynamic": versus.as_dict() if versus else None,
-                "prefill_seconds": _median_of(runs, config.label, "prefill_seconds"),
-                "tokens_per_s_ratio_vs_dynamic": speed / ref_speed if speed and ref_speed else None,
-                "greedy_agreement": agreement,
-                "first_divergence": quality.first_divergence(ref_tokens, first["tokens"]),
-                "greedy_identical_prefix": identical,
-                "device_max_allocated": first["device_max_allocated"],
-            }
-        )
-        if first["trace"] is not None:
-            summary = first["trace"].summary()
-            cache_read = roofline.mean_decode_cache_bytes(first["trace"])
-            ceiling = roofline.roofline_tokens_per_s(bandwidth, weights, cache_read)
-            row.update(
-                {
-                    "peak_cache_bytes": summary["peak_bytes"],
-                    "final_cache_bytes": summary["final_bytes"],
-                    "bytes_per_token": summary["peak_bytes"] / held,
-                    "ratio_vs_dynamic": summary["peak_bytes"] / ref_peak if ref_peak else None,
-                    "transfers": summary["transfers"],
-                    "transfer_bytes": summary["transfer_bytes"],
-                    "flushes": summary["flushes"],
-                    "roofline_tokens_per_s": ceiling,
-                    "roofline_fraction": speed / ceiling if speed else None,
-                }
-            )
-        if config.label in log_probs:
-            logp = log_probs[config.label]
-            ppl = quality.perplexity(logp, targets)
-            row.update(
-                {
-                    "perplexity": ppl,
-                    "perplexity_delta_pct": 100 * (ppl / ref_ppl - 1) if ref_ppl else None,
-                    "logit_kl_vs_dynamic": quality.kl_divergence(ref_logp, logp) if ref_logp is not None else None,
-                }
-            )
-        rows.append(row)
+        elif config.compile and measured.compiled is None:
+            rows.append({**row, "status": "not run", "note": "pass --compile to measure"})
+        elif config.compile:
+            rows.append({**row, "status": "measured", **_compiled_cells(measured.compiled, ref, settings)})
+        else:
+            rows.append({**row, "status": "measured", **_timed_cells(config.label, measured, ref, settings)})
     return rows
+
+
+def _compiled_cells(compiled: dict, ref: dict, settings: BenchSettings) -> dict:
+    steady = [c for c in compiled["calls"][1:] if c["graphs_compiled"] == 0]
+    agreement, identical = _agreement(ref["tokens"], compiled["first_call_tokens"])
+    return {
+        "compile_seconds": compiled["compile_seconds"],
+        "recompiles_per_call": compiled["recompiles_per_call"],
+        "tokens_per_s_with_prefill": settings.new_tokens / steady[0]["seconds"] if steady else None,
+        "greedy_agreement": agreement,
+        "greedy_identical_prefix": identical,
+        "note": "transformers' StaticCache (compiled); bytes as the static row",
+    }
+
+
+def _timed_cells(label: str, measured: Measured, ref: dict, settings: BenchSettings) -> dict:
+    first = measured.runs[label][0]
+    speed = _median_of(measured.runs, label)
+    agreement, identical = _agreement(ref["tokens"], first["tokens"])
+    per_token = _decode_timing(measured.runs, label)
+    versus = timing.compare(ref["time"], per_token, warn=False) if ref["time"].times and per_token.times else None
+    cells = {
+        "decode_tokens_per_s": speed,
+        "decode_seconds_per_token": per_token.as_dict(),
+        "decode_time_vs_dynamic": versus.as_dict() if versus else None,
+        "prefill_seconds": _median_of(measured.runs, label, "prefill_seconds"),
+        "tokens_per_s_ratio_vs_dynamic": speed / ref["speed"] if speed and ref["speed"] else None,
+        "greedy_agreement": agreement,
+        "first_divergence": quality.first_divergence(ref["tokens"], first["tokens"]),
+        "greedy_identical_prefix": identical,
+        "device_max_allocated": first["device_max_allocated"],
+    }
+    if first["trace"] is not None:
+        summary = first["trace"].summary()
+        ceiling = roofline.roofline_tokens_per_s(
+            measured.bandwidth, measured.weights, roofline.mean_decode_cache_bytes(first["trace"])
+        )
+        cells |= {
+            "peak_cache_bytes": summary["peak_bytes"],
+            "final_cache_bytes": summary["final_bytes"],
+            "bytes_per_token": summary["peak_bytes"] / tokens_held(settings.prompt_tokens, settings.new_tokens),
+            "ratio_vs_dynamic": summary["peak_bytes"] / ref["peak"] if ref["peak"] else None,
+            "transfers": summary["transfers"],
+            "transfer_bytes": summary["transfer_bytes"],
+            "flushes": summary["flushes"],
+            "roofline_tokens_per_s": ceiling,
+            "roofline_fraction": speed / ceiling if speed else None,
+        }
+    if label in measured.log_probs:
+        logp = measured.log_probs[label]
+        ppl = quality.perplexity(logp, measured.targets)
+        cells |= {
+            "perplexity": ppl,
+            "perplexity_delta_pct": 100 * (ppl / ref["ppl"] - 1) if ref["ppl"] else None,
+            "logit_kl_vs_dynamic": quality.kl_divergence(ref["logp"], logp) if ref["logp"] is not None else None,
+        }
+    return cells

@@ -1,15 +1,12 @@
-"""Why a configuration cannot run here, in transformers' own words where transformers has them.
-
-kvlab refuses some combinations before any work (quantized caches on models with sliding layers); the bench
-also asks transformers' own class, so the "unsupported" row carries transformers' reason beside kvlab's.
-"""
+"""Why a configuration cannot run here: kvlab's request rules, and transformers' own words where it has them."""
 
 from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.bench.configs import BenchConfig
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
-from kvlab.caches.options import CacheOptionError, check_options
+from kvlab.errors import KvlabUserError
+from kvlab.request import Request
 
 
 def transformers_reason(model, config: BenchConfig) -> str | None:
@@ -28,16 +25,19 @@ def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_token
     """None when the configuration can run; otherwise kvlab's reason and, if it has one, transformers'."""
     if config.plain:
         return None  # plain configurations report the error of their first run
-    try:  # the option rules of kvlab.run (kvlab.caches.options), on this model, prompt and new tokens
-        check_options(
-            config.cache_kind,
-            dict(config.options),
-            model.config,
-            prompt_tokens=prompt_tokens,
-            max_new_tokens=new_tokens,
-            require_length=False,
-        )
-    except CacheOptionError as err:
+    request = Request(
+        config.cache_kind,
+        dict(config.options),
+        model.config,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        dtype=model.dtype,
+        device=model.device,
+        generate_sizes=True,
+    )
+    try:
+        request.check()
+    except KvlabUserError as err:  # an option, or the memory or positions this request needs
         theirs = transformers_reason(model, config)
         return f"transformers: {theirs} (kvlab: {err})" if theirs else f"kvlab: {err}"
     return None

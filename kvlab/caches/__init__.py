@@ -1,15 +1,13 @@
 """Instrumented drop-in replacements for every transformers cache kind.
 
-The names below are imported on first use (`kvlab.lazy`), so that `kvlab.caches.options` (every option rule, which
-`kvlab size` and the command line use before any model exists) and `kvlab.caches.crop_rules` (every crop rule) can
-be imported without torch or transformers.
+Imported on first use (`kvlab.lazy`), so `options` and `crop_rules` load without torch or transformers.
 """
 
 from typing import TYPE_CHECKING
 
 from kvlab import lazy
 
-if TYPE_CHECKING:  # the exports, once (kvlab.lazy reads them; ruff: nothing uses them here)
+if TYPE_CHECKING:  # the exports (kvlab.lazy reads them)
     from kvlab.caches.base import InstrumentedCacheMixin  # noqa: F401
     from kvlab.caches.crop_rules import CacheCropError  # noqa: F401
     from kvlab.caches.dynamic import InstrumentedDynamicCache  # noqa: F401

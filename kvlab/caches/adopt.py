@@ -1,8 +1,7 @@
-"""Instrument a transformers cache that already exists, in place: what `kvlab.watch` does to the caches it meets.
+"""Instrument a transformers cache that already exists, in place (what `kvlab.watch` does to the caches it meets).
 
-`generate` builds its cache inside, and a user may build one before kvlab is involved. Rather than a second
-implementation, the object's class is switched to its instrumented twin (a subclass of that very class that only
-adds recording), so the same layers, tensors and object keep serving the model. `release` switches it back.
+The object's class is switched to its instrumented twin (a subclass that only adds recording), so the same layers,
+tensors and object keep serving the model; `release` switches it back.
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from kvlab.caches.quantized import InstrumentedQuantizedCache
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder
 
-# transformers class (and offloading flag) -> its instrumented twin, and each twin's `cache_implementation` name,
-# kept in the trace's meta: both read from the one table of kinds.
+# (transformers class, offloading) -> its instrumented twin; twin -> its `cache_implementation` name
 TWINS = {(kind.transformers_class, kind.offloading): kind.instrumented for kind in KINDS}
 TWIN_KINDS = {kind.instrumented: kind.name for kind in KINDS}
 
@@ -62,15 +60,12 @@ def cache_kind(cache) -> str:
 
 
 def adopt(cache, config, *, recorder: Recorder | None = None, role: str = "self", owner=None) -> None:
-    """Instrument `cache` in place for a model `config`; it logs into `recorder` (a new one by default).
+    """Instrument `cache` in place for a model `config`, logging into `recorder` (a new one by default).
 
-    A cache that already holds tokens is logged from here on: one "attach" update per layer records what it
-    held when first seen (step 0), and the model's next forward is step 1.
-    """
-    original: type = type(cache)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+    A cache that already holds tokens gets one "attach" update per layer (step 0); the next forward is step 1."""
+    original: type = type(cache)  # plain `type`: hashable to mypy (python/mypy#11470)
     if isinstance(cache, _compat.EncoderDecoderCache):
         shared = recorder if recorder is not None else Recorder()
-        # the pair is copied and watched as one: only the outer cache knows its watch
         adopt(cache.self_attention_cache, config, recorder=shared, role="self")
         adopt(cache.cross_attention_cache, config, recorder=shared, role="cross")
         cache.__class__ = _encoder_decoder_twin(original)

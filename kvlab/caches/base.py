@@ -1,9 +1,8 @@
 """`InstrumentedCacheMixin`: the part every instrumented cache shares.
 
-It sits *before* a transformers `Cache` subclass in the MRO and wraps the methods the model calls
-(`update`, `update_conv_state`, `update_recurrent_state`) and the ones users call (`crop`). Each wrapper calls
-transformers' own method with `*args, **kwargs` untouched and only *reads* the layers afterwards, so the outputs
-are the transformers class's outputs, token for token.
+It sits before a transformers `Cache` subclass in the MRO and wraps the methods the model and users call. Each
+wrapper calls transformers' own method with `*args, **kwargs` untouched and only *reads* the layers afterwards, so
+the outputs are the transformers class's outputs, token for token.
 """
 
 from __future__ import annotations
@@ -24,15 +23,13 @@ from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads
 NO_PACKING = (0,) * len(QUANT_FIELDS)
 
 if TYPE_CHECKING:
-    # What a type checker reads the mixin as: it always comes before a transformers Cache class, so `self.layers`
-    # and `super().update(...)` are that Cache's. At run time it is a plain class (importing this module does not
-    # import transformers; `_kvlab_setup` refuses a class that has no Cache after the mixin).
+    # The mixin always comes before a transformers Cache class; at run time it is a plain class (no transformers
+    # import here; `_kvlab_setup` refuses a class with no Cache after it).
     from kvlab._compat import Cache as _CacheBase
     from kvlab._compat import CacheLayerMixin
 else:
     _CacheBase = object
 
-# CacheCropError is defined with the crop rules (kvlab.caches.crop_rules) and still importable from here.
 __all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]
 
 
@@ -83,24 +80,17 @@ class InstrumentedCacheMixin(_CacheBase):
         return layer_kind_at(self._kvlab_layer_kinds, layer_idx, self.layers[layer_idx])
 
     def _kvlab_record(self, layer_idx: int, op: str, tokens_added: int, started: float, work=None) -> None:
-        """Log layer `layer_idx` after `op`: its state now, the seconds since `started`, the update's `work`
-        (`attention_counts`' tuple; an update that ran no attention by default)."""
+        """Log layer `layer_idx` after `op`, with the update's `work` (`attention_counts`' tuple; none by default)."""
         seconds = now() - started
         if work is None:
             work = (0, int(tokens_added), 0, 0, *self._kvlab_layer_work(layer_idx))
+        layer, layer_kind = self.layers[layer_idx], self._kvlab_layer_kind(layer_idx)
         self.kvlab_recorder.record_update(
-            self.kvlab_role,
-            layer_idx,
-            self.layers[layer_idx],
-            self._kvlab_layer_kind(layer_idx),
-            op,
-            tokens_added,
-            seconds,
-            work,
+            self.kvlab_role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work
         )
 
     def _kvlab_layer_work(self, layer_idx: int) -> tuple:
-        """The packing counters (`QUANT_FIELDS`) a cache kind adds to an update (a QuantizedCache's); none here."""
+        """The packing counters (`QUANT_FIELDS`) a QuantizedCache adds to an update; none here."""
         return NO_PACKING
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
@@ -130,8 +120,7 @@ class InstrumentedCacheMixin(_CacheBase):
         return out
 
     def get_conv_state(self, layer_idx: int, *args, **kwargs):
-        # Linear-attention models read their state every forward but update it *in place* while decoding
-        # (causal_conv1d_update), never calling `update_conv_state`: this read is the only per-step signal.
+        # Linear-attention models update their state in place while decoding: this read is the only per-step signal
         self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "read")
         started = now()
         out = super().get_conv_state(layer_idx, *args, **kwargs)
@@ -163,8 +152,7 @@ class InstrumentedCacheMixin(_CacheBase):
 
     # -- crop ---------------------------------------------------------------------------------------------------
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
-        """Refuse a crop before any layer changes (`kvlab.caches.crop_rules`). Subclasses add the rules of their
-        layer kinds."""
+        """Refuse a crop before any layer changes; subclasses add the rules of their layer kinds."""
         lengths = [int(layer.get_seq_length()) for layer in self.layers if _has_length(layer)]
         # only linear-attention states: no token count to check against (None); transformers' own rules apply
         check_crop(tokens_to_remove, max(lengths) if lengths else None)
@@ -186,9 +174,8 @@ class InstrumentedCacheMixin(_CacheBase):
 def deepcopy_cache(cache: _CacheBase, memo: dict):
     """A deep copy with its own trace (the history so far, then its own), for the prefix-cache recipe.
 
-    The default deep copy fails on offloaded caches: their prefetch `torch.Stream` cannot be pickled. The copy
-    gets a fresh stream on the same device instead. A watching `kvlab.watch` is shared, not copied, and told.
-    """
+    An offloaded cache's prefetch `torch.Stream` cannot be pickled: the copy gets a fresh one on the same device.
+    A watching `kvlab.watch` is shared, not copied, and told."""
     copied = type(cache).__new__(type(cache))
     memo[id(cache)] = copied
     for name, value in cache.__dict__.items():

@@ -1,17 +1,6 @@
-"""Every rule about `cache.crop`, in one module that the cache classes and the Cache Explorer call.
-
-transformers 5.24 crops by a negative count: `cache.crop(-n)` removes the last n tokens, `crop(0)` removes nothing
-(and lets recording sliding layers drop what they no longer need). kvlab refuses, before any layer changes, every
-crop that would leave the cache inconsistent with the tokens it claims to hold:
-- the count: an integral scalar (`crop_count`), never positive (`check_crop`), never past the start;
-- a DynamicCache sliding or chunked layer keeps only its last `window - 1` tokens once full, so a crop must find
-  the tokens it brings back in the past it recorded (`check_dynamic_sliding`; `cache.activate_past_recording()`);
-- a StaticCache sliding layer cannot record the past: once wrapped, it cannot be cropped (`check_static_sliding`);
-- a QuantizedCache can only remove tokens from its full-precision residual (`check_quantized_residual`).
-The Cache Explorer's "crop −n" field takes n, the tokens to remove (`removal_count` turns it into crop's count).
-
-The cache classes read the facts (lengths, windows, residuals) through `kvlab._compat`; the rules here only take
-numbers, so this module imports neither torch nor transformers.
+"""Every rule about `cache.crop`: kvlab refuses, before any layer changes, a crop that would leave the cache
+inconsistent with the tokens it claims to hold. transformers 5.24 crops by a negative count (`crop(-n)` removes
+the last n tokens). The rules take numbers only, so this module imports neither torch nor transformers.
 """
 
 from __future__ import annotations

@@ -8,14 +8,8 @@ from kvlab.caches.crop_rules import check_dynamic_sliding
 
 
 class InstrumentedDynamicCache(InstrumentedCacheMixin, _compat.DynamicCache):
-    """`transformers.DynamicCache` that records every layer update into `self.trace`.
-
-    Takes exactly DynamicCache's arguments, plus `trace=` / `recorder=` to log into a shared trace.
-
-    Guard: a sliding layer that has filled its window without past recording cannot be cropped. transformers
-    raises from inside its layer loop, after the layers before it were already cropped; kvlab refuses first
-    (the rule: `kvlab.caches.crop_rules.check_dynamic_sliding`).
-    """
+    """`transformers.DynamicCache` that records every layer update into `self.trace`; takes DynamicCache's
+    arguments, plus `trace=` / `recorder=` to log into a shared trace. Crop guard: `check_dynamic_sliding`."""
 
     def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,8 +1,4 @@
-"""Build an instrumented cache by name, with the names and options of `cache_implementation`/`cache_config`.
-
-Every rule about the cache kind and its options is `kvlab.caches.options.check_options`; `make_cache` calls it,
-then only builds.
-"""
+"""Build an instrumented cache by name, with the names and options of `cache_implementation`/`cache_config`."""
 
 from __future__ import annotations
 

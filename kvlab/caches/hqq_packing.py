@@ -1,7 +1,4 @@
-"""How hqq packs a cache tensor, as arithmetic: what the instrumented cache pads and `kvlab size` counts.
-
-No torch here: `kvlab size` computes packed bytes for models it never loads.
-"""
+"""How hqq packs a cache tensor, as arithmetic (no torch: `kvlab size` counts packed bytes of unloaded models)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The classes of each cache kind of `kvlab.cache_kinds.KINDS` (which names them without torch), resolved.
-
-`factory.CACHE_CLASSES` (build by name) and `adopt.TWINS`/`adopt.TWIN_KINDS` (instrument a cache that exists) are
-read from `KINDS` here, so a kind added to the table is added to both.
-"""
+"""The classes of each cache kind of `kvlab.cache_kinds.KINDS` (which names them without torch), resolved."""
 
 from __future__ import annotations
 

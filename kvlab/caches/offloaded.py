@@ -1,9 +1,7 @@
 """Offloaded caches: layers live on the CPU and are prefetched to the accelerator one layer ahead.
 
-transformers' offloaded caches fail on a CPU-only build ("Torch not compiled with CUDA enabled", raised by the
-CUDA stream sync in `Cache.update`). kvlab runs the same schedule everywhere and synchronises streams only when
-the states are on an accelerator, so the schedule (which layer is prefetched when, which is offloaded) can be
-studied on a laptop and really saves accelerator memory on a GPU.
+transformers' offloaded caches fail on a CPU-only build (a CUDA stream sync in `Cache.update`); kvlab runs the
+same schedule everywhere and synchronises streams only on an accelerator, so the schedule can be studied anywhere.
 """
 
 from __future__ import annotations
@@ -41,10 +39,8 @@ def _move_recorded(layer, direction: str, move) -> None:
 
 @functools.cache
 def _recording_class(layer_class: type[CacheLayerMixin]) -> type:
-    """A subclass of `layer_class` that logs its `offload` and `prefetch` moves.
-
-    Single inheritance with no new state, so an existing layer's `__class__` can be swapped in place.
-    """
+    """A subclass of `layer_class` that logs its `offload` and `prefetch` moves; no new state, so a layer's
+    `__class__` can be swapped in place."""
 
     def offload(self):
         _move_recorded(self, "offload", lambda: layer_class.offload(self))
@@ -57,7 +53,7 @@ def _recording_class(layer_class: type[CacheLayerMixin]) -> type:
 
 
 def stop_transfer_recording(cache) -> None:
-    """Give every layer back its own class (what `kvlab.watch` does when its block ends)."""
+    """Give every layer back its own class."""
     for layer in cache.layers:
         original = getattr(type(layer), "kvlab_recorded_class", None)
         if original is not None:
@@ -68,18 +64,17 @@ def stop_transfer_recording(cache) -> None:
 
 
 class OffloadingMixin(InstrumentedCacheMixin):
-    """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it. Placed before an
-    instrumented cache (the MRO is the same as with no base: this mixin, that cache, InstrumentedCacheMixin, ...)."""
+    """Runs transformers' offloading schedule through `_compat.offloaded_update` and logs it; placed before an
+    instrumented cache."""
 
     def _kvlab_watch_transfers(self) -> None:
-        """Swap in the recording class for layers not seen yet (new ones only: this runs on every update)."""
+        """Swap in the recording class for layers not seen yet (this runs on every update)."""
         watched = getattr(self, "_kvlab_watched", 0)
         for idx in range(watched, len(self.layers)):
             layer = self.layers[idx]
             if isinstance(layer, _compat.CacheLayerMixin):
-                layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+                layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
                 layer.__class__ = _recording_class(layer_type)
-                # what `_move_recorded` logs with; `stop_transfer_recording` pops them from the layer's __dict__
                 layer.__dict__.update(_kvlab_recorder=self.kvlab_recorder, _kvlab_idx=idx, _kvlab_role=self.kvlab_role)
         self._kvlab_watched = len(self.layers)
 

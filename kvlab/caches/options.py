@@ -1,37 +1,17 @@
-"""Every rule about cache kinds and options, in one module that every entry point calls.
+"""Every rule about cache kinds and options: `check_options` is the one check, and the rules below are its parts.
 
-`check_options(cache_kind, options, config=None, prompt_tokens=None, max_new_tokens=0, ...)` is the one check:
-`make_cache`, the size calculator and `kvlab.request` (every entry point that generates) call it, with what they
-know (a model config or only an architecture's layer kinds, the prompt length, the new tokens), and get the same
-one-line `CacheOptionError` for the same mistake (the kinds themselves: `kvlab.cache_kinds.KINDS`). In order: the
-prompt is not empty, the kind is known (and one `generate` builds: the paged kind is refused, naming
-`model.generate_batch`), the kind takes each option, offload_only_non_sliding is a bool, a static kind has a
-max_cache_len that holds the prompt (and the new tokens in its full-attention layers), the quantized backend's
-nbits/axes/group size and layer kinds, the offloading has a layer to offload, and past recording is for a kind
-that can record. The rule functions below are its parts, usable alone.
-
-The paged kind (continuous batching, `model.generate_batch`) has its own checks here, for its runner
-(`kvlab.serving.batch_run`), the explorer and `kvlab size`: `check_paged_options` (page size, requests, pool
-blocks), `pool_blocks` (a pool that holds the largest request), `check_page_size` and `check_paged_layers` (full
-attention only); `paged_blocks` is the arithmetic they share with the size calculator and `kvlab.serving`.
-
-What the rules know of a model (its layer kinds, KV shapes, windows, positions) is `kvlab.model_facts`, read once
-per check, and only by a rule that needs it; wherever a check takes a model `config` it takes its `ModelFacts` as
-well, so an entry point that read them passes them on instead of having each check read them again.
-
-Every check runs before any model work, and every message names what is valid. What transformers would only
-find mid-generation is checked here against the model's shapes, before anything is allocated:
-- quantized group sizes per backend (`check_quantized_options`): hqq at axis 0 packs along each group, so the
-  group must hold a whole number of packed words; quanto splits the values per channel into groups, at every
-  length it quantizes (the prefill, then prefill + k x residual_length), so the group size must divide them;
-- offloading with nothing to offload (`check_offloading`): with offload_only_non_sliding=True on a model whose
-  attention layers are all sliding, transformers' prefetch finds no layer and raises "True is not in list" in
-  the first forward.
+Each entry point passes what it knows and gets the same one-line `CacheOptionError` for the same mistake; a rule
+whose facts are missing is left to a later call that has them. What transformers would only find mid-generation
+is checked here against the model's shapes, before anything is allocated: quantized group sizes per backend (hqq
+at axis 0 packs along each group; quanto groups the values at every length it quantizes), and offloading with no
+layer to offload (transformers' prefetch raises "True is not in list" in the first forward).
 """
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from kvlab import _compat
 from kvlab.cache_kinds import (
@@ -51,6 +31,9 @@ from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
 from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 
+if TYPE_CHECKING:
+    from kvlab.request import Request
+
 
 class CacheOptionError(KvlabUserError, ValueError):
     """An invalid cache kind, option or combination."""
@@ -61,9 +44,8 @@ class PagedLayoutError(CacheOptionError):
 
 
 def check_paged_layers(kinds: list[str] | tuple[str, ...], name: str) -> None:
-    """The paged cache's one model rule, for the caches, the watcher, the explorer and `kvlab size`: transformers'
-    PagedAttentionCache keeps one block allocator per attention type, and kvlab records (and sizes) the
-    full-attention one only, so any other layer kind is refused before anything runs."""
+    """transformers' PagedAttentionCache keeps one block allocator per attention type, and kvlab records (and
+    sizes) the full-attention one only: any other layer kind is refused before anything runs."""
     others = sorted({kind for kind in kinds if kind != "full"})
     if others:
         raise PagedLayoutError(
@@ -83,8 +65,7 @@ def paged_blocks(length: int, block_size: int) -> int:
 
 
 def check_page_size(page_size, sizes: tuple[int, ...] | None = None) -> int:
-    """`page_size` (token slots per block) if it is a positive integer, and one of `sizes` where the caller offers
-    a choice (the paged kind's `PAGE_SIZES`; `kvlab size` takes any)."""
+    """`page_size` if it is a positive integer, and one of `sizes` where the caller offers a choice."""
     if sizes is not None and page_size not in sizes:
         raise CacheOptionError(
             _("page_size must be one of {valid}; got {got}").format(
@@ -97,10 +78,7 @@ def check_page_size(page_size, sizes: tuple[int, ...] | None = None) -> int:
 
 
 def check_paged_options(options: dict, max_requests: int) -> dict:
-    """The paged kind's options (`KIND_OPTIONS["paged"]`) with their values checked, defaults filled in.
-
-    `max_requests` is the most requests there are to serve: the workload's size, which `kvlab.serving` (a line
-    below the caches in the flow) knows and passes in."""
+    """The paged kind's options checked, defaults filled in; `max_requests`: the workload's size (`kvlab.serving`)."""
     given = {**PAGED_DEFAULTS, **check_option_names(PAGED, options)}
     check_page_size(given["page_size"], PAGE_SIZES)
     requests = given["requests"]
@@ -118,10 +96,8 @@ def check_paged_options(options: dict, max_requests: int) -> dict:
 
 
 def pool_blocks(prompt_lengths: list[int], new_tokens: int, page_size: int, num_blocks: int) -> int:
-    """The pool's size in blocks: `num_blocks`, or (0) room for every request at its final length.
-
-    Refuses (CacheOptionError) a pool smaller than the largest request alone needs: transformers would fail
-    every request ("No requests can be scheduled")."""
+    """The pool's size in blocks: `num_blocks`, or (0) room for every request at its final length. A pool smaller
+    than the largest request alone needs is refused: transformers would fail every request."""
     need = [paged_blocks(n + new_tokens, page_size) for n in prompt_lengths]
     if num_blocks == 0:
         return sum(need)
@@ -142,8 +118,8 @@ def pool_blocks(prompt_lengths: list[int], new_tokens: int, page_size: int, num_
 
 
 def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
-    """`cache_kind` if it is one of `kinds` (the size calculator passes its own: it has no "none"). The paged kind
-    is refused in words of its own: `generate` cannot take it, since `model.generate_batch` builds it."""
+    """`cache_kind` if it is one of `kinds`; the paged kind is refused in words of its own (`generate` cannot build
+    it)."""
     if cache_kind in BATCH_KINDS and cache_kind not in kinds:
         raise CacheOptionError(
             _(
@@ -161,8 +137,7 @@ def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> s
 
 
 def _describe_kinds(kinds: list[str], window: int | None) -> str:
-    """What a refusal says of a model's layers ("its 26 layers are 22 sliding, 4 full (sliding window 512)"), in the
-    reader's language; the layer kinds stay transformers' names, the words of a config and of the trace."""
+    """What a refusal says of the layers, "its 26 layers are 22 sliding, 4 full (sliding window 512)"."""
     counts = {layer_kind: kinds.count(layer_kind) for layer_kind in dict.fromkeys(kinds)}
     text = ", ".join(f"{n} {layer_kind}" for layer_kind, n in counts.items())
     described = _("its {layers} layers are {kinds}").format(layers=len(kinds), kinds=text)
@@ -171,17 +146,12 @@ def _describe_kinds(kinds: list[str], window: int | None) -> str:
     return described
 
 
-def _describe_layers(facts: ModelFacts) -> str:
-    return _describe_kinds(list(facts.layer_kinds), facts.sliding_window)
-
-
 def _facts(config) -> ModelFacts | None:
-    """The model's facts, read once per check (None without a model: the rules that need them are skipped)."""
     return None if config is None else model_facts(config)
 
 
 def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
-    """transformers' QuantizedCache takes full-attention layers only: refuse any other, naming what the model has."""
+    """transformers' QuantizedCache takes full-attention layers only."""
     if any(k != "full" for k in kinds):
         raise CacheOptionError(
             _(
@@ -210,12 +180,9 @@ def check_quantized_options(
     batch: int = 1,
     **options,
 ) -> None:
-    """Refuse what QuantizedCache cannot do, in kvlab's words, before anything is allocated.
-
-    With the model's `config` (or its `ModelFacts`), group sizes are checked against its shapes; with
-    `prompt_tokens` (and `cached_tokens`, the most tokens the cache will hold: prompt + new tokens - 1) also at
-    every length the cache will quantize, for `batch` sequences (beams and returned sequences included).
-    """
+    """What QuantizedCache cannot do, refused before anything is allocated: with the model's `config` (or its
+    `ModelFacts`), group sizes against its shapes; with `prompt_tokens` (and `cached_tokens`, the most the cache
+    holds) also at every length it will quantize, for `batch` sequences."""
     facts = _facts(config)
     check_backend(backend)
     unknown = set(options) - set(QUANTIZED_OPTIONS)
@@ -226,36 +193,15 @@ def check_quantized_options(
             )
         )
     given = {k: v for k, v in options.items() if v is not None}
-    if backend == "fp8":
-        if given:
-            raise CacheOptionError(
-                _(
-                    "the fp8 backend quantizes per tensor and takes none of {options}; got {given}. Use backend hqq "
-                    "or quanto for group-wise options."
-                ).format(options=", ".join(QUANTIZED_OPTIONS), given=", ".join(sorted(given)))
-            )
-    else:
-        nbits = given.get("nbits", _compat.QUANTIZED_DEFAULTS["nbits"])
-        valid_bits = _compat.HQQ_NBITS if backend == "hqq" else _compat.QUANTO_NBITS
-        if nbits not in valid_bits:
-            raise CacheOptionError(
-                _("{backend} nbits must be one of {valid}; got {nbits}").format(
-                    backend=backend, valid=", ".join(map(str, valid_bits)), nbits=nbits
-                )
-            )
-        valid_axes = _compat.HQQ_AXES if backend == "hqq" else _compat.QUANTO_AXES
-        for axis_name in ("axis_key", "axis_value"):
-            if given.get(axis_name, 0) not in valid_axes:
-                raise CacheOptionError(
-                    _("{backend} {axis} must be one of {valid}; got {got}").format(
-                        backend=backend, axis=axis_name, valid=", ".join(map(str, valid_axes)), got=given[axis_name]
-                    )
-                )
-        for name in ("q_group_size", "residual_length"):
-            if name in given and (not isinstance(given[name], int) or given[name] < 1):
-                raise CacheOptionError(
-                    _("{name} must be a positive integer; got {got!r}").format(name=name, got=given[name])
-                )
+    if backend == "fp8" and given:
+        raise CacheOptionError(
+            _(
+                "the fp8 backend quantizes per tensor and takes none of {options}; got {given}. Use backend hqq "
+                "or quanto for group-wise options."
+            ).format(options=", ".join(QUANTIZED_OPTIONS), given=", ".join(sorted(given)))
+        )
+    if backend != "fp8":
+        _check_group_values(backend, given)
     if facts is not None:
         check_quantized_layers(list(facts.layer_kinds), facts.sliding_window)
     if backend != "fp8":
@@ -263,20 +209,36 @@ def check_quantized_options(
         _check_group_size(backend, facts, settings, prompt_tokens, cached_tokens, batch)
 
 
-def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: int | None = None) -> list[int]:
-    """The sequence lengths a QuantizedLayer quantizes at, as far as they matter for divisibility.
+def _check_group_values(backend: str, given: dict) -> None:
+    nbits = given.get("nbits", _compat.QUANTIZED_DEFAULTS["nbits"])
+    valid_bits = _compat.HQQ_NBITS if backend == "hqq" else _compat.QUANTO_NBITS
+    if nbits not in valid_bits:
+        raise CacheOptionError(
+            _("{backend} nbits must be one of {valid}; got {nbits}").format(
+                backend=backend, valid=", ".join(map(str, valid_bits)), nbits=nbits
+            )
+        )
+    valid_axes = _compat.HQQ_AXES if backend == "hqq" else _compat.QUANTO_AXES
+    for axis_name in ("axis_key", "axis_value"):
+        if given.get(axis_name, 0) not in valid_axes:
+            raise CacheOptionError(
+                _("{backend} {axis} must be one of {valid}; got {got}").format(
+                    backend=backend, axis=axis_name, valid=", ".join(map(str, valid_axes)), got=given[axis_name]
+                )
+            )
+    for name in ("q_group_size", "residual_length"):
+        if name in given and (not isinstance(given[name], int) or given[name] < 1):
+            raise CacheOptionError(
+                _("{name} must be a positive integer; got {got!r}").format(name=name, got=given[name])
+            )
 
-    It quantizes the whole prefill, then everything whenever its residual fills: at prompt + k x residual_length
-    tokens. A group size that divides the values at the prompt and at the first flush divides them at every later
-    flush too (the difference is k times the same residual), so two lengths decide; one when the cache never
-    reaches its first flush (`cached_tokens`, when known).
-    """
+
+def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: int | None = None) -> list[int]:
+    """The lengths a QuantizedLayer quantizes at, as far as divisibility goes: the prefill, then prompt + k x
+    residual_length; a group that divides the first two divides every later one (they differ by k residuals). One
+    length when the cache never reaches its first flush (`cached_tokens`, when known)."""
     first_flush = prompt_tokens + residual_length
     return [prompt_tokens] + ([first_flush] if cached_tokens is None or cached_tokens >= first_flush else [])
-
-
-def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
 def _check_group_size(
@@ -296,7 +258,7 @@ def _check_group_size(
             )
         return
     if facts is None or prompt_tokens is None:
-        return  # quanto's groups depend on the lengths: checked where they are known (run, generate, the CLI)
+        return  # quanto's groups depend on the lengths: checked where they are known
     heads, head_dim = facts.kv_heads, facts.head_dim
     for axis in sorted(axes):
         # quanto groups the values of each slice along `axis`: (kv_heads x tokens x head_dim) per sequence at
@@ -311,6 +273,7 @@ def _check_group_size(
             values = per_token * length
             if values % group:
                 moment = _("the prompt") if length == prompt_tokens else _("the first residual flush")
+                divisors = ", ".join(str(d) for d in range(1, per_token + 1) if per_token % d == 0)
                 raise CacheOptionError(
                     _(
                         "quanto at axis {axis} quantizes groups of q_group_size={group} values out of {shape}; at "
@@ -323,18 +286,14 @@ def _check_group_size(
                         length=length,
                         moment=moment,
                         values=values,
-                        divisors=_divisors(per_token),
+                        divisors=divisors,
                     )
                 )
 
 
 def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "offloaded") -> None:
-    """Refuse offloading that has no layer to offload: transformers' prefetch raises mid-generation.
-
-    Offloaded layers are the attention layers that are not sliding when `offload_only_non_sliding`
-    (transformers' default for offloaded_static, not for offloaded); linear-attention layers never are.
-    `config` is the model's config or its `ModelFacts`.
-    """
+    """Offloading with no layer to offload is refused: transformers' prefetch raises mid-generation. With
+    `offload_only_non_sliding` only non-sliding attention layers offload; linear-attention layers never do."""
     if config is None or not offload_only_non_sliding:
         return
     facts = model_facts(config)
@@ -346,7 +305,7 @@ def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "
                 "model has none ({layers}): transformers' prefetch would fail in the first forward ('True is not in "
                 "list'). Valid here: offload_only_non_sliding=False (offload every layer), or a cache that does not "
                 "offload."
-            ).format(kind=cache_kind, layers=_describe_layers(facts))
+            ).format(kind=cache_kind, layers=_describe_kinds(list(facts.layer_kinds), facts.sliding_window))
         )
 
 
@@ -357,13 +316,8 @@ def check_static_length(
     layer_kinds: list[str] | None = None,
     tokens: int | None = None,
 ) -> None:
-    """A static cache must fit the prompt, and its full-attention layers (sliding ones keep a window) every token.
-
-    With `prompt_tokens` (and `new_tokens`), as `kvlab.run` counts: slots for the prompt plus the new tokens
-    generate feeds back (all but the last); with
-    `tokens`, as the size calculator counts: slots for the tokens the cache holds. The full-attention rule needs
-    the model's `layer_kinds`.
-    """
+    """A static cache must fit the prompt, and in its full-attention layers (sliding ones keep a window) the new
+    tokens fed back (all but the last), or `tokens`, as the size calculator counts."""
     if max_cache_len is None:
         return
     if not isinstance(max_cache_len, int) or max_cache_len < 1:
@@ -418,11 +372,8 @@ def check_prompt_length(prompt_tokens: int | None) -> None:
 
 
 def check_option_names(cache_kind: str, options: dict, require_length: bool = True) -> dict:
-    """The options that are set (not None), after refusing any that `cache_kind` does not take.
-
-    `require_length=False` where `generate` sizes a static cache itself (`kvlab.generate`, `kvlab run`): a
-    cache built by name alone (`make_cache`, the size calculator, the explorer) needs its max_cache_len.
-    """
+    """The options that are set (not None), after refusing any that `cache_kind` does not take. A static kind
+    needs its max_cache_len unless `generate` sizes it (`require_length=False`)."""
     given = {k: v for k, v in options.items() if v is not None}
     wrong = sorted(set(given) - set(KIND_OPTIONS[cache_kind]))
     if wrong:
@@ -445,18 +396,22 @@ def check_option_names(cache_kind: str, options: dict, require_length: bool = Tr
     return given
 
 
+# A request's fields as `kvlab.request.Request` defaults them: what a caller that passes none knows.
+# fmt: off
+UNKNOWN_REQUEST = SimpleNamespace(
+    cache_kind="dynamic", options={}, facts=None, prompt_tokens=None, new_tokens=0, cached_tokens=None, batch=1,
+    past_recording=False, paths=(), dtype="float32", device="cpu", allow_past_positions=False, generate_sizes=False,
+    length_is_minimum=False,
+)
+# fmt: on
+
+
 def check_options(
     cache_kind: str,
     options: dict,
     config=None,
     *,
-    prompt_tokens: int | None = None,
-    max_new_tokens: int = 0,
-    require_length: bool = True,
-    length_is_minimum: bool = False,
-    past_recording: bool = False,
-    cached_tokens: int | None = None,
-    batch: int = 1,
+    request: Request | None = None,
     layer_kinds: list[str] | None = None,
     sliding_window: int | None = None,
     tokens: int | None = None,
@@ -464,45 +419,45 @@ def check_options(
 ) -> dict:
     """Every rule about a cache of `cache_kind` with `options`; returns the options that are set (not None).
 
-    Each entry point passes what it knows; a rule whose facts are missing is left to the call that has them:
-    - `config` (the model's, or its `ModelFacts`): its layer kinds, shapes and encoder-decoder flag, read once by
-      the first rule that needs them; without it, `layer_kinds` and `sliding_window` (an architecture's, for the
-      size calculator) give the layer kinds alone;
-    - `prompt_tokens` and `max_new_tokens`: an empty prompt is refused, a static cache must hold the prompt plus
-      the new tokens, quanto's group size must divide what it quantizes at those lengths (`cached_tokens`, the
-      most tokens the cache holds, defaults to prompt + new - 1; `batch` counts beams and returned sequences);
-    - `tokens`: the tokens a static cache must hold in its full-attention layers (the size calculator's count);
-    - `require_length=False` where transformers' `generate` sizes a static cache without max_cache_len;
-      `length_is_minimum=True` where max_cache_len goes to `generate` itself, which sizes the cache at
-      max(max_length - 1, max_cache_len): it need not hold the prompt;
-    - `past_recording`: whether the caller will call `cache.activate_past_recording()`;
+    - `config` (the model's, or its `ModelFacts`) is read once, by the first rule that needs it; without one,
+      `layer_kinds` and `sliding_window` (an architecture's: the size calculator) give the layer kinds alone;
+    - `request` (a `kvlab.request.Request`) is what an entry point that generates knows besides: the prompt and new
+      tokens a static cache must hold and quanto's groups must divide, the batch, whether `generate` sizes the
+      static cache (at max(max_length - 1, max_cache_len) with `length_is_minimum`), past recording;
+    - `tokens`: what a static cache must hold in its full-attention layers (the size calculator's count);
     - `kinds`: the cache kinds the caller knows (the size calculator has no "none").
     """
-    check_prompt_length(prompt_tokens)
+    known: Request | SimpleNamespace = request or UNKNOWN_REQUEST
+    check_prompt_length(known.prompt_tokens)
     check_cache_kind(cache_kind, kinds)
-    given = check_option_names(cache_kind, options, require_length)
+    given = check_option_names(cache_kind, options, require_length=not known.generate_sizes)
     facts = None  # the model's, read by the first rule that needs them
     if cache_kind in STATIC_KINDS:
-        prompt = None if length_is_minimum else prompt_tokens
+        prompt = None if known.length_is_minimum else known.prompt_tokens
         if layer_kinds is None and config is not None and (prompt is not None or tokens is not None):
             facts = model_facts(config)
             layer_kinds = list(facts.layer_kinds)
-        check_static_length(given.get("max_cache_len"), prompt, max_new_tokens, layer_kinds, tokens)
+        check_static_length(given.get("max_cache_len"), prompt, known.new_tokens, layer_kinds, tokens)
     if cache_kind == "quantized":
         facts = _facts(config)
         if facts is not None and facts.is_encoder_decoder:
             raise CacheOptionError(_("a quantized cache is for decoder-only models; this model is encoder-decoder"))
-        if cached_tokens is None and prompt_tokens is not None and max_new_tokens > 0:
-            cached_tokens = tokens_held(prompt_tokens, max_new_tokens)
-        quantized = {k: v for k, v in given.items() if k != "backend"}
-        backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
-        check_quantized_options(
-            backend, facts, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, batch=batch, **quantized
-        )
+        _check_quantized_request(given, facts, known)
         if facts is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
             check_quantized_layers(list(layer_kinds), sliding_window)
     if BY_NAME[cache_kind].offloads:
         offload = given.get("offload_only_non_sliding", BY_NAME[cache_kind].defaults["offload_only_non_sliding"])
         check_offloading(facts if facts is not None else config, offload, cache_kind)
-    check_past_recording(cache_kind, past_recording)
+    check_past_recording(cache_kind, known.past_recording)
     return given
+
+
+def _check_quantized_request(given: dict, facts: ModelFacts | None, request) -> None:
+    prompt, cached = request.prompt_tokens, request.cached_tokens
+    if cached is None and prompt is not None and request.new_tokens > 0:
+        cached = tokens_held(prompt, request.new_tokens)
+    backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
+    quantized = {k: v for k, v in given.items() if k != "backend"}
+    check_quantized_options(
+        backend, facts, prompt_tokens=prompt, cached_tokens=cached, batch=request.batch, **quantized
+    )

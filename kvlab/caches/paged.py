@@ -1,38 +1,25 @@
 """transformers' paged cache (`model.generate_batch(...)`, continuous batching), instrumented.
 
-    with kvlab.watch(model) as watch:
-        out = model.generate_batch(inputs=prompts, generation_config=gen,
-                                   continuous_batching_config=ContinuousBatchingConfig(page_size=16, num_blocks=64))
-    watch.trace.summary()          # the same vocabulary as every other cache
-    kvlab.measure.paged.paged_steps(watch.trace)   # one row per forward: blocks in use / free / cached, ...
+`generate_batch` builds a `PagedAttentionCache`: one flat tensor cut into blocks of `page_size` token slots, handed
+to requests as they grow and returned when they finish. Inside `kvlab.watch(model)` the manager builds
+`InstrumentedPagedAttentionCache`, which calls transformers' own methods untouched and only reads the block tables
+afterwards (tokens identical to plain `generate_batch`); a cache already built is switched in place on first forward.
 
-`generate_batch` builds a `PagedAttentionCache` inside its manager: one flat tensor cut into blocks of `page_size`
-token slots (every layer's keys and values for those tokens), handed to requests as they grow and returned when
-they finish. Inside `kvlab.watch(model)`, the manager builds `InstrumentedPagedAttentionCache` instead, a subclass that
-calls transformers' own method for everything (`*args, **kwargs` untouched) and only reads the block tables
-afterwards, so the tokens are the ones plain `generate_batch` produces (tested). A paged cache the model meets
-already built (a persistent manager) is switched in place on its first forward, recorded from there.
-
-What the trace holds, in kvlab's words (every event through `Recorder.record_state`, the builder every cache's
-updates go through: one event schema):
-- `update` events, one per layer per forward (`op` "kv"), and after a request's blocks are released (`op` "free").
-  `bytes_held`/`cache_bytes` are the storage of the whole pool (allocated up front: exact, tested);
-  `slots_allocated` the slots of blocks handed to requests, `slots_live` the token slots written in them (a block
-  shared by several requests counts once), `slots_masked` the rest of those blocks: the internal fragmentation of
-  each request's last block. Extra fields: `slots_free` (pool slots no request holds), `slots_cached` (complete
-  blocks kept for prefix reuse), `slots_trash` (transformers' two trash sectors), `blocks_in_use`,
+Events, through `Recorder.record_state` (one schema for every cache):
+- `update`, one per layer per forward (`op` "kv") and after a request's blocks are released (`op` "free").
+  `bytes_held`/`cache_bytes` are the whole pool's storage (allocated up front); `slots_allocated` the slots of
+  blocks handed to requests, `slots_live` the token slots written in them (a shared block counts once),
+  `slots_masked` the rest: each request's last block's fragmentation. Extra fields: `slots_free`, `slots_cached`
+  (complete blocks kept for prefix reuse), `slots_trash` (transformers' trash sectors), `blocks_in_use`,
   `blocks_free`, `blocks_cached`, `requests`.
-- the first update of each forward (layer 0, op "kv") also carries the step: `block_tables` (request -> block
-  ids), `request_tokens` (request -> tokens in cache), `scheduled` (request -> tokens computed in this forward),
-  `cached_block_ids`, `admitted`, `refused` (requests whose blocks could not be allocated: they wait in the queue),
-  `new_blocks`,
-  `prefix_hits` (request -> prompt tokens reused from cached blocks).
-- the first "free" event of a release carries `request_id`, `reason` ("finished", or "preempted" when the cache
-  ran out of blocks and transformers evicted the request to re-queue it), `blocks_released`, `blocks_to_pool`,
-  `blocks_kept_cached` (complete blocks kept for prefix reuse), `blocks_still_shared` (held by another request).
+- the first update of each forward (layer 0, "kv") also carries `block_tables`, `request_tokens`, `scheduled`
+  (request -> tokens computed now), `cached_block_ids`, `admitted`, `refused` (no blocks: they wait), `new_blocks`,
+  `prefix_hits` (request -> prompt tokens reused from cached blocks), `cached_evicted`.
+- the first "free" event of a release carries `request_id`, `reason` ("finished", or "preempted" when transformers
+  evicted the request to re-queue it), `blocks_released`, `blocks_to_pool`, `blocks_kept_cached`,
+  `blocks_still_shared` (held by another request).
 
-kvlab instruments paged caches whose layers are all full attention (one allocator); a model with sliding layers
-is refused before anything runs (`PagedLayoutError`).
+Only paged caches whose layers are all full attention (one allocator) are instrumented (`PagedLayoutError`).
 """
 
 from __future__ import annotations
@@ -40,17 +27,18 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.cache_kinds import PAGED
 from kvlab.caches.options import check_paged_layers
+from kvlab.model_facts import model_facts
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_kinds import layer_kinds
 from kvlab.recording.layer_state import LayerState
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.trace import Trace
-from kvlab.recording.work import attention_work, layer_heads, no_work, query_heads
+from kvlab.recording.work import attention_work, layer_heads, no_work
 
 
 class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
-    """`PagedAttentionCache` that records its blocks into `self.trace` (see the module docstring)."""
+    """`PagedAttentionCache` that records its blocks into `self.trace`."""
 
     _kvlab_pending: dict  # what the scheduler did since the last forward (`_fresh_pending`), set by `_setup`
 
@@ -128,8 +116,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
         out = super().free_blocks(request_id, *args, **kwargs)
         self._kvlab_tokens.pop(request_id, None)
         if blocks and self._kvlab_step >= 0:
-            free_after, cached_after = _compat.paged_block_counts(self)
-            kept = cached_after - cached_before
+            kept = _compat.paged_block_counts(self)[1] - cached_before
             in_use = set().union(*_compat.paged_block_tables(self).values())
             shared = sum(1 for b in blocks if b in in_use)  # still held by a request that shares the prefix
             self._kvlab_state, self._kvlab_pool = _read_blocks(self, self._kvlab_tokens)
@@ -158,12 +145,7 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             "block_tables": _compat.paged_block_tables(self),
             "cached_block_ids": _compat.paged_cached_block_ids(self),
             "request_tokens": dict(self._kvlab_tokens),
-            "scheduled": pending["scheduled"],
-            "admitted": pending["admitted"],
-            "refused": pending["refused"],
-            "new_blocks": pending["new_blocks"],
-            "prefix_hits": pending["prefix_hits"],
-            "cached_evicted": pending["cached_evicted"],
+            **pending,  # scheduled, admitted, refused, new_blocks, prefix_hits, cached_evicted
         }
 
     def _kvlab_record(
@@ -179,7 +161,6 @@ class InstrumentedPagedAttentionCache(_compat.PagedAttentionCache):
             seconds,
             work,
             {**self._kvlab_pool, **extra},
-            cache_bytes=self._kvlab_bytes,
         )
 
 
@@ -229,16 +210,16 @@ def _read_blocks(cache, tokens: dict[str, int]) -> tuple[LayerState, dict]:
     return state, pool
 
 
-def _setup(cache, model=None, first_seen: bool = False) -> None:
+def _setup(cache, first_seen: bool = False) -> None:
     geometry = _compat.paged_geometry(cache)
     total = storage_bytes(cache.cache_tensor)
     layers = list(_compat.paged_full_allocator(cache).layer_indices)
     cache._kvlab_geometry = geometry
     cache._kvlab_layers = layers
-    cache._kvlab_bytes = total
     cache._kvlab_layer_bytes = total // len(layers)  # every block holds one page per layer: equal shares
     cache._kvlab_device = str(cache.cache_tensor.device)
-    cache._kvlab_query_heads = query_heads(model.config if model is not None else getattr(cache, "config", None))
+    config = getattr(cache, "config", None)
+    cache._kvlab_query_heads = 0 if config is None else model_facts(config).query_heads
     cache._kvlab_step = -1
     cache._kvlab_new_batch = False
     cache._kvlab_pending = _fresh_pending()
@@ -255,6 +236,7 @@ def _setup(cache, model=None, first_seen: bool = False) -> None:
             }
         )
     )
+    cache._kvlab_recorder.cache_bytes = total  # the pool, allocated up front
     if first_seen:
         cache.trace.meta["first_seen_requests"] = len(_compat.paged_block_tables(cache))
     cache._kvlab_state, cache._kvlab_pool = _read_blocks(cache, cache._kvlab_tokens)
@@ -280,9 +262,8 @@ def check_paged_model(model) -> None:
 
 
 class building_instrumented:  # lower case: used as a function, `with building_instrumented(on_build):`
-    """While the block runs, transformers' continuous-batching manager builds `InstrumentedPagedAttentionCache`
-    (same arguments) and `on_build(cache)` is told of each one. The manager looks the class up as a module global
-    when it starts, so that global is switched for the block and restored in `finally`-like `__exit__`."""
+    """While the block runs, the continuous-batching manager builds `InstrumentedPagedAttentionCache` and
+    `on_build(cache)` is told of each; the manager looks the class up as a module global, switched for the block."""
 
     def __init__(self, on_build):
         self.on_build = on_build

@@ -1,19 +1,11 @@
 """QuantizedCache, instrumented: KIVI-style packed storage plus a full-precision residual window.
 
-Two guards where transformers 5.24 fails:
-- hqq packs several values per byte along the first axis of its reshaped tensor, and with `axis=1` that axis
-  has `batch * kv_heads * seq * head_dim / q_group_size` rows: 2-bit crashes unless it divides by 4, 4-bit on
-  odd counts (`The size of tensor a (79) must match the size of tensor b (81)`). The guide's own 5-token
-  prompt fails at 4 bits. `PaddedHQQQuantizedLayer` pads the sequence with zero tokens up to the next length
-  that packs, and drops them again on dequantization. Lengths that already pack take transformers' path.
-- `crop` on a quantized layer only shortens the residual while `get_seq_length` keeps counting the cropped
-  tokens. kvlab crops the residual *and* the length, and refuses to cut into tokens already quantized.
+Two guards where transformers 5.24 fails: hqq cannot pack every length (`PaddedHQQQuantizedLayer` pads the
+sequence to one that packs, and drops the padding on dequantization), and `crop` shortens the residual while
+`get_seq_length` keeps counting (kvlab crops both, and refuses to cut into quantized tokens).
 
-optimum-quanto compiles a C++ extension, silently, the first time a quantized tensor is unpacked on a device type
-(46-70 s on a CPU): a first `kvlab run` reported 8 tokens in 46 s, and `kvlab bench` quanto int2 at 0.1 tok/s
-(11.5 once built). `ensure_quanto_extension` builds it after one line of notice, and kvlab calls it before any
-clock starts (`kvlab models prepare`; `kvlab.run`, so `kvlab run` and the explorer; the bench); a quanto cache
-calls it before its first update is recorded, which covers `kvlab.watch` and `kvlab.make_cache`.
+optimum-quanto compiles a C++ extension silently the first time it unpacks on a device type (46-70 s on a CPU);
+`ensure_quanto_extension` builds it after one line of notice, before any clock starts.
 """
 
 from __future__ import annotations
@@ -42,8 +34,7 @@ log = get_logger(__name__)
 if TYPE_CHECKING:
     from kvlab._compat import BaseQuantizedLayer
 
-# optimum-quanto (0.2.7) registers one extension per device type its `quanto::unpack` kernel runs on; on ROCm
-# torch's "cuda" device type is served by the HIP one. Device types without one fall back to quanto's Python code.
+# optimum-quanto's extension per device type (ROCm's "cuda" is served by quanto_hip); others use quanto's Python
 QUANTO_EXTENSIONS = {"cpu": "quanto_cpp", "cuda": "quanto_cuda", "mps": "quanto_mps"}
 _quanto_ready: set[str] = set()  # device types whose extension is loaded in this process
 QUANTO_LOAD_SECONDS = 2.0  # loading a built library takes milliseconds (36 ms measured); longer means it compiles
@@ -69,8 +60,7 @@ def _extension_built(extension) -> bool:
 
 
 def quanto_extension_pending(device: torch.device | str = "cpu") -> bool:
-    """Whether the next quanto cache on `device`'s type will first compile the extension (about a minute): what
-    a status line can say before it starts (`ensure_quanto_extension` prints it on stderr)."""
+    """Whether the next quanto cache on `device`'s type will first compile the extension (about a minute)."""
     device_type = torch.device(device).type
     return device_type not in _quanto_ready and _needs_build(_quanto_extension(device_type))
 
@@ -80,12 +70,8 @@ def _needs_build(extension) -> bool:
 
 
 def ensure_quanto_extension(device: torch.device | str = "cpu") -> None:
-    """Build (the first time on this machine) and load optimum-quanto's C++ extension for `device`'s type.
-
-    The build runs once per machine and torch version and says so in one line on stderr first; a built one only
-    loads (milliseconds), silently. Later calls in the process return at once. Call it before timing anything
-    that quantizes with quanto, so the build never lands in a measured time.
-    """
+    """Build (once per machine and torch version, with a notice) and load optimum-quanto's C++ extension for
+    `device`'s type. Call it before timing anything that quantizes with quanto."""
     device_type = torch.device(device).type
     if device_type in _quanto_ready:
         return
@@ -100,11 +86,8 @@ def ensure_quanto_extension(device: torch.device | str = "cpu") -> None:
 def _own_build_tools():
     """The interpreter's own environment first on PATH while quanto loads its extension.
 
-    torch's loader runs `ninja` from PATH on every load, and ninja decides whether to compile again. Two ninja
-    versions (a venv's, from optimum-quanto's requirements, and a system one) read each other's build log as foreign
-    and compile from scratch, about a minute: a process started without the venv on PATH rebuilt what `make
-    extensions` had built. With the environment's own tools first, every process of that environment finds the same
-    ninja, whatever the caller's PATH, so the build happens once per machine and torch."""
+    torch's loader runs `ninja` from PATH on every load, and two ninja versions (a venv's and a system one) read each
+    other's build log as foreign and compile again from scratch: the same ninja every time builds once."""
     tools = _environment_ninja_dir()
     path = os.environ.get("PATH", "")
     if tools is None or path.split(os.pathsep)[0] == tools:
@@ -118,9 +101,8 @@ def _own_build_tools():
 
 
 def _environment_ninja_dir() -> str | None:
-    """The directory of the ninja this interpreter's environment installed (optimum-quanto requires the `ninja`
-    package): beside the interpreter, or where that package's files say (a venv layered over another, as
-    .ci/oldest-transformers builds, has no ninja of its own). None when there is none."""
+    """The directory of the ninja this interpreter's environment installed: beside the interpreter, or where the
+    `ninja` package's files say (a venv layered over another has none of its own); None when there is none."""
     beside = Path(sys.executable).parent
     if (beside / "ninja").is_file():
         return str(beside)
@@ -138,11 +120,8 @@ def _environment_ninja_dir() -> str | None:
 
 @contextlib.contextmanager
 def _announced(at_once: bool):
-    """The build notice before the block (`at_once`), or during it once it outlasts the load of a built library.
-
-    A library the probe finds built can still be compiled again, since torch's ninja build decides (here two ninja
-    versions on two PATHs rebuilt it at every switch between them), and a load waits while another process builds.
-    A load longer than QUANTO_LOAD_SECONDS is one of those, and says so."""
+    """The build notice before the block (`at_once`), or during it once it outlasts QUANTO_LOAD_SECONDS: a library
+    found built can still be rebuilt by ninja, or wait on another process's build."""
     if at_once:
         _notice()
         yield
@@ -163,13 +142,10 @@ def _notice() -> None:
 
 
 class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
-    """HQQQuantizedLayer that quantizes every length (see module docstring).
+    """HQQQuantizedLayer that quantizes every length; bit-identical to transformers' wherever that path works.
 
-    Two fixes, each applied only where transformers' path fails, so every other case is bit-identical to it:
-    the sequence is padded until hqq's packed axis divides by its pack factor, and at 3 bits on axis 1 the
-    tensor is handed to hqq as 2-D (hqq's 3-bit unpacking reads `shape[0] * shape[1]` as the row count, which
-    is only right for 2-D weights). Flattening keeps hqq's grouping: it reshapes the flat order either way.
-    """
+    The sequence is padded until hqq's packed axis divides by its pack factor, and at 3 bits on axis 1 the tensor
+    is handed over as 2-D (`hqq_needs_flatten`); flattening keeps hqq's grouping, which reshapes the flat order."""
 
     def _quantize(self, tensor, axis):
         # tensor: (batch, kv_heads, seq, head_dim)
@@ -195,9 +171,7 @@ class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
 def _counting_class(layer_class: type[BaseQuantizedLayer]) -> type:
     """A subclass of `layer_class` that counts its `_quantize` / `_dequantize` calls and their elements.
 
-    Single inheritance with no new state (the counts live in the instance's `__dict__`), so an existing layer's
-    `__class__` can be swapped in place and back; the calls go to the layer's own methods untouched.
-    """
+    No new state (the counts live in the instance's `__dict__`), so a layer's `__class__` can be swapped in place."""
 
     def _quantize(self, tensor, *args, **kwargs):
         counts = self.__dict__.setdefault("_kvlab_quant_work", [0, 0, 0, 0])
@@ -227,15 +201,13 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
         self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        # key_states: (batch, kv_heads, new_tokens, head_dim); quanto's first quantization would build its extension
-        # inside the model's forward: built here instead, before the step's clock starts (kvlab.watch, make_cache)
+        # quanto's first quantization would build its extension inside the forward: built before the step's clock
         if self.backend == "quanto" and key_states.device.type not in _quanto_ready:
             ensure_quanto_extension(key_states.device)
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
     def _kvlab_adopt_layers(self) -> None:
-        """Every layer counts its packing calls; hqq layers also become `PaddedHQQQuantizedLayer`. Both classes
-        add no state, so they are switched in place (and back by `_kvlab_release_layers`)."""
+        """Every layer counts its packing calls; hqq layers also become `PaddedHQQQuantizedLayer` (both in place)."""
         for layer in self.layers:
             if self.backend == "hqq" and type(layer) is _compat.HQQQuantizedLayer:
                 layer.__class__ = PaddedHQQQuantizedLayer
@@ -244,7 +216,7 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
                 layer.__class__ = _counting_class(layer_type)
 
     def _kvlab_release_layers(self) -> None:
-        """Undo `_kvlab_adopt_layers` (used when `kvlab.watch` gives a cache back)."""
+        """Undo `_kvlab_adopt_layers`."""
         for layer in self.layers:
             layer.__class__ = getattr(type(layer), "kvlab_counted_class", type(layer))
             layer.__dict__.pop("_kvlab_quant_work", None)

@@ -8,13 +8,8 @@ from kvlab.caches.crop_rules import check_static_sliding
 
 
 class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
-    """`transformers.StaticCache` that records every layer update into `self.trace`.
-
-    Guard: once a static sliding layer has wrapped (seen more tokens than its window), the evicted tokens are
-    gone and StaticCache cannot record the past, yet transformers' `crop` still runs and the next logits are
-    wrong (up to 10.6 apart from a fresh prefill on Gemma 3 at 700 tokens). kvlab refuses that crop (the rule:
-    `kvlab.caches.crop_rules.check_static_sliding`).
-    """
+    """`transformers.StaticCache` that records every layer update into `self.trace`. Crop guard:
+    `check_static_sliding` (a wrapped sliding layer's evicted tokens are gone)."""
 
     def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,11 +1,5 @@
-"""Subcommands of the `kvlab` command line, one module each, and what they share.
-
-`UsageError` lives here, not in `kvlab.cli`: the commands raise it and `kvlab.cli` (which imports the commands)
-catches it, so both import it from this module and neither imports the other's module for it.
-Every command that reports a result takes the same two options: `--json` prints one JSON object instead of the
-human report, and `--output FILE` writes what would be printed (JSON or report) to FILE instead of stdout,
-atomically (`kvlab.atomic`): a failed write leaves the FILE that was there as it was and names it in one line.
-Nothing here imports torch: building the parser must stay light (`kvlab --help`).
+"""Subcommands of the `kvlab` command line, one module each, and what they share: `--json`, `--output FILE`
+(written atomically), `UsageError`. Nothing here imports torch: `kvlab --help` stays light.
 """
 
 from __future__ import annotations
@@ -24,9 +18,8 @@ class UsageError(KvlabUserError):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps an example's line breaks and shows an option's default where it has one and its help does not say it.
-
-    argparse's own ArgumentDefaultsHelpFormatter would also print "(default: None)" for every unset option."""
+    """Keeps an example's line breaks and shows an option's default where it has one and its help does not say it
+    (argparse's ArgumentDefaultsHelpFormatter would print "(default: None)" for every unset option)."""
 
     def _get_help_string(self, action):
         text = action.help or ""
@@ -36,8 +29,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def add_command(subparsers, name: str, summary: str, *examples: str) -> argparse.ArgumentParser:
-    """A subcommand whose `--help` opens with what it does and ends with how to call it: the first hour of a new
-    user is spent in `--help`, so every subcommand has a one-line summary, examples and its defaults."""
+    """A subcommand whose `--help` opens with what it does and ends with examples of how to call it."""
     lines = "\n".join(f"  {example}" for example in examples)
     return subparsers.add_parser(
         name,
@@ -77,8 +69,7 @@ class Output:
 
 
 def check_output_paths(*paths: str | None) -> None:
-    """Refuse, before a command does its work, a file it could not write afterwards (AtomicWriteError, one line:
-    a missing directory, a directory named as a file); None (the option not given) passes."""
+    """Refuse, before a command does its work, a file it could not write afterwards; None passes."""
     for path in paths:
         if path is not None:
             check_writable(path)

@@ -56,7 +56,6 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from kvlab import models
     from kvlab.bench import BenchSettings, default_configs, run_bench
 
     check_output_paths(args.output, args.markdown)  # minutes of measuring must not end in an unwritable path
@@ -96,12 +95,10 @@ def handle(args) -> int:
                 f"--only {args.only!r} matches no configuration; labels: " + ", ".join(c.label for c in configs)
             )
         configs = chosen
-    device = models.parse_device(args.device)
-    models.resolve(args.model)
-    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
+    model, tokenizer = _load(args)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
     if args.batching:
-        from kvlab.bench.batching import batching_row
+        from kvlab.measure.batching import batching_row
         from kvlab.serving import load_workload
 
         prompts = load_workload(tokenizer).input_ids[: args.batching]
@@ -111,13 +108,9 @@ def handle(args) -> int:
 
 def measure_overhead(settings, args) -> int:
     """`kvlab bench --overhead`: the instrumentation overhead alone; exit status 1 when the tokens differ."""
-    from kvlab import models
     from kvlab.bench.overhead import overhead_lines, run_overhead
 
-    device = models.parse_device(args.device)
-    models.resolve(args.model)
-    model, tokenizer = models.load(args.model, dtype=args.dtype, device=device)
-    result = run_overhead(model, tokenizer, settings)
+    result = run_overhead(*_load(args), settings)
     out = Output(args)
     if args.json:
         out.json(result, indent=1)
@@ -126,6 +119,14 @@ def measure_overhead(settings, args) -> int:
             out.print(line)
     out.close()
     return 0 if result["same_tokens"] else 1
+
+
+def _load(args):
+    from kvlab import models
+
+    device = models.parse_device(args.device)
+    models.resolve(args.model)
+    return models.load(args.model, dtype=args.dtype, device=device)
 
 
 def render_saved(args) -> int:

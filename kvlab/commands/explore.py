@@ -1,11 +1,5 @@
-"""`kvlab explore`: the Cache Explorer as a standalone web app (Voila), on 127.0.0.1 only.
-
-Voila runs a notebook and shows only its widgets. The notebook is written to a temporary directory (two cells:
-import, `explore(preload=True)`), so the command works from any directory and never touches the repository.
-
-The first frame is what a learner waits for, so nothing on its way imports more than it needs: this command
-imports neither torch nor Voila nor nbformat (Voila's process imports them; nbformat's schema validator alone
-takes a second), and the served notebook draws the controls before the explorer imports torch in the background.
+"""`kvlab explore`: the Cache Explorer as a standalone web app (Voila, 127.0.0.1 only), from a two-cell notebook
+written to a temporary directory. Nothing on the way to the first frame imports torch, Voila or nbformat here.
 """
 
 from __future__ import annotations
@@ -70,18 +64,9 @@ def free_port() -> int:
 
 
 def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "voila",
-        str(notebook),
-        f"--port={port}",
-        "--Voila.ip=127.0.0.1",
-        "--Voila.port_retries=0",
-        f"--Voila.token={token}",
-        "--VoilaConfiguration.show_tracebacks=False",
-        *([] if open_browser else ["--no-browser"]),
-    ]
+    command = [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.ip=127.0.0.1"]
+    command += ["--Voila.port_retries=0", f"--Voila.token={token}", "--VoilaConfiguration.show_tracebacks=False"]
+    return command + ([] if open_browser else ["--no-browser"])
 
 
 def handle(args) -> int:

@@ -24,14 +24,6 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=handle, action="list")
 
 
-def _names(name: str) -> list[str]:
-    from kvlab import models
-
-    if name == "all":
-        return list(models.BUNDLED)
-    return [name] if name not in models.BUNDLED else [models.bundled(name).name]
-
-
 def handle(args) -> int:
     from kvlab import models
 
@@ -41,10 +33,10 @@ def handle(args) -> int:
             print(models.prepare(name, warm_quanto=name == names[-1]))
         return 0
     if args.action == "verify":
-        for name in _names(args.name):
+        for name in list(models.BUNDLED) if args.name == "all" else [args.name]:
             print(models.verify(name))
         return 0
-    for row in models.describe():
-        state = "prepared" if row["prepared"] else "not prepared (kvlab models prepare " + row["name"] + ")"
-        print(f"{row['name']:<8} {row['title']:<22} {row['summary']}  [{state}]")
+    for spec in models.BUNDLED.values():
+        state = "prepared" if spec.prepared else f"not prepared (kvlab models prepare {spec.name})"
+        print(f"{spec.name:<8} {spec.title:<22} {spec.summary}  [{state}]")
     return 0

@@ -1,15 +1,7 @@
 """`kvlab run`: greedy generation with an instrumented cache; a human summary or `--json`.
 
-An impossible request costs nothing (`kvlab.request`): before the config loads, the options and the files it will
-write (`--output`, `--trace`) are checked; before the weights load, with the config and the tokenizer, whether the
-cache fits in memory and the prompt plus new tokens in the model's positions (`--allow-past-positions` lets it
-generate past them). One line, exit status 2. The report is written before the trace, both atomically
-(`kvlab.atomic`): a trace that fails to save does not take the report with it.
-
-A chat model gets its chat template, as a user of its model card would write it; `--no-chat-template` gives the
-prompt raw. A run is never silent on a terminal: when the report goes to a terminal, transformers' `TextStreamer`
-prints the text as it is generated; otherwise, when stderr is a terminal, one line there counts the steps
-("step 37/200") and is erased at the end. Output that goes to a pipe or a file is the report (or the JSON) alone.
+An impossible request costs nothing: it is checked (`kvlab.request`) before the config loads and again before the
+weights do. The report is written before the trace, so a trace that fails to save does not take the report with it.
 """
 
 from __future__ import annotations
@@ -128,8 +120,6 @@ def handle(args) -> int:
     if args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
     options = {name: getattr(args, name) for name in OPTION_NAMES}
-    # Every check runs before the weights load: options, output files, prompt, model name, then the config and the
-    # prompt length (options, memory, positions).
     request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
     request.check()
     prompt = _prompt(args)
@@ -185,12 +175,9 @@ def handle(args) -> int:
 
 
 class LiveRun:
-    """`generate(streamer=...)` for `kvlab run`: the text as it is produced, or a step count, or nothing.
-
-    With `text`, transformers' own `TextStreamer` prints the new text to stdout (the report follows it). Otherwise,
-    when `progress` is a terminal, one line there shows the prefill, then "step k/N" after each new token, and is
-    erased at the end; both at once would write over each other on one terminal. A pipe or a file gets neither.
-    """
+    """`generate(streamer=...)` for `kvlab run`: with `text`, transformers' `TextStreamer` prints the new text;
+    else, when `progress` is a terminal, one line there counts the steps and is erased at the end (both at once
+    would write over each other). A pipe or a file gets neither."""
 
     def __init__(self, tokenizer, max_new_tokens: int, text: bool, progress):
         from transformers import TextStreamer
@@ -238,10 +225,7 @@ class LiveRun:
 
 
 def stop_reason(generated: list[int], max_new_tokens: int, generation_config) -> str:
-    """Why generation ended: "max_new_tokens", or "eos" when the model chose an end-of-sequence token first.
-
-    A run that stops after one token with empty text looks broken; it usually means the model answered with its
-    end-of-sequence token (an instruct model given a bare prompt, with `--no-chat-template`)."""
+    """Why generation ended: "max_new_tokens", or "eos" when the model chose an end-of-sequence token first."""
     eos = getattr(generation_config, "eos_token_id", None)
     eos_ids = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
     if len(generated) < max_new_tokens or (generated and generated[-1] in eos_ids):

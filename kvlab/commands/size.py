@@ -1,11 +1,7 @@
 """`kvlab size`: the KV bytes of every cache kind for an architecture, without loading weights.
 
-The bytes are transformers' own: each cache layer as transformers builds and fills it on the meta device
-(`kvlab.size.meta`), stored for the known names (so `--model NAME` needs no torch) and measured for a `--config`
-file or a `--model-type` (about a second, several for a 600B-parameter MoE).
-
-A config without a decoder cache (an encoder-only model such as BERT) is refused in one line, exit status 2; a
-count past the model's positions is sized, with a note (a `note:` line, and `notes` in --json)."""
+The bytes are transformers' own, from the meta device (`kvlab.size.meta`): stored for the known names (so
+`--model NAME` needs no torch), measured for a `--config` file or a `--model-type`."""
 
 from __future__ import annotations
 
@@ -71,39 +67,12 @@ def _default_dtype(arch) -> str:
 
 def handle(args) -> int:
     if not args.list:  # bad input is refused before anything heavy is imported
-        if args.tokens is None or args.tokens < 1:
-            raise UsageError("--tokens N (N >= 1) is required")
-        for name in (
-            "batch",
-            "prefill",
-            "max_cache_len",
-            "source_tokens",
-            "q_group_size",
-            "residual_length",
-            "page_size",
-        ):
-            value = getattr(args, name)
-            if value is not None and value < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
-    from kvlab.size import (
-        architecture,
-        format_rows,
-        from_config_file,
-        from_model_type,
-        known_architectures,
-        position_notes,
-        size_rows,
-    )
+        _check_counts(args)
+    from kvlab.size import architecture, format_rows, from_config_file, from_model_type, position_notes, size_rows
 
     out = Output(args)
     if args.list:
-        archs = [architecture(name) for name in known_architectures()]
-        if args.json:
-            out.json([_facts(arch) for arch in archs], default=list)
-        else:
-            for arch in archs:
-                out.print(arch.describe())
-        out.close()
+        _list(out, args.json)
         return 0
     if args.model:
         arch = architecture(args.model)
@@ -112,20 +81,9 @@ def handle(args) -> int:
     else:
         arch = from_config_file(args.config)
     dtype = args.dtype or _default_dtype(arch)
-    rows = size_rows(
-        arch,
-        args.tokens,
-        batch=args.batch,
-        dtype=dtype,
-        prefill=args.prefill,
-        max_cache_len=args.max_cache_len,
-        source_tokens=args.source_tokens,
-        axis=args.axis,
-        q_group_size=args.q_group_size,
-        residual_length=args.residual_length,
-        page_size=args.page_size,
-        lengths=args.lengths,
-    )
+    names = ("prefill", "max_cache_len", "source_tokens", "axis", "q_group_size", "residual_length", "page_size")
+    sizing = {name: getattr(args, name) for name in names}
+    rows = size_rows(arch, args.tokens, batch=args.batch, dtype=dtype, **sizing, lengths=args.lengths)
     notes = position_notes(arch, args.tokens, source_tokens=args.source_tokens, lengths=args.lengths)
     if args.json:
         facts = {"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype}
@@ -135,6 +93,27 @@ def handle(args) -> int:
         out.print(format_rows(arch, rows, args.tokens, notes))
     out.close()
     return 0
+
+
+def _check_counts(args) -> None:
+    if args.tokens is None or args.tokens < 1:
+        raise UsageError("--tokens N (N >= 1) is required")
+    for name in ("batch", "prefill", "max_cache_len", "source_tokens", "q_group_size", "residual_length", "page_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
+
+
+def _list(out: Output, as_json: bool) -> None:
+    from kvlab.size import architecture, known_architectures
+
+    archs = [architecture(name) for name in known_architectures()]
+    if as_json:
+        out.json([_facts(arch) for arch in archs], default=list)
+    else:
+        for arch in archs:
+            out.print(arch.describe())
+    out.close()
 
 
 def _facts(arch) -> dict:

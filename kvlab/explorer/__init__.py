@@ -1,10 +1,7 @@
-"""The Cache Explorer: an ipywidgets app to run a model with a chosen cache and watch the cache live.
+"""The Cache Explorer: an ipywidgets app to run a model with a chosen cache and watch the cache live
+(`kvlab.explorer.explore()` in a notebook; `kvlab explore` serves it with Voila).
 
-import kvlab
-kvlab.explorer.explore()          # in a notebook; `kvlab explore` serves it with Voila
-
-`Explorer` and `explore` are imported on first use, so `kvlab explore` can read `kvlab.explorer.models`' model
-names without importing the app (ipywidgets) first.
+`Explorer` and `explore` are imported on first use: `kvlab explore` reads the model names without ipywidgets.
 """
 
 from typing import TYPE_CHECKING

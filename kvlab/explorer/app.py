@@ -1,16 +1,9 @@
 """`explore()`: the Cache Explorer's layout and its callbacks.
 
-Every callback is a plain method (`on_run`, `on_stop`, `on_add_to_comparison`, `on_crop`, `on_save_trace`,
-`on_load_trace`, ...) that tests call without a browser. A user's mistake shows as one line; anything else a
-callback raises (a bug) shows its message with the traceback folded under it, never silently lost.
-Callbacks run on the kernel's main thread and return at once; the generation thread reports back through
-`_on_token` / `_on_done` / `_on_error`, which only assign widget values (an `Image`'s PNG bytes, an `HTML`'s
-text), the one kind of widget update that is safe from another thread in both JupyterLab and Voila.
-
-The widgets are built from light modules only, so the page shows them in a second or two: torch, transformers
-and matplotlib (seconds to import) come in the warm-up thread, which then draws the empty picture and loads the
-chosen model while the learner reads. Every callback reaches the runs through `session`, which waits for that
-import (only a click in the first seconds ever waits).
+Callbacks are plain methods (`on_run`, `on_crop`, ...) that tests call without a browser; a user's mistake shows as
+one line, a bug as its line with the traceback folded under it. The generation thread reports back by assigning
+widget values only, the one widget update safe from another thread in both JupyterLab and Voila. torch,
+transformers and matplotlib (seconds to import) come in a warm-up thread, so the widgets show at once.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import ipywidgets as widgets
 
 from kvlab.errors import one_line
 from kvlab.explorer import export, summary
-from kvlab.explorer.controls import WIDE, Controls, fitted
+from kvlab.explorer.controls import WIDE, Controls, fitted, row
 from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.run_values import USER_ERRORS, Run
@@ -41,8 +34,7 @@ MUTED = "var(--jp-ui-font-color2, #555555)"
 ERROR = "var(--jp-error-color1, #b30000)"
 BORDER = "var(--jp-border-color2, #dddddd)"
 EXPORT_DPI = 120  # a saved figure is drawn again, sharper than the 80 dpi live frames
-# What the plot shows until the warm-up draws the empty picture: a 1 x 1 transparent PNG (an Image with no bytes
-# shows the browser's broken-image icon).
+# A 1 x 1 transparent PNG until the warm-up draws the empty picture (an empty Image shows a broken-image icon).
 BLANK_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
@@ -53,10 +45,6 @@ def _classed(widget: widgets.DOMWidget, css: str) -> widgets.DOMWidget:
     """`widget`, with the CSS class the browser tests and the page's styles find it by."""
     widget.add_class(css)
     return widget
-
-
-def _row(*children: widgets.Widget) -> widgets.HBox:
-    return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
 
 
 class Explorer:
@@ -74,12 +62,9 @@ class Explorer:
         save_dir: str | Path | None = None,
     ):
         self.store = ModelStore(model, tokenizer)
-        self.controls = Controls(
-            self.store.has_loaded,
-            model_name or (LOADED if self.store.has_loaded else None),
-            prompt_presets,
-            self.store.has_chat_template,
-        )
+        loaded = self.store.has_loaded
+        model_name = model_name or (LOADED if loaded else None)
+        self.controls = Controls(loaded, model_name, prompt_presets, self.store.has_chat_template)
         self.min_redraw_s = min_redraw_s
         self.last_crop: dict | None = None
         self.save_dir = Path(save_dir) if save_dir is not None else None  # saved files are also written here
@@ -93,8 +78,8 @@ class Explorer:
         threading.Thread(target=self._warm_up, args=(preload,), daemon=True, name="kvlab-explorer-warm-up").start()
 
     def _warm_up(self, preload: bool) -> None:
-        """The slow part of the start, after the widgets are on the page: the imports a run and a picture need, the
-        empty picture (matplotlib's first drawing is its slowest), then, with `preload`, the chosen model."""
+        """The imports a run needs, the empty picture (matplotlib's first drawing is its slowest), then, with
+        `preload`, the chosen model."""
         try:
             from kvlab.explorer import figures, generation  # noqa: F401 - a run's imports, for the callbacks
         finally:
@@ -104,18 +89,16 @@ class Explorer:
                 self.plot.value = figures.empty_png()
         if not preload or self.store.has_loaded:
             return
-        name, dtype = self.controls.model.value, self.controls.dtype.value
-        self.store.get(name, dtype)  # a failure is reported by the Run that loads it again
+        name = self.controls.model.value
+        self.store.get(name, self.controls.dtype.value)  # a failure is reported by the Run that loads it again
+        loaded = html.escape(_("{model} is loaded: choose a cache and press Run.").format(model=name))
         with self._draw_lock:
             if self.status.value == self._initial_status:  # no run or loaded trace has taken the status line
-                self.status.value = html.escape(
-                    _("{model} is loaded: choose a cache and press Run.").format(model=name)
-                )
+                self.status.value = loaded
 
     @property
     def session(self) -> Session:
-        """The runs, the comparison and crops (`session.Session`), once the warm-up has imported what a run and a
-        picture need (seconds after the page appears; no wait later)."""
+        """The runs, once the warm-up has imported what they need (only a click in the first seconds waits)."""
         self._imported.wait()
         return self._session
 
@@ -129,19 +112,21 @@ class Explorer:
         self.stop_button = button(_("Stop"), "kvlab-stop", self.on_stop, "warning")
         self.compare_button = button(_("Add to comparison"), "kvlab-compare", self.on_add_to_comparison)
         self.clear_button = button(_("Clear comparison"), "kvlab-clear", self.on_clear_comparison)
-        crop_n = widgets.BoundedIntText(value=1, min=1, max=1_000_000, description=_("crop −n"), style=WIDE)
+        crop_n = widgets.BoundedIntText(
+            value=1, min=1, max=1_000_000, description=_("crop −n"), style=WIDE, layout=fitted("150px")
+        )
         self.crop_n = _classed(crop_n, "kvlab-crop-n")
-        self.crop_n.layout = fitted("150px")
         self.crop_button = button(_("Crop"), "kvlab-crop", self.on_crop)
         self.save_trace_button = button(_("Save trace (JSON)"), "kvlab-save-trace", self.on_save_trace)
         self.save_figure_button = button(_("Save figure (PNG)"), "kvlab-save-figure", self.on_save_figure)
         self.save_table_button = button(_("Save table (CSV)"), "kvlab-save-table", self.on_save_table)
-        upload = widgets.FileUpload(accept=".json,application/json", multiple=False, description=_("Load trace"))
+        upload = widgets.FileUpload(
+            accept=".json,application/json", description=_("Load trace"), layout=fitted("148px")
+        )
         self.load_button = _classed(upload, "kvlab-load-trace")
-        self.load_button.layout = fitted("148px")
         self.load_button.observe(lambda change: self.guarded(self._on_upload, change["new"]), names="value")
-        self._idle_buttons = (self.run_button, self.compare_button, self.clear_button, self.crop_button)
-        self._idle_buttons += (self.save_trace_button, self.save_figure_button, self.save_table_button, upload)
+        files = (self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button)
+        self._idle_buttons = (self.run_button, self.compare_button, self.clear_button, self.crop_button, *files)
         self._set_running(False)
         self.progress = _classed(widgets.IntProgress(value=0, min=0, max=1, description=_("tokens")), "kvlab-progress")
         ready = html.escape(_("Choose a model and a cache, then press Run."))
@@ -149,38 +134,21 @@ class Explorer:
             _classed(widgets.HTML(value), f"kvlab-{css}")
             for value, css in ((ready, "status"), ("", "message"), ("", "text"), ("", "downloads"))
         )
-        self.plot = _classed(widgets.Image(value=BLANK_PNG, format="png"), "kvlab-plot")
-        self.plot.layout.max_width = "100%"
-        self.table = _classed(widgets.HTML(summary.to_html([])), "kvlab-summary")
-        self.table.layout.width = "100%"  # its box scrolls
+        self.plot = _classed(widgets.Image(value=BLANK_PNG, format="png", layout={"max_width": "100%"}), "kvlab-plot")
+        self.table = _classed(widgets.HTML(summary.to_html([]), layout={"width": "100%"}), "kvlab-summary")  # scrolls
         title = html.escape(_("kvlab Cache Explorer"))
         subtitle = html.escape(_("pick a model and a cache, press Run, watch the cache."))
         buttons = (self.run_button, self.stop_button, self.compare_button, self.clear_button, self.crop_n)
-        files = (self.save_trace_button, self.save_figure_button, self.save_table_button, self.load_button)
-        self.widget = _classed(
-            widgets.VBox(
-                [
-                    widgets.HTML(f"<b>{title}</b>: {subtitle}"),
-                    self.controls.layout(),
-                    _row(*buttons, self.crop_button),
-                    widgets.HBox([self.progress, self.status]),
-                    *(self.message, self.text, self.plot, self.table),
-                    _row(*files),
-                    self.downloads,
-                ]
-            ),
-            "kvlab-explorer",
-        )
+        top = (widgets.HTML(f"<b>{title}</b>: {subtitle}"), self.controls.layout(), row(*buttons, self.crop_button))
+        shown = (widgets.HBox([self.progress, self.status]), self.message, self.text, self.plot, self.table)
+        self.widget = _classed(widgets.VBox([*top, *shown, row(*files), self.downloads]), "kvlab-explorer")
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
-    # -- messages -----------------------------------------------------------------------------------------------
     def show_message(self, text: str, error: bool = False, details: str | None = None) -> None:
         """One line of text (red for an error); `details` (a traceback) folds under it in a <details>."""
-        color = ERROR if error else TEXT
-        level = "error" if error else "info"
-        style = f"color:{color};white-space:pre-wrap"
+        level, color = ("error", ERROR) if error else ("info", TEXT)
         folded = ""
         if details:
             folded = (
@@ -191,18 +159,18 @@ class Explorer:
                 f'border:1px solid {BORDER};max-height:24em;overflow:auto">{html.escape(details)}</pre>'
                 "</details>"
             )
+        style = f"color:{color};white-space:pre-wrap"
         self.message.value = f'<div class="kvlab-{level}" style="{style}">{html.escape(text)}</div>{folded}'
 
     def show_error(self, err: BaseException) -> None:
-        """A user's mistake as one line; any other exception (a bug) as its line plus a collapsible traceback."""
-        if isinstance(err, USER_ERRORS):  # a TraceFormatError too: a user's mistake
+        if isinstance(err, USER_ERRORS):
             self.show_message(one_line(str(err)), error=True)
             return
         text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
         self.show_message(one_line(f"{type(err).__name__}: {err}"), error=True, details=text)
 
     def guarded(self, handler, *args):
-        """Call a widget callback; whatever it raises is shown in the app (ipywidgets would only log it)."""
+        """Call a widget callback; whatever it raises is shown (ipywidgets would only log it)."""
         try:
             return handler(*args)
         except Exception as err:  # any error: shown to the user, with its traceback when it is a bug
@@ -211,7 +179,6 @@ class Explorer:
 
     @property
     def message_text(self) -> str:
-        """The message shown now, as plain text."""
         return html.unescape(re.sub(r"<[^>]+>", "", self.message.value))
 
     def _set_running(self, running: bool) -> None:
@@ -220,37 +187,31 @@ class Explorer:
         for b in self._idle_buttons:
             b.disabled = running
 
-    # -- callbacks (main thread) --------------------------------------------------------------------------------
     def on_run(self) -> Run | None:
-        """Start a run from the controls; a message instead of a run when one is going or the options are invalid."""
-        if not self._imported.is_set():  # a click in the first seconds: torch is still being imported
+        """Start a run from the controls; a message instead when one is going or the options are invalid."""
+        if not self._imported.is_set():  # torch is still being imported
             self.status.value = html.escape(_loading(self.controls.model.value))
         if self.session.running:
             self.show_message(_("A run is already in progress: this Run was ignored (press Stop to end it)."))
             return None
-        request = self.controls.request()
-        progress = self.progress
-        shown = (self.message.value, self.text.value, progress.max, progress.value, progress.bar_style, self.last_crop)
+        request, bar = self.controls.request(), self.progress
+        shown = (self.message.value, self.text.value, bar.max, bar.value, bar.bar_style, self.last_crop)
         self._show_running(request)
         try:
             run = self.session.start(request, on_token=self._on_token, on_done=self._on_done, on_error=self._on_error)
-        except USER_ERRORS as err:
-            self.message.value, self.text.value, progress.max, progress.value, progress.bar_style, self.last_crop = (
-                shown
-            )
+        except BaseException as err:
             self._set_running(False)
+            if not isinstance(err, USER_ERRORS):
+                raise
+            self.message.value, self.text.value, bar.max, bar.value, bar.bar_style, self.last_crop = shown
             self.show_message(str(err), error=True)
             self.status.value = html.escape(_("not started: see the message below"))
             return None
-        except BaseException:
-            self._set_running(False)
-            raise
         threading.Thread(target=self._draw_live, args=(run,), daemon=True, name="kvlab-explorer-draw").start()
         return run
 
     def _show_running(self, request) -> None:
-        """The running state, shown before the run's thread starts: a run that fails (or ends) at once reports from
-        its thread, and that report must come after this, never be overwritten by it."""
+        """Shown before the run's thread starts: a run that fails at once reports from its thread after this."""
         loading = not self.store.is_ready(request.model, request.dtype)
         self.show_message("")
         self.last_crop = None
@@ -267,7 +228,6 @@ class Explorer:
         self._dirty.clear()
 
     def _quanto_build_pending(self, request) -> bool:
-        """Whether this run's quanto cache will first build optimum-quanto's C++ extension (about a minute, once)."""
         if request.cache != "quantized" or request.options.get("backend") != "quanto":
             return False
         from kvlab.caches.quantized import quanto_extension_pending
@@ -276,8 +236,7 @@ class Explorer:
         return quanto_extension_pending(self.store.get(request.model, request.dtype)[0].device if ready else "cpu")
 
     def on_stop(self) -> None:
-        kind = kind_of(self.session.current.request.cache) if self.session.running else None
-        if kind is not None and not kind.streams:
+        if self.session.running and not (kind := kind_of(self.session.current.request.cache)).streams:
             self.show_message(_(kind.no_stop))
             return
         if self.session.stop():
@@ -291,12 +250,10 @@ class Explorer:
         except ValueError as err:
             self.show_message(str(err), error=True)
             return
-        self.show_message(
-            _(
-                "Added [{number}] {label} to the comparison; it stays drawn dashed on the plots and as a row of "
-                "the table."
-            ).format(number=len(self.session.comparison), label=run.label)
+        added = _(
+            "Added [{number}] {label} to the comparison; it stays drawn dashed on the plots and as a row of the table."
         )
+        self.show_message(added.format(number=len(self.session.comparison), label=run.label))
         self.refresh()
 
     def on_clear_comparison(self) -> None:
@@ -305,7 +262,6 @@ class Explorer:
         self.refresh()
 
     def on_crop(self) -> dict | None:
-        """crop(-n) on the last run's cache; the refusal, with its rule, shown as a message."""
         n = self.crop_n.value
         try:
             event = self.session.crop(n)
@@ -313,31 +269,22 @@ class Explorer:
             self.show_message(str(err), error=True)
             return None
         self.last_crop = event
-        lengths = sorted(set(zip(event["lengths_before"], event["lengths_after"])))
-        shown = ", ".join(f"{b} → {a}" for b, a in lengths)
-        self.show_message(
-            _("cache.crop(-{n}): layer lengths {lengths}. Cropped positions are red on the map.").format(
-                n=n, lengths=shown
-            )
-        )
+        lengths = ", ".join(f"{b} → {a}" for b, a in sorted(set(zip(event["lengths_before"], event["lengths_after"]))))
+        cropped = _("cache.crop(-{n}): layer lengths {lengths}. Cropped positions are red on the map.")
+        self.show_message(cropped.format(n=n, lengths=lengths))
         self.refresh()
         return event
 
-    # -- reports from the generation thread ---------------------------------------------------------------------
     def _on_token(self, run: Run) -> None:
-        """Cheap updates only: drawing happens in `_draw_live`, so the model never waits for matplotlib."""
-        tokens = len(run.new_ids)
+        """Cheap updates only: `_draw_live` draws, so the model never waits for matplotlib."""
+        tokens, generating = len(run.new_ids), _("generating: {tokens}/{max_new_tokens} tokens")
         self.progress.value = min(tokens, self.progress.max)
-        self.status.value = _("generating: {tokens}/{max_new_tokens} tokens").format(
-            tokens=tokens, max_new_tokens=run.request.max_new_tokens
-        )
+        self.status.value = generating.format(tokens=tokens, max_new_tokens=run.request.max_new_tokens)
         self._dirty.set()
 
     def _draw_live(self, run: Run) -> None:
-        """Redraw while `run` generates: first as soon as its first cache update is recorded (the prefill's first
-        layer: the picture comes while the prefill goes on, not after it), then after new tokens, at most every
-        `min_redraw_s`. A kind that does not stream (paged: generate_batch hands its trace over whole) is drawn
-        once, when it ends."""
+        """Redraw while `run` generates: once its first cache update is recorded (during the prefill), then after new
+        tokens, at most every `min_redraw_s`."""
         if not kind_of(run.request.cache).streams:
             return
         drawn = None  # when the last picture was drawn
@@ -367,7 +314,7 @@ class Explorer:
             if note is not None:
                 self.show_message(note)
             self.refresh(run)
-        except Exception as err:  # any error: in the generating thread: shown, or it would vanish
+        except Exception as err:  # any error: shown, or it would vanish with the generating thread
             self.show_error(err)
         finally:
             self._set_running(False)
@@ -382,14 +329,12 @@ class Explorer:
         finally:
             self._set_running(False)
 
-    # -- drawing ------------------------------------------------------------------------------------------------
     def _show_text(self, run: Run) -> None:
         if run.loaded_from is not None:  # no tokenizer behind a saved trace: the text it carries, if any
-            saved = "text" in run.trace.meta
-            text = run.result.text
-            title = (
-                _("generated text (saved in {file})") if saved else _("generated text (not saved in {file})")
-            ).format(file=run.loaded_from)
+            text, title = run.result.text, _("generated text (not saved in {file})")
+            if "text" in run.trace.meta:
+                title = _("generated text (saved in {file})")
+            title = title.format(file=run.loaded_from)
         else:
             tokenizer = self.store.get(run.request.model, run.request.dtype)[1]
             text, title = kind_of(run.request.cache).text(run, tokenizer)
@@ -400,7 +345,6 @@ class Explorer:
         )
 
     def refresh(self, run: Run | None = None, table: bool = True, live: bool = False) -> None:
-        """Redraw the plots (and the table) from the current run, the comparison and the last crop."""
         run = run or self.session.current
         with self._draw_lock:
             if live and run.done:
@@ -412,7 +356,6 @@ class Explorer:
                 self.table.value = summary.to_html(self.summary_rows())
 
     def _figure(self, run: Run | None):
-        """The picture of `run` beside the comparison and the last crop (`figures.picture`)."""
         from kvlab.explorer import figures  # matplotlib: imported by the warm-up, which `session` waited for
 
         return figures.picture(run, self.session.comparison, self.last_crop)
@@ -422,7 +365,6 @@ class Explorer:
 
         return png_bytes(self._figure(run), **save)
 
-    # -- saving and loading (main thread) -------------------------------------------------------------------------
     def _finished_run(self) -> Run:
         run = self.session.current
         if run is None or run.result is None:
@@ -432,39 +374,35 @@ class Explorer:
         return run
 
     def _offer(self, item: export.Export) -> export.Export:
-        """Offer `item` as a download link (replacing an earlier file of the same name); write it to save_dir."""
+        """Offer `item` as a download link (replacing one of the same name); write it to save_dir."""
         where = ""
         if self.save_dir is not None:
             try:
                 where = _(" and written to {path}").format(path=item.write(self.save_dir))
             except OSError as err:  # the user's directory, not a bug: one line, and the download still works
+                reason = err.strerror or type(err).__name__
                 where = _("; it could not be written to {folder} ({reason})").format(
-                    folder=self.save_dir, reason=err.strerror or type(err).__name__
+                    folder=self.save_dir, reason=reason
                 )
         self.exports = [e for e in self.exports if e.name != item.name] + [item]
         self.downloads.value = export.links_html(self.exports)
-        self.show_message(
-            _("{file} ({size}) is ready: click its link below to download it{where}.").format(
-                file=item.name, size=export.size_text(len(item.data)), where=where
-            )
-        )
+        ready = _("{file} ({size}) is ready: click its link below to download it{where}.")
+        self.show_message(ready.format(file=item.name, size=export.size_text(len(item.data)), where=where))
         return item
 
     def on_save_trace(self) -> export.Export:
-        """The current run's full trace as JSON (what `Trace.save` writes, plus the label, text and token ids)."""
-        return self._offer(export.trace_export(self._finished_run()))
+        run = self._finished_run()
+        return self._offer(export.for_run(run, "trace", "json", export.trace_json(run)))
 
     def on_save_figure(self) -> export.Export:
-        """The picture shown now (runs, comparison, crop), drawn again at EXPORT_DPI, as PNG."""
         run = self._finished_run()
         with self._draw_lock:
             png = self._png(run, dpi=EXPORT_DPI)
-        return self._offer(export.figure_export(png, run))
+        return self._offer(export.for_run(run, "figure", "png", png))
 
     def on_save_table(self) -> export.Export:
-        """The summary table (one row per run, comparison runs first) as CSV."""
         run = self._finished_run()
-        return self._offer(export.table_export(self.summary_rows(), run))
+        return self._offer(export.for_run(run, "table", "csv", export.table_csv(self.summary_rows())))
 
     def _on_upload(self, value) -> None:
         files = export.uploaded_files(value)
@@ -477,16 +415,11 @@ class Explorer:
             self.load_button.value = ()  # the same file can be loaded again
 
     def on_load_trace(self, name: str, content: bytes) -> Run | None:
-        """Show a saved trace (the explorer's Save trace, `kvlab run --trace`, `Trace.save`) as the current run.
-
-        A file that is not a trace is refused with one line (TraceFormatError). The loaded run is drawn and
-        tabled like a live one, can be added to the comparison and saved again; it has no cache to crop.
-        """
+        """Show a saved trace as the current run, or refuse a file that is not one in one line."""
         session = self.session  # first: a loaded run's result is a `RunResult`, whose module imports torch
         try:
             trace = export.read_trace(name, content)
-            run = export.loaded_run(trace, name)
-            session.show_loaded(run)
+            session.show_loaded(run := export.loaded_run(trace, name))
         except ValueError as err:  # TraceFormatError is one
             self.show_message(one_line(str(err)), error=True)
             return None
@@ -501,16 +434,14 @@ class Explorer:
                 "compare a new run with it."
             ).format(file=name, label=run.request.label(), steps=s["steps"], bytes=number(s["peak_bytes"]))
         )
-        # last: the plot and table are drawn by now
         self.status.value = _("loaded {file}: {steps} steps").format(file=name, steps=s["steps"])
         return run
 
-    # -- scripting ----------------------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:
         return summary.rows_for(self.session)
 
     def run_and_wait(self, timeout: float | None = 300, **controls) -> Run | None:
-        """Set controls, press Run and wait for the end: the explorer, scripted (for notebooks and tests)."""
+        """Set controls, press Run and wait for the end: the explorer, scripted."""
         self.controls.set(**controls)
         run = self.on_run()
         if run is not None:
@@ -523,12 +454,9 @@ def _loading(model: str) -> str:
 
 
 def explore(model=None, tokenizer=None, lang: str | None = None, **kwargs) -> Explorer:
-    """The Cache Explorer. Pass an already-loaded `model` (and its `tokenizer`) to explore it; otherwise choose a
-    bundled model (SmolLM2, Gemma 3) or a tiny random one in the app. `preload=True` loads the default model in
-    the background so the first Run starts at once. Save trace / figure / table offer the file as a download
-    link; with `save_dir="."` they are also written there (the message prints the path). Load trace takes a
-    trace saved by the explorer, `kvlab run --trace` or `Trace.save`. `lang="pt-BR"` shows labels, plots and
-    messages in Portuguese (as `kvlab.set_language` does for everything kvlab draws)."""
+    """The Cache Explorer, for an already-loaded `model` (and `tokenizer`) or one chosen in the app. `preload=True`
+    loads the default model in the background; `save_dir="."` also writes saved files there; `lang="pt-BR"` shows
+    it in Portuguese (as `kvlab.set_language` does)."""
     if lang is not None:
         set_language(lang)
     return Explorer(model, tokenizer, **kwargs)

@@ -1,22 +1,11 @@
 """The explorer's input widgets, and which of them apply to which cache kind.
 
-A learner should only see the options a cache takes: `options_for(cache_kind, backend)` is the rule (the kind's
-options in `kvlab.explorer.kinds`: `kvlab.caches.KIND_OPTIONS`, plus past recording for DynamicCache kinds, minus
-the group-wise options the fp8 backend does not take), and `Controls` shows or hides the option widgets to match.
-Values that the rule allows but the backend refuses (quanto at 3 bits, axis 1 on quanto) stay selectable on
-purpose: the message the explorer shows for them is part of the lesson.
-
-A kind that brings its own requests ("paged (generate_batch)": continuous batching, whose options are page size,
-requests and pool blocks) hides the prompt controls (`ExplorerKind.uses_prompt`).
-
-A chat model's prompt goes through its chat template by default (an instruct model given the bare text answers
-off-topic); the "chat template" box turns that off, and is unticked and disabled for a model without one.
-Nothing here imports torch: the controls are drawn first, while the explorer imports it in the background.
+A learner sees only the options a kind takes (`options_for`). Values the rule allows but a backend refuses (quanto at
+3 bits) stay selectable on purpose: the explorer's message about them is part of the lesson. A chat model's prompt
+goes through its chat template by default (an instruct model given bare text answers off-topic). Torch-free.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import ipywidgets as widgets
 
@@ -49,9 +38,13 @@ def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tu
 
 
 def fitted(min_width: str = "") -> widgets.Layout:
-    """A layout as wide as the widget's own text needs (ipywidgets' fixed widths cut a long label or button text with
-    an ellipsis: pt-BR labels run longer than English ones), and at least `min_width`."""
+    """As wide as the widget's own text, at least `min_width`: ipywidgets' fixed widths cut long (pt-BR) labels."""
     return widgets.Layout(width="max-content", min_width=min_width or None)
+
+
+def row(*children: widgets.Widget) -> widgets.HBox:
+    """A row that wraps onto more lines in a narrow window."""
+    return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
 
 
 def _dropdown(options, value, description: str) -> widgets.Dropdown:
@@ -59,7 +52,6 @@ def _dropdown(options, value, description: str) -> widgets.Dropdown:
 
 
 def _number(value: int, description: str, min_width: str = "190px", **bounds) -> widgets.IntText:
-    """An integer box; with `min` and `max`, one that keeps its value between them."""
     box = widgets.BoundedIntText if bounds else widgets.IntText
     return box(value=value, description=description, style=WIDE, layout=fitted(min_width), **bounds)
 
@@ -69,27 +61,16 @@ def _tick(value: bool, description: str) -> widgets.Checkbox:
 
 
 def _slider(value: int, low: int, high: int, description: str, step: int = 1) -> widgets.IntSlider:
+    layout = widgets.Layout(width="420px")
     return widgets.IntSlider(
-        value=value,
-        min=low,
-        max=high,
-        step=step,
-        description=description,
-        style=WIDE,
-        layout=widgets.Layout(width="420px"),
+        value=value, min=low, max=high, step=step, description=description, style=WIDE, layout=layout
     )
 
 
 class Controls:
-    """Every input of the explorer. `request()` turns the current values into a `RunRequest`."""
+    """Every input of the explorer; `request()` is their values as a `RunRequest`."""
 
-    def __init__(
-        self,
-        has_loaded_model: bool = False,
-        model: str | None = None,
-        prompt_presets: dict | None = None,
-        has_chat_template: Callable[[str], bool] | None = None,
-    ):
+    def __init__(self, has_loaded_model=False, model: str | None = None, prompt_presets=None, has_chat_template=None):
         self.has_chat_template = has_chat_template or (lambda name: CHAT_TEMPLATES.get(name, False))
         choices = model_choices(has_loaded_model)
         self.model = _dropdown(choices, model or choices[0], _("model"))
@@ -108,12 +89,11 @@ class Controls:
         self.sync_visibility()
 
     def _option_widgets(self) -> None:
-        """The cache options at their defaults, past recording, and the paged kind's options."""
         defaults, axes = _compat.QUANTIZED_DEFAULTS, sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
         self.backend = _dropdown(_compat.QUANTIZED_BACKENDS, DEFAULT_QUANTIZED_BACKEND, "backend")
         self.nbits = _dropdown(sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)), defaults["nbits"], "nbits")
-        self.axis_key = _dropdown(axes, defaults["axis_key"], "axis_key")
-        self.axis_value = _dropdown(axes, defaults["axis_value"], "axis_value")
+        for name in ("axis_key", "axis_value"):  # read by name (`options`), as every option widget
+            setattr(self, name, _dropdown(axes, defaults[name], name))
         self.q_group_size = _number(defaults["q_group_size"], "q_group_size")
         self.residual_length = _number(defaults["residual_length"], "residual_length")
         self.max_cache_len = _number(256, "max_cache_len")
@@ -124,7 +104,6 @@ class Controls:
         self.num_blocks = _number(PAGED_DEFAULTS["num_blocks"], _("num_blocks (0 = room for all)"), "260px")
 
     def _prompt_widgets(self, prompt_presets: dict) -> None:
-        """The preset menu (its first preset in the prompt box), the prompt, its length, chat and new tokens."""
         self.presets = dict(prompt_presets)
         first = next(iter(self.presets), None)
         named = [*((title(name), name) for name in self.presets), (_(CUSTOM), CUSTOM)]
@@ -138,12 +117,10 @@ class Controls:
         self.chat = _tick(False, _("chat template"))
         self.max_new_tokens = _slider(16, 1, 512, _("max new tokens"))
 
-    # -- rules --------------------------------------------------------------------------------------------------
     def visible_options(self) -> tuple[str, ...]:
         return options_for(self.cache.value, self.backend.value)
 
     def sync_visibility(self) -> None:
-        """Show exactly the option widgets that apply to the chosen cache kind and backend."""
         shown = self.visible_options()
         for name in OPTION_NAMES:
             getattr(self, name).layout.display = None if name in shown else "none"
@@ -153,7 +130,7 @@ class Controls:
         self.dtype.disabled = self.model.value == LOADED  # an already-loaded model keeps its dtype
 
     def _default_chat(self) -> None:
-        """The chosen model's default: its chat template when it has one (a box it cannot tick otherwise)."""
+        """The chat template when the chosen model has one; otherwise the box cannot be ticked."""
         has = self.has_chat_template(self.model.value)
         self.chat.value, self.chat.disabled = has, not has
 
@@ -165,13 +142,11 @@ class Controls:
         if self.preset.value in self.presets and change["new"] != self.presets[self.preset.value]:
             self.preset.value = CUSTOM
 
-    # -- values -------------------------------------------------------------------------------------------------
     def options(self) -> dict:
         """The cache options that apply, with their current values (past recording is not a cache option)."""
         return {name: getattr(self, name).value for name in self.visible_options() if name != "past_recording"}
 
     def request(self) -> RunRequest:
-        """The current values as a `RunRequest`."""
         return RunRequest(
             model=self.model.value,
             dtype=self.dtype.value,
@@ -185,28 +160,16 @@ class Controls:
         )
 
     def set(self, **values) -> Controls:
-        """Set widgets by name, as a learner would (for scripts, tests and the notebook): `set(cache="static")`."""
+        """Set widgets by name, as a learner would: `set(cache="static")`."""
         for name, value in values.items():
             widget = getattr(self, name, None)
             if not isinstance(widget, widgets.ValueWidget):
-                raise ValueError(f"no control named {name!r}; controls: {', '.join(self.names())}")
+                names = [n for n, w in vars(self).items() if isinstance(w, widgets.ValueWidget)]
+                raise ValueError(f"no control named {name!r}; controls: {', '.join(names)}")
             widget.value = value
         return self
 
-    def names(self) -> list[str]:
-        return [n for n, w in vars(self).items() if isinstance(w, widgets.ValueWidget)]
-
-    # -- layout -------------------------------------------------------------------------------------------------
-    def option_box(self) -> widgets.Widget:
-        return widgets.HBox([getattr(self, n) for n in OPTION_NAMES], layout=widgets.Layout(flex_flow="row wrap"))
-
     def layout(self) -> widgets.Widget:
-        return widgets.VBox(
-            [
-                widgets.HBox([self.model, self.dtype, self.cache], layout=widgets.Layout(flex_flow="row wrap")),
-                self.option_box(),
-                widgets.HBox([self.preset, self.chat]),
-                self.prompt,
-                widgets.HBox([self.prompt_tokens, self.max_new_tokens], layout=widgets.Layout(flex_flow="row wrap")),
-            ]
-        )
+        options = row(*(getattr(self, n) for n in OPTION_NAMES))
+        prompt = (widgets.HBox([self.preset, self.chat]), self.prompt, row(self.prompt_tokens, self.max_new_tokens))
+        return widgets.VBox([row(self.model, self.dtype, self.cache), options, *prompt])

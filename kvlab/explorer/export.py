@@ -1,14 +1,7 @@
-"""What leaves the explorer, and what comes back: the trace (JSON), the figure (PNG), the table (CSV), and a
-saved trace loaded in again.
+"""What leaves the explorer (the trace as JSON, the figure as PNG, the table as CSV) and a saved trace loaded back.
 
-The explorer is served by a kernel the browser may not share a disk with (Voila, a remote JupyterLab), so a
-saved file is offered as a download: an `<a download>` link whose `data:` URI holds the bytes, which the
-browser saves where the user keeps downloads. It works the same in JupyterLab and Voila and needs no server
-route. With `Explorer(save_dir=...)` the file is also written there and the message prints its path.
-Loading goes the other way through an `ipywidgets.FileUpload`: the bytes are checked as `Trace.load` checks a
-file, and a file that is not a trace is refused in one line.
-
-Everything here is a plain function of bytes and values, tested without a browser.
+The kernel may not share a disk with the browser (Voila, a remote JupyterLab), so a file is offered as an
+`<a download>` link whose `data:` URI holds the bytes: no server route, the same in JupyterLab and Voila.
 """
 
 from __future__ import annotations
@@ -38,15 +31,14 @@ MIME = {"json": "application/json", "png": "image/png", "csv": "text/csv"}
 
 @dataclass
 class Export:
-    """A file ready to leave the explorer: its name, bytes and MIME type (and where it was written, if it was)."""
+    """A file ready to leave the explorer."""
 
     name: str
     data: bytes
     mime: str
-    path: Path | None = None
 
     def link(self) -> str:
-        """An HTML link that makes the browser save `data` as `name` (a data: URI, so no server is involved)."""
+        """An HTML link that makes the browser save `data` as `name`."""
         encoded = base64.b64encode(self.data).decode("ascii")
         name = html.escape(self.name)
         return (
@@ -57,17 +49,13 @@ class Export:
         )
 
     def write(self, directory: str | Path) -> Path:
-        """Write the file into `directory` atomically: a failed write (a full disk) leaves an earlier save of the
-        same name as it was and raises AtomicWriteError naming the file."""
+        """Write the file into `directory` atomically: a failed write leaves an earlier save of the same name."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        path = write_bytes(directory / self.name, self.data)
-        self.path = path
-        return path
+        return write_bytes(directory / self.name, self.data)
 
 
 def size_text(n: int) -> str:
-    """A download's size, as the HTML summary shows bytes."""
     return human_bytes(n, decimals=1, localized=True)
 
 
@@ -76,11 +64,12 @@ def slug(text: str) -> str:
     return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_.-]+", "_", text.replace("=", ""))).strip("_.") or "run"
 
 
-def run_name(run: Run) -> str:
-    return slug(f"{run.request.model}_{run.request.cache}")
+def for_run(run: Run, what: str, extension: str, data: bytes) -> Export:
+    """`data` in a file named after the run: `kvlab_table_smollm2_static.csv`."""
+    name = slug(f"{run.request.model}_{run.request.cache}")
+    return Export(f"kvlab_{what}_{name}.{extension}", data, MIME[extension])
 
 
-# -- saving ------------------------------------------------------------------------------------------------------
 def saved_trace(run: Run) -> Trace:
     """The run's trace with what the explorer knows besides it (label, prompt, text, token ids) in `meta`."""
     trace = run.snapshot()
@@ -93,17 +82,13 @@ def saved_trace(run: Run) -> Trace:
     return trace
 
 
-def trace_json(trace: Trace) -> bytes:
-    """The bytes `Trace.save` writes, so `Trace.load` (and the explorer's Load trace) reads them back."""
-    return json.dumps(trace.to_dict(), indent=1, default=str).encode("utf-8")
-
-
-def trace_export(run: Run) -> Export:
-    return Export(f"kvlab_trace_{run_name(run)}.json", trace_json(saved_trace(run)), MIME["json"])
+def trace_json(run: Run) -> bytes:
+    """The bytes `Trace.save` writes, so `Trace.load` (and Load trace) reads them back."""
+    return json.dumps(saved_trace(run).to_dict(), indent=1, default=str).encode("utf-8")
 
 
 def table_csv(rows: list[dict]) -> bytes:
-    """The summary table (`summary.rows_for`) as CSV: the table's columns, then the full run label."""
+    """The summary table as CSV: the table's columns, then the full run label."""
     fields = [f for f, _ in columns_for(rows)] + ["label", "stopped"]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
@@ -113,27 +98,14 @@ def table_csv(rows: list[dict]) -> bytes:
     return out.getvalue().encode("utf-8")
 
 
-def table_export(rows: list[dict], run: Run) -> Export:
-    return Export(f"kvlab_table_{run_name(run)}.csv", table_csv(rows), MIME["csv"])
-
-
-def figure_export(png: bytes, run: Run) -> Export:
-    return Export(f"kvlab_figure_{run_name(run)}.png", png, MIME["png"])
-
-
 def links_html(exports: list[Export]) -> str:
     if not exports:
         return ""
-    return (
-        '<div class="kvlab-downloads-list" style="font-size:12px">'
-        + html.escape(_("ready to save (click to download):"))
-        + " "
-        + "".join(e.link() for e in exports)
-        + "</div>"
-    )
+    links = "".join(e.link() for e in exports)
+    ready = html.escape(_("ready to save (click to download):"))
+    return f'<div class="kvlab-downloads-list" style="font-size:12px">{ready} {links}</div>'
 
 
-# -- loading -----------------------------------------------------------------------------------------------------
 # `Trace.load`'s refusals, naming every way a file to load into the explorer is made.
 NOT_TEXT = N_(
     "{path} is not text (not UTF-8); a kvlab trace is the JSON written by Trace.save(), `kvlab run --trace` or the "
@@ -153,53 +125,33 @@ def read_trace(name: str, content: bytes) -> Trace:
 
 
 def uploaded_files(value) -> list[tuple[str, bytes]]:
-    """(name, bytes) of each file in a `FileUpload.value` (ipywidgets 8: a tuple of dicts with a memoryview)."""
-    files = value.values() if isinstance(value, dict) else value  # ipywidgets 7 used {name: {...}}
-    return [(f.get("name") or f.get("metadata", {}).get("name", "trace.json"), bytes(f["content"])) for f in files]
+    """(name, bytes) of each file in a `FileUpload.value`: a tuple of dicts with a memoryview."""
+    return [(f["name"], bytes(f["content"])) for f in value]
 
 
 def loaded_run(trace: Trace, name: str) -> Run:
-    """A finished `Run` made from a saved trace: drawn, tabled, compared and saved again like a live one.
-
-    It has no model or cache object behind it (`run.loaded_from` is the file name): cropping it is refused.
-    """
+    """A finished `Run` made from a saved trace, with no model or cache object behind it (a crop is refused)."""
     from kvlab.recorded_run import RunResult  # torch: the app loads a trace once its warm-up has imported it
 
     meta = trace.meta
-    options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    options, ids, seconds = meta.get("options"), meta.get("generated_token_ids"), meta.get("seconds")
     request = RunRequest(
         model=str(meta.get("model", "?")),
         dtype=str(meta.get("dtype", "float32")),
         cache=str(meta.get("cache_kind", "?")),
-        options=dict(options),
+        options=dict(options) if isinstance(options, dict) else {},
         past_recording=bool(meta.get("past_recording", False)),
         max_new_tokens=_int(meta.get("new_tokens")),
     )
-    ids = meta.get("generated_token_ids")
     ids = [int(i) for i in ids] if isinstance(ids, list) and all(isinstance(i, int) for i in ids) else []
-    new_tokens = _int(meta.get("new_tokens"), len(ids))
-    seconds = meta.get("seconds") if isinstance(meta.get("seconds"), (int, float)) else 0.0
+    prompt_tokens, text = _int(meta.get("prompt_tokens")), str(meta.get("text", ""))
+    seconds = float(seconds) if isinstance(seconds, (int, float)) else 0.0
     result = RunResult(
-        request.model,
-        request.cache,
-        request.options,
-        request.dtype,
-        _int(meta.get("prompt_tokens")),
-        ids,
-        str(meta.get("text", "")),
-        float(seconds),
-        trace,
+        request.model, request.cache, request.options, request.dtype, prompt_tokens, ids, text, seconds, trace
     )
-    return Run(
-        request,
-        trace=trace,
-        new_ids=ids,
-        result=result,
-        prompt_tokens=_int(meta.get("prompt_tokens")),
-        done=True,
-        loaded_from=name,
-        new_tokens_loaded=new_tokens,
-    )
+    run = Run(request, trace, ids, result, prompt_tokens=prompt_tokens, done=True, loaded_from=name)
+    run.new_tokens_loaded = _int(meta.get("new_tokens"), len(ids))
+    return run
 
 
 def _int(value, default: int = 0) -> int:

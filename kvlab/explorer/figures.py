@@ -1,8 +1,7 @@
 """The explorer's pictures: bytes per layer kind, slots, and a layer × position occupancy map.
 
-Drawn on `matplotlib.figure.Figure` objects directly (no pyplot): the generation thread redraws while the
-kernel's main thread serves clicks, and pyplot's global state is not safe for that. `png_bytes` turns a
-figure into the bytes of an `ipywidgets.Image`, which renders the same in JupyterLab and Voila.
+Drawn on bare `Figure`s, never pyplot: the generation thread redraws while the main thread serves clicks, and
+pyplot's global state is not thread-safe.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from kvlab.plots.png import FACE, png_bytes
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
 
-# Occupancy map cell states, in drawing order.
 CELL_STATES = (
     N_("not allocated"),
     N_("live"),
@@ -35,9 +33,7 @@ CELL_STATES = (
     N_("cropped"),
 )
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
-# The slot states in kvlab's one palette (the notebooks' figures use the same: grey is masked, red is cropped);
-# quantized (dark blue) and its full-precision residual (light blue) are the explorer's own states, in colours no
-# other state, layer kind or series uses.
+# kvlab's one palette; quantized and its full-precision residual are the explorer's own, in colours nothing else uses.
 CELL_COLORS = (FACE, palette.LIVE, palette.MASKED, palette.EVICTED, "#08306b", "#9ecae1", palette.CROPPED)
 
 
@@ -53,11 +49,8 @@ def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
 
 
 def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndarray:
-    """(layers, positions) grid of CELL_STATES codes from per-layer states (LayerState fields).
-
-    Position p of a layer that has seen L tokens: evicted before the live window, live (or quantized/residual)
-    inside it, masked in allocated slots past L, and "cropped" in [length after, length before) of `crop`.
-    """
+    """(layers, positions) grid of CELL_STATES codes from per-layer states (LayerState fields); "cropped" is
+    [length after, length before) of `crop`."""
     width = max(
         [r["logical_length"] + r["slots_masked"] for r in layer_rows]
         + [max(crop["lengths_before"], default=0) if crop else 0, 1]
@@ -80,14 +73,8 @@ def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndar
 
 def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: str = "") -> None:
     grid = occupancy_cells(layer_rows, crop)
-    ax.imshow(
-        grid,
-        aspect="auto",
-        interpolation="nearest",
-        cmap=ListedColormap(CELL_COLORS),
-        vmin=0,
-        vmax=len(CELL_STATES) - 1,
-    )
+    colors = ListedColormap(CELL_COLORS)
+    ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=colors, vmin=0, vmax=len(CELL_STATES) - 1)
     ax.set_xlabel(_("token position"))
     ax.set_ylabel(_("layer"))
     labels = [f"{r['layer_idx']} {r['layer_kind'][0]}" for r in layer_rows]
@@ -95,72 +82,49 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
     ax.set_title(title or _("what each layer holds (f = full, s = sliding)"), fontsize=10)
     shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
-    legend_beside(
-        ax,
-        handles=[Patch(color=CELL_COLORS[s], label=_(CELL_STATES[s])) for s in shown],
-        fontsize=7,
-        frameon=False,
-        anchor=1.0,
-    )
+    handles = [Patch(color=CELL_COLORS[s], label=_(CELL_STATES[s])) for s in shown]
+    legend_beside(ax, handles=handles, fontsize=7, frameon=False, anchor=1.0)
 
 
 def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
     for n, (_label, trace) in enumerate(comparison):
         total = trace.bytes_by_step()
-        _line(
-            ax,
-            range(len(total)),
-            total,
-            "--",
-            color=palette.series(n),
-            label=_("[{number}] total").format(number=n + 1),
-        )
+        label = _("[{number}] total").format(number=n + 1)
+        _line(ax, range(len(total)), total, "--", color=palette.series(n), label=label)
     if current is not None:
-        label, trace = current
-        series = bytes_by_layer_kind(trace)
+        series = bytes_by_layer_kind(current[1])
         for layer_kind, points in series.items():
             color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
             _line(ax, *zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
         if len(series) > 1:
-            total = trace.bytes_by_step()
+            total = current[1].bytes_by_step()
             _line(ax, range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))
-    ax.set_xlabel(_("step (0 = prefill)"))
-    ax.set_ylabel(_("cache bytes"))
     ax.yaxis.set_major_locator(BinaryBytesLocator())
     ax.yaxis.set_major_formatter(BinaryBytesFormatter())
-    ax.set_title(_("bytes held, per layer kind"), fontsize=10)
-    _legend(ax)
+    _finish(ax, _("cache bytes"), _("bytes held, per layer kind"))
 
 
 def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
+    compared = (("slots_allocated", "--", _("[{number}] allocated")), ("slots_live", ":", _("[{number}] live")))
     for n, (_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()
-        color = palette.series(n)
-        steps = [r["step"] for r in rows]
-        allocated = _("[{number}] allocated").format(number=n + 1)
-        _line(ax, steps, [r["slots_allocated"] for r in rows], "--", color=color, label=allocated)
-        live = _("[{number}] live").format(number=n + 1)
-        _line(ax, steps, [r["slots_live"] for r in rows], ":", color=color, label=live)
+        for field, fmt, label in compared:
+            color, label = palette.series(n), label.format(number=n + 1)
+            _line(ax, [r["step"] for r in rows], [r[field] for r in rows], fmt, color=color, label=label)
     if current is not None:
         rows = current[1].slots_by_step()
-        steps = [r["step"] for r in rows]
         for field, color, label in (
             ("slots_allocated", palette.ALLOCATED, _("allocated")),
             ("slots_live", palette.LIVE, _("live")),
             ("slots_masked", palette.MASKED, _("masked")),
         ):
-            _line(ax, steps, [r[field] for r in rows], color=color, label=label)
-    ax.set_xlabel(_("step (0 = prefill)"))
-    ax.set_ylabel(_("slots (all layers)"))
-    ax.set_title(_("allocated vs live vs masked slots"), fontsize=10)
-    _legend(ax)
+            _line(ax, [r["step"] for r in rows], [r[field] for r in rows], color=color, label=label)
+    _finish(ax, _("slots (all layers)"), _("allocated vs live vs masked slots"))
 
 
 class BinaryBytesLocator(MaxNLocator):
-    """Ticks at round multiples of the binary unit the axis top reaches: 0, 0.5, 1, 1.5 MiB, never 500,000 B.
-
-    matplotlib's default ticks are round in decimal (1,000,000 B), which a KiB/MiB label can only write as
-    "976.6 KiB"; choosing the ticks in the unit (1 MiB = 2**20 B) makes every label exact."""
+    """Ticks round in the binary unit the axis top reaches (0, 0.5, 1 MiB), so every KiB/MiB label is exact:
+    matplotlib's decimal ticks (1,000,000 B) would read "976.6 KiB"."""
 
     def __init__(self):
         super().__init__(nbins=6, steps=[1, 2, 5, 10])
@@ -196,8 +160,11 @@ def _line(ax, xs, ys, *fmt, **kwargs) -> None:
     ax.plot(xs, list(ys), *fmt, **({"marker": "o", "markersize": 4} if len(xs) == 1 else {}), **kwargs)
 
 
-def _legend(ax) -> None:
-    """The legend beside the axes, never over a line: a live run's lines can pass through any corner."""
+def _finish(ax, ylabel: str, title: str) -> None:
+    """Labels, and the legend beside the axes, never over a line: a live run's lines can pass through any corner."""
+    ax.set_xlabel(_("step (0 = prefill)"))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
     left, right = ax.get_xlim()
     if right - left < 2:  # one step so far: whole-number steps around it, not ticks at ±0.045
@@ -207,17 +174,11 @@ def _legend(ax) -> None:
         legend_beside(ax, fontsize=7, frameon=False)
 
 
-def dashboard(
-    current: tuple[str, Trace] | None,
-    layer_rows: list[dict],
-    comparison: list[tuple[str, Trace]] = (),
-    crop: dict | None = None,
-    status: str = "",
-) -> Figure:
-    """The explorer's one picture: bytes and slots per step on top, the occupancy map below."""
+def dashboard(current, layer_rows: list[dict], comparison=(), crop: dict | None = None, status: str = "") -> Figure:
+    """The explorer's one picture: bytes and slots per step on top, the occupancy map below; `current` and each of
+    `comparison` are (label, trace)."""
     # Fixed margins, not a layout engine: a frame must draw in well under a second (0.15 s vs 0.42 s measured).
-    # An explicit white face: the PNG is self-contained, readable on JupyterLab's dark theme and in a saved file
-    # (whatever the user's matplotlib style or `savefig.facecolor` says).
+    # Its own white face: readable on a dark theme, whatever the user's matplotlib style says.
     fig = Figure(figsize=(11, 6.4), facecolor=FACE)
     grid = fig.add_gridspec(
         2, 2, height_ratios=(1, 1.1), left=0.08, right=0.84, top=0.91, bottom=0.08, hspace=0.38, wspace=0.75
@@ -229,22 +190,16 @@ def dashboard(
         draw_occupancy(occupancy, layer_rows, crop)
     else:
         occupancy.set_axis_off()
-        occupancy.text(
-            0.5,
-            0.5,
-            _("no cache layers yet (cache kind 'none' keeps nothing)") if current else _("press Run"),
-            ha="center",
-            va="center",
-            transform=occupancy.transAxes,
-        )
+        empty = _("no cache layers yet (cache kind 'none' keeps nothing)") if current else _("press Run")
+        occupancy.text(0.5, 0.5, empty, ha="center", va="center", transform=occupancy.transAxes)
     if status:
         fig.suptitle(status, fontsize=10)
     return fig
 
 
 def picture(run: Run | None, comparison: list[Run], crop: dict | None = None) -> Figure:
-    """What the explorer shows of `run` beside the comparison runs and the last crop: its kind's own picture (paged:
-    the block timeline, the comparison runs staying rows of the table), else the dashboard."""
+    """`run` beside the comparison runs and the last crop: its kind's own picture (paged: the block timeline, the
+    comparison runs staying rows of the table), else the dashboard."""
     others = [r for r in comparison if r is not run]
     traces = [(r.label, r.result.trace) for r in others]
     if run is None:
@@ -264,6 +219,5 @@ def _empty_png(language: str) -> bytes:
 
 
 def empty_png() -> bytes:
-    """The picture before any run ("press Run"), drawn once per process and language: every explorer shows the same
-    one (and the first drawing, matplotlib's slowest, is done before a run needs one)."""
+    """The picture before any run ("press Run"), drawn once per process and language."""
     return _empty_png(current_language())

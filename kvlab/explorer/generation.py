@@ -1,20 +1,12 @@
-"""`kvlab.run` with two additions the explorer needs: a callback per token and a Stop switch.
+"""`kvlab.run` with what the explorer adds: a callback per token (a streamer) and a Stop switch.
 
-It is `kvlab.run` (same validation, cache and greedy settings), with
-- a transformers streamer reports every new token while the model works, so plots and text update live;
-- a `StoppingCriteria` ends generation cleanly when Stop is pressed: `generate` finishes the step in progress
-  (it checks its criteria before streaming a token, so one more token may arrive), returns the tokens so far,
-  and the trace keeps every update up to that point;
-- `past_recording` calls `cache.activate_past_recording()` before the first token, so sliding-window layers
-  keep their evicted tokens until a crop (the cache guide's rule for rolling back a sliding cache).
-
-`generate_run` is how the explorer's session runs a kind `generate` builds (`kvlab.explorer.kinds` starts it).
+Stop is a `StoppingCriteria`: `generate` finishes the step in progress (it checks its criteria before streaming a
+token, so one more token may arrive), returns the tokens so far, and the trace keeps every update.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -26,9 +18,9 @@ from kvlab.recorded_run import RunResult, run
 
 
 class TokenStreamer(_compat.BaseStreamer):
-    """Calls `on_token(new_ids)` after each generated token. `generate` first puts the prompt: skipped."""
+    """Calls `on_token(new_ids)` after each generated token (not for the prompt, which `generate` puts first)."""
 
-    def __init__(self, on_token: Callable[[list[int]], None] | None = None):
+    def __init__(self, on_token=None):
         self.on_token = on_token
         self.new_ids: list[int] = []
         self._prompt_seen = False
@@ -57,31 +49,20 @@ class StopSwitch(StoppingCriteria):
 
 
 def generate_traced(
-    model,
-    tokenizer,
-    input_ids: torch.Tensor,
-    cache: str,
-    options: dict,
-    max_new_tokens: int,
-    on_token: Callable[[list[int]], None] | None = None,
-    stop: threading.Event | None = None,
-    **run_kwargs,
+    model, tokenizer, input_ids, cache: str, options: dict, max_new_tokens: int, on_token=None, stop=None, **run_kwargs
 ) -> RunResult:
-    """`kvlab.run(model, tokenizer, input_ids, cache, max_new_tokens, **options)` with a per-token callback
-    and a Stop switch; `run_kwargs` are the rest of `kvlab.run`'s (`trace`, `past_recording`)."""
+    """`kvlab.run` calling `on_token(new_ids)` after each token, ended early once the `threading.Event` `stop` is
+    set; `run_kwargs` are the rest of `kvlab.run`'s."""
     # input_ids: (1, prompt_tokens)
     stop = stop or threading.Event()
-    generate_kwargs = {
-        "streamer": TokenStreamer(on_token),
-        "stopping_criteria": StoppingCriteriaList([StopSwitch(stop)]),
-    }
+    watched = {"streamer": TokenStreamer(on_token), "stopping_criteria": StoppingCriteriaList([StopSwitch(stop)])}
     result = run(
         model,
         tokenizer,
         input_ids,
-        cache=cache,
+        cache,
         max_new_tokens=max_new_tokens,
-        generate_kwargs=generate_kwargs,
+        generate_kwargs=watched,
         **run_kwargs,
         **options,
     )
@@ -89,9 +70,8 @@ def generate_traced(
     return result
 
 
-def generate_run(run: Run, model, tokenizer, on_token: Callable[[Run], None] | None, stop: threading.Event) -> None:
-    """A kind `generate` builds, run for the explorer: `generate_traced`, recording into `run.trace` as it goes (the
-    live plots read it) and reporting each token as `on_token(run)`."""
+def generate_run(run: Run, model, tokenizer, on_token, stop: threading.Event) -> None:
+    """`generate_traced`, recording into `run.trace` as it goes (the live plots read it), reporting `on_token(run)`."""
     request = run.request
     ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
     run.prompt_tokens = int(ids.shape[-1])
@@ -101,15 +81,5 @@ def generate_run(run: Run, model, tokenizer, on_token: Callable[[Run], None] | N
         if on_token is not None:
             on_token(run)
 
-    run.result = generate_traced(
-        model,
-        tokenizer,
-        ids,
-        request.cache,
-        request.options,
-        request.max_new_tokens,
-        token,
-        stop,
-        past_recording=request.past_recording,
-        trace=run.trace,
-    )
+    args = (model, tokenizer, ids, request.cache, request.options, request.max_new_tokens, token, stop)
+    run.result = generate_traced(*args, past_recording=request.past_recording, trace=run.trace)

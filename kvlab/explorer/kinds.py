@@ -1,31 +1,22 @@
-"""Every cache kind the explorer offers, described once: what the controls show, how a run is checked and started,
-how it reports, what is drawn and what its row of the table adds.
+"""Every cache kind the explorer offers, described once: its controls, checks, start, reports, picture and row.
 
-The controls, the session, the app and the summary table ask a kind (`kind_of(name)`, `for_trace(trace)`) instead
-of asking which kind it is. Two classes answer:
-- `ExplorerKind`, the kinds `generate` builds (`kvlab.cache_kinds.CACHE_KINDS`): one prompt through `kvlab.run` in
-  the session's thread, a report per token (progress, live redraws, Stop), the cache kept afterwards to crop;
-- `PagedKind`, continuous batching: several requests through `model.generate_batch(...)`
-  (`kvlab.serving.batch_run.generate_paged`), with requests of its own instead of the prompt controls. It ends
-  whole (no report per token, no Stop: it is drawn once, when `generate_batch` returns), its blocks are back in
-  the pool by then (nothing to crop), its picture is the block timeline (`kvlab.plots.blocks`) and its row adds
-  the blocks at the peak, the requests that waited and the preemptions (`kvlab.measure.paged.paged_row_fields`).
-  With a tiny random model (its `ByteTokenizer`) the requests are seeded random token prompts.
-
-This module imports no torch (the controls read it before torch is imported); what a kind runs is imported when it
-runs.
+Callers ask a kind (`kind_of(name)`, `for_trace(trace)`) rather than test which kind it is. `ExplorerKind`: the kinds
+`generate` builds, one prompt streamed token by token, the cache kept to crop. `PagedKind`: continuous batching,
+several requests through `model.generate_batch`, ended whole (no Stop, nothing to crop), drawn as a block timeline.
+Torch-free: the controls read it before torch is imported.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvlab.cache_kinds import CACHE_KINDS, KIND_OPTIONS, PAGED
-from kvlab.caches.options import PAST_RECORDING_KINDS, check_paged_options
+from kvlab.cache_kinds import BY_NAME as RECORDS
+from kvlab.cache_kinds import CACHE_KINDS, PAGED
+from kvlab.caches.options import check_paged_options
 from kvlab.explorer.models import ByteTokenizer
 from kvlab.explorer.run_values import Run, RunRequest
 from kvlab.i18n import N_, _, marks, number
-from kvlab.measure.paged import is_paged_trace, paged_row_fields
+from kvlab.measure.paged import is_paged_trace, paged_row_fields, paged_summary
 from kvlab.serving.batch_run import MAX_REQUESTS
 
 if TYPE_CHECKING:  # its module imports torch
@@ -48,19 +39,40 @@ class ExplorerKind:
 
     def __init__(self, name: str):
         self.name = name  # the `cache_kind`: the cache menu's value, the request's `cache`, a trace's meta's
-        past = ("past_recording",) if name in PAST_RECORDING_KINDS else ()
-        self.options = (*KIND_OPTIONS[name], *past)  # its option widgets (`controls.options_for` adds the backend's)
+        record = RECORDS[name]
+        self.options = (*record.options, *(("past_recording",) if record.records_past else ()))  # its widgets
 
     def shown(self) -> str:
-        """The cache menu's text: the kind's name, or its label in the language in use."""
+        """The cache menu's text."""
         return _(self.label) if self.label else self.name
 
     def check(self, request: RunRequest, loaded: tuple | None) -> None:
-        """Its checks: without the model (`loaded` None), then with (model, tokenizer) once loaded."""
-        _check_generate(request, loaded)
+        """`kvlab.run`'s checks: the option rules, then, with (model, tokenizer) `loaded`, its layers, memory and
+        positions (unloaded, `kvlab.run` checks those in the worker)."""
+        from kvlab.request import Request
+
+        if not request.prompt.strip():
+            raise ValueError(_("the prompt is empty; type some text or choose a preset"))
+        Request(request.cache, request.options, past_recording=request.past_recording).check()
+        if loaded is None:
+            return
+        from kvlab.explorer.prompts import encode_prompt
+        from kvlab.watched_generate import cache_device
+
+        model, tokenizer = loaded
+        Request(
+            request.cache,
+            request.options,
+            model.config,
+            prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[-1],
+            new_tokens=request.max_new_tokens,
+            past_recording=request.past_recording,
+            dtype=model.dtype,
+            device=cache_device(model),
+        ).check()
 
     def start(self, run: Run, model, tokenizer, on_token, stop) -> None:
-        """Runs it in the session's thread, where torch is imported."""
+        """Runs it in the session's thread."""
         from kvlab.explorer.generation import generate_run
 
         generate_run(run, model, tokenizer, on_token, stop)
@@ -72,22 +84,15 @@ class ExplorerKind:
     def finished(self, run: Run) -> tuple[int, str, str, str | None]:
         """Once it has finished: the progress, the bar's style, the status and a note (None: none)."""
         result = run.result
-        assert result is not None  # the app asks once the run has finished
-        stopped = result.trace.meta.get("stopped")
-        finished = (
+        assert result is not None
+        tokens, stopped = len(result.generated_token_ids), result.trace.meta.get("stopped")
+        status = (
             _("stopped after {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
             if stopped
             else _("done: {tokens} tokens ({prompt_tokens}-token prompt) in {seconds} s")
-        )
-        status = finished.format(
-            tokens=len(result.generated_token_ids),
-            prompt_tokens=run.prompt_tokens,
-            seconds=number(result.seconds, 2, grouping=False),
-        )
-        message = (
-            _("Stopped: the partial trace is kept (plots and table show the steps that ran).") if stopped else None
-        )
-        return len(result.generated_token_ids), "warning" if stopped else "success", status, message
+        ).format(tokens=tokens, prompt_tokens=run.prompt_tokens, seconds=number(result.seconds, 2, grouping=False))
+        note = _("Stopped: the partial trace is kept (plots and table show the steps that ran).") if stopped else None
+        return tokens, "warning" if stopped else "success", status, note
 
     def text(self, run: Run, tokenizer) -> tuple[str, str]:
         """The generated text and its title."""
@@ -98,39 +103,11 @@ class ExplorerKind:
         return True
 
 
-# -- the kinds generate builds ----------------------------------------------------------------------------------
-def _check_generate(request: RunRequest, loaded: tuple | None) -> None:
-    """`kvlab.run`'s checks: the option rules without the model, and with it (once loaded) the rules on its layer
-    kinds and shapes, then the request's (its cache fits in memory, its tokens in the model's positions)."""
-    from kvlab.request import Request
-
-    if not request.prompt.strip():
-        raise ValueError(_("the prompt is empty; type some text or choose a preset"))
-    Request(request.cache, request.options, past_recording=request.past_recording).check()
-    if loaded is None:
-        return  # unloaded, kvlab.run checks the rest in the worker, after the load
-    from kvlab.explorer.prompts import encode_prompt
-    from kvlab.watched_generate import cache_device
-
-    model, tokenizer = loaded
-    Request(
-        request.cache,
-        request.options,
-        model.config,
-        prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[-1],
-        new_tokens=request.max_new_tokens,
-        past_recording=request.past_recording,
-        dtype=model.dtype,
-        device=cache_device(model),
-    ).check()
-
-
-# -- the paged kind: continuous batching ------------------------------------------------------------------------
 PAGED_LABEL = N_("paged (generate_batch)")
 
 
 class PagedKind(ExplorerKind):
-    """Continuous batching, `model.generate_batch(...)` (the module docstring says what differs)."""
+    """Continuous batching, `model.generate_batch(...)`; a tiny random model serves seeded random token prompts."""
 
     label = PAGED_LABEL
     uses_prompt = streams = crops = False
@@ -148,9 +125,10 @@ class PagedKind(ExplorerKind):
         "paged: every block is back in the pool after generate_batch (slots now 0); waste % = empty slots of "
         "handed-out blocks, averaged over forwards"
     )
+    reads = staticmethod(is_paged_trace)
+    row_fields = staticmethod(paged_row_fields)
 
     def check(self, request: RunRequest, loaded: tuple | None) -> None:
-        """Its options; its model's layers (full attention only) once the model is known."""
         check_paged_options(request.options, MAX_REQUESTS)
         if loaded is not None:
             from kvlab.caches.paged import check_paged_model
@@ -159,12 +137,11 @@ class PagedKind(ExplorerKind):
 
     def start(self, run: Run, model, tokenizer, on_token, stop) -> None:
         """`generate_batch` hands the trace over whole: no report per token, and `stop` cannot end it."""
-        from kvlab.serving import batch_run
+        from kvlab.serving.batch_run import generate_paged
 
-        random_tokens = isinstance(tokenizer, ByteTokenizer)  # a tiny random model: seeded random token requests
-        request = run.request
-        result = batch_run.generate_paged(
-            model, tokenizer, request.options, request.max_new_tokens, random_tokens=random_tokens
+        random_tokens = isinstance(tokenizer, ByteTokenizer)
+        result = generate_paged(
+            model, tokenizer, run.request.options, run.request.max_new_tokens, random_tokens=random_tokens
         )
         run.trace, run.prompt_tokens = result.trace, result.prompt_tokens
         run.new_ids, run.result = list(result.generated_token_ids), result
@@ -175,7 +152,7 @@ class PagedKind(ExplorerKind):
 
     def finished(self, run: Run) -> tuple[int, str, str, str | None]:
         result = run.result
-        assert result is not None  # the app asks once the run has finished
+        assert result is not None
         requests = len(result.trace.meta.get("paged_requests", []))
         status = _(
             "done: {requests} requests, {new_tokens} new tokens ({prompt_tokens} prompt tokens) in "
@@ -192,41 +169,31 @@ class PagedKind(ExplorerKind):
     def text(self, run: Run, tokenizer) -> tuple[str, str]:
         return (run.result.text if run.result is not None else ""), _("generated text, per request")  # one line each
 
-    def reads(self, trace: Trace) -> bool:
-        return is_paged_trace(trace)
-
     def figure(self, trace: Trace, title: str = ""):
-        """The block timeline (`kvlab.plots.blocks.plot_block_timeline`) of a paged trace, on a bare Figure."""
-        from kvlab.measure.paged import paged_summary
+        """The block timeline of a paged trace."""
         from kvlab.plots.blocks import plot_block_timeline
 
         s = paged_summary(trace)
+        percent = marks(str(s["fragmentation_pct_mean"]))
         detail = _("{blocks} blocks of {page_size}: peak {peak} in use, {percent} % of handed-out slots empty").format(
-            blocks=s["num_blocks"],
-            page_size=s["page_size"],
-            peak=s["peak_blocks_in_use"],
-            percent=marks(str(s["fragmentation_pct_mean"])),
+            blocks=s["num_blocks"], page_size=s["page_size"], peak=s["peak_blocks_in_use"], percent=percent
         )
         return plot_block_timeline(trace, title=f"{title}\n{detail}" if title else detail)
 
-    def row_fields(self, trace: Trace) -> dict:
-        return paged_row_fields(trace)
 
-
-# Every kind the explorer offers, in the cache menu's order: transformers' cache kinds, then continuous batching.
+# In the cache menu's order: transformers' cache kinds, then continuous batching.
 KINDS = (*(ExplorerKind(name) for name in CACHE_KINDS), PagedKind(PAGED))
 BY_NAME: dict[str | None, ExplorerKind] = {kind.name: kind for kind in KINDS}
 DEFAULT = BY_NAME["dynamic"]
 
 
 def kind_of(name: str | None) -> ExplorerKind:
-    """The description of the kind called `name`; a name the explorer does not offer (a loaded trace's
-    "encoder_decoder") runs and reads as a kind `generate` builds, whose checks refuse what is not one."""
+    """The kind called `name`; one the explorer does not offer (a loaded "encoder_decoder") reads as "dynamic"."""
     return BY_NAME.get(name, DEFAULT)
 
 
 def for_trace(trace: Trace) -> ExplorerKind:
-    """The kind whose record `trace` is (live or loaded from a file): its `cache_kind`, when the trace carries what
-    that kind reads (a paged trace its pool's geometry); otherwise a kind `generate` builds."""
+    """The kind whose record `trace` is: its `cache_kind` when the trace carries what that kind reads (a paged
+    trace its pool's geometry), else "dynamic"."""
     kind = kind_of(trace.meta.get("cache_kind"))
     return kind if kind.reads(trace) else DEFAULT

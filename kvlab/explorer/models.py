@@ -1,31 +1,22 @@
 """The models the explorer can run: the bundled real ones, two tiny random ones, or one the user already loaded.
 
-Loading is slow (seconds) and a model is large, so `ModelStore` loads each (name, dtype) once, under a lock (Run and
-the explorer's warm-up thread, which loads the default model while the learner is still choosing options, may race).
-Tiny models have no tokenizer; `ByteTokenizer` maps text to their 128-token vocabulary so a text prompt still
-works (the text they generate is noise: they are there for cache *structure*, e.g. tiny-gemma3's window of 8).
-
-This module imports no torch (it imports it when a model loads or a tiny model's prompt is encoded): the explorer
-draws its controls from it before torch and transformers are imported, and `kvlab explore` checks its --model here.
+Tiny models have no tokenizer: `ByteTokenizer` maps text into their 128-token vocabulary (what they generate is
+noise: they show cache *structure*, e.g. tiny-gemma3's window of 8). Torch-free until a model loads.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
 
 from kvlab.i18n import _
 from kvlab.names import dtype_name
-
-if TYPE_CHECKING:
-    import torch
 
 LOADED = "loaded"  # the choice shown for a model passed to `explore(model=..., tokenizer=...)`
 BUNDLED_CHOICES = ("smollm2", "gemma3")
 TINY_CHOICES = ("tiny-llama", "tiny-gemma3")
 DTYPES = ("float32", "bfloat16")
-# Which bundled model's tokenizer has a chat template: `kvlab.models.BUNDLED`'s facts (tests check that the two
-# agree), here so the explorer can tick its chat template box for the default model before torch is imported.
+# `kvlab.models.BUNDLED`'s facts (a test checks they agree), here to tick the chat box before torch is imported.
 CHAT_TEMPLATES = {"smollm2": True, "gemma3": False}
 
 
@@ -44,38 +35,30 @@ class ByteTokenizer:
     def __call__(self, text: str, return_tensors: str = "pt", add_special_tokens: bool = True):
         import torch
 
-        ids = torch.tensor([self.encode(text)], dtype=torch.long)  # (1, prompt_tokens)
-        return _Encoding(ids)
+        return SimpleNamespace(input_ids=torch.tensor([self.encode(text)], dtype=torch.long))  # (1, prompt_tokens)
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # a tensor, or a list of ids
         return "".join(f"‹{i}›" for i in ids)
 
 
-class _Encoding:
-    def __init__(self, input_ids: torch.Tensor):
-        self.input_ids = input_ids
-
-
 def model_choices(has_loaded: bool) -> list[str]:
     return ([LOADED] if has_loaded else []) + list(BUNDLED_CHOICES) + list(TINY_CHOICES)
 
 
-# Bundled and tiny models are shared by every explorer in the process: two explorers in one notebook must not
-# hold two copies of the same weights.
+# Shared by every explorer in the process: two explorers in one notebook must not hold two copies of the weights.
 _SHARED_LOCK = threading.Lock()
 _SHARED: dict[tuple[str, str], tuple] = {}
 
 
 class ModelStore:
-    """(model, tokenizer) by (name, dtype), each loaded once per process. Thread-safe: Run and a warm-up may race."""
+    """(model, tokenizer) by (name, dtype), each loaded once per process, under a lock: Run and a warm-up may race."""
 
     def __init__(self, model=None, tokenizer=None):
         self._lock = _SHARED_LOCK
         self._models: dict[tuple[str, str], tuple] = _SHARED if model is None else dict(_SHARED)
-        self.loaded_dtype = None
+        self.loaded_dtype = None if model is None else dtype_name(model.dtype)
         if model is not None:
-            self.loaded_dtype = dtype_name(model.dtype)
             if not hasattr(model, "kvlab_name"):
                 model.kvlab_name = getattr(model.config, "model_type", LOADED)
             self._models[(LOADED, self.loaded_dtype)] = (model, tokenizer if tokenizer is not None else ByteTokenizer())
@@ -91,32 +74,24 @@ class ModelStore:
     def _key(self, name: str, dtype: str) -> tuple[str, str]:
         if name == LOADED:
             if not self.has_loaded:
-                raise ValueError(
-                    _("no model was passed to explore(); choose one of {valid}").format(
-                        valid=", ".join(model_choices(False))
-                    )
-                )
+                valid = ", ".join(model_choices(False))
+                raise ValueError(_("no model was passed to explore(); choose one of {valid}").format(valid=valid))
             return (LOADED, self.loaded_dtype)  # an already-loaded model keeps its own dtype
         if name not in BUNDLED_CHOICES + TINY_CHOICES:
-            raise ValueError(
-                _("unknown model {name!r}; valid: {valid}").format(
-                    name=name, valid=", ".join(model_choices(self.has_loaded))
-                )
-            )
+            valid = ", ".join(model_choices(self.has_loaded))
+            raise ValueError(_("unknown model {name!r}; valid: {valid}").format(name=name, valid=valid))
         if dtype not in DTYPES:
-            raise ValueError(
-                _("unsupported dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPES))
-            )
+            valid = ", ".join(DTYPES)
+            raise ValueError(_("unsupported dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=valid))
         return (name, dtype)
 
     def has_chat_template(self, name: str) -> bool:
-        """Whether model `name`'s tokenizer has a chat template (the explorer applies it by default when it has)."""
+        """Whether model `name`'s tokenizer has a chat template."""
         if name == LOADED:
             return self.has_loaded and getattr(self.get(LOADED)[1], "chat_template", None) is not None
         return CHAT_TEMPLATES.get(name, False)  # tiny models' ByteTokenizer has none
 
     def get(self, name: str, dtype: str = "float32"):
-        """(model, tokenizer), loading on first use."""
         key = self._key(name, dtype)
         with self._lock:
             if key not in self._models and key in _SHARED:  # loaded by another explorer since this one was made

@@ -1,8 +1,7 @@
-"""Prompt presets (text files shipped in `kvlab/data/prompts/`) and long synthetic prompts of an exact length.
+"""Prompt presets (text files in `kvlab/data/prompts/`) and prompts of an exact token length.
 
-A cache only shows its structure with enough tokens: Gemma 3's sliding layers wrap after 512, a quantized cache
-flushes its residual every `residual_length`. `synthetic_ids` repeats a text until it is exactly n tokens long,
-so "a 600-token prompt" means the same thing on every machine.
+A cache shows its structure only with enough tokens (Gemma 3's sliding layers wrap after 512), so "a 600-token
+prompt" repeats a text to exactly 600 tokens, the same on every machine.
 """
 
 from __future__ import annotations
@@ -20,22 +19,19 @@ FALLBACK = {
     "kv_cache_question": "Explain in two sentences why a language model keeps a cache of keys and values "
     "while it generates text.\n"
 }
-# What the preset menu calls each shipped preset. The English title is the file's name, as the menu has always
-# shown it; a translation gives it words. The texts stay English: they are what the model is fed.
+# The menu titles of the shipped presets: in English the file's name, a translation gives it words. The texts stay
+# English: they are what the model is fed.
 TITLES = (N_("kv_cache_question"), N_("python_execution_model"), N_("python_with_statement"), N_("story_opening"))
 
 
 def presets() -> dict[str, str]:
     """{name: text} for every `kvlab/data/prompts/*.txt`, sorted by name (a built-in one when the folder is absent)."""
-    if not PROMPTS_DIR.is_dir():
-        return dict(FALLBACK)
     found = {path.stem: path.read_text(encoding="utf-8") for path in sorted(PROMPTS_DIR.glob("*.txt"))}
     return found or dict(FALLBACK)
 
 
 def title(name: str) -> str:
-    """The menu title of preset `name` in the current language; a preset kvlab does not ship keeps its name (a
-    preset of the learner's called "live" is not a label to translate)."""
+    """The menu title of preset `name`; a learner's own preset keeps its name (one called "live" is not a label)."""
     return _(name) if name in TITLES else name
 
 
@@ -46,18 +42,10 @@ def encode_prompt(tokenizer, text: str, target_tokens: int = 0, chat: bool = Fal
     if not text.strip():
         raise ValueError(_("the prompt is empty; type some text or choose a preset"))
     if target_tokens < 0:
-        raise ValueError(
-            _("prompt length must be 0 (use the text as is) or a positive token count; got {target}").format(
-                target=target_tokens
-            )
-        )
+        wrong = _("prompt length must be 0 (use the text as is) or a positive token count; got {target}")
+        raise ValueError(wrong.format(target=target_tokens))
     ids = encode(tokenizer, text, chat=chat)  # (1, n)
     if target_tokens == 0:
         return ids
-    return synthetic_ids(ids, target_tokens)
-
-
-def synthetic_ids(ids: torch.Tensor, target_tokens: int) -> torch.Tensor:
-    """`ids` (1, n) tiled along the sequence and cut to (1, target_tokens)."""
     repeats = -(-target_tokens // ids.shape[-1])  # ceil
-    return ids.repeat(1, repeats)[:, :target_tokens]
+    return ids.repeat(1, repeats)[:, :target_tokens]  # (1, target_tokens)

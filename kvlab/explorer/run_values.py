@@ -1,8 +1,6 @@
 """The explorer's run values: what a learner asked for (`RunRequest`) and what came of it (`Run`).
 
-Every module of the explorer reads them (the controls make requests, the kinds check and start them, the session
-runs them, the table and the files read runs), so they sit here, below all of them, and import no torch: the
-controls make a request before torch is imported.
+Torch-free, below every other explorer module: the controls make a request before torch is imported.
 """
 
 from __future__ import annotations
@@ -17,14 +15,13 @@ if TYPE_CHECKING:
     from kvlab.recorded_run import RunResult
     from kvlab.recording.trace import Trace
 
-# What a learner's input or the machine can cause (a bad option, a damaged model or KVLAB_HOME, a save_dir on a full
-# disk): one line, never a traceback. The command line catches the same (kvlab/errors.py).
+# What a learner's input or the machine can cause (a bad option, a damaged model, a full disk): one line, never a
+# traceback.
 USER_ERRORS = (KvlabUserError, ValueError, KvlabEnvironmentError, OSError)
 
 
 def _trace(events: list[dict] | None = None, meta: dict | None = None) -> Trace:
-    """A `Trace`, imported when a run is made: its module imports torch, which the controls must not wait for."""
-    from kvlab.recording.trace import Trace
+    from kvlab.recording.trace import Trace  # imports torch, which the controls must not wait for
 
     return Trace(events, meta)
 
@@ -78,7 +75,6 @@ class Run:
         return _trace(self.trace.events, self.trace.meta)
 
     def bytes_now(self) -> int:
-        """Bytes of storage the cache holds now (the table's "bytes now")."""
         return sum(r["bytes_held"] for r in self.layer_rows())
 
     def layer_rows(self) -> list[dict]:
@@ -86,14 +82,11 @@ class Run:
         cache = self.result.cache_object if self.result is not None else None
         if cache is None or self.result.trace.crops == []:
             return [dict(row) for row in self.snapshot().final_layers()]
+        from kvlab.recording.layer_kinds import layer_kind_at
         from kvlab.recording.layer_state import read_layer  # torch: imported by the run that made the cache
 
-        layer_kinds = getattr(cache, "_kvlab_layer_kinds", [])
+        kinds = getattr(cache, "_kvlab_layer_kinds", [])
         return [
-            {
-                "layer_idx": i,
-                "role": "self",
-                **read_layer(layer, layer_kinds[i] if i < len(layer_kinds) else "full").as_dict(),
-            }
+            {"layer_idx": i, "role": "self", **read_layer(layer, layer_kind_at(kinds, i, layer)).as_dict()}
             for i, layer in enumerate(cache.layers)
         ]

@@ -1,19 +1,13 @@
 """`Session`: one run at a time in a background thread, its live partial trace, the comparison list, and crops.
 
-The widget callbacks run on the kernel's main thread and must return at once (or the UI freezes), so `start`
-only checks the request and launches a daemon thread; Stop sets an event that `generate` polls after every
-token. Whatever happened (finished, stopped, failed), the thread ends by calling `on_done` (or `on_error`
-with a one-line message), and the trace recorded so far is kept. What differs between cache kinds (how a request is
-checked and run, whether Stop can end it, whether its cache can be cropped) is the kind's (`kvlab.explorer.kinds`).
-
-This module imports no torch: what a run needs is imported by the kind that starts it, in the run's thread.
+Widget callbacks must return at once, so `start` only checks the request and launches a daemon thread, which ends
+by calling `on_done` or `on_error` whatever happened; the trace recorded so far is kept. Torch-free.
 """
 
 from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Callable
 
 from kvlab.caches.crop_rules import CacheCropError, removal_count
 from kvlab.errors import one_line
@@ -35,11 +29,8 @@ class Session:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    # -- running ------------------------------------------------------------------------------------------------
     def check(self, request: RunRequest) -> None:
-        """Every check that needs no model work; with the model already loaded, all of its kind's checks (for a kind
-        `generate` builds, `kvlab.run`'s: the options, then the request: its cache fits in memory, its tokens in the
-        model's positions). The kind's own rules are its `ExplorerKind.check`."""
+        """Every check that needs no model work: with the model already loaded, all of its kind's checks."""
         if request.max_new_tokens < 1:
             raise ValueError(_("max new tokens must be at least 1; got {got}").format(got=request.max_new_tokens))
         loaded = (
@@ -47,22 +38,13 @@ class Session:
         )
         kind_of(request.cache).check(request, loaded)
 
-    def start(
-        self,
-        request: RunRequest,
-        on_token: Callable[[Run], None] | None = None,
-        on_done: Callable[[Run], None] | None = None,
-        on_error: Callable[[Run, str], None] | None = None,
-    ) -> Run | None:
-        """Start a run in the background; None (and nothing happens) while another run is in progress.
-
-        Raises the user's errors (CacheOptionError, ValueError) before starting when they can be seen cheaply.
-        """
+    def start(self, request: RunRequest, on_token=None, on_done=None, on_error=None) -> Run | None:
+        """Start a run in the background (None while another is in progress), after `check`; the thread calls
+        `on_token(run)`, then `on_done(run)` or `on_error(run, message)`."""
         if self.running:
             return None
         self.check(request)
-        run = Run(request)
-        self.current = run
+        self.current = run = Run(request)
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._work, args=(run, on_token, on_done, on_error), daemon=True, name="kvlab-explorer-run"
@@ -88,21 +70,19 @@ class Session:
             on_done(run)
 
     def stop(self) -> bool:
-        """Ask the running generation to end after its current token; False when nothing runs."""
+        """End the running generation after its current token; False when nothing runs."""
         if not self.running:
             return False
         self._stop.set()
         return True
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the current run ends (for scripts and tests); True when it has ended."""
+        """Block until the current run ends; True when it has ended."""
         if self._thread is not None:
             self._thread.join(timeout)
         return not self.running
 
-    # -- comparison ---------------------------------------------------------------------------------------------
     def add_to_comparison(self) -> Run:
-        """Keep the last finished run overlaid on later plots and as a row of the table."""
         run = self.current
         if run is None or run.result is None:
             raise ValueError(_("there is no finished run to add yet: press Run first"))
@@ -117,32 +97,22 @@ class Session:
         self.comparison.clear()
 
     def show_loaded(self, run: Run) -> None:
-        """Make a run loaded from a saved trace the current one (drawn, tabled, ready to compare or save)."""
         if self.running:
             raise ValueError(_("wait for the run to finish (or Stop it) before loading a trace"))
         self.current = run
 
-    # -- crop ---------------------------------------------------------------------------------------------------
     def crop(self, n: int) -> dict:
-        """`cache.crop(-n)` on the last run's cache, refused (CacheCropError, with the rule) when it cannot be undone.
-
-        The rules are `kvlab.caches.crop_rules`' (n, here, and what each layer allows, in the cache's own `crop`);
-        the session adds only what is its own: a run to crop, finished, with a cache object still behind it.
-        Returns the crop event (lengths before and after per layer); `run.crop_bytes` says what the crop did to
-        the storage (the table's note under "bytes now").
-        """
+        """`cache.crop(-n)` on the last run's cache (the rules are `kvlab.caches.crop_rules`'), refused with
+        CacheCropError; returns the crop event and sets `run.crop_bytes`."""
         if self.running:
             raise CacheCropError(_("wait for the run to finish (or Stop it) before cropping its cache"))
         run = self.current
         if run is None or run.result is None:
             raise CacheCropError(_("there is no cache to crop yet: press Run first"))
-        tokens_to_remove = removal_count(n)  # crop(-n): the last n tokens
+        tokens_to_remove = removal_count(n)
         if run.loaded_from is not None:
-            raise CacheCropError(
-                _(
-                    "this run was loaded from {file}: a saved trace has no cache to crop; run it again, then crop"
-                ).format(file=run.loaded_from)
-            )
+            loaded = _("this run was loaded from {file}: a saved trace has no cache to crop; run it again, then crop")
+            raise CacheCropError(loaded.format(file=run.loaded_from))
         kind = kind_of(run.request.cache)
         if not kind.crops:
             raise CacheCropError(_(kind.no_crop))
@@ -153,8 +123,7 @@ class Session:
         cache.crop(tokens_to_remove)
         from kvlab.recording.storage import storage_bytes, view_bytes  # torch: imported by the run that made the cache
 
-        # transformers crops a DynamicLayer by slicing (`keys[..., :-n, :]`): a view that keeps the whole storage
-        # until the next forward's torch.cat makes a new tensor. What the views keep beyond their elements:
+        # transformers crops a DynamicLayer by slicing: a view that keeps the whole storage until the next torch.cat
         tensors = [(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in cache.layers]
         kept = max(0, storage_bytes(*tensors) - view_bytes(*tensors))
         run.crop_bytes = {"n": n, "before": before, "after": run.bytes_now(), "kept_by_views": kept}

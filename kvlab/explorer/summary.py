@@ -1,15 +1,7 @@
 """The summary table: one row per run (the comparison runs, then the current one), as HTML for an ipywidget.
 
-Slot and byte columns describe what the cache holds *now* (after any crop); every number cell carries its raw
-value in `data-value` so tests (and a browser) can read it without parsing thousands separators. After a crop, a
-note under the table says what it did to "bytes now", as measured (`crop_note`): a DynamicCache's crop slices its
-tensors into views that keep their storage, a static cache only moves its write position back.
-
-A kind may add fields of its own to its row (`kvlab.explorer.kinds`: `ExplorerKind.row_fields`, with their
-columns and a note, shown only when the table has such a row). A paged run has given every block back by the
-time it ends, so its slot columns read 0; its row adds the blocks in use at the peak, the requests that waited for
-blocks and the preemptions, and its waste % is the share of handed-out slots left empty, averaged over forwards
-(internal fragmentation).
+Slot and byte columns describe what the cache holds *now* (after any crop); every number cell carries its raw value
+in `data-value`, readable without parsing thousands separators. A kind may add columns (`ExplorerKind.row_fields`).
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ from kvlab.i18n import N_, _, marks, number
 from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
 
-# (field, column title): the titles are English here and shown in the language in use (`_()` in `to_html`).
+# (field, column title), the title shown through `_()`.
 COLUMNS = (
     ("run", N_("run")),
     ("prompt_tokens", N_("prompt")),
@@ -43,7 +35,7 @@ COLUMNS = (
 
 
 def _extra_kinds(rows: list[dict]) -> list[kinds.ExplorerKind]:
-    """The kinds whose own fields some row carries (`run_row`'s `fields_of`), in the cache menu's order."""
+    """The kinds whose own fields some row carries, in the cache menu's order."""
     named = {r.get("fields_of") for r in rows}
     return [kind for kind in kinds.KINDS if kind.name in named]
 
@@ -54,7 +46,6 @@ def columns_for(rows: list[dict]) -> tuple[tuple[str, str], ...]:
 
 
 def run_row(name: str, run) -> dict:
-    """The numbers of one `session.Run` (finished or partial)."""
     trace = run.snapshot()
     summary = trace.summary()
     rows = run.layer_rows()
@@ -73,10 +64,7 @@ def run_row(name: str, run) -> dict:
         "slots_live": sum(r["slots_live"] for r in rows),
         "slots_masked": masked,
         "waste_pct": waste_pct(masked, allocated),
-        "tokens_evicted": summary["tokens_evicted"],
-        "flushes": summary["flushes"],
-        "transfers": summary["transfers"],
-        "crops": summary["crops"],
+        **{key: summary[key] for key in ("tokens_evicted", "flushes", "transfers", "crops")},
         "ms_per_step": _step_time(trace),
         "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
@@ -89,7 +77,8 @@ def run_row(name: str, run) -> dict:
 
 
 def crop_note(crop: dict) -> str:
-    """One sentence on what the last crop did to the bytes the cache holds, from `session.Run.crop_bytes`."""
+    """What the last crop did to the bytes the cache holds (`Run.crop_bytes`): a DynamicCache's crop leaves views
+    that keep their storage, a static cache only moves its write position back."""
     n, before, after, kept = crop["n"], crop["before"], crop["after"], crop["kept_by_views"]
     if after != before:
         return _("crop(-{n}) took bytes now from {before} B to {after} B.").format(
@@ -107,14 +96,16 @@ def crop_note(crop: dict) -> str:
 
 
 def _step_time(trace) -> str | None:
-    """The decode steps' median time with its interquartile range, e.g. "95.1 (93.8–97.0)"; the prefill (step 0)
-    is left out, since it runs the whole prompt."""
+    """The decode steps' median time with its interquartile range, e.g. "95.1 (93.8–97.0)"; not the prefill."""
     decode = trace.step_seconds()[1:]
-    if not decode:
-        return None
-    timing = Timing("steps", decode)
+    return _spread(decode, 1e3) if decode else None
+
+
+def _spread(values: list[float], scale: float = 1, repeats: str = "") -> str:
+    """The median and interquartile range of `values` times `scale`: "95.1 (93.8–97.0)"."""
+    timing = Timing("", values)
     q1, q3 = timing.quartiles
-    return marks(f"{timing.median * 1e3:,.1f} ({q1 * 1e3:,.1f}–{q3 * 1e3:,.1f})")
+    return marks(f"{timing.median * scale:,.1f} ({q1 * scale:,.1f}–{q3 * scale:,.1f}{repeats})")
 
 
 def _repeated_speed(rows: list[dict]) -> None:
@@ -125,9 +116,7 @@ def _repeated_speed(rows: list[dict]) -> None:
             groups.setdefault((row["label"], row["prompt_tokens"], row["new_tokens"]), []).append(row)
     for group in groups.values():
         if len(group) > 1:
-            timing = Timing("tokens/s", [r["tokens_per_s"] for r in group])
-            q1, q3 = timing.quartiles
-            shown = marks(f"{timing.median:,.1f} ({q1:,.1f}–{q3:,.1f}, {len(group)}×)")
+            shown = _spread([r["tokens_per_s"] for r in group], repeats=f", {len(group)}×")
             for row in group:
                 row["tokens_per_s"] = shown
 
@@ -141,7 +130,7 @@ def rows_for(session) -> list[dict]:
     return rows
 
 
-# A theme variable (JupyterLab light or dark), with a fallback for Voila's page.
+# JupyterLab's theme variable, with a fallback for Voila's page.
 CELL = "padding:2px 5px;border-bottom:1px solid var(--jp-border-color2, #ddd)"
 VALUE = CELL + ";white-space:nowrap"  # a value never wraps; a column title may (`to_html`)
 
@@ -157,7 +146,7 @@ def _cell(field: str, value) -> str:
 
 
 def _run_name(name: str) -> str:
-    """A run's name as the table shows it: "[1]" stays, "now" (the row's `data-run`, a key) in the language in use."""
+    """ "[1]" stays; "now" (a key in `data-run`) is shown in the language in use."""
     return _("now") if name == "now" else name
 
 
@@ -165,32 +154,21 @@ def to_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>" + html.escape(_("No runs yet: choose a cache and press Run.")) + "</i>"
     columns = columns_for(rows)
-    # Titles wrap at their spaces ("ms/step (IQR)" on two lines), numbers never: the table fits a 1280-px window in
-    # either language, and scrolls sideways (its box, not the page) where a narrower one cannot hold it.
-    head = "".join(
-        f'<th style="{CELL};vertical-align:bottom">{html.escape(_(title))}</th>' for _field, title in columns
-    )
-    stopped_note = " " + _("(stopped)")
-    body = []
+    # Titles wrap at their spaces, numbers never: the table fits a 1280-px window in either language, and its box
+    # scrolls sideways where a narrower one cannot hold it.
+    head = "".join(f'<th style="{CELL};vertical-align:bottom">{html.escape(_(title))}</th>' for _f, title in columns)
+    body, labels = [], []
     for row in rows:
-        stopped = stopped_note if row["stopped"] else ""
+        stopped = " " + _("(stopped)") if row["stopped"] else ""
         cells = "".join(_cell(f, row.get(f)) for f, _title in columns)
-        body.append(
-            f'<tr class="kvlab-row" data-run="{row["run"]}" title="{html.escape(row["label"] + stopped)}">{cells}</tr>'
-        )
-    labels = "".join(
-        f"<li><b>{html.escape(_run_name(r['run']))}</b> {html.escape(r['label'])}"
-        f"{html.escape(stopped_note) if r['stopped'] else ''}"
-        + (f'<br><i class="kvlab-crop-note">{html.escape(r["crop_note"])}</i>' if r.get("crop_note") else "")
-        + "</li>"
-        for r in rows
-    )
-    for kind in _extra_kinds(rows):
-        if kind.note:
-            labels += f"<li><i>{html.escape(_(kind.note))}</i></li>"
+        title = html.escape(row["label"] + stopped)
+        body.append(f'<tr class="kvlab-row" data-run="{row["run"]}" title="{title}">{cells}</tr>')
+        note = f'<br><i class="kvlab-crop-note">{html.escape(row["crop_note"])}</i>' if row.get("crop_note") else ""
+        labels.append(f"<li><b>{html.escape(_run_name(row['run']))}</b> {title}{note}</li>")
+    labels += [f"<li><i>{html.escape(_(kind.note))}</i></li>" for kind in _extra_kinds(rows) if kind.note]
     return (
         '<div class="kvlab-summary-scroll" style="overflow-x:auto;max-width:100%">'
         f'<table class="kvlab-summary-table" style="border-collapse:collapse;font-size:11px">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-        f'<ul style="font-size:12px;margin:4px 0">{labels}</ul>'
+        f'<ul style="font-size:12px;margin:4px 0">{"".join(labels)}</ul>'
     )

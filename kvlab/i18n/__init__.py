@@ -1,21 +1,14 @@
-"""kvlab's own words in the reader's language: plot titles, axis labels, legends, widget labels and messages.
+"""kvlab's own words in the reader's language: `kvlab.set_language("pt-BR")`, or KVLAB_LANG, or the locale.
 
-    import kvlab
-    kvlab.set_language("pt-BR")   # or KVLAB_LANG=pt-BR, or a pt_BR locale
-
-English is the source text and the message id. Translations live in gettext catalogs
-(`kvlab/locale/<locale>/LC_MESSAGES/kvlab.po`), read with Babel the first time a language needs them, so
-`import kvlab` stays light and a translator edits one standard file. A message without a translation stays
-English rather than failing: a missing label is a gap, not an error (the tests list every gap).
-
-Numbers a reader compares (bytes, token counts, shares) are written one way per language, by one function:
-`number` (46,080 / 46.080, 84.38 / 84,38) and `percent` (84.38 % / 84,38 %) for printed text, and the same
-`number` behind the tick labels of kvlab's figures (`kvlab.plots._figure.NumberFormatter`), so a number reads
-the same in a sentence, a printed table and on an axis.
+English is the source text and the message id; translations live in gettext catalogs (`kvlab/locale/<locale>/
+LC_MESSAGES/kvlab.po`), read with Babel when a language first needs them, so `import kvlab` stays light. A message
+without a translation stays English: a gap, not an error (the tests list every gap). Numbers are written one way per
+language by `number` and `percent`, also behind kvlab's figure ticks, so they read the same in text and on an axis.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import locale as _locale
 import os
@@ -34,8 +27,7 @@ def _spoken(code: str | None) -> str | None:
 
 def set_language(language: str | None) -> None:
     """Use `language` ("en" or "pt-BR", any case, "_" or "-") for everything kvlab draws or prints from now on;
-    None goes back to the default (KVLAB_LANG, then the locale). `current_language()` says which is in use.
-    Returns nothing, so the call is a quiet first line of a notebook."""
+    None goes back to the default. Returns nothing: a quiet first line of a notebook."""
     global _chosen
     if language is not None and _spoken(language) is None:
         raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
@@ -46,24 +38,21 @@ def current_language() -> str:
     """The language set by `set_language`, else KVLAB_LANG, else the process locale when kvlab speaks it."""
     if _chosen is not None:
         return _chosen
-    for candidate in (os.environ.get("KVLAB_LANG"), os.environ.get("LC_ALL"), os.environ.get("LANG")):
-        if candidate and (language := _spoken(candidate.split(".")[0])) is not None:  # "pt_BR.UTF-8" -> "pt-BR"
+    for variable in ("KVLAB_LANG", "LC_ALL", "LANG"):
+        if language := _spoken(os.environ.get(variable, "").split(".")[0]):  # "pt_BR.UTF-8" -> "pt-BR"
             return language
-    try:
-        code = _locale.getlocale()[0]
-    except ValueError:
-        code = None
-    return _spoken(code) or "en"
+    with contextlib.suppress(ValueError):
+        return _spoken(_locale.getlocale()[0]) or "en"
+    return "en"
 
 
 def catalog_path(language: str) -> Path:
-    """Where kvlab's messages in `language` live (a gettext PO file shipped in the package)."""
     return LOCALE_DIR / LANGUAGES[language] / "LC_MESSAGES" / "kvlab.po"
 
 
 @functools.cache
 def _catalog(language: str) -> dict[str, str]:
-    """msgid -> translation of one language (reviewed entries only)."""
+    """msgid -> translation, reviewed entries only."""
     if language == "en":
         return {}
     from babel.messages.catalog import Catalog
@@ -80,28 +69,22 @@ def _(message: str) -> str:
 
 
 def N_(message: str) -> str:
-    """`message` unchanged, marked for the catalog: for English text kept in a module constant (or a default
-    argument), translated with `_()` where it is shown, so the language is the one in use at that moment."""
+    """`message` unchanged, marked for the catalog: English kept in a constant, translated with `_()` where shown."""
     return message
 
 
 def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
-    """A number with the current language's digit grouping and decimal mark: 7,326,720.5 / 7.326.720,5.
-
-    Rounded as Python's format rounds (so English reads exactly as `f"{value:,.{decimals}f}"`, or without the
-    group separators when `grouping` is False); only the marks change with the language."""
+    """7,326,720.5 / 7.326.720,5: rounded as Python's format rounds, in English exactly `f"{value:,.{decimals}f}"`."""
     return marks(f"{value:{',' if grouping else ''}.{decimals}f}")
 
 
 def percent(value: float, decimals: int = 1) -> str:
-    """A share already in percent, as `number` writes it, then " %": "84.38 %" / "84,38 %" (`percent(84.375, 2)`).
-    The space is the one kvlab's printed scores and tables already put before the sign, in both languages."""
+    """A share already in percent, then " %" in both languages: "84.38 %" / "84,38 %" (`percent(84.375, 2)`)."""
     return f"{number(value, decimals, grouping=True)} %"
 
 
 def marks(text: str) -> str:
-    """A number Python formatted (`,` between groups, `.` before the decimals: `f"{x:g}"`, `f"{x:,}"`) written with
-    the current language's marks instead (Babel's symbols): "1,234.5" -> "1.234,5" in Portuguese."""
+    """A number Python formatted (`f"{x:,}"`) with the current language's marks: "1,234.5" -> "1.234,5" in pt-BR."""
     language = current_language()
     if language == "en":
         return text

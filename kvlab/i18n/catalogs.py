@@ -1,9 +1,6 @@
-"""The gettext bookkeeping both kinds of catalog share: kvlab's own messages and the notebooks' text.
-
-Babel does the work (reading, merging a new template, writing); this module fixes the few decisions kvlab makes
-on top of it, once: an absent file is an empty catalog, removed messages are dropped rather than kept obsolete,
-and only a translation that is there and not fuzzy counts as reviewed.
-"""
+"""The gettext bookkeeping of kvlab's messages and the notebooks' text, on top of Babel: an absent file is an empty
+catalog, removed messages are dropped rather than kept obsolete, and only a translation that is there and not fuzzy
+counts as reviewed."""
 
 from __future__ import annotations
 
@@ -20,7 +17,6 @@ FIXED_DATE = datetime(2026, 12, 1, tzinfo=UTC)  # the header dates: no churn in 
 
 
 def read(path: Path, locale: str, empty: Callable[[], Catalog]) -> Catalog:
-    """The PO file at `path`; `empty()` when there is none yet (every message then reads as untranslated)."""
     if not path.exists():
         return empty()
     with path.open("rb") as handle:
@@ -38,20 +34,14 @@ def refresh(catalog: Catalog, template: Catalog) -> Catalog:
 
 
 def write(catalog: Catalog, path: Path, sort_output: bool, include_lineno: bool) -> None:
-    """Write the PO file atomically (a translator's work is never left half-written by a full disk).
-    `include_lineno=False` for source files: a line number moves with every edit above it."""
+    """Atomically: a translator's work is never left half-written by a full disk. `include_lineno=False` for
+    source files, where a line number moves with every edit above it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    # No previous msgids: at width=0 babel writes them one word per line and reads them back as stray comments; the
+    # fuzzy flag and the untouched translation say enough.
     with open_atomic(path, "wb") as handle:
         write_po(
-            handle,
-            catalog,
-            width=0,
-            omit_header=False,
-            sort_output=sort_output,
-            # babel writes a previous msgid one word per line at width=0, and reads those lines back as stray
-            # comments: the fuzzy flag and the untouched translation say enough
-            include_previous=False,
-            include_lineno=include_lineno,
+            handle, catalog, width=0, sort_output=sort_output, include_previous=False, include_lineno=include_lineno
         )
 
 
@@ -60,15 +50,12 @@ def is_reviewed(message: Message | None) -> bool:
 
 
 def gaps(template: Catalog, catalog: Catalog) -> list[tuple[Message, str]]:
-    """(source message, "untranslated" or "fuzzy") for each message of `template` without a reviewed translation."""
-    found = []
-    for message in template:
-        if message.id and not is_reviewed(entry := catalog.get(message.id, message.context)):
-            found.append((message, "fuzzy" if entry is not None and entry.string else "untranslated"))
-    return found
+    """(message, "untranslated" or "fuzzy") for each message of `template` without a reviewed translation."""
+    entries = [(m, catalog.get(m.id, m.context)) for m in template if m.id]
+    return [(m, "fuzzy" if e is not None and e.string else "untranslated") for m, e in entries if not is_reviewed(e)]
 
 
 def stale(template: Catalog, catalog: Catalog) -> list[Message]:
-    """The entries of `catalog` whose message `template` no longer has (a message is its text and its context)."""
+    """The entries of `catalog` whose message (text and context) `template` no longer has."""
     keys = {(m.id, m.context) for m in template}
     return [m for m in catalog if m.id and (m.id, m.context) not in keys]

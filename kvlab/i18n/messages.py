@@ -1,10 +1,8 @@
-"""kvlab's own message catalog: every `_("...")` in the package, extracted with Babel into one PO per language.
+"""kvlab's own message catalog: every `_("...")` and `N_("...")` of the package, extracted with Babel into one PO
+per language; the English text is the message id, so a changed label shows up in `check` until it is reviewed.
 
     python -m kvlab.i18n.messages update   # add new messages (untranslated), mark changed ones fuzzy, drop removed
     python -m kvlab.i18n.messages check    # list untranslated, fuzzy and stale messages (exit 1 if any)
-
-The English text in the source is the message id, so a label reads the same in the code and in an English plot,
-and a changed label shows up in `check` until its translation is reviewed.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ HEADER = "# Translations of kvlab's plot labels, widget labels and messages. The
 
 
 def template() -> Catalog:
-    """Every `_("...")` string in kvlab's modules, and every `N_("...")` (English kept in a constant or a default
-    argument, translated with `_()` where it is shown). F-strings and variables cannot be extracted: use format()."""
+    """Every `_("...")` and `N_("...")` string of kvlab (f-strings and variables cannot be extracted: use format())."""
     catalog = Catalog(project="kvlab", header_comment=HEADER, fuzzy=False)
     found = extract_from_dir(str(PACKAGE), method_map=[("**.py", "python")], keywords={"_": None, "N_": None})
     for filename, lineno, message, _comments, _context in found:
@@ -34,11 +31,8 @@ def template() -> Catalog:
 
 def read(language: str) -> Catalog:
     locale = LANGUAGES[language]
-
-    def empty() -> Catalog:
-        return Catalog(project="kvlab", locale=locale, header_comment=HEADER, fuzzy=False)
-
-    return catalogs.read(catalog_path(language), locale, empty)
+    empty = Catalog(project="kvlab", locale=locale, header_comment=HEADER, fuzzy=False)
+    return catalogs.read(catalog_path(language), locale, lambda: empty)
 
 
 def update(language: str) -> Catalog:
@@ -48,7 +42,6 @@ def update(language: str) -> Catalog:
 
 
 def problems(language: str) -> list[str]:
-    """Messages of the source without a reviewed translation, and catalog entries the source no longer has."""
     catalog, source = read(language), template()
     found = []
     for message, state in catalogs.gaps(source, catalog):

@@ -1,17 +1,7 @@
-"""Translated notebooks, built from the English ones and one gettext catalog per notebook.
-
-The English jupytext scripts (`notebooks/NN_name.py`) are the one source of code and numbers. Every paragraph of
-their markdown is a gettext message, and so is every string literal of their code a reader sees (a plot title, a
-widget label, the text of a `print`: the rules are in `kvlab.i18n.literals`), with the context "code";
-`notebooks/locale/<lang>/NN_name.po` holds their translations, edited with any PO editor (Poedit, Lokalize, a
-text editor). A translated notebook is the English one with each paragraph and each such literal replaced, and
-one code cell in front that switches kvlab's own messages to the language; its code is the English code (the same
-calls and arguments, only those literals' text differs, which `build` checks), so it prints the same numbers.
-
-Why gettext and paragraphs: the catalog is the standard format translators and their tools read, and Babel's
-`Catalog.update` does the bookkeeping. When an English paragraph or literal changes, its message id changes: the
-old translation comes back marked *fuzzy* (to be reviewed), a new one comes back untranslated, and `problems`
-reports either, so `make test` fails until the translation is brought up to date.
+"""Translated notebooks: each English jupytext script (`notebooks/NN_name.py`, the one source of code and numbers)
+with its markdown paragraphs and the code literals a reader sees (`literals`, msgctxt "code") replaced from
+`notebooks/locale/<lang>/NN_name.po` (any PO editor), and a first cell that switches kvlab's own messages to the
+language. A changed English message comes back fuzzy (Babel), and `make test` fails until it is reviewed.
 
     python -m kvlab.i18n.notebooks update   # refresh the catalogs from the English notebooks
     python -m kvlab.i18n.notebooks build    # write notebooks/<lang>/NN_name.py from English + catalog
@@ -39,11 +29,6 @@ CODE = "code"  # the msgctxt of a code cell's literal: the same words in a parag
 FIELDS_NOTE = "f-string: keep every {...} field as written and in order"
 
 
-def language_cell(language: str) -> str:
-    """The code cell a translated notebook starts with: kvlab's messages, plots and widgets in that language."""
-    return f'import kvlab\n\nkvlab.set_language("{language}")'
-
-
 def paragraphs(markdown: str) -> list[str]:
     """The paragraphs of a markdown cell: blocks separated by blank lines, a fenced code block kept whole."""
     blocks, current, fenced = [], [], False
@@ -63,8 +48,6 @@ def paragraphs(markdown: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Paths:
-    """Where one English notebook's translation lives, for one language."""
-
     english: Path  # notebooks/NN_name.py
     language: str  # "pt-BR"
 
@@ -82,14 +65,15 @@ class Paths:
 
 
 def english_scripts(folder: Path = NOTEBOOKS) -> list[Path]:
-    """The English notebooks' paired scripts, in order."""
     return sorted(folder.glob("[0-9][0-9]_*.py"))
 
 
-def _read_notebook(path: Path):
+def _read(english: Path):
+    """The notebook and its run labels: a label and its lookups translate together."""
     import jupytext
 
-    return jupytext.read(path)
+    notebook = jupytext.read(english)
+    return notebook, literals.label_keys(cell.source for cell in notebook.cells if cell.cell_type == "code")
 
 
 HEADER = (
@@ -112,11 +96,9 @@ def _catalog(**fields) -> Catalog:
 
 
 def template(english: Path) -> Catalog:
-    """A catalog with every markdown paragraph and every translatable code literal of `english` as an untranslated
-    message (location: cell number)."""
+    """Every markdown paragraph and translatable code literal of `english`, untranslated (location: cell number)."""
     catalog = _catalog()
-    notebook = _read_notebook(english)
-    labels = _labels(notebook)
+    notebook, labels = _read(english)
     for index, cell in enumerate(notebook.cells, start=1):
         where = [(english.name, index)]
         if cell.cell_type == "markdown":
@@ -124,30 +106,20 @@ def template(english: Path) -> Catalog:
                 catalog.add(paragraph, locations=where)
         elif cell.cell_type == "code":
             for literal in literals.find(cell.source, labels):
-                catalog.add(literal.message, locations=where, context=CODE, auto_comments=_notes(literal))
+                notes = [FIELDS_NOTE] if literal.fields else []
+                catalog.add(literal.message, locations=where, context=CODE, auto_comments=notes)
     for message in catalog:
         message.flags -= FORMAT_FLAGS  # prose ("4 % is") and f-string fields that Babel takes for format strings
     return catalog
 
 
-def _labels(notebook) -> frozenset[str]:
-    """The run labels of the whole notebook (`literals.label_keys`): a label and its lookups translate together."""
-    return literals.label_keys(cell.source for cell in notebook.cells if cell.cell_type == "code")
-
-
-def _notes(literal: literals.Literal) -> list[str]:
-    return [FIELDS_NOTE] if literal.fields else []
-
-
 def read_catalog(path: Path, language: str) -> Catalog:
-    """A PO file; an absent one is an empty catalog (every message then reads as missing)."""
     locale = LANGUAGES[language]
     return catalogs.read(path, locale, lambda: _catalog(locale=locale, language_team=language))
 
 
 def update(paths: Paths) -> Catalog:
-    """Bring the catalog in line with the English notebook: new paragraphs untranslated, changed ones fuzzy
-    (carrying the old translation to start from), removed ones dropped."""
+    """Bring the catalog in line with the English notebook (`catalogs.refresh`)."""
     catalog = catalogs.refresh(read_catalog(paths.catalog, paths.language), template(paths.english))
     for message in catalog:
         message.flags -= FORMAT_FLAGS  # as in `template`
@@ -156,9 +128,8 @@ def update(paths: Paths) -> Catalog:
 
 
 def problems(paths: Paths) -> list[str]:
-    """Each English paragraph or code literal without a reviewed translation (missing, fuzzy), a literal's
-    translation that does not fit it (a field or a number changed), each catalog entry the English no longer has
-    (stale), and a translated script that differs from what `build` writes."""
+    """Each message without a reviewed translation, a literal's translation that does not fit it, each stale entry,
+    and a translated script that differs from what `build` writes."""
     catalog, english = read_catalog(paths.catalog, paths.language), template(paths.english)
     found = []
     for message, state in catalogs.gaps(english, catalog):
@@ -186,14 +157,9 @@ def problems(paths: Paths) -> list[str]:
 
 
 def _code_literals(english: Path) -> list[tuple[int, literals.Literal]]:
-    notebook = _read_notebook(english)
-    labels = _labels(notebook)
-    return [
-        (index, literal)
-        for index, cell in enumerate(notebook.cells, start=1)
-        if cell.cell_type == "code"
-        for literal in literals.find(cell.source, labels)
-    ]
+    notebook, labels = _read(english)
+    cells = [(index, cell.source) for index, cell in enumerate(notebook.cells, start=1) if cell.cell_type == "code"]
+    return [(index, literal) for index, source in cells for literal in literals.find(source, labels)]
 
 
 def _start(text: str) -> str:
@@ -202,20 +168,18 @@ def _start(text: str) -> str:
 
 
 def translated_notebook(paths: Paths):
-    """The English notebook with its markdown and its code literals translated, and the language cell in front of
-    the first code cell."""
+    """The English notebook translated, with the language cell in front of the first code cell."""
     from nbformat.v4 import new_code_cell
 
     catalog = read_catalog(paths.catalog, paths.language)
-    notebook = _read_notebook(paths.english)
-    labels = _labels(notebook)
+    notebook, labels = _read(paths.english)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = "\n\n".join(_translation(catalog, p) for p in paragraphs(cell.source))
         elif cell.cell_type == "code":
             cell.source = literals.translate(cell.source, lambda lit: _translation(catalog, lit.message, CODE), labels)
     first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
-    notebook.cells.insert(first_code, new_code_cell(language_cell(paths.language)))
+    notebook.cells.insert(first_code, new_code_cell(f'import kvlab\n\nkvlab.set_language("{paths.language}")'))
     return notebook
 
 
@@ -227,7 +191,6 @@ def _translation(catalog: Catalog, text: str, context: str | None = None) -> str
 
 
 def translated_script(paths: Paths) -> str:
-    """The translated notebook as a jupytext percent script, paired with its .ipynb."""
     import jupytext
 
     return jupytext.writes(translated_notebook(paths), fmt="py:percent")

@@ -1,19 +1,6 @@
 """Continuous batching against one request at a time, on this machine: `generate_batch` vs one `generate` each.
-
-`model.generate_batch(...)` serves every request from one paged cache, one forward per step over all requests in
-flight; the baseline runs `model.generate` once per request, each with its own DynamicCache. Both are greedy with
-no end-of-sequence stop, so the tokens must agree. `batching_row` reports both wall times (interleaved repeats,
-medians and quartiles) and their ratio with a bootstrap interval and a verdict (`kvlab.measure.timing.compare`).
-Both routes run the same tokens through the model; what differs is how many forwards carry them (counted,
-exactly, in `sequential_forwards` and `batched_forwards`): one request at a time, each request costs `new_tokens`
-forwards of its own; batched, one forward per step carries every request in flight. Which way the ratio goes
-depends on the machine and the model: batching pays off when one forward is bound by reading the weights (memory
-traffic) rather than by arithmetic, so the verdict, not an expectation, says which route won. The attention
-implementation for the paged run is transformers' CPU-capable "paged|eager", switched by the paged kind's own runner
-(`kvlab.serving.batch_run.run_batch`).
-
-Notebook 12 and `kvlab bench --batching` (through `kvlab.bench.batching`) both call `batching_row`.
-"""
+Batching pays off when a forward is bound by reading the weights rather than by arithmetic, so the measured
+verdict, not an expectation, says which route won."""
 
 from __future__ import annotations
 
@@ -68,28 +55,11 @@ def _quiet_transformers():
         hf_logging.set_verbosity(previous)
 
 
-@contextmanager
-def _count_forwards(model, counts: dict, route: list):
-    """Count the model's forward calls into `counts[route[0]]` (the route running now)."""
-
-    def hook(module, args):
-        counts[route[0]] += 1
-
-    handle = model.register_forward_pre_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
 def batching_row(
     model, prompts: list[list[int]], new_tokens: int, repeats: int = 3, page_size: int = 16, warmup: int = 0
 ) -> dict:
-    """Median wall seconds of `generate_batch` and of sequential `generate` for the same greedy requests.
-
-    `speedup` is sequential / batched (above 1: batching is faster) and `speedup_interval` its bootstrap interval;
-    `verdict` is `compare(sequential, batched).verdict()`; `timings` holds each route's `Timing.as_dict()`
-    (median, quartiles, every repeat). `warmup` untimed runs of each route come first."""
+    """Median wall seconds of `generate_batch` and of sequential `generate` for the same greedy requests;
+    `speedup` is sequential / batched (above 1: batching is faster), with its bootstrap interval and verdict."""
     tokens, forwards, route = {}, {"batched": 0, "sequential": 0}, [None]
 
     def batched_run():
@@ -100,10 +70,15 @@ def batching_row(
         route[0], forwards["sequential"] = "sequential", 0
         tokens["sequential"] = _sequential(model, prompts, new_tokens)
 
-    with _count_forwards(model, forwards, route), _quiet_transformers():
-        timings = time_interleaved(
-            {"batched": batched_run, "sequential": sequential_run}, repeats=repeats, warmup=warmup
-        )
+    def count(module, args):
+        forwards[route[0]] += 1
+
+    handle = model.register_forward_pre_hook(count)
+    try:
+        with _quiet_transformers():
+            timings = time_interleaved({"batched": batched_run, "sequential": sequential_run}, repeats, warmup)
+    finally:
+        handle.remove()
     batched, sequential = timings["batched"].median, timings["sequential"].median
     comparison = compare(timings["sequential"], timings["batched"], warn=False)
     return {

@@ -1,19 +1,6 @@
 """`torch.compile` with a StaticCache: compile time, steady speed, and when it compiles again.
-
-transformers compiles the *decoding* forward automatically when `generate` runs with a compileable cache
-(StaticCache) on an accelerator; `CompileConfig._compile_all_devices` turns it on for the CPU too
-(`_compat.compile_config_all_devices`). The prefill runs eagerly, so a new prompt length costs nothing; the
-decode graph is specialised to the cache's shape, so a new `max_cache_len` compiles again. The counts come from
-a backend that counts its own invocations (one per graph dynamo hands to inductor).
-
-The cache here is transformers' plain `StaticCache`: kvlab's instrumentation runs Python on every update, which
-would break the graph and measure the instrumentation instead of the model (and the bytes of a static cache do
-not depend on compilation).
-
-Two reports from the same harness (`static_generate` with a `CountingBackend`): `compile_report` (notebook 02:
-eager against compiled, a new prompt length, a new cache length) and `compile_runs` + `compile_summary`
-(`kvlab bench --compile`: each call's own cache length, compile time, recompiles per call).
-"""
+transformers compiles only the decoding forward, so a new `max_cache_len` compiles again, a new prompt length not.
+The cache is transformers' plain `StaticCache`: kvlab's instrumentation would break the graph."""
 
 from __future__ import annotations
 
@@ -51,8 +38,8 @@ def static_generate(
     backend: CountingBackend | None = None,
     pad_token_id: int | None = None,
 ) -> tuple[list[int], float]:
-    """Greedy `generate` of exactly `new_tokens` tokens with a fresh StaticCache; compiled decoding when `backend`
-    is given (on every device). Returns (new token ids, seconds)."""
+    """(new token ids, seconds) of a greedy `generate` of exactly `new_tokens` tokens with a fresh StaticCache;
+    compiled decoding when `backend` is given."""
     config = None
     if backend is not None:
         config = _compat.compile_config_all_devices(backend=backend, mode=None, fullgraph=False, dynamic=False)
@@ -77,30 +64,24 @@ def static_generate(
 def compile_report(
     model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int, inductor: bool = True, repeats: int = 5
 ) -> dict:
-    """Eager vs compiled generation with a StaticCache.
-
-    Runs: eager on prompts[0] (after a warm-up run); compiled on prompts[0] twice (first includes compiling, second
-    is steady); compiled on each further prompt (other lengths); compiled on prompts[0] with `max_cache_len * 2`.
-    Returns {"eager_seconds", "first_compiled_seconds", "steady_seconds", "graphs_first", "runs": [...],
-    "same_tokens", "steady"}; each run records the graphs compiled during it. "steady" compares eager with
-    compiled once the graphs exist: `repeats` interleaved runs of each (`kvlab.measure.timing`), compiled / eager.
-    """
+    """Eager vs compiled generation: eager on prompts[0] (after a warm-up); compiled on prompts[0] twice (compiling,
+    then steady), on each further prompt, and with `max_cache_len * 2`, each run with the graphs compiled during
+    it. "steady" compares `repeats` interleaved runs of each once the graphs exist, compiled / eager."""
     torch._dynamo.reset()  # forget graphs from earlier calls, so counts start at zero
     backend = CountingBackend(inductor)
     static_generate(model, prompts[0], new_tokens, max_cache_len)  # warm-up: first-call costs are not decoding
     eager_tokens, eager_seconds = static_generate(model, prompts[0], new_tokens, max_cache_len)
     runs, same = [], True
     # (prompt, max_cache_len, the run's name (a key the caller looks up), the reader's words for it)
+    longer = f"max_cache_len {max_cache_len * 2}"
     plan = [
         (prompts[0], max_cache_len, "first compiled run", _("first compiled run")),
         (prompts[0], max_cache_len, "same prompt again", _("same prompt again")),
-    ]
-    plan += [
-        (p, max_cache_len, f"prompt of {p.shape[-1]} tokens", _("prompt of {n} tokens").format(n=p.shape[-1]))
-        for p in prompts[1:]
-    ]
-    plan += [
-        (prompts[0], max_cache_len * 2, f"max_cache_len {max_cache_len * 2}", f"max_cache_len {max_cache_len * 2}")
+        *[
+            (p, max_cache_len, f"prompt of {p.shape[-1]} tokens", _("prompt of {n} tokens").format(n=p.shape[-1]))
+            for p in prompts[1:]
+        ],
+        (prompts[0], max_cache_len * 2, longer, longer),
     ]
     for ids, cache_len, name, label in plan:
         before = backend.graphs
@@ -142,11 +123,8 @@ def compile_report(
 def compile_runs(
     model, prompts: list[torch.Tensor], new_tokens: int, pad_token_id: int | None = None, inductor: bool = True
 ) -> list[dict]:
-    """One compiled greedy `generate` per prompt, each with a StaticCache of exactly its own length
-    (prompt + `new_tokens`): seconds, graphs compiled during that call, and the new token ids.
-
-    With prompts [p, p, shorter]: call 1 compiles, call 2 (same lengths) should reuse, call 3 (a new cache
-    length) shows a recompile."""
+    """One compiled greedy `generate` per prompt, each with a StaticCache of exactly prompt + `new_tokens`: seconds,
+    graphs compiled during that call, and the new token ids (prompts [p, p, shorter]: compile, reuse, recompile)."""
     backend = CountingBackend(inductor)
     runs = []
     for ids in prompts:  # ids: (1, prompt_tokens)

@@ -1,12 +1,6 @@
-"""One decode step, timed against the cache it reads: what masked slots cost in compute, not only in memory.
-
-Eager and SDPA attention score each query against every slot the cache hands back and mask the empty ones
-afterwards, so a StaticCache of `max_cache_len` slots does `max_cache_len` slots of attention work per layer at
-every step, however few tokens it holds. Here the same decode step (one token after the same prompt) runs
-against caches the caller built (the guide's `StaticCache(config=..., max_cache_len=...)`, a `DynamicCache`):
-each cache is prefilled once, then the step is repeated, interleaved across caches, and rolled back after each
-repeat with the cache's own `crop(-1)`, so every repeat does exactly the same work (`kvlab.measure.timing`).
-"""
+"""One decode step, timed against the cache it reads: what masked slots cost in compute, not only in memory (eager
+and SDPA attention score every slot a StaticCache hands back). Each cache is prefilled once, and each repeat of the
+step is undone with the cache's own `crop(-1)`, so every repeat does the same work."""
 
 from __future__ import annotations
 
@@ -22,15 +16,13 @@ from kvlab.measure.timing import Timing, time_interleaved
 class DecodeStep:
     label: str
     timing: Timing  # seconds of the one decode forward, every repeat
-    live_tokens: int  # tokens the cache held when the step ran (the prompt)
-    slots_attended: int  # key slots each query was scored against, summed over layers (None if not watched)
+    slots_attended: int | None  # key slots each query was scored against, summed over layers (None if not watched)
     attention_flops: int | None
 
 
 def time_decode_step(model, input_ids: torch.Tensor, caches: dict, repeats: int = 7, warmup: int = 1) -> dict:
-    """{label: DecodeStep} for one greedy decode step after `input_ids` (1, prompt) with each cache.
-
-    Run it inside `kvlab.watch(model)` to get the work counters beside the times."""
+    """{label: DecodeStep} for one greedy decode step after `input_ids` (1, prompt) with each cache; inside
+    `kvlab.watch(model)`, with the work counters beside the times."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
     prompt = input_ids.shape[-1]
@@ -55,10 +47,10 @@ def time_decode_step(model, input_ids: torch.Tensor, caches: dict, repeats: int 
         )
         for label in caches:
             roll_back(label)  # each cache is left as it was after the prefill
-    return {label: _with_work(label, timings[label], caches[label], prompt) for label in caches}
+    return {label: _with_work(label, timings[label], caches[label]) for label in caches}
 
 
-def _with_work(label: str, timing: Timing, cache, prompt: int) -> DecodeStep:
+def _with_work(label: str, timing: Timing, cache) -> DecodeStep:
     trace = getattr(cache, "trace", None)
     slots = flops = None
     if trace is not None:
@@ -67,4 +59,4 @@ def _with_work(label: str, timing: Timing, cache, prompt: int) -> DecodeStep:
         layers = [e for e in decode if e["step"] == last_step]
         slots = sum(e["slots_attended"] for e in layers)
         flops = sum(e["attention_flops"] for e in layers)
-    return DecodeStep(label, timing, prompt, slots, flops)
+    return DecodeStep(label, timing, slots, flops)

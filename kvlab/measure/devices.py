@@ -1,10 +1,6 @@
-"""Where the tensors of a generate() call live: a log of every input the model's forward receives.
-
-`generate` keeps its own bookkeeping (the growing sequence of ids, the attention mask) on the device of the
-ids you passed in, and moves only what one forward consumes onto the model's device, right before the call.
-Logging the device, dtype and shape of each forward input shows that split, and shows what a traced compiler
-backend sees: every distinct (shape, dtype, device) signature is a separate trace to compile.
-"""
+"""Where the tensors of a generate() call live: a log of every input the model's forward receives (`generate`
+moves only what one forward consumes onto the model's device), and its distinct (shape, dtype, device) signatures,
+each a separate trace for a compiler to compile."""
 
 from __future__ import annotations
 
@@ -27,8 +23,6 @@ class ForwardInput:
 
 
 class ForwardLog(list):
-    """The ForwardInput records of one `log_forward_inputs` block, in call order."""
-
     @property
     def calls(self) -> int:
         return 1 + max((r.call for r in self), default=-1)
@@ -44,18 +38,17 @@ class ForwardLog(list):
         return {name: sorted({r.device for r in self.of(name)}) for name in self.names()}
 
     def signatures(self) -> list[tuple]:
-        """One hashable signature per call: what a compiler that specialises on shapes/dtypes/devices keys on."""
+        """One hashable signature per call: what a compiler that specialises on shapes, dtypes and devices keys on."""
         by_call: dict[int, list] = {}
         for r in self:
             by_call.setdefault(r.call, []).append((r.name, r.shape, r.dtype, r.device))
         return [tuple(sorted(by_call[c])) for c in sorted(by_call)]
 
     def distinct_signatures(self) -> int:
-        """Distinct signatures over every call, the prefill (call 0) included."""
         return len(set(self.signatures()))
 
     def decoding_signatures(self) -> tuple[int, int]:
-        """(distinct signatures, calls) over the decoding calls only: call 0, the prefill, is left out."""
+        """(distinct signatures, calls) over the decoding calls: call 0, the prefill, is left out."""
         decoding = self.signatures()[1:]
         return len(set(decoding)), len(decoding)
 
@@ -87,7 +80,7 @@ def _records(call: int, name: str, value) -> list[ForwardInput]:
 @contextmanager
 def log_forward_inputs(model: torch.nn.Module):
     """`with log_forward_inputs(model) as log: model.generate(...)` fills `log` with a ForwardInput per tensor
-    argument of every forward call. The hook is removed on exit, also when the block raises."""
+    argument of every forward call."""
     log = ForwardLog()
     calls = [0]
 

@@ -1,8 +1,5 @@
-"""The textbook KV-cache size: 2 (keys and values) × layers × kv_heads × head_dim × bytes per element × tokens.
-
-Set next to the bytes kvlab measures, it shows where the formula holds (full layers) and where reality differs
-(sliding layers stop at their window; quantized caches pack; static caches allocate up front).
-"""
+"""The textbook KV-cache size: 2 (keys and values) × layers × kv_heads × head_dim × bytes per element × tokens,
+to set next to the bytes kvlab measures (sliding layers stop at their window, static caches allocate up front)."""
 
 from __future__ import annotations
 
@@ -14,8 +11,8 @@ ATTENTION_KINDS = ("full", "sliding", "chunked")  # the layer kinds that keep pe
 
 
 def bytes_per_token_per_layer(config, dtype: torch.dtype = torch.float32) -> int:
-    """Keys plus values of one token in one attention layer: 2 × kv_heads × head_dim × element size. `config` is the
-    model's config or its `ModelFacts` (as for every function here)."""
+    """Keys plus values of one token in one attention layer. `config`, here as everywhere, is a config or its
+    `ModelFacts`."""
     facts = model_facts(config)
     return 2 * facts.kv_heads * facts.head_dim * torch.empty((), dtype=dtype).element_size()
 
@@ -28,13 +25,12 @@ def kv_bytes_per_token(config, dtype: torch.dtype = torch.float32) -> int:
 
 
 def kv_bytes(config, tokens: int, dtype: torch.dtype = torch.float32, window: int | None = None) -> int:
-    """Formula bytes after `tokens` tokens, with sliding/chunked layers capped at `window` tokens
-    (the config's `sliding_window` when not given)."""
+    """Formula bytes after `tokens` tokens, sliding/chunked layers capped at `window` (default: the config's)."""
     return sum(kv_bytes_by_layer_kind(config, tokens, dtype, window).values())
 
 
 def kv_bytes_by_layer_kind(config, tokens: int, dtype: torch.dtype = torch.float32, window: int | None = None) -> dict:
-    """`kv_bytes` split by layer kind: {"full": bytes, "sliding": bytes, ...} (attention kinds only)."""
+    """`kv_bytes` split by (attention) layer kind."""
     facts = model_facts(config)
     window = window or facts.sliding_window or tokens
     per_layer = bytes_per_token_per_layer(facts, dtype)
@@ -47,9 +43,8 @@ def kv_bytes_by_layer_kind(config, tokens: int, dtype: torch.dtype = torch.float
 
 
 def expected_curves(config, max_tokens: int, dtype: torch.dtype = torch.float32, points: int = 200) -> dict:
-    """{layer kind: [(tokens, formula bytes)]} from 0 to `max_tokens`, plus "total": the shapes to expect on a
-    plot."""
-    facts = model_facts(config)  # read once for the 200 points
+    """{layer kind: [(tokens, formula bytes)]} from 0 to `max_tokens`, plus "total": the shapes to expect on a plot."""
+    facts = model_facts(config)  # read once for every point
     steps = sorted({round(i * max_tokens / points) for i in range(points + 1)})
     window = facts.sliding_window
     if window and window <= max_tokens:

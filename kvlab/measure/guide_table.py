@@ -1,28 +1,14 @@
-"""The transformers cache guide's comparison table, regenerated from measurements on this machine.
+"""The transformers cache guide's comparison table (`kvlab.measure.published.GUIDE`, speed words from its prose),
+regenerated from measurements on this machine: each cell from a run and a stated rule, never from a ranking.
 
-The guide ("Cache strategies") rates three caches on four properties (`kvlab.measure.published.GUIDE`), and its
-prose adds speed words (`GUIDE_SPEED`). Each cell here comes from a run and a stated rule, never from a ranking:
-- sliding layers: on a model with sliding-window layers, does the cache build, and do its sliding layers stay
-  within the window while the full layers keep every token?
-- offloading: does an offloading variant of the cache exist, and does a run log layer transfers? The evidence
-  names the devices the transfers went between (on a machine without an accelerator: CPU->CPU, nothing saved).
-- torch.compile: not measured here (`NOT_MEASURED`): compiling takes tens of seconds on a CPU; notebook 02 and
-  `kvlab.measure.compiled` compile for real. The evidence beside it is the number of distinct forward-input
-  signatures over the decoding steps (`kvlab.measure.devices.log_forward_inputs`): what a tracing compiler
-  meets, not what it compiled.
-- memory: peak cache bytes of the same generation, divided by the DynamicCache's. The guide's words are relative
-  to its "Medium" DynamicCache, so the rule is `memory_word`: under `LESS_BELOW` is "Low", over `MORE_ABOVE`
-  "High", between "Medium". The DynamicCache's own cell is the reference of the ratio and is not judged.
-- speed: decode seconds (first new token to last, `DecodeClock`) of each guide call, interleaved repeats,
-  divided by the DynamicCache's, with a bootstrap interval (`kvlab.measure.timing.compare`). The rule is
-  `speed_word`: "slower"/"faster" only when the interval lies on one side of 1 and is not too wide, else
-  `NOT_DISTINGUISHABLE`; a cell is judged only where the guide makes a claim and the verdict is beyond noise.
+- sliding layers: does the cache build on a sliding-window model, its sliding layers within the window?
+- offloading: does an offloading variant exist, and does a run log layer transfers (and between which devices)?
+- torch.compile: not measured (compiling takes tens of seconds on a CPU; notebook 02 does); the evidence is the
+  number of distinct forward-input signatures over the decoding steps, what a tracing compiler meets.
+- memory: peak cache bytes / the DynamicCache's (the guide's "Medium"), judged by `memory_word`.
+- speed: decode seconds / the DynamicCache's with a bootstrap interval, judged by `speed_word`.
 
-`compare_with_guide` judges each cell by these rules: `agrees` is True, False, or None (not judged, with why).
-
-The cells' words stay English in every row (the guide's "Yes", "Medium"...): they are what the rules compare and
-what a saved run records. `word` shows one in the reader's language, in the pt-BR guide's words ("Sim",
-"Médio"); the sentences beside them (evidence, why) are written in that language when they are measured.
+The cells stay English (what the rules compare and a saved run records); `word` shows one in the pt-BR guide's words.
 """
 
 from __future__ import annotations
@@ -43,11 +29,7 @@ from kvlab.measure.timing import Timing, compare
 from kvlab.model_facts import model_facts, tokens_held
 from kvlab.recorded_run import run
 
-MEMORY_RANKS = (
-    N_("Low"),
-    N_("Medium"),
-    N_("High"),
-)  # the guide's memory words, from less than the DynamicCache to more
+MEMORY_RANKS = (N_("Low"), N_("Medium"), N_("High"))  # the guide's memory words, from less than the DynamicCache
 REFERENCE = "dynamic"  # every ratio is against this cache kind (the guide's "Medium")
 LESS_BELOW = 0.9  # peak bytes / the DynamicCache's below this: "Low"
 MORE_ABOVE = 1.1  # above this: "High"; between the two: "Medium"
@@ -66,8 +48,8 @@ NOT_JUDGED = {
     NOT_DISTINGUISHABLE: N_("the interval contains 1 or is too wide to tell"),
 }
 
-# The guide's speed words. Its table has no speed column; these are its prose (transformers 5.x, "Cache
-# strategies"), quoted in `says`. None: the guide makes no claim about eager decoding speed for that cache.
+# The guide's prose on speed (transformers 5.x, "Cache strategies"), quoted in `says`; None: no claim about eager
+# decoding speed.
 GUIDE_SPEED = {
     "dynamic": {"speed": None, "says": N_("the default cache: the reference")},
     "static": {
@@ -77,26 +59,20 @@ GUIDE_SPEED = {
             "(a claim about compiled decoding; eager decoding is what is timed here)"
         ),
     },
-    "quantized": {
-        "speed": SLOWER,
-        "says": N_("Quantizing the cache can harm latency if the context length is short"),
-    },
+    "quantized": {"speed": SLOWER, "says": N_("Quantizing the cache can harm latency if the context length is short")},
 }
 
 
 def word(value: str) -> str:
-    """A word of the table in the reader's language: a cell ("Yes", "High", "not measured here", "slower"), a
-    column ("sliding layers") or a cache ("Dynamic Cache"), in the pt-BR guide's words ("Sim", "Alto", "Cache
-    Dinâmica"). The rows keep the English word, which the rules compare; anything else comes back as it is."""
+    """A cell, column or cache of the table in the reader's language ("Sim", "Alto", "Cache Dinâmica"); anything
+    else comes back as it is."""
     return _(value)
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What each measurement runs. Static caches reserve `max_cache_len` = prompt + `new_tokens` + `static_room`, as
-    one does when the final length is not known in advance: `static_room + 1` slots more than the prompt +
-    `new_tokens` - 1 tokens the run holds (the last new token is never fed back). The quantized cache keeps
-    `residual_length` tokens in full precision and quantizes the rest."""
+    """What each measurement runs. Static caches reserve prompt + `new_tokens` + `static_room` slots, as one does
+    when the final length is not known in advance."""
 
     new_tokens: int = 12
     static_room: int = 64
@@ -109,20 +85,16 @@ class Setup:
             return dict(self.quantized)
         return {}
 
+    def run(self, model, tokenizer, ids: torch.Tensor, cache_kind: str):
+        options = self.options(cache_kind, ids.shape[-1])
+        return run(model, tokenizer, ids, cache=cache_kind, max_new_tokens=self.new_tokens, **options)
+
 
 def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
-    """Run `cache_kind` on a model with sliding layers past its window; the largest sliding and full layer
-    afterwards."""
+    """Run `cache_kind` on a model with sliding layers past its window; the largest sliding and full layer after."""
     window = model_facts(model.config).sliding_window
     try:
-        result = run(
-            model,
-            None,
-            prompt_ids,
-            cache=cache_kind,
-            max_new_tokens=setup.new_tokens,
-            **setup.options(cache_kind, prompt_ids.shape[-1]),
-        )
+        result = setup.run(model, None, prompt_ids, cache_kind)
     except (CacheOptionError, ValueError) as err:
         return {"supported": False, "evidence": _("refused: {error}").format(error=err)}
     layers = result.trace.layer_table()
@@ -139,25 +111,15 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
 
 
 def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
-    """Run the offloading variant of `cache_kind`, if transformers has one, and count the logged layer transfers
-    and the devices they went between."""
+    """Run the offloading variant of `cache_kind`, if any: the logged layer transfers and their devices."""
     offloaded = offloaded_variant(cache_kind)
     if offloaded is None:
-        takes = "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters
-        evidence = (
-            _("QuantizedCache takes an offloading argument and no offloaded variant exists")
-            if takes
-            else _("QuantizedCache has no offloading argument and no offloaded variant exists")
-        )
-        return {"supported": takes, "devices": [], "evidence": evidence}
-    result = run(
-        model,
-        None,
-        prompt_ids,
-        cache=offloaded,
-        max_new_tokens=setup.new_tokens,
-        **setup.options(offloaded, prompt_ids.shape[-1]),
-    )
+        if "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters:
+            evidence = _("QuantizedCache takes an offloading argument and no offloaded variant exists")
+            return {"supported": True, "devices": [], "evidence": evidence}
+        evidence = _("QuantizedCache has no offloading argument and no offloaded variant exists")
+        return {"supported": False, "devices": [], "evidence": evidence}
+    result = setup.run(model, None, prompt_ids, offloaded)
     transfers = result.trace.transfers
     moved = sum(1 for t in transfers if t["moved"])
     devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
@@ -170,19 +132,11 @@ def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: 
 
 
 def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup: Setup = Setup()) -> dict:
-    """One run: distinct forward signatures over the decoding steps, and the peak cache bytes.
-
-    `prompt` is text (encoded with `tokenizer`) or ids of shape (1, tokens)."""
+    """One run of `prompt` (text, or ids (1, tokens)): distinct forward signatures over the decoding steps, and the
+    peak cache bytes."""
     ids = prompt if isinstance(prompt, torch.Tensor) else tokenizer(prompt, return_tensors="pt").input_ids
     with log_forward_inputs(model) as log:
-        result = run(
-            model,
-            tokenizer,
-            ids,
-            cache=cache_kind,
-            max_new_tokens=setup.new_tokens,
-            **setup.options(cache_kind, ids.shape[-1]),
-        )
+        result = setup.run(model, tokenizer, ids, cache_kind)
     decode = log.signatures()[1:]  # call 0 is the prefill
     return {
         "decode_steps": len(decode),
@@ -193,8 +147,7 @@ def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup:
 
 
 def _live(result) -> dict:
-    """What a run's cache held, in the terms of `kvlab.size.cache_size`: tokens fed (the last new token never
-    is), the prefill, the options, and the bytes at the end and at the peak."""
+    """What a run's cache held, in the terms of `kvlab.size.cache_size`."""
     summary = result.trace.summary()
     return {
         "cache_kind": result.cache,
@@ -215,11 +168,8 @@ def measure(
     kinds=("dynamic", "static", "quantized"),
     setup: Setup = Setup(),
 ) -> list[dict]:
-    """The table, one row per cache kind, each cell with the measurement behind it.
-
-    `sliding_model` has sliding-window layers (the prompt should pass its window); `full_model`/`tokenizer`/
-    `prompt` drive the memory runs. `kinds` must include the DynamicCache (`REFERENCE`): memory is a ratio to it.
-    """
+    """The table, one row per cache kind, each cell with the measurement behind it. `sliding_prompt_ids` should
+    pass `sliding_model`'s window; `full_model`, `tokenizer` and `prompt` drive the memory runs."""
     if REFERENCE not in kinds:
         raise ValueError(f"kinds must include {REFERENCE!r}: the memory column is a ratio to it; got {kinds}")
     rows = []
@@ -234,16 +184,16 @@ def measure(
 
 def live_runs(rows: list[dict]) -> list[dict]:
     """Every live cache behind a measured table, labelled by model role: for checking a size calculator."""
-    out = []
-    for row in rows:
-        for model_role, live in row["live"].items():
-            if live is not None:
-                out.append({"cache": row["cache"], "model": model_role, **live})
-    return out
+    return [
+        {"cache": row["cache"], "model": role, **live}
+        for row in rows
+        for role, live in row["live"].items()
+        if live is not None
+    ]
 
 
 def memory_word(ratio: float) -> str:
-    """The guide's memory word for peak bytes `ratio` times the DynamicCache's (the guide's "Medium")."""
+    """The guide's memory word for peak bytes `ratio` times the DynamicCache's."""
     low, medium, high = MEMORY_RANKS
     if ratio < LESS_BELOW:
         return low
@@ -253,8 +203,7 @@ def memory_word(ratio: float) -> str:
 
 
 def speed_word(comparison) -> str:
-    """ "slower" or "faster" than the DynamicCache when `comparison` (`compare(dynamic, cache)`) is beyond noise
-    and not too noisy; else `NOT_DISTINGUISHABLE`."""
+    """ "slower" or "faster" than the DynamicCache when `compare(dynamic, cache)` is beyond noise, and not too noisy."""
     if comparison.too_noisy or not comparison.differs:
         return NOT_DISTINGUISHABLE
     return SLOWER if comparison.ratio > 1 else FASTER
@@ -292,47 +241,28 @@ def _row(r: dict, memory_ratio: float) -> dict:
 def time_decoding(
     model, input_ids: torch.Tensor, calls: dict[str, dict], new_tokens: int, repeats: int = 5, warmup: int = 1
 ) -> dict[str, Timing]:
-    """Decode seconds of each `generate` call, {label: generate keyword arguments}, repeats interleaved.
-
-    Each call is plain transformers (no kvlab recording): greedy, exactly `new_tokens` tokens after `input_ids`
-    (1, prompt_tokens), with the keywords the guide gives for its cache (`{}`, `cache_implementation="static"`,
-    ...). Timed by `kvlab.measure.step_times` from the first new token to the last: `new_tokens - 1` decoding
-    forwards, the prefill left out. `warmup` untimed calls of each come first."""
+    """Decode seconds (first new token to last) of each plain `generate` call, {label: the guide's keywords for its
+    cache}, greedy, exactly `new_tokens` after `input_ids` (1, prompt_tokens), repeats interleaved."""
     if new_tokens < 2:
         raise ValueError(f"new_tokens must be at least 2 (decode time needs two new tokens); got {new_tokens}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1; got {repeats}")
     timed = decode_step_times(model, input_ids, calls, new_tokens=new_tokens, repeats=repeats, warmup=warmup)
-    return {
-        label: Timing(label, [sum(run) for run in result.runs], work={"decode_forwards": new_tokens - 1})
-        for label, result in timed.items()
-    }
+    return {label: Timing(label, [sum(run) for run in result.runs]) for label, result in timed.items()}
 
 
 def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[str, dict]:
-    """Per cache kind: decode time / the reference's, its interval, the verdict and the word `speed_word` gives
-    (`REFERENCE_CELL` for the reference itself)."""
+    """Per cache kind: decode time / the reference's, its interval, the verdict and `speed_word`'s word."""
     if reference not in timings:
         raise ValueError(f"timings must include the reference {reference!r}; got {sorted(timings)}")
     cells = {}
     for kind, timing in timings.items():
         if kind == reference:
-            cells[kind] = {
-                "speed": REFERENCE_CELL,
-                "ratio": 1.0,
-                "low": 1.0,
-                "high": 1.0,
-                "verdict": _("the reference of every ratio"),
-            }
-            continue
-        comparison = compare(timings[reference], timing, warn=False)
-        cells[kind] = {
-            "speed": speed_word(comparison),
-            "ratio": comparison.ratio,
-            "low": comparison.low,
-            "high": comparison.high,
-            "verdict": comparison.verdict(),
-        }
+            speed, ratio, low, high, verdict = REFERENCE_CELL, 1.0, 1.0, 1.0, _("the reference of every ratio")
+        else:
+            c = compare(timings[reference], timing, warn=False)
+            speed, ratio, low, high, verdict = speed_word(c), c.ratio, c.low, c.high, c.verdict()
+        cells[kind] = {"speed": speed, "ratio": ratio, "low": low, "high": high, "verdict": verdict}
     return cells
 
 
@@ -355,11 +285,8 @@ def with_speed(rows: list[dict], timings: dict[str, Timing]) -> list[dict]:
 
 
 def compare_with_guide(rows: list[dict]) -> list[dict]:
-    """For each measured row: the guide's claim and ours, property by property, judged by the rules above.
-
-    The four table columns always; "speed" where a row has it (the guide's prose, `GUIDE_SPEED`). `agrees` is
-    None where a cell is not judged: the reference of a ratio, not measured, not beyond noise, or no claim by the
-    guide; `why` says which, in the reader's language (the other fields are the English words: `word` shows them)."""
+    """For each measured row: the guide's claim and ours, property by property (speed where a row has it). `agrees`
+    is None where a cell is not judged, and `why` says why in the reader's language."""
     by_name = {g["cache"]: (kind, g) for kind, g in GUIDE.items()}
     out = []
     for row in rows:
@@ -375,21 +302,12 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
                 agrees, why = None, _("the guide makes no claim: {says}").format(says=_(GUIDE_SPEED[kind]["says"]))
             else:
                 agrees, why = claim == measured, _("same word") if claim == measured else _("a different word")
-            out.append(
-                {
-                    "cache": row["cache"],
-                    "property": prop,
-                    "guide": claim,
-                    "measured": measured,
-                    "agrees": agrees,
-                    "why": why,
-                }
-            )
+            out.append(dict(cache=row["cache"], property=prop, guide=claim, measured=measured, agrees=agrees, why=why))
     return out
 
 
 def tally(verdicts: list[dict]) -> dict:
-    """How many judged cells agree and differ, and how many were not judged: counted, never assumed."""
+    """How many judged cells agree and differ, and how many were not judged."""
     return {
         "agree": sum(v["agrees"] is True for v in verdicts),
         "differ": sum(v["agrees"] is False for v in verdicts),
@@ -400,21 +318,16 @@ def tally(verdicts: list[dict]) -> dict:
 
 
 def calculated_for(trace, arch, prompt_tokens: int, cache_config: dict | None = None):
-    """`kvlab.size.cache_size` for the cache a watched `generate` used (`kvlab.watch(...).trace`).
-
-    The cache kind comes from the trace; a static cache's `max_cache_len` is the slots its layers allocated (generate
-    sizes it itself); a quantized cache takes the `cache_config` it was built with. Tokens are those the cache
-    holds at the end (the last new token is never fed back)."""
+    """`kvlab.size.cache_size` for the cache a watched `generate` used: a static cache's `max_cache_len` is the
+    slots its layers allocated (generate sizes it itself), a quantized cache's options the `cache_config` it got."""
     from kvlab.size import cache_size  # kvlab.size is heavier than this module's other imports
 
-    cache_kind = trace.meta["cache_kind"]
-    first = trace.final_layers()[0]
+    cache_kind, final = trace.meta["cache_kind"], trace.final_layers()
     options = {}
     if cache_kind in STATIC_KINDS:
-        options = {"max_cache_len": first["slots_allocated"]}
+        options = {"max_cache_len": final[0]["slots_allocated"]}
     elif cache_kind == "quantized":
         options = dict(cache_config or {})
-    tokens = max(layer["logical_length"] for layer in trace.final_layers())
-    return cache_size(
-        arch, cache_kind, tokens, prefill=prompt_tokens, dtype=trace.meta.get("dtype", "float32"), **options
-    )
+    tokens = max(layer["logical_length"] for layer in final)
+    dtype = trace.meta.get("dtype", "float32")
+    return cache_size(arch, cache_kind, tokens, prefill=prompt_tokens, dtype=dtype, **options)

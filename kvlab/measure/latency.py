@@ -1,11 +1,5 @@
-"""Time per new token against its position, with and without a KV cache, and the work behind each.
-
-Without a cache, producing token t means running the model over all t tokens again: each forward runs t
-tokens, and its attention scores t x t query-key pairs per layer, so the work per token grows with t and the
-total with its square. With a cache, each step runs one token against the t stored keys: one token, t pairs.
-The loop here is plain greedy decoding, one forward per token, so each token's time is measured on its own
-(`generate` only reports the total); runs are repeated and interleaved (`kvlab.measure.timing`), and each
-token's time is the median over the repeats with its interquartile range.
+"""Time per new token against its position, with and without a KV cache, and the work behind each. The loop is
+plain greedy decoding, one forward per token, so each token is timed on its own (`generate` times only the total).
 """
 
 from __future__ import annotations
@@ -16,7 +10,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
-from kvlab.measure.timing import Stopwatch, interleaved, per_step
+from kvlab.measure.timing import Stopwatch, Timing, interleaved, per_step
 
 
 @dataclass
@@ -32,35 +26,17 @@ class TokenTimes:
     repeats: int = 1
     runs: list[list[float]] = field(default_factory=list)  # every repeat's seconds per token, in run order
 
-    def timing_at(self, index: int, label: str | None = None):
+    def timing_at(self, index: int, label: str | None = None) -> Timing:
         """The repeats' times of token `index` as a `Timing`, for a ratio with its interval."""
-        from kvlab.measure.timing import Timing
-
         return Timing(label or f"token {index + 1}", [run[index] for run in self.runs])
-
-    @property
-    def total_seconds(self) -> float:
-        return sum(self.seconds)
-
-
-def time_per_token(
-    model, input_ids: torch.Tensor, new_tokens: int, use_cache: bool = True, repeats: int = 1
-) -> TokenTimes:
-    """Greedy-decode `new_tokens` tokens after `input_ids` (1, prompt_tokens), timing every forward pass.
-
-    The first token comes from the prefill in both modes. With `use_cache`, later forwards get one token and
-    an instrumented DynamicCache; without, they get the whole sequence so far. With `repeats` > 1 the
-    decoding runs that many times and each token's time is the median (q1 and q3 beside it).
-    """
-    label = "cache" if use_cache else "no cache"
-    return token_times(model, input_ids, new_tokens, repeats=repeats, modes={label: use_cache})[label]
 
 
 def token_times(
     model, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3, modes: dict[str, bool] | None = None
 ) -> dict[str, TokenTimes]:
-    """`time_per_token` for several modes ({label: use_cache}), their repeats interleaved: no cache, cache,
-    no cache, cache, ... so that a busy moment of the machine lands on both alike."""
+    """Greedy-decode `new_tokens` tokens after `input_ids` (1, prompt_tokens), timing every forward, in each mode
+    ({label: use_cache}; the cache an instrumented DynamicCache), their repeats interleaved. The first token comes
+    from the prefill in both modes; each token's time is the median over the repeats, q1 and q3 beside it."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
     if new_tokens < 1:
@@ -73,33 +49,24 @@ def token_times(
         runs[label].append(_decode(model, input_ids.to(model.device), new_tokens, modes[label]))
     result = {}
     for label, repeated in runs.items():
-        rows = per_step([seconds for seconds, *_ in repeated])
+        times = [seconds for seconds, *_ in repeated]
+        median, q1, q3 = (list(column) for column in zip(*per_step(times)))
         _, positions, token_ids, tokens_run = repeated[0]
         pairs = [run * position for run, position in zip(tokens_run, positions)]
         result[label] = TokenTimes(
-            positions,
-            [r[0] for r in rows],
-            token_ids,
-            modes[label],
-            q1=[r[1] for r in rows],
-            q3=[r[2] for r in rows],
-            tokens_run=tokens_run,
-            pairs_scored=pairs,
-            repeats=repeats,
-            runs=[seconds for seconds, *_ in repeated],
+            positions, median, token_ids, modes[label], q1, q3, tokens_run, pairs, repeats=repeats, runs=times
         )
     return result
 
 
 def _decode(model, input_ids, new_tokens: int, use_cache: bool):
-    cache = make_cache("dynamic", model.config) if use_cache else None
-    sequence = input_ids  # (1, tokens so far)
-    step_input = input_ids
+    kwargs = {"use_cache": False}
+    if use_cache:
+        kwargs = {_compat.CACHE_KWARG: make_cache("dynamic", model.config), "use_cache": True}
+    sequence = run = input_ids  # (1, tokens so far), (1, tokens the next forward runs)
     seconds, positions, token_ids, tokens_run = [], [], [], []
     with torch.inference_mode():
         for _ in range(new_tokens):
-            kwargs = {_compat.CACHE_KWARG: cache, "use_cache": True} if use_cache else {"use_cache": False}
-            run = step_input if use_cache else sequence  # (1, tokens this forward runs)
             with Stopwatch() as watch:
                 logits = model(run, **kwargs).logits  # (1, seq, vocab)
             seconds.append(watch.seconds)
@@ -108,5 +75,5 @@ def _decode(model, input_ids, new_tokens: int, use_cache: bool):
             next_id = logits[0, -1].argmax().view(1, 1)  # (1, 1)
             token_ids.append(int(next_id))
             sequence = torch.cat([sequence, next_id], dim=-1)
-            step_input = next_id
+            run = next_id if use_cache else sequence
     return seconds, positions, token_ids, tokens_run

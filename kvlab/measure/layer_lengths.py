@@ -1,14 +1,6 @@
-"""Per-layer lengths of a cache at one step: tokens seen, tokens live, tokens' worth of storage held.
-
-Three numbers that agree for a full-attention layer and come apart for a sliding or chunked one:
-
-- `seen`: the tokens the layer has been given so far (`get_seq_length()`);
-- `live`: the keys/values attention can still read from the cache (a sliding layer of window W keeps W - 1);
-- `slots_stored`: the bytes the layer's tensors keep allocated, in tokens (`bytes_held / bytes per token`: the
-  slots its storage spans, as `kvlab.size` names them). A sliding layer's kept keys are a *view* into the tensor
-  its last update built, so after a prefill of N > W tokens it still holds N tokens of storage while only W - 1
-  are live; the next update copies the window and frees it.
-"""
+"""Per-layer lengths of a cache at one step: tokens seen, tokens live, tokens' worth of storage held. A sliding
+layer's kept keys are a *view* into the tensor its last update built: after a prefill of N > W tokens it holds N
+tokens of storage while W - 1 are live."""
 
 from __future__ import annotations
 
@@ -20,17 +12,15 @@ from kvlab.recording.trace import Trace
 @dataclass(frozen=True)
 class LayerLength:
     layer_idx: int
-    layer_kind: str  # "full" | "sliding" | "chunked" | ...
+    layer_kind: str
     seen: int  # tokens given to the layer so far
     live: int  # tokens attention can still read from the cache
     slots_stored: int  # tokens' worth of allocated storage (bytes_held // bytes_per_token)
 
 
 def layer_lengths(trace: Trace, bytes_per_token: int, step: int | None = None) -> list[LayerLength]:
-    """One `LayerLength` per self-attention layer at the end of `step` (None: the last step recorded).
-
-    `bytes_per_token` is one token's keys plus values in one layer (`formula.bytes_per_token_per_layer`).
-    """
+    """One `LayerLength` per self-attention layer at the end of `step` (None: the last step recorded);
+    `bytes_per_token` is one token's keys plus values in one layer (`formula.bytes_per_token_per_layer`)."""
     if bytes_per_token <= 0:
         raise ValueError(f"bytes_per_token must be positive; got {bytes_per_token}")
     updates = [e for e in trace.updates if e["role"] == "self"]

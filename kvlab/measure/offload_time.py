@@ -1,22 +1,6 @@
-"""What offloading costs: the bytes its schedule hands over each step (exact), the decode time per token with
-and without it (measured, `kvlab.measure.timing`), and what those bytes would cost over PCIe (an estimate).
-
-The decode time is `kvlab.measure.step_times.decode_step_times` (the one decode-timing loop), run inside
-`kvlab.watch` (an offloaded cache runs nowhere else on a CPU-only torch).
-
-An offloaded cache (`cache_implementation="offloaded"` / `"offloaded_static"`, `DynamicCache(...,
-offloading=True)`) prefetches each offloaded layer before its update and offloads it after: the bytes of every
-such move are in the trace's "transfer" events. On a CPU-only machine every move is CPU -> CPU, so the events
-carry `moved=False` and `Trace.work_by_step()` counts 0 offload and prefetch bytes; yet they are the bytes the
-same schedule copies between host and accelerator on a GPU. `transfer_bytes_by_step` counts them whatever
-`moved` says, keeping only the moves that change where a layer lives (`residency.effective_moves`: a prefetch
-of a layer already on the device copies nothing, on a GPU as on a CPU).
-
-A CPU -> CPU move tells nothing about the bus: `tensor.to("cpu")` of a CPU tensor returns that very tensor, no
-byte is copied, so a CPU timing of the offloaded cache measures only the schedule's bookkeeping.
-`pcie_estimate` turns the exact bytes into seconds at a bandwidth the caller states: an estimate, not a
-measurement.
-"""
+"""What offloading costs: the bytes its schedule hands over each step (exact), and what they would cost over PCIe
+(an estimate). On a CPU every move is CPU -> CPU and copies nothing (`moved=False`), yet they are the bytes a GPU
+would copy, so they are counted whatever `moved` says."""
 
 from __future__ import annotations
 
@@ -31,17 +15,15 @@ PCIE4_X16_EFFECTIVE_BYTES_PER_S = 25e9
 
 
 def transfer_bytes_by_step(trace: Trace) -> list[dict]:
-    """One row per step: {"step", "offload_bytes", "prefetch_bytes", "bytes", "moves"}.
+    """One row per step of the trace: {"step", "offload_bytes", "prefetch_bytes", "bytes", "moves"}. A step's
+    prefetch of layer 0 for the next step is counted in the step that issues it."""
 
-    The bytes of the moves that change where a layer lives, counted whether or not the move crossed devices
-    (on a CPU it does not; on a GPU each of these bytes crosses PCIe). A step's prefetch of layer 0 for the next
-    step is counted in the step that issues it. Every step of the trace has a row (0 for an ordinary cache).
-    """
-    rows = {s: {"step": s, "offload_bytes": 0, "prefetch_bytes": 0, "bytes": 0, "moves": 0} for s in _steps(trace)}
+    def empty(step: int) -> dict:
+        return {"step": step, "offload_bytes": 0, "prefetch_bytes": 0, "bytes": 0, "moves": 0}
+
+    rows = {e["step"]: empty(e["step"]) for e in trace.updates}
     for e in effective_moves(trace):
-        row = rows.setdefault(
-            e["step"], {"step": e["step"], "offload_bytes": 0, "prefetch_bytes": 0, "bytes": 0, "moves": 0}
-        )
+        row = rows.setdefault(e["step"], empty(e["step"]))
         row[f"{e['direction']}_bytes"] += int(e["bytes"])
         row["bytes"] += int(e["bytes"])
         row["moves"] += 1
@@ -49,16 +31,8 @@ def transfer_bytes_by_step(trace: Trace) -> list[dict]:
 
 
 def offload_traffic(trace: Trace) -> dict:
-    """The traffic of one generation, summed: {"steps", "batch", "generated_tokens", "total_bytes",
-    "decode_steps", "decode_bytes", "bytes_per_decode_step", "offload_bytes_per_decode_step",
-    "bytes_per_generated_token", "crossed_bytes"}.
-
-    Every step (forward) generates one token per sequence, so `generated_tokens` is steps x batch. Decode steps
-    are the steps after the prefill (step 0); `bytes_per_decode_step` is their mean (it grows with the
-    sequence), `offload_bytes_per_decode_step` the mean of their offloads alone (transformers queues those on
-    the compute stream; the prefetches run on a side stream). `crossed_bytes` counts only the moves whose source
-    and destination differ (`moved`): 0 on a CPU.
-    """
+    """The traffic of one generation, summed. Offloads are also counted alone: transformers queues them on the
+    compute stream, the prefetches on a side stream. `crossed_bytes`: the moves that changed device (0 on a CPU)."""
     rows = transfer_bytes_by_step(trace)
     batch = max((e.get("batch") or 0 for e in trace.updates), default=0) or 1
     decode = [r for r in rows if r["step"] > 0]
@@ -84,7 +58,7 @@ class PcieEstimate:
     """Seconds that `bytes` take at `bandwidth` bytes/s: an estimate from an assumed bandwidth, not measured."""
 
     bytes: float
-    bandwidth: float  # bytes per second, stated by the caller
+    bandwidth: float
 
     @property
     def seconds(self) -> float:
@@ -99,7 +73,3 @@ def pcie_estimate(nbytes: float, bandwidth: float = PCIE4_X16_EFFECTIVE_BYTES_PE
     if nbytes < 0:
         raise ValueError(f"nbytes must not be negative; got {nbytes}")
     return PcieEstimate(float(nbytes), float(bandwidth))
-
-
-def _steps(trace: Trace) -> list[int]:
-    return sorted({e["step"] for e in trace.updates})

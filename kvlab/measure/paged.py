@@ -1,14 +1,5 @@
 """What a paged trace says, forward by forward and over the run: blocks, fragmentation, queueing, preemptions.
-
-    with kvlab.watch(model) as watch:
-        model.generate_batch(inputs=prompts, generation_config=gen, continuous_batching_config=batching)
-    paged_steps(watch.trace)      # one row per forward: blocks in use / free / cached, requests in flight, ...
-    paged_summary(watch.trace)    # peaks, internal fragmentation, refusals, preemptions, prefix hits
-
-The trace is recorded by `kvlab.caches.paged` (its module docstring lists every field); these only read it, so a
-trace loaded from JSON gives the same rows. Notebook 12, `kvlab.plots.blocks` and the explorer's summary table
-read them.
-"""
+The fields are those `kvlab.caches.paged` records; a trace loaded from JSON gives the same rows."""
 
 from __future__ import annotations
 
@@ -20,40 +11,29 @@ from kvlab.recording.slots import waste_pct
 if TYPE_CHECKING:
     from kvlab.recording.trace import Trace
 
+# what a row copies from its forward's update event, in this order
+_FORWARD_FIELDS = (
+    "requests blocks_in_use blocks_free blocks_cached slots_allocated slots_live slots_masked block_tables "
+    "cached_block_ids request_tokens scheduled admitted refused new_blocks prefix_hits"
+).split()
+
 
 def is_paged_trace(trace: Trace) -> bool:
-    """A trace recorded from transformers' paged cache (live or loaded from a saved file): it carries the pool's
-    geometry, which everything here reads."""
+    """A trace recorded from transformers' paged cache: it carries the pool's geometry, which everything here reads."""
     return trace.meta.get("cache_kind") == PAGED and isinstance(trace.meta.get("paged"), dict)
 
 
 def paged_steps(trace: Trace) -> list[dict]:
     """One row per forward of a paged trace: blocks and slots after the forward, and the step's scheduling events.
-
-    Releases between two forwards (requests finishing, preemptions) are listed on the row of the forward before
-    them (`finished`, `preempted`, `blocks_to_pool`, `blocks_kept_cached`); `*_after_free` give the state after them.
-    """
+    Releases between two forwards (finished, preempted) go on the row of the forward before them; `*_after_free`
+    give the state after them."""
     rows: dict[int, dict] = {}
     for e in trace.updates:
         step = e["step"]
         if e["op"] == "kv" and "block_tables" in e:
             rows[step] = {
                 "step": step,
-                "requests": e["requests"],
-                "blocks_in_use": e["blocks_in_use"],
-                "blocks_free": e["blocks_free"],
-                "blocks_cached": e["blocks_cached"],
-                "slots_allocated": e["slots_allocated"],
-                "slots_live": e["slots_live"],
-                "slots_masked": e["slots_masked"],
-                "block_tables": e["block_tables"],
-                "cached_block_ids": e["cached_block_ids"],
-                "request_tokens": e["request_tokens"],
-                "scheduled": e["scheduled"],
-                "admitted": e["admitted"],
-                "refused": e["refused"],
-                "new_blocks": e["new_blocks"],
-                "prefix_hits": e["prefix_hits"],
+                **{key: e[key] for key in _FORWARD_FIELDS},
                 "finished": [],
                 "preempted": [],
                 "blocks_to_pool": 0,
@@ -97,9 +77,8 @@ def paged_summary(trace: Trace) -> dict:
 
 
 def paged_row_fields(trace: Trace) -> dict:
-    """A paged run's fields of a summary row (the explorer's table): blocks at the peak, fragmentation averaged over
-    forwards (its `waste_pct`: the run ends with every block back in the pool, so the slots held then are 0), and
-    the queueing."""
+    """A paged run's fields of a summary row: its `waste_pct` is fragmentation averaged over forwards (the run ends
+    with every block back in the pool, so the slots held then are 0)."""
     s = paged_summary(trace)
     return {
         "waste_pct": s["fragmentation_pct_mean"],

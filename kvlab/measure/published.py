@@ -1,43 +1,23 @@
-"""What others published, that kvlab's measurements are set against: data only, nothing here is measured.
-
-- `GUIDE`: the comparison table of transformers' cache guide ("KV cache strategies"), in the guide's words. The
-  notebooks' table (`kvlab.measure.guide_table`) re-measures each cell; `kvlab bench` prints it next to its rows.
-- `PUBLISHED`: results placed on the frontier plot as *external references*, never as kvlab measurements. Only
-  what the sources state is recorded: a memory ratio where the source gives one, and the quality claim in words
-  (no invented quality numbers); the plot shows its label and claim in the reader's language.
-"""
+"""What others published, that kvlab's measurements are set against: data only, nothing here is measured."""
 
 from __future__ import annotations
 
 from kvlab.i18n import N_
 
-# The guide's table (transformers docs, "Cache strategies"), as published: three caches, four properties. The
-# words stay English here (they are what kvlab compares and records); `kvlab.measure.guide_table.word` shows one
-# in the reader's language, in the pt-BR guide's own words (Cache Dinâmica, Sim, Médio...).
+# The table of transformers' cache guide, as published. The words stay English (what kvlab compares and records);
+# `kvlab.measure.guide_table.word` shows one in the reader's language.
+_GUIDE_COLUMNS = ("cache", "sliding layers", "offloading", "torch.compile", "memory")
 GUIDE = {
-    "dynamic": {
-        "cache": N_("Dynamic Cache"),
-        "sliding layers": N_("Yes"),
-        "offloading": N_("Yes"),
-        "torch.compile": N_("No"),
-        "memory": N_("Medium"),
-    },
-    "static": {
-        "cache": N_("Static Cache"),
-        "sliding layers": N_("Yes"),
-        "offloading": N_("Yes"),
-        "torch.compile": N_("Yes"),
-        "memory": N_("High"),
-    },
-    "quantized": {
-        "cache": N_("Quantized Cache"),
-        "sliding layers": N_("No"),
-        "offloading": N_("No"),
-        "torch.compile": N_("No"),
-        "memory": N_("Low"),
-    },
+    kind: dict(zip(_GUIDE_COLUMNS, row, strict=True))
+    for kind, row in {
+        "dynamic": (N_("Dynamic Cache"), N_("Yes"), N_("Yes"), N_("No"), N_("Medium")),
+        "static": (N_("Static Cache"), N_("Yes"), N_("Yes"), N_("Yes"), N_("High")),
+        "quantized": (N_("Quantized Cache"), N_("No"), N_("No"), N_("No"), N_("Low")),
+    }.items()
 }
 
+# External references on the frontier plot: only what the sources state (a memory ratio where given, the quality
+# claim in words), never invented quality numbers.
 PUBLISHED = [
     {
         "label": N_("HF blog: quanto int4"),

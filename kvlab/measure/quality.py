@@ -1,32 +1,15 @@
-"""How much a cache changes what the model says, measured against a DynamicCache (or no cache) on the same tokens.
+"""How much a cache changes what the model says, against a DynamicCache (or no cache) on the same tokens: greedy
+token agreement, KL(reference || cache) of the next-token distributions under teacher forcing (nats), perplexity.
 
-Three measures, from coarse to fine:
-- greedy token agreement: generate freely with both caches and count the tokens that match (and the length of
-  the common prefix: after the first different token the two texts drift apart for good);
-- logit KL divergence: feed both caches the *same* tokens (teacher forcing) and compare the next-token
-  distributions at every position, KL(reference || cache), in nats;
-- perplexity of real text through the cache: exp(mean negative log-likelihood of each next token).
+Teacher forcing decodes one token per forward after a prefill, because that is when a cache is read: a
+QuantizedCache attends to full-precision keys during the prefill and to its packed copy only afterwards.
+`teacher_forced_chunk` gets the same predictions in two forwards (the prefill, then every scored token at once)
+where causal attention lets each token see what it would have seen decoding: a DynamicCache; a QuantizedCache
+whose residual the chunk does not fill (the packed prefill is dequantized as for each step, the chunk's own
+tokens read in full precision as the residual would hold them); fp8, which reads every token back from 8 bits.
 
-Teacher forcing (`teacher_forced_logits`, used by the notebooks' `teacher_forced` and by `kvlab bench`) decodes
-one token per forward after a prefill, because that is when a cache is read: a QuantizedCache attends to
-full-precision keys during the prefill and to its packed copy only afterwards. Without a cache it is one forward
-over the whole window, the exact reference: every position attends to every earlier token, nothing is stored.
-
-`teacher_forced_chunk` gets the same predictions in two forwards, the prefill and then every scored token at once,
-for the caches whose later tokens are kept as they are computed, because causal attention lets each token see
-exactly what it would have seen decoding:
-- DynamicCache: the earlier tokens in full precision either way;
-- QuantizedCache with a residual (hqq, quanto): the packed prefill is dequantized for the chunk as for each decode
-  step, and the chunk's own earlier tokens are read in full precision, as the residual would hold them. This holds
-  only while the chunk does not fill the residual (no flush), so that is checked;
-- fp8: every token, the chunk's own included, is read back from its 8-bit copy, as each decode step does.
-`sweep(..., chunked=True)` gives the same rows that way, up to floating-point summation order, for a fraction of
-the time; what it does not give is decode speed.
-
-Numerics: the log-softmax is taken in float64 and kept in float32 (`log_softmax_float32`), and the KL is summed in
-float64 after renormalising both sides (`kl_per_position`). A float32 log-softmax over a vocabulary does not sum
-to exactly 1, and that normalisation error (~ vocab x float32 eps) is as large as the KL of a good 8-bit cache, so
-summed as it is the KL came out negative.
+Numerics: a float32 log-softmax over a vocabulary sums to 1 only within ~ vocab x float32 eps, as large as the KL
+of a good 8-bit cache (the KL came out negative), so log-softmax is taken in float64 and both sides renormalised.
 """
 
 from __future__ import annotations
@@ -51,9 +34,8 @@ def first_divergence(reference: list[int], other: list[int]) -> int | None:
 
 
 def token_agreement(reference: list[int], other: list[int]) -> dict:
-    """Matching tokens of two greedy generations, over the shorter one's length: {"tokens": compared,
-    "common_prefix": identical tokens before the first difference, "matches": position-wise matches,
-    "agreement": matches / tokens (1.0 when there is nothing to compare)}."""
+    """Matching tokens of two greedy generations over the shorter one's length: tokens compared, common_prefix
+    (identical tokens before the first difference), matches (position-wise), agreement (1.0 with nothing to compare)."""
     n = min(len(reference), len(other))
     divergence = first_divergence(reference, other)
     matches = sum(1 for a, b in zip(reference[:n], other[:n]) if a == b)
@@ -67,12 +49,9 @@ def token_agreement(reference: list[int], other: list[int]) -> dict:
 
 @torch.inference_mode()
 def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing: dict | None = None) -> torch.Tensor:
-    """Log-probabilities predicting ids[prefill:], shape (len - prefill, vocab); `cache=None` = no cache.
-
-    With a cache: one prefill forward, then one forward per token. Without: one forward over the whole window.
-    When `timing` is given, `timing["decode_seconds"]` receives the wall time of the one-token forwards (not the
-    prefill).
-    """
+    """Log-probabilities predicting ids[prefill:], shape (len - prefill, vocab): a prefill forward then one forward
+    per token, or without a cache (`cache=None`) one exact forward over the whole window. `timing["decode_seconds"]`,
+    if given, receives the time of the one-token forwards."""
     ids = ids.to(model.device)  # (1, length)
     if cache is None:
         logits = model(ids, use_cache=False).logits[0, prefill - 1 : -1]  # (length - prefill, vocab)
@@ -88,10 +67,8 @@ def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing:
 
 
 def log_softmax_float32(logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities of `logits` (..., vocab), computed in float64 and stored in float32.
-
-    Float64 for the sum over the vocabulary, so each value is its exact log-probability rounded once; float32 to
-    store, because the bench keeps one (positions, vocab) tensor per configuration (262,144 ids for Gemma 3)."""
+    """Log-probabilities of `logits` (..., vocab), summed in float64 (each value rounded once) and stored in float32:
+    the bench keeps one (positions, vocab) tensor per configuration (262,144 ids for Gemma 3)."""
     if not _has_float64(logits.device):  # Apple's GPU: float32 here; `kl_per_position` renormalises in float64
         return torch.log_softmax(logits.float(), dim=-1)
     return torch.log_softmax(logits.double(), dim=-1).float()
@@ -106,24 +83,16 @@ def _float64(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.double() if _has_float64(tensor.device) else tensor.cpu().double()
 
 
-def mean_nll(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
-    """Mean negative log-likelihood of `targets` (n,) under `log_probs` (n, vocab), in nats."""
-    return float(-_float64(log_probs.gather(-1, targets.reshape(-1, 1))).mean())
-
-
 def perplexity(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
-    """exp(mean negative log-likelihood) of `targets` (n,) under `log_probs` (n, vocab)."""
-    return math.exp(mean_nll(log_probs, targets))
+    """exp(mean negative log-likelihood in nats) of `targets` (n,) under `log_probs` (n, vocab)."""
+    return math.exp(float(-_float64(log_probs.gather(-1, targets.reshape(-1, 1))).mean()))
 
 
 def kl_per_position(reference: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     """KL(reference || other) at each position, both log-probabilities (n, vocab), in nats: shape (n,), float64.
 
-    Both sides are renormalised in float64 first (a no-op in exact arithmetic): stored float32 log-probabilities
-    sum to 1 only within ~ vocab x float32 eps, which alone shifts the KL by as much, either way. Renormalised,
-    each is a distribution and the KL is >= 0 (Gibbs' inequality) up to float64 rounding of a vocab-long sum;
-    that rounding is what the clamp at 0 removes, so no position reads below zero. Rows go `KL_ROWS` at a time,
-    so the float64 copies stay small next to a 262,144-id vocabulary."""
+    Both sides are renormalised in float64 first, so the KL is >= 0 (Gibbs) up to the rounding of a vocab-long sum,
+    which the clamp at 0 removes. Rows go `KL_ROWS` at a time so the float64 copies stay small."""
     if reference.shape != other.shape:
         raise ValueError(
             f"KL needs two log-probability tensors of one shape; got {tuple(reference.shape)} and {tuple(other.shape)}"
@@ -145,8 +114,7 @@ def _kl_rows(reference: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
 
 
 def kl_divergence(reference: torch.Tensor, other: torch.Tensor) -> float:
-    """Mean over positions of KL(reference || other), both log-probabilities (n, vocab), in nats (>= 0: see
-    `kl_per_position`)."""
+    """Mean over positions of `kl_per_position`, in nats."""
     return float(kl_per_position(reference, other).mean())
 
 
@@ -155,45 +123,35 @@ class TeacherForced:
     log_probs: torch.Tensor  # (positions, vocab): log-softmax of the logits predicting each scored token
     targets: torch.Tensor  # (positions,): the tokens that actually follow
     trace: Trace | None  # what the cache did while scoring
-    decode_seconds: float = 0.0  # wall time of the one-token forwards after the prefill (not the prefill)
-
-    @property
-    def nll(self) -> float:
-        return mean_nll(self.log_probs, self.targets)
+    decode_seconds: float = 0.0  # the forwards after the prefill
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.nll)
+        return perplexity(self.log_probs, self.targets)
 
 
 def teacher_forced(
     model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic", **options
 ) -> TeacherForced:
-    """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache
-    of kind `cache` (with `options`), scoring each next token. Positions scored: n - prefill_tokens."""
+    """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache of
+    kind `cache`, scoring the n - prefill_tokens next tokens."""
     n = input_ids.shape[-1]
     input_ids = input_ids.to(model.device)
     if not 1 <= prefill_tokens < n:
         raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
     trace = Trace()
-    cache_object = make_cache(cache, model.config, trace=trace, **options)
+    cache_object = make_cache(cache, model.config, trace=trace, **options)  # None for "none"
     timing = {"decode_seconds": 0.0}
     log_probs = teacher_forced_logits(model, input_ids, prefill_tokens, cache_object, timing)  # (positions, vocab)
-    return TeacherForced(
-        log_probs,
-        input_ids[0, prefill_tokens:].clone(),
-        trace if cache_object is not None else None,
-        timing["decode_seconds"],
-    )
+    trace = trace if cache_object is not None else None
+    return TeacherForced(log_probs, input_ids[0, prefill_tokens:].clone(), trace, timing["decode_seconds"])
 
 
 def teacher_forced_chunk(
     model, input_ids: torch.Tensor, prefill_tokens: int, cache: str = "dynamic", **options
 ) -> TeacherForced:
-    """Prefill `prefill_tokens` of `input_ids` (1, n) into a cache of kind `cache` ("dynamic" or "quantized",
-    with `options`), then feed the remaining tokens but the last in one forward. Scores n - prefill_tokens
-    positions, like `teacher_forced`; `decode_seconds` is the time of that one scoring forward. Refuses a
-    quantized residual the chunk would fill (a flush)."""
+    """`teacher_forced` in two forwards: the prefill, then every remaining token but the last at once
+    (`decode_seconds` is that forward's time). Refuses a quantized residual the chunk would fill (a flush)."""
     n = input_ids.shape[-1]
     if not 1 <= prefill_tokens < n:
         raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
@@ -203,9 +161,8 @@ def teacher_forced_chunk(
     residual_length = options.get("residual_length", _compat.QUANTIZED_DEFAULTS["residual_length"])
     if cache == "quantized" and options.get("backend") != "fp8" and chunk >= residual_length:
         raise ValueError(
-            f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which "
-            "decoding one token at a time would do part-way; score fewer tokens or use "
-            "quality.teacher_forced"
+            f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which decoding one token at "
+            "a time would do part-way; score fewer tokens or use quality.teacher_forced"
         )
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)
@@ -238,15 +195,12 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
 def sweep(
     model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict], chunked: bool = False
 ) -> tuple[list[dict], dict]:
-    """Teacher-force `input_ids` through a DynamicCache and through a QuantizedCache per entry of `configs`
-    ({label: quantized options}); one row per configuration, plus {label: TeacherForced} (with "dynamic").
-    `chunked=True` scores with `teacher_forced_chunk` (two forwards per configuration instead of one per token).
+    """Teacher-force `input_ids` through a DynamicCache and a QuantizedCache per entry of `configs` ({label: quantized
+    options}), one per token or, `chunked`, with `teacher_forced_chunk`: (rows, {label: TeacherForced}).
 
-    Row fields: the `compare` measures; the cache at the end (cache_bytes, packed_bytes, residual_bytes);
-    `memory_ratio_16bit`, the cache over a 16-bit cache of the same tokens; `packed_ratio_16bit`, the packed
-    part over the 16-bit size of the tokens it holds (the ratio a sequence much longer than the residual
-    approaches); and `ms_per_token` (decode only; a timing, not reproducible; chunked, the scoring forward's
-    time per position, not a decode speed).
+    A row: the `compare` measures; the cache's bytes at the end; `memory_ratio_16bit` (the cache over a 16-bit cache
+    of the same tokens); `packed_ratio_16bit` (the packed part over the 16-bit size of its tokens: what a sequence
+    much longer than the residual approaches); `ms_per_token` (chunked: the scoring forward's, not a decode speed).
     """
     from kvlab.measure.formula import bytes_per_token_per_layer
 

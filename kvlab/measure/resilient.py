@@ -1,15 +1,5 @@
-"""A pretend accelerator of a given memory, to try the cache guide's `resilient_generate` recipe on a CPU.
-
-The guide's recipe: call `generate`; if the accelerator runs out of memory, retry with the offloaded cache,
-which keeps only about one layer's keys and values on the accelerator at a time. On a GPU the error is a real
-`torch.OutOfMemoryError`. On a CPU nothing runs out, so `simulated_device(model, budget_bytes)` plays the
-accelerator: inside `kvlab.watch`, after every decoder layer, it reads the bytes the watched cache would hold on
-the device (`kvlab.measure.residency`, the one count of device-resident bytes: every layer of an ordinary cache,
-for an offloaded one only the layers between their prefetch and their offload) and raises
-`SimulatedOutOfMemoryError`, a subclass of `torch.OutOfMemoryError`, once they exceed the budget. The guide's own
-`generate` calls, `cache_implementation="offloaded"` included, meet it, and the same `except` catches both errors.
-The recipe itself stays in the learner's hands (notebook 03 writes it out around `generate`).
-"""
+"""A pretend accelerator of a given memory, to try the cache guide's `resilient_generate` recipe on a CPU: its
+`SimulatedOutOfMemoryError` is a `torch.OutOfMemoryError`, so the recipe's own `except` catches it."""
 
 from __future__ import annotations
 
@@ -29,25 +19,14 @@ class SimulatedOutOfMemoryError(KvlabEnvironmentError, torch.OutOfMemoryError):
 
 
 class SimulatedDevice:
-    """A pretend accelerator with `budget_bytes` for the KV cache, for `generate` calls inside `kvlab.watch`.
-
-        with kvlab.watch(model) as watch, resilient.simulated_device(model, budget_bytes=1_000_000) as device:
-            model.generate(**inputs, max_new_tokens=8)      # raises SimulatedOutOfMemoryError past the budget
-
-    After every decoder layer it reads from the watched cache's trace the bytes it would hold on an accelerator now
-    (`kvlab.measure.residency.device_bytes_at_last_update`: all layers of an ordinary cache; for an offloaded one
-    the layer that just computed plus the ones prefetched or never offloaded) and raises
-    `SimulatedOutOfMemoryError`, a `torch.OutOfMemoryError`, once they exceed the budget; `out_of_memory` lists
-    where (step, layer, bytes) each time. Only the KV cache is counted: weights and activations are not. Enter it
-    after `kvlab.watch` (the watch must adopt the cache first); its hooks are removed on exit, also after an error.
-    """
+    """A pretend accelerator with `budget_bytes` for the KV cache alone, checked after every decoder layer. Enter
+    it after `kvlab.watch`, which must adopt the cache first."""
 
     def __init__(self, model, budget_bytes: int):
         self.model = model
         self.budget_bytes = budget_bytes
-        self.peak_bytes = 0  # largest device-resident cache bytes seen, across every generate in the block
-        # Each time it ran out: {"step", "layer_idx", "bytes"}, so a notebook can print (and score) where.
-        self.out_of_memory: list[dict] = []
+        self.peak_bytes = 0  # across every generate in the block
+        self.out_of_memory: list[dict] = []  # each time it ran out: {"step", "layer_idx", "bytes"}
         self._cache = None
         self._handles: list = []
 
@@ -85,9 +64,7 @@ class SimulatedDevice:
             )
 
 
-def simulated_device(model, budget_bytes: int) -> SimulatedDevice:
-    """A context manager: `model`'s KV cache may hold at most `budget_bytes` on a pretend accelerator."""
-    return SimulatedDevice(model, budget_bytes)
+simulated_device = SimulatedDevice  # `with simulated_device(model, budget_bytes): model.generate(...)`
 
 
 def decoder_layers(model) -> list:

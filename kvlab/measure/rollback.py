@@ -1,11 +1,6 @@
 """Rolling a cache back: which positions it holds, and a speculative-decoding loop that crops rejected drafts.
-
-Speculative decoding guesses several tokens cheaply, lets the model check them all in one forward, keeps the
-longest agreeing prefix and throws the rest away. The forward already wrote keys and values for every guess,
-so the rejected ones must leave the cache again: `cache.crop(-rejected)`. A full-attention layer just drops its
-last slots. A sliding layer past its window has already discarded the oldest tokens that the crop must bring
-back into view, so transformers refuses unless `cache.activate_past_recording()` made it keep them.
-"""
+A sliding layer past its window has already dropped the tokens a crop must bring back into view, so transformers
+refuses to crop it unless `cache.activate_past_recording()` made it keep them."""
 
 from __future__ import annotations
 
@@ -16,22 +11,19 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.recording.layer_kinds import layer_kind_at
 from kvlab.recording.layer_state import read_layer
 
 Draft = Callable[[list[int], int], list[int]]
 
 
-# -- cached positions -----------------------------------------------------------------------------------------------
 def cached_positions(cache) -> list[dict]:
-    """Per layer: the absolute token positions it holds and the ones the next token can attend to.
-
-    `positions_live` are the positions in the layer's live slots now (with past recording, a sliding layer keeps
-    positions it no longer attends); `positions_visible` is what the next query sees (a sliding layer sees its
-    last `window - 1` tokens plus itself; a full layer sees everything it holds).
-    """
+    """Per layer: the absolute positions in its live slots (`positions_live`: with past recording, a sliding layer
+    keeps positions it no longer attends) and those the next query sees (`positions_visible`: a sliding layer its
+    last `window - 1` tokens plus itself)."""
     rows = []
     for idx, layer in enumerate(cache.layers):
-        layer_kind = cache._kvlab_layer_kind(idx) if hasattr(cache, "_kvlab_layer_kind") else _layer_kind(layer)
+        layer_kind = layer_kind_at(getattr(cache, "_kvlab_layer_kinds", ()), idx, layer)
         state = read_layer(layer, layer_kind)
         seen, live = state.logical_length, state.slots_live
         positions = list(range(seen - live, seen))
@@ -51,13 +43,9 @@ def cached_positions(cache) -> list[dict]:
 
 
 def holdings(cache) -> dict[str, dict]:
-    """Per layer kind: how many layers, and what they hold: tokens seen and live slots of one layer of that kind
-    (`slots_live`, the largest), bytes of storage of that one layer (`bytes_per_layer`) and of all of them
-    (`bytes_all_layers`).
-
-    Slots and bytes can disagree: a crop slices the stored tensors, and a slice is a view that keeps the whole
-    storage alive until the next update concatenates into a fresh tensor.
-    """
+    """Per layer kind: how many layers, the largest layer's tokens seen, live slots and bytes (`bytes_per_layer`),
+    and the bytes of all of them. Slots and bytes can disagree: a crop slices the stored tensors, and the slice
+    keeps the whole storage alive until the next update concatenates into a fresh tensor."""
     out: dict[str, dict] = {}
     for row in cached_positions(cache):
         layer = cache.layers[row["layer_idx"]]
@@ -73,11 +61,6 @@ def holdings(cache) -> dict[str, dict]:
     return out
 
 
-def _layer_kind(layer) -> str:
-    return "sliding" if getattr(layer, "is_sliding", False) else "full"
-
-
-# -- drafts ---------------------------------------------------------------------------------------------------------
 def prompt_lookup_draft(ngram: int = 2) -> Draft:
     """Prompt-lookup drafting: find the latest earlier occurrence of the last `ngram` tokens and propose the
     tokens that followed it. Free to compute, and good on text that repeats itself (code, lists, quotes)."""
@@ -92,11 +75,9 @@ def prompt_lookup_draft(ngram: int = 2) -> Draft:
     return draft
 
 
-# -- the accept/reject loop -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SpeculativeStep:
-    """One forward after the prefill. `drafted` is empty when the draft had nothing to propose: that forward
-    then decodes one token, as plain greedy decoding would, and is still counted in `SpeculativeResult.forwards`."""
+    """One forward after the prefill; `drafted` is empty when the draft had nothing to propose (one greedy token)."""
 
     drafted: tuple[int, ...]
     accepted: int
@@ -132,11 +113,8 @@ def speculative_generate(
     eos_token_id: int | None = None,
     **cache_options,
 ) -> SpeculativeResult:
-    """Greedy decoding that verifies `k` drafted tokens per forward and crops the rejected ones from the cache.
-
-    The output equals plain greedy decoding: a draft token is kept only where it equals the model's own argmax.
-    Invariant between forwards: the cache holds every committed token except the last one.
-    """
+    """Greedy decoding that verifies `k` drafted tokens per forward and crops the rejected ones from the cache:
+    the same tokens as plain greedy decoding. Between forwards the cache holds every committed token but the last."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, tokens), got {tuple(input_ids.shape)}")
     input_ids = input_ids.to(model.device)

@@ -19,8 +19,7 @@ def measure_bandwidth(mebibytes: int = 256, repeats: int = 7, device: str = "cpu
         if device != "cpu":
             torch.cuda.synchronize()
 
-    # one warm-up pages in both buffers; every repeat then times one copy
-    timing = time_interleaved({"copy": copy}, repeats=repeats, warmup=1)["copy"]
+    timing = time_interleaved({"copy": copy}, repeats=repeats, warmup=1)["copy"]  # the warm-up pages both buffers in
     return 2 * source.numel() * 4 / timing.median
 
 

@@ -1,20 +1,6 @@
-"""Time of every decode step of a greedy `generate`, per cache configuration: where in the decode the time goes.
-
-A whole-generation time says a cache is slower; it does not say when. A `QuantizedCache` does different work at
-different steps: every step dequantizes its packed part, and the step that fills the residual (every
-`residual_length`-th decode step, `flush_schedule`) also quantizes the whole cache again. If that flush is on the
-critical path, those steps are the slow ones. Here each configuration's `generate` runs `repeats` times,
-interleaved with the others (`kvlab.measure.timing.time_interleaved`), with a `DecodeClock` as its streamer: one
-time per decode step per repeat, reduced per step to a median and quartiles, and the decode as a whole (seconds
-per decoded token) as a `Timing` that `compare` can set against the DynamicCache's.
-
-A configuration is either `generate` keywords (the guide's `{"cache_implementation": "quantized", "cache_config":
-{...}}`, or `{}` for the default DynamicCache), for which `generate` builds a new cache every call, or a callable
-that returns a new cache (`lambda: QuantizedCache(backend="quanto", config=model.config, ...)`), called untimed
-before every call. A cache object itself is refused: a second repeat would decode on top of the first one's tokens.
-
-The step times line up with the trace of the same run: `DecodeClock.step_seconds[i]` is the gap between new tokens
-i+1 and i+2, the forward that fed token i+1, which a trace (`kvlab.watch`) numbers step i+1 (step 0 is the prefill).
+"""Time of every decode step of a greedy `generate`, per cache configuration: where in the decode the time goes
+(a `QuantizedCache`'s flush steps, `flush_schedule`, quantize the whole cache again). A configuration is `generate`
+keywords or a callable returning a fresh cache: a cache object would carry one repeat's tokens into the next.
 """
 
 from __future__ import annotations
@@ -32,8 +18,6 @@ from kvlab.measure.timing import DecodeClock, Timing, per_step, time_interleaved
 
 @dataclass
 class StepTimes:
-    """One configuration's decode, timed step by step over repeats."""
-
     label: str
     runs: list[list[float]]  # seconds of each decode step, one list per repeat (run order)
     steps: list[Timing]  # steps[i]: trace step `step_numbers[i]` over the repeats
@@ -42,7 +26,7 @@ class StepTimes:
     call: Timing  # the whole generate call, prefill included
 
     def per_step(self) -> list[tuple[float, float, float]]:
-        """(median, q1, q3) seconds of each decode step over the repeats (`kvlab.measure.timing.per_step`)."""
+        """(median, q1, q3) seconds of each decode step over the repeats."""
         return per_step(self.runs)
 
 
@@ -56,7 +40,7 @@ def decode_step_times(
     threads: int | None = None,
 ) -> dict[str, StepTimes]:
     """{label: StepTimes} for `new_tokens` greedy tokens after `input_ids` (1, prompt), every configuration run
-    `repeats` times interleaved (after `warmup` untimed runs each), each run with a fresh cache."""
+    `repeats` times interleaved (after `warmup` untimed runs each)."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
     if new_tokens < 2:
@@ -116,8 +100,8 @@ def decode_step_times(
 
 
 def split_steps(result: StepTimes, steps, names: tuple[str, str] = (N_("other steps"), N_("flush steps"))):
-    """(the other steps, the given steps) of `result` as two Timings, every repeat's times pooled: what
-    `compare(others, chosen)` sets side by side ("... flush steps is 1.8x slower than ... other steps")."""
+    """(the other steps, the given steps) of `result` as two Timings, every repeat's times pooled, for
+    `compare(others, chosen)`."""
     chosen = set(steps)
     missing = chosen - set(result.step_numbers)
     if missing:
@@ -132,12 +116,8 @@ def split_steps(result: StepTimes, steps, names: tuple[str, str] = (N_("other st
 
 
 def flush_schedule(residual_length: int, new_tokens: int) -> list[int]:
-    """The decode steps at which transformers' `QuantizedLayer` flushes, for `new_tokens` greedy tokens.
-
-    The prefill (step 0) quantizes the prompt and leaves the residual empty; each decode step then adds one token,
-    and the step that would bring the residual to `residual_length` quantizes everything instead and empties it
-    (`QuantizedLayer.update`: `residual + new >= residual_length`). The last new token is never fed back, so the
-    steps run are 1 .. new_tokens - 1."""
+    """The decode steps (1 .. new_tokens - 1) at which transformers' `QuantizedLayer` flushes: the prefill leaves
+    the residual empty, and the step that would bring it to `residual_length` quantizes everything instead."""
     if residual_length < 1:
         raise ValueError(f"residual_length must be at least 1; got {residual_length}")
     steps, residual = [], 0
@@ -151,10 +131,10 @@ def flush_schedule(residual_length: int, new_tokens: int) -> list[int]:
 
 
 def flush_steps(trace) -> list[int]:
-    """The steps at which some layer of the traced cache flushed its residual (the trace's "flush" events)."""
+    """The steps at which some layer of the traced cache flushed its residual."""
     return sorted({e["step"] for e in trace.flushes})
 
 
 def quantize_steps(trace) -> list[int]:
-    """The steps at which the traced cache quantized anything (`work_by_step()`'s quantize_calls > 0)."""
+    """The steps at which the traced cache quantized anything."""
     return [row["step"] for row in trace.work_by_step() if row["quantize_calls"]]

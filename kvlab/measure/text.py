@@ -1,15 +1,5 @@
-"""Real English text that needs no download: the reference-manual text shipped with Python (pydoc_data).
-
-Two sources from the same topics, each kept exactly as the numbers measured with it were:
-
-- `english_text` / `prompt_ids`: four prose topics in a fixed order, for the notebooks' long prompts (a Gemma 3
-  prompt longer than its 512-token window) and perplexity. The topics are prose, not grammar listings.
-- `pydoc_text` / `token_windows`: every topic, sorted (~1 MB of prose and code), cut into windows of token ids at
-  seeded offsets, so every run of `kvlab bench` reads the same text.
-
-The text belongs to the Python release: a different Python may tokenize to different prompts, so notebooks print
-the Python version next to numbers that depend on it.
-"""
+"""Real English text that needs no download: the reference-manual text shipped with Python (pydoc_data). It belongs
+to the Python release, so notebooks print the Python version next to numbers that depend on it."""
 
 from __future__ import annotations
 
@@ -22,7 +12,7 @@ PROSE_TOPICS = ("objects", "naming", "execmodel", "exceptions")
 
 
 def english_text() -> str:
-    """The prose topics of Python's reference manual, joined in a fixed order."""
+    """Prose topics (not grammar listings) of Python's reference manual in a fixed order: the notebooks' prompts."""
     from pydoc_data.topics import topics
 
     missing = [t for t in PROSE_TOPICS if t not in topics]
@@ -40,7 +30,7 @@ def prompt_ids(tokenizer, n_tokens: int) -> torch.Tensor:
 
 
 def pydoc_text() -> str:
-    """The help text of Python's language topics, in a fixed (sorted) order, ~1 MB of English prose and code."""
+    """Every language topic, sorted: ~1 MB of English prose and code, for the bench's windows."""
     from pydoc_data.topics import topics
 
     return "\n\n".join(topics[name] for name in sorted(topics))

@@ -1,16 +1,10 @@
-"""kvlab's one timing instrument: every time kvlab shows (notebooks, `kvlab bench`, the explorer) comes from here.
+"""kvlab's one timing instrument: every time kvlab shows comes from here.
 
-A single stopwatch reading on a shared laptop is noise: another process can triple it. So a time is always
-(1) repeated, (2) interleaved with what it is compared to, so that drift and a busy neighbour hit both alike,
-(3) reduced to a median with its spread (the interquartile range), and (4) compared as a ratio with a bootstrap
-interval, so that a sentence can say "1.62x slower (1.55-1.70)" or "no difference beyond noise (0.97-1.04)".
-
-The statistics are torch's own: each configuration's repeats become a `torch.utils.benchmark.Measurement` (median,
-IQR). kvlab does not call `Timer.timeit`, because it runs the statement twice more as a warm-up on
-every call: interleaving A and B one generation at a time would triple the cost of a notebook cell and, for
-a statement that grows a cache, change what is measured. Instead each configuration is warmed up once, then
-the repeats alternate A, B, A, B, ... and each call is timed with the same clock `Timer` uses
-(`timeit.default_timer`). No other module of kvlab reads a clock to time model work (a test checks it).
+One stopwatch reading on a shared machine is noise, so a time is repeated, interleaved with what it is compared to
+(drift hits both alike), reduced to a median and interquartile range, and compared as a ratio with a bootstrap
+interval: "1.62x slower (1.55-1.70)" or "no difference beyond noise (0.97-1.04)". Not `torch.utils.benchmark.Timer`:
+its per-call warm-up would triple the cost of interleaving one generation at a time and change what a growing cache
+measures. No other module of kvlab reads a clock to time model work (a test checks it).
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import time
 import timeit
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvlab.i18n import _, number
 
@@ -28,13 +22,11 @@ clock = timeit.default_timer  # the clock torch.utils.benchmark.Timer uses; the 
 
 
 def wall_clock_ns() -> int:
-    """Now, on the clock that stamps files (nanoseconds since the epoch): for the age of a file, never the
-    duration of work (that is `clock`)."""
+    """Nanoseconds since the epoch, the clock that stamps files: for a file's age, never a duration of work."""
     return time.time_ns()
 
 
-# An interval wider than this factor (high / low) says nothing a sentence could quote.
-TOO_WIDE = 1.5
+TOO_WIDE = 1.5  # an interval wider than this factor (high / low) says nothing a sentence could quote
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -44,11 +36,8 @@ class NoisyTimingWarning(UserWarning):
 
 
 class Stopwatch:
-    """Times one block: `with Stopwatch() as watch: ...` then `watch.seconds`.
-
-    For a single event a user waits on (a status line's "took 1.2 s", a first run's compile time), not for a
-    comparison: comparisons go through `time_interleaved`, which repeats and interleaves.
-    """
+    """Times one block (`with Stopwatch() as watch: ...`, then `watch.seconds`): for a single event a user waits
+    on; comparisons go through `time_interleaved`."""
 
     def __enter__(self) -> Stopwatch:
         self.started = clock()
@@ -58,33 +47,16 @@ class Stopwatch:
     def __exit__(self, *exc) -> None:
         self.seconds = clock() - self.started
 
-    def elapsed(self) -> float:
-        """Seconds since the block started (while it runs)."""
+    def elapsed(self) -> float:  # while the block runs
         return clock() - self.started
 
 
 @dataclass
 class Timing:
-    """One configuration's repeated times (seconds per call, in run order), summarised by torch's `Measurement`."""
+    """One configuration's repeated times: seconds per call, in run order."""
 
     label: str
     times: list[float]
-    work: dict = field(default_factory=dict)  # optional counters of the work each call did (tokens, FLOPs...)
-
-    @property
-    def measurement(self):
-        import torch
-        from torch.utils.benchmark.utils import common
-
-        spec = common.TaskSpec(
-            stmt=self.label,
-            setup="pass",
-            label="kvlab",
-            sub_label=self.label,
-            description="median",
-            num_threads=torch.get_num_threads(),
-        )
-        return common.Measurement(number_per_run=1, raw_times=list(self.times), task_spec=spec)
 
     @property
     def median(self) -> float:
@@ -98,20 +70,12 @@ class Timing:
         q = statistics.quantiles(self.times, n=4, method="inclusive")
         return (q[0], q[2])
 
-    @property
-    def iqr(self) -> float:
-        q1, q3 = self.quartiles
-        return q3 - q1
-
     def describe(self, unit: str = "ms", scale: float = 1e3) -> str:
         """ "95.1 ms (IQR 93.8-97.0, 7 runs)", in the reader's language ("95,1 ms (IQR 93,8-97,0, 7 execuções)")."""
-        q1, q3 = self.quartiles
+        median, q1, q3 = (number(value * scale, 1) for value in (self.median, *self.quartiles))
+        runs = len(self.times)
         return _("{median} {unit} (IQR {q1}-{q3}, {runs} runs)").format(
-            median=number(self.median * scale, 1),
-            unit=unit,
-            q1=number(q1 * scale, 1),
-            q3=number(q3 * scale, 1),
-            runs=len(self.times),
+            median=median, unit=unit, q1=q1, q3=q3, runs=runs
         )
 
     def as_dict(self) -> dict:
@@ -128,9 +92,8 @@ def time_interleaved(
 ) -> dict[str, Timing]:
     """Time each callable `repeats` times, interleaved (A, B, A, B, ...), after `warmup` untimed calls each.
 
-    `before_each(label)` runs untimed before every call (e.g. a fresh cache), so that only the work is timed.
-    `threads` fixes torch's thread count for the whole measurement (torch's `Timer` does the same), so that
-    the configurations compete on equal terms; None keeps the current setting.
+    `before_each(label)` runs untimed before every call (e.g. a fresh cache). `threads` fixes torch's thread count
+    for the whole measurement, so the configurations compete on equal terms; None keeps the current setting.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1; got {repeats}")
@@ -139,16 +102,15 @@ def time_interleaved(
     import torch
     from torch.utils.benchmark.utils import common
 
+    prepare = before_each or (lambda label: None)
     times: dict[str, list[float]] = {label: [] for label in runs}
     with common.set_torch_threads(threads if threads is not None else torch.get_num_threads()):
         for label, run in runs.items():
             for _ in range(warmup):
-                if before_each is not None:
-                    before_each(label)
+                prepare(label)
                 run()
         for _, label in interleaved(list(runs), repeats):
-            if before_each is not None:
-                before_each(label)
+            prepare(label)
             started = clock()
             runs[label]()
             times[label].append(clock() - started)
@@ -173,32 +135,25 @@ class Comparison:
 
     @property
     def too_noisy(self) -> bool:
-        """True when the runs cannot support a sentence: under 3 repeats, or an interval that is wide *and*
-        contains 1. A wide interval wholly on one side of 1 still tells the direction, and the verdict quotes the
-        interval with it ("3.25x faster (2.85-4.07)"); calling that "too noisy" would hide a clear difference."""
+        """Under 3 repeats, or an interval that is wide *and* contains 1: a wide interval wholly on one side of 1
+        still tells the direction, and the verdict quotes it ("3.25x faster (2.85-4.07)")."""
         if not (self.low > 0) or min(len(self.a.times), len(self.b.times)) < 3:
             return True
         return not self.differs and self.high / self.low > TOO_WIDE
 
     def verdict(self) -> str:
-        """A sentence a notebook can print as it is, in the reader's language: "static is 1.62x slower than
-        dynamic (1.55-1.70)". The labels are the Timings' own, as the caller wrote them."""
-        labels = {"b": self.b.label, "a": self.a.label}
-        if self.ratio > 1 or self.too_noisy or not self.differs:
-            ratio, interval = _ratio(self.ratio), _ratio_interval(self.low, self.high)
-        else:  # faster: B / A below 1, said as A / B above 1
-            ratio, interval = _ratio(1 / self.ratio), _ratio_interval(1 / self.high, 1 / self.low)
+        """ "static is 1.62x slower than dynamic (1.55-1.70)", in the reader's language, with the Timings' labels."""
+        ratio, interval = _ratio(self.ratio), _ratio_interval(self.low, self.high)
         if self.too_noisy:
-            return _("too noisy to tell: {b} / {a} = {ratio} {interval}").format(
-                **labels, ratio=ratio, interval=interval
-            )
-        if not self.differs:
-            return _("no difference beyond noise: {b} / {a} = {ratio} {interval}").format(
-                **labels, ratio=ratio, interval=interval
-            )
-        if self.ratio > 1:
-            return _("{b} is {ratio}x slower than {a} {interval}").format(**labels, ratio=ratio, interval=interval)
-        return _("{b} is {ratio}x faster than {a} {interval}").format(**labels, ratio=ratio, interval=interval)
+            sentence = _("too noisy to tell: {b} / {a} = {ratio} {interval}")
+        elif not self.differs:
+            sentence = _("no difference beyond noise: {b} / {a} = {ratio} {interval}")
+        elif self.ratio > 1:
+            sentence = _("{b} is {ratio}x slower than {a} {interval}")
+        else:  # B / A below 1, said as A / B above 1
+            sentence = _("{b} is {ratio}x faster than {a} {interval}")
+            ratio, interval = _ratio(1 / self.ratio), _ratio_interval(1 / self.high, 1 / self.low)
+        return sentence.format(b=self.b.label, a=self.a.label, ratio=ratio, interval=interval)
 
     def as_dict(self) -> dict:
         return {
@@ -215,7 +170,6 @@ class Comparison:
 
 
 def _ratio(value: float) -> str:
-    """A ratio of times as a verdict writes it: two decimals, the reader's decimal mark."""
     return number(value, 2, grouping=False)
 
 
@@ -224,26 +178,17 @@ def _ratio_interval(low: float, high: float) -> str:
 
 
 def compare(a: Timing, b: Timing, confidence: float = CONFIDENCE, seed: int = 0, warn: bool = True) -> Comparison:
-    """B / A with a percentile-bootstrap interval of the ratio of medians (fixed seed: the same times give the
-    same interval). Warns (`NoisyTimingWarning`) when the interval is too wide to say anything."""
+    """B / A with a percentile-bootstrap interval of the ratio of medians (fixed seed: same times, same interval).
+    Warns (`NoisyTimingWarning`) when the interval is too wide to say anything."""
     low, high = ratio_interval(a.times, b.times, confidence, seed)
     result = Comparison(a, b, b.median / a.median, low, high, confidence)
     if warn and result.too_noisy:
-        warnings.warn(
-            _(
-                "timing too noisy to compare {b} with {a}: ratio {ratio} {interval} from {a_runs} and {b_runs} "
-                "runs; repeat on a quieter machine or with more repeats"
-            ).format(
-                b=b.label,
-                a=a.label,
-                ratio=_ratio(result.ratio),
-                interval=_ratio_interval(low, high),
-                a_runs=len(a.times),
-                b_runs=len(b.times),
-            ),
-            NoisyTimingWarning,
-            stacklevel=2,
-        )
+        ratio, interval, a_runs, b_runs = _ratio(result.ratio), _ratio_interval(low, high), len(a.times), len(b.times)
+        message = _(
+            "timing too noisy to compare {b} with {a}: ratio {ratio} {interval} from {a_runs} and {b_runs} "
+            "runs; repeat on a quieter machine or with more repeats"
+        ).format(b=b.label, a=a.label, ratio=ratio, interval=interval, a_runs=a_runs, b_runs=b_runs)
+        warnings.warn(message, NoisyTimingWarning, stacklevel=2)
     return result
 
 
@@ -255,31 +200,23 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = C
     if a_values.size == 0 or b_values.size == 0:
         raise ValueError("a ratio needs at least one time on each side")
     rng = np.random.default_rng(seed)
-    a_medians = np.median(rng.choice(a_values, (BOOTSTRAP_RESAMPLES, a_values.size)), axis=1)
-    b_medians = np.median(rng.choice(b_values, (BOOTSTRAP_RESAMPLES, b_values.size)), axis=1)
-    ratios = b_medians / a_medians
+    a_medians, b_medians = (
+        np.median(rng.choice(v, (BOOTSTRAP_RESAMPLES, v.size)), axis=1) for v in (a_values, b_values)
+    )
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
+    low, high = np.percentile(b_medians / a_medians, [tail, 100 - tail])
     return float(low), float(high)
 
 
 def per_step(runs: Sequence[Sequence[float]]) -> list[tuple[float, float, float]]:
     """(median, q1, q3) per step over repeated runs of the same steps (e.g. time per token at each position)."""
     steps = min((len(r) for r in runs), default=0)
-    rows = []
-    for s in range(steps):
-        timing = Timing(str(s), [r[s] for r in runs])
-        q1, q3 = timing.quartiles
-        rows.append((timing.median, q1, q3))
-    return rows
+    timings = [Timing(str(s), [r[s] for r in runs]) for s in range(steps)]
+    return [(t.median, *t.quartiles) for t in timings]
 
 
 class DecodeClock:
-    """A `generate(streamer=...)` that only timestamps: start, first new token, each later token.
-
-    transformers hands a streamer the prompt, then each new token as it is chosen; the first new token marks
-    the end of the prefill, so decode speed excludes the prompt's forward pass.
-    """
+    """A `generate(streamer=...)` that only timestamps: start, first new token (the prefill's end), each later one."""
 
     def __init__(self):
         self.started = clock()
@@ -287,7 +224,7 @@ class DecodeClock:
         self._prompt_seen = False
 
     def put(self, value) -> None:
-        if not self._prompt_seen:  # the first call carries the prompt
+        if not self._prompt_seen:  # transformers hands a streamer the prompt first
             self._prompt_seen = True
             return
         self.stamps.append(clock())
@@ -301,12 +238,11 @@ class DecodeClock:
 
     @property
     def step_seconds(self) -> list[float]:
-        """Seconds of each decode step (the gaps between consecutive new tokens)."""
         return [b - a for a, b in zip(self.stamps, self.stamps[1:])]
 
     @property
     def decode_tokens_per_s(self) -> float:
-        """Tokens per second after the first one (each needs one forward through the cache)."""
+        """Tokens per second after the first one: decoding, the prefill left out."""
         if len(self.stamps) < 2:
             return float("nan")
         return (len(self.stamps) - 1) / (self.stamps[-1] - self.stamps[0])

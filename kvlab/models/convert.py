@@ -1,17 +1,8 @@
-"""Convert a GGUF file once into a safetensors model directory.
+"""Convert a GGUF file once into a safetensors model directory: transformers' GGUF loader dequantizes every
+tensor on every load (Gemma 3: 40 s vs 6 s from a saved directory).
 
-transformers' GGUF loader dequantizes every tensor on every load (SmolLM2: 16 s from GGUF vs 3.6 s from a
-saved directory; Gemma 3: 40 s vs 6 s). The weights it produces are plain tensors, but the model keeps a GGUF
-quantizer marker that makes `save_pretrained` refuse ("The model is quantized with gguf and is not
-serializable"); the marker is dropped before saving.
-
-Interrupted work leaves nothing behind: the directory is written under a temporary name that carries this
-process's id (`smollm2.partial-1234`), removed if the conversion raises or is interrupted (Ctrl-C), and renamed
-when complete, so an unfinished conversion is never mistaken for a finished one. A process killed outright cannot
-clean up; `remove_stale_partials` deletes its leftovers on the next prepare (only those of processes that are no
-longer running, so two prepares at once do not delete each other's work). The manifest is written after the
-rename, from the files in their final place, with each file's identity (see manifest.py), so that the first
-load does not hash the files again.
+The directory is written under a name that carries this process's id (`smollm2.partial-1234`) and renamed when
+complete; a process killed outright leaves it for `remove_stale_partials`, which spares running processes' work.
 """
 
 from __future__ import annotations

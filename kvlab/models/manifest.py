@@ -1,20 +1,11 @@
 """A prepared model is never used with a file that changed since it was checked, yet an unchanged one loads
 without its gigabyte being read again.
 
-- `write_manifest` (the end of a conversion) records every file's size and sha256 in `kvlab-manifest.json`, and
-  each file's identity as it was hashed (size, mtime_ns, inode, ctime_ns) in `.kvlab-verified.json`, which names
-  the sha256 of the manifest it vouches for (another manifest voids it).
-- `check` (every load) compares identities. Every write moves a file's ctime, even one that puts the mtime back,
-  and a replaced or copied file has another inode: a file whose identity is the recorded one is not read at all.
-  One whose identity differs is hashed whole: a different sha256 is refused, naming the file; the same one gets
-  its new identity recorded, so only the first load after a change pays for the hash.
-- `full_check` (`kvlab models verify`) hashes every byte of every file, whatever the identities say.
-
-Both catch damage, not someone who rewrites the manifest too. Timestamps have a coarse tick (1-10 ms on Linux, 2 s
-on FAT): a second write within the tick of the first leaves the identity as it was. So a file changed less than
-`RACY_S` before it was hashed is not recorded (the next load hashes it again), and `write_manifest` first waits
-that window out. A missing or unreadable manifest is refused like damage: files are never recorded from whatever
-is on disk.
+`kvlab-manifest.json` holds every file's size and sha256; `.kvlab-verified.json` each file's identity as it was
+hashed (size, mtime_ns, inode, ctime_ns; every write moves the ctime, a replaced file has another inode), for the
+manifest whose sha256 it names. `check` (every load) hashes only a file whose identity changed; `full_check` every
+byte. Timestamps have a coarse tick (up to 2 s on FAT), so a file changed less than `RACY_S` before it was hashed
+is not recorded. A missing or unreadable manifest is refused like damage.
 """
 
 from __future__ import annotations
@@ -71,8 +62,7 @@ def _listed_files(model_dir: Path) -> list[Path]:
 
 
 def _check_safetensors(path: Path) -> None:
-    """The header parses and its tensors cover the file exactly (what a truncated or padded file breaks): checked
-    before a conversion's files are recorded, so that a broken file is never blessed by a manifest."""
+    """The header parses and its tensors cover the file exactly: a broken file is never blessed by a manifest."""
     from safetensors import SafetensorError, safe_open
 
     try:
@@ -85,8 +75,7 @@ def _check_safetensors(path: Path) -> None:
 
 
 def write_manifest(model_dir: Path) -> dict:
-    """Record every file of a finished model directory, and each file's identity as it was hashed (both written
-    atomically: a reader sees the old file or the new one)."""
+    """Record every file of a finished model directory, and each file's identity as it was hashed."""
     model_dir = Path(model_dir)
     paths = _listed_files(model_dir)
     newest = max((_changed_ns(identity(path)) for path in paths), default=0)
@@ -104,8 +93,7 @@ def write_manifest(model_dir: Path) -> dict:
 
 
 def _hashed(path: Path) -> tuple[str, dict | None]:
-    """(sha256, the identity to record or None while the file is within the tick) of one file; refused if it
-    changes while it is read."""
+    """(sha256, the identity to record or None within the tick); refused if the file changes while it is read."""
     hashed_at = wall_clock_ns()
     before = identity(path)
     digest = sha256_of(path)
@@ -150,8 +138,7 @@ def _read(model_dir: Path) -> tuple[str, dict]:
 
 
 def _verified(model_dir: Path, manifest_text: str) -> dict:
-    """The identities recorded for this exact manifest; {} when there are none or they cannot be read (every
-    file is then hashed: a damaged record costs time, never trust)."""
+    """The identities recorded for this exact manifest; {} when there are none or they cannot be read."""
     try:
         record = json.loads((model_dir / VERIFIED).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):

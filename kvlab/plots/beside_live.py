@@ -1,9 +1,5 @@
-"""The meta method beside a live run, per layer kind (`kvlab.size.beside_live` rows): two bars per kind, what
-transformers' cache holds on the meta device and what the watched generation's cache held, with the verdict above.
-
-The meta bar takes its layer kind's colour (`kvlab.plots.palette.LAYER_KIND_COLORS`), the live bar the same colour
-hatched: one quantity measured two ways, so the pair reads as one kind and the verdict as their agreement.
-"""
+"""The meta-device size beside a live run's, per layer kind (`kvlab.size.beside_live` rows). Both bars of a kind
+take its colour (the live one hatched): one quantity measured two ways, so the pair reads as one kind."""
 
 from __future__ import annotations
 
@@ -19,16 +15,16 @@ WIDTH = 0.38  # each of the two bars of a kind; the pair leaves a gap to the nex
 
 
 def _kind_label(kind: str, layers: int) -> str:
-    """A kind's tick label: its name over its layer count."""
     label = _("{kind}\n{layers} layer") if layers == 1 else _("{kind}\n{layers} layers")
     return label.format(kind=kind, layers=layers)
 
 
 def plot_beside_live(rows, title: str = "") -> Figure:
-    """`rows` are `KindRow`s (kind, layers, meta_bytes, live_bytes, exact): one pair of bars per kind, labelled
-    with its layer count, and "exact" or "differs" above each pair."""
+    """`rows` are `KindRow`s (kind, layers, meta_bytes, live_bytes, exact): a pair of bars per kind, "exact" or
+    "differs" above it."""
     fig, ax = subplots(1, 1, figsize=(7, 3.8))
-    unit, scale = unit_for(max([max(r.meta_bytes, r.live_bytes) for r in rows], default=1))
+    largest = max([max(r.meta_bytes, r.live_bytes) for r in rows], default=1)
+    unit, scale = unit_for(largest)
     for index, row in enumerate(rows):
         color = LAYER_KIND_COLORS.get(row.kind, series(index))
         meta = ax.bar(index - WIDTH / 2, row.meta_bytes / scale, WIDTH, color=color, edgecolor="black")
@@ -41,7 +37,7 @@ def plot_beside_live(rows, title: str = "") -> Figure:
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([_kind_label(row.kind, row.layers) for row in rows], fontsize="small")
     ax.set_ylabel(_("cache bytes at the end ({unit})").format(unit=unit))
-    ax.set_ylim(0, 1.2 * max([max(r.meta_bytes, r.live_bytes) for r in rows], default=1) / scale)  # room above
+    ax.set_ylim(0, 1.2 * largest / scale)  # room above
     if title:
         ax.set_title(title, fontsize=10)
     handles = [

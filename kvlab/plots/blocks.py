@@ -1,10 +1,5 @@
-"""Figures of a paged cache's blocks (`kvlab.caches.paged`, its rows from `kvlab.measure.paged`): who holds which
-block at every forward, and layouts.
-
-block_grid(trace)          # blocks × forwards: -1 free, -2 cached for prefix reuse, else the owner's index
-plot_block_timeline(trace) # that grid as an image, above blocks in use / cached / free per forward
-plot_layouts(rows)         # reserved vs live bytes per layout (`kvlab.serving.layout_rows`)
-"""
+"""A paged cache's blocks (rows from `kvlab.measure.paged`): who holds which block at every forward; the bytes
+each cache layout reserves."""
 
 from __future__ import annotations
 
@@ -22,18 +17,13 @@ FREE, CACHED = -1, -2
 
 def request_order(trace: Trace) -> list[str]:
     """Request ids in the order they were first given blocks."""
-    order: list[str] = []
-    for row in paged_steps(trace):
-        for rid in row["block_tables"]:
-            if rid not in order:
-                order.append(rid)
-    return order
+    return list(dict.fromkeys(rid for row in paged_steps(trace) for rid in row["block_tables"]))
 
 
 def block_grid(trace: Trace) -> np.ndarray:
     """(num_blocks, forwards) grid, row i = block id trash_blocks + i: the index (in `request_order`) of the request
-    holding each block at each forward, FREE (-1) for a block in the pool, CACHED (-2) for a complete block kept only
-    for prefix reuse. A block shared by several requests shows its first holder."""
+    holding each block (a shared block: its first holder), FREE for a block in the pool, CACHED for a complete block
+    kept only for prefix reuse."""
     rows = paged_steps(trace)
     num_blocks, first = trace.meta["paged"]["num_blocks"], trace.meta["paged"]["trash_blocks"]
     order = {rid: i for i, rid in enumerate(request_order(trace))}
@@ -56,47 +46,28 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     order = request_order(trace)
     grid = block_grid(trace)
     fig, (top, bottom) = subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    # kvlab's one palette: cached and free blocks in their state colours, each request in `series(i)` (never the
-    # grey or red of a state, so no request reads as "cached")
-    palette_map = ListedColormap(
-        [palette.CACHED, palette.FREE] + [palette.series(i) for i in range(max(len(order), 1))]
-    )
-    top.imshow(
-        grid + 2, aspect="auto", interpolation="nearest", cmap=palette_map, vmin=0, vmax=len(order) + 1, origin="lower"
-    )
+    # cached and free blocks in their state colours, each request in `series(i)`, so none reads as a state
+    cmap = ListedColormap([palette.CACHED, palette.FREE] + [palette.series(i) for i in range(max(len(order), 1))])
+    top.imshow(grid + 2, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=len(order) + 1, origin="lower")
     top.set_ylabel(_("block id (of {blocks})").format(blocks=meta["num_blocks"]))
-    top.set_title(
-        title
-        or _("{blocks} blocks of {tokens} tokens: who holds each block").format(
-            blocks=meta["num_blocks"], tokens=meta["page_size"]
-        )
-    )
+    heading = _("{blocks} blocks of {tokens} tokens: who holds each block")
+    top.set_title(title or heading.format(blocks=meta["num_blocks"], tokens=meta["page_size"]))
     for i, rid in enumerate(order):
         top.plot([], [], "s", color=palette.series(i), label=rid)
     top.plot([], [], "s", color=palette.CACHED, label=_("cached"))
     legend_beside(top, fontsize=7, frameon=False, anchor=1.0)
-    steps = np.arange(len(rows))
-    in_use = np.array([r["blocks_in_use"] for r in rows])
-    cached = np.array([r["blocks_cached"] for r in rows])
-    free = np.array([r["blocks_free"] for r in rows])
     bottom.stackplot(
-        steps,
-        in_use,
-        cached,
-        free,
+        np.arange(len(rows)),
+        *([r[f"blocks_{state}"] for r in rows] for state in ("in_use", "cached", "free")),
         labels=[_("in use"), _("cached"), _("free")],
         colors=[palette.LIVE, palette.CACHED, palette.FREE],
         step="mid",
     )
-    refused = [i for i, r in enumerate(rows) if r["refused"]]
-    preempted = [i for i, r in enumerate(rows) if r["preempted"]]
-    if refused:
-        waits = _("request waits")
-        bottom.plot(refused, [meta["num_blocks"] + 0.5] * len(refused), "v", color=palette.ALLOCATED, label=waits)
-    if preempted:
-        bottom.plot(
-            preempted, [meta["num_blocks"] + 0.5] * len(preempted), "x", color=palette.ALLOCATED, label=_("preempted")
-        )
+    above = meta["num_blocks"] + 0.5
+    for key, marker, label in (("refused", "v", _("request waits")), ("preempted", "x", _("preempted"))):
+        forwards = [i for i, r in enumerate(rows) if r[key]]
+        if forwards:
+            bottom.plot(forwards, [above] * len(forwards), marker, color=palette.ALLOCATED, label=label)
     bottom.set_ylim(0, meta["num_blocks"] + 1.5)
     bottom.set_xlabel(_("forward (one batch step of continuous batching)"))
     bottom.set_ylabel(_("blocks"))
@@ -106,8 +77,8 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
 
 
 def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout: reserved vs live KV bytes")):
-    """One bar per layout row (`kvlab.serving.layout_rows`): the bytes reserved, stacked as the part holding live
-    tokens (live colour) under the empty rest (masked grey), so the bar's height is what the layout reserves."""
+    """One bar per layout row (`kvlab.serving.layout_rows`), as high as the bytes it reserves: the part holding
+    live tokens under the empty rest."""
     fig, ax = subplots(figsize=(8, 3.6))
     x = np.arange(len(rows))
     reserved = [r["bytes_held"] / 2**20 for r in rows]

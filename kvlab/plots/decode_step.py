@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 from kvlab.i18n import _
 from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.palette import series
+from kvlab.plots.prefill_bars import milliseconds
 
 
 def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
@@ -16,10 +17,7 @@ def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
     fig, (ax, ax_work) = subplots(1, 2, figsize=(10, 3.6))
     labels = list(steps)
     x = range(len(labels))
-    medians = [steps[k].timing.median * 1e3 for k in labels]
-    q1 = [steps[k].timing.quartiles[0] * 1e3 for k in labels]
-    q3 = [steps[k].timing.quartiles[1] * 1e3 for k in labels]
-    errors = [[m - lo for m, lo in zip(medians, q1)], [hi - m for m, hi in zip(medians, q3)]]
+    medians, errors = milliseconds([steps[k].timing for k in labels])
     time_bars = ax.bar(x, medians, color=series(0), yerr=errors, capsize=4)
     ax.bar_label(time_bars, labels=[f"{m:.1f}" for m in medians], fontsize=7, padding=6)
     ax.set_ylabel(_("ms per decode step (median, IQR)"))

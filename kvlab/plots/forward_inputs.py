@@ -1,9 +1,5 @@
-"""What each forward call of a generate() receives: one line per input, its sequence length per call.
-
-A traced compiler keys a compiled graph on the shapes (and dtypes and devices) of the inputs. Inputs whose
-length changes every call mean a new trace every call; inputs of one fixed shape mean one trace for all of
-decoding. Plotting the length of each input per call shows which is which.
-"""
+"""The sequence length of each input of each forward call of a generate(): a traced compiler keys a graph on
+input shapes, so a length that changes every call means a new trace every call."""
 
 from __future__ import annotations
 
@@ -17,14 +13,9 @@ STYLES = ("o-", "s--", "^:", "d-.", "v-")
 
 
 def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) -> Figure:
-    """From `{label: kvlab.measure.devices.ForwardLog}`: one panel per log, a line per input name. Each panel's title
-    counts the distinct input signatures of the decoding calls, as a traced backend would meet them after the
-    prefill (call 0, drawn but not counted: it always has a signature of its own).
-
-    The y value is the input's sequence dimension: the last dim for ids, positions and masks, dim -2 for the
-    cache's keys (batch, kv_heads, seq, head_dim). An input keeps its colour and style in every panel, so the
-    panels share one legend, drawn below them where it covers no line.
-    """
+    """From `{label: kvlab.measure.devices.ForwardLog}`: a panel per log, a line per input, the title counting
+    the decoding calls' distinct signatures (the prefill, call 0, always has its own). An input keeps its colour
+    and style in every panel, so they share one legend, below them."""
     names = sorted({name for log in logs.values() for name in log.names()})
     fig, axes = subplots(1, len(logs), figsize=(5 * len(logs), 3.9), sharey=True, squeeze=False)
     handles = {}
@@ -32,6 +23,7 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
         for name in log.names():
             i = names.index(name)
             records = log.of(name)
+            # keys: (batch, kv_heads, seq, head_dim); ids, positions, masks: seq last
             lengths = [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]
             # distinct markers and dashes, so inputs of the same length stay visible on top of each other
             (line,) = ax.plot(
@@ -52,10 +44,7 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
     fig.suptitle(_(title))
     columns = min(len(names), 2 * len(logs))  # two legend entries fit under each 5-inch panel
     rows = -(-len(names) // columns) if names else 0
-    fig.legend(
-        [handles[n] for n in names], names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False
-    )
-    # the bottom strip holds the shared legend, a row per 7 %; a title longer than its panel is wrapped to it, and
-    # the figure grows by the lines that adds, so the panels keep their height
-    tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True)
+    entries = [handles[n] for n in names]
+    fig.legend(entries, names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False)
+    tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True)  # the bottom strip holds the legend, 7 % a row
     return fig

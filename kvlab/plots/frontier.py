@@ -37,37 +37,21 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
     points = _grouped(frontier_points(rows))
     fig, ax = subplots(figsize=(9, 5.5))
     for p in points:
-        ax.scatter(p["memory_ratio"], p["quality"], s=40, color=MEASURED, zorder=3)
-        ax.annotate(
-            p["label"], (p["memory_ratio"], p["quality"]), textcoords="offset points", xytext=(6, 3), fontsize=7.5
-        )
-    lines = []
+        xy = (p["memory_ratio"], p["quality"])
+        ax.scatter(*xy, s=40, color=MEASURED, zorder=3)
+        ax.annotate(p["label"], xy, textcoords="offset points", xytext=(6, 3), fontsize=7.5)
+    lines, style = [], {"fontsize": 7, "color": EXTERNAL}
     for ref in published or []:
-        ax.axvline(ref["memory_ratio"], color=EXTERNAL, linestyle="--", linewidth=1, zorder=1)
-        ax.text(
-            ref["memory_ratio"],
-            0.02,
-            " " + _("external: {label}").format(label=_(ref["label"])),
-            rotation=90,
-            fontsize=7,
-            transform=ax.get_xaxis_transform(),
-            color=EXTERNAL,
-            va="bottom",
-            ha="right",
-        )
-        ratio = number(ref["memory_ratio"], 2, grouping=False)
+        x = ref["memory_ratio"]
+        ax.axvline(x, color=EXTERNAL, linestyle="--", linewidth=1, zorder=1)
+        external = " " + _("external: {label}").format(label=_(ref["label"]))
+        ax.text(x, 0.02, external, rotation=90, transform=ax.get_xaxis_transform(), va="bottom", ha="right", **style)
+        ratio = number(x, 2, grouping=False)
         lines.append(f"{_(ref['label'])} (x = {ratio}): {_(ref['claim'])}")
     if lines:
-        ax.text(
-            0.45,
-            0.97,
-            _("External references (orange dashed, published, not measured by kvlab):") + "\n" + "\n".join(lines),
-            transform=ax.transAxes,
-            fontsize=7,
-            color=EXTERNAL,
-            va="top",
-            bbox={"facecolor": "white", "edgecolor": EXTERNAL, "alpha": 0.9},
-        )
+        heading = _("External references (orange dashed, published, not measured by kvlab):")
+        box = {"facecolor": "white", "edgecolor": EXTERNAL, "alpha": 0.9}
+        ax.text(0.45, 0.97, heading + "\n" + "\n".join(lines), transform=ax.transAxes, va="top", bbox=box, **style)
     ax.axhline(0, color="grey", linewidth=0.5)
     ax.set_yscale("symlog", linthresh=1.0)
     if points and min(p["quality"] for p in points) >= 0:

@@ -15,27 +15,22 @@ def plot_generate_time(
     max_tokens: int | None = None,
     title: str | None = None,
 ) -> Figure:
-    """`seconds[label][new_tokens]` = wall seconds of one `generate` call. Left: ms per new token (total / new
-    tokens); right: total seconds. Every setting measured so far is drawn; `current` is circled. `max_tokens`
-    fixes the x axis (a slider's maximum), so the picture keeps its scale as points are added."""
+    """`seconds[label][new_tokens]` = wall seconds of one `generate` call. Left: ms per new token; right: total
+    seconds. `current` is circled; `max_tokens` fixes the x axis, so the picture keeps its scale as points come."""
     fig, (ax, ax_total) = subplots(1, 2, figsize=(10, 3.6))
     for index, (label, runs) in enumerate(seconds.items()):
         tokens = sorted(runs)
         (line,) = ax.plot(tokens, [runs[n] / n * 1e3 for n in tokens], "o-", color=series(index), label=label)
         ax_total.plot(tokens, [runs[n] for n in tokens], "o-", color=line.get_color(), label=label)
         if current in runs:
-            ax.plot(
-                [current], [runs[current] / current * 1e3], "o", markersize=12, fillstyle="none", color=line.get_color()
-            )
-    ax.set_xlabel(_("new tokens (max_new_tokens)"))
-    ax.set_ylabel(_("ms per new token"))
-    ax.set_ylim(bottom=0)
-    ax.set_title(_("time per new token"))
-    ax_total.set_xlabel(_("new tokens (max_new_tokens)"))
-    ax_total.set_ylabel(_("seconds per generate call"))
-    ax_total.set_ylim(bottom=0)
-    ax_total.set_title(_("total time"))
+            circled = [runs[current] / current * 1e3]
+            ax.plot([current], circled, "o", markersize=12, fillstyle="none", color=line.get_color())
     if max_tokens:
         for a in (ax, ax_total):
             a.set_xlim(0, max_tokens * 1.05)
-    return finish(fig, (ax, ax_total), title)
+    tokens_label = _("new tokens (max_new_tokens)")
+    panels = [
+        (ax, tokens_label, _("ms per new token"), _("time per new token")),
+        (ax_total, tokens_label, _("seconds per generate call"), _("total time")),
+    ]
+    return finish(fig, panels, title)

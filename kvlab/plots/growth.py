@@ -1,9 +1,5 @@
-"""Cache bytes against tokens seen, split by layer kind: where a cache's memory goes as a sequence grows.
-
-Full-attention layers grow by one token's keys and values per step forever; sliding layers stop at their window;
-linear-attention layers hold a constant state. Plotting bytes per kind against tokens makes the three shapes
-(a ramp, a ramp that flattens, a flat line) visible at a glance.
-"""
+"""Cache bytes against tokens seen, split by layer kind: full layers ramp, sliding layers flatten at their window,
+linear layers hold a constant state."""
 
 from __future__ import annotations
 
@@ -17,10 +13,7 @@ from kvlab.recording.trace import Trace
 
 
 def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
-    """{layer kind: [(tokens seen, bytes held by layers of that kind), ...]} at the end of every step.
-
-    Cross-attention layers are reported under the layer kind "cross".
-    """
+    """{layer kind, or "cross" for cross-attention: [(tokens seen, bytes held by its layers)]} after every step."""
     series: dict[str, list[tuple[int, int]]] = {}
     for step, layers in snapshots(trace):
         tokens = tokens_seen(layers, trace, step)
@@ -41,14 +34,6 @@ def total_bytes(trace: Trace) -> list[tuple[int, int]]:
     ]
 
 
-def _kind_color(layer_kind: str, index: int) -> str:
-    """A layer kind's palette colour. Cross-attention is no layer kind of its own: it takes the pink series
-    colour, the one farthest from every layer kind's (an orange would read as "sliding", a purple as "linear")."""
-    if layer_kind == "cross":
-        return series(5)
-    return LAYER_KIND_COLORS.get(layer_kind, series(index))
-
-
 def plot_growth(
     traces: Trace | dict[str, Trace],
     by_layer_kind: bool = True,
@@ -57,15 +42,10 @@ def plot_growth(
     zoom: bool = False,
     title: str | None = None,
 ) -> Figure:
-    """Bytes against tokens. One trace: a line per layer kind plus the total (with `by_layer_kind`).
-
-    Several traces (a dict label -> Trace): one total line each, to compare caches. `formula_bytes_per_token`
-    adds the dashed line `tokens * bytes_per_token` (the textbook estimate) for comparison. `expected`
-    ({label: [(tokens, bytes)]}, e.g. `kvlab.measure.formula.expected_curves`) adds dotted formula curves, each
-    in the colour of the measured line it predicts. `zoom` adds an inset of the total over the measured tokens
-    only, at its own scale: a change of a few hundred kB (a prefill peak) is a few pixels on the full axes.
-    The legend sits outside the axes, so it never covers a line.
-    """
+    """Bytes against tokens: for one trace the total and (`by_layer_kind`) a line per layer kind; for a dict of
+    traces a total each. `formula_bytes_per_token` adds the dashed textbook line; `expected` ({label: [(tokens,
+    bytes)]}, `kvlab.measure.formula.expected_curves`) dotted curves in the colour of the line each predicts.
+    `zoom` adds an inset of the totals at their own scale: a prefill peak of a few hundred kB is a few pixels."""
     fig, ax = subplots(figsize=(9, 4))
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     max_tokens = 0
@@ -80,45 +60,14 @@ def plot_growth(
         split = by_layer_kind and len(named) == 1
         color = ALLOCATED if len(named) == 1 else series(index)
         measured_totals.append((color, totals))
-        ax.plot(
-            xs,
-            [y / 1e6 for y in ys],
-            label=_("{label}: total").format(label=label) if split else label,
-            lw=2,
-            color=color,
-        )
+        name = _("{label}: total").format(label=label) if split else label
+        ax.plot(xs, [y / 1e6 for y in ys], label=name, lw=2, color=color)
         if split:
-            kinds = bytes_by_layer_kind(trace)
-            if len(kinds) > 1:
-                for kind_index, (layer_kind, points) in enumerate(kinds.items()):
-                    kx, ky = zip(*points)
-                    cross = layer_kind == "cross"
-                    count = sum(
-                        1
-                        for e in trace.final_layers()
-                        if (e["role"] == "cross") == cross and (cross or e["layer_kind"] == layer_kind)
-                    )
-                    name = (
-                        _("cross-attention")
-                        if cross
-                        else (
-                            _("self-attention ({layer_kind})").format(layer_kind=layer_kind)
-                            if "cross" in kinds
-                            else layer_kind
-                        )
-                    )
-                    label_kind = _("{count} {name} layers").format(count=count, name=name)
-                    kind_colors[layer_kind] = _kind_color(layer_kind, kind_index)
-                    ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=label_kind, color=kind_colors[layer_kind])
+            _kind_lines(ax, trace, kind_colors)
     if formula_bytes_per_token:
-        ax.plot(
-            [0, max_tokens],
-            [0, max_tokens * formula_bytes_per_token / 1e6],
-            ls="--",
-            color=ALLOCATED,
-            lw=1,
-            label=_("formula: {bytes} B/token").format(bytes=number(formula_bytes_per_token)),
-        )
+        formula = _("formula: {bytes} B/token").format(bytes=number(formula_bytes_per_token))
+        end = max_tokens * formula_bytes_per_token / 1e6
+        ax.plot([0, max_tokens], [0, end], ls="--", color=ALLOCATED, lw=1, label=formula)
     for label, points in (expected or {}).items():
         ex, ey = zip(*points)
         color = kind_colors.get(label, ALLOCATED)
@@ -140,9 +89,29 @@ def plot_growth(
     return fig
 
 
+def _kind_lines(ax, trace: Trace, kind_colors: dict[str, str]) -> None:
+    """A line per layer kind (none for a single kind), labelled with its count of layers, its colour put in
+    `kind_colors`. Cross-attention takes the pink series colour: the farthest from every layer kind's."""
+    kinds = bytes_by_layer_kind(trace)
+    for kind_index, (layer_kind, points) in enumerate(kinds.items() if len(kinds) > 1 else []):
+        kx, ky = zip(*points)
+        cross = layer_kind == "cross"
+        layers = trace.final_layers()
+        count = sum(1 for e in layers if (e["role"] == "cross") == cross and (cross or e["layer_kind"] == layer_kind))
+        if cross:
+            name = _("cross-attention")
+        elif "cross" in kinds:
+            name = _("self-attention ({layer_kind})").format(layer_kind=layer_kind)
+        else:
+            name = layer_kind
+        kind_colors[layer_kind] = series(5) if cross else LAYER_KIND_COLORS.get(layer_kind, series(kind_index))
+        label = _("{count} {name} layers").format(count=count, name=name)
+        ax.plot(kx, [y / 1e6 for y in ky], ls="-", lw=1.2, label=label, color=kind_colors[layer_kind])
+
+
 def _zoom_inset(ax, measured_totals: list[tuple[str, list[tuple[int, int]]]], expected_total) -> None:
-    """An inset in the empty upper left (the lines rise from the origin to the right): the measured totals, and
-    the formula's total over the same tokens, at a y scale set by the measured bytes alone."""
+    """An inset in the empty upper left: the measured totals, and the formula's over the same tokens, at a y
+    scale set by the measured bytes alone."""
     inset = ax.inset_axes([0.07, 0.55, 0.36, 0.37])
     low = min(t for _color, totals in measured_totals for t, _b in totals)
     high = max(t for _color, totals in measured_totals for t, _b in totals)

@@ -1,10 +1,5 @@
-"""Bytes side by side: horizontal bars per label, one bar per series (e.g. per context length or per cache).
-
-Cache sizes span orders of magnitude between a 135M model and an 8B one, so the axis unit is picked from the
-largest value (B, KiB, MiB or GiB) and every bar is annotated with its size. Series take `palette.series`
-colours; bars a caller marks (e.g. a length past the model's context) are hatched and named in the legend, which
-sits outside the axes so it never covers a bar.
-"""
+"""Bytes side by side: horizontal bars per label, one per series (a context length, a cache). Sizes span orders
+of magnitude between models, so the unit is picked from the largest and every bar carries its size."""
 
 from __future__ import annotations
 
@@ -30,9 +25,8 @@ def plot_bytes(
     marked: frozenset | set = frozenset(),
     marked_label: str = "",
 ) -> Figure:
-    """`{label: {series: bytes}}`: one group of bars per label (top to bottom), one colour per series.
-
-    `marked` holds (label, series) pairs drawn hatched; `marked_label` says in the legend what the hatch means."""
+    """`{label: {series: bytes}}`: a group of bars per label, a colour per series; `marked` (label, series) pairs
+    are hatched (say, a length past the model's context), and `marked_label` names the hatch in the legend."""
     labels = list(values)
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)

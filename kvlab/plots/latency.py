@@ -21,12 +21,9 @@ def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> F
             ax.fill_between(run.positions[1:], low, high, color=line.get_color(), alpha=0.25, linewidth=0)
         if run.tokens_run:
             ax_work.plot(run.positions[1:], run.tokens_run[1:], ".-", color=line.get_color(), label=label)
-    ax.set_xlabel(_("position (tokens in context)"))
-    ax.set_ylabel(_("ms per new token"))
-    ax.set_ylim(bottom=0)
-    ax.set_title(_("time per new token (after the prefill)"))
-    ax_work.set_xlabel(_("position (tokens in context)"))
-    ax_work.set_ylabel(_("tokens run by the forward"))
-    ax_work.set_ylim(bottom=0)
-    ax_work.set_title(_("work per new token (exact)"))
-    return finish(fig, (ax, ax_work), title)
+    position = _("position (tokens in context)")
+    panels = [
+        (ax, position, _("ms per new token"), _("time per new token (after the prefill)")),
+        (ax_work, position, _("tokens run by the forward"), _("work per new token (exact)")),
+    ]
+    return finish(fig, panels, title)

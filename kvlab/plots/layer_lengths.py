@@ -14,26 +14,18 @@ from kvlab.plots.palette import LAYER_KIND_COLORS
 def plot_layer_lengths(
     lengths: list[LayerLength], window: int | None = None, title: str | None = None, window_label: str = N_("window")
 ) -> Figure:
-    """Per layer: an outlined bar for tokens seen, a pale bar for storage held, a solid bar for live tokens;
-    the colour is the layer kind; `window` (e.g. a sliding window or a chunk size) is a dashed line. Each live
-    bar carries its count: a window minus one and the window itself look the same at bar scale."""
+    """Per layer: an outlined bar for tokens seen, a pale bar for storage held, a solid bar for live tokens, in the
+    layer kind's colour; `window` (a sliding window, a chunk size) is a dashed line."""
     fig, ax = subplots(figsize=(9, 3.6))
     x = [length.layer_idx for length in lengths]
     colors = [LAYER_KIND_COLORS.get(length.layer_kind, "#999999") for length in lengths]
     ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label=_("seen"))
-    ax.bar(
-        x, [length.slots_stored for length in lengths], width=0.6, color=colors, alpha=0.35, label=_("stored (bytes)")
-    )
+    stored = [length.slots_stored for length in lengths]
+    ax.bar(x, stored, width=0.6, color=colors, alpha=0.35, label=_("stored (bytes)"))
     live_bars = ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label=_("live"))
-    # 511 live under a 512 window is one pixel at this scale: the count is written on each live bar.
-    ax.bar_label(
-        live_bars,
-        labels=[f"{length.live:,}" if length.live else "" for length in lengths],
-        fontsize=6,
-        label_type="center",
-        rotation=90,
-        color="white",
-    )
+    # 511 live under a 512 window is one pixel at this scale: each live bar carries its count
+    counts = [f"{length.live:,}" if length.live else "" for length in lengths]
+    ax.bar_label(live_bars, labels=counts, fontsize=6, label_type="center", rotation=90, color="white")
     if window:
         ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{_(window_label)} {window}")
     handles = ax.get_legend_handles_labels()[0]

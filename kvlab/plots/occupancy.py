@@ -1,10 +1,9 @@
-"""Layer × step heatmaps: how many slots each layer holds live, and how many tokens it has evicted.
-
-A DynamicCache on a model with sliding layers shows two kinds of rows: full layers whose colour keeps
-deepening step after step, and sliding layers that saturate at the window while their eviction count climbs.
-"""
+"""Layer × step heatmaps of the slots each layer holds live and the tokens it has evicted: full layers deepen
+step after step, sliding layers saturate at the window while their evictions climb."""
 
 from __future__ import annotations
+
+from itertools import accumulate
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -23,16 +22,12 @@ def evictions(trace: Trace) -> list[list[int]]:
     grid = [[0] * len(steps) for _ in rows]
     for e in trace.updates:
         grid[index[(e["role"], e["layer_idx"])]][col[e["step"]]] = e["tokens_evicted"]
-    for row in grid:
-        for j in range(1, len(row)):
-            row[j] = max(row[j], row[j - 1])
-    return grid
+    return [list(accumulate(row, max)) for row in grid]
 
 
 def _write_ends(ax, grid: np.ndarray, image) -> None:
-    """Each row's value at its first and last step, written in the cells: a colour scale stretched over the
-    full layers' growth (say 520 to 543) paints every capped sliding row the same darkest colour, and only
-    the number says it stays at 511."""
+    """Each row's value at its first and last step, written in the cells: a colour scale stretched over the full
+    layers' growth (520 to 543) paints a capped sliding row (511) the same darkest colour."""
     columns = sorted({0, grid.shape[1] - 1})
     for row, values in enumerate(grid):
         for column in columns:
@@ -42,9 +37,7 @@ def _write_ends(ax, grid: np.ndarray, image) -> None:
 
 
 def plot_occupancy(trace: Trace, show_evictions: bool = True, title: str | None = None) -> Figure:
-    """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted.
-
-    The live panel writes each layer's count at the first and the last step in the cells."""
+    """Heatmap of live slots per layer and step; with `show_evictions`, a second heatmap of tokens evicted."""
     live = np.array(trace.occupancy())
     panels = [(_("live slots"), live, "viridis")]
     if show_evictions:

@@ -1,13 +1,8 @@
-"""kvlab's colours, one meaning each, in every picture it draws: the notebooks' plots and the Cache Explorer.
-
-A reader who learns in one figure that grey means "allocated but masked" must not meet grey as a request or
-red as "masked" in the next. Layer kinds and slot states have their own colours; a series of runs or requests
-takes `series(n)`, which skips the grey and the red that the states use.
-"""
+"""kvlab's colours, one meaning each, in every picture it draws: a reader who learns that grey means "masked"
+must not meet grey as a request, or red as "masked", in the next figure."""
 
 from __future__ import annotations
 
-# One colour per layer kind.
 LAYER_KIND_COLORS = {
     "full": "#2b8cbe",
     "sliding": "#e6550d",
@@ -24,15 +19,6 @@ ALLOCATED = "#000000"  # the line on top: everything allocated
 EVICTED = "#fdae6b"  # seen and dropped by a sliding window
 CROPPED = "#de2d26"  # removed by crop / rejected by a draft check
 CACHED = "#6a51a3"  # kept for reuse (a shared prefix, a cached block)
-STATE_COLORS = {
-    "live": LIVE,
-    "masked": MASKED,
-    "free": FREE,
-    "allocated": ALLOCATED,
-    "evicted": EVICTED,
-    "cropped": CROPPED,
-    "cached": CACHED,
-}
 
 # Runs, requests and configurations: tab10 without its grey, red and purple, so a series never reads as a state,
 # and two of tab20b's darker tones, so the eight requests of notebook 12 get eight colours before any repeats.

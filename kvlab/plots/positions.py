@@ -1,12 +1,9 @@
-"""The "cached positions" picture: which token positions each layer holds, and which the next token sees.
-
-One row per layer, one column per token position. A full-attention layer holds every position; a sliding layer
-holds only its last `window - 1` (plus the token being computed): the older ones it has seen are evicted. With
-past recording on, a sliding layer keeps older positions it no longer attends to, so that a crop can bring them
-back: those show in a lighter green. Positions a crop just removed are drawn in the crop's red.
-"""
+"""Which token positions each layer holds (a row per layer, a column per position), and which the next token
+sees: a sliding layer recording its past keeps positions it no longer attends to, so a crop can bring them back."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -31,8 +28,8 @@ LABELS = (
 
 
 def positions_grid(rows: list[dict], cropped: int = 0) -> np.ndarray:
-    """(layers, positions) array of NOT_CACHED / LIVE / VISIBLE / CROPPED from
-    `kvlab.measure.rollback.cached_positions` rows, read after a crop that removed the last `cropped` positions."""
+    """(layers, positions) array of states from `kvlab.measure.rollback.cached_positions` rows, read after a crop
+    that removed the last `cropped` positions."""
     seen = max((r["seen"] for r in rows), default=0)
     grid = np.full((len(rows), seen + cropped), NOT_CACHED, dtype=int)
     for i, row in enumerate(rows):
@@ -43,9 +40,8 @@ def positions_grid(rows: list[dict], cropped: int = 0) -> np.ndarray:
 
 
 def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions per layer"), ax=None, cropped: int = 0):
-    """Draw `cached_positions(cache)` rows (and, with `cropped`, the positions a crop just removed); returns the
-    Figure. The legend lists only the states the picture shows, under the x label (`legend_below`): the grid
-    fills the axes, and a label beside it would take the width its positions need."""
+    """Draw `cached_positions(cache)` rows (with `cropped`, the positions a crop just removed), on `ax` or a figure
+    of its own. The legend, of the states shown, goes under the x label: beside, it would take the grid's width."""
     grid = positions_grid(rows, cropped)
     own = ax is None
     if own:
@@ -65,13 +61,8 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
     ax.tick_params(which="minor", length=0)
     tight_layout_fitted(fig, grow=own)  # a long title (a refused crop's reason) wraps to the axes' width
     bottom = ax.get_tightbbox().y0  # of the x label, before the legend hangs under it
-    shown = sorted(set(grid.ravel().tolist()))
-    legend_below(
-        ax,
-        [Patch(color=COLOURS[state], label=_(LABELS[state])) for state in shown],
-        fontsize="small",
-        frameon=False,
-    )
+    handles = [Patch(color=COLOURS[state], label=_(LABELS[state])) for state in sorted(set(grid.ravel().tolist()))]
+    legend_below(ax, handles, fontsize="small", frameon=False)
     if own:  # a figure of our own grows by the legend's rows, so the picture keeps the height of its rows
         width, height = fig.get_size_inches()
         fig.set_size_inches(width, height + (bottom - ax.get_tightbbox().y0) / fig.dpi)
@@ -80,12 +71,9 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
 
 
 def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind holds")) -> Figure:
-    """From `{stage label: kvlab.measure.rollback.holdings(cache)}`: one row per layer kind, the slots one layer
-    holds (left) and the bytes of storage all layers of that kind keep alive (right), stage by stage.
-
-    A crop shows as fewer slots, same bytes. Those steps are small beside the totals (523 -> 511 slots, 16.07 ->
-    15.82 MB), so each panel is a line over its own range, not bars from zero, and every point carries its value.
-    """
+    """From `{stage label: kvlab.measure.rollback.holdings(cache)}`: a row per layer kind, the slots one layer
+    holds (left) and the bytes all its layers keep alive (right), stage by stage. A crop's steps are small beside
+    the totals (523 -> 511 slots), so each panel is a line over its own range, every point labelled."""
     kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
     with plt.ioff():
         fig, axes = plt.subplots(len(kinds), 2, figsize=(10, 1.2 + 2.4 * len(kinds)), squeeze=False)
@@ -97,31 +85,22 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
         colour = palette.LAYER_KIND_COLORS.get(layer_kind, "#000000")
         slots = [row.get("slots_live", 0) for row in rows]
         megabytes = [row.get("bytes_all_layers", 0) / 1e6 for row in rows]
-        slots_ax.plot(x, slots, "o-", color=colour)
-        bytes_ax.plot(x, megabytes, "s-", color=colour)
-        slots_ax.set_title(_("{layer_kind}: slots held by one layer").format(layer_kind=layer_kind), fontsize=10)
-        bytes_ax.set_title(
-            _("{layer_kind} ({layers} layers): storage of all of them").format(layer_kind=layer_kind, layers=layers),
-            fontsize=10,
-        )
-        for i, (count, size) in enumerate(zip(slots, megabytes)):
-            slots_ax.annotate(
-                f"{count}", (i, count), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8
-            )
-            bytes_ax.annotate(
-                number(size, 2, grouping=False),
-                (i, size),
-                textcoords="offset points",
-                xytext=(0, 6),
-                ha="center",
-                fontsize=8,
-            )
-        for ax, values, ylabel in ((slots_ax, slots, _("slots")), (bytes_ax, megabytes, _("MB"))):
+        names = {"layer_kind": layer_kind, "layers": layers}
+        slots_title = _("{layer_kind}: slots held by one layer").format(**names)
+        bytes_title = _("{layer_kind} ({layers} layers): storage of all of them").format(**names)
+        for ax, values, style, heading, ylabel, shown in (
+            (slots_ax, slots, "o-", slots_title, _("slots"), str),
+            (bytes_ax, megabytes, "s-", bytes_title, _("MB"), partial(number, decimals=2, grouping=False)),
+        ):
+            ax.plot(x, values, style, color=colour)
+            ax.set_title(heading, fontsize=10)
+            for i, v in enumerate(values):
+                ax.annotate(shown(v), (i, v), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
             pad = max((max(values) - min(values)) * 0.25, abs(max(values)) * 0.02, 1e-9)
             ax.set_ylim(min(values) - pad, max(values) + 2 * pad)  # the data's own range: a 2 % step is seen
             ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
     fig.suptitle(_(title))
-    tight_layout_fitted(fig)  # a panel title longer than its panel (Portuguese runs longer) wraps
+    tight_layout_fitted(fig)
     return fig

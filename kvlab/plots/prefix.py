@@ -12,21 +12,14 @@ from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 
-# A prefix position whose ids agree is what the cache can be reused for; one that differs holds the wrong keys and
-# values (the red of a crop: rolling the cache back to the common prefix removes it); the question's own tokens
-# are not in the cache yet.
+# ids agree (reusable); differ (wrong keys and values: a crop back to the common prefix removes them); not cached
 MATCH, DIFFERS, QUESTION = CACHED, CROPPED, FREE
 
 
 def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figure:
-    """From a `kvlab.measure.prefix.TokenPrefix`: two rows of token boxes around the seam where the question begins.
-
-    Top row: the prefix tokenized alone; bottom row: prefix + question. A position whose ids agree is purple
-    (CACHED), the first one that differs (and everything after it in the prefix) red (CROPPED), the question's
-    own tokens light grey (FREE, outlined). A prefix of up to `around` + 2 tokens is drawn whole from position 0;
-    a longer one shows its last `around` positions, and the axis says where it starts. Up to `around` more
-    positions of the full prompt follow.
-    """
+    """From a `kvlab.measure.prefix.TokenPrefix`: the prefix tokenized alone (top) and with the question (bottom),
+    as token boxes around the seam: a prefix of up to `around` + 2 tokens whole, a longer one's last `around`,
+    then up to `around` positions of the question."""
     n_prefix, n_full = len(check.prefix_ids), len(check.full_ids)
     mismatch = check.mismatch
     start = 0 if n_prefix <= around + 2 else n_prefix - around
@@ -38,12 +31,10 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     ]
     for y, (_label, ids, tokens) in zip((1, 0), rows):
         for position in range(start, min(stop, len(ids))):
-            if mismatch is not None and position >= mismatch and position < n_prefix:
-                color = DIFFERS
-            elif position < n_prefix:
-                color = MATCH
-            else:
+            if position >= n_prefix:
                 color = QUESTION
+            else:
+                color = DIFFERS if mismatch is not None and position >= mismatch else MATCH
             edge = "#969696" if color == QUESTION else "white"
             ax.add_patch(Rectangle((position - 0.45, y - 0.35), 0.9, 0.7, facecolor=color, edgecolor=edge))
             ink = "white" if color in (MATCH, DIFFERS) else "black"
@@ -75,10 +66,9 @@ def _show(token: str) -> str:
 def plot_prefix_copies(
     traces, prompt_tokens: list[int], title: str = N_("One prefilled prefix, a deep copy per question")
 ) -> Figure:
-    """From `kvlab.watch(...).traces` of the guide's prefix recipe (one prefix cache, then one deep copy per
-    question, possibly for several cache classes) and the full prompt length of each question: tokens each
-    answer had to prefill (reused copy vs no reuse), and the bytes each copy held at its peak (decimal MB, each
-    bar labelled). A cache class keeps its colour in both panels; the legend sits right of the panels, over no bar."""
+    """From `kvlab.watch(...).traces` of the guide's prefix recipe (a prefix cache, then a deep copy per question,
+    per cache class) and each question's full prompt length: the tokens each answer prefilled (a copy vs no reuse),
+    and the peak bytes of each copy. A cache class keeps its colour in both panels."""
     copies: dict[str, list] = {}
     for trace in traces:
         if trace.meta.get("copied_from") is not None:
@@ -86,10 +76,7 @@ def plot_prefix_copies(
     fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(11, 3.6))
     series = {_("no reuse"): list(prompt_tokens)}
     series.update(
-        {
-            _("{name} copy").format(name=name): [tokens_fed_after_copy(t) for t in group]
-            for name, group in copies.items()
-        }
+        {_("{name} copy").format(name=name): [tokens_fed_after_copy(t) for t in g] for name, g in copies.items()}
     )
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
@@ -106,13 +93,9 @@ def plot_prefix_copies(
             color=series_color(i + 1),
         )
         bytes_ax.bar_label(held, fmt="%.2f", fontsize=7)
-    for ax, ylabel in (
-        (tokens_ax, _("tokens prefilled for the answer")),
-        (bytes_ax, _("bytes held by the copy (MB)")),
-    ):
-        ax.set_xticks(
-            range(len(prompt_tokens)), [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
-        )
+    questions = [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
+    for ax, ylabel in ((tokens_ax, _("tokens prefilled for the answer")), (bytes_ax, _("bytes held by the copy (MB)"))):
+        ax.set_xticks(range(len(prompt_tokens)), questions)
         ax.set_ylabel(ylabel)
         ax.margins(y=0.12)
     handles, labels = tokens_ax.get_legend_handles_labels()  # one legend for both panels: same colour, same run

@@ -1,10 +1,5 @@
-"""Quantized caches: the split between packed low-bit data and the full-precision residual, and the
-memory–quality frontier across backends and bit widths.
-
-A QuantizedCache (KIVI-style) keeps the newest `residual_length` tokens in full precision and the rest packed.
-At short lengths the residual dominates the bytes, so the compression the bit width promises only shows up
-once the sequence is much longer than the residual.
-"""
+"""Quantized caches: packed low-bit bytes beside the full-precision residual (the newest `residual_length`
+tokens, which dominate at short lengths), and quality against memory across backends and bit widths."""
 
 from __future__ import annotations
 
@@ -13,34 +8,29 @@ from matplotlib.figure import Figure
 from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots._snapshots import snapshots, tokens_seen
+from kvlab.plots.growth import total_bytes
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
-# The two parts of a quantized cache, in series colours (the palette's states keep theirs: red is "cropped").
 PACKED, RESIDUAL = series(0), series(1)
 
-# Published results, drawn as external references (other models, other benchmarks, other hardware).
-# x: KV memory relative to a 16-bit cache; y: quality relative to the 16-bit cache (1.0 = same), None when the
-# source states only a direction. Nothing here is measured by kvlab.
+# Published results (other models, benchmarks, hardware), not measured by kvlab; memory relative to a 16-bit cache.
 PUBLISHED_REFERENCES = (
     {
         "label": N_("HF blog: quanto int4 ≈ fp16 on LongBench"),
         "memory_ratio": 4 / 16,
-        "quality": 1.0,
         "memory_meaning": N_("nominal: 4 of 16 bits per number"),
         "source": "https://huggingface.co/blog/kv-cache-quantization",
     },
     {
         "label": N_("HF blog: quanto int2 degrades on LongBench"),
         "memory_ratio": 2 / 16,
-        "quality": None,
         "memory_meaning": N_("nominal: 2 of 16 bits per number"),
         "source": "https://huggingface.co/blog/kv-cache-quantization",
     },
     {
         "label": N_("KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)"),
         "memory_ratio": 1 / 2.6,
-        "quality": 1.0,
         "memory_meaning": N_("peak memory of the whole run, model weights included (1 / 2.6)"),
         "source": "https://arxiv.org/abs/2402.02750",
     },
@@ -49,26 +39,13 @@ PUBLISHED_REFERENCES = (
 
 def split_by_step(trace: Trace) -> list[dict]:
     """Per step: tokens seen, packed bytes, residual bytes, quantized and residual tokens (summed over layers)."""
-    rows = []
-    for step, layers in snapshots(trace):
-        events = layers.values()
-        rows.append(
-            {
-                "step": step,
-                "tokens": tokens_seen(layers, trace, step),
-                **{
-                    f: sum(e[f] for e in events)
-                    for f in ("packed_bytes", "residual_bytes", "quantized_tokens", "residual_tokens")
-                },
-            }
-        )
-    return rows
-
-
-def total_by_step(trace: Trace) -> list[tuple[int, int]]:
-    """[(tokens seen, whole-cache bytes)] at the end of every step, for any cache (the reference line)."""
+    fields = ("packed_bytes", "residual_bytes", "quantized_tokens", "residual_tokens")
     return [
-        (tokens_seen(layers, trace, step), sum(e["bytes_held"] for e in layers.values()))
+        {
+            "step": step,
+            "tokens": tokens_seen(layers, trace, step),
+            **{f: sum(e[f] for e in layers.values()) for f in fields},
+        }
         for step, layers in snapshots(trace)
     ]
 
@@ -81,16 +58,12 @@ def plot_split(
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
     fig, ax = subplots(figsize=(9, 4))
-    ax.stackplot(
-        tokens,
-        [r["packed_bytes"] / 1e6 for r in rows],
-        [r["residual_bytes"] / 1e6 for r in rows],
-        labels=[_("packed (quantized)"), _("residual (full precision)")],
-        colors=[PACKED, RESIDUAL],
-        alpha=0.7,
-    )
+    packed = [r["packed_bytes"] / 1e6 for r in rows]
+    residual = [r["residual_bytes"] / 1e6 for r in rows]
+    names = [_("packed (quantized)"), _("residual (full precision)")]
+    ax.stackplot(tokens, packed, residual, labels=names, colors=[PACKED, RESIDUAL], alpha=0.7)
     if reference_trace is not None:
-        xs, ys = zip(*total_by_step(reference_trace))
+        xs, ys = zip(*total_bytes(reference_trace))
         ax.plot(xs, [y / 1e6 for y in ys], color="k", ls="--", lw=1, label=reference_label)
     ax.set_xlabel(_("tokens seen"))
     ax.set_ylabel(_("cache bytes (MB)"))
@@ -108,14 +81,8 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2) + 2, 4))
     packed = [r["packed_bytes"] / 1e6 for r in finals]
     ax.bar(labels, packed, color=PACKED, alpha=0.7, label=_("packed"))
-    ax.bar(
-        labels,
-        [r["residual_bytes"] / 1e6 for r in finals],
-        bottom=packed,
-        color=RESIDUAL,
-        alpha=0.7,
-        label=_("residual (full precision)"),
-    )
+    residual = [r["residual_bytes"] / 1e6 for r in finals]
+    ax.bar(labels, residual, bottom=packed, color=RESIDUAL, alpha=0.7, label=_("residual (full precision)"))
     if reference_bytes:
         ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
     ax.set_ylabel(_("cache bytes (MB)"))
@@ -126,69 +93,15 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     return fig
 
 
-def plot_frontier(
-    points: list[dict],
-    references=PUBLISHED_REFERENCES,
-    quality_label: str = N_("quality"),
-    memory_label: str = N_("KV memory relative to a 16-bit cache of the same tokens"),
-    title: str | None = None,
-) -> Figure:
-    """Memory–quality frontier. `points`: [{"label", "memory_ratio", "quality"}] measured here (filled dots);
-    `references`: published points (hollow diamonds, labelled "external"), `quality=None` drawn as a down arrow.
-    """
-    fig, ax = subplots(figsize=(8, 5.4))
-    for p in points:
-        ax.scatter(p["memory_ratio"], p["quality"], s=40, zorder=3)
-        ax.annotate(
-            p["label"], (p["memory_ratio"], p["quality"]), fontsize=7, xytext=(4, 3), textcoords="offset points"
-        )
-    notes = []
-    for index, r in enumerate(references or (), start=1):
-        y = r["quality"] if r["quality"] is not None else 1.0
-        ax.scatter(r["memory_ratio"], y, marker="D", facecolors="none", edgecolors="grey", s=60, zorder=2)
-        if r["quality"] is None:
-            ax.annotate(
-                "",
-                (r["memory_ratio"], y - 0.1),
-                (r["memory_ratio"], y),
-                arrowprops={"arrowstyle": "->", "color": "grey"},
-            )
-        ax.annotate(
-            _("external R{number}").format(number=index),
-            (r["memory_ratio"], y),
-            fontsize=7,
-            color="grey",
-            xytext=(0, 7 + 8 * (index % 2)),
-            textcoords="offset points",
-            ha="center",
-        )
-        notes.append(_("R{number} (external, not measured here): {label}").format(number=index, label=_(r["label"])))
-    if notes:
-        fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, color="dimgrey", va="bottom")
-        fig.subplots_adjust(bottom=0.1 + 0.035 * len(notes))
-    ax.set_xlabel(_(memory_label))
-    ax.set_ylabel(_(quality_label))
-    ax.grid(alpha=0.3)
-    ax.set_ylim(top=1.12)
-    ax.set_title(title or _("Memory–quality frontier (filled: measured here; hollow: published, external)"))
-    if not notes:
-        tight_layout_fitted(fig, grow=True)
-    return fig
-
-
 def plot_quality_vs_memory(
     rows: list[dict],
     quality_key: str = "top1_agreement",
     quality_label: str = N_("top-1 agreement with DynamicCache (1.0 = same)"),
     title: str | None = None,
 ) -> Figure:
-    """Measured pairs only: each configuration's quality at the memory ratio of the same run (both relative to
-    a 16-bit cache of the same tokens): `memory_ratio_16bit`, the whole cache at the length the quality was
-    measured, residual included. The packed part's ratio (`packed_ratio_16bit`, what a sequence much longer
-    than the residual approaches) is drawn as a hollow tick on the x axis, at no height: no quality was measured
-    at that length, and one measured with a full-precision residual says nothing about it. Configurations that
-    land on the same point share one label ("hqq 4-bit, quanto 4-bit"). `rows`: `kvlab.measure.quality.sweep`
-    rows."""
+    """`kvlab.measure.quality.sweep` rows: each configuration's quality at the memory ratio of the same run (the
+    whole cache, residual included, vs 16 bits). The packed part's ratio (what a much longer sequence approaches)
+    is a hollow tick on the x axis at no height: no quality was measured there. Coinciding points share a label."""
     fig, ax = subplots(figsize=(9, 5.5))
     labels: dict[tuple[float, float], list[str]] = {}
     rug = ax.get_xaxis_transform()  # x in data, y in axes fraction: a tick along the bottom edge
@@ -201,23 +114,15 @@ def plot_quality_vs_memory(
     for point, names in labels.items():
         ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 3), textcoords="offset points")
     ax.scatter([], [], s=45, color="k", label=_("whole cache at the measured length (residual included)"))
-    ax.scatter(
-        [],
-        [],
-        s=45,
-        marker="^",
-        facecolors="none",
-        edgecolors="k",
-        label=_("packed part alone: its memory ratio only (no quality measured there)"),
-    )
+    packed_label = _("packed part alone: its memory ratio only (no quality measured there)")
+    ax.scatter([], [], s=45, marker="^", facecolors="none", edgecolors="k", label=packed_label)
     ax.set_xlabel(_("KV bytes relative to a 16-bit cache of the same tokens"))
     ax.set_ylabel(_(quality_label))
     if rows:
         ys = [r[quality_key] for r in rows]
         span = max(max(ys) - min(ys), 0.1)
         ax.set_ylim(min(ys) - 0.15 * span, max(ys) + 0.08 * span)  # a bottom strip for the packed-part ticks
-        # The ticks' transform is half axes, so autoscaling ignores them: fit x to both ratios by hand, with room
-        # on the right for the labels.
+        # autoscaling ignores the ticks (their transform is half axes): x fits both ratios, room right for labels
         xs = [r[key] for r in rows for key in ("memory_ratio_16bit", "packed_ratio_16bit")]
         width = max(max(xs) - min(xs), 0.05)
         ax.set_xlim(min(xs) - 0.05 * width, max(xs) + 0.15 * width)
@@ -229,8 +134,8 @@ def plot_quality_vs_memory(
 
 
 def references_markdown(references=PUBLISHED_REFERENCES) -> str:
-    """The published results as a Markdown table of their own, marked external: other models, other benchmarks,
-    other measures of quality and memory, so they share no axis with kvlab's measurements."""
+    """The published results as a Markdown table of their own, marked external: measured otherwise, they share
+    no axis with kvlab's measurements."""
     head = _("| | external result (not measured by kvlab) | its memory figure | source |")
     lines = [head, "|---|---|---|---|"]
     for index, r in enumerate(references, start=1):

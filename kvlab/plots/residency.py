@@ -1,9 +1,5 @@
-"""Device-resident bytes per step: what an offloaded cache keeps on the accelerator, next to the whole cache.
-
-Bars: the most bytes the cache held on the compute device at once during each step (`kvlab.measure.residency`),
-split by layer kind (sliding layers hatched). Black ticks: the whole cache (device and CPU) at that moment. One
-group of bars per trace, so settings (e.g. `offload_only_non_sliding=True` / `False`) sit side by side.
-"""
+"""What an offloaded cache keeps on the accelerator at each step's peak (`kvlab.measure.residency`), next to the
+whole cache at that moment."""
 
 from __future__ import annotations
 
@@ -19,7 +15,8 @@ from kvlab.recording.trace import Trace
 
 
 def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None) -> Figure:
-    """Grouped bars per step (one per trace): device peak, sliding part hatched; ticks: the whole cache then."""
+    """Grouped bars per step, one per trace (settings side by side): the device peak, its sliding layers' part
+    hatched; black ticks: the whole cache (device and CPU) then."""
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     fig, ax = subplots(figsize=(10, 4))
     width = 0.8 / max(len(named), 1)
@@ -28,10 +25,9 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
         rows = device_bytes_by_step(trace)
         colour = series(n)
         xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
-        sliding = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) / 1e6 for r in rows]
-        other = [
-            (r["device_peak_bytes"] - r.get("device_bytes_by_layer_kind", {}).get("sliding", 0)) / 1e6 for r in rows
-        ]
+        sliding_bytes = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) for r in rows]
+        other = [(r["device_peak_bytes"] - b) / 1e6 for r, b in zip(rows, sliding_bytes)]
+        sliding = [b / 1e6 for b in sliding_bytes]
         ax.bar(xs, other, width=width, color=colour, alpha=0.8, label=label)
         ax.bar(xs, sliding, width=width, bottom=other, color=colour, alpha=0.35, hatch="//")
         whole = [r["cache_bytes_at_peak"] / 1e6 for r in rows]

@@ -1,8 +1,5 @@
-"""Allocated vs live vs masked slots: the price of a fixed shape.
-
-A StaticCache allocates every slot up front; until the sequence fills them, the empty ones are *masked*
-(allocated memory the attention must skip). A DynamicCache allocates exactly what is live.
-"""
+"""Allocated vs live vs masked slots: the price of a fixed shape (a StaticCache allocates every slot up front,
+and the empty ones are masked; a DynamicCache allocates what is live)."""
 
 from __future__ import annotations
 
@@ -21,13 +18,7 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     live = [r["slots_live"] for r in rows]
     masked = [r["slots_masked"] for r in rows]
     fig, ax = subplots(figsize=(8.5, 4))
-    ax.stackplot(
-        steps,
-        live,
-        masked,
-        labels=[_("live"), _("masked (allocated, empty)")],
-        colors=[LIVE, MASKED],
-    )
+    ax.stackplot(steps, live, masked, labels=[_("live"), _("masked (allocated, empty)")], colors=[LIVE, MASKED])
     ax.plot(steps, [r["slots_allocated"] for r in rows], "-", color=ALLOCATED, lw=1.5, label=_("allocated"))
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_ylabel(_("slots, summed over layers"))
@@ -42,11 +33,8 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
 def run_slots(traces: dict[str, Trace]) -> list[dict]:
     """Final allocated / live / masked slots, waste % and bytes of each run (one row per label)."""
     fields = ("slots_allocated", "slots_live", "slots_masked", "waste_pct", "final_bytes")
-    rows = []
-    for label, trace in traces.items():
-        s = trace.summary()
-        rows.append({"run": label, **{f: s[f] for f in fields}})
-    return rows
+    summaries = {label: trace.summary() for label, trace in traces.items()}
+    return [{"run": label, **{f: s[f] for f in fields}} for label, s in summaries.items()]
 
 
 def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
@@ -54,14 +42,9 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     rows = run_slots(traces)
     labels = [r["run"] for r in rows]
     fig, ax = subplots(figsize=(max(5, 1.2 * len(rows) + 2) + 1.5, 4))
-    ax.bar(labels, [r["slots_live"] for r in rows], color=LIVE, label=_("live"))
-    ax.bar(
-        labels,
-        [r["slots_masked"] for r in rows],
-        bottom=[r["slots_live"] for r in rows],
-        color=MASKED,
-        label=_("masked"),
-    )
+    live = [r["slots_live"] for r in rows]
+    ax.bar(labels, live, color=LIVE, label=_("live"))
+    ax.bar(labels, [r["slots_masked"] for r in rows], bottom=live, color=MASKED, label=_("masked"))
     for i, r in enumerate(rows):
         masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"]))
         ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)

@@ -1,11 +1,5 @@
-"""Speculative decoding, forward by forward: drafted tokens accepted or rolled back, and the cache length.
-
-Each verification forward writes keys and values for every drafted token; the rejected ones are cropped
-straight away. The bars show the split per forward, and a forward whose draft proposed nothing is marked as
-such (it decodes one token, like plain greedy decoding), so the picture counts every forward the loop ran: the
-prefill is forward 1, the bars start at forward 2. The line shows the cache length right before and after the
-crop, so the rollback is visible as a drop.
-"""
+"""Speculative decoding, forward by forward: drafted tokens accepted or rejected (cropped straight after the
+verify forward that wrote them), and the cache length before and after the crop, the rollback a drop."""
 
 from __future__ import annotations
 
@@ -19,7 +13,8 @@ from kvlab.plots.palette import series as series_color
 
 
 def plot_speculative_steps(result, title: str = N_("Speculative decoding: accepted and rolled-back drafts")) -> Figure:
-    """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per forward, and the cache length."""
+    """From a `kvlab.measure.rollback.SpeculativeResult`: accepted/rejected drafts per forward (every forward the
+    loop ran, one with no draft marked), and the cache length."""
     steps = result.steps
     fig, (bars, lengths) = subplots(1, 2, figsize=(11, 3.8))
     x = np.arange(len(steps)) + 2  # forward 1 is the prefill
@@ -30,18 +25,16 @@ def plot_speculative_steps(result, title: str = N_("Speculative decoding: accept
         if not step.drafted:
             bars.annotate(_("no draft"), (forward, 0), textcoords="offset points", xytext=(0, 3), ha="center",
                           rotation=90, fontsize=7)  # fmt: skip
-    bars.set_xlabel(_("forward (1 = the prefill, not drawn)"))
     bars.set_ylabel(_("drafted tokens"))
-    bars.set_xticks(x)
     bars.set_ylim(0, max((len(s.drafted) for s in steps), default=1) + 0.5)
     before = [s.cache_length_before_crop for s in steps]
-    after = [s.cache_length_after_crop for s in steps]
     lengths.plot(x, before, "o--", color=series_color(1), label=_("after the verify forward"))
+    after = [s.cache_length_after_crop for s in steps]
     lengths.plot(x, after, "s-", color=series_color(0), label=_("after crop(-rejected)"))
-    lengths.set_xlabel(_("forward (1 = the prefill, not drawn)"))
     lengths.set_ylabel(_("cache length (tokens)"))
-    lengths.set_xticks(x)
     for ax in (bars, lengths):
+        ax.set_xlabel(_("forward (1 = the prefill, not drawn)"))
+        ax.set_xticks(x)
         legend_beside(ax, fontsize="small", frameon=False)
     fig.suptitle(_(title))
     tight_layout_fitted(fig, grow=True)

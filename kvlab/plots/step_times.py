@@ -13,11 +13,9 @@ from kvlab.plots.palette import series
 def plot_step_times(
     times: dict, traces: dict | None = None, field: str = "quantize_calls", title: str | None = None
 ) -> Figure:
-    """Left: median ms of each decode step per configuration (`StepTimes`), its interquartile range as a band;
-    each configuration's flush steps (from its trace) circled on its line, and every flush step a dotted line.
-    Right: `field` of each trace's `work_by_step()` (quantize calls, or quantized_elements) at the same steps,
-    one bar per configuration that did any; exact, the same on every machine. One legend for both panels, outside
-    them on the right, so that it covers no step; each configuration keeps its series colour in both."""
+    """Left: median ms of each decode step per configuration (`StepTimes`), its IQR a band, its flush steps (from
+    its trace) circled and every flush step a dotted line. Right: `field` of each trace's `work_by_step()` at the
+    same steps (exact), a bar per configuration that did any, in its colour; one legend for both panels."""
     traces = traces or {}
     fig, (ax, ax_work) = subplots(1, 2, figsize=(12.5, 3.8), sharex=True)
     colors = {}
@@ -27,38 +25,21 @@ def plot_step_times(
         medians = [m * 1e3 for m, _q1, _q3 in rows]
         (line,) = ax.plot(steps, medians, ".-", color=series(index), label=label)
         colors[label] = line.get_color()
-        ax.fill_between(
-            steps,
-            [q1 * 1e3 for _m, q1, _q3 in rows],
-            [q3 * 1e3 for _m, _q1, q3 in rows],
-            color=line.get_color(),
-            alpha=0.2,
-            linewidth=0,
-        )
+        low, high = [q1 * 1e3 for _m, q1, _q3 in rows], [q3 * 1e3 for _m, _q1, q3 in rows]
+        ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         flushed = [s for s in flush_steps(traces[label]) if s in steps] if label in traces else []
         if flushed:
-            ax.plot(
-                flushed,
-                [medians[steps.index(s)] for s in flushed],
-                "o",
-                markersize=9,
-                fillstyle="none",
-                color=line.get_color(),
-            )
+            at = [medians[steps.index(s)] for s in flushed]
+            ax.plot(flushed, at, "o", markersize=9, fillstyle="none", color=line.get_color())
     all_steps = sorted({s for result in times.values() for s in result.step_numbers})
     flushed_anywhere = sorted({s for trace in traces.values() for s in flush_steps(trace) if s in all_steps})
     drawn = [label for label in traces if any(_work(traces[label], field).get(s) for s in all_steps)]
     width = 0.8 / max(len(drawn), 1)
     for i, label in enumerate(drawn):
         work = _work(traces[label], field)
-        offset = (i - (len(drawn) - 1) / 2) * width
-        ax_work.bar(
-            [s + offset for s in all_steps],
-            [work.get(s) or 0 for s in all_steps],
-            width=width,
-            color=colors.get(label, series(len(times) + i)),
-            label=None if label in colors else label,
-        )
+        xs = [s + (i - (len(drawn) - 1) / 2) * width for s in all_steps]
+        heights, color = [work.get(s) or 0 for s in all_steps], colors.get(label, series(len(times) + i))
+        ax_work.bar(xs, heights, width=width, color=color, label=None if label in colors else label)
     for a in (ax, ax_work):
         for k, s in enumerate(flushed_anywhere):
             a.axvline(s, color="#555555", linestyle=":", linewidth=1, label=_("flushes") if k == 0 else None)

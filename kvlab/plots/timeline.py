@@ -1,9 +1,5 @@
-"""The offloading schedule drawn as a timeline: which layer is on the accelerator when.
-
-An offloaded cache keeps layers on the CPU and, while layer i computes, prefetches layer i+1 and offloads
-layer i afterwards. The x axis is the order in which the cache saw events (updates and moves), not wall time,
-so the picture is the same on any machine; a bar shows a layer resident on the compute device.
-"""
+"""The offloading schedule (`kvlab.measure.residency`) as a timeline of which layer is on the accelerator when,
+in the order the cache saw events, not wall time, so the picture is the same on any machine."""
 
 from __future__ import annotations
 
@@ -17,19 +13,13 @@ from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
-# The schedule itself (device order, real moves, resident intervals) is measured in `kvlab.measure.residency`.
-# Series colours, not the palette's states: red means "cropped" and grey "masked" in every kvlab figure.
-RESIDENT, KEPT = series(0), series(4)
+RESIDENT, KEPT = series(0), series(4)  # not the states' colours: red means "cropped", grey "masked"
 MOVES = {N_("prefetch"): ("^", series(2)), N_("offload"): ("v", series(3))}
 
 
 def plot_timeline(trace: Trace, steps: tuple[int, int] | None = (1, 2), title: str | None = None) -> Figure:
-    """Per layer (rows): resident intervals as bars, prefetches ▲, offloads ▼, updates as dots.
-
-    `steps` picks a window of steps (default: two decode steps) so individual moves stay readable. The legend
-    sits outside the axes: the first and last events of a step (layer 0's prefetch for the next step, in the
-    top right corner) are the ones a reader looks for.
-    """
+    """Per layer (rows): resident intervals as bars, prefetches ▲, offloads ▼, updates as dots, over the window
+    of `steps` (default: two decode steps) so that single moves stay readable."""
     events = schedule(trace, steps)
     fig, ax = subplots(figsize=(10.5, 0.22 * max(e["layer_idx"] for e in events) + 2.5) if events else (10.5, 3))
     kinds = set()

@@ -1,9 +1,5 @@
-"""Per-turn pictures for multi-turn chat: tokens prefilled per turn, and where a cache's ids and a new prompt's diverge.
-
-With one reused cache, each turn prefills only what is new since the cache was last fed (the end of the last
-reply, the new user message, the assistant header); with a fresh cache each turn prefills the whole
-conversation again, which grows turn after turn.
-"""
+"""Multi-turn chat: tokens prefilled per turn (a reused cache only what is new, a fresh one the whole growing
+conversation), and where a cache's ids and a new prompt's diverge."""
 
 from __future__ import annotations
 
@@ -19,45 +15,30 @@ from kvlab.plots.palette import series as series_color
 
 
 def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the new prompt")) -> Figure:
-    """One strip per position: the cached id equals the prompt id (CACHED: reusable), differs (CROPPED: stale,
-    what a crop back to the common prefix removes), or is new (FREE: not in the cache yet, to prefill)."""
+    """One strip per position: the cached id equals the prompt's (reusable), differs (stale: a crop back to the
+    common prefix removes it), or is new (to prefill)."""
     cached, prompt = list(cached_ids), list(prompt_ids)
-    status = []
-    for position in range(max(len(cached), len(prompt))):
+
+    def colour(position: int) -> str:
         if position >= len(cached):
-            status.append(0)  # only in the prompt: to prefill
-        elif position >= len(prompt) or cached[position] != prompt[position]:
-            status.append(2)  # stale: the cache holds a token the prompt does not have here
-        else:
-            status.append(1)
+            return FREE
+        return CROPPED if position >= len(prompt) or cached[position] != prompt[position] else CACHED
+
+    colours = [colour(position) for position in range(max(len(cached), len(prompt)))]
     with plt.ioff():
         fig, ax = plt.subplots(figsize=(10, 2.0))
     plt.close(fig)
-    colours = {0: FREE, 1: CACHED, 2: CROPPED}
-    ax.bar(
-        range(len(status)),
-        [1] * len(status),
-        width=1.0,
-        color=[colours[s] for s in status],
-        edgecolor="#bdbdbd",
-        linewidth=0.3,
-    )
+    ax.bar(range(len(colours)), [1] * len(colours), width=1.0, color=colours, edgecolor="#bdbdbd", linewidth=0.3)
     ax.set_yticks([])
-    ax.set_xlim(-0.5, len(status) - 0.5)
+    ax.set_xlim(-0.5, len(colours) - 0.5)
     ax.set_xlabel(_("token position"))
     ax.set_title(_(title))
-    ax.legend(
-        handles=[
-            Patch(facecolor=colours[1], label=_("cached = prompt")),
-            Patch(facecolor=colours[2], label=_("cached ≠ prompt")),
-            Patch(facecolor=colours[0], edgecolor="#bdbdbd", label=_("not cached yet")),
-        ],
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.9),
-        ncol=3,
-        fontsize="small",
-        frameon=False,
-    )
+    handles = [
+        Patch(facecolor=CACHED, label=_("cached = prompt")),
+        Patch(facecolor=CROPPED, label=_("cached ≠ prompt")),
+        Patch(facecolor=FREE, edgecolor="#bdbdbd", label=_("not cached yet")),
+    ]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.9), ncol=3, fontsize="small", frameon=False)
     fig.subplots_adjust(left=0.02, right=0.98, top=0.82, bottom=0.5)  # room for the legend below the axis
     return fig
 
@@ -65,11 +46,10 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the
 def alignment_counts(cached_ids, prompt_ids) -> dict:
     """How many positions match, differ, or are new: the numbers behind `plot_id_alignment`."""
     cached, prompt = list(cached_ids), list(prompt_ids)
-    shared = min(len(cached), len(prompt))
-    differ = sum(1 for a, b in zip(cached, prompt) if a != b) + max(len(cached) - len(prompt), 0)
+    unequal = sum(1 for a, b in zip(cached, prompt) if a != b)
     return {
-        "match": shared - sum(1 for a, b in zip(cached, prompt) if a != b),
-        "differ": differ,
+        "match": min(len(cached), len(prompt)) - unequal,
+        "differ": unequal + max(len(cached) - len(prompt), 0),
         "new": max(len(prompt) - len(cached), 0),
     }
 

@@ -1,8 +1,4 @@
-"""kvlab's kind of each layer of a model config: "full", "sliding", "chunked", "linear" or "dummy".
-
-A config-level fact, needed before any tensor exists (option checks, `kvlab size`), so this module imports neither
-torch nor transformers until it reads a config.
-"""
+"""Each layer's kind ("full", "sliding", "chunked", "linear", "dummy"): a config fact, so no torch here."""
 
 from __future__ import annotations
 

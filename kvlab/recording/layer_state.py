@@ -1,21 +1,10 @@
 """What one cache layer holds right now, read from transformers' own layer objects.
 
-Slots are token positions along the sequence axis of the stored tensors:
-- *allocated*: positions the layer has storage for (a StaticLayer allocates `max_cache_len` up front);
-- *live*: positions that hold a token the next query may attend to;
-- *masked*: allocated but not valid to attend, the waste a static cache pays for its fixed shape;
-- *evicted*: tokens the layer has seen but dropped (a sliding window that moved on).
-The trace records them as `slots_allocated`, `slots_live`, `slots_masked` and `tokens_evicted`; `bytes_held` is the
-storage the layer keeps alive. `layer_kind` is the layer's kind; the cache's kind (dynamic, static...) is a
-`cache_kind`, and an event's type is its `type`.
-
-`bytes_held` is every byte a layer keeps, whatever its class: transformers' plain layers (dynamic, sliding, static,
-quantized, linear attention) are read field by field, the per-step hot path, once a first filled layer of the class
-has shown that those fields are all it keeps; any other class (an indexed or hybrid layer, a model's own layer, a
-future one) has its attributes walked (`storage.held_bytes`), distinct storages counted once. Slots are read where
-kvlab knows the class's meaning of its keys and values (the indexed and hybrid layers of transformers keep a plain
-layer's keys beside their extra state); elsewhere the slot fields and `logical_length` are None, never a made-up
-zero, and the class is named once in the log.
+Slots are token positions along the sequence axis: *allocated* (has storage), *live* (attendable by the next
+query), *masked* (allocated, not attendable: a static cache's waste), *evicted* (seen, then dropped by a window).
+Plain transformers layers are read field by field (the hot path) once a first filled layer shows those fields are
+all it keeps; any other class has its attributes walked for bytes (`storage.held_bytes`), and where kvlab does not
+know the meaning of its keys the slot fields are None, never a made-up zero.
 """
 
 from __future__ import annotations
@@ -38,7 +27,6 @@ log = get_logger(__name__)
 @dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step
 class LayerState:
     layer_kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
-    # The slot fields and the position count: None for a layer class kvlab has no slot reading for
     logical_length: int | None  # tokens this layer has seen (its position count)
     slots_allocated: int | None
     slots_live: int | None
@@ -104,39 +92,25 @@ def _read_quantized(layer, layer_kind: str) -> LayerState:
     )
 
 
+def _kv_state(layer, layer_kind: str, seen: int, allocated: int, live: int, evicted: int) -> LayerState:
+    held = kv_storage_bytes(layer.keys, layer.values)
+    return LayerState(layer_kind, seen, allocated, live, allocated - live, evicted, held, str(layer.keys.device))
+
+
 def _read_static_sliding(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
         return _empty(layer_kind)
     seen = _compat.static_sliding_length(layer)
     allocated = int(layer.max_cache_len)
     live = min(seen, allocated)
-    return LayerState(
-        layer_kind,
-        seen,
-        allocated,
-        live,
-        allocated - live,
-        seen - live,
-        kv_storage_bytes(layer.keys, layer.values),
-        str(layer.keys.device),
-    )
+    return _kv_state(layer, layer_kind, seen, allocated, live, seen - live)
 
 
 def _read_static(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
         return _empty(layer_kind)
     length = int(layer.get_seq_length())
-    allocated = int(layer.max_cache_len)
-    return LayerState(
-        layer_kind,
-        length,
-        allocated,
-        length,
-        allocated - length,
-        0,
-        kv_storage_bytes(layer.keys, layer.values),
-        str(layer.keys.device),
-    )
+    return _kv_state(layer, layer_kind, length, int(layer.max_cache_len), length, 0)
 
 
 def _read_dynamic(layer, layer_kind: str) -> LayerState:
@@ -145,21 +119,11 @@ def _read_dynamic(layer, layer_kind: str) -> LayerState:
         return _empty(layer_kind)
     length = int(layer.get_seq_length())
     allocated = _seq_slots(layer.keys)
-    return LayerState(
-        layer_kind,
-        length,
-        allocated,
-        allocated,
-        0,
-        max(length - allocated, 0),
-        kv_storage_bytes(layer.keys, layer.values),
-        str(layer.keys.device),
-    )
+    return _kv_state(layer, layer_kind, length, allocated, allocated, max(length - allocated, 0))
 
 
 def _read_unknown(layer, layer_kind: str) -> LayerState:
-    """A class kvlab has no slot reading for: every byte it keeps, its slots and position count unknown (None). A
-    layer that keeps no tensor yet holds no slots, which is exactly right for any class."""
+    """Every byte the layer keeps, its slots unknown (None); a layer with no tensor yet holds no slots."""
     tensors = list(held_tensors(layer))
     held = storage_bytes(tensors)
     if not held:
@@ -171,8 +135,7 @@ Reader = Callable[[object, str], LayerState]
 
 
 def _with_held_bytes(reader: Reader) -> Reader:
-    """`reader`'s slots, with the bytes of everything the layer keeps (a layer that keeps more than its keys and
-    values: indexer keys beside them, a linear-attention state in a hybrid layer)."""
+    """`reader`'s slots, with the bytes of everything the layer keeps (indexer keys, a hybrid's linear state)."""
 
     def read(layer, layer_kind: str) -> LayerState:
         state = reader(layer, layer_kind)
@@ -185,8 +148,8 @@ def _with_held_bytes(reader: Reader) -> Reader:
     return read
 
 
-# transformers' layer classes whose every field kvlab reads (the fast path, once checked on a filled layer), and
-# those that keep more than a plain layer's keys and values, read with their base class's slots and walked bytes.
+# Classes whose every field kvlab reads (fast path, checked once on a filled layer), and classes that keep more
+# than keys and values: read with their base class's slots and walked bytes.
 _FIELD_READ = {
     "DynamicLayer": _read_dynamic,
     "DynamicSlidingWindowLayer": _read_dynamic,
@@ -223,8 +186,8 @@ def _known_classes() -> dict[type, tuple[Reader, bool]]:
 
 
 def own_class(layer_type: type) -> type:
-    """The class kvlab reads a layer as: its own, or, for kvlab's subclasses that keep no state of their own (the
-    padded hqq layer, the counting and transfer-recording twins), the first class of the MRO that is not kvlab's."""
+    """The class kvlab reads a layer as: the first class of its MRO that is not one of kvlab's stateless
+    subclasses (the padded hqq layer, the counting and transfer-recording twins)."""
     return next((c for c in layer_type.__mro__ if not _is_kvlab_s(c)), layer_type)
 
 
@@ -234,8 +197,8 @@ def _is_kvlab_s(layer_class: type) -> bool:
 
 
 def _check_once(layer_type: type, reader: Reader) -> Reader:
-    """`reader` until a first filled layer of `layer_type` shows whether its fields are all the layer keeps: then
-    `reader` itself from there on (the fast path), or, if the walk finds more, `reader` with walked bytes."""
+    """`reader`, until a first filled layer shows whether its fields are all it keeps: then `reader` alone (the fast
+    path) or, if the walk finds more, `reader` with walked bytes."""
 
     def read(layer, layer_kind: str) -> LayerState:
         state = reader(layer, layer_kind)
@@ -252,8 +215,7 @@ def _check_once(layer_type: type, reader: Reader) -> Reader:
 
 
 def _reader_for(layer_type: type) -> Reader:
-    """The reader of a layer class, decided once per class (isinstance on transformers' ABCs is slow, and this
-    runs for every layer at every step)."""
+    """The reader of a layer class, decided once per class (isinstance on transformers' ABCs is slow)."""
     base = own_class(layer_type)
     reader, complete = _known_classes().get(base, (None, False))
     chosen: Reader
@@ -279,11 +241,9 @@ def _warn_unread(layer_class: type) -> None:
 
 
 def reads_every_change(layer) -> bool:
-    """Whether every change to what `layer` keeps goes through a cache method kvlab records (`update`, the linear
-    states' updates, crops...): true for transformers' plain layers; a layer that keeps more (indexer keys written
-    by `update_indexer`, a compressor's buffers the attention writes directly) is read again after each forward by
-    `kvlab.watch`."""
-    layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+    """Whether every change to what `layer` keeps goes through a cache method kvlab records: true for plain layers;
+    one that keeps more (indexer keys, buffers the attention writes directly) is re-read after each forward."""
+    layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
     return _plain(layer_type)
 
 
@@ -293,8 +253,8 @@ def _plain(layer_type: type) -> bool:
 
 
 def read_layer(layer, layer_kind: str) -> LayerState:
-    """Snapshot `layer`. `layer_kind` comes from the config ("sliding" vs "chunked" only differ in the mask)."""
-    layer_type: type = type(layer)  # a plain `type`, which mypy knows is hashable (python/mypy#11470)
+    """Snapshot `layer`; `layer_kind` comes from the config."""
+    layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
     reader = _READERS.get(layer_type)
     if reader is None:
         reader = _reader_for(layer_type)

@@ -1,7 +1,7 @@
 """The `Recorder` turns layer snapshots into trace events and keeps the step count.
 
-A cache never learns when a forward pass starts, so the step is derived from the update order: every layer
-updates once per forward, so seeing a (role, layer, op) again means a new step began. Step 0 is the prefill.
+A cache never learns when a forward starts: every layer updates once per forward, so seeing a (role, layer, op)
+again means a new step began. Step 0 is the prefill.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ class Recorder:
         self.step = 0
         self._seen: set[tuple] = set()
         self._states: dict[tuple, LayerState] = {}
-        self._total_bytes = 0  # sum of bytes_held over self._states, kept current by record_state
+        self._total_bytes = 0  # sum of bytes_held over self._states
+        # the whole cache's storage when known at once (a pool allocated up front), else None: `_total_bytes`
+        self.cache_bytes: int | None = None
 
     def begin(self, role: str, layer_idx: int, op: str) -> None:
         key = (role, layer_idx, op)
@@ -40,30 +42,15 @@ class Recorder:
     def record_update(
         self, role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work: dict | None = None
     ) -> LayerState:
-        """One update event: the layer's state after `op`, and the work it did (`kvlab.recording.work`)."""
         return self.record_state(role, layer_idx, read_layer(layer, layer_kind), op, tokens_added, seconds, work)
 
     def record_state(
-        self,
-        role,
-        layer_idx,
-        state: LayerState,
-        op,
-        tokens_added,
-        seconds,
-        work: dict | tuple | None = None,
-        extra: dict | None = None,
-        cache_bytes: int | None = None,
+        self, role, layer_idx, state: LayerState, op, tokens_added, seconds, work=None, extra: dict | None = None
     ) -> LayerState:
-        """One update event from a `state` the caller read itself, the one event builder `record_update` uses too.
+        """One update event from a `state` the caller read itself (the paged cache's block pool, or `record_update`).
 
-        `work` is the update's counters (`kvlab.recording.work`: a tuple in `WORK_FIELDS` order, or a dict), none
-        when omitted. For a cache whose layers are not transformers' layer objects (continuous batching's block
-        pool, `kvlab.caches.paged`): its `LayerState` in the same vocabulary, `extra` fields after the work (the
-        same schema plus the cache's own fields), and `cache_bytes` when the whole cache's storage is known at once
-        (a pool allocated up front; otherwise the sum over the layers recorded so far).
-
-        The event keeps the values as they are now and becomes a dict when the trace is read (`Trace.events`)."""
+        `work`: a tuple in `WORK_FIELDS` order or a dict (none when omitted); `extra`: the cache's own fields, after
+        the work. The values are kept as they are and become a dict when the trace is read (`Trace.events`)."""
         key = (role, layer_idx)
         before = self._states.get(key)
         self._states[key] = state
@@ -74,18 +61,11 @@ class Recorder:
             self._total_bytes += state.bytes_held - before.bytes_held
             if evicted_now is not None and before.tokens_evicted is not None:
                 evicted_now -= before.tokens_evicted
+        evicted = evicted_now if evicted_now is None or evicted_now > 0 else 0
+        total = self._total_bytes if self.cache_bytes is None else self.cache_bytes
+        work = NO_WORK if work is None else work
         self.trace.record_update(
-            self.step,
-            layer_idx,
-            role,
-            op,
-            int(tokens_added),
-            evicted_now if evicted_now is None or evicted_now > 0 else 0,
-            seconds,
-            self._total_bytes if cache_bytes is None else cache_bytes,
-            state,
-            NO_WORK if work is None else work,
-            extra,
+            (self.step, layer_idx, role, op, int(tokens_added), evicted, seconds, total, state, work, extra)
         )
         if before is not None and state.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
             self.trace.record(

@@ -1,10 +1,8 @@
-"""Counting the bytes a cache really holds.
+"""Counting the bytes a cache really holds: every distinct storage reachable from an object, once.
 
-`tensor.element_size() * tensor.numel()` is wrong twice for KV caches: a sliding layer's keys are a *view*
-into a larger concatenation (right after a 700-token Gemma prefill the views total 20.0 MB while their storage
-is 25.8 MB), and quantized tensors are wrapper subclasses whose packed payload, scales and zero points sit in
-inner tensors (quanto's `element_size()` misreports them). kvlab counts allocations: every distinct storage
-reachable from an object, once.
+`numel * element_size` is wrong twice for KV caches: a sliding layer's keys are a *view* into a larger
+concatenation, and quantized tensors are wrapper subclasses whose payload, scales and zero points sit in inner
+tensors (quanto's `element_size()` misreports them).
 """
 
 from __future__ import annotations
@@ -66,23 +64,18 @@ def _distinct_bytes(tensors: Iterable[torch.Tensor], seen: set) -> int:
 
 
 def storage_bytes(*objs, seen: set | None = None) -> int:
-    """Bytes of the distinct storages behind `objs`, each storage counted once.
-
-    Pass the same `seen` set across calls to avoid double counting storage that two objects share.
-    """
+    """Bytes of the distinct storages behind `objs`, each counted once (across calls sharing `seen`)."""
     seen = set() if seen is None else seen
     return sum(_distinct_bytes(_inner_tensors(obj), seen) for obj in objs)
 
 
 def is_counter(tensor: torch.Tensor) -> bool:
-    """An integer scalar a layer keeps as a tensor to stay compile-friendly (a StaticLayer's `cumulative_length`, a
-    sliding layer's window size): bookkeeping, not cached data, so a layer's bytes leave it out."""
+    """An integer scalar a layer keeps as a tensor to stay compile-friendly: bookkeeping, not cached data."""
     return tensor.dim() == 0 and not tensor.is_floating_point() and not tensor.is_complex()
 
 
 def held_tensors(obj) -> Iterable[torch.Tensor]:
-    """The tensors of cached data reachable from `obj`'s attributes (through dicts, lists, tuples and tensor
-    subclasses, as `storage_bytes` walks them), counters and kvlab's own attributes left out."""
+    """The tensors of cached data reachable from `obj`'s attributes, counters and kvlab's own attributes left out."""
     for name, value in vars(obj).items():
         if name.startswith(("_kvlab", "kvlab_")):  # what kvlab hung on the object (a recorder), not its data
             continue
@@ -94,8 +87,7 @@ def held_tensors(obj) -> Iterable[torch.Tensor]:
 
 
 def held_bytes(obj) -> int:
-    """Bytes of the distinct storages `obj` keeps alive through its attributes, whatever they are named: keys and
-    values, compressed buffers, indexer keys, conv and recurrent states, or what a future layer adds."""
+    """Bytes of the distinct storages `obj` keeps alive through its attributes, whatever they are named."""
     return _distinct_bytes(held_tensors(obj), set())
 
 

@@ -1,23 +1,10 @@
 """A `Trace` is the record of one cache's life: every layer update, crop, flush and offload.
 
-Events are plain dicts (JSON-ready, pandas-ready), each with a `type` (the event type):
-- "update":   one layer update: step, layer_idx, role, op, tokens_added, tokens_evicted_now, seconds,
-              cache_bytes (whole cache after this update) and every field of `LayerState`;
-- "crop":     n, past_recording, lengths_before, lengths_after (per layer);
-- "flush":    a quantized layer moved its full-precision residual into quantized storage;
-- "transfer": an offloaded layer moved (direction "offload" or "prefetch"), bytes, seconds, src, dst.
-`meta` holds what produced the trace (model, `cache_kind`, options, dtype, timings).
-
-Schema version 2 names a layer's kind `layer_kind` (version 1 called it `kind`). Version 3 adds the work counters
-to every update (`kvlab.recording.work`: batch, queries, slots_attended, attention_flops and the quantized
-packing calls). Version 4 names the cache kind in `meta` `cache_kind`, the word kvlab uses everywhere else
-(versions 1-3 called it `cache`). `Trace.load` and `from_dict` read every version: an older file's fields and
-meta keys get today's names, and its updates get the counters as null ("not recorded"), never as a made-up zero
-(`_upgrade`, `_upgrade_meta`).
-
-`summary()` and `layer_table()` are a dict and a list of dicts, to index, compare and save; they print as aligned
-tables (`TraceSummary`, `LayerTable`), so a terminal or a notebook shows 30 layers as 30 lines, not 30 dicts.
-The HTML a notebook shows for them and for a `Trace` is presentation's: `kvlab.html` registers it with IPython.
+Events are plain dicts (JSON-ready, pandas-ready) with a `type`: "update" (one layer update: its step, op, tokens,
+seconds, `cache_bytes` after it, every `LayerState` field and the work counters), "crop", "flush" (a quantized layer
+moved its residual into quantized storage) and "transfer" (an offloaded layer moved); `meta` says what produced it.
+`Trace.load` reads every schema version: an older file's names get today's, and counters it never recorded are null,
+never a made-up zero. `summary()` and `layer_table()` are a dict and a list of dicts that print as aligned tables.
 """
 
 from __future__ import annotations
@@ -53,9 +40,8 @@ def _is_number(value) -> bool:
 
 
 def shown(field: str, value) -> str:
-    """One value of a summary or a layer table as a reader sees it: bytes in binary units ("225.0 KiB"), counts
-    grouped ("1,410"), shares and rates to one decimal ("33.3"), with the marks of the language in use
-    (`kvlab.set_language`); "-" where nothing was recorded. The text tables and `kvlab.html` both use it."""
+    """One value of a summary or layer table as shown: bytes in binary units ("225.0 KiB"), counts grouped ("1,410"),
+    shares and rates to one decimal, in the language's marks; "-" where nothing was recorded."""
     if value is None:
         return "-"
     if not _is_number(value):
@@ -75,8 +61,7 @@ def text_table(rows: list[list[str]], right: list[bool]) -> str:
 
 
 def known_sum(values):
-    """The sum of counts, or None when one of them is None: a layer whose slots kvlab cannot read (its fields are
-    None) leaves the total unknown rather than too small."""
+    """The sum of counts, or None when one is None: unknown rather than too small."""
     total = 0
     for value in values:
         if value is None:
@@ -86,20 +71,17 @@ def known_sum(values):
 
 
 class TraceSummary(dict):
-    """`Trace.summary()`: a plain dict to index (`s["peak_bytes"]`), compare and save as JSON, that prints as a
-    two-column table, one field a line under the name to index it by."""
+    """`Trace.summary()`: a plain dict that prints as a two-column table, one field a line."""
 
     def __repr__(self) -> str:
         return text_table([[field, shown(field, value)] for field, value in self.items()], [False, True])
 
 
 class LayerTable(list):
-    """`Trace.layer_table()`: a plain list of one dict per layer (index it, loop over it, hand it to pandas) that
-    prints as an aligned table, a header of the fields to index by, then one line per layer."""
+    """`Trace.layer_table()`: a plain list of one dict per layer that prints as an aligned table."""
 
     def columns(self) -> list[str]:
-        """The fields shown: every field of the rows, in their order, but the four of quantized storage where no
-        layer has any (columns of zeros for every cache kind but the quantized one)."""
+        """Every field of the rows, in order, but those of quantized storage where no layer has any."""
         fields = list(dict.fromkeys(field for row in self for field in row))
         quantized = any(row.get(f) for row in self for f in QUANTIZED_FIELDS)
         return [f for f in fields if quantized or f not in QUANTIZED_FIELDS]
@@ -113,11 +95,10 @@ class LayerTable(list):
         return text_table([columns, *cells], right)
 
 
-def update_event(step, layer_idx, role, op, tokens_added, evicted_now, seconds, cache_bytes, state, work, extra):
-    """The dict of one "update" event, from the values `Recorder.record_state` kept when the layer updated.
-
-    `state` is the layer's `LayerState` (a snapshot, never changed afterwards), `work` the counters of
-    `kvlab.recording.work` as a tuple in `WORK_FIELDS` order or a dict, `extra` a cache's own fields or None."""
+def update_event(values: tuple) -> dict:
+    """The dict of one "update" event from the tuple `Recorder.record_state` kept: its `LayerState` (a snapshot),
+    `work` (a tuple in `WORK_FIELDS` order, or a dict) and `extra` (a cache's own fields, or None)."""
+    step, layer_idx, role, op, tokens_added, evicted_now, seconds, cache_bytes, state, work, extra = values
     event = {
         "type": "update",
         "step": step,
@@ -139,19 +120,18 @@ def update_event(step, layer_idx, role, op, tokens_added, evicted_now, seconds, 
 class Trace:
     """Every event of one cache's life, in order, and the views derived from them.
 
-    While a model generates, an update is kept as the plain values it was recorded with (`record_update`) and
-    becomes its event dict only when the events are read: building some 30 dicts of 30 fields per step inside the
-    decode loop was most of what watching cost. Reading `events` at any time gives every event so far, in order."""
+    An update is kept as the tuple it was recorded with and becomes its dict only when `events` is read: building
+    dicts inside the decode loop was most of what watching cost."""
 
     def __init__(self, events: list[dict] | None = None, meta: dict | None = None):
         self._events: list[dict] = list(events or [])
-        self._unbuilt: list = []  # events recorded since `events` was last read: dicts, or update_event's arguments
+        self._unbuilt: list = []  # events recorded since `events` was last read: dicts, or update_event's tuples
         self.meta: dict = dict(meta or {})
 
     @property
     def events(self) -> list[dict]:
         if self._unbuilt:
-            self._events.extend(e if type(e) is dict else update_event(*e) for e in self._unbuilt)
+            self._events.extend(e if type(e) is dict else update_event(e) for e in self._unbuilt)
             self._unbuilt.clear()
         return self._events
 
@@ -164,8 +144,8 @@ class Trace:
         """Append one event (a crop, flush or transfer dict)."""
         self._unbuilt.append(event)
 
-    def record_update(self, *values) -> None:
-        """Append one update as `update_event`'s arguments, built into its dict when `events` is next read."""
+    def record_update(self, values: tuple) -> None:
+        """Append one update as `update_event`'s tuple, built into its dict when `events` is next read."""
         self._unbuilt.append(values)
 
     def __repr__(self) -> str:
@@ -237,18 +217,16 @@ class Trace:
         return grid
 
     def step_seconds(self) -> list[float]:
-        """Wall seconds of each step but the last: from its first layer update to the next step's. One reading
-        per step, for the picture beside the bytes; a comparison repeats runs (`kvlab.measure.timing`)."""
+        """Wall seconds of each step but the last: from its first layer update to the next step's (one reading)."""
         starts = self.meta.get("step_started_s") or []
         return [b - a for a, b in zip(starts, starts[1:]) if a is not None and b is not None]
 
     def work_by_step(self) -> list[dict]:
-        """Per forward: tokens run, key slots attended, attention FLOPs, packing calls, bytes offloaded
-        (`kvlab.recording.work`)."""
+        """Per forward: tokens, key slots attended, attention FLOPs, packing calls, bytes offloaded."""
         return work_by_step(self)
 
     def input_signatures(self) -> list[tuple]:
-        """The distinct attention shapes of the run: what a compiler would trace again (`kvlab.recording.work`)."""
+        """The distinct attention shapes of the run: what a compiler would trace again."""
         return input_signatures(self)
 
     def layer_table(self) -> LayerTable:
@@ -317,11 +295,8 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data, source: str = "trace") -> Trace:
-        """A trace from its JSON form; anything else is refused in one line naming what is valid.
-
-        Every event is checked against `EVENT_FIELDS` here, so a malformed trace fails at load, not later in
-        `summary()` (a missing field used to load fine and raise KeyError there).
-        """
+        """A trace from its JSON form, every event checked against `EVENT_FIELDS`; anything else is refused in one
+        line naming what is valid."""
         if not isinstance(data, dict) or "kvlab_trace" not in data:
             raise TraceFormatError(
                 _("{source} is not a kvlab trace: expected a JSON object with a 'kvlab_trace' key.").format(
@@ -382,9 +357,8 @@ NOT_JSON = N_(
 
 
 def parse_trace(content: bytes, source: str, not_text: str = NOT_TEXT, not_json: str = NOT_JSON) -> Trace:
-    """A trace from a file's bytes (`Trace.load`'s, or a file uploaded to the explorer), refused in one line
-    (TraceFormatError) when they are not UTF-8 text, not JSON, nested too deeply or not a trace (`from_dict`).
-    `not_text` and `not_json` are the refusals' English messages, for a caller that names more sources of traces."""
+    """A trace from a file's bytes, refused in one line (TraceFormatError) when they are not UTF-8 text, not JSON,
+    nested too deeply or not a trace. `not_text` and `not_json` are the refusals' English messages."""
     try:
         text = bytes(content).decode("utf-8")
     except UnicodeDecodeError:
@@ -398,8 +372,7 @@ def parse_trace(content: bytes, source: str, not_text: str = NOT_TEXT, not_json:
     return Trace.from_dict(data, source=source)
 
 
-# The fields every event of each type carries, as the recorder writes them, and their JSON types: English message
-# ids that `_is` compares, shown translated in a refusal.
+# The fields of each event type and their JSON types: English message ids, shown translated in a refusal.
 _INT, _NUMBER, _STR = N_("an integer"), N_("a number"), N_("a string")
 _BOOL, _INTS = N_("true or false"), N_("a list of integers")
 _COUNT = N_("an integer, or null where an older kvlab did not count it")
@@ -489,10 +462,7 @@ def _event_problem(event) -> str | None:
 
 
 def _upgrade(events: list, version: int) -> list:
-    """The events of a `version` file with today's field names (unchanged when `version` is the current one).
-
-    Every version after `version` applies its renames in turn; anything that is not an event object is left for
-    `_event_problem` to name."""
+    """The events of a `version` file with today's field names; a non-event is left for `_event_problem`."""
     for old in range(version, SCHEMA_VERSION):
         renames, added = RENAMED_FIELDS.get(old, {}), ADDED_FIELDS.get(old, {})
         events = [_upgrade_event(e, renames, added) for e in events]
@@ -511,7 +481,7 @@ def _upgrade_event(event, renames: dict, added: dict):
 
 
 def _upgrade_meta(meta: dict, version: int) -> dict:
-    """A `version` file's meta with today's key names: a copy, the file's own dict is left as it was."""
+    """A `version` file's meta with today's key names, as a copy."""
     for old in range(version, SCHEMA_VERSION):
         renames = RENAMED_META.get(old, {})
         meta = {renames.get(k, k): v for k, v in meta.items()}

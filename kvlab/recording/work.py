@@ -1,24 +1,14 @@
 """The work behind a step's time, counted exactly: what a forward asked of attention and of the cache.
 
-Time varies from machine to machine and run to run; the work does not. Each update event carries:
-- `batch`, `queries`: the sequences and the new tokens (queries) this layer ran in this forward;
-- `slots_attended`: the key positions each query is scored against. Eager and SDPA attention compute `Q K^T`
-  over every slot the cache hands back and only then mask, so a StaticCache's empty slots count here: that is
-  the compute its fixed shape wastes (`slots_masked` counts the memory, this the work);
-- `attention_flops`: 2 x batch x query heads x queries x slots_attended x (key dim + value dim), the
-  multiply-adds of `Q K^T` and of `softmax(.) V`. `torch.utils.flop_counter` cannot give this on the CPU: it
-  counts matrix products but not CPU SDPA;
-- `quantize_calls` / `quantized_elements`, `dequantize_calls` / `dequantized_elements`: a QuantizedCache's
-  packing work in this update (a flush quantizes the residual; every update dequantizes what it returns).
-Bytes moved by offloading are the "transfer" events' `bytes`. A step's input signature (what a compiler
-re-traces on) is derived from these fields (`Trace.input_signatures`).
+Each update event carries `batch`, `queries` (new tokens), `slots_attended` (key positions each query is scored
+against: eager and SDPA compute `Q K^T` over every slot handed back before masking, so a StaticCache's empty slots
+count: the compute its fixed shape wastes), `attention_flops` (2 x batch x query heads x queries x slots_attended x
+(key dim + value dim); `torch.utils.flop_counter` misses CPU SDPA) and a QuantizedCache's packing calls and elements.
 """
 
 from __future__ import annotations
 
 import torch
-
-from kvlab import _compat
 
 WORK_FIELDS = (
     "batch",
@@ -31,8 +21,6 @@ WORK_FIELDS = (
     "dequantized_elements",
 )
 QUANT_FIELDS = WORK_FIELDS[4:]
-
-
 NO_WORK = (0,) * len(WORK_FIELDS)  # the counters of an update that ran no attention, as a tuple
 
 
@@ -41,26 +29,16 @@ def no_work(queries: int = 0) -> dict:
     return dict.fromkeys(WORK_FIELDS, 0) | {"queries": int(queries)}
 
 
-def query_heads(config) -> int | tuple[int, ...]:
-    """Attention heads of the queries (more than the KV heads under grouped-query attention): `ModelFacts.query_heads`
-    for a config that has no facts read yet (`kvlab.caches.paged`); 0 without a config."""
-    return 0 if config is None else _compat.query_heads(config.get_text_config(decoder=True))
-
-
 def layer_heads(heads: int | tuple[int, ...], layer_idx: int) -> int:
-    """Layer `layer_idx`'s count from `query_heads`' answer (0, the KV heads standing in, past its layers)."""
+    """Layer `layer_idx`'s count from `ModelFacts.query_heads` (0, the KV heads standing in, past its layers)."""
     if isinstance(heads, int):
         return heads
     return heads[layer_idx] if layer_idx < len(heads) else 0
 
 
 def attention_counts(key_states, returned, heads: int, quantized: tuple = (0, 0, 0, 0)) -> tuple:
-    """`attention_work` as a tuple in `WORK_FIELDS` order: what an instrumented cache records on every update
-    (a tuple costs a fraction of a dict, and the event's dict is built when the trace is read).
-
-    key_states: (batch, kv_heads, new_tokens, head_dim); returned keys/values: (batch, kv_heads, slots, dim).
-    With no query-head count (no config) the KV heads stand in, which is exact for multi-head attention.
-    `quantized` are the packing counters (`QUANT_FIELDS`) of the update, when its cache quantizes."""
+    """`attention_work` as a tuple in `WORK_FIELDS` order (a fraction of a dict's cost, on every update), with the
+    update's packing counters (`QUANT_FIELDS`) as `quantized`."""
     queries = int(key_states.shape[-2])
     keys, values = _pair(returned)
     if keys is None:
@@ -74,8 +52,7 @@ def attention_work(key_states, returned, heads: int) -> dict:
     """Counters of one key/value update: `key_states` went in, `returned` (keys, values) goes to attention.
 
     key_states: (batch, kv_heads, new_tokens, head_dim); returned keys/values: (batch, kv_heads, slots, dim).
-    With no query-head count (no config) the KV heads stand in, which is exact for multi-head attention.
-    """
+    Without a query-head count (`heads` 0) the KV heads stand in, exact for multi-head attention."""
     return dict(zip(WORK_FIELDS, attention_counts(key_states, returned, heads)))
 
 
@@ -93,10 +70,8 @@ def _pair(returned):
 def work_by_step(trace) -> list[dict]:
     """Per forward (step): the work summed over layers, and the bytes offloading moved.
 
-    `tokens` is the queries of the forward (the most any layer ran: every attention layer runs the same tokens);
-    `slots_attended` sums the key slots over layers, so it is what every query was scored against in all
-    layers together; a field an older trace did not record stays None.
-    """
+    `tokens` is the most queries any layer ran; `slots_attended` sums over layers; a field an older trace did not
+    record stays None."""
     rows: dict[int, dict] = {}
     for e in trace.events:
         row = rows.setdefault(e["step"], _empty_row(e["step"]))
@@ -110,11 +85,8 @@ def work_by_step(trace) -> list[dict]:
 
 
 def input_signatures(trace) -> list[tuple]:
-    """The distinct shapes attention saw, in order of first appearance: (batch, queries, slots attended per layer).
-
-    A compiled forward is specialised to its input shapes; each new signature is what `torch.compile` would
-    trace again (or handle with a dynamic shape). A StaticCache keeps one shape for every decode step; a
-    DynamicCache's keys grow, so every step is a new signature."""
+    """The distinct shapes attention saw, in order of first appearance: (batch, queries, slots attended per layer),
+    each one what `torch.compile` would trace again (a StaticCache keeps one; a DynamicCache's grow every step)."""
     per_step: dict[int, dict] = {}
     for e in trace.updates:
         if e["op"] == "kv" and e.get("slots_attended") is not None:
@@ -135,15 +107,8 @@ def input_signatures(trace) -> list[tuple]:
 
 
 def _empty_row(step: int) -> dict:
-    return {
-        "step": step,
-        "tokens": 0,
-        "slots_attended": 0,
-        "attention_flops": 0,
-        **dict.fromkeys(QUANT_FIELDS, 0),
-        "offload_bytes": 0,
-        "prefetch_bytes": 0,
-    }
+    counts = ("tokens", "slots_attended", "attention_flops", *QUANT_FIELDS, "offload_bytes", "prefetch_bytes")
+    return {"step": step, **dict.fromkeys(counts, 0)}
 
 
 def _add(total, value):

@@ -1,22 +1,6 @@
-"""Many requests through transformers' continuous batching, recorded: the runner of the paged cache kind.
-
-    names, prompts = paged_requests(tokenizer, 4)                        # the workload's first 4 chat prompts
-    result = generate_paged(model, tokenizer, {"page_size": 16, "requests": 4, "num_blocks": 0}, 24)
-    result.trace                                                          # the paged cache's, `kvlab.caches.paged`
-
-Every other cache kind runs one prompt through `generate`; the paged kind runs several requests through
-`model.generate_batch(...)` inside `kvlab.watch(model)`, where the manager builds kvlab's instrumented paged
-cache (notebook 12 shows the same call). `generate_batch` runs under the attention implementation continuous
-batching needs without flash attention (`_compat.paged_attention`, "paged|eager": it runs on a CPU), switched
-here and in `kvlab.measure.batching` by the same `run_batch`.
-
-The requests: with a real tokenizer, the first n of the bundled workload (`load_workload`: chat prompts, through
-the chat template when the tokenizer has one); for a tiny random model (`random_tokens=True`), seeded random token
-prompts of varied lengths, which run to exactly `max_new_tokens` each (no end-of-sequence token stops them).
-
-Every option is checked before anything runs (`kvlab.caches.options.check_paged_options`, `pool_blocks`), and so
-is the model (`check_paged_model`: layers other than full attention are refused). `generate_batch` cannot be
-stopped midway: it returns when every request is done.
+"""The paged cache kind's runner: many requests through transformers' continuous batching (`generate_batch`),
+recorded inside `kvlab.watch(model)`, under the attention implementation it needs without flash attention
+(`_compat.paged_attention`: it runs on a CPU). `generate_batch` cannot be stopped midway.
 """
 
 from __future__ import annotations
@@ -34,7 +18,8 @@ TINY_SEED = 0
 
 
 def paged_requests(tokenizer, n: int, *, random_tokens: bool = False) -> tuple[list[str], list[list[int]]]:
-    """(names, prompt token ids) of the first `n` requests: the workload's, or random prompts for a tiny model."""
+    """(names, prompt token ids) of the first `n` requests: the workload's (through the chat template when the
+    tokenizer has one), or seeded random prompts for a tiny model (no end-of-sequence token stops them)."""
     if random_tokens:
         import torch
 
@@ -54,9 +39,8 @@ def paged_requests(tokenizer, n: int, *, random_tokens: bool = False) -> tuple[l
 
 
 def run_batch(model, prompts: list[list[int]], generation_config, batching) -> list[list[int]]:
-    """`model.generate_batch(prompts, ...)` under continuous batching's attention implementation (given back
-    afterwards): each request's new tokens, in the order of `prompts`. A request that failed raises RuntimeError
-    (transformers reports it in the request's output instead)."""
+    """`model.generate_batch(prompts, ...)` under continuous batching's attention implementation: each request's
+    new tokens, in order. A failed request raises RuntimeError (transformers only reports it in its output)."""
     with _compat.paged_attention(model):
         outputs = model.generate_batch(
             prompts, generation_config=generation_config, continuous_batching_config=batching
@@ -70,8 +54,8 @@ def run_batch(model, prompts: list[list[int]], generation_config, batching) -> l
 
 
 def generate_paged(model, tokenizer, options: dict, max_new_tokens: int, *, random_tokens: bool = False):
-    """`model.generate_batch(...)` over the chosen requests inside `kvlab.watch(model)`: a `RunResult` whose trace
-    is the paged cache's (with the requests' names and lengths in `trace.meta["paged_requests"]`)."""
+    """`model.generate_batch(...)` over the chosen requests inside `kvlab.watch(model)`, every option checked first:
+    a `RunResult` whose trace is the paged cache's (the requests in `trace.meta["paged_requests"]`)."""
     from transformers import GenerationConfig
 
     from kvlab.caches.paged import check_paged_model
@@ -81,6 +65,7 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int, *, rand
     given = check_paged_options(options, MAX_REQUESTS)
     check_paged_model(model)
     names, prompts = paged_requests(tokenizer, given["requests"], random_tokens=random_tokens)
+    prompt_tokens = sum(len(p) for p in prompts)
     blocks = pool_blocks([len(p) for p in prompts], max_new_tokens, given["page_size"], given["num_blocks"])
     generation_config = GenerationConfig(
         max_new_tokens=max_new_tokens,
@@ -89,40 +74,29 @@ def generate_paged(model, tokenizer, options: dict, max_new_tokens: int, *, rand
         pad_token_id=getattr(tokenizer, "pad_token_id", None),
     )
     batching = _compat.ContinuousBatchingConfig(
-        page_size=given["page_size"], num_blocks=blocks, max_batch_tokens=max(sum(len(p) for p in prompts), 64)
+        page_size=given["page_size"], num_blocks=blocks, max_batch_tokens=max(prompt_tokens, 64)
     )
     with Stopwatch() as stopwatch, watch_model(model) as watch:
         generated = run_batch(model, prompts, generation_config, batching)
-    seconds = stopwatch.seconds
-    trace = watch.trace
-    lines = [
+    seconds, new_tokens = stopwatch.seconds, sum(len(t) for t in generated)
+    watch.trace.meta.update(
+        options=dict(given),
+        pool_blocks=blocks,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        seconds=seconds,
+        tokens_per_s=new_tokens / seconds if seconds > 0 else 0.0,
+        max_new_tokens=max_new_tokens,
+        paged_requests=[
+            {"id": f"req_{i}", "name": name, "prompt_tokens": len(p), "new_tokens": len(t)}
+            for i, (name, p, t) in enumerate(zip(names, prompts, generated))
+        ],
+    )
+    text = "\n".join(
         f"req_{i} ({name}): {tokenizer.decode(tokens, skip_special_tokens=True)}"
         for i, (name, tokens) in enumerate(zip(names, generated))
-    ]
-    new_tokens = sum(len(t) for t in generated)
-    trace.meta.update(
-        {
-            "options": dict(given),
-            "pool_blocks": blocks,
-            "prompt_tokens": sum(len(p) for p in prompts),
-            "new_tokens": new_tokens,
-            "seconds": seconds,
-            "tokens_per_s": new_tokens / seconds if seconds > 0 else 0.0,
-            "max_new_tokens": max_new_tokens,
-            "paged_requests": [
-                {"id": f"req_{i}", "name": name, "prompt_tokens": len(p), "new_tokens": len(t)}
-                for i, (name, p, t) in enumerate(zip(names, prompts, generated))
-            ],
-        }
     )
+    flat = [t for tokens in generated for t in tokens]
     return RunResult(
-        model_name(model),
-        PAGED,
-        dict(given),
-        dtype_name(model.dtype),
-        sum(len(p) for p in prompts),
-        [t for tokens in generated for t in tokens],
-        "\n".join(lines),
-        seconds,
-        trace,
+        model_name(model), PAGED, dict(given), dtype_name(model.dtype), prompt_tokens, flat, text, seconds, watch.trace
     )

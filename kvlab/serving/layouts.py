@@ -1,30 +1,22 @@
-"""What each cache layout reserves for the same requests, and how much of it holds live tokens.
+"""What each cache layout reserves for the same requests (`slots_allocated`), and how much holds live tokens.
 
-In a trace's terms (`kvlab.recording.slots`): the slots a layout reserves are `slots_allocated`, those holding a token
-`slots_live`, the rest `slots_masked`; `bytes_held` is the storage of the allocated slots, `bytes_live` that of
-the live ones.
-
-A request that ends with `h` tokens in its cache (prompt + answer - 1: the last answer token is never fed back):
-- "static":  one StaticCache per request, sized for the longest request the server accepts
-             (`max_cache_len` = longest prompt + max_new_tokens): reserves that many slots whatever `h` is;
-- "dynamic": one DynamicCache per request: reserves exactly `h` slots (the tensors grow by concatenation);
-- "paged B": blocks of B slots from a shared pool: reserves ceil(h / B) * B slots; only the last block is partly
-             empty (internal fragmentation, at most B - 1 slots per request).
-`waste_pct` = masked slots / allocated slots, over the requests at their final length.
-Slots become bytes with `bytes_per_token` (keys and values, every layer).
+For a request whose cache ends holding `h` tokens: "static" reserves `max_cache_len` (the longest request the server
+accepts) whatever `h` is; "dynamic" exactly `h`; "paged B" ceil(h / B) * B from a shared pool (at most B - 1 slots
+of internal fragmentation per request). Slots become bytes with `bytes_per_token` (keys and values, every layer).
 """
 
 from __future__ import annotations
 
 from kvlab.caches.options import paged_blocks
+from kvlab.model_facts import tokens_held
 from kvlab.recording.slots import waste_pct
 
 LAYOUTS = ("static", "dynamic", "paged")
 
 
 def request_lengths(prompt_lengths: list[int], answer_lengths: list[int]) -> list[int]:
-    """Tokens each request's cache holds when it finishes: prompt + answer - 1 (never below the prompt)."""
-    return [p + max(a - 1, 0) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
+    """Tokens each request's cache holds when it finishes."""
+    return [tokens_held(p, a) for p, a in zip(prompt_lengths, answer_lengths, strict=True)]
 
 
 def allocated_slots(
@@ -59,8 +51,7 @@ def fits_in_budget(bytes_held: list[int], budget_bytes: int) -> int:
 def layout_rows(
     lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,), budget_bytes: int | None = None
 ) -> list[dict]:
-    """One row per layout: allocated, live and masked slots, bytes held and live, waste %, and the requests that
-    fit in `budget_bytes`."""
+    """One row per layout: slots and bytes allocated and live, waste %, and the requests that fit in `budget_bytes`."""
     layouts = [("static", {"max_cache_len": max_cache_len}), ("dynamic", {})]
     layouts += [("paged", {"block_size": b}) for b in block_sizes]
     live = sum(lengths)

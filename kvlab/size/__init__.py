@@ -1,10 +1,7 @@
 """`kvlab size`: the KV-cache bytes of every cache kind for an architecture, from its config alone.
 
-    from kvlab.size import architecture, cache_size
-    cache_size(architecture("llama-2-7b"), "dynamic", tokens=4096, dtype="float16").bytes   # 2 GiB
-
-Each layer's bytes are transformers' own: its cache filled with meta tensors (`kvlab.size.meta`, no weights, no
-memory), stored for the known architectures; checked against live instrumented caches.
+from kvlab.size import architecture, cache_size
+cache_size(architecture("llama-2-7b"), "dynamic", tokens=4096, dtype="float16").bytes   # 2 GiB
 """
 
 from kvlab.names import DTYPE_BYTES

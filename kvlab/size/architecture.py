@@ -1,16 +1,10 @@
-"""What the KV cache of a model looks like, from its config alone: layer kinds, KV heads, head size, windows, and
-what each cache layer holds (`layers`: transformers' own caches measured on the meta device, `kvlab.size.meta`).
+"""What the KV cache of a model looks like, from its config alone: its `ModelFacts` (`kvlab.model_facts`), where
+they came from, and what each cache layer holds (`layers`, measured on the meta device by `kvlab.size.meta`).
 
-The facts of well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json;
-each names its hub repo under "source"), with transformers' reading of them stored beside it
-(architectures_derived.json, architectures_meta.json: `python -m kvlab.size.architecture --write`), so a known name is
-sized without torch. transformers itself turns the config keys into per-layer kinds and layer classes, so kvlab
-never re-implements which layer slides or what an MLA or linear-attention layer keeps. A config's facts are read
-by `kvlab.model_facts`, the one reading the option checks and the formula use too; an `Architecture` adds where
-they came from (a name, a source, the published dtype).
-
-An encoder-only config (BERT and its kind, without `is_decoder`) is refused in one line: such a model reads its
-whole input in one pass and keeps no KV cache, so any size would be invented (a BERT config used to report 288 MiB).
+Well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json), with
+transformers' reading of them stored beside it (`python -m kvlab.size.architecture --write`), so a known name is
+sized without torch; transformers itself decides which layer slides or what an MLA or linear layer keeps. An
+encoder-only config (BERT) is refused: it keeps no KV cache, so any size would be invented.
 """
 
 from __future__ import annotations
@@ -59,8 +53,8 @@ class Architecture:
 
     @functools.cached_property
     def layers(self) -> tuple:
-        """Each cache layer's `kvlab.size.layers.LayerFacts` in update order: stored for a known architecture, else
-        measured by transformers on the meta device (this imports torch and takes about a second)."""
+        """Each cache layer's `LayerFacts` in update order: stored for a known architecture, else measured on the
+        meta device (imports torch, about a second)."""
         if self.layer_facts is not None:
             return self.layer_facts
         from kvlab.size.meta import layer_facts
@@ -69,16 +63,11 @@ class Architecture:
 
     @functools.cached_property
     def config(self):
-        """The transformers config; for a known architecture built from its shipped keys on first use (this is
-        what imports transformers, so `kvlab size` on a known model does not)."""
+        """The transformers config; for a known architecture built from its shipped keys on first use, so `kvlab
+        size` on a known model imports no transformers."""
         if isinstance(self.config_source, dict):
             return _config_from_dict(self.config_source)
         return self.config_source
-
-    @property
-    def window(self) -> dict[str, int | None]:
-        """The token cap of each capped layer kind (transformers caches a chunked layer like a sliding one)."""
-        return {"sliding": self.sliding_window, "chunked": self.chunk_size}
 
     def counts(self) -> dict[str, int]:
         return {layer_kind: self.layer_kinds.count(layer_kind) for layer_kind in dict.fromkeys(self.layer_kinds)}
@@ -118,23 +107,16 @@ def known_architectures() -> list[str]:
 def from_config(
     config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
 ) -> Architecture:
-    """The cache-relevant facts of a transformers config object (a live model's `model.config` works too, and so
-    do its `ModelFacts`); an encoder-only config is refused (`NoKVCacheError`)."""
+    """The architecture of a transformers config (or its `ModelFacts`); an encoder-only one is refused."""
     facts = model_facts(config)
-    check_decoder_cache(facts, source if source != "config" else name or "this config")
-    return Architecture(name or facts.model_type, source, facts, dtype, note=note, config_source=facts.config)
-
-
-def check_decoder_cache(config, what: str = "this config") -> None:
-    """Refuse a config (or its `ModelFacts`) whose model keeps no KV cache: an encoder-only model (BERT, RoBERTa,
-    DistilBERT, ...), which attends to its whole input at once (`ModelFacts.encoder_only` says how it is told)."""
-    reason = model_facts(config).encoder_only
-    if reason:
+    if reason := facts.encoder_only:
+        what = source if source != "config" else name or "this config"
         raise NoKVCacheError(
             f"{what} is an encoder-only model ({reason}): it reads its whole input in one pass and keeps no KV "
             "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models "
             "(a BERT-style config with is_decoder: true is a decoder)."
         )
+    return Architecture(name or facts.model_type, source, facts, dtype, note=note, config_source=facts.config)
 
 
 def _config_from_dict(data: dict):
@@ -180,19 +162,12 @@ def architecture(name: str) -> Architecture:
     )
 
 
+# fmt: off
 DERIVED_FIELDS = (
-    "model_type",
-    "layer_kinds",
-    "kv_heads",
-    "head_dim",
-    "attention_heads",
-    "sliding_window",
-    "chunk_size",
-    "is_encoder_decoder",
-    "linear_state",
+    "model_type", "layer_kinds", "kv_heads", "head_dim", "attention_heads", "sliding_window", "chunk_size",
+    "is_encoder_decoder", "linear_state",
 )
-
-
+# fmt: on
 DERIVED_FILE = "data/architectures_derived.json"
 
 
@@ -207,9 +182,8 @@ def derived_facts(config) -> dict:
 
 
 def write_derived_facts(path: Path | None = None) -> Path:
-    """Re-derive every known architecture's facts with the installed transformers and store them (run after
-    editing a "config" or upgrading transformers; a test checks they agree):
-    `python -c "from kvlab.size.architecture import write_derived_facts; write_derived_facts()"`."""
+    """Re-derive every known architecture's facts with the installed transformers and store them (after editing
+    a "config" or upgrading transformers; a test checks they agree)."""
     import transformers
 
     path = path or Path(str(resources.files("kvlab").joinpath(DERIVED_FILE)))
@@ -218,13 +192,18 @@ def write_derived_facts(path: Path | None = None) -> Path:
         f"Generated by kvlab.size.architecture.write_derived_facts() with transformers {transformers.__version__}: "
         "what transformers derives from each 'config' of architectures.json, so `kvlab size` needs no transformers."
     )
-    rows = ",\n".join(f"  {json.dumps(name)}: {json.dumps(facts)}" for name, facts in models.items())
+    return _write_models(path, about, models)
+
+
+def _write_models(path: Path, about: str, models: dict) -> Path:
+    """{"about": ..., "models": ...}, one line per model, so a diff shows which models changed."""
+    rows = ",\n".join(f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in models.items())
     return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n{rows}\n }}\n}}\n')
 
 
 def from_model_type(model_type: str) -> Architecture:
-    """The architecture of transformers' default config for `model_type` (`AutoConfig.for_model(model_type)`:
-    for many types the published model, e.g. deepseek_v3 is DeepSeek-V3), sized on the meta device."""
+    """The architecture of transformers' default config for `model_type` (for many types the published model:
+    deepseek_v3 is DeepSeek-V3), sized on the meta device."""
     import transformers
 
     try:
@@ -254,26 +233,25 @@ def from_config_file(path: str | Path) -> Architecture:
 
 
 def write_facts(path: Path | None = None) -> Path:
-    """Measure every known architecture's layer facts with the installed transformers and store them atomically
-    (run after editing kvlab/data/architectures.json or upgrading transformers; a test re-measures a few)."""
+    """Measure every known architecture's layer facts with the installed transformers and store them (after
+    editing kvlab/data/architectures.json or upgrading transformers; a test re-measures a few)."""
     import transformers
 
     from kvlab.size.meta import META_FILE, layer_facts
 
     path = path or Path(str(resources.files("kvlab").joinpath(META_FILE)))
-    rows = []
+    models = {}
     for name, entry in _facts().items():
         facts = layer_facts(_config_from_dict(entry["config"]))
         distinct = list(dict.fromkeys(facts))
-        model = {"facts": [f.to_json() for f in distinct], "layers": [distinct.index(f) for f in facts]}
-        rows.append(f"  {json.dumps(name)}: {json.dumps(model)}")
+        models[name] = {"facts": [f.to_json() for f in distinct], "layers": [distinct.index(f) for f in facts]}
     about = (
         f"Generated by `python -m kvlab.size.architecture --write` with transformers {transformers.__version__}: each "
         "known architecture's cache layers as transformers builds and fills them on the meta device (elements of "
         "the cache dtype per token and per sequence, bytes of other dtypes, window, key/value shapes); 'layers' "
         "indexes 'facts', one per layer in update order."
     )
-    return write_text(path, f'{{\n "about": {json.dumps(about)},\n "models": {{\n' + ",\n".join(rows) + "\n }\n}\n")
+    return _write_models(path, about, models)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,8 @@
 """KV-cache bytes of every cache kind for an architecture, without running a model.
 
-`cache_size(arch, cache_kind, tokens, ...)` adds up each layer's bytes (`kvlab.size.layers`, from the layer facts
-transformers measured on the meta device, `kvlab.size.meta`) for a generation that prefilled `prefill` tokens and
-then decoded one token per step up to `tokens` (default: all `tokens` in one prefill). It reports the bytes held at
-the end and the peak over the generation, counted the way a kvlab trace counts them (distinct storages, layer by
-layer in update order), so the two can be compared to the byte; `kvlab.size.meta.meta_cache_bytes` runs the same
-generation on meta, and the tests hold the two equal.
+`cache_size` adds up each layer's bytes (`kvlab.size.layers`) for a prefill then one-token decode steps, held at
+the end and at the peak, counted as a trace counts them (distinct storages, layer by layer in update order); the
+tests hold it equal to `kvlab.size.meta.meta_cache_bytes` and to live traces.
 """
 
 from __future__ import annotations
@@ -75,21 +72,6 @@ def quantized_options(options: dict) -> dict:
     return {"backend": backend, **{k: options.get(k, _compat.QUANTIZED_DEFAULTS[k]) for k in QUANTIZED_OPTIONS}}
 
 
-def _check(arch: Architecture, cache_kind: str, tokens: int, prefill: int, options: dict) -> None:
-    """The calculator's own inputs, then every option rule (`kvlab.caches.options.check_options`) on the
-    architecture's layer kinds: the same refusal, in the same words, as `make_cache` and `kvlab.run`."""
-    if tokens < 1 or not 1 <= prefill <= tokens:
-        raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
-    check_options(
-        cache_kind,
-        options,
-        layer_kinds=arch.layer_kinds,
-        sliding_window=arch.sliding_window,
-        tokens=tokens,
-        kinds=SIZE_KINDS,
-    )
-
-
 def _layer(
     facts: rules.LayerFacts, cache_kind: str, prefill: int, step: int, batch: int, elem: int, options: dict, source: int
 ) -> rules.LayerSize:
@@ -99,41 +81,15 @@ def _layer(
         return rules.dynamic(facts, source, 0, batch, elem)
     if cache_kind in STATIC_KINDS:
         return rules.static(facts, prefill, step, options["max_cache_len"], batch, elem)
-    if cache_kind != "quantized":  # dynamic, offloaded
-        return rules.dynamic(facts, prefill, step, batch, elem)
-    q = quantized_options(options)
-    return rules.quantized(
-        facts,
-        prefill,
-        step,
-        batch,
-        elem,
-        q["backend"],
-        q.get("nbits", 8),
-        q.get("axis_key", 0),
-        q.get("axis_value", 0),
-        q.get("q_group_size", 1),
-        q.get("residual_length", 1),
-    )
-
-
-def _step_layers(
-    arch, cache_kind, batch, elem, prefill, step, options, source_tokens
-) -> list[tuple[str, rules.LayerSize]]:
-    """(layer kind or "cross", size) in the order the model updates them during one forward."""
-    return [
-        (facts.kind, _layer(facts, cache_kind, prefill, step, batch, elem, options, source_tokens))
-        for facts in arch.layers
-    ]
+    if cache_kind == "quantized":  # `options` with transformers' defaults filled in
+        return rules.quantized(facts, prefill, step, batch, elem, options)
+    return rules.dynamic(facts, prefill, step, batch, elem)  # dynamic, offloaded
 
 
 def _peak(step_sizes: dict[int, list[int]], steps: list[int]) -> int:
-    """Most bytes held after any single layer update, over the candidate steps.
-
-    Between the candidates every layer only grows, so the peak is at one of them: the prefill, the first
-    decode step (sliding layers drop their prefill concatenation), the last step, and the last step before a
-    quantized flush.
-    """
+    """Most bytes held after any single layer update, over the candidate steps: between them every layer only
+    grows (the prefill, the first decode step, where sliding layers drop their prefill concatenation, the last
+    step, and the last step before a quantized flush)."""
     peak = 0
     for step in steps:
         now = step_sizes[step]
@@ -158,7 +114,17 @@ def cache_size(
 ) -> CacheSize:
     """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
     prefill = tokens if prefill is None else prefill
-    _check(arch, cache_kind, tokens, prefill, options)
+    if tokens < 1 or not 1 <= prefill <= tokens:
+        raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
+    # every option rule on the architecture's layer kinds: the same refusal as `make_cache` and `kvlab.run`
+    check_options(
+        cache_kind,
+        options,
+        layer_kinds=arch.layer_kinds,
+        sliding_window=arch.sliding_window,
+        tokens=tokens,
+        kinds=SIZE_KINDS,
+    )
     if batch < 1:
         raise ValueError(f"batch must be at least 1; got {batch}")
     elem = dtype_bytes(dtype)
@@ -172,8 +138,9 @@ def cache_size(
             steps.add(last - (last + 1) % residual_length)  # the last step whose residual is full but not flushed
         options = {**options, **q}
     candidate_steps = sorted(s for s in steps | {s - 1 for s in steps} if s >= 0)
-    sizes = {
-        s: _step_layers(arch, cache_kind, batch, elem, prefill, s, options, source_tokens) for s in candidate_steps
+    sizes = {  # (layer kind or "cross", size) in update order, after each candidate step
+        s: [(f.kind, _layer(f, cache_kind, prefill, s, batch, elem, options, source_tokens)) for f in arch.layers]
+        for s in candidate_steps
     }
     final = sizes[last]
     by_layer_kind: dict[str, int] = {}

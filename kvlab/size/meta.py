@@ -1,26 +1,13 @@
 """The KV cache of any model transformers can build, measured by transformers itself on the meta device.
 
-On the meta device a tensor has a shape, a dtype and a storage size, and no memory. Building a model there from
-its full-size config (`AutoModelForCausalLM.from_config`, the seq2seq class for an encoder-decoder) and running a
-forward of T meta tokens into the model's own cache (`DynamicCache(config=...)`, `StaticCache(config=...,
-max_cache_len=...)`) fills the cache with meta tensors of the true shapes: the layer classes, sliding and chunked
-caps, MLA's compressed latent, a hybrid's conv and recurrent state are transformers' own decisions, not kvlab's
-rules. A layer's bytes are the distinct storages of every tensor of cached data it keeps (keys and values, dicts
-of buffers, indexer keys, states; not its integer counters), each counted once, as a trace counts them: a sliding
-layer's view of a longer concatenation counts the whole concatenation, as on a real device. DeepSeek-V3 (671B
-parameters) is built and run in seconds.
-
-- `meta_cache_bytes(config, tokens, ...)`: one generation (a prefill, then one-token decode steps) on meta, layer
-  by layer, with the peak held after any single layer update: what a kvlab trace of the same run shows.
-- `layer_facts(config)`: each layer's growth (`kvlab.size.layers.LayerFacts`), fitted from three tiny meta runs,
-  so `kvlab size` answers any token count, batch and dtype without one run per question (the tests hold the two
-  equal across windows, batches, dtypes and cache kinds).
-- `python -m kvlab.size.architecture --write` stores the facts of every known architecture in
-  `kvlab/data/architectures_meta.json` (and transformers' reading of their configs in architectures_derived.json),
-  so `kvlab size --model NAME` needs neither torch nor transformers.
-
-A model whose forward fails on meta in the requested dtype (the grouped matmul of MoE experts wants bfloat16) is
-run in bfloat16 and its cache tensors of that dtype rescaled: bytes scale with the element size.
+A model built on meta from its full-size config, run on T meta tokens into its own cache, fills that cache with
+meta tensors of the true shapes, without memory: layer classes, sliding and chunked caps, MLA's latent, a
+hybrid's states are transformers' decisions, not kvlab's rules. A layer's bytes are the distinct storages of the
+cached data it keeps, each counted once, as a trace counts them (a sliding view counts its whole concatenation).
+`meta_cache_bytes` runs one generation; `layer_facts` fits each layer's growth from three tiny runs, so
+`kvlab size` answers any token count, batch and dtype (stored for known architectures by
+`python -m kvlab.size.architecture --write`). A model whose forward fails on meta in the requested dtype (MoE
+experts' grouped matmul wants bfloat16) runs in bfloat16, its bytes rescaled by element size.
 """
 
 from __future__ import annotations
@@ -38,7 +25,7 @@ from kvlab.atomic import write_text
 from kvlab.cache_kinds import KINDS, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, number
-from kvlab.names import DTYPE_BYTES
+from kvlab.names import DTYPE_BYTES, dtype_name
 from kvlab.paths import kvlab_home
 from kvlab.recording.layer_kinds import layer_kinds
 from kvlab.size.layers import Growth, LayerFacts
@@ -74,7 +61,6 @@ class MetaSize:
     run_dtype: str  # the dtype the meta run used (bytes are rescaled from it to `dtype`)
     per_layer: list[LayerBytes]  # after the last step, in update order (self layer i, then cross layer i)
     peak_bytes: int  # the most held after any single layer update, up to `tokens`
-    next_peak_bytes: int  # the same, through one more decode step
     by_layer_kind: dict = field(default_factory=dict)
 
     @property
@@ -84,9 +70,8 @@ class MetaSize:
 
 # -- counting what a layer keeps ----------------------------------------------------------------------------------
 def layer_storages(layer) -> dict[int, tuple[int, object, int]]:
-    """{storage identity: (bytes, dtype, element size)} of every distinct storage of cached data a cache layer
-    keeps in its attributes: the tensors a trace counts (`kvlab.recording.storage.held_tensors`: integer counters
-    such as a static layer's `cumulative_length` left out), told apart on meta too, where every address is 0."""
+    """{storage identity: (bytes, dtype, element size)} of each distinct storage of the tensors a trace counts
+    (`held_tensors`: integer counters left out), told apart on meta too, where every address is 0."""
     from kvlab.recording.storage import held_tensors  # imports torch: not for a known name's stored facts
 
     storages = {}
@@ -102,7 +87,7 @@ class _Scale:
 
     def __init__(self, run_dtype, dtype: str):
         self.run_dtype = run_dtype
-        self.num, self.den = DTYPE_BYTES[dtype], DTYPE_BYTES[_dtype_name(run_dtype)]
+        self.num, self.den = DTYPE_BYTES[dtype], DTYPE_BYTES[dtype_name(run_dtype)]
 
     def layer_bytes(self, layer) -> int:
         return sum(
@@ -111,10 +96,6 @@ class _Scale:
 
 
 # -- building and running on meta ---------------------------------------------------------------------------------
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def _build(config, **kwargs):
     """The model of `config`: the auto class for its kind, or, for a sub-config (Emu3's text config, an audio
     model's decoder) that no auto class maps, the generation class whose own config class it is."""
@@ -144,8 +125,8 @@ _FACTS: dict[str, tuple[LayerFacts, ...] | None] = {}
 
 
 def _meta_model(config, dtype, attention: str | None, device: str = "meta"):
-    """The model of `config` built on `device`, memoised by the config's content: on the meta device (no weights, no
-    memory), or for a small model whose forward reads a value (`.item()`) on the CPU, seeded (`_Run.attempt`)."""
+    """The model of `config` built on `device` (meta, or the CPU for a small model whose forward reads a value),
+    memoised by the config's content."""
     import torch
 
     key = (_config_key(config), dtype, attention, device)
@@ -221,13 +202,12 @@ class _Run:
         return sum(p.numel() for p in model.parameters()) <= CPU_RUN_PARAMETERS
 
     def _kinds(self, n: int) -> list[str]:
-        """The layer kinds, read from the config once per run (every generation of the run asks)."""
         if self._kinds_read is None or len(self._kinds_read) != n:
             self._kinds_read = _kinds(self.config, n)
         return self._kinds_read
 
     def _cache(self, cache_kind: str, max_cache_len: int | None, source_tokens: int):
-        """The cache `generate` would build (offloading moves bytes, it does not change them: sized in place)."""
+        """The cache `generate` would build (offloading moves bytes, it does not change them)."""
         import transformers
 
         def one(length):
@@ -260,9 +240,9 @@ class _Run:
         *,
         scale: _Scale | None,
         source_tokens: int | None = None,
-    ) -> tuple[list[tuple[object, str]], list[int], list[tuple[list[int], int]]]:
-        """Prefill, then `steps` one-token decode steps. Returns (layers, the cache's total after each layer
-        update, and after each forward: (bytes per layer, updates so far)); with `scale=None` only the layers."""
+    ) -> tuple[list[tuple[object, str]], list[int], list[int]]:
+        """Prefill, then `steps` one-token decode steps. Returns (layers, the cache's total after each layer update,
+        each layer's bytes at the end); with `scale=None` only the layers."""
         import torch
 
         source_tokens = source_tokens or prefill
@@ -270,7 +250,6 @@ class _Run:
         layers = self.layers(cache)
         held = [scale.layer_bytes(layer) if scale else 0 for layer, _kind in layers]  # a fresh layer may hold counters
         totals: list[int] = []
-        forwards: list[tuple[list[int], int]] = []
         if scale is not None:
             for index, (layer, _kind) in enumerate(layers):
                 _watch_updates(layer, index, held, totals, scale)
@@ -288,9 +267,8 @@ class _Run:
                 else:
                     inputs["input_ids"] = ids
                 self.model(**inputs)
-                if scale is not None:
-                    forwards.append(([scale.layer_bytes(layer) for layer, _kind in layers], len(totals)))
-        return layers, totals, forwards
+        final = [scale.layer_bytes(layer) for layer, _kind in layers] if scale is not None else []
+        return layers, totals, final
 
 
 def _watch_updates(layer, index: int, held: list[int], totals: list[int], scale: _Scale) -> None:
@@ -314,10 +292,9 @@ def _recording(method, layer, index: int, held: list[int], totals: list[int], sc
 
 def _kinds(config, n: int) -> list[str]:
     try:
-        kinds = layer_kinds(config, n)
+        return layer_kinds(config, n)
     except Exception:  # a config transformers derives no layer types from: its layers are full
-        kinds = ["full"] * n
-    return kinds
+        return ["full"] * n
 
 
 # -- one generation, measured ---------------------------------------------------------------------------------------
@@ -346,15 +323,12 @@ def meta_cache_bytes(
     source_tokens = source_tokens or tokens  # as `cache_size` counts them
     run = _Run(config)
     steps = tokens - prefill
-    one_more = not static or tokens < max_cache_len  # a full static cache has no slot for the next token
 
     def work():
         scale = _Scale(run.run_dtype, dtype)
-        args = (cache_kind, prefill, steps + one_more, batch, max_cache_len)
-        return run.generate(*args, scale=scale, source_tokens=source_tokens)
+        return run.generate(cache_kind, prefill, steps, batch, max_cache_len, scale=scale, source_tokens=source_tokens)
 
-    layers, totals, forwards = run.attempt(dtype, work)
-    final, updates = forwards[steps]
+    layers, totals, final = run.attempt(dtype, work)
     per_layer = [LayerBytes(type(layer).__name__, kind, held) for (layer, kind), held in zip(layers, final)]
     by_layer_kind: dict[str, int] = {}
     for layer in per_layer:
@@ -365,10 +339,9 @@ def meta_cache_bytes(
         prefill=prefill,
         batch=batch,
         dtype=dtype,
-        run_dtype=_dtype_name(run.run_dtype),
+        run_dtype=dtype_name(run.run_dtype),
         per_layer=per_layer,
-        peak_bytes=max([sum(final), *totals[:updates]]),
-        next_peak_bytes=max([sum(final), *totals]),
+        peak_bytes=max([sum(final), *totals]),
         by_layer_kind=by_layer_kind,
     )
 
@@ -397,11 +370,9 @@ def _fit_other(one: int, two: int) -> Growth:
 
 
 def layer_facts(config, kinds=None) -> tuple[LayerFacts, ...]:
-    """Each cache layer's facts, in update order (an encoder-decoder's cross layers interleaved, kind "cross"),
-    fitted from three tiny meta runs of the model's own caches (`_measure`), once per config and installed
-    transformers and torch: kept in memory and under kvlab's home (`_remembered`), so a second `kvlab run` of the
-    same model skips the half second the meta forwards take. `kinds`: the layer kinds when the caller has read them
-    (`ModelFacts.layer_kinds`), so the config is not read again."""
+    """Each cache layer's facts in update order (cross layers interleaved, kind "cross"), fitted from three tiny
+    meta runs (`_measure`), once per config, transformers and torch: remembered under kvlab's home, so a second run
+    skips the meta forwards. `kinds`: the layer kinds when the caller has read them."""
     key = _config_key(config)
     if key not in _FACTS:
         _FACTS[key] = _remembered(key)
@@ -414,7 +385,7 @@ def layer_facts(config, kinds=None) -> tuple[LayerFacts, ...]:
 
 
 def _memo_path(key: str) -> Path:
-    """Where the facts of one config are kept: named by the config and every version that decides them."""
+    """Named by the config and every version that decides its facts."""
     import torch
 
     versions = f"{MEMO_SCHEMA}|{_compat.TRANSFORMERS_VERSION}|{torch.__version__}|"
@@ -423,13 +394,11 @@ def _memo_path(key: str) -> Path:
 
 
 def memo_dir() -> Path:
-    """The directory of remembered measurements (the suite points it at a temporary directory)."""
     return kvlab_home(create=False) / "layer-facts"
 
 
 def _remembered(key: str) -> tuple[LayerFacts, ...] | None:
-    """The facts measured for this config before, or None (none kept, or a file that does not parse: measured
-    again and rewritten; a file is only a memo of a measurement, never an input)."""
+    """The facts measured for this config before, or None (none kept, or a damaged file: measured again)."""
     try:
         data = json.loads(_memo_path(key).read_text())
         if data.get("config") != key:  # a digest collision or another file under that name
@@ -440,7 +409,7 @@ def _remembered(key: str) -> tuple[LayerFacts, ...] | None:
 
 
 def _remember(key: str, facts: tuple[LayerFacts, ...]) -> None:
-    """Keep the facts (atomically); a home that cannot be written only costs the next run the measurement."""
+    """A home that cannot be written only costs the next run the measurement."""
     path = _memo_path(key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -493,7 +462,7 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
             shapes = {"key_shape": (keys.shape[1], keys.shape[-1]), "value_shape": (values.shape[1], values.shape[-1])}
         # a static layer keeps the dynamic one's per-sequence state and its own counters
         static_other = Growth(0, dynamic_other.per_sequence, static[4] - 2 * dynamic_other.per_sequence)
-        facts.append(LayerFacts(kind, name, static[0], elements, dynamic_other, static_other, window=window, **shapes))
+        facts.append(LayerFacts(kind, elements, dynamic_other, static_other, window=window, **shapes))
     return tuple(facts)
 
 

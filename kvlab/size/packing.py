@@ -1,13 +1,11 @@
-"""Bytes of one quantized tensor, as the quantization backends really store it (packed payload + scales).
-
-The rules below were read off the backends and checked against live caches to the byte (tests/size/test_calculator.py):
+"""Bytes of one quantized tensor, as the backends really store it (packed payload + scales), checked against live
+caches to the byte (tests/size/test_calculator.py):
 - quanto groups a (batch, kv_heads, seq, head_dim) tensor into G = numel / group rows of `group` values
   (axis 0: shape (G, group); axis -1: (group, G)), packs 8 / nbits values per uint8 along the first dim
   (rounding up), and keeps one scale and one shift per group in the compute dtype.
-- hqq reshapes to (group, G) for axis 0 or (G, group) for axis 1 and packs along the first dim:
-  8 / nbits values per uint8 for 1, 2, 4, 8 bits; 3 bits go 10 to an int32 word, padded up to a multiple of 10.
-  One scale and one zero per group, in the compute dtype. With axis 1 kvlab pads the sequence first so that
-  the packed dim divides (see `kvlab.caches.hqq_packing.hqq_sequence_padding`).
+- hqq reshapes to (group, G) for axis 0 or (G, group) for axis 1 and packs along the first dim: 8 / nbits values
+  per uint8 for 1, 2, 4, 8 bits; 3 bits go 10 to an int32 word, padded up to a multiple of 10; one scale and one
+  zero per group. At axis 1 kvlab pads the sequence first (`kvlab.caches.hqq_packing.hqq_sequence_padding`).
 - fp8 stores one byte per value and one float32 scale per tensor.
 """
 

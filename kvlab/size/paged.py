@@ -1,10 +1,6 @@
-"""The paged layout of transformers' continuous batching (`model.generate_batch`), as arithmetic.
-
-A `PagedAttentionCache` is one pool of blocks of `page_size` token slots (keys and values of every layer). A
-request holding `n` tokens occupies ceil(n / page_size) blocks: only its last block can be partly empty, so
-the waste per request is under one block (internal fragmentation), whatever the other requests do. The live
-trace of the same layout is `kvlab.caches.paged`; `kvlab.serving` compares it with static and dynamic caches.
-`paged_blocks`, the arithmetic, is `kvlab.caches.options`' (the option checks size a pool with it).
+"""The paged layout of continuous batching (`model.generate_batch`), as arithmetic: one pool of blocks of
+`page_size` token slots; a request holding `n` tokens occupies ceil(n / page_size) blocks, so it wastes under one
+block (only its last is partly empty), whatever the other requests do. Its live trace: `kvlab.caches.paged`.
 """
 
 from __future__ import annotations
@@ -21,11 +17,7 @@ DEFAULT_PAGE_SIZE = 256
 def paged_row(
     arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE, dtype: str = "float32"
 ) -> dict:
-    """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots.
-
-    The paged kind's rules are `kvlab.caches.options`' (`check_paged_layers`, `check_page_size`), the same ones the
-    paged runner and the explorer call."""
-    label = f"paged (page_size {page_size})"
+    """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots."""
     check_paged_layers(arch.layer_kinds, arch.name)
     check_page_size(page_size)
     if not lengths or min(lengths) < 1:
@@ -34,7 +26,7 @@ def paged_row(
     blocks = sum(paged_blocks(n, page_size) for n in lengths)
     reserved, live = blocks * page_size, sum(lengths)
     return {
-        "label": label,
+        "label": f"paged (page_size {page_size})",
         "cache_kind": "paged",
         "options": {"page_size": page_size},
         "tokens": live,

@@ -1,15 +1,8 @@
-"""The most bytes one generation's cache would hold, predicted from the model's config before anything is allocated.
+"""The most bytes one generation's cache would hold, predicted from the model's config before anything is
+allocated: the size calculator's, so a memory refusal names the bytes `kvlab size` and a trace would show.
 
-`kvlab.size.request_rules.check_memory` refuses a request whose cache cannot fit in the memory it would live in (a
-static cache of 100,000,009 slots used to load the model, then die in transformers with a 106-line traceback
-trying to allocate it). The numbers come from the size calculator (`cache_size`, checked to the byte against live
-caches), so the refusal names the bytes `kvlab size` and a trace would show for the same cache.
-
-A request is a prompt of `prompt_tokens` and a cache that holds at most `cached_tokens` (prompt + new tokens - 1
-for a decoder-only model, the new tokens for an encoder-decoder one, whose encoder states fill the cross-attention
-cache), for `batch` sequences. A static kind is sized at its `max_cache_len` (what `generate` allocates when it
-sizes the cache: `cached_tokens`). `config` is the model's config or its `ModelFacts` (`kvlab.model_facts`), as
-the option checks pass them. This module imports no torch: `kvlab run` predicts before the weights load.
+A request holds at most `cached_tokens` (prompt + new - 1; an encoder-decoder's decoder, its new tokens) for
+`batch` sequences; a static kind is sized at its `max_cache_len`. No torch: `kvlab run` predicts before loading.
 """
 
 from __future__ import annotations
@@ -30,17 +23,12 @@ def _architecture(config) -> Architecture | None:
 
 def _peak(arch: Architecture, cache_kind: str, options: dict, prompt_tokens: int, length: int, batch, dtype) -> int:
     """Peak bytes when the cache is sized for `length`: a static kind's slots, any other kind's tokens."""
-    options = dict(options)
-    tokens = length
-    if cache_kind in STATIC_KINDS:
-        options["max_cache_len"] = length
+    options = {**options, "max_cache_len": length} if cache_kind in STATIC_KINDS else options
     if arch.is_encoder_decoder:  # the decoder starts from one token; the encoder's states fill the cross cache
-        return cache_size(
-            arch, cache_kind, tokens, prefill=1, batch=batch, dtype=dtype, source_tokens=prompt_tokens, **options
-        ).peak_bytes
-    return cache_size(
-        arch, cache_kind, tokens, prefill=min(prompt_tokens, tokens), batch=batch, dtype=dtype, **options
-    ).peak_bytes
+        shape = {"prefill": 1, "source_tokens": prompt_tokens}
+    else:
+        shape = {"prefill": min(prompt_tokens, length)}
+    return cache_size(arch, cache_kind, length, batch=batch, dtype=dtype, **shape, **options).peak_bytes
 
 
 def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
@@ -61,8 +49,8 @@ def request_bytes(
     batch: int = 1,
     dtype: str = "float32",
 ) -> int | None:
-    """The most bytes the request's cache holds at any point; None where the calculator cannot say (no cache, an
-    unknown dtype, a layer kind it does not model): a prediction that cannot be made refuses nothing."""
+    """The most bytes the request's cache holds at any point; None where the calculator cannot say (a prediction
+    that cannot be made refuses nothing)."""
     arch = _architecture(config)
     if arch is None or cache_kind == "none" or dtype not in DTYPE_BYTES:
         return None
@@ -85,8 +73,8 @@ def most_length(
     dtype: str = "float32",
 ) -> int:
     """The largest length (a static kind's max_cache_len, any other kind's cached tokens) whose cache fits in
-    `budget` bytes, at least the prompt for a decoder-only model (one token for an encoder-decoder one); 0 when not
-    even that fits. A binary search: bytes never shrink as the length grows."""
+    `budget` bytes, from the prompt (one token for an encoder-decoder) up; 0 when not even that fits. A binary
+    search: bytes never shrink as the length grows."""
     arch = _architecture(config)
     if arch is None:
         return 0

@@ -9,7 +9,7 @@ from kvlab.size.calculator import cache_size
 from kvlab.size.paged import paged_row
 from kvlab.units import human_bytes
 
-# (label, cache kind, options) in the order of the guide's table
+# (backend, nbits) in the order of the guide's table
 QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
 
 
@@ -17,60 +17,42 @@ def size_rows(
     arch: Architecture,
     tokens: int,
     *,
-    batch: int = 1,
-    dtype: str = "float32",
-    prefill: int | None = None,
-    max_cache_len: int | None = None,
-    source_tokens: int | None = None,
     axis: int = 0,
-    q_group_size: int | None = None,
-    residual_length: int | None = None,
     page_size: int | None = None,
     lengths: list[int] | None = None,
+    **sizing,
 ) -> list[dict]:
     """Every cache kind's size as dicts: label, cache_kind, options, bytes, peak_bytes, ... or `unsupported`.
 
-    With `page_size`, a last row gives the paged layout (`model.generate_batch`) for `lengths` (tokens each request
-    holds; default: `batch` requests of `tokens`)."""
-    max_cache_len = max_cache_len or tokens
-    common = {"batch": batch, "dtype": dtype, "prefill": prefill, "source_tokens": source_tokens}
+    `sizing`: `cache_size`'s batch, dtype, prefill and source_tokens, and the options of the rows that take them:
+    max_cache_len (default `tokens`), q_group_size and residual_length. With `page_size`, a last row gives the
+    paged layout (`model.generate_batch`) for `lengths` (tokens each request holds; default: `batch` x `tokens`).
+    """
+    length = {"max_cache_len": sizing.pop("max_cache_len", None) or tokens}
+    group = {k: v for k in ("q_group_size", "residual_length") if (v := sizing.pop(k, None))}
     specs = [
         ("dynamic", "dynamic", {}),
-        (f"static (max_cache_len {max_cache_len})", "static", {"max_cache_len": max_cache_len}),
+        (f"static (max_cache_len {length['max_cache_len']})", "static", length),
         ("offloaded", "offloaded", {}),
-        ("offloaded_static", "offloaded_static", {"max_cache_len": max_cache_len}),
+        ("offloaded_static", "offloaded_static", length),
     ]
-    group = {k: v for k, v in (("q_group_size", q_group_size), ("residual_length", residual_length)) if v}
     for backend, nbits in QUANTIZED_ROWS:
         quanto_axis = -1 if backend == "quanto" and axis == 1 else axis
-        specs.append(
-            (
-                f"quantized {backend} int{nbits}",
-                "quantized",
-                {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group},
-            )
-        )
+        quantized = {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group}
+        specs.append((f"quantized {backend} int{nbits}", "quantized", quantized))
     specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
+    if page_size is not None:
+        specs.append((f"paged (page_size {page_size})", "paged", {"page_size": page_size}))
     rows = []
     for label, cache_kind, options in specs:
         try:
-            size = cache_size(arch, cache_kind, tokens, **common, **options)
+            if cache_kind == "paged":
+                batch, dtype = sizing.get("batch", 1), sizing.get("dtype", "float32")
+                rows.append(paged_row(arch, lengths or [tokens] * batch, page_size, dtype))
+            else:
+                rows.append({"label": label, **cache_size(arch, cache_kind, tokens, **sizing, **options).to_dict()})
         except CacheOptionError as err:
             rows.append({"label": label, "cache_kind": cache_kind, "options": options, "unsupported": str(err)})
-            continue
-        rows.append({"label": label, **size.to_dict()})
-    if page_size is not None:
-        try:
-            rows.append(paged_row(arch, lengths or [tokens] * batch, page_size, dtype))
-        except CacheOptionError as err:
-            rows.append(
-                {
-                    "label": f"paged (page_size {page_size})",
-                    "cache_kind": "paged",
-                    "options": {"page_size": page_size},
-                    "unsupported": str(err),
-                }
-            )
     return rows
 
 

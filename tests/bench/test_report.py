@@ -1,6 +1,6 @@
 import json
 
-from kvlab.bench.report import COLUMNS, markdown_table, write_json
+from kvlab.bench.report import COLUMNS, markdown_table, to_json
 
 
 def test_markdown_has_one_aligned_row_per_configuration(tiny_bench):
@@ -13,10 +13,9 @@ def test_markdown_has_one_aligned_row_per_configuration(tiny_bench):
     assert "unsupported: " in table and "instrumentation overhead" in table and "roofline" in table
 
 
-def test_json_is_strict_and_keeps_rows(tiny_bench, tmp_path):
+def test_json_is_strict_and_keeps_rows(tiny_bench):
     _, result = tiny_bench
-    path = write_json(result, tmp_path / "bench.json")
-    data = json.loads(path.read_text())  # NaN would not parse as strict JSON
+    data = json.loads(to_json(result))  # NaN would not parse as strict JSON
     assert [r["label"] for r in data["rows"]] == [r["label"] for r in result["rows"]]
     assert all("cache" in r and "options" in r for r in data["rows"])
 
@@ -58,27 +57,3 @@ def test_the_time_column_quotes_the_interval_and_never_calls_noise_an_effect():
     assert _fmt("decode_time_vs_dynamic", row(1.62, 1.55, 1.70, True, False)) == "1.62× (1.55–1.70)"
     assert _fmt("decode_time_vs_dynamic", row(1.01, 0.97, 1.04, False, False)).endswith("no difference beyond noise")
     assert _fmt("decode_time_vs_dynamic", row(1.5, 0.8, 2.9, True, True)).endswith("too noisy to tell")
-
-
-def test_a_full_disk_keeps_the_earlier_json_result_and_names_the_file(tmp_path, monkeypatch):
-    import errno
-    import os
-
-    import pytest
-
-    from kvlab.atomic import AtomicWriteError
-
-    path = write_json(
-        {"meta": {"model": "m"}, "rows": [{"label": "dynamic", "perplexity": float("nan")}]}, tmp_path / "b.json"
-    )
-    earlier = path.read_bytes()
-
-    def no_space(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "fsync", no_space)
-    with pytest.raises(AtomicWriteError, match=f"cannot write {path}: No space left on device"):
-        write_json({"meta": {"model": "m"}, "rows": [{"label": "dynamic"}] * 50}, path)
-    monkeypatch.undo()
-    assert path.read_bytes() == earlier and json.loads(earlier)["rows"] == [{"label": "dynamic", "perplexity": None}]
-    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]

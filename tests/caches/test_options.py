@@ -18,6 +18,7 @@ from kvlab.cli import main
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 from kvlab.models.tiny import tiny_config
+from kvlab.request import Request
 from kvlab.size import SIZE_KINDS, cache_size, from_config
 
 
@@ -154,11 +155,13 @@ def test_check_options_applies_every_rule_with_what_it_is_given():
     config = tiny_config("tiny-gemma3")  # 4 sliding layers (window 8), 2 full
     assert check_options("static", {"max_cache_len": 4, "offload_only_non_sliding": None}) == {"max_cache_len": 4}
     with pytest.raises(CacheOptionError, match="below the prompt length"):
-        check_options("static", {"max_cache_len": 4}, prompt_tokens=5)
+        check_options("static", {"max_cache_len": 4}, request=Request(prompt_tokens=5))
     with pytest.raises(CacheOptionError, match="cannot hold the prompt"):
-        check_options("static", {"max_cache_len": 6}, config, prompt_tokens=5, max_new_tokens=3)
+        check_options("static", {"max_cache_len": 6}, config, request=Request(prompt_tokens=5, new_tokens=3))
     # generate sizes a static cache at max(max_length - 1, max_cache_len): a minimum need not hold the prompt
-    check_options("static", {"max_cache_len": 4}, config, prompt_tokens=5, max_new_tokens=3, length_is_minimum=True)
+    check_options(
+        "static", {"max_cache_len": 4}, config, request=Request(prompt_tokens=5, new_tokens=3, length_is_minimum=True)
+    )
     with pytest.raises(CacheOptionError, match="cannot hold 9 tokens"):
         check_options("static", {"max_cache_len": 6}, layer_kinds=["full"], tokens=9)
     check_options("quantized", {"backend": "quanto"})  # the layer kinds are checked once they are known
@@ -169,14 +172,21 @@ def test_check_options_applies_every_rule_with_what_it_is_given():
     with pytest.raises(CacheOptionError, match="for decoder-only models; this model is encoder-decoder"):
         check_options("quantized", {}, tiny_config("tiny-bart"))
     with pytest.raises(CacheOptionError, match="past recording is for"):
-        check_options("static", {"max_cache_len": 8}, past_recording=True)
+        check_options("static", {"max_cache_len": 8}, request=Request(past_recording=True))
     with pytest.raises(ValueError, match="the prompt is empty"):
-        check_options("dynamic", {}, prompt_tokens=0)
+        check_options("dynamic", {}, request=Request(prompt_tokens=0))
     # the most tokens a quantized cache holds: prompt + new - 1 (3 + 2 - 1 = 4 never reaches the first flush at 5)
     llama = tiny_config("tiny-llama")  # 2 kv heads x 8 head_dim = 16 values per token at axis 0
-    check_options("quantized", {"q_group_size": 48, "residual_length": 2}, llama, prompt_tokens=3, max_new_tokens=2)
+    check_options(
+        "quantized", {"q_group_size": 48, "residual_length": 2}, llama, request=Request(prompt_tokens=3, new_tokens=2)
+    )
     with pytest.raises(CacheOptionError, match=r"S=5 tokens \(the first residual flush\)"):
-        check_options("quantized", {"q_group_size": 48, "residual_length": 2}, llama, prompt_tokens=3, max_new_tokens=3)
+        check_options(
+            "quantized",
+            {"q_group_size": 48, "residual_length": 2},
+            llama,
+            request=Request(prompt_tokens=3, new_tokens=3),
+        )
 
 
 # -- every entry point, the same rule and the same message -----------------------------------------------------
@@ -199,7 +209,9 @@ FLAGS = {
 def expected_message(config, kind: str, given: dict, prompt_tokens: int) -> str:
     """What the rule module itself says, given the model, the prompt and 3 new tokens."""
     with pytest.raises(CacheOptionError) as err:
-        check_options(kind, given, config, prompt_tokens=prompt_tokens, max_new_tokens=3, require_length=False)
+        check_options(
+            kind, given, config, request=Request(prompt_tokens=prompt_tokens, new_tokens=3, generate_sizes=True)
+        )
     return str(err.value)
 
 

@@ -135,17 +135,9 @@ def test_a_saved_trace_loads_back_drawn_tabled_and_comparable(monkeypatch):
     (row,) = ex.summary_rows()
     (original,) = first.summary_rows()
     numbers = (
-        "prompt_tokens",
-        "new_tokens",
-        "steps",
-        "peak_bytes",
-        "bytes_now",
-        "slots_allocated",
-        "slots_live",
-        "slots_masked",
-        "waste_pct",
-        "tokens_evicted",
-    )
+        "prompt_tokens new_tokens steps peak_bytes bytes_now slots_allocated slots_live slots_masked waste_pct "
+        "tokens_evicted"
+    ).split()
     assert {k: row[k] for k in numbers} == {k: original[k] for k in numbers}
     assert row["label"].endswith(f"[loaded from {saved.name}]")
     assert ex.plot.value[:4] == b"\x89PNG" and 'data-value="352"' in ex.table.value
@@ -187,26 +179,8 @@ def test_a_trace_from_kvlab_run_loads_into_the_explorer(tmp_path, monkeypatch, c
     monkeypatch.setattr(models, "load_config_and_tokenizer", lambda name: (model.config, ByteTokenizer()))
     monkeypatch.setattr(models, "load", lambda name, dtype="float32", **kwargs: (model, ByteTokenizer()))
     path = tmp_path / "run.json"
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                "tiny-llama",
-                "--cache",
-                "static",
-                "--max-cache-len",
-                "32",
-                "--prompt",
-                "abcdefgh",
-                "--max-new-tokens",
-                "4",
-                "--trace",
-                str(path),
-            ]
-        )
-        == 0
-    )
+    args = "run --model tiny-llama --cache static --max-cache-len 32 --prompt abcdefgh --max-new-tokens 4 --trace"
+    assert main([*args.split(), str(path)]) == 0
     capsys.readouterr()
     ex = make()
     run = ex.on_load_trace(path.name, path.read_bytes())
@@ -222,26 +196,8 @@ def test_kvlab_run_trace_file_loads_into_the_explorer(tmp_path, capsys):
     from kvlab.cli import main
 
     path = tmp_path / "cli.json"
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                "smollm2",
-                "--cache",
-                "static",
-                "--max-cache-len",
-                "64",  # the prompt goes in smollm2's chat template (33 tokens)
-                "--prompt",
-                "The cache holds",
-                "--max-new-tokens",
-                "4",
-                "--trace",
-                str(path),
-            ]
-        )
-        == 0
-    )
+    args = "run --model smollm2 --cache static --max-cache-len 64 --max-new-tokens 4 --trace".split()
+    assert main([*args, str(path), "--prompt", "The cache holds"]) == 0  # in smollm2's chat template: 33 tokens
     capsys.readouterr()
     ex = make()
     ex.on_load_trace(path.name, path.read_bytes())

@@ -92,7 +92,17 @@ def test_the_map_and_the_lines_speak_kvlabs_one_palette(tiny, prompt_ids):
     assert figures.CELL_COLORS[CROPPED] == palette.CROPPED and figures.CELL_COLORS[EVICTED] == palette.EVICTED
     own = {figures.CELL_COLORS[QUANTIZED], figures.CELL_COLORS[RESIDUAL]}
     assert not own & (
-        set(palette.STATE_COLORS.values()) | set(palette.SERIES) | set(palette.LAYER_KIND_COLORS.values())
+        {
+            palette.LIVE,
+            palette.MASKED,
+            palette.FREE,
+            palette.ALLOCATED,
+            palette.EVICTED,
+            palette.CROPPED,
+            palette.CACHED,
+        }
+        | set(palette.SERIES)
+        | set(palette.LAYER_KIND_COLORS.values())
     )
     first = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="static", max_cache_len=32, max_new_tokens=4)
     second = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="dynamic", max_new_tokens=4)

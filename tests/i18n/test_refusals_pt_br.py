@@ -135,19 +135,20 @@ def test_shipped_presets_have_portuguese_titles_and_a_learner_s_own_keeps_its_na
 
 def test_a_request_past_the_positions_or_the_memory_says_why_in_portuguese(monkeypatch):
     from kvlab.models.tiny import tiny_config
+    from kvlab.request import Request
     from kvlab.size import request_rules
 
     config = tiny_config("tiny-llama")  # 512 positions, 768 B of keys and values per token
     portuguese, english = in_both_languages(
         request_rules.RequestError,
-        lambda: request_rules.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=1_400),
+        lambda: request_rules.check_request(Request("dynamic", {}, config, prompt_tokens=500, new_tokens=1_400)),
     )
     assert portuguese.startswith("o prompt (500 tokens) mais 1.400 tokens novos precisam de 1.899 posições")
     assert english.startswith("the prompt (500 tokens) plus 1,400 new tokens need 1,899 positions")
     monkeypatch.setattr(request_rules, "available_memory", lambda device="cpu": 1 << 20)
     portuguese, english = in_both_languages(
         request_rules.RequestError,
-        lambda: request_rules.check_request(config, "offloaded", prompt_tokens=6, max_new_tokens=2_000),
+        lambda: request_rules.check_request(Request("offloaded", {}, config, prompt_tokens=6, new_tokens=2_000)),
     )
     assert portuguese.startswith("um cache offloaded de 2.005 tokens precisa de ")
     assert "e a memória da CPU tem 1,00 MiB (1.048.576 B) disponíveis" in portuguese
@@ -157,6 +158,7 @@ def test_a_request_past_the_positions_or_the_memory_says_why_in_portuguese(monke
 def test_a_quantized_cache_on_a_sliding_model_and_a_static_cache_too_short_are_refused_in_portuguese():
     from kvlab.caches.options import CacheOptionError, check_options
     from kvlab.models.tiny import tiny_config
+    from kvlab.request import Request
 
     config = tiny_config("tiny-gemma3")  # 6 layers: 4 sliding (window 8), 2 full attention
     portuguese, english = in_both_languages(CacheOptionError, lambda: make_cache("quantized", config))
@@ -172,7 +174,7 @@ def test_a_quantized_cache_on_a_sliding_model_and_a_static_cache_too_short_are_r
     # what kvlab.run checks before any model work: 10 prompt tokens in a static cache of 4 slots
     portuguese, english = in_both_languages(
         CacheOptionError,
-        lambda: check_options("static", {"max_cache_len": 4}, config, prompt_tokens=10, max_new_tokens=5),
+        lambda: check_options("static", {"max_cache_len": 4}, config, request=Request(prompt_tokens=10, new_tokens=5)),
     )
     assert portuguese == (
         "max_cache_len=4 é menor que o comprimento do prompt (10 tokens); use pelo menos 14 para guardar o prompt e "

@@ -3,9 +3,16 @@
 import pytest
 import torch
 
-from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, CacheMismatchError, ChatSession, chat, first_mismatch
+from kvlab.measure.chat import THINK_DROPPING_TEMPLATE, CacheMismatchError, ChatSession, first_mismatch
 
 QUESTIONS = ["Name a colour.", "Name another one."]
+
+
+def chat(model, tokenizer, questions, **options):
+    session = ChatSession(model, tokenizer, **options)
+    for question in questions:
+        session.ask(question)
+    return session
 
 
 def test_first_mismatch_accepts_a_true_prefix():

@@ -134,7 +134,6 @@ def test_decoding_is_timed_for_each_call_interleaved(tiny, prompt_ids):
     timings = time_decoding(model, ids, calls, new_tokens=4, repeats=2, warmup=0)
     assert list(timings) == ["dynamic", "static"]
     assert all(len(t.times) == 2 and min(t.times) > 0 for t in timings.values())
-    assert timings["static"].work == {"decode_forwards": 3}
     with pytest.raises(ValueError, match="at least 2"):
         time_decoding(model, ids, calls, new_tokens=1)
 

@@ -10,34 +10,15 @@ from transformers import StaticCache
 import kvlab
 from kvlab.measure.prefix import (
     PrefixMismatchError,
-    answer,
     cache_bytes,
     check_token_prefix,
-    prefill_prefix,
     time_first_token,
     token_prefix,
     tokens_fed_after_copy,
 )
-from kvlab.measure.timing import Comparison
-from kvlab.pad_token import pad_token_id
 from kvlab.recorded_run import encode
 
 PREFIX = "Shop facts: a tube costs 12 euros, truing costs 18 euros, we close on Sundays.\n"
-QUESTION = "Question: How much is truing?\nAnswer:"
-
-
-def without_reuse(model, tok, text, max_new_tokens=4, cache="dynamic", **options):
-    """The reference: the whole prompt prefilled into a fresh cache; (new token ids, prompt tokens)."""
-    ids = encode(tok, text).to(model.device)
-    output = model.generate(
-        ids,
-        attention_mask=torch.ones_like(ids),
-        do_sample=False,
-        max_new_tokens=max_new_tokens,
-        pad_token_id=pad_token_id(tok, model),
-        past_key_values=kvlab.make_cache(cache, model.config, **options),
-    )
-    return tuple(output[0, ids.shape[-1] :].tolist()), ids.shape[-1]
 
 
 def test_check_token_prefix_names_the_position_and_both_tokens():
@@ -51,29 +32,11 @@ def test_check_token_prefix_names_the_position_and_both_tokens():
 
 
 @pytest.mark.real_model
-@pytest.mark.parametrize("kind, options", [("dynamic", {}), ("static", {"max_cache_len": 64})])
-def test_reuse_gives_the_same_tokens_as_no_reuse(smollm2, kind, options):
-    model, tok = smollm2
-    prefix = prefill_prefix(model, tok, PREFIX, cache=kind, **options)
-    held = prefix.bytes
-    reused = answer(model, tok, prefix, QUESTION, max_new_tokens=4)
-    reference, prompt_tokens = without_reuse(model, tok, PREFIX + QUESTION, cache=kind, **options)
-    assert reused.token_ids == reference
-    assert reused.prefilled_tokens == prompt_tokens - len(prefix.ids)
-    assert reused.copy_bytes == held  # a full copy of the prefilled cache
-    assert prefix.bytes == held and prefix.cache.get_seq_length() == len(prefix.ids)  # the original is untouched
-
-
-@pytest.mark.real_model
-def test_a_prefix_ending_in_a_space_is_refused_and_would_have_answered_wrongly(smollm2):
-    model, tok = smollm2
-    prefix = prefill_prefix(model, tok, PREFIX + "Question: ")
-    question = "How much is truing?\nAnswer:"
+def test_a_prefix_ending_in_a_space_is_refused(smollm2):
+    _, tok = smollm2
+    prefix, question = PREFIX + "Question: ", "How much is truing?\nAnswer:"
     with pytest.raises(PrefixMismatchError, match="' ' .* tokenizes to ' How'"):
-        answer(model, tok, prefix, question)
-    unchecked = answer(model, tok, prefix, question, max_new_tokens=4, check=False)
-    reference, _ = without_reuse(model, tok, prefix.text + question)
-    assert unchecked.token_ids != reference
+        check_token_prefix(encode(tok, prefix)[0].tolist(), encode(tok, prefix + question)[0].tolist(), tok)
 
 
 class _SpaceTokenizer:
@@ -172,11 +135,6 @@ def test_time_first_token_times_both_calls_and_the_copy_beside_the_exact_work(ti
     assert result.deep_copy.label == "copy"
     for timed in (*result.with_prefix, *result.without_prefix, result.deep_copy):
         assert len(timed.times) == 3 and all(t > 0 for t in timed.times)
-    comparison = result.comparison(1)
-    assert isinstance(comparison, Comparison)
-    assert (comparison.a, comparison.b) == (result.without_prefix[1], result.with_prefix[1])
-    share = result.copy_share(0)
-    assert (share.a, share.b) == (result.with_prefix[0], result.deep_copy)
     series = result.series()
     assert list(series) == ["reused", "whole"]
     assert [tokens for tokens, _timing in series["reused"]] == [4, 3]

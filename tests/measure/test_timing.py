@@ -72,12 +72,11 @@ def test_time_interleaved_refuses_no_repeats(repeats):
         time_interleaved({"a": lambda: None}, repeats=repeats)
 
 
-def test_median_and_quartiles_come_from_the_times_and_match_torch_measurement():
+def test_median_and_quartiles_come_from_the_times():
     timing = Timing("x", [0.010, 0.012, 0.011, 0.030, 0.011])
     assert timing.median == 0.011
     q1, q3 = timing.quartiles
-    assert q1 <= timing.median <= q3 and q3 - q1 == pytest.approx(timing.iqr)
-    assert timing.measurement.median == pytest.approx(timing.median, rel=1e-12)
+    assert q1 <= timing.median <= q3
     assert "11.0 ms (IQR 11.0-12.0, 5 runs)" == timing.describe()
 
 

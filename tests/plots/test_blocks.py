@@ -12,6 +12,8 @@ from kvlab.measure.paged import paged_steps
 from kvlab.plots import blocks, palette
 from kvlab.serving import layout_rows
 
+STATES = {getattr(palette, state) for state in ("LIVE", "MASKED", "FREE", "ALLOCATED", "EVICTED", "CROPPED", "CACHED")}
+
 
 @pytest.fixture(scope="module")
 def paged_trace():
@@ -60,7 +62,7 @@ def test_timeline_colours_requests_as_series_and_blocks_as_states(paged_trace):
     assert [to_hex(c) for c in cmap.colors[:2]] == [palette.CACHED, palette.FREE]  # grid codes -2, -1 (+2)
     requests = [to_hex(c) for c in cmap.colors[2 : 2 + len(order)]]
     assert requests == [palette.series(i) for i in range(len(order))]
-    assert not set(requests) & set(palette.STATE_COLORS.values())
+    assert not set(requests) & STATES
     legend = {label: to_hex(handle.get_color()) for handle, label in zip(*top.get_legend_handles_labels())}
     assert legend["cached"] == palette.CACHED and legend[order[0]] == palette.series(0)
     stack = [to_hex(c.get_facecolor()[0]) for c in bottom.collections[:3]]
@@ -82,4 +84,4 @@ def test_the_palette_gives_the_workloads_requests_distinct_colours():
     """Notebook 12 serves eight requests at once: none may share a colour with another or with a slot state."""
     colours = [palette.series(i) for i in range(8)]
     assert len(set(colours)) == 8
-    assert not set(colours) & set(palette.STATE_COLORS.values())
+    assert not set(colours) & STATES

@@ -5,8 +5,8 @@ from kvlab.plots.decode_step import plot_decode_steps
 
 def test_bars_are_the_medians_and_the_work_beside_them():
     steps = {
-        "dynamic": DecodeStep("dynamic", Timing("dynamic", [0.050, 0.052, 0.051]), 6, 210, 1),
-        "static 4096": DecodeStep("static 4096", Timing("static 4096", [0.074, 0.073, 0.076]), 6, 122880, 2),
+        "dynamic": DecodeStep("dynamic", Timing("dynamic", [0.050, 0.052, 0.051]), 210, 1),
+        "static 4096": DecodeStep("static 4096", Timing("static 4096", [0.074, 0.073, 0.076]), 122880, 2),
     }
     fig = plot_decode_steps(steps, title="t")
     time_axis, work_axis = fig.axes[:2]

@@ -1,6 +1,6 @@
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from kvlab.plots import quantized
+from kvlab.plots import growth, quantized
 
 
 def test_split_shows_residual_filling_then_flushing(traces):
@@ -21,20 +21,10 @@ def test_plot_split_and_configs(traces):
     assert len(fig.axes[0].patches) == 4 and fig.axes[0].lines
 
 
-def test_frontier_marks_references_as_external():
-    points = [{"label": "hqq 4-bit", "memory_ratio": 0.4, "quality": 0.98}]
-    fig = quantized.plot_frontier(points)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    assert "hqq 4-bit" in texts
-    assert sum(t.startswith("external R") for t in texts) == len(quantized.PUBLISHED_REFERENCES)
-    footnote = fig.texts[0].get_text()
-    assert all(f"R{i} (external, not measured here)" in footnote for i in range(1, 4))
-
-
 def test_split_draws_the_reference_cache_as_a_line(traces):
     fig = quantized.plot_split(traces["quantized"], reference_trace=traces["dynamic"])
     line = fig.axes[0].lines[0]
-    expected = quantized.total_by_step(traces["dynamic"])
+    expected = growth.total_bytes(traces["dynamic"])
     assert list(line.get_xdata()) == [t for t, _ in expected]
     assert list(line.get_ydata()) == [b / 1e6 for _, b in expected]
 

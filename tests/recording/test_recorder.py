@@ -37,7 +37,8 @@ def test_a_state_the_caller_read_becomes_the_same_event_as_a_layers():
     given.record_state("self", 0, read_layer(layer, "full"), "kv", 3, 0.5)
     assert list(given.trace.events[0].items()) == list(read.trace.events[0].items())
 
-    given.record_state("self", 1, read_layer(layer, "full"), "free", 0, 0.0, no_work(), {"blocks_free": 7}, 4096)
+    given.cache_bytes = 4096  # a pool allocated up front
+    given.record_state("self", 1, read_layer(layer, "full"), "free", 0, 0.0, no_work(), {"blocks_free": 7})
     event = given.trace.events[-1]
     assert (event["cache_bytes"], event["layer_idx"], list(event)[-1]) == (4096, 1, "blocks_free")
     assert given.total_bytes() == 2 * event["bytes_held"]  # the pool's own bytes do not replace the layers' count

@@ -9,11 +9,17 @@ import kvlab
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
 from kvlab.models.tiny import tiny_config
+from kvlab.request import Request
 from kvlab.size import request_rules as rules
 
 MiB = 1 << 20
 # tiny-llama: 3 layers x K,V x 2 kv heads x 16 head_dim x 4 bytes = 768 B per token; 512 positions
 TOKEN_BYTES = 3 * 2 * 2 * 16 * 4
+
+
+def check(config=None, cache_kind="dynamic", options=None, *, max_new_tokens=0, **fields):
+    """The request rules on a `Request` of these fields."""
+    rules.check_request(Request(cache_kind, options or {}, config, new_tokens=max_new_tokens, **fields))
 
 
 @pytest.fixture
@@ -40,82 +46,80 @@ def test_available_memory_is_what_the_machine_reports():
 def test_files_to_write_are_checked_first(tmp_path):
     rules.check_paths([None, tmp_path / "trace.json"])  # None: the option was not given
     with pytest.raises(rules.RequestError, match=r"cannot write .*missing.*does not exist; nothing was run"):
-        rules.check_request(paths=[tmp_path / "missing" / "trace.json"])
+        check(paths=[tmp_path / "missing" / "trace.json"])
     with pytest.raises(rules.RequestError, match="it is a directory; name a file"):
-        rules.check_request(tiny_config("tiny-llama"), "dynamic", prompt_tokens=4, paths=[tmp_path])
+        check(tiny_config("tiny-llama"), "dynamic", prompt_tokens=4, paths=[tmp_path])
     assert not list(tmp_path.iterdir())  # checking writes nothing
 
 
 def test_a_static_cache_bigger_than_memory_is_refused_with_its_bytes(one_mib):
     config = tiny_config("tiny-llama")
     with pytest.raises(rules.RequestError) as err:
-        rules.check_request(config, "static", {"max_cache_len": 10_000}, prompt_tokens=6, max_new_tokens=3)
+        check(config, "static", {"max_cache_len": 10_000}, prompt_tokens=6, max_new_tokens=3)
     assert str(err.value) == (
         f"a static cache of 10,000 slots per layer needs 7.32 MiB ({10_000 * TOKEN_BYTES:,} B) and CPU memory has "
         f"1.00 MiB ({MiB:,} B) available; valid here: max_cache_len at most {MiB // TOKEN_BYTES:,}"
     )
-    rules.check_request(config, "static", {"max_cache_len": MiB // TOKEN_BYTES}, prompt_tokens=6, max_new_tokens=3)
+    check(config, "static", {"max_cache_len": MiB // TOKEN_BYTES}, prompt_tokens=6, max_new_tokens=3)
     with pytest.raises(rules.RequestError, match="1,366 slots per layer"):
-        rules.check_request(config, "static", {"max_cache_len": 1366}, prompt_tokens=6, max_new_tokens=3)
+        check(config, "static", {"max_cache_len": 1366}, prompt_tokens=6, max_new_tokens=3)
     # sized by generate (prompt + new - 1 slots): the new tokens that fit, capped by the model's 512 positions
     with pytest.raises(rules.RequestError, match=r"100,000,008 slots .* at most 507 new tokens \(the model's 512"):
-        rules.check_request(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003)
+        check(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003)
     with pytest.raises(rules.RequestError, match=r"at most 1,360 new tokens$"):
-        rules.check_request(
-            config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003, allow_past_positions=True
-        )
+        check(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003, allow_past_positions=True)
 
 
 def test_every_kind_is_checked_at_the_most_it_would_hold_where_it_would_live(one_mib):
     config = tiny_config("tiny-llama")
     many = {"prompt_tokens": 6, "max_new_tokens": 2_000, "allow_past_positions": True}
     with pytest.raises(rules.RequestError, match=r"a dynamic cache of 2,005 tokens needs .*at most 1,360 new"):
-        rules.check_request(config, "dynamic", {}, **many)
+        check(config, "dynamic", {}, **many)
     with pytest.raises(rules.RequestError, match="an offloaded cache of 2,005 tokens .* CPU memory has"):
-        rules.check_request(config, "offloaded", {}, device="cuda:0", **many)
+        check(config, "offloaded", {}, device="cuda:0", **many)
     assert one_mib[-1] == "cpu"  # an offloaded cache lives in CPU memory whatever the model's device
     with pytest.raises(rules.RequestError, match="an offloaded_static cache"):
-        rules.check_request(config, "offloaded_static", {}, **many)
+        check(config, "offloaded_static", {}, **many)
     with pytest.raises(rules.RequestError, match="x batch 4 needs"):
-        rules.check_request(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=400, batch=4)
+        check(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=400, batch=4)
     with pytest.raises(rules.RequestError, match="cuda:0 memory has"):
-        rules.check_request(config, "static", {}, device="cuda:0", **many)
+        check(config, "static", {}, device="cuda:0", **many)
     with pytest.raises(rules.RequestError, match="not even the prompt's cache fits"):
-        rules.check_request(config, "dynamic", {}, prompt_tokens=2_000, max_new_tokens=1, allow_past_positions=True)
+        check(config, "dynamic", {}, prompt_tokens=2_000, max_new_tokens=1, allow_past_positions=True)
     with pytest.raises(rules.RequestError, match="a quantized cache"):
-        rules.check_request(config, "quantized", {"backend": "hqq"}, prompt_tokens=6, max_new_tokens=100_000)
-    rules.check_request(config, "none", {}, **many)  # no cache, nothing to hold
-    rules.check_request(config, "dynamic", {}, device=None, **many)  # spread over devices: not checked
-    rules.check_request(config, "dynamic", {}, dtype="int8", **many)  # a dtype the calculator cannot size
-    rules.check_request(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=500)  # 505 x 768 B fits
+        check(config, "quantized", {"backend": "hqq"}, prompt_tokens=6, max_new_tokens=100_000)
+    check(config, "none", {}, **many)  # no cache, nothing to hold
+    check(config, "dynamic", {}, device=None, **many)  # spread over devices: not checked
+    check(config, "dynamic", {}, dtype="int8", **many)  # a dtype the calculator cannot size
+    check(config, "dynamic", {}, prompt_tokens=6, max_new_tokens=500)  # 505 x 768 B fits
 
 
 def test_a_request_past_the_models_positions_is_refused_unless_allowed():
     config = tiny_config("tiny-llama")  # 512 positions (tests/test_model_facts.py reads them)
-    rules.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=13)  # positions 0..511
+    check(config, "dynamic", prompt_tokens=500, max_new_tokens=13)  # positions 0..511
     with pytest.raises(rules.RequestError) as err:
-        rules.check_request(config, "dynamic", prompt_tokens=500, max_new_tokens=14)
+        check(config, "dynamic", prompt_tokens=500, max_new_tokens=14)
     assert str(err.value) == (
         "the prompt (500 tokens) plus 14 new tokens need 513 positions (the last new token is not fed back), past "
         "this model's 512 (max_position_embeddings); valid: at most 13 new tokens with this prompt, or "
         "allow_past_positions=True (kvlab run --allow-past-positions) to generate past them anyway"
     )
     with pytest.raises(rules.RequestError, match="valid: a prompt of at most 512 tokens"):
-        rules.check_request(config, "none", prompt_tokens=600, max_new_tokens=3)
-    rules.check_request(config, "dynamic", prompt_tokens=600, max_new_tokens=3, allow_past_positions=True)
-    rules.check_request(tiny_config("tiny-mamba"), "dynamic", prompt_tokens=5_000, max_new_tokens=3)  # no limit
+        check(config, "none", prompt_tokens=600, max_new_tokens=3)
+    check(config, "dynamic", prompt_tokens=600, max_new_tokens=3, allow_past_positions=True)
+    check(tiny_config("tiny-mamba"), "dynamic", prompt_tokens=5_000, max_new_tokens=3)  # no limit
     bart = tiny_config("tiny-bart")  # 256 positions in the encoder and in the decoder
     with pytest.raises(rules.RequestError, match=r"the prompt \(300 tokens\) is longer than this model's encoder"):
-        rules.check_request(bart, "dynamic", prompt_tokens=300, max_new_tokens=3)
+        check(bart, "dynamic", prompt_tokens=300, max_new_tokens=3)
     with pytest.raises(rules.RequestError, match="257 new tokens need 257 decoder positions, past this model's 256"):
-        rules.check_request(bart, "dynamic", prompt_tokens=3, max_new_tokens=257)
-    rules.check_request(bart, "dynamic", prompt_tokens=256, max_new_tokens=256)
+        check(bart, "dynamic", prompt_tokens=3, max_new_tokens=257)
+    check(bart, "dynamic", prompt_tokens=256, max_new_tokens=256)
 
 
 def request_message(config, **request) -> str:
     """What the rule module itself says about a request on tiny-llama."""
     with pytest.raises(rules.RequestError) as err:
-        rules.check_request(config, **request)
+        check(config, **request)
     return str(err.value)
 
 
