@@ -125,6 +125,7 @@ def _linear_state(text) -> tuple[int, int, int] | None:
     if getattr(text, "mamba_d_state", None) is not None:  # Jamba
         channels = int(text.mamba_expand * text.hidden_size)
         return channels, int(text.mamba_d_conv), int(text.mamba_d_state)
-    if getattr(text, "state_size", None) is not None and getattr(text, "conv_kernel", None) is not None:  # Mamba
-        return int(text.intermediate_size), int(text.conv_kernel), int(text.state_size)
+    numbers = [getattr(text, name, None) for name in ("intermediate_size", "conv_kernel", "state_size")]
+    if None not in numbers:  # Mamba (Mamba2 names its channels otherwise: None, like any other naming)
+        return tuple(int(n) for n in numbers)
     return None
