@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from kvlab.extras import MissingExtraError
+from kvlab.i18n import _
 
 if TYPE_CHECKING:
     import torch
@@ -87,8 +88,10 @@ def check_transformers(version: str | None = None) -> None:
     version = version or TRANSFORMERS_VERSION
     if not SpecifierSet(SUPPORTED_TRANSFORMERS).contains(version, prereleases=True):
         raise UnsupportedTransformersError(
-            f"kvlab supports transformers {SUPPORTED_TRANSFORMERS}, but {version} is installed: "
-            f"pip install 'transformers{SUPPORTED_TRANSFORMERS}'"
+            _(
+                "kvlab supports transformers {supported}, but {version} is installed: pip install "
+                "'transformers{supported}'"
+            ).format(supported=SUPPORTED_TRANSFORMERS, version=version)
         )
 
 
@@ -202,7 +205,7 @@ def quantized_backend(cache: QuantizedCache) -> str:
     for layer_class, name in __getattr__("QUANTIZED_LAYER_BACKENDS").items():
         if cache.layers and isinstance(cache.layers[0], layer_class):
             return name
-    raise TypeError(f"unknown quantized layer class {type(cache.layers[0]).__name__}")
+    raise TypeError(_("unknown quantized layer class {layer_class}").format(layer_class=type(cache.layers[0]).__name__))
 
 
 def is_stream(value) -> bool:
@@ -281,7 +284,11 @@ def paged_full_allocator(cache):
     """The allocator of a PagedAttentionCache whose layers are all full attention (else TypeError)."""
     allocators, full = cache.cache_allocators, __getattr__("FULL_ATTENTION")
     if list(allocators) != [full]:
-        raise TypeError(f"paged cache with allocators {list(allocators)}: kvlab instruments full attention only")
+        raise TypeError(
+            _("paged cache with allocators {allocators}: kvlab instruments full attention only").format(
+                allocators=list(allocators)
+            )
+        )
     return allocators[full]
 
 

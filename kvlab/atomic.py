@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from kvlab.errors import KvlabEnvironmentError
+from kvlab.i18n import _
 
 _UMASK = os.umask(0o022)  # read once at import: reading the umask means setting it, which would race with threads
 os.umask(_UMASK)
@@ -68,15 +69,25 @@ def check_writable(path: str | os.PathLike) -> Path:
     target = Path(path)
     directory = Path(os.path.realpath(target)).parent
     if target.is_dir():
-        raise AtomicWriteError(f"cannot write {target}: it is a directory; name a file")
+        raise AtomicWriteError(_("cannot write {target}: it is a directory; name a file").format(target=target))
     if directory.exists() and not directory.is_dir():
-        raise AtomicWriteError(f"cannot write {target}: {directory} is a file, not a directory")
+        raise AtomicWriteError(
+            _("cannot write {target}: {directory} is a file, not a directory").format(
+                target=target, directory=directory
+            )
+        )
     if not directory.is_dir():
-        raise AtomicWriteError(f"cannot write {target}: the directory {directory} does not exist")
+        raise AtomicWriteError(
+            _("cannot write {target}: the directory {directory} does not exist").format(
+                target=target, directory=directory
+            )
+        )
     try:  # the only sure test, root included (os.access says yes to root for /proc and read-only mounts)
         descriptor, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=directory)
     except OSError as err:
-        raise AtomicWriteError(f"cannot write {target}: {err.strerror or type(err).__name__}") from None
+        raise AtomicWriteError(
+            _("cannot write {target}: {reason}").format(target=target, reason=err.strerror or type(err).__name__)
+        ) from None
     os.close(descriptor)
     os.unlink(probe)
     return target
@@ -84,8 +95,11 @@ def check_writable(path: str | os.PathLike) -> Path:
 
 def _named(err: OSError, target: Path, existed: bool) -> AtomicWriteError:
     reason = err.strerror or str(err) or type(err).__name__
-    kept = "; the file that was there is unchanged" if existed else ""
-    named = AtomicWriteError(err.errno, f"cannot write {target}: {reason}{kept}")
+    if existed:
+        message = _("cannot write {target}: {reason}; the file that was there is unchanged")
+    else:
+        message = _("cannot write {target}: {reason}")
+    named = AtomicWriteError(err.errno, message.format(target=target, reason=reason))
     named.filename = str(target)
     return named
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 
 from kvlab.errors import KvlabEnvironmentError
+from kvlab.i18n import _
 
 
 class MissingExtraError(KvlabEnvironmentError, ImportError):
@@ -19,4 +20,6 @@ def require(module: str, extra: str, what: str):
     except ImportError as err:
         if err.name is not None and err.name != module and not module.startswith(f"{err.name}."):
             raise  # the module is there but broken: a genuine problem, not a missing extra
-        raise MissingExtraError(f"{what} needs the '{extra}' extra: pip install 'kvlab[{extra}]'") from None
+        raise MissingExtraError(
+            _("{what} needs the '{extra}' extra: pip install 'kvlab[{extra}]'").format(what=what, extra=extra)
+        ) from None

@@ -45,7 +45,11 @@ class LiveControl:
         """Set the controls to `values`, run the measurement and redraw; an error shows as a message."""
         for name, value in values.items():
             if name not in self.controls:
-                raise KeyError(f"no control named {name!r}; controls: {', '.join(self.controls)}")
+                raise KeyError(
+                    _("no control named {name!r}; controls: {controls}").format(
+                        name=name, controls=", ".join(self.controls)
+                    )
+                )
             self.controls[name].unobserve(self._on_change, names="value")
             self.controls[name].value = value
             self.controls[name].observe(self._on_change, names="value")

@@ -3,7 +3,9 @@
 `jupytext --update` keeps old outputs when a script's code changes, so only a stamp taken at execution can tell
 stale outputs: the digest of the code cells that ran goes into `metadata.kvlab.executed_code_sha256`, which
 `tests/test_notebook_truth.py` recomputes. The same run checks every figure a cell shows for text that overflows
-or overlaps (`kvlab.plots.overflow`), into `metadata.kvlab.figure_overflow` ([] when every figure fits).
+or overlaps (`kvlab.plots.overflow`), into `metadata.kvlab.figure_overflow` ([] when every figure fits), and
+records every text a reader sees on each figure (titles, labels, legends, annotations, tick labels as drawn) into
+`metadata.kvlab.figure_texts`, which `tests/i18n/test_figure_words.py` reads for English left in a pt-BR figure.
 
     python -m kvlab.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
 
@@ -26,10 +28,12 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabEnvironmentError
+from kvlab.i18n import _
 
 CELL_TIMEOUT_S = 1500  # the longest cells (timing sweeps on a 2-core CPU) take minutes; a hung kernel does not
 STAMP = "executed_code_sha256"
 FIGURE_OVERFLOW = "figure_overflow"
+FIGURE_TEXTS = "figure_texts"
 _SEPARATOR = "\n\x1e\n"  # ASCII record separator: no code cell contains it, so cell boundaries stay in the digest
 
 
@@ -48,16 +52,24 @@ def _figure_overflow(nb, findings: Path, path: Path) -> list[dict]:
     """The kernel's findings, each under the index of the cell that showed its figure."""
     if not findings.is_file():
         raise NotebookExecutionError(
-            f"{path}: the figure check did not start in the kernel (kvlab.plots.overflow could not be imported "
-            "there?); the notebook file is unchanged"
+            _(
+                "{path}: the figure check did not start in the kernel (kvlab.plots.overflow could not be imported "
+                "there?); the notebook file is unchanged"
+            ).format(path=path)
         )
     cells = {cell.execution_count: index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
     found = json.loads(findings.read_text(encoding="utf-8"))
     return [{"cell": cells.get(finding.pop("execution_count")), **finding} for finding in found]
 
 
+def _figure_texts(nb, texts: Path, path: Path) -> list[dict]:
+    """The kernel's figure texts: {"cell", "figure", "texts", "ticks"} per figure shown, in the order shown."""
+    return _figure_overflow(nb, texts, path)
+
+
 def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
-    """Run the notebook at `path` in a fresh kernel and write it back with its outputs, stamp and figure findings;
+    """Run the notebook at `path` in a fresh kernel and write it back with its outputs, stamp, figure findings and
+    figure texts;
     `env` adds to this process's environment, for the kernel only."""
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -65,11 +77,11 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
         cell.metadata.pop("execution", None)
     running = {"cell": None}
     with tempfile.TemporaryDirectory(prefix="kvlab-figures-") as side:
-        findings = Path(side) / "figure_overflow.json"
+        findings, texts = Path(side) / "figure_overflow.json", Path(side) / "figure_texts.json"
         # The figure check starts before any cell (so before matplotlib's inline backend registers its flush), as one
         # expression, so the learner's namespace gains no name.
         check = "__import__('kvlab.plots.overflow', fromlist=['record_in_kernel'])"
-        check += f".record_in_kernel(get_ipython(), {str(findings)!r})"
+        check += f".record_in_kernel(get_ipython(), {str(findings)!r}, {str(texts)!r})"
         client = NotebookClient(
             nb,
             timeout=CELL_TIMEOUT_S,
@@ -86,10 +98,13 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
             reason = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else type(err).__name__
             first_line = nb.cells[index].source.strip().splitlines()[0] if index is not None else ""
             raise NotebookExecutionError(
-                f"{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged"
+                _("{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged").format(
+                    path=path, index=index, first_line=first_line, reason=reason
+                )
             ) from err
-        overflow = _figure_overflow(nb, findings, path)
-    nb.metadata.setdefault("kvlab", {}).update({STAMP: code_digest(nb), FIGURE_OVERFLOW: overflow})
+        overflow, shown = _figure_overflow(nb, findings, path), _figure_texts(nb, texts, path)
+    stamps = {STAMP: code_digest(nb), FIGURE_OVERFLOW: overflow, FIGURE_TEXTS: shown}
+    nb.metadata.setdefault("kvlab", {}).update(stamps)
     write_text(path, nbformat.writes(nb) + "\n")  # nbformat.write's own layout: a re-run diff shows outputs only
     return path
 
@@ -97,7 +112,7 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
 def _setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--env takes KEY=VALUE, not {text!r}")
+        raise argparse.ArgumentTypeError(_("--env takes KEY=VALUE, not {text!r}").format(text=text))
     return key, value
 
 

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import _
 
 
 class KvlabHomeError(KvlabUserError, RuntimeError):
@@ -25,15 +26,21 @@ def _refusal(problem: str) -> KvlabHomeError:
     if os.environ.get("KVLAB_HOME"):
         where = f"KVLAB_HOME={home}"
     else:
-        where = f"kvlab's cache (default ~/.cache/kvlab; set KVLAB_HOME): {home}"
-    return KvlabHomeError(f"{where} {problem}; set KVLAB_HOME to a writable directory")
+        where = _("kvlab's cache (default ~/.cache/kvlab; set KVLAB_HOME): {home}").format(home=home)
+    return KvlabHomeError(
+        _("{where} {problem}; set KVLAB_HOME to a writable directory").format(where=where, problem=problem)
+    )
 
 
 def _make(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise _refusal(f"cannot be created ({err.strerror or type(err).__name__}: {err.filename or path})") from None
+        raise _refusal(
+            _("cannot be created ({reason}: {path})").format(
+                reason=err.strerror or type(err).__name__, path=err.filename or path
+            )
+        ) from None
     return path
 
 
@@ -44,7 +51,7 @@ def check_writable(path: Path | None = None) -> Path:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as err:
-        raise _refusal(f"is not writable ({err.strerror or err})") from None
+        raise _refusal(_("is not writable ({reason})").format(reason=err.strerror or err)) from None
     return path
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+MIB = 2**20  # figures draw bytes in MiB: one binary unit beside the numbers kvlab prints, never MB (10**6)
+BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", MIB), ("KiB", 2**10))
 
 
 def binary_unit(value: float) -> tuple[str, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.caches.adopt import adopt
 from kvlab.caches.options import check_cache_kind, check_prompt_length
+from kvlab.i18n import _
 from kvlab.model_facts import model_facts
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
@@ -59,9 +60,10 @@ def generate(
     is transformers' pick; `allow_past_positions` generates past max_position_embeddings (refused by default)."""
     if any(name in generate_kwargs for name in _compat.FORWARD_CACHE_KWARGS):
         raise ValueError(
-            "kvlab.generate builds its cache from cache_implementation; to pass a cache object, "
-            f"call model.generate(..., {_compat.cache_kwarg(model)}=kvlab.make_cache(...)) or wrap it in "
-            "kvlab.watch(model)"
+            _(
+                "kvlab.generate builds its cache from cache_implementation; to pass a cache object, call "
+                "model.generate(..., {keyword}=kvlab.make_cache(...)) or wrap it in kvlab.watch(model)"
+            ).format(keyword=_compat.cache_kwarg(model))
         )
     input_ids = on_model_device(model, input_ids, generate_kwargs)
     prompt_tokens = check_prompt(input_ids if input_ids is not None else generate_kwargs.get("inputs_embeds"))

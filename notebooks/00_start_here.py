@@ -71,6 +71,7 @@
 # | iterative generation (chat); chat template | geração iterativa; chat template |
 # | request; paged cache; block; continuous batching | requisição; cache paginado; bloco; batching contínuo |
 # | the Cache Explorer | Explorador de Cache |
+# | IQR = interquartile range (the middle half of repeated timings) | IQR = intervalo interquartil (a metade central das medições repetidas) |
 
 # %%
 # %matplotlib inline
@@ -119,10 +120,13 @@ guess = None  # does use_cache=False change the generated text? True or False: y
 inputs = tokenizer("The best thing about learning to cook is", return_tensors="pt")
 no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cache=False)
 default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
+texts_differ = not torch.equal(no_cache, default)
+display(score(guess, texts_differ, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
 print("same tokens with use_cache=False:", torch.equal(no_cache, default))
-texts_differ = not torch.equal(no_cache, default)
-print(score(guess, texts_differ, kind="choice"))
 
 # %% [markdown]
 # **A spelling note, said once for all notebooks.** The guide passes a cache as `generate(past_key_values=...)`.
@@ -222,11 +226,13 @@ guess_cache = None  # the same with the DynamicCache: your guess
 # `generate` reports only its total time, so to time each token on its own, `latency.token_times` runs the
 # same greedy decoding as a plain loop of forwards: the whole sequence each step (no cache), or one token plus a
 # `DynamicCache` (with cache). It repeats both loops, alternating, and keeps each token's median time and its
-# interquartile range; beside the time it counts the work of each forward exactly.
+# interquartile range (IQR: the middle half of the repeated times); beside the time it counts the work of each
+# forward exactly.
 
 # %%
 prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
-runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS)  # no cache, cache, no cache, ...
+runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS,
+                           modes={"no cache": False, "DynamicCache": True})  # no cache, cache, no cache, ...
 without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
 
 # %%
@@ -234,73 +240,82 @@ without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
 print("same tokens in the hand loop:", with_cache.token_ids == without_cache.token_ids)
 print("no cache: each forward runs the whole sequence so far:", without_cache.tokens_run == without_cache.positions)
 print("with the cache: tokens per forward after the prefill:", sorted(set(with_cache.tokens_run[1:])))
-print(f"query-key pairs per layer for token 5: no cache {number(without_cache.pairs_scored[4])} (20 x 20), "
-      f"cache {number(with_cache.pairs_scored[4])} (1 x 20)")
-print("no cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
-print("cache:   ", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
+display(score(guess_no_cache, without_cache.pairs_scored[4], kind="count", label="query-key pairs, no cache:"))
+display(score(guess_cache, with_cache.pairs_scored[4], kind="count", label="query-key pairs, cache:"))
+
+# %%
+# Timings (not checked: they depend on the machine). Each token's time over the repeats; ratios of medians with
+# their 95% interval. One token has only 3 readings, so ten neighbouring tokens are pooled: 30 readings each.
+early, late = range(1, 11), range(NEW_TOKENS - 10, NEW_TOKENS)  # tokens 2-11 and the last ten
+verdicts = {}  # {what was compared: the verdict}, printed here and drawn under the figure
+for name, run in runs.items():
+    first_ten = run.timing_over(early, label=f"tokens {early.start + 1}-{early.stop}")
+    last_ten = run.timing_over(late, label=f"tokens {late.start + 1}-{late.stop}")
+    print(f"{name:>12}: positions {run.positions[early.start]}-{run.positions[early.stop - 1]} "
+          f"{first_ten.describe()}; positions {run.positions[late.start]}-{run.positions[late.stop - 1]} "
+          f"{last_ten.describe()}")
+    verdicts[name] = timing.compare(first_ten, last_ten, warn=False).verdict()
+totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
+verdicts["whole loop"] = timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict()
+for compared, verdict in verdicts.items():
+    print(f"{compared}: {verdict}")
 
 # %%
 latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
-                               title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt")
-
-# %%
-# Timings (not checked: they depend on the machine). Medians of the repeats; ratios with their 95 % interval.
-last = len(with_cache.seconds) - 1
-for name, run in runs.items():
-    print(f"{name:>12}: token 2 (position {run.positions[1]}) {run.timing_at(1).describe()}; "
-          f"token {last + 1} (position {run.positions[last]}) {run.timing_at(last).describe()}")
-for name, run in runs.items():
-    growth_check = timing.compare(run.timing_at(1, label="token 2"), run.timing_at(last, label=f"token {last + 1}"),
-                                  warn=False)
-    print(f"{name:>12}: {growth_check.verdict()}")
-totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
-print("whole loop:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
+                               title=f"SmolLM2, {NEW_TOKENS} new tokens after a 16-token prompt", verdicts=verdicts)
 
 # %% [markdown]
 # The work is exact (the checked lines): without a cache, the forward for the token at position t runs all t
 # tokens through the 30 layers and scores t × t query-key pairs per layer, so the work per token grows with t
 # and the total work with its square; with the cache every forward after the prefill runs one token and scores
-# t pairs. The times are the printout above it: the second token against the last, in each mode, as a ratio
-# with its interval, and the whole loop. The work predicts what to expect: without a cache the last token's
-# forward runs 79 tokens instead of 17, so it should take clearly longer; with the cache the two forwards run one
-# token each and only the attention over the stored keys grows (from 17 keys to 79), so whatever difference the
-# cached line shows should be much smaller than the uncached one: compare the two printed ratios. A verdict of
-# "too noisy to tell" means these repeats could not decide; rerun the cell on a quieter machine.
+# t pairs. The times are the printout above the figure, drawn again in the box under it: tokens 2-11 against the
+# last ten, in each mode, as a ratio with its interval, and the whole loop. The work predicts what to expect:
+# without a cache the last ten forwards run 70 to 79 tokens instead of 17 to 26, so they should take clearly
+# longer; with the cache every forward runs one token and only the attention over the stored keys grows (from
+# 17-26 keys to 70-79), so whatever difference the cached line shows should be much smaller than the uncached
+# one: compare the two printed ratios. A verdict of "too noisy to tell" means these repeats could not decide;
+# rerun the cell on a quieter machine.
 #
-# **Try it.** Move `new tokens`: the cell times the guide's two `generate` calls, `use_cache=False` and the
-# default, after the 8-token cooking prompt, once each, alternating, and adds the point to the plot (every
-# setting you tried stays on it; 8, 24 and 40 new tokens are measured before the control first draws at 16).
-# The status line under the plot says how long the move took.
+# **Try it.** Move `prompt tokens`: the cell runs the guide's two `generate` calls, `use_cache=False` and the
+# default, after that many tokens of the reference text, 9 new tokens each, and adds the point to the plot (16
+# and 128 are measured before the control first draws at 64; every setting you try stays on it). A streamer that
+# only notes when each new token arrives (`timing.DecodeClock`, passed as `streamer=`) splits each call into the
+# prefill, up to the first new token, and the 8 decode steps after it. Each point on the left is the median of
+# those 8 steps, its bar their IQR. The status line under the plot says how long the move took.
 #
-# The left panel divides each call's total time by its new tokens, so at small counts the fixed cost of a call
-# (the prefill, `generate`'s setup) weighs in. Without a cache every extra token costs a forward over the whole
-# sequence, so the `use_cache=False` total should bend upward as you add tokens, while the default's stays
-# close to a straight line. Each point is one reading, so a single point can be off on a busy machine: judge the
-# shape over several settings, and for a number you can quote use the repeated measurement above.
+# Without a cache, each of those steps runs a forward over the whole prompt plus the tokens generated so far, so
+# the left-hand `use_cache=False` line should climb with the prompt, while each step of the default runs one
+# token and its line should stay nearly level (only the attention over the stored keys grows). On the right,
+# the prefill is one forward over the whole prompt in both calls, so there the two lines should run close
+# together (each point there is a single reading, which a busy machine can move): the cache does not make the
+# prompt cheaper, it makes every token after it cheap. The box under the
+# plot compares, for each call, the steps after the longest prompt measured with those after the shortest: read
+# the verdicts there rather than the shape of a line.
 
 # %%
-generate_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}
+decode_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}  # {prompt tokens: Timing of the 8 steps}
+first_token_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}  # {prompt tokens: seconds}
 
 
-def time_generate(new_tokens):
-    calls = {
-        "use_cache=False": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                                  min_new_tokens=new_tokens, use_cache=False),
-        "default (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                                         min_new_tokens=new_tokens),
-    }
-    for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():
-        generate_seconds[label][new_tokens] = measured.median
-    return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
-                              title=f"SmolLM2, 8-token prompt, {new_tokens} new tokens (circled)")
+def time_generate(prompt_tokens):
+    ids = text.prompt_ids(tokenizer, prompt_tokens)  # (1, prompt_tokens)
+    for label, options in {"use_cache=False": {"use_cache": False}, "default (DynamicCache)": {}}.items():
+        clock = timing.DecodeClock()  # a streamer that only notes the time each new token arrives
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=9,
+                       min_new_tokens=9, streamer=clock, **options)
+        decode_seconds[label][prompt_tokens] = timing.Timing(label, clock.step_seconds)
+        first_token_seconds[label][prompt_tokens] = clock.prefill_seconds
+    return plot_generate_time(decode_seconds, first_token_seconds, current=prompt_tokens, max_tokens=256,
+                              title=f"SmolLM2, {prompt_tokens}-token prompt (circled), 9 new tokens",
+                              verdicts=latency.prompt_growth(decode_seconds))
 
 
-for new_tokens in ([] if QUICK else (8, 24, 40)):  # a few settings first: the first picture shows a shape
-    time_generate(new_tokens)
+for prompt_tokens in ([] if QUICK else (16, 128)):  # two lengths first: the first picture has a verdict
+    time_generate(prompt_tokens)
 
 
-live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,
-                                                 description="new tokens"))
+live(time_generate, prompt_tokens=widgets.IntSlider(value=64, min=16, max=256, step=16, continuous_update=False,
+                                                    description="prompt tokens"))
 
 # %% [markdown]
 # ## 4. How many bytes does each token cost?
@@ -314,8 +329,11 @@ guess = None  # bytes per token: your guess
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
+display(score(guess, per_token, unit=" B", kind="amount"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"2 (K and V) × 30 layers × 3 kv heads × 64 head_dim × 4 bytes = {number(per_token)} bytes per token")
-print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
 # Now measure it: a 128-token prompt and 32 new tokens through `generate`'s default cache, inside `kvlab.watch`.
@@ -351,8 +369,9 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #   transformers 5.24). `kvlab.watch` records any of them without changing the code.
 # - A KV cache stores, for each attention layer, the keys and values of every token so far:
 #   `2 × layers × kv_heads × head_dim × bytes` per token (46,080 B for SmolLM2 in float32: 45 KiB).
-# - It trades that memory for time: a step processes one token instead of the whole sequence, so time per token
-#   stays nearly flat instead of growing with the position.
+# - It trades that memory for time: after the prefill a step runs one token instead of the whole sequence, so the
+#   work per new token stays the same instead of growing with the position. How closely the time follows the work
+#   on your machine is the verdicts of section 3, printed and drawn under both of its figures.
 # - On the four prompts checked here (float32, greedy, 12 new tokens each) it did not change a single token; the
 #   logits differed only by float32 rounding.
 #

@@ -16,7 +16,7 @@
 #
 # **Learning goal.** Read a `DynamicCache` layer by layer; see that full-attention layers grow by one token per
 # step while sliding-window and chunked-attention layers stop at their window and start evicting; tell apart the
-# tokens a layer keeps *live* from the *storage* it still holds; know why the prefill is the memory peak of a
+# tokens a layer keeps *live* from the *storage* it still holds; know when the prefill is the memory peak of a
 # sliding model, and what `crop` does to a chunked layer.
 #
 # **In kvlab's words.** `DynamicCache` is transformers' default: it allocates nothing up front and, at every
@@ -71,9 +71,12 @@ past_key_values = DynamicCache(config=smollm2.config)
 smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                  max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 lengths = [layer.get_seq_length() for layer in past_key_values.layers]
+display(score(guess_tokens, lengths[0], unit=" tokens", kind="count", label="tokens:"))
+display(score(guess_layers_differ, len(set(lengths)) > 1, kind="choice", label="layers differ:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("tokens per layer:", sorted(set(lengths)), "in", len(past_key_values.layers), "layers")
-print("tokens:", score(guess_tokens, lengths[0], unit=" tokens", kind="count"))
-print("layers differ:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
 
 # %% [markdown]
 # The same code inside `kvlab.watch`; the trace gives each layer's length and bytes, step by step.
@@ -119,13 +122,17 @@ trace = watch.trace
 
 # %%
 # NBVAL_CHECK_OUTPUT
+sliding_keys, full_keys = past_key_values.layers[4].keys.shape[-2], past_key_values.layers[5].keys.shape[-2]
+display(score(guess_sliding, sliding_keys, unit=" tokens", kind="count", label="sliding:"))
+display(score(guess_full, full_keys, unit=" tokens", kind="count", label="full:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 classes = [type(layer).__name__ for layer in past_key_values.layers]
 print({name: classes.count(name) for name in dict.fromkeys(classes)}, "window", gemma.config.sliding_window)
 for i in (4, 5, 6):
     layer = past_key_values.layers[i]
     print(f"layer {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
-print("sliding:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
-print("full:   ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # And the trace of the same run, with kvlab's counts per layer:
@@ -173,25 +180,38 @@ occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: live slots and evi
 # Every sixth row (the full layers) climbs from 520 to 543; the sliding rows are at 511 live from the prefill on
 # (their storage is 520 at step 0, then 512), while their eviction count climbs by one per step.
 #
-# **Predict first.** Which step holds the most bytes in the whole cache: the `"prefill"` (step 0) or the
-# `"last step"` (step 23)? Count storage, not live tokens: 15 sliding and 3 full layers, with the storage printed
-# above.
+# **Predict first.** Which step holds the most bytes in the whole cache: the prefill (step 0) or the last step
+# (step 23)? Count storage, not live tokens: 15 sliding and 3 full layers, with the storage printed above. Set
+# `guess_peak` to `True` for the prefill, `False` for the last step.
 
 # %%
-guess_peak = None  # "prefill" or "last step": your guess
+guess_peak = None  # True if the prefill (step 0) holds the most bytes, False if the last step does: your guess
 
 # %%
 # NBVAL_CHECK_OUTPUT
 summary = trace.summary()
 by_step = trace.bytes_by_step()
-print(f"prefill: {number(by_step[0])} bytes;  after step 1: {number(by_step[1])};  final: {number(by_step[-1])}")
 peak_step = by_step.index(summary["peak_bytes"])
+display(score(guess_peak, peak_step == 0, kind="choice", label="the prefill holds the most:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"prefill: {number(by_step[0])} bytes;  after step 1: {number(by_step[1])};  final: {number(by_step[-1])}")
 print(f"peak: {number(summary['peak_bytes'])} bytes at step {peak_step};  "
       f"tokens evicted: {number(summary['tokens_evicted'])}")
-peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
-print(score(guess_peak, peak_at, kind="choice"))
 print(f"formula, windows applied, at {trace.final_layers()[0]['logical_length']} tokens: "
       f"{number(formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']))} bytes")
+added = by_step[2] - by_step[1]  # what one decode step adds: a token in each of the 3 full layers
+passes = 1 + (by_step[0] - by_step[1]) // added + 1  # the first step whose bytes would exceed the prefill's
+seen = gemma_prompt.shape[-1] + passes
+print(f"each decode step adds {number(added)} bytes; the first step to hold more than the prefill: step {passes}, "
+      f"with {seen} tokens seen")
+types = gemma.config.layer_types
+per_full_layer = types.count("sliding_attention") // types.count("full_attention")  # sliding layers per full one: 5
+longest = 32_000  # a prompt near Gemma 3's context
+print(f"after a {number(longest)}-token prompt the prefill stays the peak for "
+      f"{number(per_full_layer * (longest - gemma.config.sliding_window))} decode steps; "
+      f"the context holds {number(gemma.config.max_position_embeddings)} tokens")
 
 # %%
 growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,
@@ -203,9 +223,14 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), z
 # them from the first decode step on. The one surprise is the **prefill**, too small for the main axes and drawn in the
 # inset, which zooms on the measured total: the sliding layers' storage holds all 520 prompt tokens until the first
 # decode step trims it to 512, so the total drops after step 0 and the peak is at step 0, although 23 more tokens arrive
-# later. A sliding-window model's peak cache memory is set by the longest *prompt*, not by how long it generates: here
-# the prefill's extra storage is 8 tokens × 15 sliding layers × 2,048 bytes, but a 32k-token prompt would hold 32k
-# tokens of storage in every sliding layer for a moment.
+# later. That holds only for a short generation: each decode step adds one token to each of the 3 full layers (the 6,144
+# bytes printed above), and the first step to hold more than the prefill would be step 41, with 561 tokens seen (printed
+# on the same line), so a `generate` call of 42 or more new tokens after this prompt peaks at its last step. In general
+# the prefill holds (prompt − 512) extra tokens in each of the 15 sliding layers, and the 3 full layers catch up at 3
+# tokens a step: the prefill is the peak for the first 5 × (prompt − 512) decode steps (40 here, where step 40 only ties
+# it), and the generation sets the peak after that. The longer the prompt, the longer the prefill stays the peak: after
+# a 32,000-token prompt it stays the peak for 157,440 decode steps (the last printed line), far past Gemma 3's
+# 32,768-token context, so there the prompt alone sets the peak.
 #
 # ### Try it: a prompt crossing the window
 #
@@ -241,8 +266,11 @@ live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768,
 # %%
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
+display(score(guess, sliding.live, unit=" tokens", kind="count"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"sliding layer 0 after 576 tokens: seen {sliding.seen}, live {sliding.live}, storage {sliding.slots_stored}")
-print(score(guess, sliding.live, unit=" tokens", kind="count"))
 
 # %% [markdown]
 # ## 3. Chunked attention layers, Llama 4 style (Cache padrão)
@@ -265,10 +293,13 @@ print(tiny.config.layer_types, "attention_chunk_size", tiny.config.attention_chu
 past_key_values = DynamicCache(config=tiny.config)
 tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
               max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
+display(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 for i, layer in enumerate(past_key_values.layers):
     print(f"layer {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
           f"get_seq_length() {layer.get_seq_length()}  keys {tuple(layer.keys.shape)}")
-print(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # transformers builds a chunked layer as a `DynamicSlidingWindowLayer` whose window is `attention_chunk_size`
@@ -339,8 +370,8 @@ print("recording, after crop(-3): seen", [layer.get_seq_length() for layer in pa
 # - Sliding layers keep `window − 1` live tokens and evict the rest; on Gemma 3 past 512 tokens, 15 of 18 layers
 #   stop growing, so memory grows at 3/18 of the full-attention rate.
 # - Live is not storage: right after a prefill of N > 512 tokens a sliding layer has 511 live tokens but still
-#   holds N tokens of storage until the first decode step frees it, so the prefill can be the memory peak (it was
-#   here, 520 + 24: step 0).
+#   holds N tokens of storage until the first decode step frees it, so the prefill is the memory peak for the first
+#   5 × (N − 512) decode steps (it was here, 520 + 24: step 0); a longer generation peaks at its last step.
 # - Chunked layers (Llama 4) are cached by transformers exactly like sliding ones, with the chunk size as the
 #   window: they cap at `chunk − 1`, and `crop` past a full chunk needs `activate_past_recording()`.
 #

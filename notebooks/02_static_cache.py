@@ -46,6 +46,7 @@ from kvlab.live import live
 from kvlab.measure import compiled, decode_step, formula, text, timing
 from kvlab.plots import decode_step as decode_step_plots
 from kvlab.plots import growth, slots
+from kvlab.plots.verdicts import add_verdicts
 from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
@@ -58,7 +59,8 @@ model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, fl
 #
 # The guide's first way: name the cache in `generate`. transformers builds a `StaticCache` for this call, sized
 # at `max_length - 1` slots (the prompt plus `max_new_tokens`, minus the last token, which never goes back
-# through the model), and decodes greedily into it.
+# through the model), or larger when an earlier call on the same model needed more (the end of this section shows
+# it), and decodes greedily into it.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -92,9 +94,12 @@ guess_auto = None  # % of the slots masked in the cache cache_implementation="st
 
 # %% [markdown]
 # The same three calls, unchanged, inside `kvlab.watch`: the two static caches and, for comparison, the
-# default `DynamicCache`. The watch records one trace per cache, in the order the model used them.
+# default `DynamicCache`. The watch records one trace per cache, in the order the model used them. The first line
+# makes `generate` forget the static size it built before (the end of this section shows why that matters), so the
+# cell gives the same numbers whatever ran before it.
 
 # %%
+vars(model).pop("_previous_max_cache_length", None)  # the largest static size generate built on this model so far
 with kvlab.watch(model) as watch:
     out_auto = model.generate(**inputs, do_sample=False, max_new_tokens=12, cache_implementation="static")
     past_key_values = StaticCache(config=model.config, max_cache_len=128)
@@ -108,7 +113,7 @@ def print_trace(trace, label):
     by_step, s = trace.bytes_by_step(), trace.summary()
     print(f"{label:>17}: {number(by_step[0]):>9} bytes after the prefill, {number(by_step[-1]):>9} at the end; "
           f"slots allocated {number(s['slots_allocated']):>5} ({s['slots_allocated'] // 30} per layer), "
-          f"live {number(s['slots_live'])}, masked {number(s['slots_masked'])} ({marks(str(s['waste_pct']))} %)")
+          f"live {number(s['slots_live'])}, masked {number(s['slots_masked'])} ({marks(str(s['waste_pct']))}%)")
 
 
 print_trace(auto, label="static (generate)")
@@ -121,13 +126,13 @@ print(f"one token: {number(formula.bytes_per_token_per_layer(model.config, torch
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("StaticCache(128):  ", score(guess_own, own.summary()["waste_pct"], unit=" %", kind="share"))
-print("static (generate): ", score(guess_auto, auto.summary()["waste_pct"], unit=" %", kind="share"))
+display(score(guess_own, own.summary()["waste_pct"], unit="%", kind="share", label="StaticCache(128):"))
+display(score(guess_auto, auto.summary()["waste_pct"], unit="%", kind="share", label="static (generate):"))
 
 # %% [markdown]
 # `cache_implementation="static"` sized its cache at 20 slots per layer, exactly what this call writes, so
 # nothing is masked at the end (its masked slots shrink step by step to zero). The 128-slot cache holds
-# 30 layers × 128 slots × 1,536 bytes = 5,898,240 bytes from the prefill on, 84.38 % of its slots masked at the
+# 30 layers × 128 slots × 1,536 bytes = 5,898,240 bytes from the prefill on, 84.38% of its slots masked at the
 # end; the DynamicCache holds only what it has seen (9 tokens × 46,080 bytes after the prefill, 20 × 46,080 at
 # the end). The tokens are the same with and without the watch and for all three caches: the masked slots never
 # change a token. They are not free in compute, though: eager and SDPA attention score the query against every
@@ -140,6 +145,28 @@ slots.plot_slots(own, title="StaticCache(max_cache_len=128): allocated vs live v
 growth.plot_growth({"StaticCache(128)": own, "static (generate)": auto, "DynamicCache": dynamic},
                    by_layer_kind=False,
                    title="Bytes against tokens: flat at the allocation vs growing with the sequence")
+
+# %% [markdown]
+# "Sized for the call" has one exception the guide does not mention. `generate` remembers, on the model, the
+# largest `max_cache_len` it has built for `cache_implementation="static"` (`model._previous_max_cache_length`,
+# set in transformers' `_prepare_static_cache`) and never builds a smaller one, so that a graph compiled for one
+# call fits the next. Ask for 30 new tokens, then for 12 again:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(model) as watch:
+    model.generate(**inputs, do_sample=False, max_new_tokens=30, cache_implementation="static")
+    model.generate(**inputs, do_sample=False, max_new_tokens=12, cache_implementation="static")
+print_trace(watch.traces[0], label="30 new tokens")
+print_trace(watch.traces[1], label="then 12 new")
+print("size generate keeps on the model:", model._previous_max_cache_length)
+del model._previous_max_cache_length  # forget it: the next static call is sized for itself again
+
+# %% [markdown]
+# The 12-token call, which built 20 slots per layer above, now gets the 38 slots of the 30-token call (9 + 30 − 1),
+# and 18 of them stay masked. Run the watched cell above after this one without its first line and "0%
+# masked" is no longer true. Passing your own `StaticCache`, as in the second way, gives the size you chose
+# whatever ran before.
 
 # %% [markdown]
 # ## 2. One size for every request (Cache de tamanho fixo)
@@ -168,20 +195,23 @@ runs = dict(zip(requests, watch.traces))
 
 # %%
 # NBVAL_CHECK_OUTPUT
+waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
+display(score(guess_20, waste["20-token prompt"], unit="%", kind="share", label="20-token prompt:"))
+display(score(guess_60, waste["60-token prompt"], unit="%", kind="share", label="60-token prompt:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 for row in slots.run_slots(runs):
     dynamic_bytes = formula.kv_bytes(model.config, row["slots_live"] // 30)  # live slots of 30 layers → tokens
     print(f"{row['run']:>17}: {number(row['final_bytes']):>10} bytes allocated, {number(row['slots_masked']):>5} of "
           f"{number(row['slots_allocated'])} slots masked ({percent(row['waste_pct'], 1):>7}); a DynamicCache would "
           f"hold {number(dynamic_bytes):>9} bytes")
-waste = {row["run"]: row["waste_pct"] for row in slots.run_slots(runs)}
-print("20-token prompt:", score(guess_20, waste["20-token prompt"], unit=" %", kind="share"))
-print("60-token prompt:", score(guess_60, waste["60-token prompt"], unit=" %", kind="share"))
 
 # %%
 slots.plot_runs(runs, title="One StaticCache size (256) for every request: live vs masked slots")
 
 # %% [markdown]
-# The short requests pay for the long one: 89.5 % of the 20-token prompt's cache is masked. Two ways out: a
+# The short requests pay for the long one: 89.5% of the 20-token prompt's cache is masked. Two ways out: a
 # DynamicCache (no waste, but changing shapes, so no reusable compiled graph), or a few StaticCaches of
 # different sizes (length buckets), each request going to the smallest that fits.
 #
@@ -219,8 +249,9 @@ guess = None  # time of one step with StaticCache(4096) / time with DynamicCache
 # %% [markdown]
 # The caches are built the guide's way and passed to the model; `decode_step.time_decode_step` prefills each
 # with the same 6 tokens, then times the same one-token step against each, 7 times, interleaved, rolling the
-# cache back with `crop(-1)` after each repeat. Inside `kvlab.watch` the trace counts the slots each step
-# attended (exact, checked) beside the time (not checked: it depends on the machine).
+# cache back with `crop(-1)` after each repeat. Each time is printed as the median of the 7 with their
+# interquartile range (IQR: the middle half of the repeats). Inside `kvlab.watch` the trace counts the slots
+# each step attended (exact, checked) beside the time (not checked: it depends on the machine).
 
 # %%
 short_prompt = text.prompt_ids(tokenizer, 6)  # (1, 6)
@@ -237,25 +268,31 @@ for label, step in decode_steps.items():
           f"{number(step.attention_flops):>11} attention FLOPs")
 
 # %%
-# Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95 % interval.
+# Not checked: times depend on the machine. Your guess against the measured ratio, folded until you have guessed.
 reference = decode_steps["DynamicCache"].timing
-for label, step in decode_steps.items():
-    print(f"{label:>17}: {step.timing.describe()}")
-for label, step in list(decode_steps.items())[1:]:
-    print(timing.compare(reference, step.timing).verdict())
 ratio_4096 = timing.compare(reference, decode_steps["StaticCache(4096)"].timing, warn=False).ratio
-print(score(guess, ratio_4096, unit="x", kind="amount"))
+display(score(guess, ratio_4096, unit="x", kind="amount"))
 
 # %%
-decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt")
+# Not checked: times depend on the machine. Medians of 7 interleaved repeats, IQR, and the ratio's 95% interval.
+for label, step in decode_steps.items():
+    print(f"{label:>17}: {step.timing.describe()}")
+step_verdicts = [timing.compare(reference, step.timing).verdict() for step in list(decode_steps.values())[1:]]
+print("\n".join(step_verdicts))
+
+# %%
+# Not checked: times depend on the machine. The box under the panels carries the verdicts printed above.
+add_verdicts(decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, one decode step after a 6-token prompt"),
+             step_verdicts)
 
 # %% [markdown]
 # The counts are exact: 7 slots per layer for the DynamicCache (the 6 held tokens and the step's own), and
 # `max_cache_len` per layer for each StaticCache, masked slots included: the attention work grows 585-fold
 # from the DynamicCache to 4,096 slots (122,880 / 210). The work says the time should grow with
 # `max_cache_len` too, but by far less: the rest of the step (the 30 layers' matrix products on one token)
-# does not depend on the cache. The verdicts above say how much it grew on this run, each ratio with its
-# interval (an interval that contains 1 is no difference). On a GPU, compiled decoding reads the whole static
+# does not depend on the cache. The verdicts above (also in the box under the figure) say how much it grew on
+# this run, each ratio with its interval (an interval that contains 1 means no detectable
+# difference). On a GPU, compiled decoding reads the whole static
 # cache at every step too; sizing `max_cache_len` close to what requests need saves that work as well as the
 # memory.
 #
@@ -322,24 +359,57 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     print(f"steady, 5 interleaved runs each: eager {number(steady['a']['median_s'], 2, grouping=False)} s, compiled "
           f"{number(steady['b']['median_s'], 2, grouping=False)} s (medians); {steady['verdict']}")
     new_graphs = {run["run"]: run["new_graphs"] for run in report["runs"]}
-    print("60-token prompt:", score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice"))
-    print("max_cache_len 256:", score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice"))
+    display(score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice", label="60-token prompt:"))
+    display(score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice", label="max_cache_len 256:"))
 else:
     print("skipped: set KVLAB_COMPILE=1 to compile (seconds to minutes on a CPU); the guesses are scored then")
 
 # %% [markdown]
 # What to look for: the first compiled run pays the compilation; the same prompt again reuses the graph; a new
 # prompt length compiles **nothing** (the prefill is eager and the decode graph sees the same shapes); a new
-# `max_cache_len` changes the cache tensors' shape and compiles again. The steady line is the speed-up, with its
-# interval, on this CPU (16 tokens, eager prefill included). The first compiled run's time includes compiling;
-# it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine. On a
-# GPU, where launching many small kernels dominates decoding, compiled decoding with CUDA graphs can gain more;
-# this notebook does not measure that.
+# `max_cache_len` changes the cache tensors' shape and compiles again. The first compiled run's time includes
+# compiling; it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine.
+#
+# The steady line compares eager and compiled `generate` once the graph exists (16 tokens, the eager prefill
+# included), and its verdict, with its interval, is the only claim about speed here. Expect a modest gain at most
+# on this CPU: one decoding step of a 135M-parameter model on two cores is mostly the matrix products of its 30
+# layers, which compiled kernels do not make much faster; what compiling removes is the Python and dispatch work
+# between the operations and some of the small operations themselves (fused). The verdict says what that was worth
+# in the run shown, with its interval. On a GPU, where launching many small kernels dominates decoding,
+# compiled decoding with CUDA graphs gains more; this notebook does not measure that.
+#
+# ### Why the guide's table says "No" for the DynamicCache
+#
+# The criteria printed above refuse a plain `DynamicCache`: with one, `generate` never compiles. Compile the
+# decoding forward anyway, as transformers would (`torch.compile(..., dynamic=False)`, its `CompileConfig`
+# default: a graph is specialised to the shapes of its inputs), and count the graphs `torch.compile` traces at
+# each decoding call: `kvlab.measure.compiled.decode_graphs` wraps `model.forward` for one `generate` and counts
+# them (with a counting backend, no inductor: which shapes need a graph does not depend on the backend). The
+# DynamicCache's keys grow by one slot every call, so every call meets a new shape; the StaticCache's keep
+# `max_cache_len` slots. Tracing takes seconds per graph, so this also runs only with `KVLAB_COMPILE=1`.
+
+# %%
+if os.environ.get("KVLAB_COMPILE") == "1":
+    for name, cache in {"DynamicCache": DynamicCache(config=model.config),
+                        "StaticCache(128)": StaticCache(config=model.config, max_cache_len=128)}.items():
+        steps = compiled.decode_graphs(model, prompt, cache, new_tokens=6)  # 5 decoding calls after the prefill
+        print(f"{name:>16}: key slots at each decoding call {[step['key_slots'] for step in steps]}; graphs traced "
+              f"{[step['new_graphs'] for step in steps]}, {sum(step['new_graphs'] for step in steps)} in all")
+else:
+    print("skipped: set KVLAB_COMPILE=1 to trace the graphs (seconds per graph on a CPU)")
+
+# %% [markdown]
+# With a DynamicCache every decoding call traces a graph of its own, for a cache one slot longer than the last: a
+# compiled step that is never replayed, so compiling only adds its cost. Past `torch._dynamo.config.recompile_limit`
+# (8) graphs for one function, dynamo stops compiling it and runs it eagerly. The StaticCache's single graph is
+# replayed at every call. (Without `KVLAB_COMPILE=1`, the cell above is skipped; the printed lines in the
+# committed notebook come from a run with it.)
 #
 # ## Takeaway
 #
-# - `cache_implementation="static"` sizes a StaticCache for the call (prompt + `max_new_tokens` − 1 slots);
-#   `StaticCache(config=..., max_cache_len=...)` passed as `past_key_values` holds the size you chose. Either way every
+# - `cache_implementation="static"` sizes a StaticCache for the call (prompt + `max_new_tokens` − 1 slots), or
+#   reuses the larger size an earlier call on the same model needed; `StaticCache(config=..., max_cache_len=...)`
+#   passed as `past_key_values` holds the size you chose. Either way every
 #   layer holds `max_cache_len` slots from the start and the unused ones are masked; the tokens are the same as with a
 #   DynamicCache, but attention still scores the masked slots, so a larger `max_cache_len` adds attention work to every
 #   decode step.
@@ -347,6 +417,8 @@ else:
 #   DynamicCache when lengths vary and compile is not needed.
 # - transformers compiles the decoding step by itself only on an accelerator (cuda, xpu, neuron, tpu); on a CPU
 #   only the private `CompileConfig._compile_all_devices` turns it on. Then the fixed shape lets one decoding
-#   graph be reused; only a new cache shape compiles again.
+#   graph be reused; only a new cache shape compiles again. A DynamicCache changes shape every step: compiled
+#   anyway, it traces a new graph at every decoding call. Whether compiling speeds decoding up on this CPU is the
+#   steady verdict, printed with its interval: a modest gain at most, since the step is mostly matrix products.
 #
 # **Next:** [03 · Offloading](03_offloading.ipynb): keep the cache in CPU memory and bring one layer at a time.

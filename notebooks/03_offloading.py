@@ -46,7 +46,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.i18n import number, percent
+from kvlab.i18n import cache_kind_label, layer_kind_label, number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -104,10 +104,17 @@ with kvlab.watch(smollm2) as watch:
                                past_key_values=DynamicCache(config=smollm2.config, offloading=True))
     out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
                                   cache_implementation="offloaded_static")
-names = ["default", 'cache_implementation="offloaded"', "DynamicCache(offloading=True)",
-         'cache_implementation="offloaded_static"']
-runs = dict(zip(names, watch.traces))
-outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
+outputs = {"default cache": out_default, 'cache_implementation="offloaded"': out_offloaded,
+           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static}
+runs = dict(zip(outputs, watch.traces))  # the four watched caches, in the order they ran
+
+# %%
+# NBVAL_CHECK_OUTPUT
+offloaded = runs['cache_implementation="offloaded"']
+share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
+display(score(guess, round(share, 2), unit="%", kind="share"))
+tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
+display(score(guess_tokens_differ, tokens_differ, kind="choice"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -119,14 +126,6 @@ for name, trace in runs.items():
     moves = residency.effective_moves(trace)
     print(f"{name:>40} {number(residency.device_peak(trace)):>12} {number(trace.summary()['peak_bytes']):>12} "
           f"{len(moves):>6} {number(sum(e['bytes'] for e in moves)):>12}  {torch.equal(outputs[name], out_default)}")
-
-# %%
-# NBVAL_CHECK_OUTPUT
-offloaded = runs['cache_implementation="offloaded"']
-share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
-print(score(guess, round(share, 2), unit=" %", kind="share"))
-tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
-print(score(guess_tokens_differ, tokens_differ, kind="choice"))
 
 # %% [markdown]
 # The offloaded cache peaks on the device at two layers' worth, 2/30 of the whole cache (58,368 of 875,520 bytes):
@@ -160,17 +159,20 @@ for step in sorted({s for s, _ in per_step}):
 guess = None  # a layer index: your guess
 
 # %%
+# NBVAL_CHECK_OUTPUT
+order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
+         for e in residency.schedule(offloaded, steps=(1, 1))]  # step 1's schedule, in the order the device saw it
+last_update = order.index("update 29")
+prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
+display(score(guess, prefetched_then, kind="choice"))
+
+# %%
 timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": two decode steps')
 
 # %%
 # NBVAL_CHECK_OUTPUT
-order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
-         for e in residency.schedule(offloaded, steps=(1, 1))]
 print(" → ".join(order[:7]), "…")
 print("…", " → ".join(order[-4:]))
-last_update = order.index("update 29")
-prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
-print(score(guess, prefetched_then, kind="choice"))
 
 # %% [markdown]
 # Each layer is prefetched while the previous one computes, updated, then offloaded; while the last layer
@@ -217,24 +219,25 @@ guess_false = None  # % with False (cache_implementation="offloaded"): your gues
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
+for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
+    last = residency.device_bytes_by_step(trace)[-1]
+    display(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit="%",
+                  kind="share"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"one Gemma 3 token in one layer: {number(bytes_per_token_per_layer(gemma.config, torch.float32))} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: layers moved {moved}, "
           f"{len(residency.effective_moves(trace))} moves in {trace.summary()['steps']} steps")
     for row in residency.device_bytes_by_step(trace):
-        kinds = ", ".join(f"{kind} {number(b)}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
+        kinds = ", ".join(f"{layer_kind_label(kind)} {number(b)}"
+                          for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
         share = 100 * row["device_peak_bytes"] / row["cache_bytes_at_peak"]
         print(f"  step {row['step']}: device peak {number(row['device_peak_bytes']):>10} of "
               f"{number(row['cache_bytes_at_peak']):>10} bytes ({percent(share, 1):>6}; {kinds}), "
               f"{len(row['resident_at_peak'])} layers resident")
-
-# %%
-# NBVAL_CHECK_OUTPUT
-for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
-    last = residency.device_bytes_by_step(trace)[-1]
-    print(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit=" %",
-                kind="share"))
 
 # %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
@@ -246,9 +249,9 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #
 # - With `True`, only layers 5, 11 and 17 travel. At each step's peak the device holds the 15 sliding layers
 #   *and* two of the three full layers (the one computing and the next one, prefetched): 17 of 18 layers,
-#   93.6-94.4 % of the cache. It saves one full layer (1,234,944 bytes at step 3), not most of the cache.
+#   93.6-94.4% of the cache. It saves one full layer (1,234,944 bytes at step 3), not most of the cache.
 # - With `False`, every layer travels and the device holds two layers at the peak (a full and a sliding one),
-#   11.1-11.8 % of the cache here, for 18 layers moved twice per step instead of 3 (127 moves against 22).
+#   11.1-11.8% of the cache here, for 18 layers moved twice per step instead of 3 (127 moves against 22).
 # - A sliding layer stops growing at the window: after its first decode update it holds 512 tokens,
 #   512 × 2,048 = 1,048,576 bytes, while a full layer grows by 2,048 bytes per token (1,228,800 → 1,230,848 →
 #   1,232,896 → 1,234,944 in the `False` rows). At the prefill the sliding layers' buffers still hold the whole
@@ -298,7 +301,7 @@ def generate_or_offload(model, **kwargs):
     try:
         return model.generate(**kwargs)
     except torch.OutOfMemoryError as err:
-        print(f"{type(err).__name__}: {err}")
+        print(f"caught {type(err).__name__}")  # on a GPU its message says how much was asked for
     if torch.cuda.is_available():
         torch.cuda.empty_cache()  # give the failed attempt's blocks back before retrying
     print("retrying with cache_implementation='offloaded'")
@@ -325,19 +328,25 @@ guess_retry_fits = None  # True or False: your guess
 # NBVAL_CHECK_OUTPUT
 with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
     out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
-print("caches used:", [t.meta["cache_kind"] for t in watch.traces])
+display(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
+display(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ran_out = device.out_of_memory[0]  # what the simulated device refused
+print(f"the default cache ran out at step {ran_out['step']}, layer {ran_out['layer_idx']}: "
+      f"{number(ran_out['bytes'])} bytes needed, 600,000 available")
+print("caches used:", ", ".join(cache_kind_label(t.meta["cache_kind"]) for t in watch.traces))
 print(f"retry's device peak: {number(residency.device_peak(watch.trace))} bytes of the 600,000")
 print("same tokens as the unconstrained run:", torch.equal(out, out_default))
-print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
-print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
 
 # %% [markdown]
 # The default cache ran out at step 2, while adding the 14th token: 13 × 46,080 = 599,040 bytes fit, and the
 # 1,536 bytes of that token's layer 0 (section 1's bytes per layer) do not (600,576 > 600,000). The retry
 # offloads, holds two layers on the device (58,368 bytes, as in section 1), fits easily, and produces the same
-# tokens. On a GPU, without
-# `simulated_device`, only a real `torch.OutOfMemoryError` triggers the retry (with `inputs` moved to the
-# model's device), and `torch.cuda.empty_cache()` gives the failed attempt's memory back first.
+# tokens. On a GPU, without `simulated_device`, only a real `torch.OutOfMemoryError` triggers the retry (with
+# `inputs` moved to the model's device), and `torch.cuda.empty_cache()` gives the failed attempt's memory back
+# first.
 #
 # ## 5. What the traffic costs: bytes counted, time measured, the bus estimated (Cache offloading)
 #
@@ -392,23 +401,26 @@ print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
 # nowhere else on this CPU), so the recording's overhead is on both sides. Each repeat is one `generate` of a
 # fixed number of new tokens, timed per decoded token by a `DecodeClock` streamer (the prefill left out), the two
 # caches interleaved (`step_times.decode_step_times`, the loop notebook 04 times its quantized caches with).
+# Each time prints as the median over the repeats with its interquartile range (IQR).
 
 # %%
 # Not checked: times depend on the machine.
 NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
 
 
+labels = {kind: cache_kind_label(kind) for kind in ("dynamic", "offloaded")}  # the runs' names in the reader's words
 with kvlab.watch(smollm2):  # greedy, exactly NEW_TOKENS tokens after the same prompt, each way
     decoded = step_times.decode_step_times(
-        smollm2, inputs["input_ids"], {"dynamic": {}, "offloaded": {"cache_implementation": "offloaded"}},
+        smollm2, inputs["input_ids"],
+        {labels["dynamic"]: {}, labels["offloaded"]: {"cache_implementation": "offloaded"}},
         new_tokens=NEW_TOKENS, repeats=REPEATS, warmup=WARMUP)
-decode_times = {label: result.decode for label, result in decoded.items()}  # seconds per decoded token
+decode_times = {kind: decoded[label].decode for kind, label in labels.items()}  # seconds per decoded token
 for measured in decode_times.values():
-    print(f"{measured.label:>9}: {measured.describe()} per decoded token")
+    print(f"{measured.label:>12}: {measured.describe()} per decoded token")
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
 
 # %% [markdown]
-# Read the verdict as printed: an interval that contains 1 is no difference beyond noise, and "too noisy to
+# Read the verdict as printed: an interval that contains 1 means no detectable difference, and "too noisy to
 # tell" (too few repeats) says nothing either way; one that excludes 1 is a difference in the schedule's
 # bookkeeping on this CPU (its calls and their record). In no case is it the price of the traffic, which needs a
 # bus.

@@ -44,7 +44,7 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.i18n import number
+from kvlab.i18n import layer_kind_label, number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
@@ -82,9 +82,41 @@ print("  cross-attention cache:", past_key_values.cross_attention_cache.get_seq_
 # The self-attention cache holds the decoder's tokens: the start token plus 9 generated ones fed back (the
 # 10th new token is never fed). The cross-attention cache holds the 12 source positions.
 #
-# **Predict first.** Now the same call inside `kvlab.watch`, for a 12-token and then a 24-token source. The
-# 12-token source gave each decoder layer's cross-attention 6,144 bytes (12 tokens × K and V × 4 heads × 16 ×
-# 4 bytes). How many bytes will the cross-attention hold in total, both layers, for the 24-token source?
+# Building the cache by hand is optional. Called without one, as the guide calls `generate`, `bart.generate`
+# sees an encoder-decoder model and builds its `EncoderDecoderCache` itself; with `return_dict_in_generate=True`
+# it hands that cache back as `past_key_values`, so we can look inside:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generated = bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False,
+                          max_new_tokens=10, min_new_tokens=10, return_dict_in_generate=True)
+built = generated.past_key_values  # no cache passed in: this one is generate's own
+self_cache, cross_cache = built.self_attention_cache, built.cross_attention_cache
+
+
+def bytes_held(cache):  # keys and values of every layer
+    return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+
+print(type(built).__name__, "built by generate, of", type(self_cache).__name__, "and", type(cross_cache).__name__)
+print(f"  self-attention cache:  {self_cache.get_seq_length()} tokens, keys of a layer "
+      f"{tuple(self_cache.layers[0].keys.shape)}, {number(bytes_held(self_cache))} bytes in its 2 layers")
+print(f"  cross-attention cache: {cross_cache.get_seq_length()} tokens, keys of a layer "
+      f"{tuple(cross_cache.layers[0].keys.shape)}, {number(bytes_held(cross_cache))} bytes in its 2 layers")
+if torch.equal(generated.sequences, out):
+    print("the same tokens as with the hand-built cache")
+else:
+    print("other tokens than with the hand-built cache")
+
+# %% [markdown]
+# The same two `DynamicCache`s, the same 10 and 12 tokens, the same text. Building the cache by hand is for
+# choosing what goes into each half (section 1 ends with a static self-attention half), or for keeping the
+# cache to continue later.
+#
+# **Predict first.** Now the hand-built call of the first cell inside `kvlab.watch`, for a 12-token and then a
+# 24-token source. The 12-token source gave each decoder layer's cross-attention 6,144 bytes (12 tokens × K and
+# V × 4 heads × 16 × 4 bytes). How many bytes will the cross-attention hold in total, both layers, for the
+# 24-token source?
 
 # %%
 guess = None  # bytes, both layers' cross-attention, 24-token source: your guess
@@ -104,7 +136,7 @@ for source_tokens in (12, 24):
         print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
               f"{number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
-print(score(guess, cross_bytes, unit=" B", kind="amount"))
+display(score(guess, cross_bytes, unit=" B", kind="amount"))
 
 # %% [markdown]
 # The trace tags each layer with its role: `self` for the decoder's own tokens, `cross` for the encoder's. The
@@ -117,7 +149,8 @@ with kvlab.watch(bart) as watch:
     past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=24,
                   min_new_tokens=24, past_key_values=past_key_values)
-growth.plot_growth(watch.trace, title="tiny-bart (random weights): self- vs cross-attention bytes per decoder token")
+growth.plot_growth(watch.trace,
+                   title="tiny-bart (random weights): self- and cross-attention bytes held vs decoder tokens seen")
 
 # %% [markdown]
 # The self-attention part starts with one token (the decoder's start token) and grows by one per step; the
@@ -215,16 +248,19 @@ for name, model in TINY.items():
 
 # %%
 # NBVAL_CHECK_OUTPUT
+per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
+             for name, t in traces.items()}  # fmt: skip
+display(score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount", label="tiny-llama:"))
+display(score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount", label="tiny-mamba:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 for name, trace in traces.items():
     by_step = trace.bytes_by_step()
-    kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
+    kinds = sorted({layer_kind_label(row["layer_kind"], plural=True) for row in trace.layer_table()})  # in words
     print(f"{name:>10} ({trace.meta['cache_class']}, {', '.join(kinds)} layers): {number(by_step[0]):>6} bytes "
           f"after the prompt, {number(by_step[-1]):>6} after {len(by_step) - 1} more tokens, "
           f"+{number((by_step[-1] - by_step[0]) // (len(by_step) - 1))} per token")
-per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
-             for name, t in traces.items()}  # fmt: skip
-print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
-print("tiny-mamba:", score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount"))
 
 # %%
 growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
@@ -259,22 +295,29 @@ live(mamba_vs_llama,
 # tiny-jamba alternates Mamba and attention layers; transformers gives it one `DynamicCache` with a
 # `LinearAttentionLayer` where the model has a Mamba layer and a `DynamicLayer` where it has attention.
 #
-# **Predict first.** Which of its layers grow with the tokens: the attention layers (`"full"`), the Mamba
-# layers (`"linear"`), `"both"` or `"neither"`?
+# **Predict first.** Which of its layers grow with the tokens: the attention layers ("full"), the Mamba
+# layers ("linear"), "both" or "neither"? Answer with one of the four quoted words.
 
 # %%
-guess = None  # "full", "linear", "both" or "neither": your guess
+guess = None  # one of the four quoted words of the question: your guess
+
+# %%
+# NBVAL_CHECK_OUTPUT
+jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])  # {kind: [(tokens seen, bytes), ...]}
+grown = [layer_kind_label(kind) for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
+answers = dict(both_label="both", neither_label="neither")  # the question's words, in the reader's language
+display(score(guess, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
+              kind="choice"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print("layer types:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
-    print(f"layer {row['layer_idx']} {row['layer_kind']:>6}: {row['logical_length']:>2} tokens, "
+    print(f"layer {row['layer_idx']} {layer_kind_label(row['layer_kind']):>8}: {row['logical_length']:>2} tokens, "
           f"{number(row['bytes_held']):>6} bytes")
-jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
-print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
-grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
-print(score(guess, grown[0] if len(grown) == 1 else ("both" if grown else "neither"), kind="choice"))
+for kind, points in jamba_kinds.items():
+    print(f"{layer_kind_label(kind, plural=True)} layers: {number(points[0][1]):>6} bytes after the prompt, "
+          f"{number(points[-1][1]):>6} at the end")
 
 # %%
 growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): linear state vs attention KV")

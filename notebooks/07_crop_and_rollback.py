@@ -32,6 +32,7 @@
 # `kvlab.watch`, which records what every layer holds.
 
 # %%
+import os
 import sys
 import warnings
 
@@ -41,9 +42,9 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.i18n import marks, number
+from kvlab.i18n import layer_kind_label, marks, number
 from kvlab.live import live
-from kvlab.measure import text
+from kvlab.measure import text, timing
 from kvlab.plots._figure import subplots
 from kvlab.predictions import score
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
@@ -54,6 +55,7 @@ from kvlab.recorded_run import encode
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
 transformers.logging.set_verbosity_error()  # the tiny Mamba models' "slow kernel" notices
 torch.manual_seed(0)
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # no untimed warm-up in the test suite; checked outputs hold either way
 model, tokenizer = kvlab.load("smollm2")
 print(f"Python {sys.version.split()[0]} (the Gemma prompt below is Python's own reference text)")
 
@@ -91,8 +93,8 @@ print("same tokens:", torch.equal(again, out), "| cache length now:", past_key_v
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess_kept, kept_after_crop, unit=" tokens", kind="count"))
-print(score(guess_same_tokens, torch.equal(again, out), kind="choice"))
+display(score(guess_kept, kept_after_crop, unit=" tokens", kind="count"))
+display(score(guess_same_tokens, torch.equal(again, out), kind="choice"))
 
 # %% [markdown]
 # The same calls inside `kvlab.watch`, which records each layer's slots and storage bytes. `holdings` sums them
@@ -155,7 +157,7 @@ past_key_values.crop(-3)
 # %%
 # NBVAL_CHECK_OUTPUT
 print("cache length after crop(-3):", past_key_values.get_seq_length())
-print(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+display(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
 # transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have
@@ -246,7 +248,7 @@ past_key_values.crop(-3)
 # %%
 # NBVAL_CHECK_OUTPUT
 print("attention layers hold, before and after crop(-3):", length_before, past_key_values.get_seq_length())
-print(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+display(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
 # It raises at once: a linear-attention layer keeps no past unless asked, whatever the length. With
@@ -327,15 +329,19 @@ def crop_picture(n, past_recording):
                       past_key_values=past_key_values, pad_token_id=0)
         try:
             past_key_values.crop(-n)
-            title, cropped = f"after crop(-{n}): {past_key_values.get_seq_length()} tokens", n
+            refusal = None
         except kvlab.CacheCropError as err:
-            title, cropped = str(err).split(", ")[0], 0  # its first clause: "crop(-n) refused: sliding layer 0 ..."
+            refusal = str(err).split(", ")[0]  # its first clause: "crop(-n) refused: sliding layer 0 ..."
         rows = cached_positions(past_key_values)
     fig, ax = subplots(figsize=(9, 3.2))
-    if past_recording:
-        plot_cached_positions(rows, title=f"with past recording, {title}", ax=ax, cropped=cropped)
+    length = past_key_values.get_seq_length()
+    if refusal is not None:  # only without past recording
+        plot_cached_positions(rows, title=f"without past recording, {refusal}", ax=ax, cropped=0)
+    elif past_recording:
+        plot_cached_positions(rows, title=f"with past recording, after crop(-{n}): {length} tokens", ax=ax, cropped=n)
     else:
-        plot_cached_positions(rows, title=f"without past recording, {title}", ax=ax, cropped=cropped)
+        plot_cached_positions(rows, title=f"without past recording, after crop(-{n}): {length} tokens", ax=ax,
+                              cropped=n)
     return fig
 
 
@@ -353,7 +359,7 @@ for recording in (False, True):
         tiny.generate(tiny_ids, attention_mask=torch.ones_like(tiny_ids), do_sample=False, max_new_tokens=6,
                       past_key_values=past_key_values, pad_token_id=0)
         rows = cached_positions(past_key_values)
-    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {r['layer_kind']}": (
+    print(f"past recording {recording!s:>5}:", {f"{r['layer_idx']} {layer_kind_label(r['layer_kind'])}": (
         r["positions_live"][0], r["positions_live"][-1], len(r["positions_visible"])) for r in rows[:3]})
 
 # %% [markdown]
@@ -391,20 +397,25 @@ spec = speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1)
 # %%
 # NBVAL_CHECK_OUTPUT
 print("same tokens as greedy:", spec.token_ids == greedy)
-print(f"{len(spec.token_ids)} tokens in {spec.forwards} forwards; "
-      f"drafts accepted {spec.accepted}, rolled back {spec.rejected}")
 drafted = sum(1 for step in spec.steps if step.drafted)
 print(f"forwards: 1 prefill + {len(spec.steps)} after it ({drafted} verified a draft, "
-      f"{len(spec.steps) - drafted} had no draft and decoded one token)")
+      f"{len(spec.steps) - drafted} had no draft and decoded one token) = {spec.forwards}")
+print(f"drafted tokens: {spec.accepted + spec.rejected} = {spec.accepted} accepted + {spec.rejected} rolled back; "
+      f"crops: {[c['n'] for c in spec.cache.trace.crops]}")
+produced = 1 + spec.accepted + len(spec.steps)  # the prefill's token, accepted drafts, the model's own token per forward
+print(f"tokens produced: 1 by the prefill + {spec.accepted} accepted drafts + {len(spec.steps)} of the model's own "
+      f"(one per forward after the prefill) = {produced}")
+print(f"kept: {len(spec.token_ids)}, up to and including <|im_end|>; "
+      f"{produced - len(spec.token_ids)} produced after it are dropped")
+print("last kept token is <|im_end|>:", spec.token_ids[-1] == tokenizer.eos_token_id)
 print(f"plain greedy decoding of the same {len(greedy)} tokens: {len(greedy)} forwards, one per token")
-print("crops:", [c["n"] for c in spec.cache.trace.crops])
 print(repr(tokenizer.decode(spec.token_ids)))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess_same_as_greedy, spec.token_ids == greedy, kind="choice"))
-print(score(guess_forwards, spec.forwards, unit=" forwards", kind="count"))
-print(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
+display(score(guess_same_as_greedy, spec.token_ids == greedy, kind="choice"))
+display(score(guess_forwards, spec.forwards, unit=" forwards", kind="count"))
+display(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 
 # %%
 plot_speculative_steps(spec)
@@ -413,10 +424,63 @@ plot_speculative_steps(spec)
 # Every rejected proposal was written into the cache by the verify forward and removed by `crop(-rejected)`
 # right after, so the next forward starts from exactly the tokens that were kept. The output is
 # token-for-token greedy decoding, in fewer forwards than greedy's one per token (both counts are printed
-# above). The figure draws every forward after the prefill: those with a draft as bars, those without one
-# marked "no draft". On Gemma 3 the same loop needs
+# above). The counts add up as printed: every forward after the prefill commits its accepted drafts plus one
+# token of the model's own, and the last verify forward went on past `<|im_end|>` (the drafts copy the prompt,
+# where the end-of-turn marker is followed by more text): the tokens it committed after `<|im_end|>` are
+# produced but not kept, since the reply ends there. The figure draws every forward after the prefill: those
+# with a draft as bars, those without one marked "no draft". On Gemma 3 the same loop needs
 # `activate_past_recording()` once the sequence passes the window (`speculative_generate(...,
 # past_recording=True)`), for the reason seen in section 2.
+
+# %% [markdown]
+# ### Fewer forwards: is it faster?
+#
+# The counts above are exact on any machine. What they cost here is a measurement: the same loop run twice on
+# the same prompt, once with prompt lookup and once with a draft that never proposes anything, which is plain
+# greedy decoding (one forward per token, no crop), so the only difference is the drafting. The runs are repeated
+# and interleaved (greedy, speculative, greedy, ...); each is printed as a median with its interquartile range
+# (IQR), and the verdict compares the medians, with a bootstrap interval of their ratio.
+#
+# What the counts predict: a verify forward feeds up to 6 tokens instead of 1, and on a small model much of a
+# forward's time does not depend on how many tokens it feeds (reading the weights, launching 30 layers' worth of
+# operations from Python), so 9 forwards should beat 25. Against that, each verify forward does the arithmetic of
+# every drafted token, rejected ones included, and on a 2-core CPU that arithmetic is not free: the larger the
+# share of a forward's time it takes, the less the saved forwards are worth.
+
+# %%
+def no_draft(ids, k):  # proposes nothing: every forward decodes one token, plain greedy decoding
+    return []
+
+
+plain = speculative_generate(model, copy_prompt, 48, no_draft, k=5, eos_token_id=tokenizer.eos_token_id)
+runs = {
+    "greedy decoding": lambda: speculative_generate(model, copy_prompt, 48, no_draft, k=5,
+                                           eos_token_id=tokenizer.eos_token_id),
+    "speculative decoding": lambda: speculative_generate(model, copy_prompt, 48, prompt_lookup_draft(ngram=1), k=5,
+                                                eos_token_id=tokenizer.eos_token_id),
+}
+times = timing.time_interleaved(runs, repeats=3 if QUICK else 7, warmup=0 if QUICK else 1)  # 3 at least
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("no draft gives greedy's tokens:", plain.token_ids == greedy, "| forwards:", plain.forwards, "vs", spec.forwards)
+fed_plain = sum(1 + len(step.drafted) for step in plain.steps)
+fed_spec = sum(1 + len(step.drafted) for step in spec.steps)
+print(f"tokens fed after the prefill: greedy {fed_plain} in {len(plain.steps)} forwards, speculative {fed_spec} in "
+      f"{len(spec.steps)} forwards")
+
+# %%
+# Timings (not checked: they depend on the machine). Medians of interleaved runs, and speculative / greedy.
+for label, measured in times.items():
+    print(f"{label:>26}: {measured.describe()}")
+print(timing.compare(times["greedy decoding"], times["speculative decoding"], warn=False).verdict())
+
+# %% [markdown]
+# Read the verdict as printed. "faster" means the forwards saved outweighed the extra tokens each verify forward
+# fed; "no difference beyond noise" (an interval that contains 1) or "too noisy to tell" means this machine could
+# not tell the two apart in these repeats; "slower" would mean the verify forwards' extra arithmetic cost more
+# than the 16 forwards saved. On a GPU, where a forward of 6 tokens costs about what a forward of 1 does, the
+# saving is larger; with a separate draft model, its own forwards would be added to the speculative side.
 
 # %% [markdown]
 # ## Takeaway
@@ -429,7 +493,8 @@ plot_speculative_steps(spec)
 # - A crop frees no memory by itself: it leaves views of the old storage, released by the next update.
 #   `crop(0)` trims recording sliding layers back to the window; the bytes go at the next forward.
 # - Speculative decoding is crop in a loop: verify *k* proposals in one forward, keep what matches, crop the
-#   rest. The output equals greedy decoding.
+#   rest. The output equals greedy decoding, in fewer forwards; whether fewer forwards took less time on this
+#   machine is the verdict printed at the end of section 5 (a verify forward feeds several tokens).
 #
 # **Next:** [08 · Prefix caching](08_prefix_caching.ipynb): prefill a shared prefix once and copy the cache
 # for each question.

@@ -106,6 +106,39 @@ for question, new in zip(QUESTIONS, answers):
     print(f"{question.splitlines()[0]!r} -> {tokenizer.decode(new, skip_special_tokens=True)!r}")
 
 # %% [markdown]
+# Why the prefill runs under `torch.no_grad()`: `generate` turns gradients off by itself, a plain `model(...)` call
+# does not. The model's weights require gradients (they are trainable parameters), so with gradients on,
+# autograd records how every key and value was computed: the cache's tensors become nodes of a graph instead of
+# plain data, and `copy.deepcopy` refuses them. The same prefill without `torch.no_grad()`:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("gradients enabled:", torch.is_grad_enabled(), "| weights require grad:", model.lm_head.weight.requires_grad)
+grad_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+grad_cache = model(**inputs, past_key_values=grad_cache).cache  # no torch.no_grad(): autograd records the prefill
+keys = grad_cache.layers[0].keys
+print("keys.requires_grad:", keys.requires_grad, "| a leaf of the graph:", keys.is_leaf,
+      "| made by:", type(keys.grad_fn).__name__)
+try:
+    copy.deepcopy(grad_cache)
+    print("copy.deepcopy worked")
+except RuntimeError as error:
+    print("copy.deepcopy raised RuntimeError; its message names graph leaves:", "(graph leaves)" in str(error))
+with torch.no_grad():
+    print("under torch.no_grad(), keys.requires_grad:",
+          model(**inputs, past_key_values=StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN))
+          .cache.layers[0].keys.requires_grad)  # fmt: skip
+del grad_cache, keys  # the recorded graph holds every layer's activations
+
+# %% [markdown]
+# Every key and value of the cache is the output of an operation autograd recorded (`IndexCopyBackward0`: the
+# StaticCache writes its slots with `index_copy_`), and PyTorch deep-copies only tensors a user created, the
+# leaves of the graph. Its message says so: "Only Tensors created explicitly by the user (graph leaves) support
+# the deepcopy protocol at the moment". Under `torch.no_grad()` nothing is recorded, the cache holds plain
+# tensors and the deep copy works. (`torch.inference_mode()` does the same; `model.requires_grad_(False)` too, for
+# the whole model.)
+
+# %% [markdown]
 # **Predict first.** SmolLM2 keeps, per token, 30 layers × (keys + values) × 3 heads × 64 dims × 4 bytes =
 # 46,080 B (printed with the scores below). The `StaticCache` above was made with `max_cache_len=224` and
 # prefilled with the 160-token prefix. How many bytes does each deep copy of it hold? And a deep copy of a
@@ -168,8 +201,8 @@ for name, outs in reused.items():
 static_copy = watch.traces[1]
 dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
 print(f"per token, all 30 layers: {number(static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN)} B")
-print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
-print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
+display(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
+display(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
 # %%
 plot_prefix_copies(watch.traces, prompt_tokens,
@@ -202,7 +235,8 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 # To time it, each question runs both ways with `max_new_tokens=1`, so a call ends at its first new token: the
 # guide's step (the `copy.deepcopy` inside the timed call, since a server pays it on every request) and plain
 # `generate` on the whole prompt. The deep copy alone is timed too. `time_first_token` runs every call once
-# inside `kvlab.watch` to count its prefill, then times them all, repeated and interleaved.
+# inside `kvlab.watch` to count its prefill, then times them all, repeated and interleaved. Each time is printed
+# as the median of the repeats with their interquartile range (IQR: the middle half of the repeats).
 
 # %%
 # Not checked: times depend on the machine.
@@ -237,30 +271,66 @@ print(f"bytes each deep copy duplicates: {number(first_token.copy_bytes)} B "
 
 # %%
 # Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
-# 95 % interval.
+# 95% interval.
 print(f"{first_token.deep_copy.label}: {first_token.deep_copy.describe()}")
+verdicts = []
 for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.without_prefix):
     share = timing.compare(reused, first_token.deep_copy, warn=False)  # deepcopy alone / deepcopy + generate
+    verdicts.append(timing.compare(whole, reused, warn=False).verdict())
     print(asked.splitlines()[0])
     print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
-    print("   ", timing.compare(whole, reused, warn=False).verdict())
+    print("   ", verdicts[-1])
     print(f"    the deepcopy's share of {reused.label}: {number(100 * share.ratio)}% "
           f"({number(100 * share.low)}%-{number(100 * share.high)}%)")
 
 # %%
-# Not checked: times depend on the machine.
-plot_prefill_bars(first_token.series(), "question", "time to first token (ms)",
+# Not checked: times depend on the machine. No reuse first, so it keeps section 2's colour; the box under the
+# panels carries the verdicts printed above.
+series = first_token.series()
+plot_prefill_bars({name: series[name] for name in reversed(series)}, "question", "time to first token (ms)",
                   f"{len(QUESTIONS)} questions after the shop text, one new token each "
-                  f"(times: median and IQR of {REPEATS})")  # fmt: skip
+                  f"(times: median and IQR of {REPEATS})", verdicts=verdicts)  # fmt: skip
 
 # %% [markdown]
 # The token counts are exact: with the copy, each question's first forward runs only the question's tokens;
 # without it, the whole prompt. Whether the time to the first token shows that saving on this machine is the
-# verdict printed for each question, with its interval; an interval that contains 1 is no difference, and "too
-# noisy to tell" means the repeats disagreed too much to say. The deep copy's share is printed beside it, with
-# its interval. What the copy duplicates is the whole `StaticCache`, 10,321,920 B: all 224 slots of
-# `max_cache_len`, filled or not, so its cost follows `max_cache_len`, not the length of the prefix. A longer
-# prefix, or a bigger model, makes the prefill that reuse skips a larger part of each request.
+# verdict printed for each question (and in the box under the figure), with its interval; an interval that
+# contains 1 means no detectable difference, and "too noisy to tell" means the repeats disagreed too much to say.
+# The deep copy's share is printed beside it, with its interval. A longer prefix, or a bigger model, makes the
+# prefill that reuse skips a larger part of each request.
+#
+# What the copy duplicates is the whole `StaticCache`, 10,321,920 B: all 224 slots of `max_cache_len`, filled or
+# not. So its bytes follow `max_cache_len`, not the length of the prefix. Does its time follow them too? The same
+# 160-token prefix, prefilled into StaticCaches of 224, 896 and 3,584 slots, each deep-copied, interleaved:
+
+# %%
+sized = {}
+for max_cache_len in (MAX_CACHE_LEN, 4 * MAX_CACHE_LEN, 16 * MAX_CACHE_LEN):
+    cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    with torch.no_grad():
+        sized[max_cache_len] = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=cache).cache
+copy_times = timing.time_interleaved({f"max_cache_len {n}": lambda cache=cache: copy.deepcopy(cache)
+                                      for n, cache in sized.items()}, repeats=REPEATS)  # fmt: skip
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for max_cache_len, cache in sized.items():
+    print(f"max_cache_len {max_cache_len}: {cache.get_seq_length()} tokens held, a deep copy duplicates "
+          f"{number(cache_bytes(cache)):>10} B")
+
+# %%
+# Not checked: times depend on the machine.
+smallest = copy_times[f"max_cache_len {MAX_CACHE_LEN}"]
+for label, each in copy_times.items():
+    print(f"{label}: {each.describe()}")
+for label, each in list(copy_times.items())[1:]:
+    print(timing.compare(smallest, each, warn=False).verdict())
+
+# %% [markdown]
+# The bytes grow fourfold with each step of `max_cache_len`, for the same 160 tokens. A deep copy's time has a
+# fixed part (Python walking the cache's 30 layers and their keys and values) and a part that grows with the
+# bytes (allocating fresh memory and copying into it); the verdicts say how much the time grew on this run. Size
+# `max_cache_len` for the longest question and answer, not more: every request pays for every slot.
 
 # %% [markdown]
 # ## 4. The trap in the guide's own prefix
@@ -296,7 +366,7 @@ print("Gemma 3: ids of the prefix are a prefix of the full ids:", gemma_check.ok
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess_ids_line_up, check.ok, kind="choice"))
+display(score(guess_ids_line_up, check.ok, kind="choice"))
 
 # %% [markdown]
 # Alone, the prefix ends in a lone space token `Ġ` (its id is printed above). Joined to the question, the same
@@ -378,13 +448,13 @@ for label, prefix in PREFIXES.items():
 # ## Takeaway
 #
 # - The guide's recipe works on a prefix that ends on a token boundary (the shop text ends in a newline):
-#   prefill a cache once under `torch.no_grad()`, `copy.deepcopy` it per question, pass the copy with the whole
-#   prompt. Each answer runs only its question's tokens, and the tokens equal those without reuse. With the
-#   guide's own prefix, which ends in a space, the same recipe silently changes the answer (section 4). In transformers
-#   5.24 the forward's output field is `.cache`
-#   (`.past_key_values` is a deprecated alias for it).
-# - A `StaticCache` copy costs every slot of `max_cache_len`; a `DynamicCache` copy costs the prefix's tokens
-#   and grows with its answer.
+#   prefill a cache once under `torch.no_grad()` (with gradients on, the cache's tensors belong to autograd's graph
+#   and `copy.deepcopy` refuses them), `copy.deepcopy` it per question, pass the copy with the whole prompt. Each
+#   answer runs only its question's tokens, and the tokens equal those without reuse. With the guide's own
+#   prefix, which ends in a space, the same recipe silently changes the answer (section 4). In transformers 5.24
+#   the forward's output field is `.cache` (`.past_key_values` is a deprecated alias for it).
+# - A `StaticCache` copy costs every slot of `max_cache_len` (bytes, and the time of copying them: section 3
+#   measures three sizes); a `DynamicCache` copy costs the prefix's tokens and grows with its answer.
 # - What the reuse saves is prefill: the tokens each request runs before its first new token (exact counts in
 #   section 3). Whether that shortens the time to the first token on your machine is the verdict section 3
 #   prints; each request also pays one `copy.deepcopy` of the whole prefix cache, whose share is printed there.

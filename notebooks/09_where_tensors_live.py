@@ -95,8 +95,8 @@ print("devices seen, per input:", log.devices())
 # %%
 # NBVAL_CHECK_OUTPUT
 (later_ids,) = set(log.lengths("input_ids"))  # input_ids' length, one value for every call after the prefill
-print("forward calls:", score(guess_calls, log.calls, kind="count"))
-print("ids in input_ids, each call after the first:", score(guess_ids, later_ids, kind="count"))
+display(score(guess_calls, log.calls, kind="count", label="forward calls:"))
+display(score(guess_ids, later_ids, kind="count", label="ids in input_ids, each call after the first:"))
 
 # %% [markdown]
 # Five forwards for five tokens: the prefill produces the first token, each later call one more. `forward` never
@@ -122,6 +122,7 @@ guess_dynamic = None  # distinct signatures over the 12 decoding calls, default 
 guess_static = None  # the same with cache_implementation="static": your guess
 
 # %%
+vars(model).pop("_previous_max_cache_length", None)  # forget earlier static sizes ("Try it" below shows why)
 logs = {}
 with log_forward_inputs(model) as logs["dynamic (default)"]:
     model.generate(**inputs, do_sample=False, max_new_tokens=13)
@@ -139,10 +140,10 @@ print("static call 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.cal
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("default cache, distinct decoding signatures:",
-      score(guess_dynamic, logs["dynamic (default)"].decoding_signatures()[0], kind="count"))
-print("static cache, distinct decoding signatures:",
-      score(guess_static, static_log.decoding_signatures()[0], kind="count"))
+display(score(guess_dynamic, logs["dynamic (default)"].decoding_signatures()[0], kind="count",
+              label="default cache, distinct decoding signatures:"))
+display(score(guess_static, static_log.decoding_signatures()[0], kind="count",
+              label="static cache, distinct decoding signatures:"))
 
 # %%
 plot_forward_shapes(logs, title="Sequence length of each forward input, per call")
@@ -154,7 +155,9 @@ plot_forward_shapes(logs, title="Sequence length of each forward input, per call
 # = 7 + 13 - 1 = 19 slots (the 7 prompt tokens and the 12 new ones fed back, as the call-1 shapes show), and
 # builds a 4-D boolean mask of that same fixed width `(1, 1, 1, 19)`, so all 12 decoding calls share
 # **one** signature: one graph, captured once, replayed every step. The prefill adds a signature of its own in
-# both runs (the figure titles leave it out; counted, it makes 13 and 2). That is why the guide pairs
+# both runs (the figure titles leave it out; counted, it makes 13 and 2). In the figure, inputs of the same length
+# at every call (`input_ids` and `position_ids`; the static cache's keys and its mask) are drawn a little apart
+# sideways, so that neither hides the other. That is why the guide pairs
 # a static cache with `torch.compile`, and why `generate` keeps its own growing tensors off the traced path.
 
 # %% [markdown]
@@ -166,6 +169,8 @@ plot_forward_shapes(logs, title="Sequence length of each forward input, per call
 # With `"static"`, look at the width: `generate` builds each new static cache with the largest `max_cache_len` it
 # has used on this model so far (transformers keeps it, `_prepare_static_cache`, so that a compiled graph can be
 # reused). After section 2's 13-token run, the default 8 new tokens (which need 7 + 7 = 14 slots) still get 19.
+# (That is why section 2's cell starts by removing `model._previous_max_cache_length`: run after this control with
+# more new tokens, it would otherwise get a wider cache than 19.)
 
 # %%
 def signatures(cache_implementation, new_tokens):

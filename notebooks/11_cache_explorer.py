@@ -40,7 +40,7 @@ import transformers
 from IPython.display import HTML, Image
 
 from kvlab.explorer import explore
-from kvlab.i18n import marks, number, percent
+from kvlab.i18n import layer_kind_label, marks, number, percent
 from kvlab.predictions import score
 
 transformers.logging.disable_progress_bar()
@@ -79,9 +79,9 @@ print(f"slots allocated {number(row['slots_allocated'])}  live {number(row['slot
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("allocated:", score(guess_allocated, row["slots_allocated"], unit=" slots", kind="count"))
-print("live:     ", score(guess_live, row["slots_live"], unit=" slots", kind="count"))
-print("masked:   ", score(guess_masked, row["slots_masked"], unit=" slots", kind="count"))
+display(score(guess_allocated, row["slots_allocated"], kind="count", label="slots allocated:"))
+display(score(guess_live, row["slots_live"], kind="count", label="slots live:"))
+display(score(guess_masked, row["slots_masked"], kind="count", label="slots masked:"))
 
 # %% [markdown]
 # 30 layers × 64 slots are allocated from the prefill on (the black line of the slots panel is flat); 30 × 28
@@ -102,8 +102,8 @@ Image(demo.plot.value)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for row in demo.summary_rows():
-    print(f"{row['run']:>4} {row['label']:<36} allocated {number(row['slots_allocated']):>5}  "
+for row in demo.summary_rows():  # the run kept for comparison, then the current one
+    print(f"{row['label']:<36} allocated {number(row['slots_allocated']):>5}  "
           f"live {number(row['slots_live']):>5}  peak bytes {number(row['peak_bytes']):>9}")
 
 # %%
@@ -115,11 +115,11 @@ end_share = 100 * dynamic_bytes[-1] / static_bytes[-1]
 print(f"after the prefill: dynamic {number(dynamic_bytes[0])} B, static {number(static_bytes[0])} B")
 print(f"at the end: dynamic {number(dynamic_bytes[-1])} B = {percent(end_share, 0)} of static "
       f"{number(static_bytes[-1])} B")
-print("starts lower:", score(guess_starts_lower, starts_lower, kind="choice"))
-print("end share:   ", score(guess_end_share, end_share, unit=" %", kind="share"))
+display(score(guess_starts_lower, starts_lower, kind="choice", label="starts lower:"))
+display(score(guess_end_share, end_share, unit="%", kind="share", label="end share:"))
 
 # %% [markdown]
-# The dynamic cache allocates exactly what is live: 840 slots against the static cache's 1,920, so it holds 44 %
+# The dynamic cache allocates exactly what is live: 840 slots against the static cache's 1,920, so it holds 44%
 # of the static cache's bytes at the end (1,290,240 of 2,949,120). It starts at the prefill's 21 tokens and
 # grows by one token a step; the static line is flat at its 64 slots from the prefill on.
 #
@@ -165,8 +165,8 @@ Image(tiny.plot.value)
 # %%
 # NBVAL_CHECK_OUTPUT
 def live_by_kind(layer_rows):
-    """{layer kind: the distinct numbers of tokens its layers hold}."""
-    return {kind: sorted({r["slots_live"] for r in layer_rows if r["layer_kind"] == kind})
+    """{layer kind, in the reader's language: the distinct numbers of tokens its layers hold}."""
+    return {layer_kind_label(kind): sorted({r["slots_live"] for r in layer_rows if r["layer_kind"] == kind})
             for kind in sorted({r["layer_kind"] for r in layer_rows})}
 
 
@@ -175,8 +175,27 @@ print("without past recording:", refusal[:90], "...")
 print("with past recording:   ", tiny.message_text)
 print("tokens held before the crop:", live_by_kind(before))
 print("tokens held after the crop: ", live_by_kind(tiny.session.current.layer_rows()))
-print("crop without past recording:", score(guess_crop_works, crop_works, kind="choice"))
-print("crop with past recording:   ", score(guess_crop_works_recorded, crop_works_recorded, kind="choice"))
+display(score(guess_crop_works, crop_works, kind="choice", label="crop without past recording:"))
+display(score(guess_crop_works_recorded, crop_works_recorded, kind="choice", label="crop with past recording:"))
+
+# %% [markdown]
+# Two things in the second dashboard are the crop's, not the last step's. The trace records a crop at the step it
+# follows: the slots panel's last point (step 5) is drawn after the crop, so the line falls from step 4 straight
+# to what the crop left, although step 5's own forward had added one token per layer first. And the bytes panel
+# does not fall at all: `crop` slices each layer's tensors, and a slice is a view that keeps the whole storage
+# until the next forward's `torch.cat` copies the kept tokens into new tensors (notebook 07, section 1). Both read
+# from this run:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+run = tiny.session.current
+slots = run.trace.slots_by_step()  # one row per step; the crop's re-reads are filed under the last step
+last = slots[-1]["step"]
+forward_slots = sum(e["slots_live"] for e in run.trace.updates if e["step"] == last and e.get("op") != "crop")
+print(f"slots, all layers: step {last - 1}: {slots[-2]['slots_live']}; step {last}'s forward: {forward_slots}; "
+      f"after crop(-2), drawn at step {last}: {slots[-1]['slots_live']}")
+print(f"bytes held: {number(run.crop_bytes['before'])} B before the crop, {number(run.crop_bytes['after'])} B "
+      f"after it; {number(run.crop_bytes['kept_by_views'])} B of that storage hold no token now")
 
 # %% [markdown]
 # **Takeaway.** With past recording the sliding layers keep every token until a crop (109 each before it, as

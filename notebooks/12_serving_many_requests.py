@@ -148,7 +148,7 @@ if preempted:
 else:
     print("requests preempted (blocks freed, re-queued, prompt recomputed): none")
 print(f"prompt tokens reused from another request's blocks (prefix sharing): {summary['prefix_hit_tokens']}")
-print(f"internal fragmentation: {marks(str(summary['fragmentation_pct_mean']))} % of handed-out slots empty, "
+print(f"internal fragmentation: {marks(str(summary['fragmentation_pct_mean']))}% of handed-out slots empty, "
       f"averaged over forwards")
 
 # %%
@@ -182,14 +182,14 @@ layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"{number(bytes_per_token)} B per token; static max_cache_len = {max_cache_len}; budget {number(budget)} B")
-print(f"{'layout':10} {'held B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
-for row in layouts:
-    print(f"{row['layout']:10} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
+print(f"{'layout':12} {'held B':>12} {'live B':>12} {'waste %':>8} {'fit in budget':>14}")
+for row in layouts:  # `layout` is the row's key, `name` the same words in the reader's language
+    print(f"{row['name']:12} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
           f"{number(row['waste_pct'], 1):>8} {row['fit_in_budget']:>14}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess, layouts[0]["waste_pct"], unit=" %", kind="share"))
+display(score(guess, layouts[0]["waste_pct"], unit="%", kind="share"))
 
 # %% [markdown]
 # ### The static and dynamic rows, measured on real caches
@@ -221,16 +221,17 @@ handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held
 # NBVAL_CHECK_OUTPUT
 by_name = {row["layout"]: row for row in layouts}
 for layout, (held_bytes, live_bytes) in measured.items():
-    print(f"{layout:8} measured held {number(held_bytes)} B, live {number(live_bytes)} B;"
+    print(f"{by_name[layout]['name']:8} measured held {number(held_bytes)} B, live {number(live_bytes)} B;"
           f" table: {number(by_name[layout]['bytes_held'])} / {number(by_name[layout]['bytes_live'])}")
-print(f"paged 16 measured from the trace: {number(paged_16)} B; table: {number(by_name['paged 16']['bytes_held'])}")
-print(f"paged 16, each request at its last forward: {handed_out} slots handed out, {live_slots} live, "
+print(f"{by_name['paged 16']['name']} measured from the trace: {number(paged_16)} B; "
+      f"table: {number(by_name['paged 16']['bytes_held'])}")
+print(f"{by_name['paged 16']['name']}, each request at its last forward: {handed_out} slots handed out, {live_slots} live, "
       f"{percent(waste_pct(handed_out - live_slots, handed_out, digits=1), 1)} empty (the table's waste %)")
 
 # %% [markdown]
 # The paged rows count whole blocks: at 16, each request wastes what its last block has left, and that depends
 # on where its final length falls (80 tokens fill five blocks exactly; 66 leave 14 slots of the fifth empty).
-# This is why the 7.7 % here differs from the fragmentation printed in section 3, averaged over forwards.
+# This is why the 7.7% here differs from the fragmentation printed in section 3, averaged over forwards.
 
 # %%
 plot_layouts(layouts)
@@ -240,8 +241,8 @@ plot_layouts(layouts)
 #
 # | source | layout | KV memory wasted |
 # |---|---|---|
-# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), measured on their serving traces (source: Kwon et al. 2023, the vLLM paper) | earlier systems reserving contiguous memory for each request's maximum length | 60-80 % |
-# | same paper (source: Kwon et al. 2023, the vLLM paper) | paged blocks (vLLM) | under 4 % |
+# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), measured on their serving traces (source: Kwon et al. 2023, the vLLM paper) | earlier systems reserving contiguous memory for each request's maximum length | 60-80% |
+# | same paper (source: Kwon et al. 2023, the vLLM paper) | paged blocks (vLLM) | under 4% |
 #
 # These are the paper's figures, on GPUs with long real conversations and their own block size; they are for
 # comparison only. Two differences matter beside the table above. The paper's baseline reserved each request's
@@ -257,9 +258,9 @@ print(f"static, {number(max_positions)} slots reserved per request: {number(at_m
       f"{percent(layouts[0]['waste_pct'], 1)})")
 
 # %% [markdown]
-# Reserving SmolLM2's 8,192 positions for each of these eight requests would waste 99.2 % of the memory, above
-# the paper's 60-80 % for its baseline (source: Kwon et al. 2023, the vLLM paper) because these requests are
-# far shorter than the maximum. The other difference: blocks of 16 waste 7.7 % here, above the under 4 % the
+# Reserving SmolLM2's 8,192 positions for each of these eight requests would waste 99.2% of the memory, above
+# the paper's 60-80% for its baseline (source: Kwon et al. 2023, the vLLM paper) because these requests are
+# far shorter than the maximum. The other difference: blocks of 16 waste 7.7% here, above the under 4% the
 # paper reports for vLLM (source: Kwon et al. 2023, the vLLM paper), because these requests are short (80
 # tokens at most) and each one's partly filled last block is a larger share of it.
 #
@@ -279,14 +280,15 @@ print(f"static, {number(max_positions)} slots reserved per request: {number(at_m
 # prompts two ways, greedy, with no end-of-sequence stop so both produce the same tokens: once through
 # `model.generate_batch(...)` (a `ContinuousBatchingConfig` with a pool large enough for every request at once,
 # so nobody waits), and once as one `model.generate(...)` per request, each with its own DynamicCache. The runs
-# are repeated and interleaved (batched, sequential, batched, ...).
+# are repeated and interleaved (batched, sequential, batched, ...); each route's median and interquartile range
+# (IQR) are printed.
 #
 # What the counters predict: one request at a time, each request costs one forward per new token (its prefill,
 # then one decoding step per further token), all of them carrying a single request; batched, one forward per
 # step carries every request in flight, so far fewer forwards run (both counts are printed). Fewer forwards
 # means the weights are read fewer times, but each batched forward does the arithmetic of all its requests, and
 # on a CPU the paged attention runs transformers' eager implementation. Whether batching is faster on this
-# machine is what the printed verdict says: an interval that contains 1 is no difference.
+# machine is what the printed verdict says: an interval that contains 1 means no difference this run could detect.
 
 # %%
 # Not checked: times depend on the machine.
@@ -296,8 +298,8 @@ print(f"{batching['label']}; same greedy tokens both ways: {batching['same_token
 print(f"forwards: {batching['batched_forwards']} for generate_batch, {batching['sequential_forwards']} for one "
       f"generate per request")
 for route in ("batched", "sequential"):
-    t = batching["timings"][route]
-    print(f"{route:<10} median {number(t['median_s'], 2)} s (IQR {number(t['q1_s'], 2)}-{number(t['q3_s'], 2)}, "
+    t = batching["timings"][route]  # keyed by route; its label is the route in the reader's language
+    print(f"{t['label']:<10} median {number(t['median_s'], 2)} s (IQR {number(t['q1_s'], 2)}-{number(t['q3_s'], 2)}, "
           f"{len(t['times_s'])} runs)")
 low, high = batching["speedup_interval"]
 print(f"speed-up, sequential / batched: {number(batching['speedup'], 2)} ({number(low, 2)}-{number(high, 2)})")
@@ -321,7 +323,7 @@ def measure_blocks(block_size, requests):
                                  page_size=block_size, num_blocks=256 // block_size, max_batch_tokens=512))
     s = paged_summary(w.trace)
     return plot_block_timeline(w.trace, title=f"{requests} requests, blocks of {block_size} tokens: "
-                               f"{marks(str(s['fragmentation_pct_mean']))} % of handed-out slots empty")
+                               f"{marks(str(s['fragmentation_pct_mean']))}% of handed-out slots empty")
 
 
 live(measure_blocks,
@@ -341,7 +343,7 @@ live(measure_blocks,
 #   and come from one shared pool the scheduler hands out and takes back block by block.
 # - Batched, every step is one forward over all requests in flight instead of one per request, so far fewer
 #   forwards run; whether that made the same tokens arrive sooner on this machine is section 5's printed verdict.
-# - The vLLM paper's 60-80 % vs under 4 % (source: Kwon et al. 2023, the vLLM paper) is an external reference
+# - The vLLM paper's 60-80% vs under 4% (source: Kwon et al. 2023, the vLLM paper) is an external reference
 #   measured on other workloads; kvlab's own numbers are in the table.
 #
 # Back to the start: [00 · Start here](00_start_here.ipynb), or play in the [Cache Explorer](11_cache_explorer.ipynb).

@@ -10,7 +10,15 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from kvlab.notebook_exec import FIGURE_OVERFLOW, STAMP, NotebookExecutionError, _figure_overflow, code_digest, main
+from kvlab.notebook_exec import (
+    FIGURE_OVERFLOW,
+    FIGURE_TEXTS,
+    STAMP,
+    NotebookExecutionError,
+    _figure_overflow,
+    code_digest,
+    main,
+)
 
 
 def notebook(*code: str):
@@ -39,8 +47,8 @@ def test_a_notebook_runs_in_its_directory_with_the_extra_environment_and_is_stam
     ran = nbformat.read(path, as_version=4)
     assert ran.cells[2].outputs[0].text == f"from --env {os.path.realpath(tmp_path)}\n"
     assert [cell.execution_count for cell in ran.cells[1:]] == [1, 2]
-    # the digest and the figure check's findings (none: no figure), nothing that differs run to run
-    assert ran.metadata["kvlab"] == {STAMP: code_digest(nb), FIGURE_OVERFLOW: []}
+    # the digest, the figure check's findings and the figures' texts (none: no figure), nothing that differs run to run
+    assert ran.metadata["kvlab"] == {STAMP: code_digest(nb), FIGURE_OVERFLOW: [], FIGURE_TEXTS: []}
     assert all("execution" not in cell.metadata for cell in ran.cells)
     assert "KVLAB_EXEC_TEST" not in os.environ  # the setting went to the kernel only
 
@@ -79,6 +87,16 @@ def test_the_figures_each_cell_shows_are_checked_and_the_outputs_stay_as_they_ar
         {"cell": 4, "figure": 0, "text": LONG, "kind": "outside", "axes": 0},  # a pyplot figure too
         {"cell": 5, "figure": 1, "text": LEFT, "kind": "overlap", "axes": 0, "with": RIGHT},
     ]
+    # every figure's texts, in the order shown: titles and labels, then one list of tick labels per axis, as drawn
+    texts = ran.metadata["kvlab"][FIGURE_TEXTS]
+    assert [(shown["cell"], shown["figure"], shown["texts"]) for shown in texts] == [
+        (3, 0, [LONG]),
+        (4, 0, [LONG]),
+        (5, 0, ["fits"]),
+        (5, 1, [LEFT, RIGHT]),
+    ]
+    assert texts[0]["ticks"] == 2 * [["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]]  # kvlab's number ticks
+    assert texts[1]["ticks"][1] == ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]  # pyplot's own formatter
     shown = [[output.output_type for output in cell.outputs] for cell in ran.cells[1:]]
     assert shown == [[], [], ["execute_result"], ["execute_result", "display_data"], 2 * ["display_data"], ["stream"]]
     assert ran.cells[6].outputs[0].text == "no figure\n"  # and no word of the check, nor of an error, anywhere

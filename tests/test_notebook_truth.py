@@ -8,7 +8,10 @@
    nothing else in the file could tell.
 3. Every "Predict first" is a real prediction: a later cell sets a `guess...` name for the learner to edit and a
    cell after that scores it with `kvlab.predictions.score(guess, ...)`, before the next prediction.
-4. Every figure fits, in both languages: the run that stamps a notebook also checks each figure it shows
+4. No answer is in sight of its open question: a committed notebook's guesses are `None`, and each scoring cell
+   shows the measured answer only folded, inside a collapsed `<details class="kvlab-answer">` (the HTML form of
+   `kvlab.predictions.score`), never in its printed text, which is what a plain view shows.
+5. Every figure fits, in both languages: the run that stamps a notebook also checks each figure it shows
    (`kvlab.plots.overflow`) and records what runs past the figure or over another panel's title; nothing may.
 
 The parsing behind each check is tested first, on small strings, so a passing notebook means what it says.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import html
 import io
 import re
 import tokenize
@@ -29,7 +33,7 @@ from babel.messages.pofile import read_po
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from kvlab.notebook_exec import FIGURE_OVERFLOW, STAMP, code_digest
+from kvlab.notebook_exec import FIGURE_OVERFLOW, FIGURE_TEXTS, STAMP, code_digest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("pt-BR/*.ipynb"))  # English, then Portuguese
@@ -253,8 +257,53 @@ def prediction_problems(nb) -> list[str]:
             if not any(name in guesses_scored(source) for i, source in code if i > index):
                 problems.append(
                     f"c{prompt} ({asked!r}): `{name}` (set in c{index}) is never scored; add a later cell "
-                    f"`print(score({name}, measured, unit=..., kind=...))` (from kvlab.predictions import score)"
+                    f"`display(score({name}, measured, unit=..., kind=...))` (from kvlab.predictions import score)"
                 )
+    return problems
+
+
+FOLDED_ANSWER = re.compile(r'<details class="kvlab-answer"><summary>.*?</summary><p>(.*?)</p></details>', re.S)
+PRINTED_ANSWER = re.compile(r"(?:no guess yet|ainda sem palpite)\W+(?:measured|medido)\b", re.I)
+
+
+def _measured(folded: str) -> str:
+    """ "measured 23,040 B. Enter your guess ..." -> "23,040 B" (the answer, after its first word)."""
+    text = html.unescape(folded)
+    return re.split(r"\.\s", text.split(maxsplit=1)[1])[0]
+
+
+def _answer_value(answer: str) -> str:
+    """What gives a folded answer away: its number without the unit ("511" of "511 tokens", "89.5" of "89.5%"),
+    or the whole answer when it has no number ("saw")."""
+    number = re.match(r"-?\d[\d.,]*", answer)
+    return number.group(0).rstrip(".,") if number else answer
+
+
+def answer_problems(nb) -> list[str]:
+    """Where an open prediction's answer can be read without opening its fold: printed as text, or not folded."""
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "score(" not in cell.source:
+            continue
+        plain, folded = [], []
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                plain.append(output.get("text", ""))
+            data = output.get("data", {})
+            answers = [_measured(answer) for answer in FOLDED_ANSWER.findall(data.get("text/html", ""))]
+            folded += answers
+            if not answers:  # an open question's own text form is the question, not the answer
+                plain.append(data.get("text/plain", ""))
+        printed = "\n".join(plain)
+        if PRINTED_ANSWER.search(printed):
+            problems.append(f"c{index}: prints an open question's answer; show it with `display(score(...))`")
+        if not folded:
+            problems.append(f"c{index}: scores a prediction but shows no folded answer (is its guess still None?)")
+        problems += [
+            f"c{index}: the folded answer {answer!r} is also printed (print its table in a cell of its own, after)"
+            for answer in folded
+            if re.search(rf"(?<![\w.,]){re.escape(_answer_value(answer))}(?![\w]|[.,]\d)", printed)
+        ]
     return problems
 
 
@@ -380,6 +429,29 @@ def test_a_prediction_needs_a_guess_and_a_later_score_of_it():
     assert prediction_problems(small_notebook(new_markdown_cell('Check your "Predict first" answers.'))) == []
 
 
+def test_an_answer_counts_as_hidden_only_when_folded_and_not_printed():
+    from kvlab.predictions import score
+
+    def scoring(*outputs):
+        cell = new_code_cell("display(score(guess, 511, unit=' tokens', kind='count'))")
+        cell.outputs = list(outputs)
+        return new_notebook(cells=[cell])
+
+    folded = score(None, 511, unit=" tokens")
+    shown = new_output("display_data", data={"text/plain": str(folded), "text/html": folded._repr_html_()})
+    assert answer_problems(scoring(shown)) == []
+    printed = new_output("stream", name="stdout", text="no guess yet; measured 511 tokens. Enter your guess ...\n")
+    assert answer_problems(scoring(printed)) == [
+        "c0: prints an open question's answer; show it with `display(score(...))`",
+        "c0: scores a prediction but shows no folded answer (is its guess still None?)",
+    ]
+    leaked = "c0: the folded answer '511 tokens' is also printed (print its table in a cell of its own, after)"
+    for text in ("cache holds 511 tokens\n", "seen 576, live 511, storage 576\n"):  # with its unit or in a table
+        assert answer_problems(scoring(shown, new_output("stream", name="stdout", text=text))) == [leaked]
+    for text in ("5,511 tokens\n", "0.511 s\n", "511.5 ms\n"):  # other numbers that contain its digits
+        assert answer_problems(scoring(shown, new_output("stream", name="stdout", text=text))) == []
+
+
 def test_the_portuguese_marker_is_the_catalogs_translation():
     """The pt-BR notebooks' prompts are found by their translated marker: it must be the one the catalogs use."""
     translations = [
@@ -438,6 +510,15 @@ def test_every_prediction_is_scored(ipynb: Path):
     )
 
 
+@pytest.mark.parametrize("ipynb", IPYNBS, ids=_name)
+def test_no_answer_is_in_sight_of_its_open_question(ipynb: Path):
+    problems = answer_problems(_read(ipynb))
+    assert not problems, (
+        f"{_name(ipynb)}: {len(problems)} prediction(s) whose answer a reader sees before guessing:\n  "
+        + "\n  ".join(problems)
+    )
+
+
 def _checked(ipynb: Path):
     """A notebook as a test parameter; expected to fail while it has no figure findings at all (it was executed
     before `kvlab.notebook_exec` checked figures), a real failure once it has them and they are not empty."""
@@ -465,3 +546,27 @@ def test_every_figure_fits(ipynb: Path):
         f"{_name(ipynb)}: {len(found)} text(s) run past their figure or over another panel's title or label. "
         f"{fix}, then {rerun}:\n" + "\n".join(lines)
     )
+
+
+DECIMAL_UNIT = re.compile(r"\b[kMGT]B\b")  # kB, MB, GB, TB: powers of 10, beside binary numbers elsewhere
+
+
+def decimal_units(figures: list[dict]) -> list[str]:
+    """The figure texts (titles, labels, legends, ticks) that draw bytes in a decimal unit: kvlab prints bytes in
+    binary units (KiB, MiB, GiB), and a figure in MB beside a table in MiB reads as a 5 % disagreement."""
+    found = []
+    for figure in figures:
+        texts = [*figure.get("texts", []), *(label for labels in figure.get("ticks", []) for label in labels)]
+        found += [f"c{figure['cell']} figure {figure['figure']}: {t!r}" for t in texts if DECIMAL_UNIT.search(t)]
+    return found
+
+
+def test_a_figure_in_megabytes_is_found():
+    figures = [{"cell": 3, "figure": 0, "texts": ["MB on the device", "MiB held"], "ticks": [["1 GB", "2"]]}]
+    assert decimal_units(figures) == ["c3 figure 0: 'MB on the device'", "c3 figure 0: '1 GB'"]
+
+
+@pytest.mark.parametrize("ipynb", IPYNBS, ids=_name)
+def test_figures_draw_bytes_in_binary_units(ipynb: Path):
+    found = decimal_units(_read(ipynb).metadata.get("kvlab", {}).get(FIGURE_TEXTS, []))
+    assert not found, f"{_name(ipynb)}: bytes drawn in decimal units (kvlab's are KiB, MiB, GiB):\n" + "\n".join(found)

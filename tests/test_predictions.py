@@ -1,4 +1,5 @@
-"""Each kind of prediction is scored on its own scale; an open question shows the answer, not a fake score."""
+"""Each kind of prediction is scored on its own scale; an open question folds its answer away instead of printing
+it under the question, and never shows a fake score."""
 
 from __future__ import annotations
 
@@ -15,10 +16,24 @@ def english():
     kvlab.set_language(None)
 
 
-def test_open_question_shows_the_answer():
-    assert score(None, 23040, unit=" B") == (
-        "no guess yet; measured 23,040 B. Enter your guess above and run both cells again."
-    )
+def test_open_question_folds_its_answer_into_the_html_only():
+    open_question = score(None, 23040, unit=" B", label="cache:")
+    assert "23,040" not in open_question and open_question.startswith("cache: no guess yet")
+    html = open_question._repr_html_()
+    assert html.startswith('<details class="kvlab-answer"><summary>cache: no guess yet: show the measured answer')
+    assert "<p>measured 23,040 B." in html and html.index("23,040") > html.index("</summary>")
+
+
+def test_a_scored_guess_is_plain_text():
+    scored = score(13, 13, unit=" tokens", kind="count", label="tokens:")
+    assert scored == "tokens: your guess 13 tokens; measured 13 tokens: exact"
+    assert scored._repr_html_() is None
+
+
+def test_a_word_answer_is_right_however_it_is_written():
+    assert score("hqq 8-bit", "hqq 8 bits", kind="choice").endswith(": right")
+    assert score(" Ramp ", "ramp", kind="choice").endswith(": right")
+    assert score("saw", "ramp", kind="choice").endswith(": wrong")
 
 
 def test_count_is_exact_or_off_by_so_many():
@@ -55,5 +70,5 @@ def test_portuguese_marks_and_words():
     kvlab.set_language("pt-BR")
     assert score(1500, 1200, unit=" B") == "seu palpite 1.500 B; medido 1.200 B: +25% (longe)"
     assert score(12, 1, kind="count") == "seu palpite 12; medido 1: 11 a mais"
-    assert score(None, 23040, unit=" B").startswith("ainda sem palpite; medido 23.040 B.")
+    assert "23.040 B" in score(None, 23040, unit=" B")._repr_html_()
     assert score(True, True, kind="choice") == "seu palpite sim; medido sim: certo"

@@ -9,6 +9,7 @@ import torch
 from kvlab.bench.configs import BenchConfig
 from kvlab.bench.recording_cost import ROUTES, recording_cost, recording_lines
 from kvlab.bench.runner import BenchSettings, generate_once
+from kvlab.i18n import _
 from kvlab.measure.text import token_windows
 from kvlab.measure.timing import Timing, compare, median
 from kvlab.watcher import watch
@@ -35,7 +36,11 @@ def run_overhead(model, tokenizer, settings: BenchSettings) -> dict:
                 runs[name].append(generate_once(model, tokenizer, plain, ids, settings.new_tokens))
             steps = watched.trace.summary()["steps"]
             if steps != settings.new_tokens:
-                raise RuntimeError(f"kvlab.watch recorded {steps} steps of generate, not {settings.new_tokens}")
+                raise RuntimeError(
+                    _("kvlab.watch recorded {steps} steps of generate, not {new_tokens}").format(
+                        steps=steps, new_tokens=settings.new_tokens
+                    )
+                )
         else:
             runs[name].append(generate_once(model, tokenizer, configs[name], ids, settings.new_tokens))
     speed = {name: median([r["decode_tokens_per_s"] for r in rs]) for name, rs in runs.items()}

@@ -16,6 +16,7 @@ from kvlab.bench.support import unsupported_reason
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.factory import make_cache
 from kvlab.caches.quantized import ensure_quanto_extension
+from kvlab.i18n import _
 from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
@@ -39,9 +40,9 @@ class BenchSettings:
     def check(self) -> None:
         for name in ("prompt_tokens", "new_tokens", "repeats", "quality_windows"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1; got {getattr(self, name)}")
+                raise ValueError(_("{name} must be at least 1; got {got}").format(name=name, got=getattr(self, name)))
         if self.new_tokens < 2:
-            raise ValueError("new_tokens must be at least 2 (decode speed needs two decoded tokens)")
+            raise ValueError(_("new_tokens must be at least 2 (decode speed needs two decoded tokens)"))
 
 
 def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
@@ -206,7 +207,7 @@ def _time_runs(model, tokenizer, timed, prompt, settings, reasons, ticker) -> di
     """Every repeat of every timed configuration, interleaved; a configuration that fails is given its reason."""
     runs: dict[str, list[dict]] = {c.label: [] for c in timed}
     by_label = {c.label: c for c in timed}
-    for _, label in timing.interleaved(list(by_label), settings.repeats):
+    for _round, label in timing.interleaved(list(by_label), settings.repeats):
         ticker.start(label)
         if reasons.get(label) is None:
             try:

@@ -14,6 +14,7 @@ from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
 from kvlab.caches.kinds import KINDS
 from kvlab.caches.offloaded import stop_transfer_recording
 from kvlab.caches.quantized import InstrumentedQuantizedCache
+from kvlab.i18n import _
 from kvlab.recording.layer_state import read_layer
 from kvlab.recording.recorder import Recorder
 
@@ -30,8 +31,10 @@ def twin_class(cls: type, offloading: bool = False) -> type:
         if (base, offloading) in TWINS:
             return _derived_twin(cls, TWINS[(base, offloading)])
     raise TypeError(
-        f"kvlab cannot instrument a {cls.__name__}: it instruments DynamicCache, StaticCache, QuantizedCache, "
-        "EncoderDecoderCache and their subclasses."
+        _(
+            "kvlab cannot instrument a {cls}: it instruments DynamicCache, StaticCache, QuantizedCache, "
+            "EncoderDecoderCache and their subclasses."
+        ).format(cls=cls.__name__)
     )
 
 

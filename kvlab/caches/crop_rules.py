@@ -9,7 +9,7 @@ import operator
 
 from kvlab import _compat
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import N_, _
+from kvlab.i18n import N_, _, layer_kind_label
 
 # A sliding or chunked layer as a refusal names it ("sliding layer 3"), one message per kind so that a translation
 # can put the kind where its language puts an adjective ("camada deslizante 3").
@@ -81,7 +81,7 @@ def check_dynamic_sliding(
             "again."
         ).format(
             n=tokens_to_remove,
-            layer=layer.format(layer_kind=layer_kind, layer_idx=layer_idx),
+            layer=layer.format(layer_kind=layer_kind_label(layer_kind), layer_idx=layer_idx),
             seen=seen,
             kept=window - 1,
         )

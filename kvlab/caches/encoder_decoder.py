@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.base import InstrumentedCacheMixin, deepcopy_cache
+from kvlab.i18n import _
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
 
@@ -16,7 +17,9 @@ class InstrumentedEncoderDecoderCache(_compat.EncoderDecoderCache):
         for cache in (self_attention_cache, cross_attention_cache):
             if not isinstance(cache, InstrumentedCacheMixin):
                 raise TypeError(
-                    f"InstrumentedEncoderDecoderCache needs instrumented caches, got {type(cache).__name__}"
+                    _("InstrumentedEncoderDecoderCache needs instrumented caches, got {got}").format(
+                        got=type(cache).__name__
+                    )
                 )
         super().__init__(self_attention_cache, cross_attention_cache)
 

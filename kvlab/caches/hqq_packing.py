@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvlab import _compat
+from kvlab.i18n import _
 
 
 def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, axis: int) -> int:
@@ -17,7 +18,11 @@ def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, 
         numel = batch * heads * (seq + pad) * dim
         if numel % q_group_size == 0 and (numel // q_group_size) % factor == 0:
             return pad
-    raise ValueError(f"hqq cannot pack a {shape} tensor with q_group_size={q_group_size} at {nbits} bits")
+    raise ValueError(
+        _("hqq cannot pack a {shape} tensor with q_group_size={q_group_size} at {nbits} bits").format(
+            shape=shape, q_group_size=q_group_size, nbits=nbits
+        )
+    )
 
 
 def hqq_needs_flatten(nbits: int, axis: int) -> bool:

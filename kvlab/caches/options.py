@@ -28,7 +28,7 @@ from kvlab.cache_kinds import (
     STATIC_KINDS,
 )
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import _
+from kvlab.i18n import _, layer_kind_label
 from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def check_paged_layers(kinds: list[str] | tuple[str, ...], name: str) -> None:
 def paged_blocks(length: int, block_size: int) -> int:
     """Blocks of `block_size` slots a request holding `length` tokens occupies."""
     if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
+        raise ValueError(_("block_size must be >= 1, got {block_size}").format(block_size=block_size))
     return math.ceil(length / block_size)
 
 
@@ -139,7 +139,7 @@ def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> s
 def _describe_kinds(kinds: list[str], window: int | None) -> str:
     """What a refusal says of the layers, "its 26 layers are 22 sliding, 4 full (sliding window 512)"."""
     counts = {layer_kind: kinds.count(layer_kind) for layer_kind in dict.fromkeys(kinds)}
-    text = ", ".join(f"{n} {layer_kind}" for layer_kind, n in counts.items())
+    text = ", ".join(f"{n} {layer_kind_label(layer_kind, plural=n != 1)}" for layer_kind, n in counts.items())
     described = _("its {layers} layers are {kinds}").format(layers=len(kinds), kinds=text)
     if window and "sliding" in counts:
         described += _(" (sliding window {window})").format(window=window)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kvlab.atomic import check_writable, write_text
 from kvlab.errors import KvlabUserError
+from kvlab.i18n import N_, _
 
 
 class UsageError(KvlabUserError):
@@ -75,19 +76,22 @@ def check_output_paths(*paths: str | None) -> None:
             check_writable(path)
 
 
-def read_text_argument(path: str, what: str = "prompt file") -> str:
-    """A file's text, or stdin's for `-`; a missing or unreadable file is a UsageError."""
+def read_text_argument(path: str, what: str = N_("prompt file")) -> str:
+    """A file's text, or stdin's for `-`; a missing or unreadable file is a UsageError (`what` an `N_` message)."""
+    what = _(what)
     if path == "-":
         try:
             return sys.stdin.read()
         except UnicodeDecodeError:
-            raise UsageError(f"{what} on stdin is not UTF-8 text") from None
+            raise UsageError(_("{what} on stdin is not UTF-8 text").format(what=what)) from None
     file = Path(path)
     if not file.is_file():
-        raise UsageError(f"{what} {file} does not exist")
+        raise UsageError(_("{what} {file} does not exist").format(what=what, file=file))
     try:
         return file.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{what} {file} is not UTF-8 text") from None
+        raise UsageError(_("{what} {file} is not UTF-8 text").format(what=what, file=file)) from None
     except OSError as err:
-        raise UsageError(f"{what} {file} cannot be read ({err.strerror})") from None
+        raise UsageError(
+            _("{what} {file} cannot be read ({reason})").format(what=what, file=file, reason=err.strerror)
+        ) from None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from kvlab.atomic import open_atomic, write_text
 from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
+from kvlab.i18n import _
 
 
 def add_parser(subparsers) -> None:
@@ -60,10 +61,12 @@ def handle(args) -> int:
 
     check_output_paths(args.output, args.markdown)  # minutes of measuring must not end in an unwritable path
     if args.plots is not None and Path(args.plots).exists() and not Path(args.plots).is_dir():
-        raise UsageError(f"--plots {args.plots} is a file; name a directory (it is created if missing)")
+        raise UsageError(
+            _("--plots {plots} is a file; name a directory (it is created if missing)").format(plots=args.plots)
+        )
     if args.from_json:
         if args.overhead:
-            raise UsageError("--overhead measures; --from-json renders a saved bench result: pick one")
+            raise UsageError(_("--overhead measures; --from-json renders a saved bench result: pick one"))
         return render_saved(args)
     settings = BenchSettings(
         model=args.model,
@@ -80,11 +83,13 @@ def handle(args) -> int:
     except ValueError as err:
         raise UsageError(str(err)) from err
     if args.batching is not None and args.batching < 1:
-        raise UsageError(f"--batching N needs N >= 1 requests; got {args.batching}")
+        raise UsageError(_("--batching N needs N >= 1 requests; got {batching}").format(batching=args.batching))
     if args.overhead:
         extra = [name for name in ("compile", "only", "batching", "markdown", "plots") if getattr(args, name)]
         if extra:
-            raise UsageError(f"--overhead runs alone; it does not take --{', --'.join(extra)}")
+            raise UsageError(
+                _("--overhead runs alone; it does not take --{options}").format(options=", --".join(extra))
+            )
         return measure_overhead(settings, args)
     configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
     if args.only:
@@ -92,7 +97,9 @@ def handle(args) -> int:
         chosen = [c for c in configs if c.label == "dynamic" or any(w in c.label for w in words)]
         if len(chosen) == 1:
             raise UsageError(
-                f"--only {args.only!r} matches no configuration; labels: " + ", ".join(c.label for c in configs)
+                _("--only {only!r} matches no configuration; labels: {labels}").format(
+                    only=args.only, labels=", ".join(c.label for c in configs)
+                )
             )
         configs = chosen
     model, tokenizer = _load(args)
@@ -134,13 +141,15 @@ def render_saved(args) -> int:
 
     path = Path(args.from_json)
     if not path.is_file():
-        raise UsageError(f"--from-json {path}: no such file")
+        raise UsageError(_("--from-json {path}: no such file").format(path=path))
     try:
         result = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise UsageError(f"--from-json {path}: not JSON ({err.msg})") from err
+        raise UsageError(_("--from-json {path}: not JSON ({error})").format(path=path, error=err.msg)) from err
     if not isinstance(result, dict) or not {"meta", "rows", "roofline"} <= set(result):
-        raise UsageError(f"--from-json {path}: not a kvlab bench result (needs meta, rows, roofline)")
+        raise UsageError(
+            _("--from-json {path}: not a kvlab bench result (needs meta, rows, roofline)").format(path=path)
+        )
     return render(result, args)
 
 

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from kvlab.commands import UsageError, add_command
+from kvlab.i18n import _
 
 NOTEBOOK_NAME = "kvlab_cache_explorer.ipynb"
 
@@ -75,17 +76,23 @@ def handle(args) -> int:
     from kvlab.extras import require
 
     if args.model not in model_choices(False):
-        raise UsageError(f"unknown model {args.model!r}; valid: {', '.join(model_choices(False))}")
+        raise UsageError(
+            _("unknown model {name!r}; valid: {valid}").format(name=args.model, valid=", ".join(model_choices(False)))
+        )
     if args.lang is not None:
         from kvlab.i18n import LANGUAGES, current_language, set_language
 
         try:
             set_language(args.lang)  # an unknown one is refused here, in one line
         except ValueError:
-            raise UsageError(f"unknown --lang {args.lang!r}; valid: {', '.join(LANGUAGES)}") from None
+            raise UsageError(
+                _("unknown --lang {lang!r}; valid: {valid}").format(lang=args.lang, valid=", ".join(LANGUAGES))
+            ) from None
         args.lang = current_language()  # "pt_br" -> "pt-BR"
     if args.port < 0 or args.port > 65535:
-        raise UsageError(f"--port must be between 1 and 65535 (0 picks a free one); got {args.port}")
+        raise UsageError(
+            _("--port must be between 1 and 65535 (0 picks a free one); got {port}").format(port=args.port)
+        )
     if importlib.util.find_spec("voila") is None:  # found, not imported: Voila's process imports it (seconds)
         require("voila", "explore", "kvlab explore")  # raises the one line that names the extra
 

@@ -11,6 +11,7 @@ import sys
 # torch-free: the parser stays light
 from kvlab.cache_kinds import BATCH_KINDS, BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
+from kvlab.i18n import _
 
 
 def add_parser(subparsers) -> None:
@@ -92,9 +93,9 @@ def add_parser(subparsers) -> None:
 
 def _prompt(args) -> str:
     if args.prompt_file:
-        return read_text_argument(args.prompt_file, "prompt file")
+        return read_text_argument(args.prompt_file)
     if args.prompt is None:
-        raise UsageError("give --prompt TEXT or --prompt-file FILE")
+        raise UsageError(_("give --prompt TEXT or --prompt-file FILE"))
     return args.prompt
 
 
@@ -103,7 +104,7 @@ def chat_template(choice: str, tokenizer) -> str:
     "none" (raw: the tokenizer has no template). `choice` is the command's "auto", "on" or "off"."""
     has_template = getattr(tokenizer, "chat_template", None) is not None
     if choice == "on" and not has_template:
-        raise UsageError("--chat: this model's tokenizer has no chat template; run without --chat")
+        raise UsageError(_("--chat: this model's tokenizer has no chat template; run without --chat"))
     if choice == "off":
         return "off"
     return "applied" if has_template else "none"
@@ -118,7 +119,7 @@ def handle(args) -> int:
     from kvlab.request import Request
 
     if args.max_new_tokens < 1:
-        raise UsageError("--max-new-tokens must be at least 1")
+        raise UsageError(_("--max-new-tokens must be at least 1"))
     options = {name: getattr(args, name) for name in OPTION_NAMES}
     request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
     request.check()

@@ -6,6 +6,7 @@ The bytes are transformers' own, from the meta device (`kvlab.size.meta`): store
 from __future__ import annotations
 
 from kvlab.commands import Output, UsageError, add_command, add_output_options
+from kvlab.i18n import _
 from kvlab.names import DTYPES  # kvlab.names imports nothing heavy: building the parser stays torch-free
 
 
@@ -97,11 +98,13 @@ def handle(args) -> int:
 
 def _check_counts(args) -> None:
     if args.tokens is None or args.tokens < 1:
-        raise UsageError("--tokens N (N >= 1) is required")
+        raise UsageError(_("--tokens N (N >= 1) is required"))
     for name in ("batch", "prefill", "max_cache_len", "source_tokens", "q_group_size", "residual_length", "page_size"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
+            raise UsageError(
+                _("--{option} must be at least 1; got {value}").format(option=name.replace("_", "-"), value=value)
+            )
 
 
 def _list(out: Output, as_json: bool) -> None:
@@ -131,8 +134,8 @@ def _lengths(text: str) -> list[int]:
         lengths = [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated token counts like 120,800,37; got {text!r}"
+            _("expected comma-separated token counts like 120,800,37; got {text!r}").format(text=text)
         ) from None
     if not lengths or min(lengths) < 1:
-        raise argparse.ArgumentTypeError(f"every length must be at least 1; got {text!r}")
+        raise argparse.ArgumentTypeError(_("every length must be at least 1; got {text!r}").format(text=text))
     return lengths

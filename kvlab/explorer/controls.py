@@ -165,7 +165,9 @@ class Controls:
             widget = getattr(self, name, None)
             if not isinstance(widget, widgets.ValueWidget):
                 names = [n for n, w in vars(self).items() if isinstance(w, widgets.ValueWidget)]
-                raise ValueError(f"no control named {name!r}; controls: {', '.join(names)}")
+                raise ValueError(
+                    _("no control named {name!r}; controls: {controls}").format(name=name, controls=", ".join(names))
+                )
             widget.value = value
         return self
 

@@ -16,9 +16,9 @@ from matplotlib.ticker import Formatter, MaxNLocator
 
 from kvlab.explorer.kinds import for_trace
 from kvlab.explorer.run_values import Run
-from kvlab.i18n import N_, _, current_language, number
+from kvlab.i18n import N_, _, current_language, layer_kind_label, layer_kind_letter, number
 from kvlab.plots import palette
-from kvlab.plots._figure import legend_beside
+from kvlab.plots._figure import legend_beside, localise_ticks
 from kvlab.plots.png import FACE, png_bytes
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
@@ -73,20 +73,24 @@ def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndar
 
 def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: str = "") -> None:
     grid = occupancy_cells(layer_rows, crop)
+    localise_ticks(ax)  # positions past 999 grouped as the reader writes them: "1.024" in pt-BR
     colors = ListedColormap(CELL_COLORS)
     ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=colors, vmin=0, vmax=len(CELL_STATES) - 1)
     ax.set_xlabel(_("token position"))
     ax.set_ylabel(_("layer"))
-    labels = [f"{r['layer_idx']} {r['layer_kind'][0]}" for r in layer_rows]
+    labels = [f"{r['layer_idx']} {layer_kind_letter(r['layer_kind'])}" for r in layer_rows]
     step = max(1, len(labels) // 12)
     ax.set_yticks(range(0, len(labels), step), labels[::step], fontsize=7)
-    ax.set_title(title or _("what each layer holds (f = full, s = sliding)"), fontsize=10)
+    kinds = dict.fromkeys(r["layer_kind"] for r in layer_rows)  # the kinds present, in layer order
+    key = ", ".join(f"{layer_kind_letter(kind)} = {layer_kind_label(kind)}" for kind in kinds)
+    ax.set_title(title or _("what each layer holds ({key})").format(key=key), fontsize=10)
     shown = sorted(set(np.unique(grid).tolist()) - {EMPTY})
     handles = [Patch(color=CELL_COLORS[s], label=_(CELL_STATES[s])) for s in shown]
     legend_beside(ax, handles=handles, fontsize=7, frameon=False, anchor=1.0)
 
 
 def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
+    localise_ticks(ax)  # the steps; the bytes get `BinaryBytesFormatter` below
     for n, (_label, trace) in enumerate(comparison):
         total = trace.bytes_by_step()
         label = _("[{number}] total").format(number=n + 1)
@@ -95,7 +99,12 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         series = bytes_by_layer_kind(current[1])
         for layer_kind, points in series.items():
             color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
-            _line(ax, *zip(*points), color=color, label=_("{layer_kind} layers").format(layer_kind=layer_kind))
+            _line(
+                ax,
+                *zip(*points),
+                color=color,
+                label=_("{layer_kind} layers").format(layer_kind=layer_kind_label(layer_kind, plural=True)),
+            )
         if len(series) > 1:
             total = current[1].bytes_by_step()
             _line(ax, range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))
@@ -105,6 +114,7 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
 
 
 def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
+    localise_ticks(ax)  # steps and slots: "1.024" in pt-BR
     compared = (("slots_allocated", "--", _("[{number}] allocated")), ("slots_live", ":", _("[{number}] live")))
     for n, (_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()

@@ -175,7 +175,7 @@ class PagedKind(ExplorerKind):
 
         s = paged_summary(trace)
         percent = marks(str(s["fragmentation_pct_mean"]))
-        detail = _("{blocks} blocks of {page_size}: peak {peak} in use, {percent} % of handed-out slots empty").format(
+        detail = _("{blocks} blocks of {page_size}: peak {peak} in use, {percent}% of handed-out slots empty").format(
             blocks=s["num_blocks"], page_size=s["page_size"], peak=s["peak_blocks_in_use"], percent=percent
         )
         return plot_block_timeline(trace, title=f"{title}\n{detail}" if title else detail)

@@ -30,7 +30,11 @@ def set_language(language: str | None) -> None:
     None goes back to the default. Returns nothing: a quiet first line of a notebook."""
     global _chosen
     if language is not None and _spoken(language) is None:
-        raise ValueError(f"unknown language {language!r}; kvlab speaks {', '.join(LANGUAGES)}")
+        raise ValueError(
+            _("unknown language {language!r}; kvlab speaks {languages}").format(
+                language=language, languages=", ".join(LANGUAGES)
+            )
+        )
     _chosen = _spoken(language)
 
 
@@ -51,16 +55,17 @@ def catalog_path(language: str) -> Path:
 
 
 @functools.cache
-def _catalog(language: str) -> dict[str, str]:
-    """msgid -> translation, reviewed entries only."""
-    if language == "en":
+def _catalog(language: str) -> dict[str | tuple[str, str], str]:
+    """msgid (or (msgctxt, msgid)) -> translation, reviewed entries only (translated, not fuzzy). Read here with
+    Babel's reader alone: every module of kvlab may raise through `_`, so this one imports no other of kvlab."""
+    path = catalog_path(language)
+    if language == "en" or not path.exists():
         return {}
-    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po
 
-    from kvlab.i18n import catalogs
-
-    catalog = catalogs.read(catalog_path(language), LANGUAGES[language], Catalog)
-    return {m.id: m.string for m in catalog if m.id and catalogs.is_reviewed(m)}
+    with path.open("rb") as handle:
+        catalog = read_po(handle, locale=LANGUAGES[language])
+    return {(m.context, m.id) if m.context else m.id: m.string for m in catalog if m.id and m.string and not m.fuzzy}
 
 
 def _(message: str) -> str:
@@ -68,9 +73,54 @@ def _(message: str) -> str:
     return _catalog(current_language()).get(message, message)
 
 
+def C_(context: str, message: str) -> str:
+    """`message` read in `context` (gettext's msgctxt): one English word, two meanings, e.g. "full" of a layer."""
+    return _catalog(current_language()).get((context, message), message)
+
+
 def N_(message: str) -> str:
     """`message` unchanged, marked for the catalog: English kept in a constant, translated with `_()` where shown."""
     return message
+
+
+def layer_kind_label(kind: str, plural: bool = False) -> str:
+    """A layer kind as a reader reads it: "sliding" in English, "deslizante" ("deslizantes" with `plural`, agreeing
+    with "camadas") in Portuguese. A kind without a word here is shown as recorded."""
+    if plural:
+        words = {
+            "full": C_("layer kinds", "full"),
+            "sliding": C_("layer kinds", "sliding"),
+            "chunked": C_("layer kinds", "chunked"),
+            "linear": C_("layer kinds", "linear"),
+        }
+    else:
+        words = {
+            "full": C_("layer kind", "full"),
+            "sliding": C_("layer kind", "sliding"),
+            "chunked": C_("layer kind", "chunked"),
+            "linear": C_("layer kind", "linear"),
+        }
+    return words.get(kind, kind)
+
+
+def layer_kind_letter(kind: str) -> str:
+    """The one letter a crowded axis shows for a layer kind: "s" for sliding, "d" for deslizante, "b" for "em
+    blocos" (the last word's first letter); the figure's title spells the letters out."""
+    return layer_kind_label(kind).split()[-1][0]
+
+
+def cache_kind_label(kind: str) -> str:
+    """A cache kind as a word in a sentence or label ("um cache estático"); where the reader types the kind
+    (`cache_implementation="static"`, a menu value) it stays the API value and this is not used."""
+    words = {
+        "dynamic": C_("cache kind", "dynamic"),
+        "static": C_("cache kind", "static"),
+        "offloaded": C_("cache kind", "offloaded"),
+        "offloaded_static": C_("cache kind", "offloaded_static"),
+        "quantized": C_("cache kind", "quantized"),
+        "paged": C_("cache kind", "paged"),
+    }
+    return words.get(kind, kind)
 
 
 def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
@@ -79,8 +129,9 @@ def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
 
 
 def percent(value: float, decimals: int = 1) -> str:
-    """A share already in percent, then " %" in both languages: "84.38 %" / "84,38 %" (`percent(84.375, 2)`)."""
-    return f"{number(value, decimals, grouping=True)} %"
+    """A share already in percent, "%" right after the number in both languages (the style of both languages' press,
+    one form everywhere): "84.38%" / "84,38%" (`percent(84.375, 2)`)."""
+    return f"{number(value, decimals, grouping=True)}%"
 
 
 def marks(text: str) -> str:

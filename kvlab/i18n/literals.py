@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvlab.i18n import _
+
 KEYWORD = re.compile(r"title|suptitle|description|label|xlabel|ylabel|.*_title|.*_label")  # a call's, any call's
 FIRST_ARGUMENT_METHODS = frozenset({"set_title", "set_xlabel", "set_ylabel", "suptitle"})
 WIDTH = 120  # a translated literal that no longer fits is wrapped into adjacent pieces
@@ -128,13 +130,15 @@ def translate(source: str, translation: Callable[[Literal], str], labels: frozen
         if text == literal.message:  # the same words (a name, a unit): the English source, as it was laid out
             continue
         if wrong := problems(literal, text):
-            raise ValueError(f"translation of {literal.message!r}: {'; '.join(wrong)}")
+            raise ValueError(
+                _("translation of {message!r}: {problems}").format(message=literal.message, problems="; ".join(wrong))
+            )
         edits.append((literal, _render(source, literal, _parse(text, literal.fstring))))
     result = source
     for literal, written in reversed(edits):
         result = result[: literal.start] + written + result[literal.end :]
     if _shape(result, frozenset(translated_labels)) != _shape(source, labels):
-        raise ValueError("the translated cell is not the same code as the English one")
+        raise ValueError(_("the translated cell is not the same code as the English one"))
     return result
 
 
@@ -225,11 +229,11 @@ def _scan(body: str) -> Parts:
         if text := TEXT.match(body, i):
             parts.append(("text", text.group()))
         elif body[i] == "}":
-            raise ValueError(f"a single '}}' at {i}: write '}}}}' for a brace of the text")
+            raise ValueError(_("a single '}}' at {i}: write '}}}}' for a brace of the text").format(i=i))
         else:
             ends = (j + 1 for j in range(i, len(body)) if body[j] == "}" and _parses(f"f'''{body[i : j + 1]}'''"))
             if (end := next(ends, None)) is None:
-                raise ValueError(f"a field opened at {i} is never closed")
+                raise ValueError(_("a field opened at {i} is never closed").format(i=i))
             parts.append(("field", body[i:end]))
         i += len(parts[-1][1])
     return parts

@@ -21,11 +21,13 @@ HEADER = "# Translations of kvlab's plot labels, widget labels and messages. The
 
 
 def template() -> Catalog:
-    """Every `_("...")` and `N_("...")` string of kvlab (f-strings and variables cannot be extracted: use format())."""
+    """Every `_("...")`, `N_("...")` and `C_("context", "...")` string of kvlab (f-strings and variables cannot be
+    extracted: use format())."""
     catalog = Catalog(project="kvlab", header_comment=HEADER, fuzzy=False)
-    found = extract_from_dir(str(PACKAGE), method_map=[("**.py", "python")], keywords={"_": None, "N_": None})
-    for filename, lineno, message, _comments, _context in found:
-        catalog.add(message, locations=[(f"kvlab/{filename}", lineno)])
+    keywords = {"_": None, "N_": None, "C_": ((1, "c"), 2)}
+    found = extract_from_dir(str(PACKAGE), method_map=[("**.py", "python")], keywords=keywords)
+    for filename, lineno, message, _comments, context in found:
+        catalog.add(message, locations=[(f"kvlab/{filename}", lineno)], context=context)
     return catalog
 
 

@@ -1,7 +1,8 @@
 """Translated notebooks: each English jupytext script (`notebooks/NN_name.py`, the one source of code and numbers)
-with its markdown paragraphs and the code literals a reader sees (`literals`, msgctxt "code") replaced from
-`notebooks/locale/<lang>/NN_name.po` (any PO editor), and a first cell that switches kvlab's own messages to the
-language. A changed English message comes back fuzzy (Babel), and `make test` fails until it is reviewed.
+with its markdown paragraphs, the code literals a reader sees (`literals`, msgctxt "code") and the code comments
+(`comments`, msgctxt "comment") replaced from `notebooks/locale/<lang>/NN_name.po` (any PO editor), and a first cell
+that switches kvlab's own messages to the language. A changed English message comes back fuzzy (Babel), and
+`make test` fails until it is reviewed.
 
     python -m kvlab.i18n.notebooks update   # refresh the catalogs from the English notebooks
     python -m kvlab.i18n.notebooks build    # write notebooks/<lang>/NN_name.py from English + catalog
@@ -19,13 +20,15 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 
 from kvlab.atomic import write_text
-from kvlab.i18n import catalogs, literals
+from kvlab.i18n import _, catalogs, comments, literals
 
 LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 FENCE = re.compile(r"^\s*(```|~~~)")
 FORMAT_FLAGS = {"python-format", "python-brace-format"}
 CODE = "code"  # the msgctxt of a code cell's literal: the same words in a paragraph are another message
+COMMENT = "comment"  # the msgctxt of a code cell's comment
+KINDS = {CODE: "code literal", COMMENT: "code comment", None: "paragraph"}
 FIELDS_NOTE = "f-string: keep every {...} field as written and in order"
 
 
@@ -78,7 +81,8 @@ def _read(english: Path):
 
 HEADER = (
     "Translations of a kvlab notebook. Each message is one markdown paragraph of the English notebook, "
-    'or (msgctxt "code") one string literal of its code that a reader sees.'
+    'or (msgctxt "code") one string literal of its code that a reader sees, or (msgctxt "comment") one comment of its '
+    "code."
 )
 
 
@@ -108,6 +112,8 @@ def template(english: Path) -> Catalog:
             for literal in literals.find(cell.source, labels):
                 notes = [FIELDS_NOTE] if literal.fields else []
                 catalog.add(literal.message, locations=where, context=CODE, auto_comments=notes)
+            for comment in comments.find(cell.source):
+                catalog.add(comment.message, locations=where, context=COMMENT)
     for message in catalog:
         message.flags -= FORMAT_FLAGS  # prose ("4 % is") and f-string fields that Babel takes for format strings
     return catalog
@@ -134,7 +140,7 @@ def problems(paths: Paths) -> list[str]:
     found = []
     for message, state in catalogs.gaps(english, catalog):
         where = f"{paths.english.name} cell {message.locations[0][1]}"
-        kind = "code literal" if message.context == CODE else "paragraph"
+        kind = KINDS[message.context]
         what = "fuzzy (the English changed; review the translation)" if state == "fuzzy" else f"untranslated {kind}"
         found.append(f"{where}: {what} {_start(message.id)!r}")
     for index, literal in _code_literals(paths.english):
@@ -145,8 +151,7 @@ def problems(paths: Paths) -> list[str]:
                 for p in literals.problems(literal, entry.string)
             ]
     found += [
-        f"{paths.catalog.name}: stale entry, no English {'code literal' if m.context == CODE else 'paragraph'} "
-        f"reads {_start(m.id)!r}"
+        f"{paths.catalog.name}: stale entry, no English {KINDS[m.context]} reads {_start(m.id)!r}"
         for m in catalogs.stale(english, catalog)
     ]
     if not found and (
@@ -178,6 +183,7 @@ def translated_notebook(paths: Paths):
             cell.source = "\n\n".join(_translation(catalog, p) for p in paragraphs(cell.source))
         elif cell.cell_type == "code":
             cell.source = literals.translate(cell.source, lambda lit: _translation(catalog, lit.message, CODE), labels)
+            cell.source = comments.translate(cell.source, lambda c: _translation(catalog, c.message, COMMENT))
     first_code = next(i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code")
     notebook.cells.insert(first_code, new_code_cell(f'import kvlab\n\nkvlab.set_language("{paths.language}")'))
     return notebook
@@ -186,7 +192,9 @@ def translated_notebook(paths: Paths):
 def _translation(catalog: Catalog, text: str, context: str | None = None) -> str:
     entry = catalog.get(text, context)
     if not catalogs.is_reviewed(entry):
-        raise LookupError(f"no reviewed translation for {_start(text)!r}; run `check` for the full list")
+        raise LookupError(
+            _("no reviewed translation for {start!r}; run `check` for the full list").format(start=_start(text))
+        )
     return entry.string
 
 

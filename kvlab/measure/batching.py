@@ -60,7 +60,7 @@ def batching_row(
 ) -> dict:
     """Median wall seconds of `generate_batch` and of sequential `generate` for the same greedy requests;
     `speedup` is sequential / batched (above 1: batching is faster), with its bootstrap interval and verdict."""
-    tokens, forwards, route = {}, {"batched": 0, "sequential": 0}, [None]
+    tokens, forwards, route = {}, {"batched": 0, "sequential": 0}, [""]  # route[0]: the route running now
 
     def batched_run():
         route[0], forwards["batched"] = "batched", 0  # the forwards of the latest run
@@ -79,6 +79,7 @@ def batching_row(
             timings = time_interleaved({"batched": batched_run, "sequential": sequential_run}, repeats, warmup)
     finally:
         handle.remove()
+    timings["batched"].label, timings["sequential"].label = _("batched"), _("sequential")  # shown; keys stay
     batched, sequential = timings["batched"].median, timings["sequential"].median
     comparison = compare(timings["sequential"], timings["batched"], warn=False)
     return {

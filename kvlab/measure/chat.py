@@ -89,7 +89,7 @@ def first_mismatch(cached_ids, prompt_ids) -> Mismatch | None:
 def _as_list(ids) -> list[int]:
     if isinstance(ids, torch.Tensor):
         if ids.dim() == 2 and ids.shape[0] != 1:
-            raise ValueError(f"expected one sequence, got a batch of {ids.shape[0]}")
+            raise ValueError(_("expected one sequence, got a batch of {batch}").format(batch=ids.shape[0]))
         ids = ids.reshape(-1).tolist()
     return [int(i) for i in ids]
 

@@ -61,6 +61,56 @@ def static_generate(
     return output[0, input_ids.shape[-1] :].tolist(), watch.seconds
 
 
+def decode_graphs(model, input_ids: torch.Tensor, cache, new_tokens: int) -> list[dict]:
+    """The graphs `torch.compile` traces for each decoding forward of a greedy `generate` into `cache` (a
+    `DynamicCache` or a `StaticCache`): one row per decoding call, with the key slots the cache held when the call
+    began and the graphs traced during it. Compiled as transformers' `CompileConfig` does by default
+    (`dynamic=False`: a graph per input shape); only the one-token decoding forwards, the prefill eager, as in
+    `generate`. The backend only counts (no inductor): which shapes need a graph does not depend on it."""
+    if not 1 < new_tokens <= torch._dynamo.config.recompile_limit:  # past the limit dynamo stops compiling
+        raise ValueError(
+            _("new_tokens must be between 2 and {limit}, got {n}").format(
+                limit=torch._dynamo.config.recompile_limit, n=new_tokens
+            )
+        )
+    torch._dynamo.reset()  # forget graphs from earlier calls, so counts start at zero
+    backend = CountingBackend(inductor=False)
+    eager_forward = model.forward
+    compiled_forward = torch.compile(eager_forward, backend=backend, dynamic=False)
+    steps: list[dict] = []
+
+    def forward(*args, **kwargs):
+        ids = kwargs.get("input_ids")
+        if ids is None or ids.shape[-1] != 1:  # the prefill
+            return eager_forward(*args, **kwargs)
+        held = _compat.forward_cache(kwargs)
+        slots = int(held.layers[0].keys.shape[-2]) if held is not None and held.layers[0].keys is not None else 0
+        before = backend.graphs
+        output = compiled_forward(*args, **kwargs)
+        steps.append({"call": len(steps) + 1, "key_slots": slots, "new_graphs": backend.graphs - before})
+        return output
+
+    patched = model.__dict__.get("forward")  # a forward someone set on the instance, put back afterwards
+    model.forward = forward  # an instance attribute: `generate` calls it
+    try:
+        with torch.inference_mode():
+            model.generate(
+                input_ids.to(model.device),
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                disable_compile=True,  # compiled here, by the wrapper, not by generate
+                **{_compat.CACHE_KWARG: cache},
+            )
+    finally:
+        if patched is None:
+            del model.forward  # the class's forward again
+        else:
+            model.forward = patched
+    return steps
+
+
 def compile_report(
     model, prompts: list[torch.Tensor], new_tokens: int, max_cache_len: int, inductor: bool = True, repeats: int = 5
 ) -> dict:

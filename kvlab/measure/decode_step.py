@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.i18n import _
 from kvlab.measure.timing import Timing, time_interleaved
 
 
@@ -24,7 +25,9 @@ def time_decode_step(model, input_ids: torch.Tensor, caches: dict, repeats: int 
     """{label: DecodeStep} for one greedy decode step after `input_ids` (1, prompt) with each cache; inside
     `kvlab.watch(model)`, with the work counters beside the times."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
+        raise ValueError(
+            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
+        )
     prompt = input_ids.shape[-1]
     input_ids = input_ids.to(model.device)
     with torch.inference_mode():

@@ -2,11 +2,16 @@
 regenerated from measurements on this machine: each cell from a run and a stated rule, never from a ranking.
 
 - sliding layers: does the cache build on a sliding-window model, its sliding layers within the window?
-- offloading: does an offloading variant exist, and does a run log layer transfers (and between which devices)?
+- offloading: does an offloading variant exist, and does its run move layers (counted as notebook 03 counts them,
+  `residency.effective_moves`; and between which devices)?
 - torch.compile: not measured (compiling takes tens of seconds on a CPU; notebook 02 does); the evidence is the
   number of distinct forward-input signatures over the decoding steps, what a tracing compiler meets.
 - memory: peak cache bytes / the DynamicCache's (the guide's "Medium"), judged by `memory_word`.
 - speed: decode seconds / the DynamicCache's with a bootstrap interval, judged by `speed_word`.
+
+Every judged cell also names its evidence's basis (`BASES`): a run of transformers' own cache class, kvlab's CPU
+stand-in for the offloaded cache (transformers' schedule, run where transformers itself refuses), or a signature
+read; `tally_by_basis` counts agreement only like with like.
 
 The cells stay English (what the rules compare and a saved run records); `word` shows one in the pt-BR guide's words.
 """
@@ -21,9 +26,10 @@ import torch
 from kvlab import _compat
 from kvlab.cache_kinds import STATIC_KINDS, offloaded_variant
 from kvlab.caches import CacheOptionError
-from kvlab.i18n import N_, _
+from kvlab.i18n import N_, _, cache_kind_label
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.published import GUIDE
+from kvlab.measure.residency import effective_moves
 from kvlab.measure.step_times import decode_step_times
 from kvlab.measure.timing import Timing, compare
 from kvlab.model_facts import model_facts, tokens_held
@@ -37,6 +43,14 @@ TABLE_PROPERTIES = (N_("sliding layers"), N_("offloading"), "torch.compile", N_(
 SPEED = N_("speed")  # the column `with_speed` adds
 YES, NO = N_("Yes"), N_("No")
 SLOWER, FASTER = N_("slower"), N_("faster")
+
+# What a judged cell's evidence is, from the strongest: a run (or a refusal) of transformers' own cache class; kvlab's
+# CPU stand-in for the offloaded cache (transformers refuses offloading without CUDA; `kvlab.watch` runs its schedule
+# with every copy staying on the CPU); a signature read, nothing run.
+MEASURED = N_("measured on transformers' own class")
+STAND_IN = N_("kvlab's CPU stand-in")
+SIGNATURE = N_("read from a signature")
+BASES = (MEASURED, STAND_IN, SIGNATURE)
 
 NOT_MEASURED = N_("not measured here")
 NOT_DISTINGUISHABLE = N_("not distinguishable here")
@@ -64,7 +78,8 @@ GUIDE_SPEED = {
 
 
 def word(value: str) -> str:
-    """A cell, column or cache of the table in the reader's language ("Sim", "Alto", "Cache Dinâmica"); anything
+    """A cell, column or cache of the table in the reader's language ("Sim", "Alto", "Cache Dinâmico": the guide's
+    table writes "Cache Dinâmica" beside "Cache Estático"; kvlab keeps "o cache" masculine everywhere); anything
     else comes back as it is."""
     return _(value)
 
@@ -96,7 +111,13 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
     try:
         result = setup.run(model, None, prompt_ids, cache_kind)
     except (CacheOptionError, ValueError) as err:
-        return {"supported": False, "evidence": _("refused: {error}").format(error=err)}
+        refused_by = _transformers_class_refusing(model, cache_kind)
+        if refused_by is not None:  # transformers' own class refuses this model too: that refusal is the evidence
+            evidence = _("refused by kvlab's check and by transformers' {cls} itself (ValueError): {error}").format(
+                cls=refused_by, error=err
+            )
+            return {"supported": False, "evidence": evidence, "basis": MEASURED}
+        return {"supported": False, "evidence": _("refused: {error}").format(error=err), "basis": None}
     layers = result.trace.layer_table()
     sliding = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "sliding")
     full = max(row["slots_allocated"] for row in layers if row["layer_kind"] == "full")
@@ -106,29 +127,55 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
         "evidence": _(
             "{held} tokens held: sliding layers hold {sliding} slots (window {window}), full layers {full}"
         ).format(held=held, sliding=sliding, window=window, full=full),
+        "basis": MEASURED,
         "live": _live(result),
     }
 
 
+def _transformers_class_refusing(model, cache_kind: str) -> str | None:
+    """The name of transformers' class for `cache_kind` when building it for `model`'s config raises ValueError; None
+    when it builds or when `cache_kind` has no such check. Building a QuantizedCache checks the layer types before it
+    makes any quantizer, so no backend needs to be installed."""
+    if cache_kind != "quantized":
+        return None
+    try:
+        _compat.QuantizedCache("quanto", config=model.config)
+    except ValueError:
+        return "QuantizedCache"
+    except Exception:  # another failure (a backend not installed) says nothing about the layers
+        return None
+    return None
+
+
 def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:
-    """Run the offloading variant of `cache_kind`, if any: the logged layer transfers and their devices."""
+    """Run the offloading variant of `cache_kind`, if any: its layer moves, counted as notebook 03 counts them
+    (`residency.effective_moves`: the transfers that change where a layer lives, not the no-op prefetches
+    `offload_only_non_sliding` logs), and their devices. Where no move crossed devices the run is kvlab's CPU
+    stand-in (`STAND_IN`); without a variant the evidence is the class's signature (`SIGNATURE`)."""
     offloaded = offloaded_variant(cache_kind)
     if offloaded is None:
         if "offloading" in inspect.signature(_compat.QuantizedCache.__init__).parameters:
             evidence = _("QuantizedCache takes an offloading argument and no offloaded variant exists")
-            return {"supported": True, "devices": [], "evidence": evidence}
+            return {"supported": True, "devices": [], "evidence": evidence, "basis": SIGNATURE}
         evidence = _("QuantizedCache has no offloading argument and no offloaded variant exists")
-        return {"supported": False, "devices": [], "evidence": evidence}
+        return {"supported": False, "devices": [], "evidence": evidence, "basis": SIGNATURE}
     result = setup.run(model, None, prompt_ids, offloaded)
-    transfers = result.trace.transfers
-    moved = sum(1 for t in transfers if t["moved"])
-    devices = sorted({f"{t['src']}->{t['dst']}" for t in transfers})
-    evidence = _("{cache_kind}: {transfers} layer transfers ({moved} between devices; {devices})").format(
-        cache_kind=offloaded, transfers=len(transfers), moved=moved, devices=", ".join(devices)
+    moves = effective_moves(result.trace)
+    moved = sum(1 for t in moves if t["moved"])
+    devices = sorted({f"{t['src']}->{t['dst']}" for t in moves})
+    evidence = _("{cache_kind}: {moves} layer moves ({moved} between devices; {devices})").format(
+        cache_kind=offloaded, moves=len(moves), moved=moved, devices=", ".join(devices)
     )
-    if transfers and not moved:
-        evidence += _("; every transfer stayed on its device here, so this run shows the schedule, not a saving")
-    return {"supported": len(transfers) > 0, "devices": devices, "moved": moved, "evidence": evidence}
+    if moves and not moved:
+        evidence += _("; every move stayed on the CPU here, so this run shows the schedule, not a saving")
+    return {
+        "supported": len(moves) > 0,
+        "devices": devices,
+        "moved": moved,
+        "moves": len(moves),
+        "evidence": evidence,
+        "basis": MEASURED if moved else STAND_IN,
+    }
 
 
 def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup: Setup = Setup()) -> dict:
@@ -171,7 +218,11 @@ def measure(
     """The table, one row per cache kind, each cell with the measurement behind it. `sliding_prompt_ids` should
     pass `sliding_model`'s window; `full_model`, `tokenizer` and `prompt` drive the memory runs."""
     if REFERENCE not in kinds:
-        raise ValueError(f"kinds must include {REFERENCE!r}: the memory column is a ratio to it; got {kinds}")
+        raise ValueError(
+            _("kinds must include {reference!r}: the memory column is a ratio to it; got {kinds}").format(
+                reference=REFERENCE, kinds=kinds
+            )
+        )
     rows = []
     for cache_kind in kinds:
         sliding = measure_sliding(sliding_model, sliding_prompt_ids, cache_kind, setup)
@@ -222,6 +273,11 @@ def _row(r: dict, memory_ratio: float) -> dict:
         "sliding evidence": r["sliding"]["evidence"],
         "offloading evidence": r["offloading"]["evidence"],
         "offloading devices": r["offloading"]["devices"],
+        "basis": {
+            "sliding layers": r["sliding"].get("basis"),
+            "offloading": r["offloading"].get("basis"),
+            "memory": None if reference else MEASURED,
+        },
         "compile evidence": (
             _(
                 "{signatures} distinct forward signature over {steps} decoding steps "
@@ -244,17 +300,26 @@ def time_decoding(
     """Decode seconds (first new token to last) of each plain `generate` call, {label: the guide's keywords for its
     cache}, greedy, exactly `new_tokens` after `input_ids` (1, prompt_tokens), repeats interleaved."""
     if new_tokens < 2:
-        raise ValueError(f"new_tokens must be at least 2 (decode time needs two new tokens); got {new_tokens}")
+        raise ValueError(
+            _("new_tokens must be at least 2 (decode time needs two new tokens); got {new_tokens}").format(
+                new_tokens=new_tokens
+            )
+        )
     if repeats < 1:
-        raise ValueError(f"repeats must be at least 1; got {repeats}")
+        raise ValueError(_("repeats must be at least 1; got {repeats}").format(repeats=repeats))
     timed = decode_step_times(model, input_ids, calls, new_tokens=new_tokens, repeats=repeats, warmup=warmup)
-    return {label: Timing(label, [sum(run) for run in result.runs]) for label, result in timed.items()}
+    # keyed by the calls' labels (cache kinds); each Timing named in the reader's words for its verdicts
+    return {label: Timing(cache_kind_label(label), [sum(r) for r in result.runs]) for label, result in timed.items()}
 
 
 def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[str, dict]:
     """Per cache kind: decode time / the reference's, its interval, the verdict and `speed_word`'s word."""
     if reference not in timings:
-        raise ValueError(f"timings must include the reference {reference!r}; got {sorted(timings)}")
+        raise ValueError(
+            _("timings must include the reference {reference!r}; got {timings}").format(
+                reference=reference, timings=sorted(timings)
+            )
+        )
     cells = {}
     for kind, timing in timings.items():
         if kind == reference:
@@ -279,6 +344,7 @@ def with_speed(rows: list[dict], timings: dict[str, Timing]) -> list[dict]:
                 "speed ratio": cell["ratio"],
                 "speed interval": (cell["low"], cell["high"]),
                 "speed verdict": cell["verdict"],
+                "basis": {**row.get("basis", {}), SPEED: MEASURED},
             }
         )
     return out
@@ -302,7 +368,11 @@ def compare_with_guide(rows: list[dict]) -> list[dict]:
                 agrees, why = None, _("the guide makes no claim: {says}").format(says=_(GUIDE_SPEED[kind]["says"]))
             else:
                 agrees, why = claim == measured, _("same word") if claim == measured else _("a different word")
-            out.append(dict(cache=row["cache"], property=prop, guide=claim, measured=measured, agrees=agrees, why=why))
+            basis = None if agrees is None else row.get("basis", {}).get(prop)
+            out.append(
+                dict(cache=row["cache"], property=prop, guide=claim, measured=measured, agrees=agrees, why=why,
+                     basis=basis)
+            )  # fmt: skip
     return out
 
 
@@ -314,6 +384,20 @@ def tally(verdicts: list[dict]) -> dict:
         "judged": sum(v["agrees"] is not None for v in verdicts),
         "not judged": sum(v["agrees"] is None for v in verdicts),
         "cells": len(verdicts),
+    }
+
+
+def tally_by_basis(verdicts: list[dict]) -> dict[str, dict]:
+    """`tally` of the judged cells, one per basis of their evidence (`BASES` order; None: a row without one), each
+    with the properties it covers: agreement counted only like with like."""
+    groups: dict = {}
+    for v in verdicts:
+        if v["agrees"] is not None:
+            groups.setdefault(v.get("basis"), []).append(v)
+    order = [b for b in BASES if b in groups] + [b for b in groups if b not in BASES]
+    return {
+        basis: {**tally(groups[basis]), "properties": list(dict.fromkeys(v["property"] for v in groups[basis]))}
+        for basis in order
     }
 
 

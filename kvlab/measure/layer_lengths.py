@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvlab.i18n import _
 from kvlab.recording.trace import Trace
 
 
@@ -22,13 +23,17 @@ def layer_lengths(trace: Trace, bytes_per_token: int, step: int | None = None) -
     """One `LayerLength` per self-attention layer at the end of `step` (None: the last step recorded);
     `bytes_per_token` is one token's keys plus values in one layer (`formula.bytes_per_token_per_layer`)."""
     if bytes_per_token <= 0:
-        raise ValueError(f"bytes_per_token must be positive; got {bytes_per_token}")
+        raise ValueError(
+            _("bytes_per_token must be positive; got {bytes_per_token}").format(bytes_per_token=bytes_per_token)
+        )
     updates = [e for e in trace.updates if e["role"] == "self"]
     if not updates:
-        raise ValueError("the trace has no self-attention updates")
+        raise ValueError(_("the trace has no self-attention updates"))
     steps = sorted({e["step"] for e in updates})
     if step is not None and step not in steps:
-        raise ValueError(f"no step {step} in the trace; steps {steps[0]}..{steps[-1]}")
+        raise ValueError(
+            _("no step {step} in the trace; steps {first}..{last}").format(step=step, first=steps[0], last=steps[-1])
+        )
     last: dict[int, dict] = {}
     for e in updates:
         if step is None or e["step"] <= step:

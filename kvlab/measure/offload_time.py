@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvlab.i18n import _
 from kvlab.measure.residency import effective_moves
 from kvlab.recording.trace import Trace
 
@@ -69,7 +70,7 @@ class PcieEstimate:
 def pcie_estimate(nbytes: float, bandwidth: float = PCIE4_X16_EFFECTIVE_BYTES_PER_S) -> PcieEstimate:
     """`nbytes` over a bus of `bandwidth` bytes/s (default: an assumed 25 GB/s, PCIe 4.0 x16 effective)."""
     if bandwidth <= 0:
-        raise ValueError(f"bandwidth must be positive bytes per second; got {bandwidth}")
+        raise ValueError(_("bandwidth must be positive bytes per second; got {bandwidth}").format(bandwidth=bandwidth))
     if nbytes < 0:
-        raise ValueError(f"nbytes must not be negative; got {nbytes}")
+        raise ValueError(_("nbytes must not be negative; got {nbytes}").format(nbytes=nbytes))
     return PcieEstimate(float(nbytes), float(bandwidth))

@@ -144,7 +144,7 @@ def time_first_token(
     from kvlab.watcher import watch  # the watcher sits above the measurement layer's recording imports
 
     if not requests:
-        raise ValueError("time_first_token needs at least one request")
+        raise ValueError(_("time_first_token needs at least one request"))
     reused_label, whole_label, copy_label = labels
     counts: dict[str, list[int]] = {reused_label: [], whole_label: []}
     for label, call in ((reused_label, with_prefix), (whole_label, without_prefix)):
@@ -154,8 +154,10 @@ def time_first_token(
             forwards = len({e["step"] for e in _updates_after_copy(seen.trace)})
             if forwards != 1:
                 raise ValueError(
-                    f"{label!r} ran {forwards} forwards; time to first token needs exactly one "
-                    "(generate with max_new_tokens=1)"
+                    _(
+                        "{label!r} ran {forwards} forwards; time to first token needs exactly one (generate with "
+                        "max_new_tokens=1)"
+                    ).format(label=label, forwards=forwards)
                 )
             counts[label].append(tokens_fed_after_copy(seen.trace))
     copy_bytes = cache_bytes(deep_copy())

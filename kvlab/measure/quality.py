@@ -21,6 +21,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
 from kvlab.recording.trace import Trace
 
@@ -95,7 +96,9 @@ def kl_per_position(reference: torch.Tensor, other: torch.Tensor) -> torch.Tenso
     which the clamp at 0 removes. Rows go `KL_ROWS` at a time so the float64 copies stay small."""
     if reference.shape != other.shape:
         raise ValueError(
-            f"KL needs two log-probability tensors of one shape; got {tuple(reference.shape)} and {tuple(other.shape)}"
+            _("KL needs two log-probability tensors of one shape; got {reference_shape} and {other_shape}").format(
+                reference_shape=tuple(reference.shape), other_shape=tuple(other.shape)
+            )
         )
     rows = reference.reshape(-1, reference.shape[-1]), other.reshape(-1, other.shape[-1])  # any leading shape
     kl = [_kl_rows(p, q) for p, q in zip(rows[0].split(KL_ROWS), rows[1].split(KL_ROWS))]
@@ -138,7 +141,11 @@ def teacher_forced(
     n = input_ids.shape[-1]
     input_ids = input_ids.to(model.device)
     if not 1 <= prefill_tokens < n:
-        raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
+        raise ValueError(
+            _("prefill_tokens must be between 1 and {last} for a {n}-token input; got {prefill_tokens}").format(
+                last=n - 1, n=n, prefill_tokens=prefill_tokens
+            )
+        )
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)  # None for "none"
     timing = {"decode_seconds": 0.0}
@@ -154,15 +161,25 @@ def teacher_forced_chunk(
     (`decode_seconds` is that forward's time). Refuses a quantized residual the chunk would fill (a flush)."""
     n = input_ids.shape[-1]
     if not 1 <= prefill_tokens < n:
-        raise ValueError(f"prefill_tokens must be between 1 and {n - 1} for a {n}-token input; got {prefill_tokens}")
+        raise ValueError(
+            _("prefill_tokens must be between 1 and {last} for a {n}-token input; got {prefill_tokens}").format(
+                last=n - 1, n=n, prefill_tokens=prefill_tokens
+            )
+        )
     if cache not in ("dynamic", "quantized"):
-        raise ValueError(f"chunked teacher forcing is exact for 'dynamic' and 'quantized' caches; got {cache!r}")
+        raise ValueError(
+            _("chunked teacher forcing is exact for 'dynamic' and 'quantized' caches; got {cache!r}").format(
+                cache=cache
+            )
+        )
     chunk = n - prefill_tokens - 1
     residual_length = options.get("residual_length", _compat.QUANTIZED_DEFAULTS["residual_length"])
     if cache == "quantized" and options.get("backend") != "fp8" and chunk >= residual_length:
         raise ValueError(
-            f"a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which decoding one token at "
-            "a time would do part-way; score fewer tokens or use quality.teacher_forced"
+            _(
+                "a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which decoding one token "
+                "at a time would do part-way; score fewer tokens or use quality.teacher_forced"
+            ).format(chunk=chunk, residual_length=residual_length)
         )
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)
@@ -179,7 +196,7 @@ def teacher_forced_chunk(
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     """KL(reference || other) averaged over positions, top-1 agreement, and both perplexities."""
     if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
-        raise ValueError("compare needs two teacher-forced runs over the same tokens")
+        raise ValueError(_("compare needs two teacher-forced runs over the same tokens"))
     p, q = reference.log_probs, other.log_probs
     kl = kl_per_position(p, q)  # (positions,)
     top1 = (p.argmax(-1) == q.argmax(-1)).float()
@@ -193,10 +210,16 @@ def compare(reference: TeacherForced, other: TeacherForced) -> dict:
 
 
 def sweep(
-    model, input_ids: torch.Tensor, prefill_tokens: int, configs: dict[str, dict], chunked: bool = False
+    model,
+    input_ids: torch.Tensor,
+    prefill_tokens: int,
+    configs: dict[str, dict],
+    chunked: bool = False,
+    reference_label: str = "dynamic",
 ) -> tuple[list[dict], dict]:
     """Teacher-force `input_ids` through a DynamicCache and a QuantizedCache per entry of `configs` ({label: quantized
-    options}), one per token or, `chunked`, with `teacher_forced_chunk`: (rows, {label: TeacherForced}).
+    options}), one per token or, `chunked`, with `teacher_forced_chunk`: (rows, {label: TeacherForced}); the
+    DynamicCache's row and run are labelled `reference_label`.
 
     A row: the `compare` measures; the cache's bytes at the end; `memory_ratio_16bit` (the cache over a 16-bit cache
     of the same tokens); `packed_ratio_16bit` (the packed part over the 16-bit size of its tokens: what a sequence
@@ -207,8 +230,8 @@ def sweep(
     score = teacher_forced_chunk if chunked else teacher_forced
     per_token_layer_16bit = bytes_per_token_per_layer(model.config, torch.float16)
     reference = score(model, input_ids, prefill_tokens, cache="dynamic")
-    runs = {"dynamic": reference}
-    rows = [_row("dynamic", {}, reference, reference, per_token_layer_16bit)]
+    runs = {reference_label: reference}
+    rows = [_row(reference_label, {}, reference, reference, per_token_layer_16bit)]
     for label, options in configs.items():
         runs[label] = score(model, input_ids, prefill_tokens, cache="quantized", **options)
         rows.append(_row(label, options, reference, runs[label], per_token_layer_16bit))
@@ -234,3 +257,31 @@ def _row(label: str, options: dict, reference: TeacherForced, run: TeacherForced
         "flushes": run.trace.summary()["flushes"],
         "ms_per_token": 1e3 * run.decode_seconds / positions,
     }
+
+
+def per_position(reference: TeacherForced, other: TeacherForced) -> list[dict]:
+    """What `compare` averages, position by position: the reference's two likeliest tokens and the gap between
+    their log-probabilities (`margin`, nats: a near tie, which a small change in the cache can flip), `other`'s
+    likeliest token and whether it is the reference's (`same`), KL(reference || other) there, and `target_shift`,
+    how far `other` moved the log-probability of the token that actually follows (nats; `other`'s perplexity is
+    the reference's times exp(-mean target_shift))."""
+    if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
+        raise ValueError(_("compare needs two teacher-forced runs over the same tokens"))
+    p, q = reference.log_probs, other.log_probs  # (positions, vocab)
+    top2 = p.topk(2, dim=-1)  # (positions, 2): values and indices
+    kl = kl_per_position(p, q)
+    targets = reference.targets.reshape(-1, 1).to(p.device)
+    shift = (_float64(q.gather(-1, targets)) - _float64(p.gather(-1, targets))).flatten()
+    picks = q.argmax(-1)
+    return [
+        {
+            "position": i,
+            "reference_top2": (int(top2.indices[i, 0]), int(top2.indices[i, 1])),
+            "margin": float(top2.values[i, 0] - top2.values[i, 1]),
+            "pick": int(picks[i]),
+            "same": int(picks[i]) == int(top2.indices[i, 0]),
+            "kl": float(kl[i]),
+            "target_shift": float(shift[i]),
+        }
+        for i in range(p.shape[0])
+    ]

@@ -50,7 +50,9 @@ class SimulatedDevice:
         if cache is None:
             return
         if not hasattr(cache, "kvlab_recorder"):
-            raise RuntimeError("simulated_device reads the cache kvlab.watch records: enter kvlab.watch(model) first")
+            raise RuntimeError(
+                _("simulated_device reads the cache kvlab.watch records: enter kvlab.watch(model) first")
+            )
         held = device_bytes_at_last_update(cache.trace)
         self.peak_bytes = max(self.peak_bytes, held)
         if held > self.budget_bytes:
@@ -73,4 +75,4 @@ def decoder_layers(model) -> list:
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n:
             return list(module)
-    raise ValueError(f"no list of {n} decoder layers found in {type(model).__name__}")
+    raise ValueError(_("no list of {n} decoder layers found in {model}").format(n=n, model=type(model).__name__))

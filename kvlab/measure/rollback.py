@@ -11,6 +11,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.caches import make_cache
+from kvlab.i18n import _
 from kvlab.recording.layer_kinds import layer_kind_at
 from kvlab.recording.layer_state import read_layer
 
@@ -116,10 +117,10 @@ def speculative_generate(
     """Greedy decoding that verifies `k` drafted tokens per forward and crops the rejected ones from the cache:
     the same tokens as plain greedy decoding. Between forwards the cache holds every committed token but the last."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, tokens), got {tuple(input_ids.shape)}")
+        raise ValueError(_("input_ids must have shape (1, tokens), got {shape}").format(shape=tuple(input_ids.shape)))
     input_ids = input_ids.to(model.device)
     if k < 1:
-        raise ValueError(f"k={k}: draft at least one token per step")
+        raise ValueError(_("k={k}: draft at least one token per step").format(k=k))
     kv = make_cache(cache, model.config, **cache_options)
     if past_recording:
         kv.activate_past_recording()

@@ -42,20 +42,30 @@ def decode_step_times(
     """{label: StepTimes} for `new_tokens` greedy tokens after `input_ids` (1, prompt), every configuration run
     `repeats` times interleaved (after `warmup` untimed runs each)."""
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids must have shape (1, prompt_tokens); got {tuple(input_ids.shape)}")
+        raise ValueError(
+            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
+        )
     if new_tokens < 2:
         raise ValueError(
-            f"new_tokens must be at least 2 (step times are the gaps between new tokens); got {new_tokens}"
+            _("new_tokens must be at least 2 (step times are the gaps between new tokens); got {new_tokens}").format(
+                new_tokens=new_tokens
+            )
         )
     for label, config in configs.items():
         if not (isinstance(config, dict) or callable(config)):
-            raise TypeError(f"{label}: a configuration is generate keywords (a dict) or a callable returning a cache")
+            raise TypeError(
+                _("{label}: a configuration is generate keywords (a dict) or a callable returning a cache").format(
+                    label=label
+                )
+            )
         if isinstance(config, dict) and any(
             isinstance(config.get(k), _compat.Cache) for k in _compat.FORWARD_CACHE_KWARGS
         ):
             raise ValueError(
-                f"{label}: pass a callable that builds the cache (e.g. lambda: QuantizedCache(...)), not a cache "
-                "object: every repeat needs a fresh one"
+                _(
+                    "{label}: pass a callable that builds the cache (e.g. lambda: QuantizedCache(...)), not a cache "
+                    "object: every repeat needs a fresh one"
+                ).format(label=label)
             )
     input_ids = input_ids.to(model.device)
     attention_mask = torch.ones_like(input_ids)
@@ -91,7 +101,11 @@ def decode_step_times(
         runs = [clock.step_seconds for clock in timed]
         for r in runs:
             if len(r) != new_tokens - 1:
-                raise RuntimeError(f"{label}: {len(r) + 1} new tokens instead of {new_tokens}")
+                raise RuntimeError(
+                    _("{label}: {got} new tokens instead of {new_tokens}").format(
+                        label=label, got=len(r) + 1, new_tokens=new_tokens
+                    )
+                )
         step_numbers = list(range(1, new_tokens))
         steps = [Timing(f"{label} step {s}", [r[i] for r in runs]) for i, s in enumerate(step_numbers)]
         decode = Timing(label, [sum(r) / len(r) for r in runs])
@@ -105,9 +119,17 @@ def split_steps(result: StepTimes, steps, names: tuple[str, str] = (N_("other st
     chosen = set(steps)
     missing = chosen - set(result.step_numbers)
     if missing:
-        raise ValueError(f"{result.label}: steps {sorted(missing)} were not timed (timed: {result.step_numbers})")
+        raise ValueError(
+            _("{label}: steps {missing} were not timed (timed: {step_numbers})").format(
+                label=result.label, missing=sorted(missing), step_numbers=result.step_numbers
+            )
+        )
     if not chosen or chosen == set(result.step_numbers):
-        raise ValueError(f"{result.label}: split_steps needs steps on both sides; got {sorted(chosen)}")
+        raise ValueError(
+            _("{label}: split_steps needs steps on both sides; got {chosen}").format(
+                label=result.label, chosen=sorted(chosen)
+            )
+        )
     pooled = {True: [], False: []}
     for step, timing in zip(result.step_numbers, result.steps):
         pooled[step in chosen].extend(timing.times)
@@ -119,7 +141,9 @@ def flush_schedule(residual_length: int, new_tokens: int) -> list[int]:
     """The decode steps (1 .. new_tokens - 1) at which transformers' `QuantizedLayer` flushes: the prefill leaves
     the residual empty, and the step that would bring it to `residual_length` quantizes everything instead."""
     if residual_length < 1:
-        raise ValueError(f"residual_length must be at least 1; got {residual_length}")
+        raise ValueError(
+            _("residual_length must be at least 1; got {residual_length}").format(residual_length=residual_length)
+        )
     steps, residual = [], 0
     for step in range(1, new_tokens):
         if residual + 1 >= residual_length:

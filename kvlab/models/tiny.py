@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import transformers
 
+from kvlab.i18n import _
+
 TINY_VOCAB = 128
 
 
@@ -88,8 +90,10 @@ def tiny_config(name: str):
     if name in causal_lm_types():
         return shrunk_config(name)
     raise ValueError(
-        f"unknown tiny model {name!r}; valid: {', '.join(TINY_MODELS)}, or a model type of transformers with a "
-        "causal-LM or seq2seq class (kvlab.models.tiny.causal_lm_types())"
+        _(
+            "unknown tiny model {name!r}; valid: {valid}, or a model type of transformers with a causal-LM or seq2seq "
+            "class (kvlab.models.tiny.causal_lm_types())"
+        ).format(name=name, valid=", ".join(TINY_MODELS))
     )
 
 

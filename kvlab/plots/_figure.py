@@ -14,6 +14,9 @@ from matplotlib.transforms import ScaledTranslation
 
 from kvlab.i18n import marks, number
 
+# The gid of a text that shows the model's data (a token, generated text), not a label: it stays in the language the
+# model read, and `kvlab.plots.overflow.visible_texts` lists it apart, so no language check reads it as a label.
+DATA_TEXT = "kvlab-data"
 MOST_DECIMALS = 6  # ticks finer than 1e-6 apart, or beyond 1e15, fall back to the short "%g" form
 LARGEST = 1e15
 
@@ -53,14 +56,23 @@ class NumberFormatter(Formatter):
         return text.replace("-", "\N{MINUS SIGN}") if rcParams["axes.unicode_minus"] else text
 
 
+def localise_ticks(*axes):
+    """Every numeric axis of `axes` (Axes, or arrays of them) that still has matplotlib's default formatter gets a
+    `NumberFormatter`: "0,5" and "1.000" in pt-BR, as kvlab prints numbers. An axes made outside `subplots` (pyplot's,
+    an inset, a learner's own) needs this call. Returns `axes` as given."""
+    for ax in (ax for each in axes for ax in np.atleast_1d(each).flat):
+        for axis in (ax.xaxis, ax.yaxis):
+            if type(axis.get_major_formatter()) is ScalarFormatter and axis.isDefault_majfmt:
+                axis.set_major_formatter(NumberFormatter())
+                axis.isDefault_majfmt = True  # still the default: a category or date axis gets its own formatter
+    return axes[0] if len(axes) == 1 else axes
+
+
 def subplots(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (7, 4), **kwargs):
-    """(Figure, axes) like `plt.subplots`, without pyplot, with kvlab's number ticks."""
+    """(Figure, axes) like `plt.subplots`, without pyplot, with kvlab's number ticks (`localise_ticks`)."""
     fig = Figure(figsize=figsize)
     axes = fig.subplots(nrows, ncols, **kwargs)
-    for axis in (axis for ax in np.atleast_1d(axes).flat for axis in (ax.xaxis, ax.yaxis)):
-        if type(axis.get_major_formatter()) is ScalarFormatter and axis.isDefault_majfmt:
-            axis.set_major_formatter(NumberFormatter())
-            axis.isDefault_majfmt = True  # still the default: a category or date axis gets its own formatter
+    localise_ticks(axes)
     return fig, axes
 
 

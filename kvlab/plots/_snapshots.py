@@ -3,6 +3,7 @@ step (a linear layer, a cross-attention layer after prefill) keeps its state."""
 
 from __future__ import annotations
 
+from kvlab.i18n import layer_kind_label
 from kvlab.recording.trace import Trace
 
 
@@ -34,4 +35,6 @@ def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None,
 def layer_labels(trace: Trace) -> list[str]:
     """'L3 sliding' style labels, in the row order of `Trace.occupancy()`."""
     final = trace.final_layers()
-    return [f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {e['layer_kind']}" for e in final]
+    return [
+        f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {layer_kind_label(e['layer_kind'])}" for e in final
+    ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kvlab.i18n import _, number
+from kvlab.i18n import _, layer_kind_label, number
 from kvlab.plots._figure import legend_below, subplots, tight_layout_fitted
 from kvlab.plots.kv_bytes import unit_for
 from kvlab.plots.palette import LAYER_KIND_COLORS, series
@@ -16,7 +16,7 @@ WIDTH = 0.38  # each of the two bars of a kind; the pair leaves a gap to the nex
 
 def _kind_label(kind: str, layers: int) -> str:
     label = _("{kind}\n{layers} layer") if layers == 1 else _("{kind}\n{layers} layers")
-    return label.format(kind=kind, layers=layers)
+    return label.format(kind=layer_kind_label(kind, plural=layers != 1), layers=layers)
 
 
 def plot_beside_live(rows, title: str = "") -> Figure:

@@ -3,6 +3,8 @@ each cache layout reserves."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from matplotlib.colors import ListedColormap
 
@@ -11,13 +13,16 @@ from kvlab.measure.paged import paged_steps
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.recording.trace import Trace
+from kvlab.units import MIB
 
 FREE, CACHED = -1, -2
 
 
 def request_order(trace: Trace) -> list[str]:
-    """Request ids in the order they were first given blocks."""
-    return list(dict.fromkeys(rid for row in paged_steps(trace) for rid in row["block_tables"]))
+    """The request ids that were given blocks, in the order of their names, numbers by value (req_2 before req_10):
+    the legend reads like the workload, whichever request the scheduler served first."""
+    ids = dict.fromkeys(rid for row in paged_steps(trace) for rid in row["block_tables"])
+    return sorted(ids, key=lambda rid: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rid)])
 
 
 def block_grid(trace: Trace) -> np.ndarray:
@@ -45,17 +50,17 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     meta = trace.meta["paged"]
     order = request_order(trace)
     grid = block_grid(trace)
-    fig, (top, bottom) = subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    # cached and free blocks in their state colours, each request in `series(i)`, so none reads as a state
-    cmap = ListedColormap([palette.CACHED, palette.FREE] + [palette.series(i) for i in range(max(len(order), 1))])
+    fig, (top, bottom) = subplots(2, 1, figsize=(9, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    # cached and free blocks in their state colours, each request in `request(i)`, so none reads as a state
+    cmap = ListedColormap([palette.CACHED, palette.FREE] + [palette.request(i) for i in range(max(len(order), 1))])
     top.imshow(grid + 2, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=len(order) + 1, origin="lower")
     top.set_ylabel(_("block id (of {blocks})").format(blocks=meta["num_blocks"]))
     heading = _("{blocks} blocks of {tokens} tokens: who holds each block")
     top.set_title(title or heading.format(blocks=meta["num_blocks"], tokens=meta["page_size"]))
     for i, rid in enumerate(order):
-        top.plot([], [], "s", color=palette.series(i), label=rid)
-    top.plot([], [], "s", color=palette.CACHED, label=_("cached"))
-    legend_beside(top, fontsize=7, frameon=False, anchor=1.0)
+        top.plot([], [], "s", color=palette.request(i), markersize=9, label=rid)
+    top.plot([], [], "s", color=palette.CACHED, markersize=9, label=_("cached"))
+    legend_beside(top, fontsize=9, frameon=False, anchor=1.0)
     bottom.stackplot(
         np.arange(len(rows)),
         *([r[f"blocks_{state}"] for r in rows] for state in ("in_use", "cached", "free")),
@@ -71,7 +76,7 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
     bottom.set_ylim(0, meta["num_blocks"] + 1.5)
     bottom.set_xlabel(_("forward (one batch step of continuous batching)"))
     bottom.set_ylabel(_("blocks"))
-    legend_beside(bottom, fontsize=7, frameon=False, anchor=1.0)
+    legend_beside(bottom, fontsize=9, frameon=False, anchor=1.0)
     fig.tight_layout()
     return fig
 
@@ -79,19 +84,20 @@ def plot_block_timeline(trace: Trace, title: str | None = None):
 def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout: reserved vs live KV bytes")):
     """One bar per layout row (`kvlab.serving.layout_rows`), as high as the bytes it reserves: the part holding
     live tokens under the empty rest."""
-    fig, ax = subplots(figsize=(8, 3.6))
+    fig, ax = subplots(figsize=(9.5, 3.8))
     x = np.arange(len(rows))
-    reserved = [r["bytes_held"] / 2**20 for r in rows]
-    live = [r["bytes_live"] / 2**20 for r in rows]
+    reserved = [r["bytes_held"] / MIB for r in rows]
+    live = [r["bytes_live"] / MIB for r in rows]
     ax.bar(x, live, 0.6, label=_("holding live tokens"), color=palette.LIVE)
     ax.bar(x, np.subtract(reserved, live), 0.6, bottom=live, label=_("reserved, empty"), color=palette.MASKED)
     for i, r in enumerate(rows):
         waste = _("{percent}% waste").format(percent=number(r["waste_pct"], 1))
-        ax.text(i, reserved[i], waste, ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(x, [r["layout"] for r in rows])
+        # the share over its words, so neighbouring labels never meet ("74,8% de desperdício" is long)
+        ax.text(i, reserved[i], waste.replace(" ", "\n", 1), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, [r.get("name", r["layout"]) for r in rows])
     ax.set_ylabel("MiB")
     ax.set_title(_(title))
-    ax.set_ylim(0, max(reserved, default=0) * 1.12)  # room for the tallest bar's waste label
+    ax.set_ylim(0, max(reserved, default=0) * 1.22)  # room for the tallest bar's two-line waste label
     legend_beside(ax, fontsize=8, frameon=False)
     fig.tight_layout()
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from kvlab.i18n import _, number
+from kvlab.i18n import _, cache_kind_label, number
 from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.kv_bytes import unit_for
 from kvlab.plots.palette import series
@@ -26,10 +26,11 @@ def plot_cache_choice(
     unit, scale = unit_for(largest)
     names = list(calculated)
     heights = [calculated[n] / scale for n in names]
-    bars = bytes_ax.bar(names, heights, color=series(0), alpha=0.45, label=_("kvlab.size (calculated)"))
+    ticks = [cache_kind_label(n) for n in names]  # words in the reader's language; the menu keeps the API values
+    bars = bytes_ax.bar(ticks, heights, color=series(0), alpha=0.45, label=_("kvlab.size (calculated)"))
     shown = [number(height, 2, grouping=False) for height in heights]
     bytes_ax.bar_label(bars, labels=shown, fontsize="x-small", label_type="center")  # the live marker sits on top
-    live = _("{cache_kind}, live (kvlab.watch)").format(cache_kind=cache_kind)
+    live = _("{cache_kind}, live (kvlab.watch)").format(cache_kind=cache_kind_label(cache_kind))
     at = ([names.index(cache_kind)], [live_bytes / scale])
     bytes_ax.plot(*at, "D", color=series(1), markeredgecolor="black", markersize=9, label=live)
     bytes_ax.set_ylabel(_("cache bytes at the end ({unit})").format(unit=unit))
@@ -47,7 +48,8 @@ def plot_cache_choice(
         if distinct == 1
         else _("{cache_kind}: {distinct} distinct signatures over {total} decoding calls")
     )
-    keys_ax.set_title(signatures_title.format(cache_kind=cache_kind, distinct=distinct, total=total), fontsize=10)
+    shown_kind = cache_kind_label(cache_kind)
+    keys_ax.set_title(signatures_title.format(cache_kind=shown_kind, distinct=distinct, total=total), fontsize=10)
     if title:
         fig.suptitle(title)
     tight_layout_fitted(fig, grow=True)

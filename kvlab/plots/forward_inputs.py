@@ -10,25 +10,28 @@ from kvlab.plots._figure import subplots, tight_layout_fitted
 from kvlab.plots.palette import series
 
 STYLES = ("o-", "s--", "^:", "d-.", "v-")
+DODGE = 0.22  # sideways shift, in calls, between inputs whose points coincide
 
 
 def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) -> Figure:
     """From `{label: kvlab.measure.devices.ForwardLog}`: a panel per log, a line per input, the title counting
     the decoding calls' distinct signatures (the prefill, call 0, always has its own). An input keeps its colour
-    and style in every panel, so they share one legend, below them."""
+    and style in every panel, so they share one legend, below them. Inputs of the same length at every call (the
+    ids and their positions) are drawn side by side, a fraction of a call apart, never one over the other."""
     names = sorted({name for log in logs.values() for name in log.names()})
     fig, axes = subplots(1, len(logs), figsize=(5 * len(logs), 3.9), sharey=True, squeeze=False)
     handles = {}
     for ax, (label, log) in zip(axes[0], logs.items()):
-        for name in log.names():
+        points = {name: _lengths(log, name) for name in log.names()}
+        for name, (calls, lengths) in points.items():
             i = names.index(name)
-            records = log.of(name)
-            # keys: (batch, kv_heads, seq, head_dim); ids, positions, masks: seq last
-            lengths = [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]
-            # distinct markers and dashes, so inputs of the same length stay visible on top of each other
+            # inputs with the same lengths at the same calls would hide each other: each is shifted sideways by
+            # a fraction of a call, so every one stays visible beside the others (the calls are whole numbers)
+            same = [other for other, drawn in points.items() if drawn == (calls, lengths)]
+            shift = (same.index(name) - (len(same) - 1) / 2) * DODGE
             (line,) = ax.plot(
-                [r.call for r in records], lengths, STYLES[i % len(STYLES)], color=series(i), label=name,
-                markersize=7 - i % len(STYLES),
+                [call + shift for call in calls], lengths, STYLES[i % len(STYLES)], color=series(i), label=name,
+                markersize=6,
             )  # fmt: skip
             handles.setdefault(name, line)
         distinct, calls = log.decoding_signatures()
@@ -48,3 +51,10 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
     fig.legend(entries, names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False)
     tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True)  # the bottom strip holds the legend, 7 % a row
     return fig
+
+
+def _lengths(log, name: str) -> tuple[list[int], list[int]]:
+    """(calls, sequence lengths) of one input: keys are (batch, kv_heads, seq, head_dim); ids, positions and masks
+    have the sequence last."""
+    records = log.of(name)
+    return [r.call for r in records], [r.shape[-2] if name.endswith("keys") else r.shape[-1] for r in records]

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import series as series_color
 
 UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
@@ -24,14 +24,16 @@ def plot_bytes(
     title: str = N_("KV cache bytes"),
     marked: frozenset | set = frozenset(),
     marked_label: str = "",
+    bar_inches: float = 0.5,
 ) -> Figure:
     """`{label: {series: bytes}}`: a group of bars per label, a colour per series; `marked` (label, series) pairs
-    are hatched (say, a length past the model's context), and `marked_label` names the hatch in the legend."""
+    are hatched (say, a length past the model's context), and `marked_label` names the hatch in the legend.
+    `bar_inches`: the height of one bar, for many series per label."""
     labels = list(values)
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
     unit, scale = unit_for(largest)
-    fig, ax = subplots(figsize=(9, 0.5 * len(labels) * max(len(series), 1) + 1.5))
+    fig, ax = subplots(figsize=(9, bar_inches * len(labels) * max(len(series), 1) + 1.5))
     height = 0.8 / max(len(series), 1)
     y = np.arange(len(labels))
     for i, name in enumerate(series):
@@ -55,5 +57,5 @@ def plot_bytes(
     if len(names) > 1:
         legend_beside(ax, handles, names, fontsize="small")
     ax.set_title(_(title))
-    fig.tight_layout()
+    tight_layout_fitted(fig, grow=True)  # a title wider than the panel (a Portuguese one) wraps
     return fig

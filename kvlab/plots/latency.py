@@ -8,11 +8,13 @@ from kvlab.i18n import _
 from kvlab.measure.latency import TokenTimes
 from kvlab.plots._figure import finish, subplots
 from kvlab.plots.palette import series
+from kvlab.plots.verdicts import add_verdicts
 
 
-def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> Figure:
+def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None, verdicts=()) -> Figure:
     """Milliseconds per token against position, with the interquartile band over repeats (left), and the
-    tokens each forward ran through the model, counted exactly (right): the work behind the time."""
+    tokens each forward ran through the model, counted exactly (right): the work behind the time. `verdicts`, the
+    timing verdicts printed beside the figure (a list, or {what was compared: verdict}), go in a box under it."""
     fig, (ax, ax_work) = subplots(1, 2, figsize=(10, 3.8))
     for index, (label, run) in enumerate(runs.items()):
         line = ax.plot(run.positions[1:], [s * 1e3 for s in run.seconds[1:]], ".-", color=series(index), label=label)[0]
@@ -26,4 +28,4 @@ def plot_token_times(runs: dict[str, TokenTimes], title: str | None = None) -> F
         (ax, position, _("ms per new token"), _("time per new token (after the prefill)")),
         (ax_work, position, _("tokens run by the forward"), _("work per new token (exact)")),
     ]
-    return finish(fig, panels, title)
+    return add_verdicts(finish(fig, panels, title), verdicts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kvlab.i18n import N_, _
+from kvlab.i18n import N_, _, layer_kind_label, number
 from kvlab.measure.layer_lengths import LayerLength
 from kvlab.plots._figure import subplots
 from kvlab.plots.palette import LAYER_KIND_COLORS
@@ -24,13 +24,13 @@ def plot_layer_lengths(
     ax.bar(x, stored, width=0.6, color=colors, alpha=0.35, label=_("stored (bytes)"))
     live_bars = ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label=_("live"))
     # 511 live under a 512 window is one pixel at this scale: each live bar carries its count
-    counts = [f"{length.live:,}" if length.live else "" for length in lengths]
+    counts = [number(length.live) if length.live else "" for length in lengths]
     ax.bar_label(live_bars, labels=counts, fontsize=6, label_type="center", rotation=90, color="white")
     if window:
-        ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{_(window_label)} {window}")
+        ax.axhline(window, color="black", linestyle="--", linewidth=1, label=f"{_(window_label)} {number(window)}")
     handles = ax.get_legend_handles_labels()[0]
     handles += [
-        Patch(color=color, label=_("{layer_kind} layer").format(layer_kind=layer_kind))
+        Patch(color=color, label=_("{layer_kind} layer").format(layer_kind=layer_kind_label(layer_kind)))
         for layer_kind, color in LAYER_KIND_COLORS.items()
         if any(length.layer_kind == layer_kind for length in lengths)
     ]

@@ -6,6 +6,9 @@ The limit is the canvas (figsize × dpi): a live control's frame (`png_bytes`) c
 outside its axes (tick labels, a legend beside them: tight_layout makes room), but a clipping text must stay in
 its clip region. Only titles and axis labels are checked for being covered: crowded tick or bar labels are placed
 by the data, and their fix lies in the spacing.
+
+The same draw gives every text a reader sees (`visible_texts`: tick labels as their formatter wrote them), which
+`kvlab.notebook_exec` records so that a pt-BR figure can be checked for English words and number marks.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from kvlab.atomic import write_text
+from kvlab.plots._figure import DATA_TEXT
 
 TOLERANCE_PX = 1.0  # text extents come from font metrics; antialiasing and hinting move an edge by under a pixel
 
@@ -88,13 +92,20 @@ def _overlap(a: Bbox, b: Bbox, tolerance: float) -> bool:
     return width > tolerance and height > tolerance
 
 
-def overflowing_texts(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[dict]:
-    """Every visible text of `fig` cut off ("outside", in draw order), then every one covering a title or axis
-    label ("overlap", with the one it covers as "with"): {"text", "kind", "axes": index in fig.axes, None for the
-    figure's own}. It draws the figure (without rasterizing): positions are known only after a draw."""
+def _drawn_texts(fig: Figure) -> list[tuple[Text, Bbox, Bbox | None]]:
+    """Every visible, non-blank text of `fig` as one draw (without rasterizing) draws it, in draw order, with its
+    extent and the region it may fill: positions and tick labels are known only after a draw."""
     drawn: list[tuple[Text, Bbox, Bbox | None]] = []
     with _recording_text_draws(drawn):
         fig.draw_without_rendering()
+    return drawn
+
+
+def overflowing_texts(fig: Figure, tolerance: float = TOLERANCE_PX, drawn=None) -> list[dict]:
+    """Every visible text of `fig` cut off ("outside", in draw order), then every one covering a title or axis
+    label ("overlap", with the one it covers as "with"): {"text", "kind", "axes": index in fig.axes, None for the
+    figure's own}. It draws the figure, unless given what a draw drew (`drawn`, from `_drawn_texts`)."""
+    drawn = _drawn_texts(fig) if drawn is None else drawn
     owners = _owners(fig)
     headings = {id(text) for text in _headings(fig)}
     found = [
@@ -114,6 +125,36 @@ def overflowing_texts(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[dict
     return found
 
 
+def _tick_axes(fig: Figure) -> dict[int, object]:
+    """id(tick label or offset text) -> its Axis, for every axis of every axes (insets and colorbars included)."""
+    found = {}
+    for ax in _all_axes(fig.axes):
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = axis.majorTicks + axis.minorTicks
+            for text in [axis.offsetText] + [label for tick in ticks for label in (tick.label1, tick.label2)]:
+                found[id(text)] = axis
+    return found
+
+
+def visible_texts(fig: Figure, drawn=None) -> dict:
+    """What a reader of `fig` can read, as drawn: {"texts": titles, axis labels, legend entries, annotations and
+    any other text, in draw order; "ticks": one list per axis that shows tick labels (after its formatter: the
+    text on the figure), with its offset text ("1e6") last; "data": texts marked as the model's own (gid
+    `DATA_TEXT`: tokens), in no reader's language}. Each text once per list; it draws the figure, unless given
+    what a draw drew (`drawn`, from `_drawn_texts`)."""
+    drawn = _drawn_texts(fig) if drawn is None else drawn
+    axis_of = _tick_axes(fig)
+    texts: list[str] = []
+    data: list[str] = []
+    ticks: dict[int, list[str]] = {}
+    for text, _extent, _region in drawn:
+        axis = axis_of.get(id(text))
+        shown = ticks.setdefault(id(axis), []) if axis is not None else data if text.get_gid() == DATA_TEXT else texts
+        if text.get_text() not in shown:
+            shown.append(text.get_text())
+    return {"texts": texts, "ticks": list(ticks.values()), "data": data}
+
+
 def _shown_figure(obj) -> Figure | None:
     """The figure a displayed object shows: a Figure, or the `figure` a `kvlab.live.LiveControl` holds (read from
     its `__dict__`, so that no `__getattr__` of an arbitrary displayed object runs)."""
@@ -123,14 +164,31 @@ def _shown_figure(obj) -> Figure | None:
     return held if isinstance(held, Figure) else None
 
 
-def record_in_kernel(shell, path: str | Path) -> None:
+def _inspect(figure: Figure) -> tuple[list[dict], dict]:
+    """`overflowing_texts` and `visible_texts` of `figure`, from one draw. A figure that fails to draw is a finding
+    of kind "error" with no texts (a raising callback would print into the cell)."""
+    try:
+        drawn = _drawn_texts(figure)
+        return overflowing_texts(figure, drawn=drawn), visible_texts(figure, drawn=drawn)
+    except Exception as err:  # reported, never raised
+        return [{"text": f"{type(err).__name__}: {err}", "kind": "error", "axes": None}], {
+            "texts": [],
+            "ticks": [],
+            "data": [],
+        }
+
+
+def record_in_kernel(shell, path: str | Path, texts_path: str | Path | None = None) -> None:
     """In an IPython kernel: after each cell, check every figure it showed and every pyplot figure still open, and
     write all findings so far to `path` (a JSON list; each finding with the cell's "execution_count" and the
     "figure" index among the cell's), nothing to the cell's outputs. A kvlab plot is no pyplot figure, so figures
     are caught as IPython formats them for display (wrapping `display_formatter.format`); pyplot's are taken from
     its list before the inline backend closes them. A figure that fails to draw is a finding of kind "error" (a
-    raising callback would print into the cell). `path` holds "[]" from the start: no file, the check never ran."""
+    raising callback would print into the cell). `path` holds "[]" from the start: no file, the check never ran.
+    With `texts_path`, every figure's `visible_texts` go there the same way, one entry per figure (so that the
+    words a reader sees can be checked against the language, tests/i18n/test_figure_words.py)."""
     findings: list[dict] = []
+    seen: list[dict] = []
     shown: list[Figure] = []
     formatter = shell.display_formatter
     original_format = formatter.format
@@ -155,16 +213,18 @@ def record_in_kernel(shell, path: str | Path) -> None:
         count = shell.last_execution_result.execution_count  # the cell's: shell.execution_count may be the next's
         new = []
         for index, figure in enumerate(figures):
-            try:
-                found = overflowing_texts(figure)
-            except Exception as err:  # reported, never raised
-                found = [{"text": f"{type(err).__name__}: {err}", "kind": "error", "axes": None}]
+            found, readable = _inspect(figure)
             new += [{"execution_count": count, "figure": index, **finding} for finding in found]
+            seen.append({"execution_count": count, "figure": index, **readable})
         if new:
             findings.extend(new)
             write_text(path, json.dumps(findings, ensure_ascii=False))
+        if texts_path is not None:
+            write_text(texts_path, json.dumps(seen, ensure_ascii=False))
 
     write_text(path, "[]")
+    if texts_path is not None:
+        write_text(texts_path, "[]")
     formatter.format = format
     shell.events.register("pre_execute", pre_execute)
     shell.events.register("post_execute", post_execute)

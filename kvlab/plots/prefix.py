@@ -6,11 +6,12 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from kvlab.i18n import N_, _
+from kvlab.i18n import N_, _, number
 from kvlab.measure.prefix import tokens_fed_after_copy
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import DATA_TEXT, legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
+from kvlab.units import MIB
 
 # ids agree (reusable); differ (wrong keys and values: a crop back to the common prefix removes them); not cached
 MATCH, DIFFERS, QUESTION = CACHED, CROPPED, FREE
@@ -38,7 +39,8 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
             edge = "#969696" if color == QUESTION else "white"
             ax.add_patch(Rectangle((position - 0.45, y - 0.35), 0.9, 0.7, facecolor=color, edgecolor=edge))
             ink = "white" if color in (MATCH, DIFFERS) else "black"
-            ax.text(position, y, _show(tokens[position]), ha="center", va="center", fontsize=8, color=ink)
+            box = _show(tokens[position])
+            ax.text(position, y, box, ha="center", va="center", fontsize=8, color=ink, gid=DATA_TEXT)  # the model's
     ax.axvline(n_prefix - 0.5, color="black", linestyle="--", linewidth=1)
     ax.set_xlim(start - 0.6, stop - 0.4)
     ax.set_xticks(range(start, stop))
@@ -81,20 +83,19 @@ def plot_prefix_copies(
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
         x = np.arange(len(values)) + (i - (len(series) - 1) / 2) * width
-        tokens_ax.bar_label(tokens_ax.bar(x, values, width, label=label, color=series_color(i)), fontsize=7)
+        bars = tokens_ax.bar(x, values, width, label=label, color=series_color(i))
+        tokens_ax.bar_label(bars, labels=[number(value) for value in values], fontsize=7)
     width = 0.8 / max(len(copies), 1)
     for i, (name, group) in enumerate(copies.items()):
         x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
-        held = bytes_ax.bar(
-            x,
-            [t.summary()["peak_bytes"] / 1e6 for t in group],
-            width,
-            label=_("{name} copy").format(name=name),
-            color=series_color(i + 1),
-        )
-        bytes_ax.bar_label(held, fmt="%.2f", fontsize=7)
+        mebibytes = [t.summary()["peak_bytes"] / MIB for t in group]
+        held = bytes_ax.bar(x, mebibytes, width, label=_("{name} copy").format(name=name), color=series_color(i + 1))
+        bytes_ax.bar_label(held, labels=[number(mib, 2) for mib in mebibytes], fontsize=7)
     questions = [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
-    for ax, ylabel in ((tokens_ax, _("tokens prefilled for the answer")), (bytes_ax, _("bytes held by the copy (MB)"))):
+    for ax, ylabel in (
+        (tokens_ax, _("tokens prefilled for the answer")),
+        (bytes_ax, _("bytes held by the copy (MiB)")),
+    ):
         ax.set_xticks(range(len(prompt_tokens)), questions)
         ax.set_ylabel(ylabel)
         ax.margins(y=0.12)

@@ -13,6 +13,7 @@ from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 
 PACKED, RESIDUAL = series(0), series(1)
+MIB = 2**20  # bytes in a MiB: every size drawn in MiB
 
 # Published results (other models, benchmarks, hardware), not measured by kvlab; memory relative to a 16-bit cache.
 PUBLISHED_REFERENCES = (
@@ -58,15 +59,15 @@ def plot_split(
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
     fig, ax = subplots(figsize=(9, 4))
-    packed = [r["packed_bytes"] / 1e6 for r in rows]
-    residual = [r["residual_bytes"] / 1e6 for r in rows]
+    packed = [r["packed_bytes"] / MIB for r in rows]
+    residual = [r["residual_bytes"] / MIB for r in rows]
     names = [_("packed (quantized)"), _("residual (full precision)")]
     ax.stackplot(tokens, packed, residual, labels=names, colors=[PACKED, RESIDUAL], alpha=0.7)
     if reference_trace is not None:
         xs, ys = zip(*total_bytes(reference_trace))
-        ax.plot(xs, [y / 1e6 for y in ys], color="k", ls="--", lw=1, label=reference_label)
+        ax.plot(xs, [y / MIB for y in ys], color="k", ls="--", lw=1, label=reference_label)
     ax.set_xlabel(_("tokens seen"))
-    ax.set_ylabel(_("cache bytes (MB)"))
+    ax.set_ylabel(_("cache bytes (MiB)"))
     ax.grid(alpha=0.3)
     legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
     ax.set_title(title or _("Packed vs residual bytes"))
@@ -79,13 +80,13 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     labels = list(traces)
     finals = [split_by_step(t)[-1] for t in traces.values()]
     fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2) + 2, 4))
-    packed = [r["packed_bytes"] / 1e6 for r in finals]
+    packed = [r["packed_bytes"] / MIB for r in finals]
     ax.bar(labels, packed, color=PACKED, alpha=0.7, label=_("packed"))
-    residual = [r["residual_bytes"] / 1e6 for r in finals]
+    residual = [r["residual_bytes"] / MIB for r in finals]
     ax.bar(labels, residual, bottom=packed, color=RESIDUAL, alpha=0.7, label=_("residual (full precision)"))
     if reference_bytes:
-        ax.axhline(reference_bytes / 1e6, color="k", ls="--", lw=1, label="DynamicCache")
-    ax.set_ylabel(_("cache bytes (MB)"))
+        ax.axhline(reference_bytes / MIB, color="k", ls="--", lw=1, label="DynamicCache")
+    ax.set_ylabel(_("cache bytes (MiB)"))
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     legend_beside(ax, fontsize=8)
     ax.set_title(title or _("Packed vs residual bytes per configuration"))
@@ -99,36 +100,46 @@ def plot_quality_vs_memory(
     quality_label: str = N_("top-1 agreement with DynamicCache (1.0 = same)"),
     title: str | None = None,
 ) -> Figure:
-    """`kvlab.measure.quality.sweep` rows: each configuration's quality at the memory ratio of the same run (the
-    whole cache, residual included, vs 16 bits). The packed part's ratio (what a much longer sequence approaches)
-    is a hollow tick on the x axis at no height: no quality was measured there. Coinciding points share a label."""
-    fig, ax = subplots(figsize=(9, 5.5))
-    labels: dict[tuple[float, float], list[str]] = {}
-    rug = ax.get_xaxis_transform()  # x in data, y in axes fraction: a tick along the bottom edge
+    """`kvlab.measure.quality.sweep` rows, two panels on one memory axis. Top: each configuration's quality at the
+    memory ratio of the same run (the whole cache, residual included, vs 16 bits), on a quality axis from 0. Below,
+    a strip with no quality axis: the packed part's ratio (what a much longer sequence approaches), a hollow marker
+    per configuration, since no quality was measured there. Coinciding points share a label."""
+    fig, (ax, strip) = subplots(2, 1, figsize=(9, 6.2), sharex=True, gridspec_kw={"height_ratios": [5, 1]})
+    points: dict[tuple[float, float], list[str]] = {}
+    packed_at: dict[float, list[str]] = {}
     for index, r in enumerate(rows):
         color = series(index)
         whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
         ax.scatter(whole, y, s=45, color=color, zorder=3)
-        ax.scatter(packed, 0.03, s=45, marker="^", facecolors="none", edgecolors=color, transform=rug, zorder=3)
-        labels.setdefault((whole, y), []).append(r["config"])
-    for point, names in labels.items():
+        strip.scatter(packed, 0.5, s=45, marker="^", facecolors="none", edgecolors=color, zorder=3)
+        points.setdefault((whole, y), []).append(r["config"])
+        packed_at.setdefault(packed, []).append(r["config"])
+    for point, names in points.items():
         ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 3), textcoords="offset points")
-    ax.scatter([], [], s=45, color="k", label=_("whole cache at the measured length (residual included)"))
-    packed_label = _("packed part alone: its memory ratio only (no quality measured there)")
-    ax.scatter([], [], s=45, marker="^", facecolors="none", edgecolors="k", label=packed_label)
-    ax.set_xlabel(_("KV bytes relative to a 16-bit cache of the same tokens"))
+    for x, names in packed_at.items():  # one label per marker, stacked above it when configurations coincide
+        strip.annotate(
+            "\n".join(names),
+            (x, 0.5),
+            fontsize=6.5,
+            xytext=(5, 0),
+            textcoords="offset points",
+            va="center",
+            linespacing=1.0,
+        )
+    ax.set_ylim(0, 1.08 if rows and max(r[quality_key] for r in rows) <= 1 else None)  # quality read from 0
     ax.set_ylabel(_(quality_label))
-    if rows:
-        ys = [r[quality_key] for r in rows]
-        span = max(max(ys) - min(ys), 0.1)
-        ax.set_ylim(min(ys) - 0.15 * span, max(ys) + 0.08 * span)  # a bottom strip for the packed-part ticks
-        # autoscaling ignores the ticks (their transform is half axes): x fits both ratios, room right for labels
+    ax.set_title(_("whole cache at the measured length (residual included): quality measured"), fontsize=9)
+    strip.set_ylim(0, 1)
+    strip.set_yticks([])
+    strip.set_title(_("packed part alone: its memory ratio only, no quality measured there"), fontsize=9)
+    strip.set_xlabel(_("KV bytes relative to a 16-bit cache of the same tokens"))
+    if rows:  # room right of the last point and marker for their labels
         xs = [r[key] for r in rows for key in ("memory_ratio_16bit", "packed_ratio_16bit")]
         width = max(max(xs) - min(xs), 0.05)
-        ax.set_xlim(min(xs) - 0.05 * width, max(xs) + 0.15 * width)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)  # below the axes, over no point
-    ax.set_title(title or _("Measured here: quality against the memory of the same run"))
+        ax.set_xlim(min(xs) - 0.05 * width, max(xs) + 0.18 * width)
+    for a in (ax, strip):
+        a.grid(alpha=0.3)
+    fig.suptitle(title or _("Measured here: quality against the memory of the same run"))
     tight_layout_fitted(fig, grow=True)
     return fig
 

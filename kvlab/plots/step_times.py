@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _
 from kvlab.measure.step_times import flush_steps
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import series
+from kvlab.plots.verdicts import add_verdicts
 
 
 def plot_step_times(
-    times: dict, traces: dict | None = None, field: str = "quantize_calls", title: str | None = None
+    times: dict,
+    traces: dict | None = None,
+    field: str = "quantize_calls",
+    title: str | None = None,
+    verdicts: Sequence[str] = (),
 ) -> Figure:
     """Left: median ms of each decode step per configuration (`StepTimes`), its IQR a band, its flush steps (from
     its trace) circled and every flush step a dotted line. Right: `field` of each trace's `work_by_step()` at the
-    same steps (exact), a bar per configuration that did any, in its colour; one legend for both panels."""
+    same steps (exact), a bar per configuration that did any, in its colour; one legend for both panels.
+    `verdicts`, the timing verdicts printed beside the figure, go in a box under it."""
     traces = traces or {}
     fig, (ax, ax_work) = subplots(1, 2, figsize=(12.5, 3.8), sharex=True)
     colors = {}
@@ -62,8 +70,8 @@ def plot_step_times(
     ax_work.set_title(_("quantize work of that step (exact)"))
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    tight_layout_fitted(fig, grow=True)  # a Portuguese label too long for its panel wraps
+    return add_verdicts(fig, verdicts)
 
 
 def _work(trace, field: str) -> dict[int, int]:

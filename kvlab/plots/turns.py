@@ -8,8 +8,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kvlab.i18n import N_, _
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.i18n import N_, _, number
+from kvlab.plots._figure import legend_beside, localise_ticks, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 
@@ -28,6 +28,7 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the
     with plt.ioff():
         fig, ax = plt.subplots(figsize=(10, 2.0))
     plt.close(fig)
+    localise_ticks(ax)
     ax.bar(range(len(colours)), [1] * len(colours), width=1.0, color=colours, edgecolor="#bdbdbd", linewidth=0.3)
     ax.set_yticks([])
     ax.set_xlim(-0.5, len(colours) - 0.5)
@@ -62,7 +63,7 @@ def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens pre
     for i, (label, counts) in enumerate(series.items()):
         x = np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width
         bars = ax.bar(x, counts, width, label=label, color=series_color(i))
-        ax.bar_label(bars, fontsize=7)
+        ax.bar_label(bars, labels=[number(count) for count in counts], fontsize=7)
     turns = max((len(counts) for counts in series.values()), default=0)
     ax.set_xticks(range(turns), [_("turn {number}").format(number=i + 1) for i in range(turns)])
     ax.set_ylabel(_("tokens prefilled"))

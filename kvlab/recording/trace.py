@@ -280,7 +280,7 @@ class Trace:
         try:
             import pandas as pd
         except ImportError as err:  # pragma: no cover - pandas ships with jupyterlab here
-            raise ImportError("Trace.to_pandas needs pandas: pip install pandas") from err
+            raise ImportError(_("Trace.to_pandas needs pandas: pip install pandas")) from err
         return pd.DataFrame(self.of_type(event_type))
 
     # -- persistence ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.cache_kinds import PAGED
 from kvlab.caches.options import check_paged_options, pool_blocks
+from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
 from kvlab.serving.workload import load_workload
@@ -48,7 +49,7 @@ def run_batch(model, prompts: list[list[int]], generation_config, batching) -> l
     failed = {rid: out.error for rid, out in outputs.items() if out.error is not None}
     if failed or len(outputs) != len(prompts):
         detail = next(iter(failed.values()), f"{len(outputs)} of {len(prompts)} requests returned")
-        raise RuntimeError(f"generate_batch failed: {detail}")
+        raise RuntimeError(_("generate_batch failed: {detail}").format(detail=detail))
     # request ids are "req_0", "req_1", ... in the order of `prompts`
     return [list(outputs[f"req_{i}"].generated_tokens) for i in range(len(prompts))]
 

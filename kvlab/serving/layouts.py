@@ -8,6 +8,7 @@ of internal fragmentation per request). Slots become bytes with `bytes_per_token
 from __future__ import annotations
 
 from kvlab.caches.options import paged_blocks
+from kvlab.i18n import _, cache_kind_label
 from kvlab.model_facts import tokens_held
 from kvlab.recording.slots import waste_pct
 
@@ -26,16 +27,27 @@ def allocated_slots(
     if layout == "static":
         if max_cache_len is None or max_cache_len < max(lengths, default=0):
             raise ValueError(
-                f"static needs max_cache_len >= the longest request ({max(lengths, default=0)}), got {max_cache_len}"
+                _("static needs max_cache_len >= the longest request ({longest}), got {max_cache_len}").format(
+                    longest=max(lengths, default=0), max_cache_len=max_cache_len
+                )
             )
         return [max_cache_len] * len(lengths)
     if layout == "dynamic":
         return list(lengths)
     if layout == "paged":
         if block_size is None:
-            raise ValueError("paged needs block_size")
+            raise ValueError(_("paged needs block_size"))
         return [paged_blocks(n, block_size) * block_size for n in lengths]
-    raise ValueError(f"unknown layout {layout!r}; layouts: {', '.join(LAYOUTS)}")
+    raise ValueError(
+        _("unknown layout {layout!r}; layouts: {layouts}").format(layout=layout, layouts=", ".join(LAYOUTS))
+    )
+
+
+def layout_name(layout: str, block_size: int | None = None) -> str:
+    """A layout as a reader sees it, in the language in use: "static", "dynamic", "paged 16"."""
+    if layout == "paged":
+        return f"{cache_kind_label('paged')} {block_size}"
+    return cache_kind_label(layout)
 
 
 def fits_in_budget(bytes_held: list[int], budget_bytes: int) -> int:
@@ -51,7 +63,8 @@ def fits_in_budget(bytes_held: list[int], budget_bytes: int) -> int:
 def layout_rows(
     lengths: list[int], bytes_per_token: int, *, max_cache_len: int, block_sizes=(16,), budget_bytes: int | None = None
 ) -> list[dict]:
-    """One row per layout: slots and bytes allocated and live, waste %, and the requests that fit in `budget_bytes`."""
+    """One row per layout (`layout` its key, `name` its words in the reader's language): slots and bytes allocated and
+    live, waste %, and the requests that fit in `budget_bytes`."""
     layouts = [("static", {"max_cache_len": max_cache_len}), ("dynamic", {})]
     layouts += [("paged", {"block_size": b}) for b in block_sizes]
     live = sum(lengths)
@@ -61,7 +74,8 @@ def layout_rows(
         total = sum(allocated)
         name = f"paged {options['block_size']}" if layout == "paged" else layout
         row = {
-            "layout": name,
+            "layout": name,  # the key code looks rows up by, in English in every language
+            "name": layout_name(layout, options.get("block_size")),  # the same, in the reader's language
             "requests": len(lengths),
             "slots_allocated": total,
             "slots_live": live,

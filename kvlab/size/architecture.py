@@ -110,11 +110,13 @@ def from_config(
     """The architecture of a transformers config (or its `ModelFacts`); an encoder-only one is refused."""
     facts = model_facts(config)
     if reason := facts.encoder_only:
-        what = source if source != "config" else name or "this config"
+        what = source if source != "config" else name or _("this config")
         raise NoKVCacheError(
-            f"{what} is an encoder-only model ({reason}): it reads its whole input in one pass and keeps no KV "
-            "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models "
-            "(a BERT-style config with is_decoder: true is a decoder)."
+            _(
+                "{what} is an encoder-only model ({reason}): it reads its whole input in one pass and keeps no KV "
+                "cache, so there is nothing to size. kvlab size takes decoder-only and encoder-decoder models (a "
+                "BERT-style config with is_decoder: true is a decoder)."
+            ).format(what=what, reason=reason)
         )
     return Architecture(name or facts.model_type, source, facts, dtype, note=note, config_source=facts.config)
 
@@ -125,12 +127,16 @@ def _config_from_dict(data: dict):
     data = dict(data)
     model_type = data.pop("model_type", None)
     if model_type is None:
-        raise ValueError("the config has no 'model_type'; kvlab needs it to let transformers read the layer kinds")
+        raise ValueError(_("the config has no 'model_type'; kvlab needs it to let transformers read the layer kinds"))
     try:
         return transformers.AutoConfig.for_model(model_type, **data)
     except ValueError as err:
         version = transformers.__version__
-        raise ValueError(f"transformers {version} does not know model_type {model_type!r}: {err}") from err
+        raise ValueError(
+            _("transformers {version} does not know model_type {model_type!r}: {err}").format(
+                version=version, model_type=model_type, err=err
+            )
+        ) from err
 
 
 def architecture(name: str) -> Architecture:
@@ -210,8 +216,9 @@ def from_model_type(model_type: str) -> Architecture:
         config = transformers.AutoConfig.for_model(model_type)
     except ValueError:
         raise UnknownArchitectureError(
-            f"transformers {transformers.__version__} has no model_type {model_type!r} "
-            "(transformers.CONFIG_MAPPING lists them)"
+            _(
+                "transformers {version} has no model_type {model_type!r} (transformers.CONFIG_MAPPING lists them)"
+            ).format(version=transformers.__version__, model_type=model_type)
         ) from None
     source = f"transformers {transformers.__version__} defaults of model_type {model_type}"
     return from_config(config, name=model_type, source=source)
@@ -221,13 +228,17 @@ def from_config_file(path: str | Path) -> Architecture:
     """The architecture of a config.json on disk (read as JSON; nothing is executed)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"config file {path} does not exist")
+        raise ValueError(_("config file {path} does not exist").format(path=path))
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} does not parse as JSON ({err.msg} at line {err.lineno})") from err
+        raise ValueError(
+            _("{path} does not parse as JSON ({error} at line {line})").format(
+                path=path, error=err.msg, line=err.lineno
+            )
+        ) from err
     if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a config.json: expected a JSON object")
+        raise ValueError(_("{path} is not a config.json: expected a JSON object").format(path=path))
     dtype = data.get("torch_dtype") or data.get("dtype")
     return from_config(_config_from_dict(data), name=path.parent.name or path.stem, source=str(path), dtype=dtype)
 

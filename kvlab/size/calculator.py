@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from kvlab import _compat
 from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, QUANTIZED_OPTIONS, STATIC_KINDS
 from kvlab.caches.options import check_options
+from kvlab.i18n import _
 from kvlab.names import DTYPE_BYTES
 from kvlab.recording.slots import masked_share
 from kvlab.size import layers as rules
@@ -60,7 +61,7 @@ class CacheSize:
 
 def dtype_bytes(dtype: str) -> int:
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}")
+        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
     return DTYPE_BYTES[dtype]
 
 
@@ -115,7 +116,11 @@ def cache_size(
     """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
     prefill = tokens if prefill is None else prefill
     if tokens < 1 or not 1 <= prefill <= tokens:
-        raise ValueError(f"need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}")
+        raise ValueError(
+            _("need tokens >= 1 and 1 <= prefill <= tokens; got tokens={tokens}, prefill={prefill}").format(
+                tokens=tokens, prefill=prefill
+            )
+        )
     # every option rule on the architecture's layer kinds: the same refusal as `make_cache` and `kvlab.run`
     check_options(
         cache_kind,
@@ -126,7 +131,7 @@ def cache_size(
         kinds=SIZE_KINDS,
     )
     if batch < 1:
-        raise ValueError(f"batch must be at least 1; got {batch}")
+        raise ValueError(_("batch must be at least 1; got {batch}").format(batch=batch))
     elem = dtype_bytes(dtype)
     source_tokens = tokens if source_tokens is None else source_tokens
     last = tokens - prefill

@@ -313,11 +313,20 @@ def meta_cache_bytes(
     one-token decode steps up to `tokens`, for `batch` sequences in `dtype`, measured on meta."""
     prefill = tokens if prefill is None else prefill
     if cache_kind not in META_KINDS:
-        raise ValueError(f"unknown cache kind {cache_kind!r} for a meta run; valid: {', '.join(META_KINDS)}")
+        raise ValueError(
+            _("unknown cache kind {cache_kind!r} for a meta run; valid: {valid}").format(
+                cache_kind=cache_kind, valid=", ".join(META_KINDS)
+            )
+        )
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}")
+        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
     if not 1 <= prefill <= tokens or batch < 1:
-        raise ValueError(f"need batch >= 1 and 1 <= prefill <= tokens; got {batch=}, {prefill=}, {tokens=}")
+        raise ValueError(
+            _(
+                "need batch >= 1 and 1 <= prefill <= tokens; got batch={batch!r}, prefill={prefill!r}, "
+                "tokens={tokens!r}"
+            ).format(batch=batch, prefill=prefill, tokens=tokens)
+        )
     static = cache_kind in STATIC_KINDS
     max_cache_len = (max_cache_len or tokens) if static else None
     source_tokens = source_tokens or tokens  # as `cache_size` counts them

@@ -6,6 +6,7 @@ block (only its last is partly empty), whatever the other requests do. Its live 
 from __future__ import annotations
 
 from kvlab.caches.options import check_page_size, check_paged_layers, paged_blocks
+from kvlab.i18n import _
 from kvlab.recording.slots import waste_pct
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
@@ -21,7 +22,7 @@ def paged_row(
     check_paged_layers(arch.layer_kinds, arch.name)
     check_page_size(page_size)
     if not lengths or min(lengths) < 1:
-        raise ValueError(f"every request must hold at least one token; got lengths {lengths}")
+        raise ValueError(_("every request must hold at least one token; got lengths {lengths}").format(lengths=lengths))
     per_token = cache_size(arch, "dynamic", 1, dtype=dtype).bytes  # keys and values of every layer
     blocks = sum(paged_blocks(n, page_size) for n in lengths)
     reserved, live = blocks * page_size, sum(lengths)

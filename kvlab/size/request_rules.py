@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from kvlab.atomic import AtomicWriteError, check_writable
 from kvlab.cache_kinds import BY_NAME, STATIC_KINDS
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import N_, _, number
+from kvlab.i18n import N_, _, cache_kind_label, number
 from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 from kvlab.names import dtype_name
 from kvlab.size import request as predicted
@@ -141,7 +141,7 @@ def check_memory(facts: ModelFacts, request: Request, cached_tokens: int) -> Non
         (False, True): _("an {kind} cache of {n} tokens"),
         (False, False): _("a {kind} cache of {n} tokens"),
     }[static, kind[0] in "aeiou"]
-    what = what.format(kind=kind, n=number(predicted.requested_length(kind, options, cached_tokens)))
+    what = what.format(kind=cache_kind_label(kind), n=number(predicted.requested_length(kind, options, cached_tokens)))
     if batch > 1:
         what += _(" x batch {batch}").format(batch=batch)
     place = _("CPU memory") if where.startswith("cpu") else _("{device} memory").format(device=where)

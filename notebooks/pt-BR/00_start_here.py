@@ -74,6 +74,7 @@
 # | iterative generation (chat); chat template | geração iterativa; chat template |
 # | request; paged cache; block; continuous batching | requisição; cache paginado; bloco; batching contínuo |
 # | the Cache Explorer | Explorador de Cache |
+# | IQR = interquartile range (the middle half of repeated timings) | IQR = intervalo interquartil (a metade central das medições repetidas) |
 
 # %%
 import kvlab
@@ -100,13 +101,13 @@ from kvlab.plots import latency as latency_plots
 from kvlab.plots.generate_time import plot_generate_time
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # encurta as execuções cronometradas na CI; as saídas verificadas valem de qualquer forma
 NEW_TOKENS = 16 if QUICK else 64
-REPEATS = 1 if QUICK else 3  # timed runs are repeated and interleaved; times are medians with their spread
+REPEATS = 1 if QUICK else 3  # as execuções cronometradas são repetidas e intercaladas; os tempos são medianas com sua dispersão
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
-model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 layers, float32, CPU
+model, tokenizer = kvlab.load("smollm2")  # SmolLM2-135M-Instruct, 30 camadas, float32, CPU
 print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}, torch {torch.__version__}")
 
 # %% [markdown]
@@ -120,17 +121,20 @@ print(f"Python {sys.version.split()[0]}, transformers {transformers.__version__}
 # Defina `guess` como `True` (o texto muda) ou `False` (não muda) e depois rode as duas células seguintes.
 
 # %%
-guess = None  # does use_cache=False change the generated text? True or False: your guess
+guess = None  # use_cache=False muda o texto gerado? True ou False: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 inputs = tokenizer("The best thing about learning to cook is", return_tensors="pt")
 no_cache = model.generate(**inputs, do_sample=False, max_new_tokens=20, use_cache=False)
-default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default: a DynamicCache
+default = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # o padrão: um DynamicCache
+texts_differ = not torch.equal(no_cache, default)
+display(score(guess, texts_differ, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(repr(tokenizer.decode(default[0], skip_special_tokens=True)))
 print("mesmos tokens com use_cache=False:", torch.equal(no_cache, default))
-texts_differ = not torch.equal(no_cache, default)
-print(score(guess, texts_differ, kind="choice"))
 
 # %% [markdown]
 # **Uma observação sobre o nome do argumento, feita uma vez para todos os notebooks.** O guia passa o cache como
@@ -178,7 +182,7 @@ print("caches vistos com use_cache=False:", len(watch_off.traces))
 # ## 2. O cache muda os tokens?
 #
 # Em aritmética exata, ler uma chave do cache ou recalculá-la dá o mesmo número. Em float32, a ordem das operações muda
-# (uma query contra as chaves armazenadas, ou a sequência inteira de uma vez), então os logits podem diferir nos últimos
+# (uma consulta contra as chaves armazenadas, ou a sequência inteira de uma vez), então os logits podem diferir nos últimos
 # bits, e uma decodificação greedy poderia trocar de token onde dois tokens estão quase empatados. Por isso verificamos
 # em vez de supor: quatro prompts (a frase acima e os primeiros 16, 48 e 96 tokens do manual de referência do Python,
 # tirados de `pydoc_data`), 12 tokens novos cada, `use_cache=False` contra o padrão.
@@ -201,7 +205,7 @@ for name, (same, _, _) in agreement.items():
     print(f"{name:>17}: 12 tokens novos idênticos com e sem o cache: {same}")
 
 # %%
-# Not checked: the size of the float32 rounding differences depends on the CPU's kernels.
+# Não verificado: o tamanho das diferenças de arredondamento em float32 depende dos kernels da CPU.
 for name, (_, gap, top_two) in agreement.items():
     print(f"{name:>17}: maior diferença de logit nos 12 passos {marks(f'{gap:.1e}')}; "
           f"menor distância entre os dois maiores logits {number(top_two, 3)}")
@@ -224,94 +228,102 @@ for name, (_, gap, top_two) in agreement.items():
 # si mesmo)? Defina os dois palpites e depois rode as células até a que avalia os palpites.
 
 # %%
-guess_no_cache = None  # query-key pairs per layer for the 5th new token, use_cache=False: your guess
-guess_cache = None  # the same with the DynamicCache: your guess
+guess_no_cache = None  # pares consulta-chave por camada para o 5º token novo, use_cache=False: seu palpite
+guess_cache = None  # o mesmo com o DynamicCache: seu palpite
 
 # %% [markdown]
 # `generate` informa apenas o tempo total; então, para medir o tempo de cada token separadamente,
-# `latency.token_times` executa a mesma decodificação greedy como um laço simples de forwards: a sequência inteira a
-# cada passo (sem cache) ou um token mais um `DynamicCache` (com cache). Ele repete os dois laços, alternando-os, e
-# guarda a mediana do tempo de cada token com o seu intervalo interquartil; ao lado do tempo, conta exatamente o
-# trabalho de cada forward.
+# `latency.token_times` executa a mesma decodificação greedy como um loop simples de forwards: a sequência inteira a
+# cada passo (sem cache) ou um token mais um `DynamicCache` (com cache). Ele repete os dois loops, alternando-os, e
+# guarda a mediana do tempo de cada token com o seu intervalo interquartil (IQR: a metade central dos tempos
+# repetidos); ao lado do tempo, conta exatamente o trabalho de cada forward.
 
 # %%
-prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): the first 16 tokens of the reference text
-runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS)  # no cache, cache, no cache, ...
-without_cache, with_cache = runs["no cache"], runs["DynamicCache"]
+prompt = text.prompt_ids(tokenizer, 16)  # (1, 16): os primeiros 16 tokens do texto de referência
+runs = latency.token_times(model, prompt, NEW_TOKENS, repeats=REPEATS,
+                           modes={"sem cache": False, "DynamicCache": True})  # sem cache, com cache, sem cache, ...
+without_cache, with_cache = runs["sem cache"], runs["DynamicCache"]
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print("mesmos tokens no loop manual:", with_cache.token_ids == without_cache.token_ids)
 print("sem cache: cada forward processa a sequência inteira até ali:", without_cache.tokens_run == without_cache.positions)
 print("com o cache: tokens por forward depois do pré-preenchimento:", sorted(set(with_cache.tokens_run[1:])))
-print(f"pares consulta-chave por camada para o token 5: sem cache {number(without_cache.pairs_scored[4])} "
-      f"(20 x 20), com cache {number(with_cache.pairs_scored[4])} (1 x 20)")
-print("sem cache:", score(guess_no_cache, without_cache.pairs_scored[4], unit=" pairs", kind="count"))
-print("com cache:", score(guess_cache, with_cache.pairs_scored[4], unit=" pairs", kind="count"))
+display(score(guess_no_cache, without_cache.pairs_scored[4], kind="count", label="pares consulta-chave, sem cache:"))
+display(score(guess_cache, with_cache.pairs_scored[4], kind="count", label="pares consulta-chave, com cache:"))
+
+# %%
+# Tempos (não verificados: dependem da máquina). O tempo de cada token nas repetições; razões de medianas com
+# seu intervalo de 95%. Um token tem só 3 leituras, então dez tokens vizinhos são agrupados: 30 leituras cada.
+early, late = range(1, 11), range(NEW_TOKENS - 10, NEW_TOKENS)  # tokens 2-11 e os dez últimos
+verdicts = {}  # {o que foi comparado: o veredito}, impresso aqui e desenhado sob a figura
+for name, run in runs.items():
+    first_ten = run.timing_over(early, label=f"trecho dos tokens {early.start + 1}-{early.stop}")
+    last_ten = run.timing_over(late, label=f"trecho dos tokens {late.start + 1}-{late.stop}")
+    print(f"{name:>12}: posições {run.positions[early.start]}-{run.positions[early.stop - 1]} {first_ten.describe()}; "
+          f"posições {run.positions[late.start]}-{run.positions[late.stop - 1]} {last_ten.describe()}")
+    verdicts[name] = timing.compare(first_ten, last_ten, warn=False).verdict()
+totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
+verdicts["loop inteiro"] = timing.compare(totals["DynamicCache"], totals["sem cache"], warn=False).verdict()
+for compared, verdict in verdicts.items():
+    print(f"{compared}: {verdict}")
 
 # %%
 latency_plots.plot_token_times({"sem cache (use_cache=False)": without_cache, "DynamicCache": with_cache},
-                               title=f"SmolLM2, {NEW_TOKENS} tokens novos depois de um prompt de 16 tokens")
-
-# %%
-# Timings (not checked: they depend on the machine). Medians of the repeats; ratios with their 95 % interval.
-last = len(with_cache.seconds) - 1
-for name, run in runs.items():
-    print(f"{name:>12}: token 2 (posição {run.positions[1]}) {run.timing_at(1).describe()}; "
-          f"token {last + 1} (posição {run.positions[last]}) {run.timing_at(last).describe()}")
-for name, run in runs.items():
-    growth_check = timing.compare(run.timing_at(1, label="token 2"), run.timing_at(last, label=f"token {last + 1}"),
-                                  warn=False)
-    print(f"{name:>12}: {growth_check.verdict()}")
-totals = {name: timing.Timing(name, [sum(r) for r in run.runs]) for name, run in runs.items()}
-print("loop inteiro:", timing.compare(totals["DynamicCache"], totals["no cache"], warn=False).verdict())
+                               title=f"SmolLM2, {NEW_TOKENS} tokens novos depois de um prompt de 16 tokens", verdicts=verdicts)
 
 # %% [markdown]
 # O trabalho é exato (as linhas verificadas): sem cache, o forward do token na posição t passa todos os t tokens
-# pelas 30 camadas e calcula t × t pares consulta-chave por camada; então o trabalho por token cresce com t, e o
-# trabalho total, com o quadrado de t. Com o cache, cada forward depois do pré-preenchimento processa um token e calcula
-# t pares. Os tempos são a saída acima: o segundo token contra o último, em cada modo, como uma razão com o seu
-# intervalo, e o laço inteiro. O trabalho prevê o que esperar: sem cache, o forward do último token processa 79 tokens
-# em vez de 17, então ele deve levar claramente mais tempo; com o cache, os dois forwards processam um token cada e só
-# a atenção sobre as chaves guardadas cresce (de 17 chaves para 79), então a diferença que a linha com cache mostrar
-# deve ser bem menor que a da linha sem cache: compare as duas razões impressas. Um veredito "ruído demais para concluir" quer
-# dizer que essas repetições não conseguiram decidir; rode a célula de novo numa máquina mais quieta.
+# pelas 30 camadas e avalia t × t pares consulta-chave por camada; então o trabalho por token cresce com t, e o
+# trabalho total, com o quadrado de t. Com o cache, cada forward depois do pré-preenchimento processa um token e avalia
+# t pares. Os tempos são a saída acima da figura, desenhada de novo no quadro embaixo dela: os tokens 2-11 contra os
+# dez últimos, em cada modo, como uma razão com o seu intervalo, e o loop inteiro. O trabalho prevê o que esperar: sem
+# cache, os dez últimos forwards processam de 70 a 79 tokens em vez de 17 a 26, então devem levar claramente mais
+# tempo; com o cache, cada forward processa um token e só a atenção sobre as chaves guardadas cresce (de 17-26 chaves
+# para 70-79), então a diferença que a linha com cache mostrar deve ser bem menor que a da linha sem cache: compare as
+# duas razões impressas. Um veredito "ruído demais para concluir" quer dizer que essas repetições não conseguiram
+# decidir; rode a célula de novo numa máquina mais quieta.
 #
-# **Experimente.** Mova `tokens novos`: a célula mede o tempo das duas chamadas de `generate` do guia, `use_cache=False` e
-# o padrão, depois do prompt de culinária de 8 tokens, uma vez cada, alternando, e acrescenta o ponto ao gráfico (cada
-# configuração que você testou continua nele; 8, 24 e 40 tokens novos são medidos antes de o controle desenhar pela
-# primeira vez, em 16). A linha de status abaixo do gráfico diz quanto tempo o ajuste levou.
+# **Experimente.** Mova `tokens do prompt`: a célula executa as duas chamadas de `generate` do guia, `use_cache=False`
+# e a padrão, depois dessa quantidade de tokens do texto de referência, 9 tokens novos cada, e acrescenta o ponto ao
+# gráfico (16 e 128 são medidos antes de o controle desenhar pela primeira vez em 64; cada valor que você testar fica
+# no gráfico). Um streamer que só anota quando chega cada token novo (`timing.DecodeClock`, passado como `streamer=`)
+# divide cada chamada no pré-preenchimento, até o primeiro token novo, e nos 8 passos de decodificação depois dele.
+# Cada ponto à esquerda é a mediana desses 8 passos, e a barra, o IQR deles. A linha de status embaixo do gráfico diz
+# quanto tempo a mudança levou.
 #
-# O painel da esquerda divide o tempo total de cada chamada pelo número de tokens novos; por isso, com poucos tokens, o
-# custo fixo de uma chamada (o pré-preenchimento, a preparação de `generate`) pesa. Sem cache, cada token a mais custa um
-# forward sobre a sequência inteira, então o total de `use_cache=False` deve se curvar para cima conforme você acrescenta
-# tokens, enquanto o do padrão fica próximo de uma linha reta. Cada ponto é uma única medição, então um ponto isolado
-# pode sair errado numa máquina sobrecarregada: julgue a forma ao longo de várias configurações e, para um número que possa
-# citar, use a medição repetida acima.
+# Sem cache, cada um desses passos executa um forward sobre o prompt inteiro mais os tokens gerados até ali; então a
+# linha de `use_cache=False` à esquerda deve subir com o prompt, enquanto cada passo da chamada padrão processa um token
+# e a linha dela deve ficar quase nivelada (só a atenção sobre as chaves guardadas cresce). À direita, o
+# pré-preenchimento é um forward sobre o prompt inteiro nas duas chamadas, então ali as duas linhas devem andar juntas
+# (cada ponto ali é uma única medição, que uma máquina sobrecarregada pode deslocar): o cache não torna o prompt mais barato, e
+# sim cada token depois dele. O quadro embaixo do gráfico compara, para cada chamada, os passos depois do prompt mais
+# longo medido com os passos depois do mais curto: leia os vereditos ali, e não o formato de uma linha.
 
 # %%
-generate_seconds = {"use_cache=False": {}, "padrão (DynamicCache)": {}}
+decode_seconds = {"use_cache=False": {}, "padrão (DynamicCache)": {}}  # {tokens do prompt: Timing dos 8 passos}
+first_token_seconds = {"use_cache=False": {}, "padrão (DynamicCache)": {}}  # {tokens do prompt: segundos}
 
 
-def time_generate(new_tokens):
-    calls = {
-        "use_cache=False": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                                  min_new_tokens=new_tokens, use_cache=False),
-        "padrão (DynamicCache)": lambda: model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                                         min_new_tokens=new_tokens),
-    }
-    for label, measured in timing.time_interleaved(calls, repeats=1, warmup=0).items():
-        generate_seconds[label][new_tokens] = measured.median
-    return plot_generate_time(generate_seconds, current=new_tokens, max_tokens=40,
-                              title=f"SmolLM2, prompt de 8 tokens, {new_tokens} tokens novos (circulado)")
+def time_generate(prompt_tokens):
+    ids = text.prompt_ids(tokenizer, prompt_tokens)  # (1, prompt_tokens)
+    for label, options in {"use_cache=False": {"use_cache": False}, "padrão (DynamicCache)": {}}.items():
+        clock = timing.DecodeClock()  # um streamer que só anota o instante em que cada token novo chega
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=9,
+                       min_new_tokens=9, streamer=clock, **options)
+        decode_seconds[label][prompt_tokens] = timing.Timing(label, clock.step_seconds)
+        first_token_seconds[label][prompt_tokens] = clock.prefill_seconds
+    return plot_generate_time(decode_seconds, first_token_seconds, current=prompt_tokens, max_tokens=256,
+                              title=f"SmolLM2, prompt de {prompt_tokens} tokens (circulado), 9 tokens novos",
+                              verdicts=latency.prompt_growth(decode_seconds))
 
 
-for new_tokens in ([] if QUICK else (8, 24, 40)):  # a few settings first: the first picture shows a shape
-    time_generate(new_tokens)
+for prompt_tokens in ([] if QUICK else (16, 128)):  # primeiro dois comprimentos: a primeira figura já tem um veredito
+    time_generate(prompt_tokens)
 
 
-live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4, continuous_update=False,
-                                                 description="tokens novos"))
+live(time_generate, prompt_tokens=widgets.IntSlider(value=64, min=16, max=256, step=16, continuous_update=False,
+                                                    description="tokens do prompt"))
 
 # %% [markdown]
 # ## 4. Quantos bytes custa cada token?
@@ -320,13 +332,16 @@ live(time_generate, new_tokens=widgets.IntSlider(value=16, min=4, max=40, step=4
 # números, armazenados em float32 (4 bytes). Quantos bytes por token isso dá? Escreva seu palpite na próxima célula.
 
 # %%
-guess = None  # bytes per token: your guess
+guess = None  # bytes por token: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 per_token = formula.kv_bytes_per_token(model.config, torch.float32)
+display(score(guess, per_token, unit=" B", kind="amount"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"2 (K e V) × 30 camadas × 3 cabeças KV × 64 head_dim × 4 bytes = {number(per_token)} bytes por token")
-print(score(guess, per_token, unit=" B", kind="amount"))
 
 # %% [markdown]
 # Agora meça: um prompt de 128 tokens e 32 tokens novos passando pelo cache padrão de `generate`, dentro de `kvlab.watch`.
@@ -337,7 +352,7 @@ long_prompt = text.prompt_ids(tokenizer, 128)  # (1, 128)
 with kvlab.watch(model) as watch:
     model.generate(input_ids=long_prompt, attention_mask=torch.ones_like(long_prompt), do_sample=False,
                    max_new_tokens=32, min_new_tokens=32)
-cache = watch.caches[-1]  # the DynamicCache generate built (a plain DynamicCache again after the block)
+cache = watch.caches[-1]  # o DynamicCache que o generate criou (de novo um DynamicCache simples depois do bloco)
 tokens = cache.get_seq_length()
 print("chaves da camada 0:", tuple(cache.layers[0].keys.shape), cache.layers[0].keys.dtype)
 print(f"tokens no cache: {tokens}  (128 + 32 − 1)")
@@ -362,8 +377,9 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #   transformers 5.24). `kvlab.watch` registra qualquer um deles sem mudar o código.
 # - Um cache KV guarda, para cada camada de atenção, as chaves e os valores de todos os tokens vistos até ali:
 #   `2 × layers × kv_heads × head_dim × bytes` por token (46.080 B para o SmolLM2 em float32: 45 KiB).
-# - Ele troca essa memória por tempo: um passo processa um token em vez da sequência inteira, então o tempo por token
-#   fica quase constante em vez de crescer com a posição.
+# - Ele troca essa memória por tempo: depois do pré-preenchimento, um passo processa um token em vez da sequência
+#   inteira, então o trabalho por token novo fica o mesmo em vez de crescer com a posição. O quanto o tempo acompanha o
+#   trabalho na sua máquina são os vereditos da seção 3, impressos e desenhados embaixo das duas figuras dela.
 # - Nos quatro prompts verificados aqui (float32, greedy, 12 tokens novos cada), ele não mudou um único token; os
 #   logits diferiram apenas pelo arredondamento de float32.
 #

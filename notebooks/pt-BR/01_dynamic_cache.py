@@ -19,7 +19,7 @@
 # **Objetivo de aprendizagem.** Ler um `DynamicCache` camada por camada; ver que as camadas de atenção completa crescem
 # um token por passo, enquanto as camadas de janela deslizante e de atenção em blocos param na sua janela e passam a
 # descartar tokens; distinguir os tokens que uma camada mantém *ocupados* do *armazenamento* que ela ainda guarda; saber
-# por que o pré-preenchimento é o pico de memória de um modelo com janela deslizante e o que `crop` faz com uma camada em
+# quando o pré-preenchimento é o pico de memória de um modelo com janela deslizante e o que `crop` faz com uma camada em
 # blocos.
 #
 # **Nas palavras do kvlab.** `DynamicCache` é o cache padrão do transformers: ele não aloca nada de antemão e, a cada
@@ -54,11 +54,11 @@ from kvlab.plots import growth, occupancy
 from kvlab.plots.layer_lengths import plot_layer_lengths
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
-smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
-gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: [sliding × 5, full] × 3, window 512
+smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 camadas de atenção completa
+gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 camadas: [deslizante × 5, completa] × 3, janela 512
 
 # %% [markdown]
 # ## 1. Cache padrão num modelo só de camadas completas
@@ -67,22 +67,25 @@ gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: [sliding × 5, full]
 # camadas do SmolLM2? Há duas camadas que diferem (`True` ou `False`)?
 
 # %%
-guess_tokens = None  # tokens each SmolLM2 layer holds after 40 + 8: your guess
-guess_layers_differ = None  # do any two layers hold different numbers of tokens? True or False: your guess
+guess_tokens = None  # tokens que cada camada do SmolLM2 guarda depois de 40 + 8: seu palpite
+guess_layers_differ = None  # alguma camada guarda um número de tokens diferente de outra? True ou False: seu palpite
 
 # %% [markdown]
 # A chamada do guia: crie um `DynamicCache` a partir da config do modelo e passe-o a `generate`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-smollm2_prompt = text.prompt_ids(smollm2_tokenizer, 40)  # (1, 40): the first 40 tokens of Python's manual
+smollm2_prompt = text.prompt_ids(smollm2_tokenizer, 40)  # (1, 40): os primeiros 40 tokens do manual do Python
 past_key_values = DynamicCache(config=smollm2.config)
 smollm2.generate(input_ids=smollm2_prompt, attention_mask=torch.ones_like(smollm2_prompt), do_sample=False,
                  max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 lengths = [layer.get_seq_length() for layer in past_key_values.layers]
+display(score(guess_tokens, lengths[0], unit=" tokens", kind="count", label="tokens:"))
+display(score(guess_layers_differ, len(set(lengths)) > 1, kind="choice", label="as camadas diferem:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("tokens por camada:", sorted(set(lengths)), "em", len(past_key_values.layers), "camadas")
-print("tokens:", score(guess_tokens, lengths[0], unit=" tokens", kind="count"))
-print("as camadas diferem:", score(guess_layers_differ, len(set(lengths)) > 1, kind="choice"))
 
 # %% [markdown]
 # O mesmo código dentro de `kvlab.watch`; o trace dá o comprimento e os bytes de cada camada, passo a passo.
@@ -112,8 +115,8 @@ print("passos:", watch.trace.summary()["steps"], "(o pré-preenchimento, depois 
 # tensor de chaves), e uma camada completa?
 
 # %%
-guess_sliding = None  # tokens in a sliding layer's keys after 520 + 24: your guess
-guess_full = None  # tokens in a full layer's keys: your guess
+guess_sliding = None  # tokens nas chaves de uma camada deslizante depois de 520 + 24: seu palpite
+guess_full = None  # tokens nas chaves de uma camada completa: seu palpite
 
 # %%
 gemma_prompt = text.prompt_ids(gemma_tokenizer, 520)  # (1, 520)
@@ -129,13 +132,17 @@ trace = watch.trace
 
 # %%
 # NBVAL_CHECK_OUTPUT
+sliding_keys, full_keys = past_key_values.layers[4].keys.shape[-2], past_key_values.layers[5].keys.shape[-2]
+display(score(guess_sliding, sliding_keys, unit=" tokens", kind="count", label="deslizante:"))
+display(score(guess_full, full_keys, unit=" tokens", kind="count", label="completa:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 classes = [type(layer).__name__ for layer in past_key_values.layers]
 print({name: classes.count(name) for name in dict.fromkeys(classes)}, "janela", gemma.config.sliding_window)
 for i in (4, 5, 6):
     layer = past_key_values.layers[i]
     print(f"camada {i}: {classes[i]:>25}  get_seq_length() {layer.get_seq_length()}  chaves {tuple(layer.keys.shape)}")
-print("deslizante:", score(guess_sliding, past_key_values.layers[4].keys.shape[-2], unit=" tokens", kind="count"))
-print("completa:  ", score(guess_full, past_key_values.layers[5].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # E o trace da mesma execução, com as contagens do kvlab por camada:
@@ -162,7 +169,7 @@ for row in trace.layer_table()[4:7]:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 head × 256 × 4 bytes
+per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # 2 × 1 cabeça × 256 × 4 bytes
 print(f"um token numa camada: {number(per_token)} bytes")
 for step in (0, 1, trace.summary()["steps"] - 1):
     sliding, full = layer_lengths(trace, per_token, step=step)[4:6]
@@ -186,26 +193,39 @@ occupancy.plot_occupancy(trace, title="Gemma 3, DynamicCache: posições ocupada
 # linhas deslizantes ficam em 511 ocupadas desde o pré-preenchimento (seu armazenamento é 520 no passo 0 e depois 512),
 # enquanto a contagem de descartes sobe um por passo.
 #
-# **Preveja primeiro.** Qual passo guarda mais bytes no cache inteiro: o `"prefill"` (passo 0) ou o `"last step"`
+# **Preveja primeiro.** Qual passo guarda mais bytes no cache inteiro: o pré-preenchimento (passo 0) ou o último passo
 # (passo 23)? Conte o armazenamento, não os tokens ocupados: 15 camadas deslizantes e 3 completas, com o armazenamento
-# impresso acima.
+# impresso acima. Defina `guess_peak` como `True` para o pré-preenchimento e `False` para o último passo.
 
 # %%
-guess_peak = None  # "prefill" or "last step": your guess
+guess_peak = None  # True se o pré-preenchimento (passo 0) guarda mais bytes, False se é o último passo: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 summary = trace.summary()
 by_step = trace.bytes_by_step()
+peak_step = by_step.index(summary["peak_bytes"])
+display(score(guess_peak, peak_step == 0, kind="choice", label="o pré-preenchimento guarda mais:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"pré-preenchimento: {number(by_step[0])} bytes;  depois do "
       f"passo 1: {number(by_step[1])};  final: {number(by_step[-1])}")
-peak_step = by_step.index(summary["peak_bytes"])
 print(f"pico: {number(summary['peak_bytes'])} bytes no passo {peak_step};  "
       f"tokens descartados: {number(summary['tokens_evicted'])}")
-peak_at = {0: "prefill", len(by_step) - 1: "last step"}.get(peak_step, f"step {peak_step}")
-print(score(guess_peak, peak_at, kind="choice"))
 print(f"fórmula, com as janelas aplicadas, com {trace.final_layers()[0]['logical_length']} tokens: "
       f"{number(formula.kv_bytes(gemma.config, trace.final_layers()[0]['logical_length']))} bytes")
+added = by_step[2] - by_step[1]  # o que um passo de decodificação acrescenta: um token em cada uma das 3 camadas completas
+passes = 1 + (by_step[0] - by_step[1]) // added + 1  # o primeiro passo cujos bytes passariam os do pré-preenchimento
+seen = gemma_prompt.shape[-1] + passes
+print(f"cada passo de decodificação acrescenta {number(added)} bytes; o primeiro passo "
+      f"a guardar mais que o pré-preenchimento: passo {passes}, com {seen} tokens vistos")
+types = gemma.config.layer_types
+per_full_layer = types.count("sliding_attention") // types.count("full_attention")  # camadas deslizantes por camada completa: 5
+longest = 32_000  # um prompt perto do contexto do Gemma 3
+print(f"depois de um prompt de {number(longest)} tokens, o pré-preenchimento continua sendo o "
+      f"pico por {number(per_full_layer * (longest - gemma.config.sliding_window))} passos de "
+      f"decodificação; o contexto comporta {number(gemma.config.max_position_embeddings)} tokens")
 
 # %%
 growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), zoom=True,
@@ -218,10 +238,16 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), z
 # tokens) ficam em cima delas desde o primeiro passo de decodificação. A única surpresa é o **pré-preenchimento**,
 # pequeno demais para os eixos principais e desenhado no quadro em destaque, que amplia o total medido: o
 # armazenamento das camadas deslizantes guarda os 520 tokens do prompt até que o primeiro passo de decodificação o
-# reduza a 512, então o total cai depois do passo 0 e o pico está no passo 0, embora cheguem mais 23 tokens depois. O
-# pico de memória de cache de um modelo com janela deslizante é definido pelo *prompt* mais longo, não por quanto ele
-# gera: aqui, o armazenamento extra do pré-preenchimento é de 8 tokens × 15 camadas deslizantes × 2.048 bytes, mas um
-# prompt de 32k tokens manteria, por um instante, 32k tokens de armazenamento em cada camada deslizante.
+# reduza a 512, então o total cai depois do passo 0 e o pico está no passo 0, embora cheguem mais 23 tokens depois. Isso
+# só vale para uma geração curta: cada passo de decodificação acrescenta um token a cada uma das 3 camadas completas (os
+# 6.144 bytes impressos acima), e o primeiro passo a guardar mais que o pré-preenchimento seria o passo 41, com 561
+# tokens vistos (impressos na mesma linha); então uma chamada de `generate` com 42 tokens novos ou mais depois deste
+# prompt tem o pico no último passo. Em geral, o pré-preenchimento guarda (prompt − 512) tokens a mais em cada uma das
+# 15 camadas deslizantes, e as 3 camadas completas recuperam essa diferença a 3 tokens por passo: o pré-preenchimento é
+# o pico durante os primeiros 5 × (prompt − 512) passos de decodificação (40 aqui, e no passo 40 só empata), e a
+# geração define o pico depois disso. Quanto mais longo o prompt, por mais tempo o pré-preenchimento continua sendo o
+# pico: depois de um prompt de 32.000 tokens, ele continua sendo o pico por 157.440 passos de decodificação (a última
+# linha impressa), muito além do contexto de 32.768 tokens do Gemma 3, então ali só o prompt define o pico.
 #
 # ### Experimente: um prompt que ultrapassa a janela
 #
@@ -229,7 +255,7 @@ growth.plot_growth(trace, expected=formula.expected_curves(gemma.config, 560), z
 # prefixo do guia, com um `DynamicCache` passado): quantos tokens continuam *ocupados* numa camada deslizante?
 
 # %%
-guess = None  # live tokens in a sliding layer after a 576-token prefill: your guess
+guess = None  # tokens ocupados numa camada deslizante depois de um pré-preenchimento de 576 tokens: seu palpite
 
 # %% [markdown]
 # Mova `tokens do prompt`: a célula roda um forward com essa quantidade de tokens dentro de `kvlab.watch` e desenha, por
@@ -246,7 +272,7 @@ def gemma_prefill(prompt_tokens):
     with torch.no_grad(), kvlab.watch(gemma) as watch:
         past_key_values = DynamicCache(config=gemma.config)
         gemma(input_ids=ids, past_key_values=past_key_values)
-    bytes_per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # one token, one layer
+    bytes_per_token = formula.bytes_per_token_per_layer(gemma.config, torch.float32)  # um token, uma camada
     measured_lengths[prompt_tokens] = layer_lengths(watch.trace, bytes_per_token)
     return plot_layer_lengths(measured_lengths[prompt_tokens], window=gemma.config.sliding_window,
                               title="Gemma 3 depois de um pré-preenchimento de "
@@ -259,9 +285,12 @@ live(gemma_prefill, prompt_tokens=widgets.IntSlider(value=576, min=256, max=768,
 # %%
 # NBVAL_CHECK_OUTPUT
 sliding = measured_lengths[576][0]
+display(score(guess, sliding.live, unit=" tokens", kind="count"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"camada deslizante 0 depois de 576 tokens: vistos {sliding.seen}, "
       f"ocupados {sliding.live}, armazenamento {sliding.slots_stored}")
-print(score(guess, sliding.live, unit=" tokens", kind="count"))
 
 # %% [markdown]
 # ## 3. Cache padrão: camadas de atenção em blocos, no estilo do Llama 4
@@ -276,20 +305,23 @@ print(score(guess, sliding.live, unit=" tokens", kind="count"))
 # chaves?
 
 # %%
-guess = None  # tokens in a chunked layer's keys after 13 + 10: your guess
+guess = None  # tokens nas chaves de uma camada de atenção em blocos depois de 13 + 10: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 tiny = kvlab.tiny_model("tiny-llama4")
-tiny_prompt = torch.randint(3, 128, (1, 13), generator=torch.Generator().manual_seed(0))  # (1, 13) random ids
+tiny_prompt = torch.randint(3, 128, (1, 13), generator=torch.Generator().manual_seed(0))  # (1, 13) ids aleatórios
 print(tiny.config.layer_types, "attention_chunk_size", tiny.config.attention_chunk_size)
 past_key_values = DynamicCache(config=tiny.config)
 tiny.generate(input_ids=tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
               max_new_tokens=10, min_new_tokens=10, past_key_values=past_key_values)
+display(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 for i, layer in enumerate(past_key_values.layers):
     print(f"camada {i}: {type(layer).__name__:>25}  sliding_window {getattr(layer, 'sliding_window', '-')!s:>2}  "
           f"get_seq_length() {layer.get_seq_length()}  chaves {tuple(layer.keys.shape)}")
-print(score(guess, past_key_values.layers[0].keys.shape[-2], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # O transformers constrói uma camada em blocos como uma `DynamicSlidingWindowLayer` cuja janela é `attention_chunk_size`
@@ -332,7 +364,7 @@ past_key_values.crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-short = tiny_prompt[:, :4]  # (1, 4): 4 + 3 new − 1 = 6 tokens seen, under the chunk of 8
+short = tiny_prompt[:, :4]  # (1, 4): 4 + 3 novos − 1 = 6 tokens vistos, abaixo do bloco de 8
 past_key_values = DynamicCache(config=tiny.config)
 tiny.generate(input_ids=short, attention_mask=torch.ones_like(short), do_sample=False, max_new_tokens=3,
               min_new_tokens=3, past_key_values=past_key_values)
@@ -360,8 +392,9 @@ print("com registro do passado, depois do crop(-3): vistos", [layer.get_seq_leng
 # - As camadas deslizantes mantêm `window − 1` tokens ocupados e descartam o resto; no Gemma 3, acima de 512 tokens, 15 das
 #   18 camadas param de crescer, então a memória cresce a 3/18 do ritmo da atenção completa.
 # - Ocupado não é armazenamento: logo depois de um pré-preenchimento de N > 512 tokens, uma camada deslizante tem 511
-#   tokens ocupados, mas ainda guarda N tokens de armazenamento até que o primeiro passo de decodificação o libere, então
-#   o pré-preenchimento pode ser o pico de memória (aqui foi, com 520 + 24: passo 0).
+#   tokens ocupados, mas ainda guarda N tokens de armazenamento até que o primeiro passo de decodificação o libere; então
+#   o pré-preenchimento é o pico de memória durante os primeiros 5 × (N − 512) passos de decodificação (aqui foi, com
+#   520 + 24: passo 0), e uma geração mais longa tem o pico no último passo.
 # - O transformers guarda as camadas em blocos (Llama 4) no cache exatamente como as deslizantes, com o tamanho do bloco
 #   como janela: elas se limitam a `chunk − 1`, e um `crop` depois de um bloco completo exige `activate_past_recording()`.
 #

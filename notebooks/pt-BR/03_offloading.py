@@ -55,7 +55,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.i18n import number, percent
+from kvlab.i18n import cache_kind_label, layer_kind_label, number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -64,12 +64,12 @@ from kvlab.plots import residency as residency_plot
 from kvlab.plots import timeline
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
-smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 full-attention layers
-gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 layers: 5 sliding (window 512), then 1 full, three times
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # encurta as execuções cronometradas na CI; as saídas verificadas valem de qualquer forma
+smollm2, smollm2_tokenizer = kvlab.load("smollm2")  # 30 camadas de atenção completa
+gemma, gemma_tokenizer = kvlab.load("gemma3")  # 18 camadas: 5 deslizantes (janela 512), depois 1 completa, três vezes
 
 # %% [markdown]
 # ## 1. Cache offloading
@@ -102,8 +102,8 @@ print("em Cache.update:", next(line.strip() for line in inspect.getsource(Cache.
 # (True ou False)?
 
 # %%
-guess = None  # % of the whole cache on the device at the peak, cache_implementation="offloaded": your guess
-guess_tokens_differ = None  # True or False: your guess
+guess = None  # % do cache inteiro no dispositivo no pico, cache_implementation="offloaded": seu palpite
+guess_tokens_differ = None  # True ou False: seu palpite
 
 # %%
 with kvlab.watch(smollm2) as watch:
@@ -113,14 +113,21 @@ with kvlab.watch(smollm2) as watch:
                                past_key_values=DynamicCache(config=smollm2.config, offloading=True))
     out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
                                   cache_implementation="offloaded_static")
-names = ["default", 'cache_implementation="offloaded"', "DynamicCache(offloading=True)",
-         'cache_implementation="offloaded_static"']
-runs = dict(zip(names, watch.traces))
-outputs = dict(zip(names, [out_default, out_offloaded, out_own, out_static]))
+outputs = {"cache padrão": out_default, 'cache_implementation="offloaded"': out_offloaded,
+           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static}
+runs = dict(zip(outputs, watch.traces))  # os quatro caches observados, na ordem em que rodaram
 
 # %%
 # NBVAL_CHECK_OUTPUT
-per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # keys + values: 2 × 3 heads × 64 × 4 bytes
+offloaded = runs['cache_implementation="offloaded"']
+share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
+display(score(guess, round(share, 2), unit="%", kind="share"))
+tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
+display(score(guess_tokens_differ, tokens_differ, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_layer = bytes_per_token_per_layer(smollm2.config, torch.float32)  # chaves + valores: 2 × 3 cabeças × 64 × 4 bytes
 print(f"prompt: {inputs.input_ids.shape[-1]} tokens, 8 novos; um token: {number(per_layer)} bytes por camada, "
       f"{number(smollm2.config.num_hidden_layers * per_layer)} em todas as {smollm2.config.num_hidden_layers} camadas")
 print(f"{'cache':>40} {'pico disp.':>12} {'cache todo':>12} {'movim.':>6} {'bytes mov.':>12}  mesmos tokens")
@@ -128,14 +135,6 @@ for name, trace in runs.items():
     moves = residency.effective_moves(trace)
     print(f"{name:>40} {number(residency.device_peak(trace)):>12} {number(trace.summary()['peak_bytes']):>12} "
           f"{len(moves):>6} {number(sum(e['bytes'] for e in moves)):>12}  {torch.equal(outputs[name], out_default)}")
-
-# %%
-# NBVAL_CHECK_OUTPUT
-offloaded = runs['cache_implementation="offloaded"']
-share = 100 * residency.device_peak(offloaded) / offloaded.summary()["peak_bytes"]
-print(score(guess, round(share, 2), unit=" %", kind="share"))
-tokens_differ = not all(torch.equal(generated, out_default) for generated in outputs.values())
-print(score(guess_tokens_differ, tokens_differ, kind="choice"))
 
 # %% [markdown]
 # O cache descarregado atinge, no dispositivo, um pico equivalente a duas camadas, 2/30 do cache inteiro (58.368 de
@@ -168,7 +167,15 @@ for step in sorted({s for s, _ in per_step}):
 # **Preveja primeiro.** Enquanto a última camada (29) calcula, qual camada é pré-carregada?
 
 # %%
-guess = None  # a layer index: your guess
+guess = None  # um índice de camada: seu palpite
+
+# %%
+# NBVAL_CHECK_OUTPUT
+order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
+         for e in residency.schedule(offloaded, steps=(1, 1))]  # o cronograma do passo 1, na ordem em que o dispositivo o viu
+last_update = order.index("update 29")
+prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
+display(score(guess, prefetched_then, kind="choice"))
 
 # %%
 timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementation="offloaded": '
@@ -176,13 +183,8 @@ timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementa
 
 # %%
 # NBVAL_CHECK_OUTPUT
-order = [f"{e['direction'] if e['type'] == 'transfer' else 'update'} {e['layer_idx']}"
-         for e in residency.schedule(offloaded, steps=(1, 1))]
 print(" → ".join(order[:7]), "…")
 print("…", " → ".join(order[-4:]))
-last_update = order.index("update 29")
-prefetched_then = next(int(e.split()[1]) for e in reversed(order[:last_update]) if e.startswith("prefetch"))
-print(score(guess, prefetched_then, kind="choice"))
 
 # %% [markdown]
 # Cada camada é pré-carregada enquanto a anterior calcula, depois é atualizada e então descarregada; enquanto a última
@@ -197,7 +199,7 @@ print(score(guess, prefetched_then, kind="choice"))
 # assinaturas, e os caches que `generate` cria para os dois nomes:
 
 # %%
-gemma_inputs = {"input_ids": text.prompt_ids(gemma_tokenizer, 600)}  # (1, 600): past the 512-token window
+gemma_inputs = {"input_ids": text.prompt_ids(gemma_tokenizer, 600)}  # (1, 600): além da janela de 512 tokens
 gemma_inputs["attention_mask"] = torch.ones_like(gemma_inputs["input_ids"])
 with kvlab.watch(gemma) as watch:
     gemma.generate(**gemma_inputs, do_sample=False, max_new_tokens=4, cache_implementation="offloaded")
@@ -223,31 +225,32 @@ for name, cache in zip(gemma_runs, watch.caches):
 # pico do último passo, que porcentagem do cache inteiro está no dispositivo com `True`, e com `False`?
 
 # %%
-guess_true = None  # % of the cache on the device, offload_only_non_sliding=True: your guess
-guess_false = None  # % with False (cache_implementation="offloaded"): your guess
+guess_true = None  # % do cache no dispositivo, offload_only_non_sliding=True: seu palpite
+guess_false = None  # % com False (cache_implementation="offloaded"): seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
+for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
+    last = residency.device_bytes_by_step(trace)[-1]
+    display(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit="%",
+                  kind="share"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"um token do Gemma 3 numa camada: {number(bytes_per_token_per_layer(gemma.config, torch.float32))} bytes")
 for name, trace in settings.items():
     moved = sorted({e["layer_idx"] for e in residency.effective_moves(trace)})
     print(f"offload_only_non_sliding={name}: camadas movidas {moved}, "
           f"{len(residency.effective_moves(trace))} movimentações em {trace.summary()['steps']} passos")
     for row in residency.device_bytes_by_step(trace):
-        kinds = ", ".join(f"{kind} {number(b)}" for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
+        kinds = ", ".join(f"{layer_kind_label(kind)} {number(b)}"
+                          for kind, b in sorted(row["device_bytes_by_layer_kind"].items()))
         share = 100 * row["device_peak_bytes"] / row["cache_bytes_at_peak"]
         print(f"  passo {row['step']}: pico no dispositivo {number(row['device_peak_bytes']):>10} "
               f"de {number(row['cache_bytes_at_peak']):>10} bytes ({percent(share, 1):>6}; "
               f"{kinds}), {len(row['resident_at_peak'])} camadas residentes")
-
-# %%
-# NBVAL_CHECK_OUTPUT
-for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
-    last = residency.device_bytes_by_step(trace)[-1]
-    print(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit=" %",
-                kind="share"))
 
 # %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
@@ -260,9 +263,9 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #
 # - Com `True`, só as camadas 5, 11 e 17 se movem. No pico de cada passo, o dispositivo guarda as 15 camadas deslizantes
 #   *e* duas das três camadas completas (a que está calculando e a próxima, pré-carregada): 17 de 18 camadas,
-#   93,6-94,4 % do cache. Isso economiza uma camada completa (1.234.944 bytes no passo 3), não a maior parte do cache.
+#   93,6-94,4% do cache. Isso economiza uma camada completa (1.234.944 bytes no passo 3), não a maior parte do cache.
 # - Com `False`, todas as camadas se movem, e o dispositivo guarda duas camadas no pico (uma completa e uma deslizante),
-#   11,1-11,8 % do cache aqui, ao custo de mover 18 camadas duas vezes por passo em vez de 3 (127 movimentações
+#   11,1-11,8% do cache aqui, ao custo de mover 18 camadas duas vezes por passo em vez de 3 (127 movimentações
 #   contra 22).
 # - Uma camada deslizante para de crescer na janela: depois da sua primeira atualização de decodificação, ela guarda
 #   512 tokens, 512 × 2.048 = 1.048.576 bytes, enquanto uma camada completa cresce 2.048 bytes por token (1.228.800 →
@@ -315,9 +318,9 @@ def generate_or_offload(model, **kwargs):
     try:
         return model.generate(**kwargs)
     except torch.OutOfMemoryError as err:
-        print(f"{type(err).__name__}: {err}")
+        print(f"capturado: {type(err).__name__}")  # numa GPU, a mensagem diz quanto foi pedido
     if torch.cuda.is_available():
-        torch.cuda.empty_cache()  # give the failed attempt's blocks back before retrying
+        torch.cuda.empty_cache()  # devolve os blocos da tentativa que falhou antes de tentar de novo
     print("tentando de novo com cache_implementation='offloaded'")
     return model.generate(**{**kwargs, "cache_implementation": "offloaded"})
 
@@ -335,26 +338,32 @@ def generate_or_offload(model, **kwargs):
 # pré-preenchimento), e a nova tentativa com descarregamento cabe (True ou False)?
 
 # %%
-guess_step = None  # the step the default cache runs out at: your guess
-guess_retry_fits = None  # True or False: your guess
+guess_step = None  # o passo em que o cache padrão esgota a memória: seu palpite
+guess_retry_fits = None  # True ou False: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
 with kvlab.watch(smollm2) as watch, resilient.simulated_device(smollm2, budget_bytes=600_000) as device:
     out = generate_or_offload(smollm2, **inputs, do_sample=False, max_new_tokens=8)
-print("caches usados:", [t.meta["cache_kind"] for t in watch.traces])
+display(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
+display(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ran_out = device.out_of_memory[0]  # o que o dispositivo simulado recusou
+print(f"o cache padrão ficou sem memória no passo {ran_out['step']}, camada "
+      f"{ran_out['layer_idx']}: {number(ran_out['bytes'])} bytes necessários, 600.000 disponíveis")
+print("caches usados:", ", ".join(cache_kind_label(t.meta["cache_kind"]) for t in watch.traces))
 print(f"pico no dispositivo da nova tentativa: {number(residency.device_peak(watch.trace))} bytes dos 600.000")
 print("mesmos tokens que a execução sem restrição:", torch.equal(out, out_default))
-print(score(guess_step, device.out_of_memory[0]["step"], kind="count"))
-print(score(guess_retry_fits, residency.device_peak(watch.trace) <= 600_000, kind="choice"))
 
 # %% [markdown]
 # O cache padrão ficou sem memória no passo 2, ao adicionar o 14º token: 13 × 46.080 = 599.040 bytes cabem, e os
 # 1.536 bytes da camada 0 desse token (os bytes por camada da seção 1) não (600.576 > 600.000). A nova tentativa
 # descarrega, mantém duas camadas no dispositivo (58.368 bytes, como na seção 1), cabe com folga e produz os mesmos
-# tokens. Numa GPU, sem
-# `simulated_device`, só um `torch.OutOfMemoryError` real dispara a nova tentativa (com `inputs` movidos para o
-# dispositivo do modelo), e `torch.cuda.empty_cache()` devolve antes a memória da tentativa que falhou.
+# tokens. Numa GPU, sem `simulated_device`, só um `torch.OutOfMemoryError` real dispara a nova tentativa (com
+# `inputs` movidos para o dispositivo do modelo), e `torch.cuda.empty_cache()` devolve antes a memória da tentativa
+# que falhou.
 #
 # ## 5. Cache offloading: o custo do tráfego (bytes contados, tempo medido, barramento estimado)
 #
@@ -400,7 +409,7 @@ for name, t in traffic.items():
 
 # %%
 # NBVAL_CHECK_OUTPUT
-keys = torch.zeros(1, 3, 13, 64)  # one SmolLM2 layer's keys: (batch, kv_heads, tokens, head_dim)
+keys = torch.zeros(1, 3, 13, 64)  # as chaves de uma camada do SmolLM2: (batch, kv_heads, tokens, head_dim)
 print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
 
 # %% [markdown]
@@ -411,41 +420,44 @@ print("keys.to('cpu') is keys:", keys.to("cpu") is keys)
 # dentro de `kvlab.watch` (o descarregado não roda em nenhum outro lugar nesta CPU), então a sobrecarga do registro está
 # dos dois lados. Cada repetição é um `generate` de um número fixo de tokens novos, com o tempo medido por token
 # decodificado por um streamer `DecodeClock` (deixando de fora o pré-preenchimento), e os dois caches se intercalam
-# (`step_times.decode_step_times`, o laço com que o notebook 04 mede
-# os seus caches quantizados).
+# (`step_times.decode_step_times`, o loop com que o notebook 04 mede os seus caches quantizados).
+# Cada tempo é impresso como a mediana das repetições com o seu intervalo interquartil (IQR).
 
 # %%
-# Not checked: times depend on the machine.
+# Não verificado: os tempos dependem da máquina.
 NEW_TOKENS, REPEATS, WARMUP = (4, 1, 0) if QUICK else (24, 5, 1)
 
 
-with kvlab.watch(smollm2):  # greedy, exactly NEW_TOKENS tokens after the same prompt, each way
+labels = {kind: cache_kind_label(kind) for kind in ("dynamic", "offloaded")}  # os nomes das execuções nas palavras do leitor
+with kvlab.watch(smollm2):  # greedy, exatamente NEW_TOKENS tokens depois do mesmo prompt, de cada jeito
     decoded = step_times.decode_step_times(
-        smollm2, inputs["input_ids"], {"dynamic": {}, "offloaded": {"cache_implementation": "offloaded"}},
+        smollm2, inputs["input_ids"],
+        {labels["dynamic"]: {}, labels["offloaded"]: {"cache_implementation": "offloaded"}},
         new_tokens=NEW_TOKENS, repeats=REPEATS, warmup=WARMUP)
-decode_times = {label: result.decode for label, result in decoded.items()}  # seconds per decoded token
+decode_times = {kind: decoded[label].decode for kind, label in labels.items()}  # segundos por token decodificado
 for measured in decode_times.values():
-    print(f"{measured.label:>9}: {measured.describe()} por token decodificado")
+    print(f"{measured.label:>12}: {measured.describe()} por token decodificado")
 print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).verdict())
 
 # %% [markdown]
-# Leia o veredito como ele foi impresso: um intervalo que contém 1 é "nenhuma diferença além do ruído", e "ruído
-# demais para concluir" (repetições de menos) não diz nada, nem num sentido nem no outro; um que exclui 1 é uma diferença na
-# contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o preço do
-# tráfego, que precisa de um barramento.
+# Leia o veredito como ele foi impresso: um intervalo que contém 1 significa nenhuma diferença detectável, e "ruído
+# demais para concluir" (repetições de menos) não diz nada, nem num sentido nem no outro; um que exclui 1 é uma
+# diferença na contabilidade do cronograma nesta CPU (as chamadas dele e o registro delas). Em nenhum dos casos é o
+# preço do tráfego, que precisa de um barramento.
 #
 # Para uma GPU, os bytes só podem virar tempo com uma largura de banda, e aqui essa largura de banda é **suposta, não
 # medida**: 25 GB/s, mais ou menos o que as cópias do host para o dispositivo atingem em PCIe 4.0 x16 (32 GB/s brutos
-# por sentido). Uma geração mais antiga, menos lanes ou memória do host sem pinning dão menos, então a estimativa é
-# otimista. Dois números por cache, a partir dos bytes exatos por passo de decodificação acima: se nenhuma transferência
-# se sobrepusesse ao cálculo, cada byte se somaria ao passo; o transformers emite cada pré-carregamento num stream
-# secundário (`prefetch_stream`) para que ele rode enquanto a camada anterior calcula, mas enfileira cada
+# por sentido). Uma geração mais antiga, menos faixas ou memória do host que não é memória fixada (pinned) dão
+# menos, então a estimativa é otimista. Dois números por cache, a partir dos bytes exatos por passo de decodificação
+# acima: se nenhuma transferência se sobrepusesse ao cálculo, cada byte se somaria ao passo; o transformers emite
+# cada pré-carregamento num stream secundário (`prefetch_stream`) para que ele rode enquanto a camada anterior
+# calcula, mas enfileira cada
 # descarregamento no stream de cálculo logo depois da atualização da camada; então, mesmo que todos os pré-carregamentos
 # ficassem escondidos, os descarregamentos sozinhos ainda somariam o tempo deles.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # an assumption, not a measurement
+BANDWIDTH = offload_time.PCIE4_X16_EFFECTIVE_BYTES_PER_S  # uma suposição, não uma medida
 print("estimativa, não medida: bytes por passo de decodificação "
       f"/ {number(BANDWIDTH / 1e9)} GB/s supostos (PCIe 4.0 x16)")
 print(f"{'':>48} {'nada sobreposto':>18} {'pré-carr. ocultos':>18}")
@@ -453,9 +465,9 @@ for name, t in traffic.items():
     serial = offload_time.pcie_estimate(t["bytes_per_decode_step"], BANDWIDTH)
     offloads = offload_time.pcie_estimate(t["offload_bytes_per_decode_step"], BANDWIDTH)
     print(f"{name:>48} {number(serial.seconds * 1e6, 1):>15} µs {number(offloads.seconds * 1e6, 1):>15} µs")
-per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # SmolLM2's whole cache, per token
+per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # o cache inteiro do SmolLM2, por token
 for tokens in (8_192, 32_768):
-    serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # just under twice the cache per step
+    serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # pouco menos que o dobro do cache por passo
     print(f"SmolLM2, offloaded, {number(tokens)} tokens no cache: cerca de 2 × "
           f"{number(per_token)} × {number(tokens)} = {number(2 * per_token * tokens)} bytes por "
           f"passo de decodificação, {number(serial.seconds * 1e3, 1)} ms se nada se sobrepuser")

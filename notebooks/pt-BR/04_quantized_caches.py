@@ -62,11 +62,11 @@ from kvlab.plots.step_times import plot_step_times
 from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*falling back to its reference PyTorch implementation.*")
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 torch.manual_seed(0)
 transformers.logging.disable_progress_bar()
 model, tokenizer = kvlab.load("smollm2")
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # encurta as execuções cronometradas na CI; as saídas verificadas valem de qualquer forma
 
 # %% [markdown]
 # ## 1. Cache quantizado
@@ -152,8 +152,8 @@ model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementatio
 # precisão total?
 
 # %%
-guess_packed = None  # tokens packed: your guess
-guess_residual = None  # tokens in the full-precision residual: your guess
+guess_packed = None  # tokens empacotados: seu palpite
+guess_residual = None  # tokens na parte residual em precisão total: seu palpite
 
 # %%
 CONFIGS_SHOWN = {
@@ -167,8 +167,14 @@ with kvlab.watch(model) as watch:
         out = model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementation="quantized",
                              cache_config=cache_config)
         texts[label] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
-    out = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # the default DynamicCache
+    out = model.generate(**inputs, do_sample=False, max_new_tokens=20)  # o DynamicCache padrão
     texts["DynamicCache"] = tokenizer.batch_decode(out, skip_special_tokens=True)[0]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+hqq_layer = watch.traces[0].final_layers()[0]  # "hqq 4-bit, axis 1", camada 0 (toda camada guarda os mesmos tokens)
+display(score(guess_packed, hqq_layer["quantized_tokens"], unit=" tokens", kind="count"))
+display(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="count"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -182,10 +188,6 @@ for label, trace in zip(texts, watch.traces):
 print()
 for label, generated in texts.items():
     print(f"{label:>22}: {generated}")
-print()
-hqq_layer = watch.traces[0].final_layers()[0]  # "hqq 4-bit, axis 1", layer 0 (every layer holds the same tokens)
-print(score(guess_packed, hqq_layer["quantized_tokens"], unit=" tokens", kind="count"))
-print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="count"))
 
 # %% [markdown]
 # O hqq no eixo 1 roda sob o watch (o kvlab completa a sequência), e seu texto se afasta do texto do DynamicCache
@@ -215,7 +217,7 @@ print(score(guess_residual, hqq_layer["residual_tokens"], unit=" tokens", kind="
 # precisão total?
 
 # %%
-guess = None  # % of the whole cache's bytes: your guess
+guess = None  # % dos bytes do cache inteiro: seu palpite
 
 # %%
 SWEEP = {
@@ -226,9 +228,9 @@ SWEEP = {
     "quanto 4 bits": {"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0},
     "fp8": {"backend": "fp8"},
 }
-ids = text.prompt_ids(tokenizer, 280)  # (1, 280): prefill 256, then 23 tokens fed, 24 predictions scored
+ids = text.prompt_ids(tokenizer, 280)  # (1, 280): pré-preenchimento de 256, depois 23 tokens fornecidos, 24 previsões avaliadas
 print(f"Python {sys.version.split()[0]} (o texto vem do seu pydoc_data)")
-rows, runs = quality.sweep(model, ids, prefill_tokens=256, configs=SWEEP, chunked=True)
+rows, runs = quality.sweep(model, ids, prefill_tokens=256, configs=SWEEP, chunked=True, reference_label="DynamicCache")
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -238,11 +240,11 @@ for r in rows:
     print(f"{r['config']:>13} {number(r['packed_bytes']):>10} {number(r['residual_bytes']):>10} "
           f"{number(r['cache_bytes']):>10} {number(r['memory_ratio_16bit'], 3):>9} "
           f"{number(r['packed_ratio_16bit'], 3):>17}")
-residual_tokens = ids.shape[-1] - 256 - 1  # the tokens fed after the prefill (the last one is only predicted)
-per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 layers × keys and values × 3 heads × 64 × 4 B
+residual_tokens = ids.shape[-1] - 256 - 1  # os tokens fornecidos depois do pré-preenchimento (o último só é previsto)
+per_token = kv_bytes_per_token(model.config, torch.float32)  # 30 camadas × chaves e valores × 3 cabeças × 64 × 4 B
 print(f"parte residual: {residual_tokens} tokens × {number(per_token)} B = {number(residual_tokens * per_token)} B")
 hqq4 = next(r for r in rows if r["config"] == "hqq 4 bits")
-print(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit=" %", kind="share"))
+display(score(guess, round(100 * hqq4["residual_bytes"] / hqq4["cache_bytes"], 1), unit="%", kind="share"))
 
 # %%
 quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]}, reference_bytes=rows[0]["cache_bytes"],
@@ -251,7 +253,7 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 
 # %% [markdown]
 # Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46.080 B (30 camadas × chaves e valores × 3
-# cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5 % dos seus 2.903.040 B, de modo
+# cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5% dos seus 2.903.040 B, de modo
 # que o cache inteiro fica em 0,452 de um cache de 16 bits com os mesmos tokens, longe dos 0,25 que 4 de 16 bits
 # sugerem; com 2 bits, a parte residual é quase metade do cache (1.059.840 de 2.165.760 B). O DynamicCache marca
 # 2,000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
@@ -264,7 +266,8 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 #
 # **Preveja primeiro.** Com `residual_length=8`, a parte residual é esvaziada na parte empacotada (flush) a cada 8
 # tokens. Imagine os bytes residuais em função dos tokens (quanto de 4 bits, 32 tokens novos após o prompt do guia):
-# uma rampa (eles só crescem) ou um dente de serra (crescem e depois caem a cada flush)?
+# uma "rampa" (eles só crescem) ou uma "serra" (crescem e depois caem a cada flush)? Responda com uma das duas
+# palavras entre aspas.
 #
 # O controle abaixo executa a chamada do guia (`cache_implementation="quantized"` com o `cache_config` que você
 # escolher) dentro de `kvlab.watch`, gerando 32 tokens novos após o prompt do guia, e compara seus tokens greedy com
@@ -273,7 +276,7 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 # transformers. Ele abre com as configurações da previsão: olhe a figura depois de dar o seu palpite.
 
 # %%
-guess = None  # "ramp" or "saw": your guess
+guess = None  # uma das duas palavras entre aspas da pergunta: seu palpite
 
 # %%
 LIVE_NEW_TOKENS = 32
@@ -286,19 +289,24 @@ reference_tokens = reference[0, prompt_length:].tolist()
 
 def quantized_split(backend, nbits, residual_length):
     if backend == "fp8":
-        cache_config = {"backend": "fp8"}  # per-tensor: refuses nbits, axes, q_group_size and residual_length
+        cache_config = {"backend": "fp8"}  # por tensor: recusa nbits, eixos, q_group_size e residual_length
     else:
-        axis = 1 if backend == "hqq" else 0  # the guide's recommended axes
+        axis = 1 if backend == "hqq" else 0  # os eixos recomendados pelo guia
         cache_config = {"backend": backend, "nbits": nbits, "axis_key": axis, "axis_value": axis,
                         "residual_length": residual_length}
     with kvlab.watch(model) as watch:
         out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
                              cache_implementation="quantized", cache_config=cache_config)
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
-    name = "fp8" if backend == "fp8" else f"{backend} {nbits}-bit, residual_length={residual_length}"
+    if backend == "fp8":
+        return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
+                                    title=f"fp8\n{same['matches']}/{same['tokens']} tokens greedy iguais aos "
+                                          f"do DynamicCache, os primeiros {same['common_prefix']} idênticos")
     return quantized.plot_split(watch.trace, reference_trace=reference_watch.trace,
-                                title=f"{name}\n{same['matches']}/{same['tokens']} tokens greedy iguais aos "
-                                      f"do DynamicCache, os primeiros {same['common_prefix']} idênticos")
+                                title=f"{backend} {nbits} bits, "
+                                      f"residual_length={residual_length}\n{same['matches']}/{same['tokens']} "
+                                      "tokens greedy iguais aos do DynamicCache, os "
+                                      f"primeiros {same['common_prefix']} idênticos")
 
 
 live(quantized_split,
@@ -315,7 +323,7 @@ live(quantized_split,
 # %%
 # NBVAL_CHECK_OUTPUT
 def residual_shape(cache_config, label):
-    """The guide's call with `cache_config`, counted: "saw" if the residual bytes ever fall (a flush), else "ramp"."""
+    """The guide's call with `cache_config`, counted: how many times the residual bytes fall (a flush)."""
     with kvlab.watch(model) as watch:
         out = model.generate(**inputs, do_sample=False, max_new_tokens=LIVE_NEW_TOKENS, min_new_tokens=LIVE_NEW_TOKENS,
                              cache_implementation="quantized", cache_config=cache_config)
@@ -324,17 +332,18 @@ def residual_shape(cache_config, label):
     same = quality.token_agreement(reference_tokens, out[0, prompt_length:].tolist())
     print(f"{label:>31}: a parte residual cai {falls} vezes, no máximo {number(max(residual)):>7} B; os "
           f"primeiros {same['common_prefix']:>2} de {same['tokens']} tokens iguais aos do DynamicCache")
-    return "saw" if falls else "ramp"
+    return falls
 
 
-quanto_4bit_shape = residual_shape({"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
+quanto_4bit_falls = residual_shape({"backend": "quanto", "nbits": 4, "axis_key": 0, "axis_value": 0,
                                     "residual_length": 8}, label="quanto 4 bits, residual_length=8")
 residual_shape({"backend": "fp8"}, label="fp8")
 residual_shape({"backend": "hqq", "nbits": 2, "axis_key": 1, "axis_value": 1, "residual_length": 8},
                label="hqq 2 bits, residual_length=8")
 residual_shape({"backend": "quanto", "nbits": 2, "axis_key": 0, "axis_value": 0, "residual_length": 8},
                label="quanto 2 bits, residual_length=8")
-print(score(guess, quanto_4bit_shape, kind="choice"))
+answers = dict(falls_label="serra", only_grows_label="rampa")  # as duas palavras da pergunta, no idioma do leitor
+display(score(guess, answers["falls_label"] if quanto_4bit_falls else answers["only_grows_label"], kind="choice"))
 
 # %% [markdown]
 # Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
@@ -354,9 +363,11 @@ print(score(guess, quanto_4bit_shape, kind="choice"))
 #
 # Os contadores de trabalho dizem onde olhar. Todo passo de decodificação de um cache por grupo (hqq, quanto)
 # desquantiza toda a sua parte empacotada; um passo de flush também quantiza de novo o cache inteiro, todos os tokens
-# até ali. O fp8 quantiza apenas o token novo a cada passo e nunca faz flush; o DynamicCache não faz nem uma coisa
-# nem outra. Então, se a quantização está no caminho crítico, os passos de flush de um cache por grupo são os seus
-# passos lentos.
+# até ali. O fp8 nunca faz flush e quantiza só o token novo a cada passo, mas a sua escala fica fixa depois do
+# pré-preenchimento: ele guarda cada token em 8 bits e converte o cache inteiro de volta para float32 a cada passo,
+# para a atenção ler, e assim desquantiza mais números que qualquer um dos dois caches por grupo. O DynamicCache não
+# faz nem uma coisa nem outra. Então, se o custo está na quantização, os passos de flush de um cache por grupo são
+# os seus passos lentos; se está na desquantização, o fp8 é o mais lento dos três.
 #
 # As chamadas do guia de novo, cada uma gerando 19 tokens novos após um prompt de 6 tokens (um número par, então o
 # hqq no eixo 1 empacota sem que o kvlab precise completar a sequência: 0 tokens zerados para um prompt de 6 tokens,
@@ -367,7 +378,7 @@ print(score(guess, quanto_4bit_shape, kind="choice"))
 RESIDUAL, STEP_TOKENS = 6, 19
 step_inputs = tokenizer("I like rock music because it", return_tensors="pt")
 STEP_CONFIGS = {
-    "DynamicCache": {},  # generate's default cache
+    "DynamicCache": {},  # o cache padrão do generate
     "hqq 4 bits": {"cache_implementation": "quantized",
                   "cache_config": {"backend": "hqq", "nbits": 4, "axis_key": 1, "axis_value": 1,
                                    "residual_length": RESIDUAL}},
@@ -394,7 +405,7 @@ work = {label: step_traces[label].work_by_step() for label in packing}
 print("\npor passo, todas as camadas: chamadas de quantização e desquantização / números")
 print(("     " + "  ".join(f"{label:^29}" for label in packing)).rstrip())
 print("passo", end=" ")
-for label in packing:  # one pair of columns per cache, two spaces between pairs
+for label in packing:  # um par de colunas por cache, dois espaços entre os pares
     print(f"{'quantiza':>15} {'desquantiza':>13}", end="\n" if label == packing[-1] else "  ")
 for step in range(STEP_TOKENS):
     cells = []
@@ -403,6 +414,9 @@ for step in range(STEP_TOKENS):
         cells.append(f"{row['quantize_calls']:>3} / {number(row['quantized_elements']):>9} "
                      f"{row['dequantize_calls']:>3} / {number(row['dequantized_elements']):>7}")
     print(f"{step:>4} " + "  ".join(cells))
+print("números desquantizados nos passos de decodificação de 1 a", STEP_TOKENS - 1, "(todas as camadas):",
+      ", ".join(f"{label} {number(sum(work[label][s]['dequantized_elements'] for s in range(1, STEP_TOKENS)))}"
+                for label in packing))
 
 # %% [markdown]
 # Depois, cronometradas, sem o watch: `kvlab.measure.step_times.decode_step_times` executa o `generate` de cada
@@ -412,42 +426,55 @@ for step in range(STEP_TOKENS):
 # em relação ao do DynamicCache e, para hqq e quanto, seus passos de flush comparados com os demais passos.
 
 # %%
-# Not checked: times depend on the machine.
+# Não verificado: os tempos dependem da máquina.
 STEP_REPEATS = 1 if QUICK else 5
 step_results = step_times.decode_step_times(model, step_inputs["input_ids"], STEP_CONFIGS, new_tokens=STEP_TOKENS,
                                             repeats=STEP_REPEATS, warmup=0 if QUICK else 1)
-print("tempo por token decodificado (mediana das repetições, IQR):")
+print("tempo por token decodificado (mediana das repetições, intervalo interquartil, IQR):")
 for label, result in step_results.items():
     print(f"{label:>13}: {result.decode.describe()}")
-print()
-for label, result in step_results.items():
-    if label != "DynamicCache":
-        print(compare(step_results["DynamicCache"].decode, result.decode, warn=False).verdict())
-print()
+verdicts = [compare(step_results["DynamicCache"].decode, result.decode, warn=False).verdict()
+            for label, result in step_results.items() if label != "DynamicCache"]
 for label in ("hqq 4 bits", "quanto 4 bits"):
     others, flushes = step_times.split_steps(step_results[label], step_times.flush_steps(step_traces[label]))
-    print(compare(others, flushes, warn=False).verdict())
+    verdicts.append(compare(others, flushes, warn=False).verdict())
+print()
+print("\n".join(verdicts))  # impresso aqui e de novo na caixa sob a figura
 
 # %%
-# Not checked: times depend on the machine.
+# Não verificado: os tempos dependem da máquina.
 plot_step_times(step_results, step_traces, field="quantized_elements",
                 title=f"SmolLM2, residual_length={RESIDUAL}: cada passo de decodificação, mediana de "
-                      f"{STEP_REPEATS} repetições intercaladas (faixa: IQR), passos de flush circulados")
+                      f"{STEP_REPEATS} repetições intercaladas (faixa: IQR), passos de flush circulados", verdicts=verdicts)
 
 # %% [markdown]
 # O que observar. A tabela verificada diz onde: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
 # passos 6, 12 e 18, cada vez o cache inteiro (60 chamadas: chaves e valores de 30 camadas, todos os tokens até
-# ali), enquanto o fp8 quantiza a cada passo, mas só o token novo; o painel da direita desenha os mesmos números por
-# passo. Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do
-# hqq e do quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que os demais, com um
-# intervalo que exclui 1. Onde um ponto circulado fica dentro da faixa dos passos ao seu redor, ou o intervalo
-# contém 1, esta execução não mostra o efeito para aquele backend: o empacotamento é pequeno demais perto do resto de
-# um forward pelas 30 camadas para se destacar do ruído nesta máquina. Os passos após um flush também desquantizam
-# uma parte empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e
-# constante que a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do
-# DynamicCache: neles entram a desquantização de todo passo, com flush ou não, e a conversão de cada token novo do
-# fp8; um intervalo que contém 1 é nenhuma diferença, e um veredito "ruído demais para concluir" (repetições de menos) não
-# diz nada, nem num sentido nem no outro.
+# ali); o fp8 quantiza a cada passo, mas só o token novo (11.520 números), e desquantiza a cada passo o seu cache
+# inteiro, token novo incluído: 80.640 números no passo 1, 276.480 no passo 18, 3.214.080 nos 18 passos de
+# decodificação, contra 2.488.320 do hqq ou do quanto (a última linha da tabela). O painel da direita desenha o
+# trabalho de quantização por passo; a caixa sob a figura repete os vereditos impressos acima dela.
+#
+# Primeiro o fp8, porque ele é a lição. Ele desquantiza mais números que qualquer um dos caches por grupo, e o seu
+# veredito contra o DynamicCache põe um preço nisso. Onde ele diz "nenhuma diferença além do ruído", converter o
+# cache inteiro de volta para float32 a cada passo some perto de um forward pelas 30 camadas nesta CPU; logo, a
+# quantidade de valores que um cache desquantiza não é o que o torna lento; um veredito "mais devagar" mostraria esse
+# preço, e "ruído demais para concluir" não diz nada, nem num sentido nem no outro (repita numa máquina mais
+# tranquila). O que o hqq e o quanto acrescentam é a forma como empacotam: a cada passo desempacotam números
+# guardados em poucos bits e aplicam a escala e o deslocamento de cada grupo, e a cada flush quantizam de novo o
+# cache inteiro, o hqq ajustando o deslocamento de cada grupo com até 20 iterações do seu otimizador
+# (`optimize=True`, que a camada hqq do transformers mantém).
+#
+# Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do hqq e do
+# quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que os demais, com um intervalo
+# que exclui 1. Onde um ponto circulado fica dentro da faixa dos passos ao seu redor, ou o intervalo contém 1, esta
+# execução não mostra o efeito para aquele backend: o empacotamento é pequeno demais perto do resto de um forward
+# pelas 30 camadas para se destacar do ruído nesta máquina. Os passos após um flush também desquantizam uma parte
+# empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e constante que
+# a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do DynamicCache:
+# neles entra a desquantização de todo passo, com flush ou não; um intervalo que contém 1 significa nenhuma
+# diferença detectável, e um veredito "ruído demais para concluir" (repetições de menos) não diz nada, nem num
+# sentido nem no outro.
 #
 # ## 6. O que a quantização faz com as previsões
 #
@@ -460,22 +487,43 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # próximo token que o DynamicCache no menor número das 24 posições?
 
 # %%
-guess = None  # one of SWEEP's names, e.g. "hqq 8-bit": your guess
+guess = None  # um dos nomes de SWEEP, p. ex. "hqq 8-bit": seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
-positions = len(runs["dynamic"].targets)
-for r in rows:
-    print(f"{r['config']:>13}: concordância top-1 {round(r['top1_agreement'] * positions):>2}/{positions}")
 fewest = min(rows, key=lambda r: r["top1_agreement"])["config"]
-print(score(guess, fewest, kind="choice"))
+display(score(guess, fewest, kind="choice"))
 
 # %%
-# KL and perplexity (not checked: floating-point sums over 49,152-token distributions).
+# NBVAL_CHECK_OUTPUT
+positions = len(runs["DynamicCache"].targets)
+for r in rows:
+    print(f"{r['config']:>13}: concordância top-1 {round(r['top1_agreement'] * positions):>2}/{positions}")
+
+# %%
+# KL e perplexidade (não verificadas: somas de ponto flutuante sobre distribuições de 49.152 tokens).
 print(f"{'configuração':>13} {'KL médio':>8} {'KL máx.':>7} {'perplexid.':>11}")
 for r in rows:
     print(f"{r['config']:>13} {number(r['kl_mean'], 4):>8} {number(r['kl_max'], 3):>7} "
           f"{number(r['perplexity'], 2, grouping=False):>11}")
+
+# %%
+# Posição por posição (não verificado: ponto flutuante). Onde a escolha greedy de cada cache difere da
+# do DynamicCache, e quanto ela moveu a log-probabilidade do próximo token real: a perplexidade é a
+# do DynamicCache vezes exp(-movimento médio).
+for label in ("hqq 4 bits", "hqq 8 bits", "quanto 4 bits", "fp8"):
+    by_position = quality.per_position(runs["DynamicCache"], runs[label])
+    moves = [p["target_shift"] for p in by_position]
+    print(f"{label:>13}: escolhas diferentes nas posições {[p['position'] for p in by_position if not p['same']]}; "
+          f"a log-probabilidade do próximo token real mudou de {number(min(moves), 3)} a {number(max(moves), 3)} "
+          f"nats, média {number(sum(moves) / len(moves), 4)}")
+print()
+for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
+    if not p["same"]:
+        first, second = (tokenizer.decode([token]) for token in p["reference_top2"])
+        print(f"posição {p['position']}: os dois tokens mais prováveis do DynamicCache, {first!r} "
+              f"e {second!r}, estão a {number(p['margin'], 4)} nats um do outro; o hqq de 8 bits "
+              f"escolhe {tokenizer.decode([p['pick']])!r}, KL ali {number(p['kl'], 5)} nats")
 
 # %% [markdown]
 # O fp8 concorda nas 24 posições, o hqq de 8 bits em 23, o hqq de 4 bits e o quanto de 4 bits em 22 cada. A
@@ -483,19 +531,29 @@ for r in rows:
 # metade. As medidas mais finas (impressas acima, não verificadas porque são somas em ponto flutuante) dizem o mesmo:
 # o KL médio fica em torno de 0,01 nats com 4 bits, 0,0001 com 8 bits e 0,0028 com fp8, e acima de 1 nat com 2
 # bits, onde a perplexidade do texto real também salta dos 15,25 do DynamicCache para cerca de 32 (hqq) e 51
-# (quanto); com 4 bits ou mais, ela fica a menos de 0,1 dele. 24 posições são poucas (uma posição é 1/24 delas):
-# leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
+# (quanto); com 4 bits ou mais, ela fica a menos de 0,1 dele.
 #
-# A figura põe lado a lado a concordância de cada configuração e a memória da mesma execução: o cache inteiro com 279
-# tokens, parte residual incluída (a coluna "vs 16-bit" da seção 3), em relação a um cache de 16 bits com os mesmos
-# tokens. As marcas vazadas na borda inferior indicam só a parte empacotada ("packed vs 16-bit"), a razão da qual se
-# aproxima uma sequência muito mais longa que a parte residual; elas não ficam em altura nenhuma, porque nenhuma
-# concordância foi medida num comprimento assim: com 279 tokens, os 23 tokens mais recentes ainda eram lidos em
-# precisão total, e uma sequência longa leria quase todos os seus tokens da cópia quantizada. Só as medições do
-# próprio kvlab estão nela.
+# O hqq de 8 bits parece estranho nessas linhas: KL máximo de 0,000 (abaixo de meio milésimo de nat em todas as
+# posições) e, mesmo assim, uma posição perdida, e a mesma perplexidade do hqq de 4 bits. As linhas posição a posição
+# explicam as duas coisas. A posição perdida é um quase empate: ali os dois tokens mais prováveis do DynamicCache
+# estão a 0,0111 nats um do outro, então uma mudança no cache pequena demais para aparecer no KL (0,00021 nats ali)
+# inverte a escolha greedy; o hqq de 4 bits e o quanto de 4 bits invertem a mesma posição, o fp8 não. E as
+# perplexidades iguais são uma coincidência da média: o hqq de 8 bits muda a log-probabilidade do próximo token real
+# em no máximo 0,046 nats (nessa mesma posição), o hqq de 4 bits em até 0,28 nats para um lado ou para o outro, e as
+# mudanças se compensam numa média quase igual (-0,0033 e -0,0030 nats), que leva os 15,25 do DynamicCache a 15,30
+# nos dois casos. A concordância top-1 conta um quase empate invertido como um erro inteiro, e 24 posições são poucas
+# (uma posição é 1/24 delas): leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
+#
+# A figura põe lado a lado a concordância de cada configuração (num eixo que começa em 0) e a memória da mesma
+# execução: o cache inteiro com 279 tokens, parte residual incluída (a coluna "vs 16 bits" da seção 3), em relação
+# a um cache de 16 bits com os mesmos tokens. A faixa embaixo dela marca só a parte empacotada (a coluna "empac. vs
+# 16 bits" da seção 3), a razão da qual se aproxima uma sequência muito mais longa que a parte residual; a faixa não
+# tem eixo de concordância, porque nenhuma concordância foi medida num comprimento assim: com 279 tokens, os 23
+# tokens mais recentes ainda eram lidos em precisão total, e uma sequência longa leria quase todos os seus tokens da
+# cópia quantizada. Só as medições do próprio kvlab estão nela.
 
 # %%
-quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "dynamic"],
+quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "DynamicCache"],
                                  title="SmolLM2, 256 tokens empacotados + 23 residuais: concordância top-1 vs memória")
 
 # %% [markdown]
@@ -544,17 +602,20 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
 print("em create_sliding_window_causal_mask:",
       next(line.strip() for line in inspect.getsource(masking_utils.create_sliding_window_causal_mask).splitlines()
            if "sliding_window = " in line))
-long_source = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))  # (1, 16): past the window
-by_config = DynamicCache(config=gemma.config)  # a sliding layer for each sliding_attention layer
-full_only = DynamicCache()  # no config: a full layer for every layer, as a QuantizedCache would have
+long_source = torch.randint(3, 128, (1, 16), generator=torch.Generator().manual_seed(0))  # (1, 16): além da janela
+by_config = DynamicCache(config=gemma.config)  # uma camada deslizante para cada camada sliding_attention
+full_only = DynamicCache()  # sem config: uma camada completa para cada camada, como um QuantizedCache teria
 generated = {}
 for name, cache in (("DynamicCache(config=...)", by_config), ("DynamicCache()", full_only)):
     generated[name] = gemma.generate(long_source, attention_mask=torch.ones_like(long_source), do_sample=False,
                                      max_new_tokens=6, past_key_values=cache)
-    held = [layer.keys.shape[-2] for layer in cache.layers]  # keys: (batch, kv_heads, tokens, head_dim)
+    held = [layer.keys.shape[-2] for layer in cache.layers]  # chaves: (batch, kv_heads, tokens, head_dim)
     print(f"{name:>24}: tokens que cada camada guarda {held}")
-print("sliding_window:", gemma.config.sliding_window, "| mesmos tokens gerados:",
-      torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]))
+print("sliding_window:", gemma.config.sliding_window)
+if torch.equal(generated["DynamicCache(config=...)"], generated["DynamicCache()"]):
+    print("os dois caches geraram os mesmos tokens")
+else:
+    print("os dois caches geraram tokens diferentes")
 
 # %% [markdown]
 # ## Principais conclusões
@@ -567,13 +628,16 @@ print("sliding_window:", gemma.config.sliding_window, "| mesmos tokens gerados:"
 #   só bem além de `residual_length` aparece a razão do empacotado (nbits + 1 bits por número aqui). O fp8 reduz à
 #   metade um cache de 16 bits desde o primeiro token.
 # - Tempo: um cache por grupo desquantiza a sua parte empacotada a cada passo de decodificação e reempacota o cache
-#   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo. A seção 5 imprimiu se esta execução
-#   mostra os passos de flush como os lentos, e a decodificação de cada backend contra a do DynamicCache, com
-#   intervalos.
+#   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo; o fp8 desquantiza o seu cache
+#   inteiro a cada passo, mais números que qualquer um deles. A seção 5 imprimiu se esta execução mostra os passos
+#   de flush como os lentos, e a decodificação de cada backend contra a do DynamicCache, com intervalos: onde o
+#   veredito do fp8 diz nenhuma diferença, o que custa não é a quantidade de números desquantizados, e sim o
+#   empacotamento.
 # - A qualidade acompanha a largura em bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
-#   próximo token do DynamicCache em 22 a 24 das 24 posições; os de 2 bits, em 8 (hqq) e 10 (quanto).
+#   próximo token do DynamicCache em 22 a 24 das 24 posições, e os seus erros caem em quase empates; os de 2 bits,
+#   em 8 (hqq) e 10 (quanto).
 # - Modelos com janela deslizante são recusados: o `QuantizedCache` só tem camadas completas. A máscara deslizante vem
-#   de `config.sliding_window`, então um cache sem camadas que descartam tokens não prestaria atenção errado; ele
+#   de `config.sliding_window`, então um cache sem camadas que descartam tokens não leria as posições erradas; ele
 #   guardaria todo token em toda camada, a memória que uma camada deslizante existe para economizar.
 #
 # **A seguir:** [05 · Caches de encoder-decoder e específicos de modelo](05_encoder_decoder_and_model_specific.ipynb).

@@ -52,14 +52,14 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.i18n import number
+from kvlab.i18n import layer_kind_label, number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*")
 torch.manual_seed(0)
-transformers.logging.set_verbosity_error()  # the tiny Mamba layers say they use the reference kernels
+transformers.logging.set_verbosity_error()  # as camadas Mamba minúsculas avisam que usam os kernels de referência
 
 
 def random_prompt(n: int, seed: int = 0) -> torch.Tensor:
@@ -90,13 +90,44 @@ print("  cache de atenção cruzada:", past_key_values.cross_attention_cache.get
 # O cache de autoatenção guarda os tokens do decoder: o token inicial mais 9 tokens gerados e realimentados (o 10º
 # token novo nunca é realimentado). O cache de atenção cruzada guarda as 12 posições da sequência de origem.
 #
-# **Preveja primeiro.** Agora a mesma chamada dentro de `kvlab.watch`, com uma sequência de origem de 12 tokens e
-# depois com uma de 24. A origem de 12 tokens deu à atenção cruzada de cada camada do decoder 6.144 bytes (12 tokens
-# × K e V × 4 cabeças × 16 × 4 bytes). Quantos bytes a atenção cruzada vai guardar no total, nas duas camadas, com a
-# origem de 24 tokens?
+# Construir o cache à mão é opcional. Chamado sem cache, como o guia chama `generate`, o `bart.generate` vê
+# que o modelo é um encoder-decoder e constrói ele mesmo o seu `EncoderDecoderCache`; com
+# `return_dict_in_generate=True`, devolve esse cache em `past_key_values`, e podemos olhar dentro dele:
 
 # %%
-guess = None  # bytes, both layers' cross-attention, 24-token source: your guess
+# NBVAL_CHECK_OUTPUT
+generated = bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False,
+                          max_new_tokens=10, min_new_tokens=10, return_dict_in_generate=True)
+built = generated.past_key_values  # nenhum cache passado: este é do próprio generate
+self_cache, cross_cache = built.self_attention_cache, built.cross_attention_cache
+
+
+def bytes_held(cache):  # chaves e valores de todas as camadas
+    return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+
+
+print(type(built).__name__, "construído pelo generate, com", type(self_cache).__name__, "e", type(cross_cache).__name__)
+print(f"  cache de autoatenção:     {self_cache.get_seq_length()} tokens, chaves de uma camada "
+      f"{tuple(self_cache.layers[0].keys.shape)}, {number(bytes_held(self_cache))} bytes nas suas 2 camadas")
+print(f"  cache de atenção cruzada: {cross_cache.get_seq_length()} tokens, chaves de uma camada "
+      f"{tuple(cross_cache.layers[0].keys.shape)}, {number(bytes_held(cross_cache))} bytes nas suas 2 camadas")
+if torch.equal(generated.sequences, out):
+    print("os mesmos tokens que com o cache construído à mão")
+else:
+    print("tokens diferentes dos gerados com o cache construído à mão")
+
+# %% [markdown]
+# Os mesmos dois `DynamicCache`, os mesmos 10 e 12 tokens, o mesmo texto. Construir o cache à mão serve para
+# escolher o que vai em cada metade (a seção 1 termina com uma metade de autoatenção estática) ou para guardar o
+# cache e continuar depois.
+#
+# **Preveja primeiro.** Agora a chamada da primeira célula, com o cache construído à mão, dentro de `kvlab.watch`,
+# com uma sequência de origem de 12 tokens e depois com uma de 24. A origem de 12 tokens deu à atenção cruzada de
+# cada camada do decoder 6.144 bytes (12 tokens × K e V × 4 cabeças × 16 × 4 bytes). Quantos bytes a atenção
+# cruzada vai guardar no total, nas duas camadas, com a origem de 24 tokens?
+
+# %%
+guess = None  # bytes, atenção cruzada das duas camadas, fonte de 24 tokens: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -113,7 +144,7 @@ for source_tokens in (12, 24):
         print(f"  {row['role']:>5} camada {row['layer_idx']}: "
               f"{row['logical_length']:>2} tokens, {number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
-print(score(guess, cross_bytes, unit=" B", kind="amount"))
+display(score(guess, cross_bytes, unit=" B", kind="amount"))
 
 # %% [markdown]
 # O trace marca cada camada com o seu papel: `self` para os próprios tokens do decoder, `cross` para os do encoder.
@@ -126,8 +157,9 @@ with kvlab.watch(bart) as watch:
     past_key_values = EncoderDecoderCache(DynamicCache(config=bart.config), DynamicCache(config=bart.config))
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=24,
                   min_new_tokens=24, past_key_values=past_key_values)
-growth.plot_growth(watch.trace, title="tiny-bart (pesos aleatórios): bytes de autoatenção "
-                                      "vs atenção cruzada por token do decoder")
+growth.plot_growth(watch.trace,
+                   title="tiny-bart (pesos aleatórios): bytes guardados pela autoatenção "
+                         "e pela atenção cruzada vs tokens vistos pelo decoder")
 
 # %% [markdown]
 # A parte de autoatenção começa com um token (o token inicial do decoder) e cresce um por passo; a parte de atenção
@@ -213,8 +245,8 @@ past_key_values.get_seq_length()
 # **Preveja primeiro.** Quantos bytes o cache do tiny-llama acrescenta por token gerado? E o do tiny-mamba?
 
 # %%
-guess_llama = None  # bytes tiny-llama's cache adds per token: your guess
-guess_mamba = None  # bytes tiny-mamba's cache adds per token: your guess
+guess_llama = None  # bytes que o cache do tiny-llama acrescenta por token: seu palpite
+guess_mamba = None  # bytes que o cache do tiny-mamba acrescenta por token: seu palpite
 
 # %%
 TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
@@ -224,20 +256,23 @@ for name, model in TINY.items():
         model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=64,
                        min_new_tokens=64)
     traces[name] = watch.trace
-    traces[name].meta["prompt_tokens"] = prompt.shape[-1]  # a Mamba cache counts no tokens: tell the plot the x axis
+    traces[name].meta["prompt_tokens"] = prompt.shape[-1]  # um cache Mamba não conta tokens: informe ao gráfico o eixo x
+
+# %%
+# NBVAL_CHECK_OUTPUT
+per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
+             for name, t in traces.items()}  # fmt: skip
+display(score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount", label="tiny-llama:"))
+display(score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount", label="tiny-mamba:"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for name, trace in traces.items():
     by_step = trace.bytes_by_step()
-    kinds = sorted({row["layer_kind"] for row in trace.layer_table()})
+    kinds = sorted({layer_kind_label(row["layer_kind"], plural=True) for row in trace.layer_table()})  # em palavras
     print(f"{name:>10} ({trace.meta['cache_class']}, camadas {', '.join(kinds)}): {number(by_step[0]):>6} "
           f"bytes depois do prompt, {number(by_step[-1]):>6} depois de mais {len(by_step) - 1} tokens, "
           f"+{number((by_step[-1] - by_step[0]) // (len(by_step) - 1))} por token")
-per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
-             for name, t in traces.items()}  # fmt: skip
-print("tiny-llama:", score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount"))
-print("tiny-mamba:", score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount"))
 
 # %%
 growth.plot_growth(traces, by_layer_kind=False, title="Modelos minúsculos de pesos aleatórios: "
@@ -262,7 +297,7 @@ def mamba_vs_llama(new_tokens):
             TINY[name].generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens)
         seen[name] = watch.trace
-        seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # for the Mamba state's x axis (it counts no tokens)
+        seen[name].meta["prompt_tokens"] = prompt.shape[-1]  # para o eixo x do estado Mamba (ele não conta tokens)
     return growth.plot_growth(seen, by_layer_kind=False, title=f"prompt de 8 tokens + {new_tokens} tokens novos")
 
 
@@ -275,22 +310,29 @@ live(mamba_vs_llama,
 # O tiny-jamba alterna camadas Mamba e camadas de atenção; o transformers lhe dá um único `DynamicCache`, com uma
 # `LinearAttentionLayer` onde o modelo tem uma camada Mamba e uma `DynamicLayer` onde ele tem atenção.
 #
-# **Preveja primeiro.** Quais das suas camadas crescem com os tokens: as camadas de atenção (`"full"`), as camadas
-# Mamba (`"linear"`), `"both"` (ambas) ou `"neither"` (nenhuma)?
+# **Preveja primeiro.** Quais das suas camadas crescem com os tokens: as camadas de atenção ("completa"), as
+# camadas Mamba ("linear"), "ambas" ou "nenhuma"? Responda com uma das quatro palavras entre aspas.
 
 # %%
-guess = None  # "full", "linear", "both" or "neither": your guess
+guess = None  # uma das quatro palavras entre aspas da pergunta: seu palpite
+
+# %%
+# NBVAL_CHECK_OUTPUT
+jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])  # {tipo: [(tokens vistos, bytes), ...]}
+grown = [layer_kind_label(kind) for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
+answers = dict(both_label="ambas", neither_label="nenhuma")  # as palavras da pergunta, no idioma do leitor
+display(score(guess, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
+              kind="choice"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print("tipos de camada:", TINY["tiny-jamba"].config.layer_types)
 for row in traces["tiny-jamba"].layer_table():
-    print(f"camada {row['layer_idx']} {row['layer_kind']:>6}: "
+    print(f"camada {row['layer_idx']} {layer_kind_label(row['layer_kind']):>8}: "
           f"{row['logical_length']:>2} tokens, {number(row['bytes_held']):>6} bytes")
-jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])
-print({kind: points[-1][1] for kind, points in jamba_kinds.items()})
-grown = [kind for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
-print(score(guess, grown[0] if len(grown) == 1 else ("both" if grown else "neither"), kind="choice"))
+for kind, points in jamba_kinds.items():
+    print(f"camadas {layer_kind_label(kind, plural=True)}: {number(points[0][1]):>6} "
+          f"bytes depois do prompt, {number(points[-1][1]):>6} no fim")
 
 # %%
 growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (pesos aleatórios): estado linear vs KV da atenção")

@@ -51,7 +51,7 @@ from kvlab.plots.prefill_bars import plot_prefill_bars
 from kvlab.plots.turns import alignment_counts, plot_id_alignment, plot_turn_prefills
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
 user_prompts = [
@@ -63,8 +63,8 @@ SYSTEM = ("You are a patient tutor who explains how language models run on ordin
           "answer short and concrete, avoid jargon where a plain word will do, and when you use a technical term, "
           "say in a few words what it means. The learner is a programmer who knows Python but has never looked "
           "inside a transformer. They care about memory, speed, and what can go wrong.")
-NEW_TOKENS = 16  # replies stop here, mid-sentence, to keep the notebook fast
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # one timed repeat in the test suite; checked outputs hold either way
+NEW_TOKENS = 16  # as respostas param aqui, no meio da frase, para o notebook continuar rápido
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # uma repetição cronometrada na suíte de testes; as saídas verificadas valem de qualquer forma
 
 # %% [markdown]
 # ## 1. Geração iterativa
@@ -87,23 +87,30 @@ for prompt in user_prompts:
     print(f"prompt de {input_length} tokens, cache agora com {past_key_values.get_seq_length()}: {completion!r}")
 
 # %% [markdown]
+# As respostas estão erradas, e não só cortadas em 16 tokens: um cache KV não é "a type of data storage device" (um
+# tipo de dispositivo de armazenamento), e sim as chaves e os valores dos tokens que o modelo já leu (notebook 00); ele
+# acelera a geração porque não os recalcula, não porque supere uma CPU; e o que ele custa é memória, não dinheiro. O
+# SmolLM2-135M é um modelo pequeno e erra fatos assim; o que este notebook observa é o cache, não as respostas.
+#
 # **Preveja primeiro.** O prompt do turno 3 tem 170 tokens (impresso acima). Um cache novo pré-preencheria tudo isso.
 # Quantos tokens o turno 3 pré-preenche com o cache reutilizado?
 
 # %%
-guess = None  # tokens turn 3 prefills with the reused cache: your guess
+guess = None  # tokens que o turno 3 pré-preenche com o cache reutilizado: seu palpite
 
 # %% [markdown]
 # O mesmo loop dentro de `kvlab.watch`, uma vez com o cache reutilizado e outra com um `DynamicCache` novo a cada
-# turno (a única mudança: o cache é criado dentro do loop). O cronômetro em volta de `generate` é o único acréscimo.
-# Uma medição por turno diz pouco numa CPU compartilhada; por isso os dois loops rodam 3 vezes, alternando-se
-# (reutilizado, novo, reutilizado, ...), e o tempo de cada turno é comparado como uma razão com o seu intervalo.
+# turno (a única mudança: o cache é criado dentro do loop). Os acréscimos só medem: um cronômetro em volta de
+# `generate` e um streamer que anota quando chega cada token novo (`timing.DecodeClock`, passado como `streamer=`),
+# cujo primeiro token novo marca o fim do pré-preenchimento. Uma medição por turno diz pouco numa CPU compartilhada;
+# por isso os dois loops rodam 3 vezes, alternando-se (reutilizado, novo, reutilizado, ...); os tempos de cada turno
+# são resumidos pela mediana e pelo intervalo interquartil (IQR) e comparados como uma razão com o seu intervalo.
 
 # %%
 def run_chat(prompts, new_tokens, reuse):
-    """The loop above; returns the replies and each turn's generate time in seconds."""
+    """The loop above; returns the replies, each turn's generate time and its time to the first new token (s)."""
     past_key_values = DynamicCache(config=model.config)
-    messages, replies, seconds = [{"role": "system", "content": SYSTEM}], [], []
+    messages, replies, seconds, first_token = [{"role": "system", "content": SYSTEM}], [], [], []
     for prompt in prompts:
         if not reuse:
             past_key_values = DynamicCache(config=model.config)
@@ -111,53 +118,69 @@ def run_chat(prompts, new_tokens, reuse):
         inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                                return_dict=True)
         input_length = inputs["input_ids"].shape[1]
+        clock = timing.DecodeClock()  # um streamer que só anota o instante em que cada token novo chega
         with timing.Stopwatch() as stopwatch:
             outputs = model.generate(**inputs, do_sample=False, max_new_tokens=new_tokens,
-                                     past_key_values=past_key_values)
+                                     past_key_values=past_key_values, streamer=clock)
         seconds.append(stopwatch.seconds)
+        first_token.append(clock.prefill_seconds)
         replies.append(outputs[0, input_length:].tolist())
         messages.append({"role": "assistant", "content": tokenizer.decode(replies[-1], skip_special_tokens=True)})
-    return replies, seconds
+    return replies, seconds, first_token
+
+
+def per_turn(repeats, label):
+    """One `Timing` per turn, from each repeat's list of per-turn seconds."""
+    return [timing.Timing(label, list(times)) for times in zip(*repeats)]
 
 
 REPEATS = 1 if QUICK else 3
-reused_runs, fresh_runs = [], []
-for repeat in range(REPEATS):  # interleaved, so a busy moment of the machine hits both loops alike
+reused_calls, reused_firsts, fresh_calls, fresh_firsts = [], [], [], []
+for repeat in range(REPEATS):  # intercalados, para que um momento ocupado da máquina afete os dois loops igualmente
     with kvlab.watch(model) as reused:
-        reused_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=True)
-    reused_runs.append(seconds)
+        reused_replies, seconds, first_token = run_chat(user_prompts, NEW_TOKENS, reuse=True)
+    reused_calls.append(seconds)
+    reused_firsts.append(first_token)
     with kvlab.watch(model) as fresh:
-        fresh_replies, seconds = run_chat(user_prompts, NEW_TOKENS, reuse=False)
-    fresh_runs.append(seconds)
-# per turn: the repeats' times (the watches of the last repeat are kept for the counts below)
-reused_turns = [timing.Timing(label=f"reutilizado, turno {n + 1}", times=list(t)) for n, t in enumerate(zip(*reused_runs))]
-fresh_turns = [timing.Timing(label=f"novo, turno {n + 1}", times=list(t)) for n, t in enumerate(zip(*fresh_runs))]
+        fresh_replies, seconds, first_token = run_chat(user_prompts, NEW_TOKENS, reuse=False)
+    fresh_calls.append(seconds)
+    fresh_firsts.append(first_token)
+# por turno: os tempos das repetições (as observações da última repetição ficam para as contagens abaixo)
+reused_turns, fresh_turns = per_turn(reused_calls, label="cache reutilizado"), per_turn(fresh_calls, label="cache novo")
+reused_first, fresh_first = per_turn(reused_firsts, label="cache reutilizado"), per_turn(fresh_firsts, label="cache novo")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-reused_prefill = turn_prefills(reused.trace)  # one cache: one trace, one prefill per turn
-fresh_prefill = [turn_prefills(trace)[0] for trace in fresh.traces]  # one cache (and trace) per turn
-print("caches vistos:", len(reused.traces), "reutilizado vs", len(fresh.traces), "novos")
+reused_prefill = turn_prefills(reused.trace)  # um cache: um trace, um pré-preenchimento por turno
+fresh_prefill = [turn_prefills(trace)[0] for trace in fresh.traces]  # um cache (e um trace) por turno
+display(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("caches vistos:", len(reused.traces), "reutilizado vs", len(fresh.traces), "cache novo")
 print("tokens pré-preenchidos por turno, reutilizado:", reused_prefill, "| novo:", fresh_prefill)
 print("mesmas respostas:", reused_replies == fresh_replies)
 print("comprimento do cache reutilizado no final:", reused.caches[0].get_seq_length())
 
 # %%
-# NBVAL_CHECK_OUTPUT
-print(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
+# Tempos (não verificados: dependem da máquina). Por turno: medianas de 3 execuções intercaladas (1 na suíte
+# de testes) e a razão reutilizado / novo com seu intervalo de 95%; primeiro até o primeiro token novo (o pré-preenchimento), depois
+# a chamada inteira de generate.
+first_token_verdicts = []  # um por turno, impresso aqui e desenhado sob a figura
+for turn, (fresh_turn, reused_turn) in enumerate(zip(fresh_first, reused_first), start=1):
+    first_token_verdicts.append(timing.compare(fresh_turn, reused_turn, warn=False).verdict())
+    print(f"turno {turn}, primeiro token: {fresh_turn.describe()} novo | {reused_turn.describe()} reutilizado")
+    print(f"    {first_token_verdicts[-1]}")
+for turn, (fresh_turn, reused_turn) in enumerate(zip(fresh_turns, reused_turns), start=1):
+    print(f"turno {turn}, chamada inteira: {fresh_turn.describe()} novo | {reused_turn.describe()} reutilizado")
+    print(f"    {timing.compare(fresh_turn, reused_turn, warn=False).verdict()}")
 
 # %%
-plot_prefill_bars({"um cache reutilizado": list(zip(reused_prefill, reused_turns)),
-                   "cache novo a cada turno": list(zip(fresh_prefill, fresh_turns))},
-                  "turno", f"tempo de generate (ms, mediana e IQR de {REPEATS})",
-                  f"SmolLM2, {len(user_prompts)} turnos, {NEW_TOKENS} tokens novos cada")
-
-# %%
-# Timings (not checked: they depend on the machine). Per turn: medians of 3 interleaved runs (1 in the test
-# suite), and the ratio reused / fresh with its 95 % interval.
-for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
-    print(f"{fresh_turn.describe():>36} novo | {reused_turn.describe():>36} reutilizado")
-    print("   ", timing.compare(fresh_turn, reused_turn, warn=False).verdict())
+plot_prefill_bars({"um cache reutilizado": list(zip(reused_prefill, reused_first)),
+                   "cache novo a cada turno": list(zip(fresh_prefill, fresh_first))},
+                  "turno", "ms até o primeiro token (mediana, IQR)",
+                  f"SmolLM2, {len(user_prompts)} turnos, {NEW_TOKENS} tokens novos cada",
+                  verdicts=first_token_verdicts)
 
 # %% [markdown]
 # No turno 1, os dois pré-preenchem os mesmos tokens (o cache está vazio): o mesmo trabalho; então qualquer diferença
@@ -166,12 +189,15 @@ for fresh_turn, reused_turn in zip(fresh_turns, reused_turns):
 # (102 + 16 novos - 1), então 19. São o novo turno do usuário e o cabeçalho do assistente, mais duas coisas de antes:
 # o último token da resposta anterior (`generate` o produziu, mas nunca o realimentou, então o cache não o guarda) e o
 # marcador de fim de turno `<|im_end|>\n` com que o template fecha essa resposta. O cache novo pré-preenche a conversa
-# inteira, que não para de crescer. Mesmas respostas, menos trabalho: as contagens de tokens acima são exatas. Se o
-# tempo mostra isso é o veredito impresso para cada turno, com o seu intervalo; um turno cujo intervalo contém 1 não
-# mostra diferença. Cada turno também executa 15 forwards de decodificação depois do seu pré-preenchimento (16 tokens
-# novos), os mesmos com qualquer um dos dois caches; então as contagens preveem uma economia que é uma parte do tempo
-# de cada turno, não a maior parte dele, e que cresce com o pré-preenchimento do cache novo: com a conversa e com o
-# modelo (o notebook 08 trabalha com um prefixo longo).
+# inteira, que não para de crescer. Mesmas respostas, menos trabalho: as contagens de tokens acima são exatas.
+#
+# O tempo até o primeiro token novo é onde esse trabalho aparece: é o pré-preenchimento, um forward sobre 19 tokens
+# com o cache reutilizado contra 136 ou 170 com um cache novo. Os vereditos dele estão impressos acima da figura e
+# desenhados embaixo dela; um intervalo que contém 1 significa nenhuma diferença detectável. A chamada inteira de
+# `generate` acrescenta 15 forwards de decodificação depois do pré-preenchimento (16 tokens novos), os mesmos com
+# qualquer um dos dois caches; ali, então, a economia é uma parte menor do tempo: os vereditos impressos dela dizem se
+# ela ainda aparece acima do ruído nesta execução. A economia cresce com a conversa, porque um cache novo relê todos os
+# turnos anteriores e o reutilizado só o turno novo (o notebook 08 monta um prefixo longo).
 
 # %% [markdown]
 # ## Ao vivo: turnos e tamanho da resposta
@@ -208,7 +234,7 @@ live(prefill_per_turn,
 # do Qwen3 com o raciocínio desativado é escrito assim: o seu prompt de geração abre o turno do assistente com um
 # bloco vazio `<think>\n\n</think>\n\n`, enquanto os turnos anteriores do assistente são renderizados a partir do
 # texto que vem depois de `</think>`.
-# (Esse é o template do Qwen3 tal como publicado com o seu tokenizador; este notebook não carrega o Qwen3.)
+# (Esse é o template do Qwen3 tal como publicado com o seu tokenizer; este notebook não carrega o Qwen3.)
 # `THINK_DROPPING_TEMPLATE` é o ChatML do SmolLM2 remodelado para se comportar
 # assim, para podermos observar o efeito no nosso modelo. O loop é o de cima, com `chat_template=` acrescentado.
 #
@@ -216,7 +242,7 @@ live(prefill_per_turn,
 # do turno 2 com o cache reutilizado vai ser igual à resposta de um cache novo ao mesmo prompt (True ou False)?
 
 # %%
-guess_same_reply = None  # True if the reused cache gives the fresh cache's reply: your guess
+guess_same_reply = None  # True se o cache reutilizado dá a resposta do cache novo: seu palpite
 
 # %%
 past_key_values = DynamicCache(config=model.config)
@@ -232,23 +258,26 @@ for prompt in user_prompts[:2]:
     completion = tokenizer.decode(outputs[0, input_length:], skip_special_tokens=True)
     messages.append({"role": "assistant", "content": completion})
 stale_reply = completion
-# The turn-2 prompt again, on a fresh cache: what the answer should have been.
+# O prompt do turno 2 de novo, num cache novo: qual deveria ter sido a resposta.
 reference = model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS,
                            past_key_values=DynamicCache(config=model.config))
 fresh_reply = tokenizer.decode(reference[0, input_length:], skip_special_tokens=True)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-stale = first_mismatch(cached_ids, prompts[1])  # kvlab: the ids the cache was fed vs the turn-2 prompt
-print("nenhum erro levantado; os ids em cache e os do prompt se separam "
-      f"na posição {stale.position} de {stale.cached_tokens} em cache")
+stale = first_mismatch(cached_ids, prompts[1])  # kvlab: os ids fornecidos ao cache vs o prompt do turno 2
+print("generate terminou sem erro; os ids em cache e os do prompt se "
+      f"separam na posição {stale.position} de {stale.cached_tokens} em cache")
 print("o cache recebeu:    ", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
 print("turno 2 renderizado:", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
 print(alignment_counts(cached_ids, prompts[1]))
+display(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print("cache reutilizado (obsoleto):", repr(stale_reply))
 print("cache novo:                  ", repr(fresh_reply))
 print("mesma resposta:", stale_reply == fresh_reply)
-print(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%
 plot_id_alignment(cached_ids, prompts[1], title="Turno 2: os ids que o cache guarda vs os ids do novo prompt")
@@ -271,8 +300,8 @@ strict.ask(user_prompts[1])
 # pré-preencher agora, e a resposta vai coincidir com a do cache novo (True ou False)?
 
 # %%
-guess_prefilled = None  # tokens turn 2 prefills after the crop: your guess
-guess_matches = None  # True if the repaired turn 2 gives the fresh cache's reply: your guess
+guess_prefilled = None  # tokens que o turno 2 pré-preenche depois do recorte: seu palpite
+guess_matches = None  # True se o turno 2 consertado dá a resposta do cache novo: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -280,15 +309,15 @@ repaired = ChatSession(model, tokenizer, chat_template=THINK_DROPPING_TEMPLATE, 
                        max_new_tokens=NEW_TOKENS)
 repaired.ask(user_prompts[0])
 turn = repaired.ask(user_prompts[1])
+display(score(guess_prefilled, turn.prefilled_tokens, unit=" tokens", kind="count", label="pré-preenchidos:"))
+display(score(guess_matches, turn.reply == fresh_reply, kind="choice", label="mesma resposta:"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
 print(f"manteve {turn.reused_tokens} tokens em cache, recortou {turn.mismatch.cached_tokens - turn.mismatch.position}, "
       f"pré-preencheu {turn.prefilled_tokens} de {turn.prompt_tokens}")
 print("mesma resposta que o cache novo:", turn.reply == fresh_reply)
 print("recortes registrados no trace:", [c["n"] for c in repaired.cache.trace.crops])
-
-# %%
-# NBVAL_CHECK_OUTPUT
-print(score(guess_prefilled, turn.prefilled_tokens, unit=" tokens", kind="count"))
-print(score(guess_matches, turn.reply == fresh_reply, kind="choice"))
 
 # %% [markdown]
 # ## Principais conclusões

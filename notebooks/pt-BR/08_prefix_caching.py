@@ -57,8 +57,8 @@ from kvlab.measure.prefix import cache_bytes, check_token_prefix, time_first_tok
 from kvlab.models import load_config_and_tokenizer
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
-transformers.logging.set_verbosity_error()  # the same notice, logged once by transformers
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
+transformers.logging.set_verbosity_error()  # o mesmo aviso, registrado uma vez pelo transformers
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
 SHOP = (
@@ -68,16 +68,16 @@ SHOP = (
     "Brake pads cost 15 euros per pair, fitting included. A full service costs 65 euros and takes one day.\n"
     "We sell city bikes and cargo bikes, but no electric bikes. We rent cargo bikes for 30 euros a day.\n"
     "Payment by card or cash. Repairs are guaranteed for three months.\n"
-)  # ends in a newline: a token boundary (section 4 shows why that matters)
+)  # termina numa quebra de linha: uma fronteira de token (a seção 4 mostra por que isso importa)
 QUESTIONS = [
     "Question: How much does it cost to replace an inner tube?\nAnswer:",
     "Question: Do you sell electric bikes?\nAnswer:",
     "Question: Are you open on Sunday?\nAnswer:",
 ]
 NEW_TOKENS = 8
-MAX_CACHE_LEN = 224  # room for the prefix, the longest question and its answer
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shrinks the timed runs for CI; checked outputs hold either way
-REPEATS = 3 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with their spread
+MAX_CACHE_LEN = 224  # espaço para o prefixo, a pergunta mais longa e sua resposta
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # encurta as execuções cronometradas na CI; as saídas verificadas valem de qualquer forma
+REPEATS = 3 if QUICK else 7  # as execuções cronometradas são repetidas e intercaladas; os tempos são medianas com sua dispersão
 
 # %% [markdown]
 # ## 1. Preencher um cache (cache de prefixo)
@@ -92,14 +92,14 @@ prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
 inputs = tokenizer(SHOP, return_tensors="pt")
 with torch.no_grad():
     output = model(**inputs, past_key_values=prompt_cache)
-prompt_cache = output.cache  # the guide reads `.past_key_values`; see the next cell
+prompt_cache = output.cache  # o guia lê `.past_key_values`; veja a próxima célula
 
 answers = []
 for question in QUESTIONS:
     new_inputs = tokenizer(SHOP + question, return_tensors="pt")
     past_key_values = copy.deepcopy(prompt_cache)
     out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
-    answers.append(out[0, new_inputs.input_ids.shape[-1]:])  # the new tokens only
+    answers.append(out[0, new_inputs.input_ids.shape[-1]:])  # só os tokens novos
 
 # %% [markdown]
 # No transformers 5.24, a saída do forward chama seu campo de cache de `cache`. O `.past_key_values` do guia continua
@@ -115,14 +115,48 @@ for question, new in zip(QUESTIONS, answers):
     print(f"{question.splitlines()[0]!r} -> {tokenizer.decode(new, skip_special_tokens=True)!r}")
 
 # %% [markdown]
+# Por que o pré-preenchimento roda dentro de `torch.no_grad()`: `generate` desliga os gradientes sozinho, uma chamada
+# simples `model(...)` não. Os pesos do modelo exigem gradientes (são parâmetros treináveis), então, com os gradientes
+# ligados, o autograd registra como cada chave e cada valor foi calculado: os tensores do cache viram nós de um grafo em
+# vez de simples dados, e `copy.deepcopy` os recusa. O mesmo pré-preenchimento sem `torch.no_grad()`:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("gradientes ligados:", torch.is_grad_enabled(), "| os pesos exigem gradiente:", model.lm_head.weight.requires_grad)
+grad_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
+grad_cache = model(**inputs, past_key_values=grad_cache).cache  # sem torch.no_grad(): o autograd grava o pré-preenchimento
+keys = grad_cache.layers[0].keys
+print("keys.requires_grad:", keys.requires_grad, "| uma folha do grafo:", keys.is_leaf,
+      "| criado por:", type(keys.grad_fn).__name__)
+try:
+    copy.deepcopy(grad_cache)
+    print("copy.deepcopy funcionou")
+except RuntimeError as error:
+    print("copy.deepcopy levantou RuntimeError; a mensagem fala em folhas do grafo:", "(graph leaves)" in str(error))
+with torch.no_grad():
+    print("dentro de torch.no_grad(), keys.requires_grad:",
+          model(**inputs, past_key_values=StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN))
+          .cache.layers[0].keys.requires_grad)  # fmt: skip
+del grad_cache, keys  # o grafo gravado guarda as ativações de todas as camadas
+
+# %% [markdown]
+# Cada chave e cada valor do cache é a saída de uma operação que o autograd registrou (`IndexCopyBackward0`: o
+# StaticCache grava as suas posições com `index_copy_`), e o PyTorch só faz cópia profunda de tensores que um usuário
+# criou, as folhas do grafo. A mensagem dele diz isso: "Only Tensors created explicitly by the user (graph leaves)
+# support the deepcopy protocol at the moment" (só tensores criados explicitamente pelo usuário, as folhas do grafo,
+# aceitam cópia profunda por enquanto). Dentro de `torch.no_grad()` nada é registrado, o cache guarda tensores simples
+# e a cópia profunda funciona. (`torch.inference_mode()` tem o mesmo efeito; `model.requires_grad_(False)` também,
+# para o modelo inteiro.)
+
+# %% [markdown]
 # **Preveja primeiro.** O SmolLM2 guarda, por token, 30 camadas × (chaves + valores) × 3 cabeças × 64 dimensões × 4
 # bytes = 46.080 B (impresso junto com as pontuações abaixo). O `StaticCache` acima foi criado com `max_cache_len=224`
 # e pré-preenchido com o prefixo de 160 tokens. Quantos bytes guarda cada cópia profunda dele? E uma cópia profunda de
 # um `DynamicCache` pré-preenchido com o mesmo prefixo, no momento em que ela é feita?
 
 # %%
-guess_static_copy = None  # bytes a deep copy of the prefilled StaticCache holds: your guess
-guess_dynamic_copy = None  # bytes a deep copy of the prefilled DynamicCache holds when made: your guess
+guess_static_copy = None  # bytes que uma cópia profunda do StaticCache pré-preenchido guarda: seu palpite
+guess_dynamic_copy = None  # bytes que uma cópia profunda do DynamicCache pré-preenchido guarda ao ser feita: seu palpite
 
 # %% [markdown]
 # ## 2. A mesma receita, observada
@@ -176,10 +210,10 @@ for name, outs in reused.items():
 # %%
 # NBVAL_CHECK_OUTPUT
 static_copy = watch.traces[1]
-dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: the loop's prefilled DynamicCache
+dynamic_copy_bytes = cache_bytes(copy.deepcopy(prompt_cache))  # prompt_cache: o DynamicCache pré-preenchido do loop
 print(f"por token, todas as 30 camadas: {number(static_copy.summary()['peak_bytes'] // MAX_CACHE_LEN)} B")
-print(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
-print(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
+display(score(guess_static_copy, static_copy.summary()["peak_bytes"], unit=" B", kind="amount"))
+display(score(guess_dynamic_copy, dynamic_copy_bytes, unit=" B", kind="amount"))
 
 # %%
 plot_prefix_copies(watch.traces, prompt_tokens,
@@ -214,22 +248,23 @@ plot_prefix_copies(watch.traces, prompt_tokens,
 # seu primeiro token novo: o passo do guia (com o `copy.deepcopy` dentro da chamada cronometrada, já que um servidor
 # paga por ele a cada requisição) e um `generate` simples sobre o prompt inteiro. A cópia profunda sozinha também é
 # cronometrada. `time_first_token` executa cada chamada uma vez dentro de `kvlab.watch` para contar o seu
-# pré-preenchimento e depois cronometra todas elas, repetidas e intercaladas.
+# pré-preenchimento e depois cronometra todas elas, repetidas e intercaladas. Cada tempo é impresso como a mediana das
+# repetições com o seu intervalo interquartil (IQR: a metade central das repetições).
 
 # %%
-# Not checked: times depend on the machine.
+# Não verificado: os tempos dependem da máquina.
 prompt_cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE_LEN)
 with torch.no_grad():
     prompt_cache = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=prompt_cache).cache
 question_inputs = [tokenizer(SHOP + asked, return_tensors="pt") for asked in QUESTIONS]
 
 
-def with_prefix(new_inputs):  # the guide's per-question step, stopped at the first new token
+def with_prefix(new_inputs):  # o passo do guia para cada pergunta, parado no primeiro token novo
     past_key_values = copy.deepcopy(prompt_cache)
     return model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=1, do_sample=False)
 
 
-def without_prefix(new_inputs):  # no reuse: generate prefills the whole prompt into a fresh cache
+def without_prefix(new_inputs):  # sem reutilização: o generate pré-preenche o prompt inteiro num cache novo
     return model.generate(**new_inputs, max_new_tokens=1, do_sample=False)
 
 
@@ -248,32 +283,69 @@ print(f"bytes que cada cópia profunda duplica: {number(first_token.copy_bytes)}
       f"(o StaticCache pré-preenchido guarda {number(cache_bytes(prompt_cache))} B)")
 
 # %%
-# Not checked: times depend on the machine. Medians of REPEATS interleaved runs with their IQR; each ratio with its
-# 95 % interval.
+# Não verificado: os tempos dependem da máquina. Medianas de REPEATS execuções intercaladas com seu IQR; cada razão com seu
+# intervalo de 95%.
 print(f"{first_token.deep_copy.label}: {first_token.deep_copy.describe()}")
+verdicts = []
 for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.without_prefix):
-    share = timing.compare(reused, first_token.deep_copy, warn=False)  # deepcopy alone / deepcopy + generate
+    share = timing.compare(reused, first_token.deep_copy, warn=False)  # só deepcopy / deepcopy + generate
+    verdicts.append(timing.compare(whole, reused, warn=False).verdict())
     print(asked.splitlines()[0])
     print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
-    print("   ", timing.compare(whole, reused, warn=False).verdict())
+    print("   ", verdicts[-1])
     print(f"    a parcela do deepcopy em {reused.label}: {number(100 * share.ratio)}% "
           f"({number(100 * share.low)}%-{number(100 * share.high)}%)")
 
 # %%
-# Not checked: times depend on the machine.
-plot_prefill_bars(first_token.series(), "pergunta", "tempo até o primeiro token (ms)",
+# Não verificado: os tempos dependem da máquina. Sem reutilização primeiro, para manter a cor da seção 2; a caixa sob os
+# painéis traz os vereditos impressos acima.
+series = first_token.series()
+plot_prefill_bars({name: series[name] for name in reversed(series)}, "pergunta", "tempo até o primeiro token (ms)",
                   f"{len(QUESTIONS)} perguntas depois do texto da loja, um "
-                  f"token novo cada (tempos: mediana e IQR de {REPEATS})")  # fmt: skip
+                  f"token novo cada (tempos: mediana e IQR de {REPEATS})", verdicts=verdicts)  # fmt: skip
 
 # %% [markdown]
 # As contagens de tokens são exatas: com a cópia, o primeiro forward de cada pergunta executa só os tokens da
 # pergunta; sem ela, o prompt inteiro. Se o tempo até o primeiro token mostra essa economia nesta máquina é o veredito
-# impresso para cada pergunta, com o seu intervalo; um intervalo que contém 1 é nenhuma diferença, e
-# "ruído demais para concluir" quer dizer que as repetições discordaram demais para decidir. A fração da cópia profunda é
-# impressa ao lado, com o seu intervalo. O que a cópia duplica é o `StaticCache` inteiro, 10.321.920 B: todas as 224
-# posições de `max_cache_len`, preenchidas ou não, então o seu custo acompanha `max_cache_len`, não o comprimento do
-# prefixo. Um prefixo mais longo, ou um modelo maior, faz do pré-preenchimento que a reutilização evita uma parte maior de
-# cada requisição.
+# impresso para cada pergunta (e no quadro sob a figura), com o seu intervalo; um intervalo que contém 1 significa
+# nenhuma diferença detectável, e "ruído demais para concluir" quer dizer que as repetições discordaram demais para
+# decidir. A fração da cópia profunda é impressa ao lado, com o seu intervalo. Um prefixo mais longo, ou um modelo
+# maior, faz do pré-preenchimento que a reutilização evita uma parte maior de cada requisição.
+#
+# O que a cópia duplica é o `StaticCache` inteiro, 10.321.920 B: todas as 224 posições de `max_cache_len`,
+# preenchidas ou não. Então os seus bytes acompanham `max_cache_len`, não o comprimento do prefixo. O tempo também os
+# acompanha? O mesmo prefixo de 160 tokens, pré-preenchido em StaticCaches de 224, 896 e 3.584 posições, cada um
+# copiado em profundidade, de forma intercalada:
+
+# %%
+sized = {}
+for max_cache_len in (MAX_CACHE_LEN, 4 * MAX_CACHE_LEN, 16 * MAX_CACHE_LEN):
+    cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
+    with torch.no_grad():
+        sized[max_cache_len] = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=cache).cache
+copy_times = timing.time_interleaved({f"max_cache_len {n}": lambda cache=cache: copy.deepcopy(cache)
+                                      for n, cache in sized.items()}, repeats=REPEATS)  # fmt: skip
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for max_cache_len, cache in sized.items():
+    print(f"max_cache_len {max_cache_len}: {cache.get_seq_length()} tokens "
+          f"guardados, uma cópia profunda duplica {number(cache_bytes(cache)):>10} B")
+
+# %%
+# Não verificado: os tempos dependem da máquina.
+smallest = copy_times[f"max_cache_len {MAX_CACHE_LEN}"]
+for label, each in copy_times.items():
+    print(f"{label}: {each.describe()}")
+for label, each in list(copy_times.items())[1:]:
+    print(timing.compare(smallest, each, warn=False).verdict())
+
+# %% [markdown]
+# Os bytes crescem quatro vezes a cada passo de `max_cache_len`, para os mesmos 160 tokens. O tempo de uma cópia
+# profunda tem uma parte fixa (o Python percorrendo as 30 camadas do cache e as suas chaves e valores) e uma parte que
+# cresce com os bytes (alocar memória nova e copiar para ela); os vereditos dizem quanto o tempo cresceu nesta
+# execução. Dimensione `max_cache_len` para a pergunta e a resposta mais longas, não mais: cada requisição paga por
+# cada posição.
 
 # %% [markdown]
 # ## 4. A armadilha no próprio prefixo do guia
@@ -281,15 +353,15 @@ plot_prefill_bars(first_token.series(), "pergunta", "tempo até o primeiro token
 # O exemplo do guia põe em cache `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza
 # `INITIAL_PROMPT + prompt` para cada pergunta.
 #
-# O tokenizador do SmolLM2 é um BPE em nível de byte (o esquema do GPT-2: um espaço é escrito `Ġ`); o Llama-2 do
-# guia usa um tokenizador SentencePiece (um espaço é escrito `▁`), e o mesmo vale para o Gemma 3, cujo tokenizador a
+# O tokenizer do SmolLM2 é um BPE em nível de byte (o esquema do GPT-2: um espaço é escrito `Ġ`); o Llama-2 do
+# guia usa um tokenizer SentencePiece (um espaço é escrito `▁`), e o mesmo vale para o Gemma 3, cujo tokenizer a
 # célula abaixo também verifica. Os dois prendem um espaço à palavra que vem depois dele.
 #
 # **Preveja primeiro.** Tokenizados junto com `"What is the capital of France?"`, os ids do prefixo do guia
 # continuam sendo os primeiros ids do prompt completo (True ou False)?
 
 # %%
-guess_ids_line_up = None  # True if the prefix's ids are the first ids of prefix + question: your guess
+guess_ids_line_up = None  # True se os ids do prefixo são os primeiros ids de prefixo + pergunta: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -301,7 +373,7 @@ print("prefixo + pergunta:  ", check.full_tokens[:len(check.prefix_tokens) + 2],
 print("os ids do prefixo são um prefixo dos ids completos:", check.ok, "| primeira diferença na posição", check.mismatch)
 print(f"ids na posição {check.mismatch}: só o prefixo {check.prefix_ids[check.mismatch]}, "
       f"prefixo + pergunta {check.full_ids[check.mismatch]}")
-_config, gemma_tokenizer = load_config_and_tokenizer("gemma3")  # a SentencePiece-style tokenizer, no weights
+_config, gemma_tokenizer = load_config_and_tokenizer("gemma3")  # um tokenizer no estilo SentencePiece, sem pesos
 gemma_check = token_prefix(gemma_tokenizer, INITIAL_PROMPT, question)
 print("Gemma 3, só o prefixo termina em:", gemma_check.prefix_tokens[-3:], "| prefixo + pergunta:",
       gemma_check.full_tokens[len(gemma_check.prefix_tokens) - 2:len(gemma_check.prefix_tokens) + 1])
@@ -309,11 +381,11 @@ print("Gemma 3: os ids do prefixo são um prefixo dos ids completos:", gemma_che
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess_ids_line_up, check.ok, kind="choice"))
+display(score(guess_ids_line_up, check.ok, kind="choice"))
 
 # %% [markdown]
 # Sozinho, o prefixo termina em um token de espaço isolado, `Ġ` (o seu id está impresso acima). Junto com a
-# pergunta, o mesmo espaço vem escrito dentro de `ĠWhat`; o tokenizador do Gemma 3 faz o mesmo com `▁` e `▁What`. O
+# pergunta, o mesmo espaço vem escrito dentro de `ĠWhat`; o tokenizer do Gemma 3 faz o mesmo com `▁` e `▁What`. O
 # cache guarda 7 posições, então `generate` trata os primeiros 7 ids do prompt completo
 # como já estando em cache e alimenta o modelo a partir da posição 7: `ĠWhat` nunca é executado, e a posição 6
 # guarda, no lugar dele, as chaves e os valores de um espaço solto. O que isso faz com a resposta? A receita do guia,
@@ -328,7 +400,7 @@ with torch.no_grad():
 new_inputs = tokenizer(INITIAL_PROMPT + question, return_tensors="pt")
 past_key_values = copy.deepcopy(prompt_cache)
 reused_out = model.generate(**new_inputs, past_key_values=past_key_values, max_new_tokens=NEW_TOKENS, do_sample=False)
-fresh_out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)  # no reuse: the right answer
+fresh_out = model.generate(**new_inputs, max_new_tokens=NEW_TOKENS, do_sample=False)  # sem reutilização: a resposta certa
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -354,7 +426,7 @@ check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
 # %% [markdown]
 # ### Experimente: quais prefixos são seguros?
 #
-# Escolha um prefixo e digite uma pergunta: a figura tokeniza o prefixo e o prefixo + pergunta com o tokenizador do
+# Escolha um prefixo e digite uma pergunta: a figura tokeniza o prefixo e o prefixo + pergunta com o tokenizer do
 # SmolLM2 e alinha os ids em torno da emenda. As posições roxas coincidem (ali o cache pode ser reutilizado), as
 # vermelhas diferem (ali o cache guardaria as chaves e os valores errados) e as cinza-claras são os tokens da própria
 # pergunta, que o primeiro forward da cópia executa.
@@ -392,13 +464,14 @@ for label, prefix in PREFIXES.items():
 # ## Principais conclusões
 #
 # - A receita do guia funciona com um prefixo que termina em uma fronteira de token (o texto da loja termina em uma
-#   quebra de linha): pré-preencha um cache uma vez dentro de `torch.no_grad()`, faça `copy.deepcopy` dele para cada
+#   quebra de linha): pré-preencha um cache uma vez dentro de `torch.no_grad()` (com os gradientes ligados, os
+#   tensores do cache pertencem ao grafo do autograd e `copy.deepcopy` os recusa), faça `copy.deepcopy` dele para cada
 #   pergunta e passe a cópia com o prompt inteiro. Cada resposta executa apenas os tokens da sua pergunta, e os tokens
 #   são iguais aos obtidos sem reutilização. Com o próprio prefixo do guia, que termina em espaço, a mesma receita muda a
 #   resposta silenciosamente (seção 4). No transformers 5.24, o campo da saída do forward é `.cache`
 #   (`.past_key_values` é um alias obsoleto dele).
-# - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len`; uma cópia de `DynamicCache` custa os tokens
-#   do prefixo e cresce com a sua resposta.
+# - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len` (em bytes, e no tempo de copiá-las: a seção 3
+#   mede três tamanhos); uma cópia de `DynamicCache` custa os tokens do prefixo e cresce com a sua resposta.
 # - O que a reutilização economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token
 #   novo (contagens exatas na seção 3). Se isso encurta o tempo até o primeiro token na sua máquina é o veredito que a
 #   seção 3 imprime; cada requisição também paga um `copy.deepcopy` do cache de prefixo inteiro, cuja fração é

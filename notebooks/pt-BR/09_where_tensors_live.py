@@ -21,7 +21,7 @@
 # dispositivo, dtype e formato), e contar as assinaturas de entrada que um compilador baseado em tracing encontraria
 # com um cache que cresce e com um cache de tamanho fixo.
 #
-# **Nas palavras do kvlab.** `generate` é um laço em torno de `forward`. Ele mantém seu próprio controle (a sequência
+# **Nas palavras do kvlab.** `generate` é um loop em torno de `forward`. Ele mantém seu próprio controle (a sequência
 # crescente de ids, a máscara de atenção) no dispositivo dos ids que você passou. Antes de cada chamada, recorta o que
 # aquele forward consome (os novos ids, suas posições, uma máscara) e move só isso para o dispositivo do modelo
 # (transformers 5.24, `prepare_inputs_for_generation`). O cache não é uma entrada que se move: ele fica onde as
@@ -51,7 +51,7 @@ from kvlab.measure.devices import log_forward_inputs
 from kvlab.plots.forward_inputs import plot_forward_shapes
 from kvlab.predictions import score
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
 model, tokenizer = kvlab.load("smollm2")
@@ -66,7 +66,7 @@ print("modelo:", model.device, model.dtype, "| acelerador disponível:", torch.c
 
 # %%
 # NBVAL_CHECK_OUTPUT
-inputs = tokenizer("A generation loop keeps its tensors on", return_tensors="pt")  # no .to(model.device)
+inputs = tokenizer("A generation loop keeps its tensors on", return_tensors="pt")  # sem .to(model.device)
 output = model.generate(**inputs, do_sample=False, max_new_tokens=5)
 print(output.device)
 print(tokenizer.decode(output[0]))
@@ -84,8 +84,8 @@ print(tokenizer.decode(output[0]))
 # chamada depois dela?
 
 # %%
-guess_calls = None  # forward calls for 5 new tokens: your guess
-guess_ids = None  # ids in `input_ids` of each call after the first: your guess
+guess_calls = None  # chamadas de forward para 5 tokens novos: seu palpite
+guess_ids = None  # ids em `input_ids` de cada chamada depois da primeira: seu palpite
 
 # %%
 with kvlab.watch(model) as watch, log_forward_inputs(model) as log:
@@ -101,9 +101,9 @@ print("dispositivos vistos, por entrada:", log.devices())
 
 # %%
 # NBVAL_CHECK_OUTPUT
-(later_ids,) = set(log.lengths("input_ids"))  # input_ids' length, one value for every call after the prefill
-print("chamadas de forward:", score(guess_calls, log.calls, kind="count"))
-print("ids em input_ids, em cada chamada depois da primeira:", score(guess_ids, later_ids, kind="count"))
+(later_ids,) = set(log.lengths("input_ids"))  # o comprimento de input_ids, um valor para cada chamada depois do pré-preenchimento
+display(score(guess_calls, log.calls, kind="count", label="chamadas de forward:"))
+display(score(guess_ids, later_ids, kind="count", label="ids em input_ids, em cada chamada depois da primeira:"))
 
 # %% [markdown]
 # Cinco forwards para cinco tokens: o pré-preenchimento (prefill) produz o primeiro token, e cada chamada seguinte
@@ -126,12 +126,13 @@ print("ids em input_ids, em cada chamada depois da primeira:", score(guess_ids, 
 # produzir? E com `cache_implementation="static"`?
 
 # %%
-guess_dynamic = None  # distinct signatures over the 12 decoding calls, default cache: your guess
-guess_static = None  # the same with cache_implementation="static": your guess
+guess_dynamic = None  # assinaturas distintas nas 12 chamadas de decodificação, cache padrão: seu palpite
+guess_static = None  # o mesmo com cache_implementation="static": seu palpite
 
 # %%
+vars(model).pop("_previous_max_cache_length", None)  # esquece os tamanhos estáticos anteriores ("Experimente" abaixo mostra por quê)
 logs = {}
-with log_forward_inputs(model) as logs["dynamic (padrão)"]:
+with log_forward_inputs(model) as logs["dinâmico (padrão)"]:
     model.generate(**inputs, do_sample=False, max_new_tokens=13)
 with log_forward_inputs(model) as logs['cache_implementation="static"']:
     model.generate(**inputs, do_sample=False, max_new_tokens=13, cache_implementation="static")
@@ -143,14 +144,14 @@ for kind, kind_log in logs.items():
     print(f"{kind:>29}: {distinct} tipo{'s' * (distinct != 1)} de assinatura em {calls} chamadas de decodificação "
           f"({kind_log.distinct_signatures()} contando o pré-preenchimento); entradas: {kind_log.names()}")
 static_log = logs['cache_implementation="static"']
-print("static, chamada 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
+print("estático, chamada 1:", [(r.name, r.dtype, r.shape) for r in static_log if r.call == 1])
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("cache padrão, assinaturas de decodificação distintas:",
-      score(guess_dynamic, logs["dynamic (padrão)"].decoding_signatures()[0], kind="count"))
-print("cache estático, assinaturas de decodificação distintas:",
-      score(guess_static, static_log.decoding_signatures()[0], kind="count"))
+display(score(guess_dynamic, logs["dinâmico (padrão)"].decoding_signatures()[0], kind="count",
+              label="cache padrão, assinaturas de decodificação distintas:"))
+display(score(guess_static, static_log.decoding_signatures()[0], kind="count",
+              label="cache estático, assinaturas de decodificação distintas:"))
 
 # %%
 plot_forward_shapes(logs, title="Comprimento da sequência de cada entrada do forward, por chamada")
@@ -163,9 +164,11 @@ plot_forward_shapes(logs, title="Comprimento da sequência de cada entrada do fo
 # voltam a entrar no modelo, como mostram os formatos da chamada 1) e monta uma máscara booleana 4-D com essa mesma
 # largura fixa, `(1, 1, 1, 19)`, de modo que todas as 12 chamadas de decodificação compartilham **uma única**
 # assinatura: um grafo, capturado uma vez e reexecutado a cada passo. O pré-preenchimento acrescenta uma assinatura
-# própria nas duas execuções (os títulos da figura o deixam de fora; contando com ele, são 13 e 2). É por isso que o
-# guia combina o cache estático com `torch.compile`, e é por isso que `generate` mantém seus próprios tensores
-# crescentes fora do caminho que passa pelo tracing.
+# própria nas duas execuções (os títulos da figura o deixam de fora; contando com ele, são 13 e 2). Na figura, as
+# entradas que têm o mesmo comprimento em todas as chamadas (`input_ids` e `position_ids`; as chaves do cache
+# estático e a sua máscara) são desenhadas um pouco afastadas na horizontal, para que uma não esconda a outra. É por
+# isso que o guia combina o cache estático com `torch.compile`, e é por isso que `generate` mantém seus próprios
+# tensores crescentes fora do caminho que passa pelo tracing.
 
 # %% [markdown]
 # ### Experimente: assinaturas por cache e por comprimento
@@ -176,7 +179,9 @@ plot_forward_shapes(logs, title="Comprimento da sequência de cada entrada do fo
 # Com `"static"`, repare na largura: `generate` cria cada novo cache estático com o maior `max_cache_len` que já usou
 # neste modelo até agora (o transformers o guarda, `_prepare_static_cache`, para que um grafo compilado possa ser
 # reutilizado). Depois da execução de 13 tokens da seção 2, os 8 tokens novos que o controle usa por padrão (que
-# precisam de 7 + 7 = 14 posições) ainda recebem 19.
+# precisam de 7 + 7 = 14 posições) ainda recebem 19. (É por isso que a célula da seção 2 começa removendo
+# `model._previous_max_cache_length`: executada depois deste controle com mais tokens novos, ela receberia um cache
+# mais largo que 19.)
 
 # %%
 def signatures(cache_implementation, new_tokens):

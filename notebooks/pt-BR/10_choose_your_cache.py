@@ -24,14 +24,15 @@
 # **Nas palavras do kvlab.** O guia ("Estratégias de cache") avalia três caches em quatro propriedades: camadas
 # deslizantes, descarregamento (offloading), `torch.compile` e memória; o texto do guia ainda diz algo sobre
 # velocidade. Cada uma delas é uma afirmação que você pode testar. O kvlab troca cada célula por uma execução e uma
-# regra declarada: um modelo de janela deslizante além da sua janela, uma execução com descarregamento que registra
-# suas transferências, o pico de bytes da mesma geração como razão em relação ao do DynamicCache, e o tempo de
-# decodificação das próprias chamadas `generate` do guia como uma razão com o seu intervalo. A compilação não é
-# medida aqui (o notebook 02 compila de verdade); as assinaturas das entradas do forward ao longo dos passos de
-# decodificação ficam ao lado dessa célula como evidência. A segunda metade dimensiona os caches de modelos grandes a
-# partir dos dados de arquitetura das suas configs públicas (incluídos em `kvlab/data/architectures.json`), com as
-# regras que batem, byte a byte, com os caches reais da seção 2 (a seção 5 diz exatamente quais execuções isso
-# cobre).
+# regra declarada: um modelo de janela deslizante além da sua janela, uma execução com descarregamento com as
+# movimentações de camadas contadas, o pico de bytes da mesma geração como razão em relação ao do DynamicCache, e o
+# tempo de decodificação das próprias chamadas `generate` do guia como uma razão com o seu intervalo. Cada célula
+# também diz o que é a sua evidência, porque nem toda célula pode ser uma execução da própria classe do transformers
+# nesta máquina. A compilação não é medida aqui (o notebook 02 compila de verdade); as assinaturas das entradas do
+# forward ao longo dos passos de decodificação ficam ao lado dessa célula como evidência. A segunda metade dimensiona
+# os caches de modelos grandes a partir dos dados de arquitetura das suas configs públicas (incluídos em
+# `kvlab/data/architectures.json`), com as regras que batem, byte a byte, com os caches reais da seção 2 (a seção 5
+# diz exatamente quais execuções isso cobre).
 #
 # Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação greedy, CPU.
 
@@ -51,12 +52,12 @@ import torch
 import transformers
 
 import kvlab
-from kvlab.i18n import number
+from kvlab.i18n import cache_kind_label, layer_kind_label, number
 from kvlab.live import live
 from kvlab.measure import text
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.measure.guide_table import (Setup, calculated_for, compare_with_guide, live_runs, measure, tally,
-                                       time_decoding, with_speed, word)
+                                       tally_by_basis, time_decoding, with_speed, word)
 from kvlab.measure.published import GUIDE
 from kvlab.models.tiny import tiny_model
 from kvlab.plots.beside_live import plot_beside_live
@@ -66,11 +67,11 @@ from kvlab.predictions import score
 from kvlab.size import architecture, cache_size, position_notes
 from kvlab.size.beside_live import beside_live
 
-warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # transformers 5.24 spells it `cache=`
+warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")  # o transformers 5.24 escreve `cache=`
 transformers.logging.set_verbosity_error()
 torch.manual_seed(0)
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # fewer timed repeats in the test suite; checked outputs hold either way
-REPEATS = 2 if QUICK else 7  # timed runs are repeated and interleaved; times are medians with an interval
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # menos repetições cronometradas na suíte de testes; as saídas verificadas valem de qualquer forma
+REPEATS = 2 if QUICK else 7  # as execuções cronometradas são repetidas e intercaladas; os tempos são medianas com um intervalo
 gemma, gemma_tokenizer = kvlab.load("gemma3")
 model, tokenizer = kvlab.load("smollm2")
 print(f"esta máquina: {platform.machine()}, {platform.python_version()}, torch "
@@ -86,10 +87,10 @@ print(f"esta máquina: {platform.machine()}, {platform.python_version()}, torch 
 # em precisão total). O mesmo prompt de 48 tokens, 8 tokens novos em cada um:
 
 # %%
-prompt = text.prompt_ids(tokenizer, 48)  # (1, 48): the first 48 tokens of Python's reference prose
+prompt = text.prompt_ids(tokenizer, 48)  # (1, 48): os primeiros 48 tokens da prosa de referência do Python
 inputs = {"input_ids": prompt, "attention_mask": torch.ones_like(prompt)}
 quanto_4bit = {"backend": "quanto", "nbits": 4, "residual_length": 8, "q_group_size": 32}
-out_dynamic = model.generate(**inputs, do_sample=False, max_new_tokens=8)  # the default: a DynamicCache
+out_dynamic = model.generate(**inputs, do_sample=False, max_new_tokens=8)  # o padrão: um DynamicCache
 out_static = model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="static")
 out_quantized = model.generate(**inputs, do_sample=False, max_new_tokens=8, cache_implementation="quantized",
                                cache_config=quanto_4bit)
@@ -136,8 +137,9 @@ print(f"posições do StaticCache por camada: {static_trace.final_layers()[0]['s
 #
 # - **camadas deslizantes** (*sliding layers*): "Sim" quando o cache é construído sem erro no Gemma 3 além da sua
 #   janela de 512 tokens e suas camadas deslizantes ficam dentro da janela.
-# - **descarregamento** (*offloading*): "Sim" quando existe uma variante com descarregamento e a sua execução registra
-#   transferências de camadas; os dispositivos entre os quais elas ocorreram são impressos ao lado.
+# - **descarregamento** (*offloading*): "Sim" quando existe uma variante com descarregamento e a sua execução move
+#   camadas, contadas como o notebook 03 as conta (`residency.effective_moves`: só as transferências que mudam onde
+#   uma camada fica); os dispositivos entre os quais elas ocorreram são impressos ao lado.
 # - **torch.compile**: *não medido aqui*, portanto não julgado: compilar leva dezenas de segundos
 #   numa CPU, e o notebook 02 compila de verdade (com `KVLAB_COMPILE=1`). Ao lado, o número de assinaturas distintas
 #   das entradas do forward ao longo dos passos de decodificação: o que um compilador baseado em tracing encontra, não
@@ -145,6 +147,15 @@ print(f"posições do StaticCache por camada: {static_trace.final_layers()[0]['s
 # - **memória** (*memory*): o pico de bytes do cache dividido pelo do DynamicCache. As palavras do guia são relativas ao
 #   seu DynamicCache "Médio", então a regra é: abaixo de 0,9 é "Baixo", acima de 1,1 é "Alto", entre os dois,
 #   "Médio". A célula do próprio DynamicCache é a referência da razão, por isso não é julgada.
+#
+# Cada célula julgada também diz o que é a sua evidência, e a contagem abaixo soma a concordância só entre iguais:
+#
+# - *medido na própria classe do transformers*: uma execução do cache que o `generate` constrói, ou a recusa da
+#   própria classe;
+# - *substituto de CPU do kvlab*: o transformers recusa os caches descarregados nesta CPU (notebook 03, seção 1),
+#   então, dentro do `kvlab.watch`, o gêmeo do kvlab executa o cronograma do transformers com toda cópia ficando na
+#   CPU;
+# - *lido de uma assinatura*: nada rodou; a classe não tem esse argumento.
 #
 # Aqui o cache estático é criado com folga, como se faz quando o comprimento final não é conhecido:
 # `max_cache_len` = 48 + 8 + 64 (`Setup(static_room=64)`), impresso abaixo. O cache quantizado usa o backend quanto
@@ -154,7 +165,7 @@ print(f"posições do StaticCache por camada: {static_trace.final_layers()[0]['s
 # bytes do DynamicCache?
 
 # %%
-guess = None  # static peak bytes ÷ dynamic peak bytes: your guess
+guess = None  # bytes de pico do estático ÷ bytes de pico do dinâmico: seu palpite
 
 # %%
 setup = Setup(new_tokens=8, static_room=64)
@@ -163,14 +174,20 @@ rows = measure(gemma, model, tokenizer, prompt=text.prompt_ids(tokenizer, 48),
 
 # %%
 # NBVAL_CHECK_OUTPUT
-guide = {g["cache"]: g for g in GUIDE.values()}  # the guide's table, in its words
-for row in rows:  # the cells keep the guide's English words; `word` shows each in the reader's language
+static_ratio = next(row["memory ratio"] for row in rows if row["cache_kind"] == "static")
+display(score(guess, round(static_ratio, 2), unit="x", kind="amount"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+guide = {g["cache"]: g for g in GUIDE.values()}  # a tabela do guia, nas palavras dele
+for row in rows:  # as células mantêm as palavras em inglês do guia; `word` mostra cada uma no idioma do leitor
     print(f"{word(row['cache']):<16} deslizantes: {word(row['sliding layers']):<3} descarregamento: "
           f"{word(row['offloading']):<3} torch.compile: {word(row['torch.compile'])}")
     print(f"{'':>18}memória: {number(row['memory ratio'], 2)}x o pico do DynamicCache "
           f"-> {word(row['memory'])} (o guia: {word(guide[row['cache']]['memory'])})")
-    print(f"{'':>18}evidência das camadas deslizantes: {row['sliding evidence']}")
-    print(f"{'':>18}evidência do descarregamento: {row['offloading evidence']}")
+    print(f"{'':>18}evidência das camadas deslizantes "
+          f"({word(row['basis']['sliding layers'])}): {row['sliding evidence']}")
+    print(f"{'':>18}evidência do descarregamento ({word(row['basis']['offloading'])}): {row['offloading evidence']}")
     print(f"{'':>18}evidência de compilação: {row['compile evidence']}")
     print(f"{'':>18}bytes de pico do cache (SmolLM2, prompt de 48 tokens "
           f"+ {setup.new_tokens} novos): {number(row['peak cache bytes'])}")
@@ -179,36 +196,39 @@ print(f"max_cache_len do static: {static_slots} posições para os 55 tokens gua
 
 # %%
 # NBVAL_CHECK_OUTPUT
-static_ratio = next(row["memory ratio"] for row in rows if row["cache_kind"] == "static")
-print(score(guess, round(static_ratio, 2), unit="x", kind="amount"))
-
-# %%
-# NBVAL_CHECK_OUTPUT
 verdicts = compare_with_guide(rows)
 count = tally(verdicts)
-print(f"{count['agree']} de {count['judged']} células julgadas concordam com o guia, "
-      f"{count['differ']} diferem; {count['not judged']} de {count['cells']} não julgadas")
+print(f"{count['judged']} de {count['cells']} células julgadas, {count['not judged']} não; pelo que é a evidência:")
+for basis, c in tally_by_basis(verdicts).items():
+    print(f"  {word(basis):<38} concordam: {c['agree']} de {c['judged']}, "
+          f"diferem: {c['differ']} ({', '.join(word(p) for p in c['properties'])})")
 for v in verdicts:
     if v["agrees"] is not True:
         print(f"  {word(v['cache']):<16} {word(v['property']):<15} guia: "
               f"{word(v['guide']):<7} medido: {word(v['measured']):<18} ({v['why']})")
 
 # %%
-plot_bytes({row["cache"]: {"bytes no pico": row["peak cache bytes"]} for row in rows},
+plot_bytes({word(row["cache"]): {"bytes no pico": row["peak cache bytes"]} for row in rows},
            title=f"Bytes de pico do cache, SmolLM2, prompt de 48 tokens + {setup.new_tokens} tokens novos")
 
 # %% [markdown]
 # Três coisas que os adjetivos escondem:
 #
-# - "Suporta camadas deslizantes" significa que as camadas deslizantes ficam no tamanho da janela (511 ou 512
-#   posições) enquanto as camadas completas guardam todos os tokens; o cache quantizado recusa o modelo logo de saída.
-# - "Suporta offloading" é medido pelas transferências que uma execução com descarregamento registra. A linha de
-#   evidência diz de onde para onde elas foram: numa máquina sem acelerador, elas são CPU→CPU, então nada é
-#   economizado. Numa GPU, segundo o guia, só o cache da camada atual fica no dispositivo enquanto o da camada
-#   seguinte é pré-carregado (não medido aqui).
-# - A memória "Alto" do cache estático é uma escolha: ela é o `max_cache_len` que você reservar. Reserve exatamente
-#   os tokens de que precisa e a razão é 1 (o cache estático da seção 1 guardava exatamente os bytes do cache
-#   dinâmico), o que a regra chamaria de "Médio"; o preço é pago quando o seu palpite é alto demais.
+# - "Suporta camadas deslizantes" quer dizer que as camadas deslizantes ficam na janela (511 ou 512 posições)
+#   enquanto as camadas completas guardam todos os tokens; o cache quantizado recusa o modelo logo de saída, e o
+#   próprio `QuantizedCache` do transformers também, quando construído para a config do Gemma 3.
+# - "Suporta offloading" é, nesta CPU, o substituto do kvlab: mostra que o cronograma do transformers roda e quantas
+#   movimentações de camadas ele faz, contadas como no notebook 03 (271 para `offloaded`: 18 descarregamentos e 1
+#   pré-carregamento no pré-preenchimento, depois cada uma das 18 camadas do Gemma 3 duas vezes em cada um dos 7
+#   passos de decodificação; 46 para `offloaded_static`, cujo padrão `offload_only_non_sliding=True` move só as 3
+#   camadas completas: 4 + 7 × 6). As movimentações ficam na CPU, então nada é economizado; o que o próprio transformers faz numa GPU não é medido aqui. O "Não" do cache quantizado é lido da
+#   sua assinatura: nada rodou.
+# - Então a concordância não é uma contagem só: as células medidas nas próprias classes do transformers (camadas
+#   deslizantes e memória) são as únicas que uma execução do transformers sustenta; as células de descarregamento
+#   concordam como substituto e como assinatura.
+# - A memória "Alto" do cache estático é uma escolha: é o `max_cache_len` que você reservar. Reserve exatamente os
+#   tokens de que precisa e a razão é 1 (o cache estático da seção 1 guardou exatamente os bytes do cache dinâmico),
+#   o que a regra chamaria de "Médio"; o preço é pago quando você chuta alto.
 #
 # A evidência de compilação é a contagem de assinaturas do forward do notebook 09: um cache estático dá uma
 # assinatura para todos os 7 passos de decodificação, e o cache dinâmico, uma por passo (7 de 7). O cache quantizado
@@ -240,33 +260,35 @@ plot_bytes({row["cache"]: {"bytes no pico": row["peak cache bytes"]} for row in 
 weight_flops = 2 * sum(p.numel() for p in model.parameters())
 print(f"pesos: cerca de {number(weight_flops)} FLOPs por forward de decodificação, para todo cache")
 for kind, (trace, _) in watched.items():
-    decode = trace.work_by_step()[1:]  # row 0 is the prefill
+    decode = trace.work_by_step()[1:]  # a linha 0 é o pré-preenchimento
     slots, flops = sum(r["slots_attended"] for r in decode), sum(r["attention_flops"] for r in decode)
-    print(f"{kind:<10} {len(decode)} forwards de decodificação: {number(slots):>6} posições de chave atendidas, "
-          f"{number(flops):>11} FLOPs de atenção, {number(sum(r['dequantized_elements'] for r in decode)):>9} "
-          f"elementos desquantizados, {number(sum(r['quantized_elements'] for r in decode))} quantizados; pesos "
-          f"{number(len(decode) * weight_flops)} FLOPs")
+    print(f"{cache_kind_label(kind):<10} {len(decode)} forwards de decodificação: "
+          f"{number(slots):>6} posições de chave que a atenção lê, {number(flops):>11} FLOPs "
+          f"de atenção, {number(sum(r['dequantized_elements'] for r in decode)):>9} "
+          f"elementos desquantizados, {number(sum(r['quantized_elements'] for r in decode))} "
+          f"quantizados; pesos {number(len(decode) * weight_flops)} FLOPs")
 
 # %% [markdown]
-# Os contadores preveem: o cache estático calcula a pontuação de algumas posições de chave a mais que o cache dinâmico
-# (as suas posições mascaradas), um extra pequeno perto da aritmética dos pesos; o cache quantizado faz a atenção do
-# cache dinâmico e, além disso, desempacota suas chaves e valores de 4 bits a cada passo. A célula abaixo cronometra
-# as três chamadas `generate` do guia (transformers puro, sem o registro do kvlab), intercaladas, do primeiro token novo
-# ao último, de modo que o pré-preenchimento fica de fora. Se o trabalho extra previsto aparece no tempo é o que diz o
-# veredito impresso: um intervalo que contém 1 é nenhuma diferença.
+# Os contadores preveem: o cache estático avalia algumas posições de chave a mais que o cache dinâmico (as suas
+# posições mascaradas), um extra pequeno perto da aritmética dos pesos; o cache quantizado faz a atenção do cache
+# dinâmico e, além disso, desempacota suas chaves e valores de 4 bits a cada passo. A célula abaixo cronometra as
+# três chamadas `generate` do guia (transformers puro, sem o registro do kvlab), intercaladas, do primeiro token novo
+# ao último, de modo que o pré-preenchimento fica de fora. Cada tempo é impresso como a mediana das repetições com o
+# seu intervalo interquartil (IQR). Se o trabalho extra previsto aparece no tempo é o que diz o veredito impresso:
+# um intervalo que contém 1 significa nenhuma diferença detectável.
 
 # %%
-# Not checked: times depend on the machine.
-guide_calls = {"dynamic": {},  # the default: a DynamicCache
+# Não verificado: os tempos dependem da máquina.
+guide_calls = {"dynamic": {},  # o padrão: um DynamicCache
                "static": {"cache_implementation": "static"},
                "quantized": {"cache_implementation": "quantized", "cache_config": quanto_4bit}}
 timings = time_decoding(model, prompt, guide_calls, new_tokens=setup.new_tokens, repeats=REPEATS)
 rows_with_speed = with_speed(rows, timings)
 for row in rows_with_speed:
     low, high = row["speed interval"]
-    print(f"{word(row['cache']):<16} decodificação "
-          f"{timings[row['cache_kind']].describe()}; x{number(row['speed ratio'], 2)} "
-          f"({number(low, 2)}-{number(high, 2)}) da do DynamicCache -> {word(row['speed'])}")
+    print(f"{word(row['cache']):<16} decodificação {timings[row['cache_kind']].describe()}; "
+          f"x{number(row['speed ratio'], 2)} ({number(low, 2)}-{number(high, 2)}) da "
+          f"decodificação do DynamicCache -> {word(row['speed'])}")
     print(f"{'':>18}{row['speed verdict']}")
 speed_verdicts = [v for v in compare_with_guide(rows_with_speed) if v["property"] == "speed"]
 for v in speed_verdicts:
@@ -277,9 +299,13 @@ for v in speed_verdicts:
         print(f"  {cache:<16} velocidade: guia {claim!r}, medido {measured!r}: difere")
     else:
         print(f"  {cache:<16} velocidade: guia {claim!r}, medido {measured!r}: não julgado ({v['why']})")
-count = tally(compare_with_guide(rows_with_speed))
-print(f"tabela inteira com velocidade: {count['agree']} de {count['judged']} células julgadas "
-      f"concordam, {count['differ']} diferem; {count['not judged']} de {count['cells']} não julgadas")
+verdicts_with_speed = compare_with_guide(rows_with_speed)
+count = tally(verdicts_with_speed)
+print(f"tabela inteira com velocidade: {count['judged']} de "
+      f"{count['cells']} células julgadas, {count['not judged']} não")
+for basis, c in tally_by_basis(verdicts_with_speed).items():
+    print(f"  {word(basis):<38} concordam: {c['agree']} de {c['judged']}, "
+          f"diferem: {c['differ']} ({', '.join(word(p) for p in c['properties'])})")
 
 # %% [markdown]
 # ### Experimente: um cache, ao vivo, ao lado da calculadora
@@ -296,7 +322,7 @@ print(f"tabela inteira com velocidade: {count['agree']} de {count['judged']} cé
 # posições extras.
 
 # %%
-KEYS = "cache.layers[0].keys"  # guide_calls: the guide's keywords for each cache, from the speed cell above
+KEYS = "cache.layers[0].keys"  # guide_calls: as palavras-chave do guia para cada cache, da célula de velocidade acima
 
 
 def cache_choice(cache, new_tokens):
@@ -331,9 +357,9 @@ live(cache_choice,
 # tokens?
 
 # %%
-guess_llama2 = None  # GiB, Llama-2-7B at 4k tokens: your guess
-guess_llama3 = None  # GiB, Llama-3-8B at 4k tokens: your guess
-guess_gemma3 = None  # GiB, Gemma 3 12B at 32k tokens: your guess
+guess_llama2 = None  # GiB, Llama-2-7B com 4k tokens: seu palpite
+guess_llama3 = None  # GiB, Llama-3-8B com 4k tokens: seu palpite
+guess_gemma3 = None  # GiB, Gemma 3 12B com 32k tokens: seu palpite
 
 # %%
 MODELS = ["llama-2-7b", "llama-3-8b", "mistral-7b", "gemma-2-2b", "gemma-2-9b", "gemma-3-4b", "gemma-3-12b",
@@ -341,56 +367,61 @@ MODELS = ["llama-2-7b", "llama-3-8b", "mistral-7b", "gemma-2-2b", "gemma-2-9b", 
 sizes = {}
 for name in MODELS:
     arch = architecture(name)
-    # a prompt of `tokens - 1`, then one decoding step: the sliding layers are down to their window again
+    # um prompt de `tokens - 1`, depois um passo de decodificação: as camadas deslizantes voltam à sua janela
     sizes[name] = {f"{tokens // 1024}k tokens": cache_size(arch, "dynamic", tokens, prefill=tokens - 1, dtype=arch.dtype)
                    for tokens in (4096, 32768)}  # fmt: skip
-
-# %%
-# NBVAL_CHECK_OUTPUT
-print(f"{'modelo':<12} {'dtype':<9} {'camadas (tipos)':<20} {'janela':>6} {'cab. KV x dim':>14} "
-      f"{'contexto':>8} {'4k tokens':>12} {'32k tokens':>21} {'pico pré-pr. 32k':>17}")
-past_context = set()  # (model, "32k tokens") where 32k is past the model's max_position_embeddings
-for name in MODELS:
-    arch, four, thirty_two = architecture(name), *sizes[name].values()
-    kinds = ", ".join(f"{n} {k}" for k, n in arch.counts().items())
-    past = bool(position_notes(arch, thirty_two.tokens))  # a note only when the tokens pass the model's positions
-    if past:
-        past_context.add((name, "32k tokens"))
-    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
-          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
-          f"{number(four.bytes / 2**30, 3):>8} GiB ", end="")
-    if past:  # the 32k column's marker, 9 characters wide
-        print(f"{'fora ctx ':>9}", end="")
-    else:
-        print(f"{'':>9}", end="")
-    print(f"{number(thirty_two.bytes / 2**30, 3):>8} GiB {number(thirty_two.peak_bytes / 2**30, 3):>13} GiB")
-print(f"fora ctx: {number(thirty_two.tokens)} tokens passam do contexto do modelo em "
-      f"{len(past_context)} de {len(MODELS)} modelos: os bytes são o que um cache desse "
-      "comprimento guardaria; o modelo não foi construído para prestar atenção tão longe")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for label, guessed, name, length in [("Llama-2-7B, 4k", guess_llama2, "llama-2-7b", "4k tokens"),
                                      ("Llama-3-8B, 4k", guess_llama3, "llama-3-8b", "4k tokens"),
                                      ("Gemma 3 12B, 32k", guess_gemma3, "gemma-3-12b", "32k tokens")]:  # fmt: skip
-    print(f"{label}:", score(guessed, round(sizes[name][length].bytes / 2**30, 3), unit=" GiB", kind="amount"))
+    display(score(guessed, round(sizes[name][length].bytes / 2**30, 2), unit=" GiB", kind="amount", label=f"{label}:"))
 
 # %%
-plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.items()},
-           title="DynamicCache depois de um prompt de 4k / 32k tokens (dtype publicado, lote de 1)",
-           marked=past_context, marked_label="além do contexto do modelo")
+# NBVAL_CHECK_OUTPUT
+print(f"{'modelo':<12} {'dtype':<9} {'camadas (tipos)':<20} {'janela':>6} {'cab. KV x dim':>14} "
+      f"{'contexto':>8} {'4k tokens':>12} {'32k tokens':>21} {'pico pré-pr. 32k':>17}")
+past_context = set()  # (modelo, "32k tokens") em que 32k passa do max_position_embeddings do modelo
+for name in MODELS:
+    arch, four, thirty_two = architecture(name), *sizes[name].values()
+    kinds = ", ".join(f"{n} {layer_kind_label(k, plural=n > 1)}" for k, n in arch.counts().items())
+    past = bool(position_notes(arch, thirty_two.tokens))  # uma nota só quando os tokens passam das posições do modelo
+    if past:
+        past_context.add((name, "32k tokens"))
+    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
+          f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
+          f"{number(four.bytes / 2**30, 2):>8} GiB ", end="")
+    if past:  # o marcador da coluna de 32k, com 9 caracteres de largura
+        print(f"{'fora ctx ':>9}", end="")
+    else:
+        print(f"{'':>9}", end="")
+    print(f"{number(thirty_two.bytes / 2**30, 2):>8} GiB {number(thirty_two.peak_bytes / 2**30, 2):>13} GiB")
+print(f"fora ctx: {number(thirty_two.tokens)} tokens passam do contexto do modelo em "
+      f"{len(past_context)} de {len(MODELS)} modelos: os bytes são o que um cache desse "
+      "comprimento guardaria; o modelo não foi construído para prestar atenção tão longe")
+
+# %%
+peaks = {name: {"4k tokens": per["4k tokens"].bytes, "32k tokens": per["32k tokens"].bytes,
+                "pico do pré-preenchimento 32k": per["32k tokens"].peak_bytes} for name, per in sizes.items()}  # fmt: skip
+plot_bytes(peaks, title="DynamicCache depois de um prompt de 4k / 32k tokens, e o "
+                        "pico do pré-preenchimento de 32k\n(dtype publicado, lote de 1)", bar_inches=0.3,
+           marked=past_context | {(name, "pico do pré-preenchimento 32k") for name, _ in past_context},
+           marked_label="além do contexto do modelo")
 
 # %% [markdown]
 # A grouped-query attention divide o cache pela razão entre as cabeças: com 8 cabeças KV em vez de 32 (mesmas
 # camadas, mesmo tamanho de cabeça e dtype de 2 bytes), o Llama-3-8B guarda um quarto do cache do Llama-2-7B nos dois
-# comprimentos. As camadas deslizantes param de crescer ao atingir a janela: os arranjos do Gemma 3 (29 deslizantes
+# comprimentos. As camadas deslizantes param de crescer ao atingir a janela: os layouts do Gemma 3 (29 deslizantes
 # para 5 completas no 4B, 40 para 8 no 12B) mantêm a maioria das camadas na sua janela de 1024 tokens, então de 4k
 # para 32k tokens seus caches crescem cerca de 4x enquanto o do Llama-3-8B cresce 8x. (As configs do Mistral-7B v0.1
-# e do Phi-3-mini tornam *todas* as camadas deslizantes, então suas linhas de 4k e 32k são iguais; no Phi-3-mini,
-# 32k também passa do seu contexto.) Mas atenção à última coluna: um único pré-preenchimento longo primeiro
-# monta as chaves e os valores do prompt inteiro em todas as camadas, deslizantes ou não, e só o passo de
-# decodificação seguinte traz as camadas deslizantes de volta ao tamanho da janela. É esse pico transitório, e não o
-# regime estável, que precisa caber na memória.
+# e do Phi-3-mini tornam *todas* as camadas deslizantes, então suas barras de 4k e 32k são iguais; no Phi-3-mini,
+# 32k também passa do seu contexto.) Mas atenção à terceira barra, a última coluna da tabela: um único
+# pré-preenchimento longo primeiro monta as chaves e os valores do prompt inteiro em todas as camadas, deslizantes ou
+# não, e só o passo de decodificação seguinte traz as camadas deslizantes de volta ao tamanho da janela. É esse pico
+# transitório, e não o regime estável, que precisa caber na memória: o Mistral-7B com 32k se estabiliza em 0,50 GiB,
+# mas chega a 4,00 GiB durante o pré-preenchimento; o Gemma 3 12B se estabiliza em 2,31 GiB, mas chega a 12,00 GiB.
+# Só nos modelos em que todas as camadas são de atenção completa (os Llamas, o Qwen3) os dois são iguais.
 
 # %% [markdown]
 # ## 4. Qualquer arquitetura: o transformers a dimensiona no dispositivo meta
@@ -414,21 +445,24 @@ plot_bytes({name: {k: s.bytes for k, s in per.items()} for name, per in sizes.it
 # por token. Quantos bytes por token o DeepSeek-V3 guarda em bfloat16, nas suas 61 camadas?
 
 # %%
-guess_deepseek = None  # bytes per token, DeepSeek-V3 in bfloat16: your guess
+guess_deepseek = None  # bytes por token, DeepSeek-V3 em bfloat16: seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
-per_token = {}
-for name in ["llama-3.1-70b", "deepseek-v3"]:
+per_token = {name: cache_size(architecture(name), "dynamic", 1, dtype="bfloat16").bytes  # um prompt de 1 token
+             for name in ["llama-3.1-70b", "deepseek-v3"]}  # fmt: skip
+display(score(guess_deepseek, per_token["deepseek-v3"], unit=" B", kind="amount"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name in per_token:
     arch = architecture(name)
-    one_token = cache_size(arch, "dynamic", 1, dtype="bfloat16")  # a 1-token prompt: what one token costs
+    one_token = cache_size(arch, "dynamic", 1, dtype="bfloat16")  # o que um token custa
     at_32k = cache_size(arch, "dynamic", 32768, prefill=32767, dtype="bfloat16")
-    per_token[name] = one_token.bytes
     print(f"{name:<14} {len(arch.layer_kinds)} camadas, {arch.attention_heads:>3} cabeças de atenção: "
           f"{number(one_token.bytes):>7} B por token, {number(at_32k.bytes / 2**30, 2):>5} GiB com 32k tokens")
 print(f"o Llama-3.1-70B guarda {number(per_token['llama-3.1-70b'] / per_token['deepseek-v3'], 2)} "
       "vezes os bytes por token do DeepSeek-V3")
-print(score(guess_deepseek, per_token["deepseek-v3"], unit=" B", kind="amount"))
 
 # %% [markdown]
 # O híbrido, por tipo de camada, depois de um prompt de 4k e de 32k tokens (a mesma execução de prompt e um passo
@@ -442,8 +476,8 @@ hybrid = {tokens: cache_size(qwen3_next, "dynamic", tokens, prefill=tokens - 1, 
 print(f"qwen3-next-80b-a3b, {qwen3_next.dtype}: {'4k tokens':>12} {'32k tokens':>12} {'cresce':>7}")
 for kind, layers in qwen3_next.counts().items():
     four, thirty_two = hybrid[4096].by_layer_kind[kind], hybrid[32768].by_layer_kind[kind]
-    print(f"  {layers} camadas {kind:<6}: {number(four / 2**20, 2):>8} MiB "
-          f"{number(thirty_two / 2**20, 2):>8} MiB {number(thirty_two / four, 2):>6}x")
+    print(f"  {layers} camadas {layer_kind_label(kind, plural=True):<6}: {number(four / 2**20, 2):>8} "
+          f"MiB {number(thirty_two / 2**20, 2):>8} MiB {number(thirty_two / four, 2):>6}x")
 four, thirty_two = hybrid[4096].bytes, hybrid[32768].bytes
 print(f"  {'cache inteiro':<16}: {number(four / 2**20, 2):>8} MiB "
       f"{number(thirty_two / 2**20, 2):>8} MiB {number(thirty_two / four, 2):>6}x")
@@ -471,7 +505,7 @@ print(f"  {'cache inteiro':<16}: {number(four / 2**20, 2):>8} MiB "
 # %%
 MODEL_TYPES = ["qwen3_next", "deepseek_v3", "llama", "gemma3_text", "gpt_oss", "llama4_text", "gpt_bigcode",
                "mamba", "jamba", "zamba"]  # fmt: skip
-tiny_prompt = torch.arange(3, 15).unsqueeze(0)  # (1, 12) token ids, below every tiny vocabulary's special ids
+tiny_prompt = torch.arange(3, 15).unsqueeze(0)  # (1, 12) ids de token, abaixo dos ids especiais de todo vocabulário minúsculo
 NEW_TOKENS = 4
 
 
@@ -481,20 +515,20 @@ def tiny_beside_meta(model_type):
     tiny = tiny_model(model_type, seed=0)
     with kvlab.watch(tiny) as tiny_watch:
         out = tiny.generate(tiny_prompt, attention_mask=torch.ones_like(tiny_prompt), do_sample=False,
-                            max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)  # (1, 12 + 4); a DynamicCache
+                            max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)  # (1, 12 + 4); um DynamicCache
     return beside_live(tiny.config, tiny_watch.trace, prompt_tokens=tiny_prompt.shape[-1],
                        sequence_tokens=out.shape[-1], dtype=tiny.dtype)  # fmt: skip
 
 
 # %%
 # NBVAL_CHECK_OUTPUT
-held = tiny_prompt.shape[-1] + NEW_TOKENS - 1  # generate feeds back every new token but the last
+held = tiny_prompt.shape[-1] + NEW_TOKENS - 1  # o generate realimenta cada token novo, menos o último
 print(f"{held} tokens em cada cache, float32; bytes por tipo de camada")
 print(f"{'modelo':<12} {'tipo':<8} {'camadas':>7} {'meta':>9} {'real':>9}  exato")
 every_type = {model_type: tiny_beside_meta(model_type) for model_type in MODEL_TYPES}
 for model_type, kind_rows in every_type.items():
     for row in kind_rows:
-        print(f"{model_type:<12} {row.kind:<8} {row.layers:>7} {number(row.meta_bytes):>9} "
+        print(f"{model_type:<12} {layer_kind_label(row.kind):<8} {row.layers:>7} {number(row.meta_bytes):>9} "
               f"{number(row.live_bytes):>9}  {row.exact}")
 exact_types = sum(all(row.exact for row in kind_rows) for kind_rows in every_type.values())
 print(f"exato em todos os tipos de camada: {exact_types} de {len(MODEL_TYPES)} tipos de modelo")
@@ -525,27 +559,32 @@ live(meta_beside_live,
 # kvlab contou no cache real (True), ou só vai chegar perto (False)?
 
 # %%
-guess = None  # True: equal to the byte in every run; False: only close. Your guess
+guess = None  # True: igual ao byte em toda execução; False: só próximo. Seu palpite
 
 # %%
 # NBVAL_CHECK_OUTPUT
-exact = []
-for run_facts in live_runs(rows):  # not `live`: that name is the widget helper imported above
+checked = []  # (nome do modelo, o que a execução real guardou, o tamanho da calculadora para o mesmo tipo, tokens e opções)
+for run_facts in live_runs(rows):  # não `live`: esse nome é o helper de widget importado acima
     arch = architecture("gemma3" if run_facts["model"] == "sliding model" else "smollm2")
     predicted = cache_size(arch, run_facts["cache_kind"], run_facts["tokens"], prefill=run_facts["prefill"],
                            dtype=str(model.dtype).removeprefix("torch."), **run_facts["options"])  # fmt: skip
-    exact.append((run_facts["final_bytes"], run_facts["peak_bytes"]) == (predicted.bytes, predicted.peak_bytes))
-    print(f"{arch.name:<8} {predicted.dtype:<8} {run_facts['cache_kind']:<10} {run_facts['tokens']} "
-          f"tokens: medido {number(run_facts['final_bytes']):>11} B, calculado "
+    checked.append((arch.name, run_facts, predicted))
+exact = [(facts["final_bytes"], facts["peak_bytes"]) == (size.bytes, size.peak_bytes) for _, facts, size in checked]
+display(score(guess, all(exact), kind="choice"))
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for (name, run_facts, predicted), same in zip(checked, exact):
+    print(f"{name:<8} {predicted.dtype:<8} {cache_kind_label(run_facts['cache_kind']):<10} "
+          f"{run_facts['tokens']} tokens: medido {number(run_facts['final_bytes']):>11} B, calculado "
           f"{number(predicted.bytes):>11} B | pico medido {number(run_facts['peak_bytes']):>11} B, "
-          f"calculado {number(predicted.peak_bytes):>11} B | exato: {exact[-1]}")
-print(score(guess, all(exact), kind="choice"))
+          f"calculado {number(predicted.peak_bytes):>11} B | exato: {same}")
 
 # %% [markdown]
 # O que isto confere, exatamente: cinco execuções reais em dois modelos pequenos carregados em float32 — Gemma 3 270M
 # (dinâmico e estático, 527 tokens, além da sua janela de 512 tokens, com o pico transitório do pré-preenchimento das
 # camadas deslizantes) e SmolLM2-135M (dinâmico, estático e quantizado com quanto em 4 bits, 55 tokens) — iguais byte
-# a byte, no final e no pico, onde a tabela acima imprime `exact: True`. As linhas de modelos grandes da seção 3
+# a byte, no final e no pico, onde a tabela acima imprime `exato: True`. As linhas de modelos grandes da seção 3
 # aplicam as mesmas regras por camada a outras configs, dtypes de 16 bits e comprimentos de até 32k que não foram
 # executados aqui: são calculadas, não medidas, e valem na medida em que essas regras se transferem (cabeças KV,
 # tamanho de cabeça, tipos de camada e janelas lidos de cada config pública). A mesma calculadora está na linha de
@@ -564,8 +603,9 @@ print(score(guess, all(exact), kind="choice"))
 #   parte residual se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em 23
 #   chamadas de decodificação no controle). Ele desempacota suas chaves e valores a cada passo; se isso custa tempo na
 #   sua máquina é o veredito de velocidade que a tabela imprimiu.
-# - O descarregamento move o cache de cada camada entre dispositivos em torno de cada forward (271 transferências
-#   registradas na execução dinâmica com descarregamento, aqui); só economiza memória onde há um acelerador.
+# - O descarregamento move o cache de cada camada entre dispositivos em torno de cada forward (271 movimentações de
+#   camadas na execução dinâmica com descarregamento no Gemma 3, aqui; 46 no `offloaded_static`, que move só as
+#   camadas completas; nesta CPU elas rodaram no substituto do kvlab); só economiza memória onde há um acelerador.
 # - Antes de escolher, calcule o tamanho: 2 (chaves e valores) × cabeças KV × head_dim × camadas × bytes do dtype ×
 #   tokens, menos o que as janelas deslizantes descartam, mais o pico transitório do pré-preenchimento, e confira os
 #   tokens com o contexto do modelo. `kvlab.size` faz essa conta; a seção 5 mostra que ela é exata nas execuções

@@ -47,7 +47,7 @@ import transformers
 from IPython.display import HTML, Image
 
 from kvlab.explorer import explore
-from kvlab.i18n import marks, number, percent
+from kvlab.i18n import layer_kind_label, marks, number, percent
 from kvlab.predictions import score
 
 transformers.logging.disable_progress_bar()
@@ -67,13 +67,13 @@ explorer
 # as células abaixo.
 
 # %%
-guess_allocated = None  # slots allocated, all layers: your guess
-guess_live = None  # slots holding a token: your guess
-guess_masked = None  # slots allocated but empty: your guess
+guess_allocated = None  # posições alocadas, todas as camadas: seu palpite
+guess_live = None  # posições com um token: seu palpite
+guess_masked = None  # posições alocadas, mas vazias: seu palpite
 
 # %%
 demo = explore(model_name="smollm2")
-# chat=False: the preset's text as it is, 21 tokens (the explorer wraps it in SmolLM2's chat template by default)
+# chat=False: o texto do preset como está, 21 tokens (o Explorador de Cache o envolve no chat template do SmolLM2 por padrão)
 demo.run_and_wait(cache="static", max_cache_len=64, max_new_tokens=8, preset="kv_cache_question", chat=False)
 Image(demo.plot.value)
 
@@ -87,9 +87,9 @@ print(f"posições alocadas {number(row['slots_allocated'])}  ocupadas "
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("alocadas:  ", score(guess_allocated, row["slots_allocated"], unit=" slots", kind="count"))
-print("ocupadas:  ", score(guess_live, row["slots_live"], unit=" slots", kind="count"))
-print("mascaradas:", score(guess_masked, row["slots_masked"], unit=" slots", kind="count"))
+display(score(guess_allocated, row["slots_allocated"], kind="count", label="posições alocadas:"))
+display(score(guess_live, row["slots_live"], kind="count", label="posições ocupadas:"))
+display(score(guess_masked, row["slots_masked"], kind="count", label="posições mascaradas:"))
 
 # %% [markdown]
 # 30 camadas × 64 posições ficam alocadas desde o pré-preenchimento (a linha preta do painel de posições é plana);
@@ -100,8 +100,8 @@ print("mascaradas:", score(guess_masked, row["slots_masked"], unit=" slots", kin
 # fração dos bytes do cache estático, em porcentagem, o cache dinâmico guarda no final?
 
 # %%
-guess_starts_lower = None  # True or False: your guess
-guess_end_share = None  # % of the static cache's final bytes: your guess
+guess_starts_lower = None  # True ou False: seu palpite
+guess_end_share = None  # % dos bytes finais do cache estático: seu palpite
 
 # %%
 demo.on_add_to_comparison()
@@ -110,25 +110,25 @@ Image(demo.plot.value)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for row in demo.summary_rows():
-    print(f"{row['run']:>4} {row['label']:<36} alocadas {number(row['slots_allocated']):>5}  "
-          f"ocupadas {number(row['slots_live']):>5}  bytes de pico {number(row['peak_bytes']):>9}")
+for row in demo.summary_rows():  # a execução guardada para comparação, depois a atual
+    print(f"{row['label']:<36} alocadas {number(row['slots_allocated']):>5}  ocupadas "
+          f"{number(row['slots_live']):>5}  bytes de pico {number(row['peak_bytes']):>9}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-static_bytes = demo.session.comparison[0].trace.bytes_by_step()  # bytes held after each step, step 0 = prefill
+static_bytes = demo.session.comparison[0].trace.bytes_by_step()  # bytes guardados depois de cada passo, passo 0 = pré-preenchimento
 dynamic_bytes = demo.session.current.trace.bytes_by_step()
 starts_lower = dynamic_bytes[0] < static_bytes[0]
 end_share = 100 * dynamic_bytes[-1] / static_bytes[-1]
 print(f"depois do pré-preenchimento: dinâmico {number(dynamic_bytes[0])} B, estático {number(static_bytes[0])} B")
 print(f"no final: dinâmico {number(dynamic_bytes[-1])} B = "
       f"{percent(end_share, 0)} do estático {number(static_bytes[-1])} B")
-print("começa mais baixo:", score(guess_starts_lower, starts_lower, kind="choice"))
-print("parcela final:     ", score(guess_end_share, end_share, unit=" %", kind="share"))
+display(score(guess_starts_lower, starts_lower, kind="choice", label="começa mais baixo:"))
+display(score(guess_end_share, end_share, unit="%", kind="share", label="parcela final:"))
 
 # %% [markdown]
 # O cache dinâmico aloca exatamente o que está ocupado: 840 posições contra 1.920 do cache estático, então no final
-# ele guarda 44 % dos bytes do cache estático (1.290.240 de 2.949.120). Ele começa nos 21 tokens do
+# ele guarda 44% dos bytes do cache estático (1.290.240 de 2.949.120). Ele começa nos 21 tokens do
 # pré-preenchimento e cresce um token por passo; a linha do estático fica plana nas suas 64 posições desde o
 # pré-preenchimento.
 #
@@ -143,14 +143,14 @@ print("parcela final:     ", score(guess_end_share, end_share, unit=" %", kind="
 # False)? E depois da mesma execução com o registro do passado (past recording) ativado?
 
 # %%
-guess_crop_works = None  # True or False: your guess for the plain dynamic run
-guess_crop_works_recorded = None  # True or False: your guess with past recording
+guess_crop_works = None  # True ou False: seu palpite para a execução dinâmica simples
+guess_crop_works_recorded = None  # True ou False: seu palpite com registro do passado
 
 # %%
 tiny = explore(model_name="tiny-gemma3")
 tiny.run_and_wait(cache="dynamic", max_new_tokens=6, preset="kv_cache_question")
 tiny.crop_n.value = 2
-crop_works = tiny.on_crop() is not None  # on_crop returns the crop event, or None when it refuses
+crop_works = tiny.on_crop() is not None  # on_crop devolve o evento de recorte, ou None quando recusa
 refusal = tiny.message_text
 HTML(tiny.message.value)
 
@@ -175,8 +175,8 @@ Image(tiny.plot.value)
 # %%
 # NBVAL_CHECK_OUTPUT
 def live_by_kind(layer_rows):
-    """{layer kind: the distinct numbers of tokens its layers hold}."""
-    return {kind: sorted({r["slots_live"] for r in layer_rows if r["layer_kind"] == kind})
+    """{layer kind, in the reader's language: the distinct numbers of tokens its layers hold}."""
+    return {layer_kind_label(kind): sorted({r["slots_live"] for r in layer_rows if r["layer_kind"] == kind})
             for kind in sorted({r["layer_kind"] for r in layer_rows})}
 
 
@@ -185,8 +185,27 @@ print("sem registro do passado:", refusal[:90], "...")
 print("com registro do passado:", tiny.message_text)
 print("tokens guardados antes do recorte: ", live_by_kind(before))
 print("tokens guardados depois do recorte:", live_by_kind(tiny.session.current.layer_rows()))
-print("recorte sem registro do passado:", score(guess_crop_works, crop_works, kind="choice"))
-print("recorte com registro do passado:", score(guess_crop_works_recorded, crop_works_recorded, kind="choice"))
+display(score(guess_crop_works, crop_works, kind="choice", label="recorte sem registro do passado:"))
+display(score(guess_crop_works_recorded, crop_works_recorded, kind="choice", label="recorte com registro do passado:"))
+
+# %% [markdown]
+# Duas coisas no segundo painel são do recorte, não do último passo. O trace registra um recorte no passo que ele
+# segue: o último ponto do painel de posições (passo 5) é desenhado depois do recorte, então a linha cai do passo 4
+# direto para o que o recorte deixou, embora o próprio forward do passo 5 tenha antes acrescentado um token por
+# camada. E o painel de bytes não cai: `crop` fatia os tensores de cada camada, e uma fatia é uma view que mantém
+# vivo todo o armazenamento até que o `torch.cat` do próximo forward copie os tokens mantidos para tensores novos
+# (notebook 07, seção 1). As duas coisas, lidas desta execução:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+run = tiny.session.current
+slots = run.trace.slots_by_step()  # uma linha por passo; as releituras do recorte ficam sob o último passo
+last = slots[-1]["step"]
+forward_slots = sum(e["slots_live"] for e in run.trace.updates if e["step"] == last and e.get("op") != "crop")
+print(f"posições, todas as camadas: passo {last - 1}: {slots[-2]['slots_live']}; forward do passo "
+      f"{last}: {forward_slots}; depois de crop(-2), desenhado no passo {last}: {slots[-1]['slots_live']}")
+print(f"bytes guardados: {number(run.crop_bytes['before'])} B antes do recorte, {number(run.crop_bytes['after'])} B "
+      f"depois dele; {number(run.crop_bytes['kept_by_views'])} B desse armazenamento não guardam token nenhum agora")
 
 # %% [markdown]
 # **Conclusão.** Com o registro do passado, as camadas deslizantes guardam todos os tokens até um recorte (109 cada

@@ -16,9 +16,9 @@
 # %% [markdown]
 # # 12 · Atendendo muitas requisições: o cache paginado e o batching contínuo
 #
-# **Objetivo de aprendizagem.** Ver para onde vai a memória KV de um lote de requisições reais em três arranjos: (a)
+# **Objetivo de aprendizagem.** Ver para onde vai a memória KV de um lote de requisições reais em três layouts: (a)
 # um cache estático por requisição, dimensionado para a mais longa, (b) um cache dinâmico por requisição, (c) blocos
-# de um cache paginado compartilhado, o arranjo que o próprio `model.generate_batch(...)` do transformers usa. Comparar
+# de um cache paginado compartilhado, o layout que o próprio `model.generate_batch(...)` do transformers usa. Comparar
 # os bytes reservados com os bytes que guardam tokens ocupados, observar blocos sendo entregues, devolvidos,
 # compartilhados e recusados, e cronometrar `generate_batch` contra um `generate` por requisição.
 #
@@ -56,11 +56,11 @@ from kvlab.recording.slots import waste_pct
 from kvlab.serving import layout_rows, load_workload, request_lengths
 
 warnings.filterwarnings("ignore", message=".*past_key_values.*")
-# continuous batching runs its loop in a background thread; one torch thread keeps it steady on a shared CPU
+# o batching contínuo roda seu loop numa thread de fundo; uma thread do torch o mantém estável numa CPU compartilhada
 torch.set_num_threads(1)
-QUICK = os.environ.get("KVLAB_QUICK") == "1"  # shorter timed runs in the test suite; checked outputs hold either way
+QUICK = os.environ.get("KVLAB_QUICK") == "1"  # execuções cronometradas mais curtas na suíte de testes; as saídas verificadas valem de qualquer forma
 model, tokenizer = kvlab.load("smollm2")
-workload = load_workload(tokenizer)  # data/requests/chat_requests.json, through SmolLM2's chat template
+workload = load_workload(tokenizer)  # data/requests/chat_requests.json, pelo chat template do SmolLM2
 print(f"{len(workload)} requisições, comprimentos dos prompts {workload.prompt_lengths}, "
       f"respostas limitadas a {workload.max_new_tokens} tokens novos")
 
@@ -80,10 +80,10 @@ print(f"{len(workload)} requisições, comprimentos dos prompts {workload.prompt
 # **Preveja primeiro.** Cada requisição da carga de trabalho recebe no máximo 24 tokens novos. Dê a cada requisição
 # seu próprio cache estático dimensionado para a requisição mais longa desta carga de trabalho: o prompt mais longo
 # dela mais 24 posições. Que fração de todas essas posições reservadas, em porcentagem, não vai guardar nenhum token
-# quando as requisições terminarem? Digite-a abaixo; ela é pontuada na seção 4.
+# quando as requisições terminarem? Digite-a abaixo; ela é conferida na seção 4.
 
 # %%
-guess = None  # % of the static-per-request slots left empty: your guess
+guess = None  # % das posições estáticas por requisição que ficam vazias: seu palpite
 
 # %% [markdown]
 # ## 3. A carga de trabalho inteira, observada
@@ -156,8 +156,8 @@ else:
     print("requisições preemptadas (blocos liberados, de volta à fila, prompt recalculado): nenhuma")
 print("tokens de prompt reutilizados dos blocos de outra requisição "
       f"(compartilhamento de prefixo): {summary['prefix_hit_tokens']}")
-print(f"fragmentação interna: {marks(str(summary['fragmentation_pct_mean']))} "
-      "% das posições entregues vazias, na média dos forwards")
+print(f"fragmentação interna: {marks(str(summary['fragmentation_pct_mean']))}% "
+      "das posições entregues vazias, na média dos forwards")
 
 # %%
 plot_block_timeline(trace)
@@ -175,43 +175,43 @@ plot_block_timeline(trace)
 # disso, toma cada requisição no seu comprimento final; os dois números medem momentos diferentes da mesma execução.
 
 # %% [markdown]
-# ## 4. Todos os arranjos, as mesmas requisições
+# ## 4. Todos os layouts, as mesmas requisições
 #
-# Agora os três arranjos para os comprimentos medidos acima, no comprimento final de cada requisição. O cache estático
+# Agora os três layouts para os comprimentos medidos acima, no comprimento final de cada requisição. O cache estático
 # é dimensionado com `max_cache_len` = prompt mais longo + 24; as linhas paginadas usam vários tamanhos de bloco (256
 # é o `page_size` padrão do transformers).
 
 # %%
-bytes_per_token = meta["bytes_per_block"] // meta["page_size"]  # keys + values, 30 layers, float32
+bytes_per_token = meta["bytes_per_block"] // meta["page_size"]  # chaves + valores, 30 camadas, float32
 max_cache_len = max(workload.prompt_lengths) + workload.max_new_tokens
-budget = meta["num_blocks"] * meta["bytes_per_block"]  # the pool of the run above
+budget = meta["num_blocks"] * meta["bytes_per_block"]  # o pool da execução acima
 layouts = layout_rows(held, bytes_per_token, max_cache_len=max_cache_len, block_sizes=(4, 16, 64, 256),
                       budget_bytes=budget)
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(f"{number(bytes_per_token)} B por token; max_cache_len estático = {max_cache_len}; orçamento {number(budget)} B")
-print(f"{'arranjo':10} {'B guardados':>12} {'B ocupados':>12} {'desp. %':>8} {'cabem no orç.':>14}")
-for row in layouts:
-    print(f"{row['layout']:10} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
+print(f"{'layout':12} {'B guardados':>12} {'B ocupados':>12} {'desp. %':>8} {'cabem no orç.':>14}")
+for row in layouts:  # `layout` é a chave da linha, `name` as mesmas palavras no idioma do leitor
+    print(f"{row['name']:12} {number(row['bytes_held']):>12} {number(row['bytes_live']):>12} "
           f"{number(row['waste_pct'], 1):>8} {row['fit_in_budget']:>14}")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(score(guess, layouts[0]["waste_pct"], unit=" %", kind="share"))
+display(score(guess, layouts[0]["waste_pct"], unit="%", kind="share"))
 
 # %% [markdown]
 # ### As linhas estática e dinâmica, medidas em caches reais
 #
 # A tabela é aritmética sobre os comprimentos medidos. Para conferi-la, os tokens finais de cada requisição (prompt +
 # resposta, menos o último token, que nunca volta a entrar no modelo) passam por um forward e vão para o cache que
-# cada arranjo lhe dá: `StaticCache(config=..., max_cache_len=...)` e `DynamicCache(config=...)`, registrados por
+# cada layout lhe dá: `StaticCache(config=..., max_cache_len=...)` e `DynamicCache(config=...)`, registrados por
 # `kvlab.watch`. A linha paginada com 16 é lida do trace acima: os blocos que cada requisição guardava no seu último
 # forward.
 
 # %%
 model.set_attn_implementation("sdpa")
-measured = {"static": [0, 0], "dynamic": [0, 0]}  # bytes held, live bytes
+measured = {"static": [0, 0], "dynamic": [0, 0]}  # bytes guardados, bytes ocupados
 for prompt_ids, output_id in zip(workload.input_ids, outputs):
     tokens = torch.tensor([prompt_ids + outputs[output_id].generated_tokens[:-1]])
     for layout, cache in (("static", StaticCache(config=model.config, max_cache_len=max_cache_len)),
@@ -225,22 +225,24 @@ last_blocks = {}
 for r in paged_steps(trace):
     last_blocks.update({rid: len(blocks) for rid, blocks in r["block_tables"].items()})
 paged_16 = sum(last_blocks.values()) * meta["bytes_per_block"]
-handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held)  # each request at its last forward
+handed_out, live_slots = sum(last_blocks.values()) * meta["page_size"], sum(held)  # cada requisição no seu último forward
 
 # %%
 # NBVAL_CHECK_OUTPUT
 by_name = {row["layout"]: row for row in layouts}
 for layout, (held_bytes, live_bytes) in measured.items():
-    print(f"{layout:8} medido: guardados {number(held_bytes)} B, ocupados {number(live_bytes)} B; "
-          f"tabela: {number(by_name[layout]['bytes_held'])} / {number(by_name[layout]['bytes_live'])}")
-print(f"paged 16 medido no trace: {number(paged_16)} B; tabela: {number(by_name['paged 16']['bytes_held'])}")
-print(f"paged 16, cada requisição no seu último forward: {handed_out} posições entregues, {live_slots} ocupadas, "
+    print(f"{by_name[layout]['name']:8} medido: guardados {number(held_bytes)} B, ocupados {number(live_bytes)} "
+          f"B; tabela: {number(by_name[layout]['bytes_held'])} / {number(by_name[layout]['bytes_live'])}")
+print(f"{by_name['paged 16']['name']} medido no trace: {number(paged_16)} "
+      f"B; tabela: {number(by_name['paged 16']['bytes_held'])}")
+print(f"{by_name['paged 16']['name']}, cada requisição no seu último forward: {handed_out} posições "
+      f"entregues, {live_slots} ocupadas, "
       f"{percent(waste_pct(handed_out - live_slots, handed_out, digits=1), 1)} vazias (o desp. % da tabela)")
 
 # %% [markdown]
 # As linhas paginadas contam blocos inteiros: com 16, cada requisição desperdiça o que sobra do seu último bloco, e
 # isso depende de onde cai o seu comprimento final (80 tokens preenchem exatamente cinco blocos; 66 deixam vazias 14
-# posições do quinto). É por isso que os 7,7 % daqui diferem da fragmentação impressa na seção 3, que é uma média
+# posições do quinto). É por isso que os 7,7% daqui diferem da fragmentação impressa na seção 3, que é uma média
 # sobre os forwards.
 
 # %%
@@ -249,10 +251,10 @@ plot_layouts(layouts)
 # %% [markdown]
 # ### Referência externa (não medida aqui)
 #
-# | fonte | arranjo | memória KV desperdiçada |
+# | fonte | layout | memória KV desperdiçada |
 # |---|---|---|
-# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), medido nos traces de serviço deles (fonte: Kwon et al. 2023, o artigo do vLLM) | sistemas anteriores, que reservam memória contígua para o comprimento máximo de cada requisição | 60-80 % |
-# | o mesmo artigo (fonte: Kwon et al. 2023, o artigo do vLLM) | blocos paginados (vLLM) | menos de 4 % |
+# | Kwon et al. 2023, *Efficient Memory Management for Large Language Model Serving with PagedAttention* (vLLM), medido nos traces de serviço deles (fonte: Kwon et al. 2023, o artigo do vLLM) | sistemas anteriores, que reservam memória contígua para o comprimento máximo de cada requisição | 60-80% |
+# | o mesmo artigo (fonte: Kwon et al. 2023, o artigo do vLLM) | blocos paginados (vLLM) | menos de 4% |
 #
 # Estes são os números do artigo, em GPUs, com conversas reais longas e o seu próprio tamanho de bloco; servem apenas
 # para comparação. Duas diferenças importam ao lado da tabela acima. A linha de base do artigo reservava o comprimento
@@ -261,22 +263,22 @@ plot_layouts(layouts)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-max_positions = model.config.max_position_embeddings  # the longest sequence SmolLM2 accepts
+max_positions = model.config.max_position_embeddings  # a sequência mais longa que o SmolLM2 aceita
 at_max = layout_rows(held, bytes_per_token, max_cache_len=max_positions, block_sizes=())[0]
 print(f"estático, {number(max_positions)} posições reservadas por requisição: "
       f"{number(at_max['bytes_held'])} B guardados, {percent(at_max['waste_pct'], 1)} de desperdício "
       f"(dimensionado para a carga, {max_cache_len} posições: {percent(layouts[0]['waste_pct'], 1)})")
 
 # %% [markdown]
-# Reservar o máximo do SmolLM2, 8.192 posições, para cada uma dessas oito requisições desperdiçaria 99,2 % da memória,
-# acima dos 60-80 % do artigo para a sua linha de base (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas
-# requisições são muito mais curtas do que o máximo. A outra diferença: blocos de 16 desperdiçam 7,7 % aqui, acima dos
-# menos de 4 % que o artigo relata para o vLLM (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas requisições
+# Reservar o máximo do SmolLM2, 8.192 posições, para cada uma dessas oito requisições desperdiçaria 99,2% da memória,
+# acima dos 60-80% do artigo para a sua linha de base (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas
+# requisições são muito mais curtas do que o máximo. A outra diferença: blocos de 16 desperdiçam 7,7% aqui, acima dos
+# menos de 4% que o artigo relata para o vLLM (fonte: Kwon et al. 2023, o artigo do vLLM), porque essas requisições
 # são curtas (80 tokens no máximo) e o último bloco parcialmente preenchido de cada uma é uma fração maior dela.
 #
 # Dentro da tabela: um cache dinâmico por requisição não desperdiça nada dentro dos seus tensores (o
 # `DynamicLayer.update` do transformers os aumenta com `torch.cat` exatamente pelos tokens novos, com tensores novos a
-# cada passo) e, contado em bytes nos comprimentos finais, é o arranjo que põe mais requisições no orçamento (6, contra
+# cada passo) e, contado em bytes nos comprimentos finais, é o layout que põe mais requisições no orçamento (6, contra
 # 5 para blocos de 4 ou 16). Essa contagem supõe que um servidor conhece o comprimento final de cada requisição quando
 # a admite, e ele não conhece; o que o cache paginado acrescenta é um único pool fixo do qual os blocos são entregues à
 # medida que as requisições crescem e ao qual voltam quando elas terminam — as recusas e a preempção da seção 3. Os
@@ -292,7 +294,8 @@ print(f"estático, {number(max_positions)} posições reservadas por requisiçã
 # produzam os mesmos tokens: uma vez por `model.generate_batch(...)` (um `ContinuousBatchingConfig` com um pool
 # grande o bastante para todas as requisições ao mesmo tempo, para que ninguém espere) e uma vez como um
 # `model.generate(...)` por requisição, cada um com seu próprio DynamicCache. As execuções são repetidas e
-# intercaladas (em lote, sequencial, em lote, ...).
+# intercaladas (em lote, sequencial, em lote, ...); a
+# mediana e o intervalo interquartil (IQR) de cada caminho são impressos.
 #
 # O que os contadores preveem: uma requisição por vez, cada requisição custa um forward por token novo (seu
 # pré-preenchimento, depois um passo de decodificação para cada token seguinte), todos eles levando uma única
@@ -300,18 +303,18 @@ print(f"estático, {number(max_positions)} posições reservadas por requisiçã
 # (as duas contagens são impressas). Menos forwards significam que os pesos são lidos menos vezes, mas cada forward
 # em lote faz a aritmética de todas as suas requisições, e, em uma CPU, a atenção paginada roda a implementação
 # eager do transformers. Se o batching é mais rápido nesta máquina é o que diz o veredito impresso: um intervalo que
-# contém 1 é nenhuma diferença.
+# contém 1 significa nenhuma diferença detectável.
 
 # %%
-# Not checked: times depend on the machine.
+# Não verificado: os tempos dependem da máquina.
 new_tokens = 8 if QUICK else workload.max_new_tokens
 batching = batching_row(model, workload.input_ids, new_tokens, repeats=1 if QUICK else 3)
 print(f"{batching['label']}; mesmos tokens greedy nos dois caminhos: {batching['same_tokens']}")
 print(f"forwards: {batching['batched_forwards']} com generate_batch, "
       f"{batching['sequential_forwards']} com um generate por requisição")
 for route in ("batched", "sequential"):
-    t = batching["timings"][route]
-    print(f"{route:<10} mediana {number(t['median_s'], 2)} s (IQR "
+    t = batching["timings"][route]  # indexado pela rota; seu rótulo é a rota no idioma do leitor
+    print(f"{t['label']:<10} mediana {number(t['median_s'], 2)} s (IQR "
           f"{number(t['q1_s'], 2)}-{number(t['q3_s'], 2)}, {len(t['times_s'])} execuções)")
 low, high = batching["speedup_interval"]
 print(f"aceleração, sequencial / em lote: {number(batching['speedup'], 2)} ({number(low, 2)}-{number(high, 2)})")
@@ -335,8 +338,8 @@ def measure_blocks(block_size, requests):
                                  page_size=block_size, num_blocks=256 // block_size, max_batch_tokens=512))
     s = paged_summary(w.trace)
     return plot_block_timeline(w.trace, title=f"{requests} requisições, blocos de {block_size} "
-                                              f"tokens: {marks(str(s['fragmentation_pct_mean']))} "
-                                              "% das posições entregues vazias")
+                                              f"tokens: {marks(str(s['fragmentation_pct_mean']))}% "
+                                              "das posições entregues vazias")
 
 
 live(measure_blocks,
@@ -358,7 +361,7 @@ live(measure_blocks,
 # - Em lote, cada passo é um forward sobre todas as requisições em andamento, em vez de um por requisição, então
 #   rodam muito menos forwards; se isso fez os mesmos tokens chegarem mais cedo nesta máquina é o veredito impresso na
 #   seção 5.
-# - Os 60-80 % contra menos de 4 % do artigo do vLLM (fonte: Kwon et al. 2023, o artigo do vLLM) são uma referência
+# - Os 60-80% contra menos de 4% do artigo do vLLM (fonte: Kwon et al. 2023, o artigo do vLLM) são uma referência
 #   externa, medida em outras cargas de trabalho; os números do próprio kvlab estão na tabela.
 #
 # De volta ao início: [00 · Comece aqui](00_start_here.ipynb),

@@ -19,7 +19,7 @@ CASES = {
     # notebook: (cells the live control needs, besides the first code cell; the slider's new value)
     "00_start_here.ipynb": (
         ["does use_cache=False change the generated text", "inputs = tokenizer(", "live(time_generate"],
-        8,
+        32,
     ),
     "01_dynamic_cache.ipynb": (["live(gemma_prefill"], 384),
 }

@@ -136,3 +136,26 @@ def test_byte_ticks_are_round_in_the_binary_unit_they_are_labelled_in():
     ticks, labels = _tick_labels(170 * 1024)
     assert labels == ["0 B", "50 KiB", "100 KiB", "150 KiB"] and ticks == [0, 51200, 102400, 153600]
     assert _tick_labels(700)[1] == ["0 B", "200 B", "400 B", "600 B"]  # below 1 KiB: plain bytes
+
+
+def test_the_map_and_the_slot_counts_write_numbers_as_the_reader_does():
+    """Positions and slots past 999 in pt-BR: "1.000", not pyplot's "1000"."""
+    from kvlab.i18n import set_language
+
+    fig = Figure()
+    slots_ax, occupancy_ax = fig.subplots(1, 2)
+    figures.draw_slots(slots_ax, None)
+    slots_ax.set_ylim(0, 2000)  # as a run of 2,000 slots would leave it
+    layer_rows = [row("sliding", length=1500, allocated=1024, live=1024), row("full", 1500, 1500, 1500, idx=1)]
+    set_language("pt-BR")
+    try:
+        figures.draw_occupancy(occupancy_ax, layer_rows)
+        fig.canvas.draw()
+        slot_ticks = [t.get_text() for t in slots_ax.get_yticklabels()]
+        position_ticks = [t.get_text() for t in occupancy_ax.get_xticklabels()]
+        title = occupancy_ax.get_title()
+    finally:
+        set_language(None)
+    assert any("." in label for label in slot_ticks) and "2.000" in slot_ticks
+    assert "1.000" in position_ticks
+    assert title == "o que cada camada guarda (d = deslizante, c = completa)"

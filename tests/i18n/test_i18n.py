@@ -105,9 +105,9 @@ def test_numbers_use_the_marks_of_the_language(language):
 
 
 def test_percentages_use_the_same_marks_and_one_space_before_the_sign(language):
-    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84.38 %", "5 %", "1,234.5 %")
+    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84.38%", "5%", "1,234.5%")
     language("pt-BR")
-    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84,38 %", "5 %", "1.234,5 %")
+    assert (percent(84.375, 2), percent(5, 0), percent(1234.5)) == ("84,38%", "5%", "1.234,5%")
 
 
 def test_tick_decimals_are_the_fewest_that_tell_the_ticks_apart():
@@ -148,11 +148,14 @@ def test_bytes_for_a_reader_follow_the_language_and_command_output_stays_english
 
 def test_prediction_scores_in_both_languages(language):
     assert score(1500, 1200, unit=" B") == "your guess 1,500 B; measured 1,200 B: +25% (far off)"
-    assert score(None, 1200, kind="count").startswith("no guess yet; measured 1,200.")
-    language("pt-BR")  # the words are not translated yet; the numbers already carry Portuguese marks
-    line = score(1500, 1200, unit=" B")
-    assert "1.500 B" in line and "1.200 B" in line
-    assert "1.200" in score(None, 1200, kind="count")
+    open_question = score(None, 1200, kind="count")
+    assert open_question.startswith("no guess yet") and "1,200" not in open_question  # the answer is folded away
+    assert "measured 1,200." in open_question._repr_html_()
+    language("pt-BR")
+    assert score(1500, 1200, unit=" B") == "seu palpite 1.500 B; medido 1.200 B: +25% (longe)"
+    open_question = score(None, 1200, kind="count")
+    assert open_question.startswith("ainda sem palpite") and "1.200" not in open_question
+    assert "medido: 1.200." in open_question._repr_html_()
 
 
 # -- both languages render -------------------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ PLOTS = {
         "growth": {
             "title": "KV-cache bytes against tokens",
             "xlabel": "tokens seen (prompt + generated)",
-            "ylabel": "cache bytes (MB)",
+            "ylabel": "cache bytes (MiB)",
             "legend": ["cache: total", "formula: 7,326,720 B/token"],
         },
     },
@@ -202,7 +205,7 @@ PLOTS = {
         "growth": {
             "title": "Bytes do cache KV em função dos tokens",  # kvlab.po: one word, "cache KV" (terms_pt_BR.toml)
             "xlabel": "tokens vistos (prompt + gerados)",
-            "ylabel": "bytes do cache (MB)",
+            "ylabel": "bytes do cache (MiB)",
             "legend": ["cache: total", "fórmula: 7.326.720 B/token"],
         },
     },

@@ -171,6 +171,7 @@ ALLOWED = (
     re.compile(r"\bhttps?://\S+"),
     re.compile(r"\b\w+(?:(?:\[[^\]\s]*\])*[._]\w+)+(?:\[[^\]\s]*\])*"),  # identifiers: use_cache, cache.layers[0].keys
     re.compile(r"\b[A-Z][a-z]+[A-Z]\w*\b"),  # CamelCase classes: DynamicCache, SmolLM2
+    re.compile(r"(?<![\w-])--\w[\w-]*"),  # command-line options, typed as they stand: --max-new-tokens, --from-json
     re.compile(r"\b(?:None|True|False)\b"),  # Python's constants, printed as values
 )
 

@@ -150,7 +150,7 @@ def test_a_request_past_the_positions_or_the_memory_says_why_in_portuguese(monke
         request_rules.RequestError,
         lambda: request_rules.check_request(Request("offloaded", {}, config, prompt_tokens=6, new_tokens=2_000)),
     )
-    assert portuguese.startswith("um cache offloaded de 2.005 tokens precisa de ")
+    assert portuguese.startswith("um cache descarregado de 2.005 tokens precisa de ")
     assert "e a memória da CPU tem 1,00 MiB (1.048.576 B) disponíveis" in portuguese
     assert english.startswith("an offloaded cache of 2,005 tokens needs ")
 
@@ -164,8 +164,8 @@ def test_a_quantized_cache_on_a_sliding_model_and_a_static_cache_too_short_are_r
     portuguese, english = in_both_languages(CacheOptionError, lambda: make_cache("quantized", config))
     assert portuguese.startswith(
         "um cache quantizado precisa que todas as camadas sejam de atenção completa, e este modelo não cumpre isso: "
-        "as suas 6 camadas são 4 sliding, 2 full (janela deslizante de 8). O QuantizedCache do transformers não "
-        "suporta camadas deslizantes"
+        "as suas 6 camadas são 4 deslizantes, 2 completas (janela deslizante de 8). O QuantizedCache do transformers "
+        "não suporta camadas deslizantes"
     )
     assert english.startswith(
         "a quantized cache needs every layer to be full attention, and this model is not: its 6 layers are "

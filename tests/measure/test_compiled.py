@@ -1,6 +1,9 @@
 """The counting logic of `compile_report` and `compile_runs`, with the eager backend (inductor takes tens of
 seconds on a CPU), and the arithmetic of `compile_summary`."""
 
+import pytest
+from transformers import DynamicCache, StaticCache
+
 from kvlab.measure import compiled
 
 
@@ -55,3 +58,21 @@ def test_compile_time_is_the_first_call_minus_a_call_that_reused_the_graphs():
 def test_without_a_reusing_call_the_whole_first_call_counts():
     runs = [{"prompt_tokens": 8, "seconds": 3.0, "graphs_compiled": 2, "token_ids": []}]
     assert compiled.compile_summary(runs)["compile_seconds"] == 3.0
+
+
+def test_a_dynamic_cache_traces_a_graph_per_decoding_call_a_static_cache_one(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    eager_forward = model.forward
+    dynamic = compiled.decode_graphs(model, prompt_ids(5), DynamicCache(config=model.config), new_tokens=4)
+    static = compiled.decode_graphs(model, prompt_ids(5), StaticCache(config=model.config, max_cache_len=16), 4)
+    assert [s["key_slots"] for s in dynamic] == [5, 6, 7]  # the keys grow: a new input shape every call
+    assert [s["new_graphs"] for s in dynamic] == [1, 1, 1]
+    assert [s["key_slots"] for s in static] == [16, 16, 16]
+    assert [s["new_graphs"] for s in static] == [1, 0, 0]  # one shape: traced once, replayed
+    assert "forward" not in model.__dict__ and model.forward == eager_forward  # the model is left as it was
+
+
+def test_decode_graphs_refuses_more_calls_than_dynamo_compiles(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    with pytest.raises(ValueError, match="new_tokens"):
+        compiled.decode_graphs(model, prompt_ids(5), DynamicCache(config=model.config), new_tokens=40)

@@ -7,9 +7,12 @@ import torch
 
 import kvlab
 from kvlab.measure.guide_table import (
+    MEASURED,
     NOT_DISTINGUISHABLE,
     NOT_MEASURED,
     REFERENCE_CELL,
+    SIGNATURE,
+    STAND_IN,
     Setup,
     _row,
     calculated_for,
@@ -22,11 +25,13 @@ from kvlab.measure.guide_table import (
     speed_cells,
     speed_word,
     tally,
+    tally_by_basis,
     time_decoding,
     with_speed,
 )
 from kvlab.measure.published import GUIDE
 from kvlab.measure.timing import Timing, compare
+from kvlab.model_facts import model_facts
 from kvlab.size import from_config
 
 
@@ -48,8 +53,13 @@ def _synthetic(kind: str, peak: int, reference_peak: int) -> dict:
     """The facts `measure` gathers for one cache kind, made up: what `_row` turns into cells."""
     return {
         "cache_kind": kind,
-        "sliding": {"supported": kind != "quantized", "evidence": "e"},
-        "offloading": {"supported": kind != "quantized", "evidence": "e", "devices": ["cpu->cpu"]},
+        "sliding": {"supported": kind != "quantized", "evidence": "e", "basis": MEASURED},
+        "offloading": {
+            "supported": kind != "quantized",
+            "evidence": "e",
+            "devices": ["cpu->cpu"],
+            "basis": SIGNATURE if kind == "quantized" else STAND_IN,
+        },
         "decode_steps": 7,
         "decode_signatures": 1 if kind == "static" else 7,
         "peak_bytes": peak,
@@ -79,6 +89,15 @@ def test_the_table_columns_are_judged_by_the_rules_and_counted():
     assert cells[("Dynamic Cache", "memory")] is None  # the reference of the ratio
     assert {cells[(g["cache"], "torch.compile")] for g in GUIDE.values()} == {None}  # not measured here
     assert tally(verdicts) == {"agree": 7, "differ": 1, "judged": 8, "not judged": 4, "cells": 12}
+    # like with like: sliding and memory from runs of transformers' classes, offloading from the stand-in or a signature
+    by_basis = tally_by_basis(verdicts)
+    assert list(by_basis) == [MEASURED, STAND_IN, SIGNATURE]
+    assert {b: (t["agree"], t["judged"]) for b, t in by_basis.items()} == {
+        MEASURED: (4, 5),
+        STAND_IN: (2, 2),
+        SIGNATURE: (1, 1),
+    }
+    assert by_basis[MEASURED]["properties"] == ["sliding layers", "memory"]
 
 
 def _timing(label: str, seconds: float, repeats: int = 5) -> Timing:
@@ -147,8 +166,11 @@ def test_sliding_layers_stay_in_the_window_and_quantized_is_refused(tiny, prompt
         "15 tokens held: sliding layers hold 7 slots (window 8)"
     )
     assert dynamic["evidence"].endswith("full layers 15")
+    assert dynamic["basis"] == MEASURED
     quantized = measure_sliding(model, ids, "quantized", setup)
-    assert not quantized["supported"] and quantized["evidence"].startswith("refused:")
+    # transformers' own QuantizedCache refuses the config too, so the refusal is evidence from the real class
+    assert not quantized["supported"] and quantized["evidence"].startswith("refused by kvlab's check and by ")
+    assert quantized["basis"] == MEASURED
 
 
 def test_offloading_logs_transfers_for_dynamic_and_static_only(tiny, prompt_ids):
@@ -156,10 +178,25 @@ def test_offloading_logs_transfers_for_dynamic_and_static_only(tiny, prompt_ids)
     setup = Setup(new_tokens=2)
     dynamic = measure_offloading(model, ids, "dynamic", setup)
     assert dynamic["supported"] and measure_offloading(model, ids, "static", setup)["supported"]
-    assert not measure_offloading(model, ids, "quantized", setup)["supported"]
-    if next(model.parameters()).device.type == "cpu":  # no accelerator: the transfers say so
+    quantized = measure_offloading(model, ids, "quantized", setup)
+    assert not quantized["supported"] and quantized["basis"] == SIGNATURE
+    # notebook 03's count: prefill offloads every layer and prefetches layer 0; each decode step moves each layer twice
+    layers = model.config.num_hidden_layers
+    assert dynamic["moves"] == (layers + 1) + (setup.new_tokens - 1) * 2 * layers
+    if next(model.parameters()).device.type == "cpu":  # no accelerator: the moves say so, and it is a stand-in
         assert dynamic["devices"] == ["cpu->cpu"] and dynamic["moved"] == 0
-        assert "stayed on its device here" in dynamic["evidence"]
+        assert "stayed on the CPU here" in dynamic["evidence"] and dynamic["basis"] == STAND_IN
+
+
+def test_offloading_counts_only_the_moves_that_change_where_a_layer_lives(tiny, prompt_ids):
+    # offloaded_static keeps sliding layers on the device: only the full layers move, the no-op prefetches don't count
+    model, ids = tiny("tiny-gemma3"), prompt_ids(4)
+    setup = Setup(new_tokens=3)
+    static = measure_offloading(model, ids, "static", setup)
+    kinds = model_facts(model.config).layer_kinds
+    full = kinds.count("full")
+    assert 0 < full < len(kinds)
+    assert static["moves"] == (full + 1) + (setup.new_tokens - 1) * 2 * full
 
 
 def test_static_cache_has_one_decoding_signature_and_reserves_more_bytes(tiny, prompt_ids):

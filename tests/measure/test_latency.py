@@ -31,3 +31,22 @@ def test_bad_input_is_refused(tiny, prompt_ids):
         latency.token_times(model, prompt_ids(4), 0)
     with pytest.raises(ValueError, match="repeats must be at least 1"):
         latency.token_times(model, prompt_ids(4), 2, repeats=0)
+
+
+def test_timing_over_pools_the_tokens_of_every_repeat():
+    from kvlab.measure.latency import TokenTimes
+
+    run = TokenTimes([5, 6, 7], [0.1, 0.2, 0.3], [1, 2, 3], use_cache=True, runs=[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
+    assert run.timing_over(range(1, 3), label="late").times == [0.2, 0.3, 0.5, 0.6]
+
+
+def test_prompt_growth_compares_the_longest_prompt_with_the_shortest_per_label():
+    from kvlab.measure.timing import Timing
+
+    steps = {
+        "no cache": {16: Timing("a", [0.10, 0.11, 0.10, 0.12]), 128: Timing("b", [0.30, 0.31, 0.32, 0.30]),
+                     64: Timing("c", [0.2] * 4)},
+        "one length": {16: Timing("d", [0.1] * 4)},
+    }  # fmt: skip
+    (line,) = latency.prompt_growth(steps)
+    assert line.startswith("no cache: 128-token prompt is ") and "slower than 16-token prompt" in line

@@ -118,6 +118,8 @@ def test_sweep_rows_report_bytes_ratios_and_quality(tiny, prompt_ids):
     assert hqq["packed_bytes"] + hqq["residual_bytes"] == hqq["cache_bytes"] < dynamic["cache_bytes"]
     assert hqq["packed_ratio_16bit"] < fp8["packed_ratio_16bit"] < 1
     assert fp8["residual_bytes"] == 0 and hqq["flushes"] > 0
+    named, named_runs = quality.sweep(model, ids, 32, {"fp8": configs["fp8"]}, chunked=True, reference_label="Dyn")
+    assert [r["config"] for r in named] == ["Dyn", "fp8"] and set(named_runs) == {"Dyn", "fp8"}
 
 
 # -- teacher forcing in two forwards (`teacher_forced_chunk`, `sweep(..., chunked=True)`) ---------------------
@@ -173,3 +175,21 @@ def test_refuses_a_chunk_that_would_flush_the_residual_and_other_caches(tiny, pr
         quality.teacher_forced_chunk(model, ids, 8, cache="static")
     with pytest.raises(ValueError, match="prefill_tokens"):
         quality.teacher_forced_chunk(model, ids, 40)
+
+
+def test_per_position_shows_a_near_tie_flipped_and_the_target_shift_that_makes_the_perplexity():
+    """Position 0: a clear winner, unchanged; position 1: a near tie (0.01 nats) that `other` flips."""
+    reference_logits = torch.tensor([[4.0, 1.0, 0.0], [2.0, 1.99, 0.0]])
+    other_logits = torch.tensor([[4.0, 1.0, 0.0], [1.99, 2.0, 0.0]])
+    targets = torch.tensor([0, 1])
+    reference = quality.TeacherForced(torch.log_softmax(reference_logits, -1), targets, None)
+    other = quality.TeacherForced(torch.log_softmax(other_logits, -1), targets, None)
+    rows = quality.per_position(reference, other)
+    assert [r["same"] for r in rows] == [True, False] and rows[1]["pick"] == 1
+    assert rows[1]["reference_top2"] == (0, 1) and rows[1]["margin"] == pytest.approx(0.01, abs=1e-5)
+    assert rows[0]["kl"] == 0.0 and 0 < rows[1]["kl"] < 1e-4  # a flipped pick, and almost no KL
+    assert rows[0]["target_shift"] == 0.0 and rows[1]["target_shift"] == pytest.approx(0.01, abs=1e-5)
+    mean_shift = sum(r["target_shift"] for r in rows) / len(rows)
+    assert other.perplexity == pytest.approx(reference.perplexity * math.exp(-mean_shift), rel=1e-6)
+    with pytest.raises(ValueError):
+        quality.per_position(reference, quality.TeacherForced(reference.log_probs, torch.tensor([1, 1]), None))

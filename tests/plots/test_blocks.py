@@ -51,7 +51,7 @@ def test_timeline_draws_grid_and_stacked_counts(paged_trace):
     assert len(bottom.collections) >= 3  # in use, cached, free
 
 
-def test_timeline_colours_requests_as_series_and_blocks_as_states(paged_trace):
+def test_timeline_colours_requests_as_requests_and_blocks_as_states(paged_trace):
     """A request drawn in the cached colour (or a state's grey or red) would read as a state: one palette."""
     from matplotlib.colors import to_hex
 
@@ -61,10 +61,10 @@ def test_timeline_colours_requests_as_series_and_blocks_as_states(paged_trace):
     cmap = top.images[0].get_cmap()
     assert [to_hex(c) for c in cmap.colors[:2]] == [palette.CACHED, palette.FREE]  # grid codes -2, -1 (+2)
     requests = [to_hex(c) for c in cmap.colors[2 : 2 + len(order)]]
-    assert requests == [palette.series(i) for i in range(len(order))]
+    assert requests == [palette.request(i) for i in range(len(order))]
     assert not set(requests) & STATES
     legend = {label: to_hex(handle.get_color()) for handle, label in zip(*top.get_legend_handles_labels())}
-    assert legend["cached"] == palette.CACHED and legend[order[0]] == palette.series(0)
+    assert legend["cached"] == palette.CACHED and legend[order[0]] == palette.request(0)
     stack = [to_hex(c.get_facecolor()[0]) for c in bottom.collections[:3]]
     assert stack == [palette.LIVE, palette.CACHED, palette.FREE]
 
@@ -80,8 +80,42 @@ def test_layout_bars_stack_live_under_empty_to_the_reserved_bytes():
         assert abs(low.get_height() + high.get_height() - row["bytes_held"] / 2**20) < 1e-12
 
 
-def test_the_palette_gives_the_workloads_requests_distinct_colours():
-    """Notebook 12 serves eight requests at once: none may share a colour with another or with a slot state."""
-    colours = [palette.series(i) for i in range(8)]
-    assert len(set(colours)) == 8
-    assert not set(colours) & STATES
+def test_the_legend_lists_requests_by_name_whoever_was_served_first(paged_trace):
+    fig = blocks.plot_block_timeline(paged_trace)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    order = blocks.request_order(paged_trace)
+    assert labels[: len(order)] == sorted(order, key=lambda rid: int(rid.rsplit("_", 1)[1]))
+    assert fig.axes[0].get_legend().get_texts()[0].get_fontsize() >= 9
+
+
+def _lab(colour: str):
+    """CIELAB (D65) of an sRGB colour: distances in it are differences a reader sees (CIE76 delta E)."""
+    from matplotlib.colors import to_rgb
+
+    linear = np.array([c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)])
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz / np.array([0.95047, 1.0, 1.08883])]
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_the_palette_gives_the_workloads_requests_colours_a_reader_tells_apart():
+    """Notebook 12 serves eight requests at once: no two requests, and no request and a block's state, look alike
+    (req_5 in tab20b's gold read as req_7's orange)."""
+    colours = [palette.request(i) for i in range(8)]
+    assert len(set(colours)) == 8 and not set(colours) & STATES
+    apart = min(np.linalg.norm(_lab(a) - _lab(b)) for i, a in enumerate(colours) for b in colours[i + 1 :])
+    from_states = min(
+        np.linalg.norm(_lab(c) - _lab(s)) for c in colours for s in (palette.CACHED, palette.FREE, palette.LIVE)
+    )
+    assert apart > 30 and from_states > 30, (apart, from_states)
+
+
+def test_layout_bars_are_named_in_the_readers_language(monkeypatch):
+    """The rows keep their English key (`layout`, what code looks up); the bars show `name`, the cache kind's word."""
+    from kvlab.serving import layouts
+
+    monkeypatch.setattr(layouts, "cache_kind_label", lambda kind: f"<{kind}>")
+    rows = layout_rows([10, 20], 4, max_cache_len=32, block_sizes=(16,))
+    assert [r["layout"] for r in rows] == ["static", "dynamic", "paged 16"]
+    ticks = [t.get_text() for t in blocks.plot_layouts(rows).axes[0].get_xticklabels()]
+    assert ticks == ["<static>", "<dynamic>", "<paged> 16"]

@@ -54,3 +54,20 @@ def test_notebook_10s_control_fits_its_figure_in_both_languages(language, title)
         assert bytes_ax.get_legend().get_window_extent().y1 <= bytes_ax.get_window_extent().y0  # under the bars
     finally:
         set_language(None)
+
+
+def test_the_cache_kinds_are_words_of_the_readers_language():
+    """The ticks and the live marker's label read "dinâmico / estático / quantizado" in Portuguese, not the API
+    values the menu keeps."""
+    from kvlab.i18n import cache_kind_label
+
+    set_language("pt-BR")
+    try:
+        calculated = {"dynamic": 3 * MiB, "static": 3 * MiB, "quantized": 1 * MiB}
+        fig = plot_cache_choice("quantized", 1 * MiB, calculated, [0, 1, 2], (3, 3))
+        bytes_ax, keys_ax = fig.axes
+        ticks = [t.get_text() for t in bytes_ax.get_xticklabels()]
+        assert ticks == [cache_kind_label(k) for k in calculated]
+        assert keys_ax.get_title().startswith(cache_kind_label("quantized"))
+    finally:
+        set_language(None)

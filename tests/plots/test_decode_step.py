@@ -15,3 +15,19 @@ def test_bars_are_the_medians_and_the_work_beside_them():
     assert [t.get_text() for t in time_axis.get_xticklabels()] == ["dynamic", "static 4096"]
     assert [t.get_text() for t in work_axis.texts] == ["210", "122,880"]  # 210 is no visible bar beside 122,880
     assert [t.get_text() for t in time_axis.texts] == ["51.0", "74.0"]
+
+
+def test_bar_labels_are_written_as_the_reader_writes_numbers():
+    from kvlab.i18n import set_language
+
+    steps = {
+        "dynamic": DecodeStep("dynamic", Timing("dynamic", [0.0565, 0.0566, 0.0567]), 210, 1),
+        "static 4096": DecodeStep("static 4096", Timing("static 4096", [0.074, 0.073, 0.076]), 122880, 2),
+    }
+    set_language("pt-BR")
+    try:
+        time_axis, work_axis = plot_decode_steps(steps).axes[:2]
+    finally:
+        set_language(None)
+    assert [t.get_text() for t in work_axis.texts] == ["210", "122.880"]
+    assert [t.get_text() for t in time_axis.texts] == ["56,6", "74,0"]

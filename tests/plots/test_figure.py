@@ -78,3 +78,29 @@ def test_a_legend_below_hangs_under_the_x_label_in_even_columns_no_wider_than_it
     assert ax.get_legend() is legend and len(columns) == 2  # 2 x 2: three columns would not fit, nor leave 3 + 1
     assert legend.get_window_extent().y1 <= ax.xaxis.label.get_window_extent().y0
     assert legend.get_window_extent().width <= ax.get_window_extent().width
+
+
+def test_localise_ticks_gives_any_axes_the_readers_marks_and_leaves_a_chosen_formatter():
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
+
+    from kvlab.i18n import set_language
+    from kvlab.plots._figure import NumberFormatter, localise_ticks
+
+    with plt.ioff():
+        fig, (ax, other) = plt.subplots(1, 2)
+    plt.close(fig)
+    inset = ax.inset_axes([0.5, 0.5, 0.4, 0.4])
+    other.yaxis.set_major_formatter(PercentFormatter())
+    assert localise_ticks(ax, other) == (ax, other) and localise_ticks(inset) is inset
+    assert isinstance(ax.xaxis.get_major_formatter(), NumberFormatter)
+    assert isinstance(inset.yaxis.get_major_formatter(), NumberFormatter)
+    assert isinstance(other.yaxis.get_major_formatter(), PercentFormatter)  # chosen on purpose: kept
+    inset.plot([0, 0.5], [0, 1500])
+    set_language("pt-BR")
+    try:
+        fig.draw_without_rendering()
+        assert "0,5" in [label.get_text() for label in inset.get_xticklabels()]
+        assert "1.500" in [label.get_text() for label in inset.get_yticklabels()]
+    finally:
+        set_language(None)

@@ -49,6 +49,22 @@ def test_an_input_keeps_its_colour_across_panels_and_the_legend_covers_no_panel(
     assert all(legend_top <= ax.get_window_extent().y0 for ax in fig.axes)
 
 
+def test_inputs_of_the_same_lengths_are_drawn_side_by_side_not_hidden():
+    """Notebook 09: input_ids and position_ids have the same length at every call; drawn at the same points, one hid
+    the other. They are shifted apart sideways, by the same amount at every call, their lengths unchanged."""
+    dynamic, static = _notebook_09_logs(4)
+    fig = plot_forward_shapes({"dynamic": dynamic, "static": static})
+    for ax in fig.axes:
+        lines = {line.get_label(): line for line in ax.lines}
+        ids, positions = lines["input_ids"], lines["position_ids"]
+        assert list(ids.get_ydata()) == list(positions.get_ydata()) == [7, 1, 1, 1]
+        shifts = [p - i for i, p in zip(ids.get_xdata(), positions.get_xdata())]
+        assert max(shifts) - min(shifts) < 1e-9 and min(shifts) > 0.1  # apart by the same amount at every call
+        assert [round(x) for x in ids.get_xdata()] == [0, 1, 2, 3]  # still at their calls
+    static_lines = {line.get_label(): line for line in fig.axes[1].lines}
+    assert list(static_lines["attention_mask"].get_xdata()) != list(static_lines["cache.layers[0].keys"].get_xdata())
+
+
 def _notebook_09_logs(new_tokens: int) -> tuple[ForwardLog, ForwardLog]:
     """The inputs notebook 09 logs for a 7-token prompt: the default cache's keys grow, the static cache's keys and
     its 4-D mask keep 19 slots."""

@@ -1,6 +1,8 @@
 from matplotlib.figure import Figure
 
+from kvlab.i18n import set_language
 from kvlab.plots import growth
+from kvlab.plots._figure import NumberFormatter
 
 
 def test_total_bytes_follow_the_trace(traces):
@@ -77,7 +79,7 @@ def test_zoom_draws_the_total_at_the_scale_of_the_measured_tokens(traces):
     totals = growth.total_bytes(trace)
     assert list(inset.lines[0].get_xdata()) == [t for t, _ in totals]
     low, high = inset.get_ylim()
-    measured = [b / 1e6 for _, b in totals]
+    measured = [b / 2**20 for _, b in totals]  # MiB
     assert low <= min(measured) and max(measured) <= high
     assert high - low < ax.get_ylim()[1] - ax.get_ylim()[0]  # a closer look than the main axes
     assert not growth.plot_growth(trace).axes[0].child_axes  # no inset unless asked
@@ -94,3 +96,25 @@ def test_cross_attention_takes_a_colour_no_layer_kind_uses(traces):
     ax = growth.plot_growth(traces["bart"]).axes[0]
     cross = next(line for line in ax.lines if "cross-attention" in line.get_label())
     assert cross.get_color() not in LAYER_KIND_COLORS.values()
+
+
+def test_portuguese_legends_name_the_layer_kinds_in_portuguese(traces):
+    set_language("pt-BR")
+    try:
+        ax = growth.plot_growth(traces["sliding"], expected={"sliding": [(0, 0), (10, 5000)]}).axes[0]
+        bart = growth.plot_growth(traces["bart"]).axes[0]
+    finally:
+        set_language(None)
+    labels = [line.get_label() for line in ax.lines]
+    assert any(label.endswith("camadas (deslizantes)") for label in labels)  # agrees with "camadas"
+    assert any(label.endswith("camadas (completas)") for label in labels)
+    assert "fórmula: deslizante" in labels
+    assert not any("sliding" in label or "full" in label for label in labels)
+    assert any("autoatenção (completa)" in line.get_label() for line in bart.lines)
+
+
+def test_the_zoom_inset_writes_its_ticks_as_the_reader_does(traces):
+    fig = growth.plot_growth(traces["sliding"], expected={"total": [(0, 0), (100, 10**6)]}, zoom=True)
+    (inset,) = fig.axes[0].child_axes
+    assert isinstance(inset.xaxis.get_major_formatter(), NumberFormatter)
+    assert isinstance(inset.yaxis.get_major_formatter(), NumberFormatter)

@@ -31,3 +31,18 @@ def test_marked_bars_are_hatched_and_named_and_the_legend_is_outside_the_axes():
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4k", "32k", "past the context"]
     fig.canvas.draw()
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_bar_inches_sets_the_height_per_bar():
+    values = {name: {"4k": 2**30, "32k": 8 * 2**30, "peak": 9 * 2**30} for name in "abcdefghi"}  # 27 bars
+    default, compact = plot_bytes(values).get_size_inches()[1], plot_bytes(values, bar_inches=0.3).get_size_inches()[1]
+    assert (round(default, 2), round(compact, 2)) == (0.5 * 27 + 1.5, round(0.3 * 27 + 1.5, 2))
+
+
+def test_a_title_wider_than_its_panel_wraps_instead_of_running_out():
+    from kvlab.plots.overflow import overflowing_texts
+
+    title = "DynamicCache depois de um prompt de 4k / 32k tokens, e o pico do pré-preenchimento de 32k, lote de 1"
+    fig = plot_bytes({"a": {"4k": 2**30, "32k": 2**31}, "b": {"4k": 2**29}}, title=title)
+    assert overflowing_texts(fig) == []
+    assert fig.axes[0].get_title().replace("\n", " ") == title

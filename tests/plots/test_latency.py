@@ -35,3 +35,9 @@ def test_runs_take_series_colours():
     per_token, work = latency.plot_token_times(runs).axes
     assert [line.get_color() for line in per_token.lines] == [series(0), series(1)]
     assert [line.get_color() for line in work.lines] == [series(0), series(1)]
+
+
+def test_the_verdicts_are_drawn_under_the_panels():
+    run = TokenTimes([5, 6], [0.5, 0.1], [1, 2], use_cache=True, tokens_run=[5, 1])
+    fig = latency.plot_token_times({"cache": run}, verdicts=["cache: too noisy to tell: b / a = 1.05 (0.79-1.30)"])
+    assert [text.get_text() for text in fig.texts] == ["cache: too noisy to tell: b / a = 1.05 (0.79-1.30)"]

@@ -1,6 +1,7 @@
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from kvlab.i18n import set_language
 from kvlab.measure.layer_lengths import LayerLength
 from kvlab.plots.layer_lengths import plot_layer_lengths
 
@@ -43,3 +44,16 @@ def test_without_a_window_no_line():
     ax = plot_layer_lengths(LENGTHS[1:2]).axes[0]
     assert ax.get_lines() == []
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["full layer", "live", "seen", "stored (bytes)"]
+
+
+def test_portuguese_legend_names_the_layer_kinds_and_groups_counts():
+    lengths = [LayerLength(0, "sliding", 1500, 1024, 1500), LayerLength(1, "full", 1500, 1500, 1500)]
+    set_language("pt-BR")
+    try:
+        ax = plot_layer_lengths(lengths, window=1024).axes[0]
+    finally:
+        set_language(None)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "camada deslizante" in labels and "camada completa" in labels
+    assert not any("sliding" in label for label in labels)
+    assert [t.get_text() for t in ax.texts] == ["1.024", "1.500"]  # each live bar's count, in the reader's marks

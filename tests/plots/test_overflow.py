@@ -99,3 +99,26 @@ def test_a_kvlab_plot_with_its_legend_beside_is_clean_in_both_languages(language
         assert overflowing_texts(fig) == []
     finally:
         set_language(None)
+
+
+def test_visible_texts_are_what_a_reader_sees_ticks_as_drawn_one_list_per_axis():
+    from kvlab.plots._figure import DATA_TEXT
+    from kvlab.plots.overflow import visible_texts
+
+    fig, ax = subplots(figsize=(5, 3))
+    ax.plot([0, 1000], [0, 0.5], label="medido")
+    ax.set(title="título", xlabel="tokens", ylabel="ms")
+    ax.annotate("nota", (500, 0.25))
+    ax.text(100, 0.4, "␣the", gid=DATA_TEXT)  # a token the model read: data, in no reader's language
+    hidden = ax.text(0, 0, "escondido")
+    hidden.set_visible(False)
+    ax.legend()
+    set_language("pt-BR")
+    try:
+        shown = visible_texts(fig)
+    finally:
+        set_language(None)
+    assert set(shown["texts"]) == {"título", "tokens", "ms", "nota", "medido"}
+    assert shown["data"] == ["␣the"]
+    x_ticks, y_ticks = shown["ticks"]
+    assert "1.000" in x_ticks and "0,5" in y_ticks  # after kvlab's formatter, in the language of the draw

@@ -73,6 +73,16 @@ def test_plot_returns_a_figure_with_one_row_per_layer():
     plt.close(fig)
 
 
+def test_row_labels_name_the_layer_kind_in_the_readers_language():
+    set_language("pt-BR")
+    try:
+        fig = plot_cached_positions(ROWS, title="t")
+    finally:
+        set_language(None)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["0 deslizante", "1 completa"]
+    plt.close(fig)
+
+
 @pytest.mark.parametrize(
     ("language", "title"),
     [
@@ -109,18 +119,19 @@ def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
 
     stages = {
         "before": {
-            "full": {"layers": 2, "slots_live": 10, "bytes_all_layers": 4_000_000},
-            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2_000_000},
+            "full": {"layers": 2, "slots_live": 10, "bytes_all_layers": 4 * 2**20},
+            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2 * 2**20},
         },
         "after crop(-3)": {
-            "full": {"layers": 2, "slots_live": 7, "bytes_all_layers": 4_000_000},
-            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2_000_000},
+            "full": {"layers": 2, "slots_live": 7, "bytes_all_layers": 4 * 2**20},
+            "sliding": {"layers": 4, "slots_live": 7, "bytes_all_layers": 2 * 2**20},
         },
     }
     fig = plot_holdings(stages, title="t")
     (full_slots, full_bytes), (sliding_slots, sliding_bytes) = (fig.axes[:2], fig.axes[2:])  # one row per kind
     assert list(full_slots.lines[0].get_ydata()) == [10, 7]
-    assert list(full_bytes.lines[0].get_ydata()) == [4.0, 4.0]
+    assert list(full_bytes.lines[0].get_ydata()) == [4.0, 4.0]  # MiB, the binary unit kvlab prints
+    assert full_bytes.get_ylabel() == "MiB"
     assert list(sliding_slots.lines[0].get_ydata()) == [7, 7]
     assert sliding_bytes.get_title() == "sliding (4 layers): storage of all of them"
     assert [t.get_text() for t in full_slots.texts] == ["10", "7"]  # every point carries its value
@@ -135,3 +146,24 @@ def test_holdings_axes_span_the_data_so_a_small_crop_is_visible():
     slots_ax = plot_holdings(stages).axes[0]
     low, high = slots_ax.get_ylim()
     assert 500 < low < 511 and 523 < high < 560  # 12 slots take a visible part of the axis, not 2 % of a bar
+
+
+def test_holdings_ticks_and_point_labels_use_the_same_marks_in_portuguese():
+    """The MiB axis under point labels "0,57": its ticks "0,570" too, not pyplot's "0.570"."""
+    from kvlab.plots.overflow import visible_texts
+    from kvlab.plots.positions import plot_holdings
+
+    stages = {s: {"full": {"layers": 30, "slots_live": n, "bytes_all_layers": 599_040}} for s, n in
+              (("depois", 13), ("crop(-3)", 10))}  # fmt: skip
+    set_language("pt-BR")
+    try:
+        fig = plot_holdings(stages)
+        shown = visible_texts(fig)
+    finally:
+        set_language(None)
+    assert "0,57" in shown["texts"]  # 599 040 B = 0.57 MiB
+    slots_ax, bytes_ax = fig.axes[:2]
+    assert slots_ax.get_title() == "completa: posições guardadas por uma camada"
+    assert bytes_ax.get_title() == "camadas completas (30): armazenamento de todas elas"  # plural, as "camadas" asks
+    ticks = [label for labels in shown["ticks"] for label in labels]
+    assert any("," in label for label in ticks) and not any("." in label for label in ticks)

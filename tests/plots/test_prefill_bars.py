@@ -2,6 +2,7 @@ import sys
 
 import pytest
 
+from kvlab.i18n import set_language
 from kvlab.plots.prefill_bars import plot_prefill_bars
 
 
@@ -40,3 +41,19 @@ def test_repeated_timings_draw_the_median_with_its_interquartile_range():
     whiskers = next(c for c in time_ax.containers if hasattr(c, "has_yerr")).lines[2][0]
     low, high = whiskers.get_segments()[1][:, 1]  # the second bar's whisker, in ms
     assert (round(low, 6), round(high, 6)) == (225.0, 275.0)
+
+
+def test_the_verdicts_are_drawn_under_the_bars():
+    from kvlab.plots.prefill_bars import plot_prefill_bars
+
+    fig = plot_prefill_bars({"a": [(10, 0.1)], "b": [(20, 0.2)]}, "turn", "ms", "t", verdicts=["v"])
+    assert fig.texts[-1].get_text() == "turn 1: v"
+
+
+def test_token_counts_are_written_with_the_readers_marks():
+    set_language("pt-BR")
+    try:
+        fig = plot_prefill_bars({"novo": [(1024, 0.1), (19, 0.2)]}, "turno", "ms", "título")
+    finally:
+        set_language(None)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["1.024", "19"]

@@ -81,6 +81,9 @@ def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
     )
     assert static_bytes[0] == static_bytes[1] > max(dynamic_bytes)  # a static copy holds every slot of max_cache_len
     assert dynamic_bytes[0] < dynamic_bytes[1]  # a dynamic copy holds only the tokens it has seen
+    peaks = [t.summary()["peak_bytes"] for t in watch.traces if t.meta.get("copied_from") is not None]
+    assert static_bytes + dynamic_bytes == [b / 2**20 for b in peaks]  # MiB, the binary unit kvlab prints
+    assert bytes_ax.get_ylabel() == "bytes held by the copy (MiB)"
     assert [t.get_text() for t in bytes_ax.get_legend().get_texts()] == [
         "no reuse",
         "StaticCache copy",

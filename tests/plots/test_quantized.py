@@ -26,7 +26,7 @@ def test_split_draws_the_reference_cache_as_a_line(traces):
     line = fig.axes[0].lines[0]
     expected = growth.total_bytes(traces["dynamic"])
     assert list(line.get_xdata()) == [t for t, _ in expected]
-    assert list(line.get_ydata()) == [b / 1e6 for _, b in expected]
+    assert list(line.get_ydata()) == [b / 2**20 for _, b in expected]  # MiB
 
 
 def test_quality_vs_memory_pairs_quality_only_with_the_memory_of_the_same_run():
@@ -35,20 +35,18 @@ def test_quality_vs_memory_pairs_quality_only_with_the_memory_of_the_same_run():
         {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0},
     ]
     fig = quantized.plot_quality_vs_memory(rows)
-    ax = fig.axes[0]
-    drawn = [c for c in ax.collections if len(c.get_offsets())]
-    in_data = {tuple(c.get_offsets()[0]) for c in drawn if c.get_offset_transform() == ax.transData}
-    assert in_data == {(0.45, 0.9), (0.5, 1.0)}  # quality at the whole cache's ratio, measured together
-    rug = [
-        c for c in drawn if c.get_offset_transform() != ax.transData
-    ]  # the packed ratios: x only, on the bottom edge
-    assert sorted(c.get_offsets()[0][0] for c in rug) == [0.31, 0.5]
-    assert all(c.get_offsets()[0][1] < 0.1 for c in rug) and ax.get_ylim()[0] < 0.9
+    ax, strip = fig.axes
+    measured = {tuple(c.get_offsets()[0]) for c in ax.collections if len(c.get_offsets())}
+    assert measured == {(0.45, 0.9), (0.5, 1.0)}  # quality at the whole cache's ratio, measured together
+    assert ax.get_ylim()[0] == 0  # agreement read from 0, not from just under the lowest point
+    packed = sorted(c.get_offsets()[0][0] for c in strip.collections if len(c.get_offsets()))
+    assert packed == [0.31, 0.5]  # the packed ratios: on a strip of their own, with no quality axis
+    assert not strip.get_yticks().size and ax.get_shared_x_axes().joined(ax, strip)
     assert not any("external" in t.get_text() for t in ax.texts)
-    assert ax.get_xlim()[0] < 0.31 and ax.get_xlim()[1] > 0.5  # every tick and point inside the axes
+    assert ax.get_xlim()[0] < 0.31 and ax.get_xlim()[1] > 0.5  # every marker and point inside the axes
     FigureCanvasAgg(fig).draw()
     renderer = fig.canvas.get_renderer()
-    assert ax.get_legend().get_window_extent(renderer).y1 <= ax.get_window_extent(renderer).y0  # below: covers none
+    assert strip.get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0  # the strip below, apart
 
 
 def test_references_table_is_marked_external_and_cites_each_source():
@@ -65,5 +63,6 @@ def test_quality_vs_memory_gives_configurations_on_the_same_point_one_label():
         {"config": "quanto 4-bit", "memory_ratio_16bit": 0.45, "packed_ratio_16bit": 0.31, "top1_agreement": 0.9},
         {"config": "fp8", "memory_ratio_16bit": 0.5, "packed_ratio_16bit": 0.5, "top1_agreement": 1.0},
     ]
-    texts = sorted(t.get_text() for t in quantized.plot_quality_vs_memory(rows).axes[0].texts)
-    assert texts == ["fp8", "hqq 4-bit, quanto 4-bit"]
+    ax, strip = quantized.plot_quality_vs_memory(rows).axes
+    assert sorted(t.get_text() for t in ax.texts) == ["fp8", "hqq 4-bit, quanto 4-bit"]
+    assert sorted(t.get_text() for t in strip.texts) == ["fp8", "hqq 4-bit\nquanto 4-bit"]

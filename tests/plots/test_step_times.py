@@ -55,3 +55,23 @@ def test_the_work_panel_can_show_the_numbers_quantized(traces):
     work = {row["step"]: row["quantized_elements"] for row in quantized.work_by_step()}
     assert [p.get_height() for p in fig.axes[1].patches] == [work[s] for s in range(1, 12)]
     assert fig.axes[1].get_ylabel() == "numbers quantized (all layers)"
+
+
+def test_the_verdicts_go_in_a_box_under_the_panels_and_a_long_label_wraps(traces):
+    from kvlab.i18n import set_language
+
+    quantized = traces["quantized"]
+    runs = [[0.01] * 11]
+    verdict = "quanto flush steps is 2.00x slower than quanto other steps (1.50-2.50)"
+    fig = plot_step_times({"quanto": step_times("quanto", runs)}, {"quanto": quantized}, verdicts=[verdict])
+    box = [t for t in fig.texts if t.get_text() == verdict]
+    assert len(box) == 1 and box[0].get_bbox_patch() is not None  # drawn once, in its box
+    assert box[0].get_window_extent().y1 < min(ax.get_position().y0 for ax in fig.axes) * fig.bbox.height
+    set_language("pt-BR")  # "ms por passo de decodificação (mediana, IQR)" is taller than its panel: it wraps
+    try:
+        fig = plot_step_times({"quanto": step_times("quanto", runs)}, {"quanto": quantized})
+    finally:
+        set_language(None)
+    fig.canvas.draw()
+    label = fig.axes[0].yaxis.label
+    assert label.get_window_extent().height <= fig.axes[0].get_window_extent().height

@@ -29,3 +29,18 @@ def test_plot_turn_prefills_labels_each_bar_with_its_count():
     assert ax.get_title() == "t"
     fig.canvas.draw()
     assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1  # outside: it covers no bar
+
+
+def test_the_strip_and_the_bars_write_numbers_as_the_reader_does():
+    from kvlab.i18n import set_language
+    from kvlab.plots.overflow import visible_texts
+    from kvlab.plots.turns import plot_turn_prefills
+
+    set_language("pt-BR")
+    try:
+        bars = visible_texts(plot_turn_prefills({"nova": [1500, 20]}, title="t"))
+        strip = visible_texts(plot_id_alignment(range(1200), range(1300)))
+    finally:
+        set_language(None)
+    assert "1.500" in bars["texts"]
+    assert "1.200" in strip["ticks"][0]  # the token positions, grouped the Portuguese way
