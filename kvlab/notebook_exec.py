@@ -48,8 +48,9 @@ def code_digest(nb) -> str:
     return hashlib.sha256(_SEPARATOR.join(sources).encode("utf-8")).hexdigest()
 
 
-def _figure_overflow(nb, findings: Path, path: Path) -> list[dict]:
-    """The kernel's findings, each under the index of the cell that showed its figure."""
+def _by_cell(nb, findings: Path, path: Path) -> list[dict]:
+    """A list the kernel's figure check wrote (its overflow findings, or its figure texts), each entry under the
+    index of the cell that showed its figure."""
     if not findings.is_file():
         raise NotebookExecutionError(
             _(
@@ -60,11 +61,6 @@ def _figure_overflow(nb, findings: Path, path: Path) -> list[dict]:
     cells = {cell.execution_count: index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
     found = json.loads(findings.read_text(encoding="utf-8"))
     return [{"cell": cells.get(finding.pop("execution_count")), **finding} for finding in found]
-
-
-def _figure_texts(nb, texts: Path, path: Path) -> list[dict]:
-    """The kernel's figure texts: {"cell", "figure", "texts", "ticks"} per figure shown, in the order shown."""
-    return _figure_overflow(nb, texts, path)
 
 
 def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
@@ -102,7 +98,7 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
                     path=path, index=index, first_line=first_line, reason=reason
                 )
             ) from err
-        overflow, shown = _figure_overflow(nb, findings, path), _figure_texts(nb, texts, path)
+        overflow, shown = _by_cell(nb, findings, path), _by_cell(nb, texts, path)
     stamps = {STAMP: code_digest(nb), FIGURE_OVERFLOW: overflow, FIGURE_TEXTS: shown}
     nb.metadata.setdefault("kvlab", {}).update(stamps)
     write_text(path, nbformat.writes(nb) + "\n")  # nbformat.write's own layout: a re-run diff shows outputs only

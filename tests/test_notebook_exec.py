@@ -15,7 +15,7 @@ from kvlab.notebook_exec import (
     FIGURE_TEXTS,
     STAMP,
     NotebookExecutionError,
-    _figure_overflow,
+    _by_cell,
     code_digest,
     main,
 )
@@ -106,7 +106,7 @@ def test_the_figures_each_cell_shows_are_checked_and_the_outputs_stay_as_they_ar
 
 def test_without_the_kernels_findings_the_run_is_refused(tmp_path):
     with pytest.raises(NotebookExecutionError, match="figure check did not start"):
-        _figure_overflow(notebook("x = 1"), tmp_path / "never_written.json", tmp_path / "x.ipynb")
+        _by_cell(notebook("x = 1"), tmp_path / "never_written.json", tmp_path / "x.ipynb")
 
 
 def test_a_failing_cell_leaves_the_file_untouched_and_names_the_cell(tmp_path, capsys):

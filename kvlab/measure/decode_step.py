@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
-from kvlab.i18n import _
-from kvlab.measure.timing import Timing, time_interleaved
+from kvlab.measure.timing import Timing, check_one_prompt, time_interleaved
 
 
 @dataclass
@@ -24,10 +23,7 @@ class DecodeStep:
 def time_decode_step(model, input_ids: torch.Tensor, caches: dict, repeats: int = 7, warmup: int = 1) -> dict:
     """{label: DecodeStep} for one greedy decode step after `input_ids` (1, prompt) with each cache; inside
     `kvlab.watch(model)`, with the work counters beside the times."""
-    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(
-            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
-        )
+    check_one_prompt(input_ids)
     prompt = input_ids.shape[-1]
     input_ids = input_ids.to(model.device)
     with torch.inference_mode():

@@ -11,7 +11,7 @@ import torch
 from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.i18n import _
-from kvlab.measure.timing import Stopwatch, Timing, compare, interleaved, per_step
+from kvlab.measure.timing import Stopwatch, Timing, check_one_prompt, compare, interleaved, per_step
 
 
 @dataclass
@@ -58,10 +58,7 @@ def token_times(
     """Greedy-decode `new_tokens` tokens after `input_ids` (1, prompt_tokens), timing every forward, in each mode
     ({label: use_cache}; the cache an instrumented DynamicCache), their repeats interleaved. The first token comes
     from the prefill in both modes; each token's time is the median over the repeats, q1 and q3 beside it."""
-    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(
-            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
-        )
+    check_one_prompt(input_ids)
     if new_tokens < 1:
         raise ValueError(_("new_tokens must be at least 1; got {new_tokens}").format(new_tokens=new_tokens))
     if repeats < 1:

@@ -140,12 +140,7 @@ def teacher_forced(
     kind `cache`, scoring the n - prefill_tokens next tokens."""
     n = input_ids.shape[-1]
     input_ids = input_ids.to(model.device)
-    if not 1 <= prefill_tokens < n:
-        raise ValueError(
-            _("prefill_tokens must be between 1 and {last} for a {n}-token input; got {prefill_tokens}").format(
-                last=n - 1, n=n, prefill_tokens=prefill_tokens
-            )
-        )
+    _check_prefill(prefill_tokens, n)
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)  # None for "none"
     timing = {"decode_seconds": 0.0}
@@ -160,12 +155,7 @@ def teacher_forced_chunk(
     """`teacher_forced` in two forwards: the prefill, then every remaining token but the last at once
     (`decode_seconds` is that forward's time). Refuses a quantized residual the chunk would fill (a flush)."""
     n = input_ids.shape[-1]
-    if not 1 <= prefill_tokens < n:
-        raise ValueError(
-            _("prefill_tokens must be between 1 and {last} for a {n}-token input; got {prefill_tokens}").format(
-                last=n - 1, n=n, prefill_tokens=prefill_tokens
-            )
-        )
+    _check_prefill(prefill_tokens, n)
     if cache not in ("dynamic", "quantized"):
         raise ValueError(
             _("chunked teacher forcing is exact for 'dynamic' and 'quantized' caches; got {cache!r}").format(
@@ -195,8 +185,7 @@ def teacher_forced_chunk(
 
 def compare(reference: TeacherForced, other: TeacherForced) -> dict:
     """KL(reference || other) averaged over positions, top-1 agreement, and both perplexities."""
-    if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
-        raise ValueError(_("compare needs two teacher-forced runs over the same tokens"))
+    _check_same_tokens(reference, other)
     p, q = reference.log_probs, other.log_probs
     kl = kl_per_position(p, q)  # (positions,)
     top1 = (p.argmax(-1) == q.argmax(-1)).float()
@@ -265,8 +254,7 @@ def per_position(reference: TeacherForced, other: TeacherForced) -> list[dict]:
     likeliest token and whether it is the reference's (`same`), KL(reference || other) there, and `target_shift`,
     how far `other` moved the log-probability of the token that actually follows (nats; `other`'s perplexity is
     the reference's times exp(-mean target_shift))."""
-    if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
-        raise ValueError(_("compare needs two teacher-forced runs over the same tokens"))
+    _check_same_tokens(reference, other)
     p, q = reference.log_probs, other.log_probs  # (positions, vocab)
     top2 = p.topk(2, dim=-1)  # (positions, 2): values and indices
     kl = kl_per_position(p, q)
@@ -285,3 +273,19 @@ def per_position(reference: TeacherForced, other: TeacherForced) -> list[dict]:
         }
         for i in range(p.shape[0])
     ]
+
+
+def _check_prefill(prefill_tokens: int, n: int) -> None:
+    """A teacher-forced run scores the tokens after its prefill: at least one token prefilled, at least one scored."""
+    if not 1 <= prefill_tokens < n:
+        raise ValueError(
+            _("prefill_tokens must be between 1 and {last} for a {n}-token input; got {prefill_tokens}").format(
+                last=n - 1, n=n, prefill_tokens=prefill_tokens
+            )
+        )
+
+
+def _check_same_tokens(reference: TeacherForced, other: TeacherForced) -> None:
+    """Two runs compare position by position only when they scored the same tokens."""
+    if reference.log_probs.shape != other.log_probs.shape or not torch.equal(reference.targets, other.targets):
+        raise ValueError(_("compare needs two teacher-forced runs over the same tokens"))

@@ -13,7 +13,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.i18n import N_, _
-from kvlab.measure.timing import DecodeClock, Timing, per_step, time_interleaved
+from kvlab.measure.timing import DecodeClock, Timing, check_one_prompt, per_step, time_interleaved
 
 
 @dataclass
@@ -41,10 +41,7 @@ def decode_step_times(
 ) -> dict[str, StepTimes]:
     """{label: StepTimes} for `new_tokens` greedy tokens after `input_ids` (1, prompt), every configuration run
     `repeats` times interleaved (after `warmup` untimed runs each)."""
-    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
-        raise ValueError(
-            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
-        )
+    check_one_prompt(input_ids)
     if new_tokens < 2:
         raise ValueError(
             _("new_tokens must be at least 2 (step times are the gaps between new tokens); got {new_tokens}").format(

@@ -83,6 +83,14 @@ class Timing:
         return {"label": self.label, "median_s": self.median, "q1_s": q1, "q3_s": q3, "times_s": list(self.times)}
 
 
+def check_one_prompt(input_ids) -> None:
+    """The timing functions time one sequence at a time: `input_ids` is (1, prompt_tokens)."""
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(
+            _("input_ids must have shape (1, prompt_tokens); got {shape}").format(shape=tuple(input_ids.shape))
+        )
+
+
 def time_interleaved(
     runs: dict[str, Callable[[], object]],
     repeats: int = 5,

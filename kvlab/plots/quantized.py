@@ -11,9 +11,9 @@ from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.growth import total_bytes
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
+from kvlab.units import MIB
 
 PACKED, RESIDUAL = series(0), series(1)
-MIB = 2**20  # bytes in a MiB: every size drawn in MiB
 
 # Published results (other models, benchmarks, hardware), not measured by kvlab; memory relative to a 16-bit cache.
 PUBLISHED_REFERENCES = (
