@@ -7,7 +7,7 @@ intervals, with the exact work counters beside them.
   (`kvlab.measure.latency.token_times`).
 
     .venv/bin/python bench/timing.py --device cpu --output data/bench/timing_cpu.json
-    bash bench/gpu.sh      # runs it with --device cuda among the GPU pass
+    .venv/bin/python bench/timing.py --device cuda --output data/bench/timing_gpu.json
 """
 
 from __future__ import annotations

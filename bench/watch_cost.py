@@ -1,5 +1,9 @@
-"""What watching costs, end to end: the figures of `kvlab bench --overhead` at two lengths, `kvlab models list`'s
-start, and `kvlab run` against the plain transformers script that does the same, each with its interval.
+"""What watching costs, end to end: the whole-run ratio of `kvlab bench --overhead` (watched / plain generate,
+interleaved pairs, SmolLM2, 1 thread) at 128 + 32 and at 16 + 512 tokens, with its interval and its replayed
+breakdown; `kvlab models list`'s start; and `kvlab run` against the plain transformers script that does the same.
+Run the first part after any change that touches recording (issue 41's yardstick):
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/watch_cost.py --only overhead
 
 Every comparison goes through kvlab's timing instrument (`kvlab.measure.timing`): repeats interleaved, medians,
 a bootstrap interval of the ratio and its verdict. Whole commands are timed as processes, started alternately,
@@ -38,7 +42,7 @@ with torch.inference_mode():
 print(tokenizer.decode(out[0, ids.shape[-1]:], skip_special_tokens=True))
 """
 KVLAB_RUN = ("run", "--model", "smollm2", "--cache", "dynamic", "--prompt", "hi", "--max-new-tokens", "16")
-OVERHEAD_LENGTHS = ((128, 32, 9), (16, 512, 3))  # (prompt tokens, new tokens, repeats)
+OVERHEAD_LENGTHS = ((128, 32, 11), (16, 512, 5))  # (prompt tokens, new tokens, pairs at least)
 
 
 def _wall(command: list[str], env: dict) -> float:
@@ -86,32 +90,34 @@ def command_figures(repeats: int) -> dict:
     }
 
 
-def overhead_figures() -> list[dict]:
-    """`kvlab bench --overhead` (SmolLM2, one torch thread) at each of OVERHEAD_LENGTHS."""
+def overhead_figures(max_pairs: int) -> list[dict]:
+    """`kvlab bench --overhead` (SmolLM2, one torch thread) at each of OVERHEAD_LENGTHS: the whole run in pairs."""
     import kvlab
     from kvlab.bench import BenchSettings
     from kvlab.bench.overhead import run_overhead
 
     model, tokenizer = kvlab.load("smollm2")
     rows = []
-    for prompt, new, repeats in OVERHEAD_LENGTHS:
-        settings = BenchSettings("smollm2", prompt_tokens=prompt, new_tokens=new, repeats=repeats, threads=1)
-        rows.append(run_overhead(model, tokenizer, settings))
+    for prompt, new, least in OVERHEAD_LENGTHS:
+        settings = BenchSettings("smollm2", prompt_tokens=prompt, new_tokens=new, repeats=least, threads=1)
+        rows.append(run_overhead(model, tokenizer, settings, max_pairs=max(max_pairs, least)))
+        print(overhead_line(rows[-1]), flush=True)
     return rows
+
+
+def overhead_line(row: dict) -> str:
+    from kvlab.bench.whole_run import whole_run_line
+
+    return f"{row['prompt_tokens']} + {row['new_tokens']} tokens, {whole_run_line(row['whole_run'])}"
 
 
 def lines(result: dict) -> list[str]:
     out = []
     for row in result.get("overhead", []):
-        for name, ratio in (("instrumented", "time_ratio"), ("watched", "watched_time_ratio")):
-            low, high = row[f"{name}_interval"]
-            out.append(
-                f"{row['prompt_tokens']} + {row['new_tokens']} tokens, {name} / plain decode time: "
-                f"{row[ratio]:.3f}x "
-                f"({low:.3f}-{high:.3f}, {row['repeats']} repeats): {row[f'{name}_verdict']}"
-            )
+        out.append(overhead_line(row))
         out.extend(
-            f"{row['prompt_tokens']} + {row['new_tokens']} tokens, {line}" for line in recording_lines(row["recording"])
+            f"{row['prompt_tokens']} + {row['new_tokens']} tokens, breakdown, {line}"
+            for line in recording_lines(row["recording"])
         )
     if "commands" in result:
         versus = result["commands"]["kvlab_run_vs_plain"]
@@ -132,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="What watching costs: overhead, kvlab run, kvlab models list.")
     parser.add_argument("--only", choices=("overhead", "commands"), help="one half of the figures")
     parser.add_argument("--repeats", type=int, default=7, help="runs of each command (default 7)")
+    parser.add_argument(
+        "--max-pairs", type=int, default=41, help="whole-run pairs at most, per length, until 1 %% is resolved"
+    )
     parser.add_argument("--output", help="write the JSON to FILE (atomically) as well as printing the lines")
     args = parser.parse_args(argv)
     if args.repeats < 3:
         parser.error(f"--repeats N (N >= 3, for an interval); got {args.repeats}")
     result: dict = {}
     if args.only in (None, "overhead"):
-        result["overhead"] = overhead_figures()
+        result["overhead"] = overhead_figures(args.max_pairs)
     if args.only in (None, "commands"):
         result["commands"] = command_figures(args.repeats)
     for line in lines(result):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from importlib import metadata
 from typing import TYPE_CHECKING
 
 from kvlab.extras import MissingExtraError
 from kvlab.i18n import _
+from kvlab.log import get_logger
 
 if TYPE_CHECKING:
     import torch
@@ -39,9 +41,14 @@ _MODULES = {
 
 # The floor is the first release with every cache the guide teaches: QuantizedCache's "fp8" backend
 # (`Fp8QuantizedLayer`) first ships in 5.21.0; the rest (crop by negative counts, activate_past_recording,
-# offloaded_static, offload_only_non_sliding) is already in 5.20. Releases after 5.24 are untested.
-SUPPORTED_TRANSFORMERS = ">=5.21,<5.25"
+# offloaded_static, offload_only_non_sliding) is already in 5.20. Releases after 5.25 are untested: kvlab refuses
+# them in one line, unless `KVLAB_UNTESTED_TRANSFORMERS=1` asks to try one (`.ci/newest-transformers` does, to find
+# what the next release breaks before a user does).
+SUPPORTED_TRANSFORMERS = ">=5.21,<5.26"
 TRANSFORMERS_VERSION = metadata.version("transformers")
+logger = get_logger(__name__)
+UNTESTED_OPT_IN = "KVLAB_UNTESTED_TRANSFORMERS"  # =1: try a release newer than the range
+_WARNED_UNTESTED: set[str] = set()
 
 
 class UnsupportedTransformersError(MissingExtraError):
@@ -82,17 +89,32 @@ def transformers_release(version: str | None = None) -> tuple[int, int]:
 
 
 def check_transformers(version: str | None = None) -> None:
-    """Refuse a `version` (default: the installed one) outside the range; pre-releases of one in it are in it."""
+    """Refuse a `version` (default: the installed one) outside the range; pre-releases of one in it are in it.
+    A release newer than the range runs, with one warning, where `KVLAB_UNTESTED_TRANSFORMERS=1` opts in: kvlab's
+    reads of a newer cache API may be wrong there, but a user (and CI's newest-release step) may try. An older
+    release lacks classes kvlab instruments: no opt-in."""
     from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
     version = version or TRANSFORMERS_VERSION
-    if not SpecifierSet(SUPPORTED_TRANSFORMERS).contains(version, prereleases=True):
-        raise UnsupportedTransformersError(
-            _(
-                "kvlab supports transformers {supported}, but {version} is installed: pip install "
-                "'transformers{supported}'"
-            ).format(supported=SUPPORTED_TRANSFORMERS, version=version)
-        )
+    supported = SpecifierSet(SUPPORTED_TRANSFORMERS)
+    if supported.contains(version, prereleases=True):
+        return
+    newer = all(Version(version) >= Version(spec.version) for spec in supported if spec.operator == ">=")
+    if newer and os.environ.get(UNTESTED_OPT_IN) == "1":
+        if version not in _WARNED_UNTESTED:
+            _WARNED_UNTESTED.add(version)
+            logger.warning(
+                _(
+                    "untested on transformers {version} (kvlab supports {supported}): trying it, as {name}=1 asks"
+                ).format(version=version, supported=SUPPORTED_TRANSFORMERS, name=UNTESTED_OPT_IN)
+            )
+        return
+    raise UnsupportedTransformersError(
+        _(
+            "kvlab supports transformers {supported}, but {version} is installed: pip install 'transformers{supported}'"
+        ).format(supported=SUPPORTED_TRANSFORMERS, version=version)
+    )
 
 
 # `generate`/`forward` take the cache under this keyword: 5.24 renamed `past_key_values` to `cache` (the old name
@@ -144,11 +166,101 @@ def is_linear_layer(layer) -> bool:
 
 
 def linear_states(layer) -> list[torch.Tensor]:
-    """The conv and recurrent state tensors (none before the first update)."""
+    """The conv and recurrent state tensors (none before the first update), and the recurrent states a layer records
+    to roll back (`recorded_states`): every one of them is memory the layer holds."""
     import torch
 
     states = [getattr(layer, name, None) for name in ("conv_states", "recurrent_states")]  # {state_idx: tensor | None}
-    return [v for each in states if isinstance(each, dict) for v in each.values() if isinstance(v, torch.Tensor)]
+    current = [v for each in states if isinstance(each, dict) for v in each.values() if isinstance(v, torch.Tensor)]
+    return current + recorded_states(layer)
+
+
+# -- 5.25: a linear-attention layer rolls back. `activate_past_recording(recurrent_states_to_keep=N)` makes it keep
+# a copy of its recurrent state before every token (`recurrent_states_history`, {state_idx: [tensor, ...]}: one per
+# decoded token, and the last N of a multi-token forward) and counts its own tokens (`cumulative_length_linear`, a
+# 0-d tensor); `crop(-n)` puts back the state n tokens earlier and empties the history. Before 5.25 the layer's
+# `activate_past_recording()` takes no argument and its `crop` trims the conv states but keeps the newest recurrent
+# state. Both are read from the layer, never from the version.
+ROLLBACK_RELEASE = "5.25"  # named in the refusal on an older release only
+
+
+def is_linear_state_layer(layer) -> bool:
+    """A layer with linear-attention states, alone or beside keys and values (a hybrid layer)."""
+    return isinstance(layer, _cu().LinearAttentionCacheLayerMixin)
+
+
+def keeps_recurrent_states(layer) -> bool:
+    """Whether the layer can record recurrent states to roll back (its `activate_past_recording` takes
+    `recurrent_states_to_keep`)."""
+    import inspect
+
+    record = getattr(layer, "activate_past_recording", None)
+    return record is not None and "recurrent_states_to_keep" in inspect.signature(record).parameters
+
+
+def recorded_states(layer) -> list[torch.Tensor]:
+    """The recurrent states the layer keeps to roll back (none unless it records the past)."""
+    import torch
+
+    history = getattr(layer, "recurrent_states_history", None)
+    if not isinstance(history, dict):
+        return []
+    lists = {id(each): each for each in history.values() if isinstance(each, list)}  # 5.25 shares one list
+    return [t for each in lists.values() for t in each if isinstance(t, torch.Tensor)]
+
+
+def linear_tokens_seen(layer) -> int | None:
+    """The tokens a linear-attention layer counted (`cumulative_length_linear`); None where it counts none."""
+    count = getattr(layer, "cumulative_length_linear", None)
+    return None if count is None else int(count)
+
+
+def recording_linear(layer) -> bool:
+    return bool(getattr(layer, "record_past", False))
+
+
+def restored_states(layer) -> int:
+    """The recurrent states a crop of this layer puts back from its history (0 where it restores none)."""
+    if not (recording_linear(layer) and keeps_recurrent_states(layer)):
+        return 0
+    return sum(bool(done) for done in getattr(layer, "is_recurrent_states_initialized", {}).values())
+
+
+def tokens_recorded(layer) -> int | None:
+    """Tokens a recording linear-attention layer saw since its recording began or since its last crop, read from
+    its conv states (None where it has none): they keep every input since then, after the conv window they held
+    when the recording began (none if it began before the first token). Where both readings fit (a window's worth
+    of tokens before the recording), or where the layer counts no tokens (before 5.25), the smaller reading of the
+    tokens the history covers: the crop rules then allow a token less, never a wrong state."""
+    import torch
+
+    seen = linear_tokens_seen(layer)
+    conv, window = getattr(layer, "conv_states", {}).get(0), getattr(layer, "conv_kernel_size", {}).get(0)
+    if not isinstance(conv, torch.Tensor) or window is None:
+        return None
+    held = int(conv.shape[-1])  # (batch, channels, inputs kept)
+    return seen if held == seen else max(held - int(window), 0)
+
+
+def restorable_tokens(layer) -> int | None:
+    """How many tokens `crop` can take back from a recording linear-attention layer and restore it exactly; None
+    where its release cannot restore its recurrent state (`is_croppable` False, or no `recurrent_states_to_keep`).
+
+    A layer with a conv state only rolls back by its conv states, which keep every token recorded. The recurrent
+    history holds one state per token only when each forward kept all of its tokens' states: a forward longer than
+    `recurrent_states_to_keep` adds the state from before it, then its last N-1, so the history's oldest entry is
+    not the state from that many tokens back (transformers would restore it all the same), and the history is
+    shorter than the tokens recorded."""
+    recorded = tokens_recorded(layer)
+    initialized = [i for i, done in getattr(layer, "is_recurrent_states_initialized", {}).items() if done]
+    if not initialized:
+        return recorded or 0
+    if not (keeps_recurrent_states(layer) and getattr(layer, "is_croppable", True)):
+        return None
+    kept = min(len(layer.recurrent_states_history[i]) for i in initialized)
+    if recorded is None or kept >= recorded:
+        return kept if recorded is None else recorded
+    return max(kept - 1, 0)
 
 
 def static_sliding_length(layer: StaticSlidingWindowLayer) -> int:

@@ -61,6 +61,11 @@ DEFAULT_QUANTIZED_BACKEND = BY_NAME["quantized"].defaults["backend"]
 PAGED_DEFAULTS = BY_NAME[PAGED].defaults
 
 
+def is_strategy_spec(text) -> bool:
+    """ "FILE.py:ClassName" names a strategy (a layer class of the user's, `kvlab.strategies`), not a kind."""
+    return isinstance(text, str) and text.rpartition(":")[0].endswith(".py")
+
+
 def offloaded_variant(cache_kind: str) -> str | None:
     """The kind that offloads the same transformers class as `cache_kind` (None where none does)."""
     cls = BY_NAME[cache_kind].cache_class

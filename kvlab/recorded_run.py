@@ -7,6 +7,7 @@ matches transformers' allocation exactly.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import torch
@@ -16,12 +17,16 @@ from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS
 from kvlab.caches import make_cache
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
+from kvlab.log import get_logger
 from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
 from kvlab.pad_token import pad_token_id
 from kvlab.recording.trace import Trace
 from kvlab.request import Request
+from kvlab.strategies.load import strategy_name
 from kvlab.watched_generate import cache_device, generate
+
+log = get_logger(__name__)
 
 SUMMARY_KEYS = ("slots_allocated", "slots_live", "slots_masked", "waste_pct", "tokens_evicted", "flushes", "transfers")
 
@@ -38,6 +43,11 @@ class RunResult:
     seconds: float
     trace: Trace
     cache_object: object = field(default=None, repr=False)
+
+    @property
+    def no_cache(self) -> bool:
+        """The model never used the Cache it was handed (GPT-1 keeps no past): the trace is empty, not a record."""
+        return bool(self.trace.meta.get("no_cache"))
 
     @property
     def tokens_per_s(self) -> float:
@@ -62,6 +72,24 @@ class RunResult:
         }
 
 
+def _takes_cache(model) -> bool:
+    """Whether `model`'s forward names the keyword generate passes a cache under (`_compat.cache_kwarg`)."""
+    return _compat.cache_kwarg(model) in inspect.signature(model.forward).parameters
+
+
+def _tell_no_cache(trace: Trace, model, new_tokens: int) -> None:
+    """One line, as `kvlab.watch` says it: generate handed the model a Cache it never filled."""
+    model_type = getattr(model.config, "model_type", type(model).__name__)
+    trace.meta.update(no_cache=True, model_type=model_type)
+    log.warning(
+        "%s",
+        _(
+            "{model_type} generated {tokens} tokens and used no transformers Cache (the model keeps its own past, or "
+            "none): nothing was traced."
+        ).format(model_type=model_type, tokens=new_tokens),
+    )
+
+
 def encode(tokenizer, prompt: str, chat: bool = False) -> torch.Tensor:
     """Prompt ids, shape (1, prompt_tokens). With `chat`, the model's chat template wraps a user turn."""
     if chat:
@@ -78,7 +106,7 @@ def run(
     model,
     tokenizer,
     prompt: str | torch.Tensor,
-    cache: str = "dynamic",
+    cache: str | type = "dynamic",
     *,
     max_new_tokens: int = 32,
     chat: bool = False,
@@ -86,7 +114,8 @@ def run(
     generate_kwargs: dict | None = None,
     **options,
 ) -> RunResult:
-    """Greedy generation with an instrumented cache of cache kind `cache` ("none" disables the cache).
+    """Greedy generation with an instrumented cache of cache kind `cache` ("none" disables the cache), or of a
+    strategy: a transformers layer class of the user's, or "FILE.py:ClassName" (its options: the layer's arguments).
 
     `options` are the cache's (max_cache_len=64, backend="hqq", ...) and two of the request's:
     `past_recording=True` calls `cache.activate_past_recording()` first, so sliding layers keep what they would
@@ -122,6 +151,9 @@ def run(
         **(generate_kwargs or {}),
     }
     sized_by_generate = cache in STATIC_KINDS and "max_cache_len" not in given
+    # a model whose forward names no cache keyword (GPT-1) is handed generate's own cache, instrumented: one passed
+    # by kvlab would be refused as an unused keyword
+    sized_by_generate = sized_by_generate or (cache == "dynamic" and not _takes_cache(model))
     cache_object = None if sized_by_generate else make_cache(cache, model.config, trace=trace, **given)
     if past_recording:
         cache_object.activate_past_recording()
@@ -136,13 +168,14 @@ def run(
             output, cache_object = generate(
                 model,
                 input_ids,
-                cache_implementation=cache,
+                cache_implementation=cache if cache != "dynamic" else None,
                 cache_config=given,
                 trace=trace,
                 allow_past_positions=flags["allow_past_positions"],
                 **kwargs,
             )
-            given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}
+            if cache in STATIC_KINDS:
+                given = {**given, "max_cache_len": _compat.static_cache_length(cache_object)}
         else:
             output = model.generate(input_ids, **kwargs)
     seconds = stopwatch.seconds
@@ -151,6 +184,7 @@ def run(
     new_ids = output[0, first_new:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
     name = model_name(model)
+    cache = strategy_name(cache)  # a strategy's class name ("KeepEnds"); a kind's name stays
     trace.meta.update(
         {
             "model": name,
@@ -165,6 +199,11 @@ def run(
             "layer_kinds": list(request.facts.layer_kinds),
         }
     )
+    recorder = getattr(cache_object, "kvlab_recorder", None)
+    if recorder is not None:
+        recorder.read_outside()  # what the last forward kept beside the layers
+    if cache != "none" and not trace.events:
+        _tell_no_cache(trace, model, len(new_ids))
     return RunResult(
         name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds, trace, cache_object
     )

@@ -6,16 +6,17 @@ line checks before the config loads, then again before the weights do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvlab.caches.options import check_options
 from kvlab.model_facts import ModelFacts, model_facts
 from kvlab.size.request_rules import check_request
+from kvlab.strategies.load import check_strategy, is_strategy
 
 
 @dataclass(frozen=True)
 class Request:
-    cache_kind: str = "dynamic"
+    cache_kind: str | type = "dynamic"  # a kind name, or a strategy: a layer class, or "FILE.py:ClassName"
     options: dict = field(default_factory=dict)  # the cache's (None values are unset)
     facts: ModelFacts | None = None  # the model's, or its config (read into facts once, here)
     prompt_tokens: int | None = None
@@ -35,7 +36,16 @@ class Request:
             object.__setattr__(self, "facts", model_facts(self.facts))
 
     def check(self) -> dict:
-        """The option rules, then the request's (files, memory, positions); returns the options that are set."""
+        """The option rules, then the request's (files, memory, positions); returns the options that are set.
+
+        A strategy (`cache_kind` a layer class or "FILE.py:ClassName") is loaded and checked with its options (the
+        layer's keyword arguments); the rest of its request is a dynamic cache's, the most it could hold."""
+        if is_strategy(self.cache_kind):
+            _layer_class, given = check_strategy(self.cache_kind, self.options, self.facts)
+            as_dynamic = replace(self, cache_kind="dynamic", options={})
+            check_options("dynamic", {}, self.facts, request=as_dynamic)
+            check_request(as_dynamic)
+            return given
         given = check_options(self.cache_kind, self.options, self.facts, request=self)
         check_request(self)
         return given

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 
 from kvlab import _compat
-from kvlab.caches.adopt import adopt, cache_kind, is_instrumented, release
+from kvlab.caches.adopt import CannotInstrumentError, adopt, cache_kind, is_instrumented, release
 from kvlab.caches.options import PagedLayoutError
 from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.errors import KvlabUserError
@@ -47,6 +47,7 @@ class Watch:
         self.traces: list[Trace] = []
         self._index: dict[int, int] = {}  # id(cache) -> position in self.caches
         self._adopted: list = []  # (cache, how to switch it back) for each cache this watch switched, undone on exit
+        self._unwatched: dict[int, object] = {}  # id -> a cache kvlab cannot instrument (kept alive: ids stay valid)
         self._handles: list = []
         self._paged_builder = None
         self._paged_refused: str | None = None
@@ -118,9 +119,14 @@ class Watch:
                 if id(cache) not in self._index:
                     self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
                 self._last = self._index[id(cache)]
-        elif isinstance(cache, _compat.Cache):
+        elif isinstance(cache, _compat.Cache) and id(cache) not in self._unwatched:
             if not is_instrumented(cache):
-                adopt(cache, self.model.config, owner=self)
+                try:
+                    adopt(cache, self.model.config, owner=self)
+                except CannotInstrumentError as err:  # watch nothing there, say so once, and let the model run
+                    self._unwatched[id(cache)] = cache
+                    log.warning("%s", _("kvlab.watch does not record this cache: {reason}").format(reason=err))
+                    return
                 self._adopted.append((cache, release))
                 self._describe(cache)
             self._last = self._list(cache)
@@ -199,7 +205,15 @@ def _settle(cache) -> None:
     pair = isinstance(cache, _compat.EncoderDecoderCache)
     for part in (cache.self_attention_cache, cache.cross_attention_cache) if pair else (cache,):
         refresh = getattr(part, "_kvlab_refresh", None)  # kvlab's caches (not continuous batching's block pool)
-        if refresh is not None and not all(reads_every_change(layer) for layer in part.layers):
+        if refresh is None:
+            continue
+        part.kvlab_recorder.flush()  # the forward's deferred updates, read while its layers hold what it left
+        layer_types = tuple(map(type, part.layers))  # unchanged since the last forward: known to need no re-read
+        if part.__dict__.get("_kvlab_plain_types") == layer_types:
+            continue
+        if all(reads_every_change(layer) for layer in part.layers):
+            part.__dict__["_kvlab_plain_types"] = layer_types
+        else:
             refresh("forward")
 
 

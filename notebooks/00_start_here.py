@@ -130,7 +130,7 @@ print("same tokens with use_cache=False:", torch.equal(no_cache, default))
 
 # %% [markdown]
 # **A spelling note, said once for all notebooks.** The guide passes a cache as `generate(past_key_values=...)`.
-# In the transformers release used here (5.24) that argument is spelled `cache=`; `past_key_values=` still works
+# From transformers 5.24 on (5.25 is used here) that argument is spelled `cache=`; `past_key_values=` still works
 # and only prints a deprecation warning (silenced in the imports cell). These notebooks keep the guide's
 # spelling wherever it still works, so you can match each cell with the guide's code.
 

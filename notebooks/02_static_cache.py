@@ -299,7 +299,7 @@ add_verdicts(decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, o
 # ## 4. Compiling the decoding step (Cache de tamanho fixo)
 #
 # The guide says `cache_implementation="static"` also turns on automatic compilation of the decoding step. In
-# transformers 5.24 that decision is `GenerationMixin._valid_auto_compile_criteria`
+# transformers 5.25 that decision is `GenerationMixin._valid_auto_compile_criteria`
 # (`transformers/generation/utils.py`). It compiles only when the cache is compileable and not a plain
 # `DynamicCache`, `disable_compile` is not set, no part of the model is offloaded to CPU or disk, a quantized
 # model's quantizer allows it, and the hardware test below passes:

@@ -199,8 +199,8 @@ live(self_vs_cross,
 # %% [markdown]
 # ## 2. Mamba (Caches específicos de modelo)
 #
-# The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. In
-# transformers 5.24 there is no separate Mamba cache class any more: `generate` builds a plain `DynamicCache`
+# The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. From
+# transformers 5.24 on there is no separate Mamba cache class: `generate` builds a plain `DynamicCache`
 # whose layers are `LinearAttentionLayer`s, each holding a convolution state and a recurrent state instead of
 # keys and values. The guide shows no code for it; here it is built by hand as notebook 00 builds a
 # `DynamicCache` for a decoder (`DynamicCache(config=...)`), and handed to tiny-mamba (3 Mamba layers):
@@ -219,10 +219,13 @@ for idx, layer in enumerate(past_key_values.layers):
 
 # %% [markdown]
 # The convolution state keeps the last 4 inputs of each of the 128 inner channels (`conv_kernel=4`), the
-# recurrent state 8 numbers per channel (`state_size=8`): nothing in either shape counts tokens. Such a cache
-# cannot even say how many tokens it has seen:
+# recurrent state 8 numbers per channel (`state_size=8`): nothing in either shape counts tokens. Up to
+# transformers 5.24 such a cache could not even say how many tokens it had seen (`get_seq_length` raised a
+# `ValueError`: "can only be called on Attention layers"). From 5.25, the release used here, each
+# `LinearAttentionLayer` keeps a counter of its own beside its states (`cumulative_length_linear`, a 0-dim
+# tensor), so it answers: the 8 prompt tokens and 15 of the 16 generated ones (the last is never fed back):
 
-# %% tags=["raises-exception"]
+# %%
 # NBVAL_CHECK_OUTPUT
 past_key_values.get_seq_length()
 
@@ -331,9 +334,9 @@ growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (random weights): lin
 # - `EncoderDecoderCache(self_cache, cross_cache)` wraps two ordinary caches: a self-attention cache that grows
 #   per generated token, and a cross-attention cache fixed at the source length, filled once. The two can be
 #   different kinds (static and dynamic above).
-# - In transformers 5.24, Mamba's "model-specific cache" is a `DynamicCache` of `LinearAttentionLayer`s: a
-#   constant-size state per layer, no tokens to count. A KV cache grows linearly; hybrids grow only in their
-#   attention layers.
+# - From transformers 5.24, Mamba's "model-specific cache" is a `DynamicCache` of `LinearAttentionLayer`s: a
+#   constant-size state per layer (from 5.25 with a token counter beside it), no tokens stored. A KV cache grows
+#   linearly; hybrids grow only in their attention layers.
 # - `kvlab.watch` records all three shapes from unchanged transformers code, in the same trace format.
 #
 # **Next:** [06 · Iterative chat](06_iterative_chat.ipynb): reuse one cache across the turns of a conversation.

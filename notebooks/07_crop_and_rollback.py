@@ -16,16 +16,18 @@
 #
 # **Learning goal.** After this notebook you can roll a cache back by *n* tokens with `past_key_values.crop(-n)`,
 # say why that fails on sliding-window layers past their window and on linear-attention layers unless
-# `activate_past_recording()` ran before the forward, say what `crop(0)` frees and when, and build the
-# accept/reject loop of speculative decoding on it.
+# `activate_past_recording()` ran before the forward, roll a hybrid model's recurrent state back with
+# `recurrent_states_to_keep`, say what `crop(0)` frees and when, and build the accept/reject loop of speculative
+# decoding on it.
 #
 # **In kvlab's words.** A crop makes the cache forget its last *n* tokens, as if they had never been fed. A
 # full-attention layer just drops its last *n* slots. A sliding layer keeps only its last `window - 1` tokens;
 # once it has moved past its window, forgetting the newest tokens would have to bring the oldest back into view,
-# and those are gone. A linear-attention layer (Mamba) folds every token into a fixed-size state, so it has
-# nothing to step back to at all. `activate_past_recording()` makes a sliding layer keep its past, so a crop can
-# restore it exactly; a Mamba layer then keeps its convolution inputs, but not its recurrent state: section 3
-# shows that crop running and leaving the recurrent state as it was (`is_croppable` is False).
+# and those are gone. A linear-attention layer (Mamba, Gated DeltaNet) folds every token into a fixed-size state,
+# so it has nothing to step back to unless it kept copies. `activate_past_recording()` makes a sliding layer keep
+# its past, so a crop can restore it exactly; since transformers 5.25, `recurrent_states_to_keep=N` makes a
+# linear-attention layer keep a copy of its recurrent state per token, and a crop puts back the right one: section
+# 3 shows it on a hybrid model.
 #
 # SmolLM2-135M-Instruct (30 full layers), Gemma 3 270M (5 sliding : 1 full, window 512) and two tiny
 # random-weight models, greedy, CPU. Each section first runs transformers' own calls, then the same calls inside
@@ -49,6 +51,7 @@ from kvlab.plots._figure import subplots
 from kvlab.predictions import score
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
+from kvlab.measure.linear_rollback import bytes_around_last_crop, recorded_bytes, state_match
 from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
 from kvlab.recorded_run import encode
 
@@ -222,24 +225,34 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 # `crop(0)` actually frees the recorded past. The full layers' slots do not change under `crop(0)`.
 
 # %% [markdown]
-# ## 3. Linear-attention layers (Mamba, Jamba)
+# ## 3. Linear-attention layers: a hybrid model rolled back
 #
-# A Mamba layer keeps two states, not keys and values: a short convolution window over the last few inputs and
-# a recurrent state that sums up every token so far. kvlab's tiny Jamba (random weights) alternates Mamba
-# layers with full-attention layers. **Predict first.** It has generated 4 tokens after a 10-token prompt, no
-# window was ever reached. Will `crop(-3)` run (True) or be refused (False)?
+# A linear-attention layer (Mamba, Gated DeltaNet) keeps two states, not keys and values: a short convolution
+# window over its last few inputs and a recurrent state that folds in every token so far. Hybrid models mix such
+# layers with attention layers (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Since transformers 5.25 they can be
+# rolled back: `activate_past_recording(recurrent_states_to_keep=N)` makes each linear-attention layer keep a copy
+# of its recurrent state before every token (of a forward of several tokens, the last N), and `crop(-n)` puts back
+# the copy from n tokens earlier.
+#
+# No hybrid model ships with kvlab for offline use (Qwen3-Next has 80 billion parameters), so this section builds
+# one tiny, with **random weights**: `kvlab.tiny_model("qwen3_next")` is Qwen3-Next's own code with three Gated
+# DeltaNet layers and one full-attention layer. Its text is noise; its cache has the real structure.
+#
+# **Predict first.** The model reads a 10-token prompt and generates 4 tokens into a plain `DynamicCache`. Will
+# `crop(-3)` run (True) or be refused (False)?
 
 # %%
-guess_jamba_crop_runs = None  # True if crop(-3) runs on the tiny Jamba without past recording: your guess
+guess_hybrid_crop_runs = None  # True if crop(-3) runs on the hybrid cache without past recording: your guess
 
 # %%
-jamba = kvlab.tiny_model("tiny-jamba")
-print([type(layer).__name__ for layer in DynamicCache(config=jamba.config).layers])
-ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
-past_key_values = DynamicCache(config=jamba.config)
-out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
-                     past_key_values=past_key_values, pad_token_id=0)
-length_before = past_key_values.get_seq_length()  # what the attention layers hold
+hybrid = kvlab.tiny_model("qwen3_next")  # random weights, Qwen3-Next's structure
+print([type(layer).__name__ for layer in DynamicCache(config=hybrid.config).layers])
+hybrid_ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
+with kvlab.watch(hybrid) as plain_watch:  # its bytes, to compare with the recording run below
+    past_key_values = DynamicCache(config=hybrid.config)
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=past_key_values, pad_token_id=0)
+length_before = int(past_key_values.get_seq_length())
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -247,64 +260,89 @@ past_key_values.crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("attention layers hold, before and after crop(-3):", length_before, past_key_values.get_seq_length())
-display(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+print("is_croppable:", past_key_values.is_croppable, "| tokens before and after crop(-3):", length_before,
+      int(past_key_values.get_seq_length()))
+display(score(guess_hybrid_crop_runs, int(past_key_values.get_seq_length()) == length_before - 3, kind="choice"))
 
 # %% [markdown]
-# It raises at once: a linear-attention layer keeps no past unless asked, whatever the length. With
-# `activate_past_recording()` before the forward, the convolution state keeps every input until a crop:
+# It raises at once, although `is_croppable` says True: that flag says whether the cache's layer classes can be
+# cropped, not whether this cache recorded what a crop needs. Without past recording a linear-attention layer
+# keeps its newest state only.
+#
+# **Predict first.** The same generation, with `activate_past_recording(recurrent_states_to_keep=10)` first. After
+# `crop(-3)`, is each linear-attention layer's recurrent state bit for bit the one of a run stopped 3 tokens
+# earlier (True or False)?
 
 # %%
-# NBVAL_CHECK_OUTPUT
-with kvlab.watch(jamba) as watch:
-    past_key_values = DynamicCache(config=jamba.config)
-    past_key_values.activate_past_recording()
-    out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
-                         past_key_values=past_key_values, pad_token_id=0)
-    mamba = past_key_values.layers[0]
-    recurrent_before = mamba.recurrent_states[0].clone()
-    print("conv state before crop:", tuple(mamba.conv_states[0].shape), "| recurrent:", tuple(recurrent_before.shape))
+guess_state_restored = None  # True if every restored recurrent state equals the stopped run's exactly: your guess
+
+# %%
+KEEP = 10  # recurrent_states_to_keep: every state of the prompt's forward; each decoded token adds one anyway
+with kvlab.watch(hybrid) as watch:
+    past_key_values = DynamicCache(config=hybrid.config)
+    past_key_values.activate_past_recording(recurrent_states_to_keep=KEEP)
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=past_key_values, pad_token_id=0)
+    recorded = recorded_bytes(past_key_values)  # the copies of recurrent states the layers keep
     past_key_values.crop(-3)
-    print("conv state after crop(-3):", tuple(mamba.conv_states[0].shape), "| attention layers hold",
-          past_key_values.get_seq_length(), "tokens")
-print("crop event lengths (attention layers only):", watch.trace.crops[-1]["lengths_after"])
-print("recurrent state changed by the crop:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
-print("is_croppable:", past_key_values.is_croppable)
-
-# %% [markdown]
-# The crop runs, but look at what it did: the convolution state went from 13 recorded inputs to the 4 the next
-# step reads (the kernel's width), the attention layers went back to 10 tokens, and the recurrent state is
-# untouched: it still sums up all 13 tokens. transformers says so itself with `is_croppable` (False once a layer has a
-# recurrent state) and refuses assisted decoding on such a cache. Does it matter? Compare the next-token logits
-# from the cropped cache with a fresh cache that never saw the 3 tokens:
-
-# %%
-with torch.inference_mode():
-    cropped_next = jamba(out[:, 10:11], past_key_values=past_key_values).logits[0, -1]  # resume after the crop
-    fresh_next = jamba(out[:, :11], past_key_values=DynamicCache(config=jamba.config)).logits[0, -1]
-    step_by_step = DynamicCache(config=jamba.config)  # no crop: 10 tokens, then the 11th, as generate would
-    jamba(out[:, :10], past_key_values=step_by_step)
-    uncropped_next = jamba(out[:, 10:11], past_key_values=step_by_step).logits[0, -1]
-after_crop = (cropped_next - fresh_next).abs().max().item()
-rounding = (uncropped_next - fresh_next).abs().max().item()
+stopped = DynamicCache(config=hybrid.config)  # the same run stopped 3 tokens earlier: the prompt's forward only
+stopped.activate_past_recording(recurrent_states_to_keep=KEEP)
+hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=1,
+                past_key_values=stopped, pad_token_id=0)
+linear = [i for i, layer in enumerate(past_key_values.layers) if hasattr(layer, "recurrent_states")]
+matches = [state_match(past_key_values.layers[i].recurrent_states[0], stopped.layers[i].recurrent_states[0])
+           for i in linear]
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("cropped cache gives a fresh cache's logits:", after_crop <= 10 * rounding + 1e-6)
-print("same next token anyway:", cropped_next.argmax().item() == fresh_next.argmax().item())
+crop = watch.trace.crops[-1]
+print(f"crop(-3): layer lengths {crop['lengths_before']} -> {crop['lengths_after']}, "
+      f"recurrent states restored: {crop['recurrent_states_restored']}")
+print(f"layers {linear} equal the stopped run's bit for bit:", [m.equal for m in matches],
+      "| largest difference:", marks(str(max(m.max_abs_difference for m in matches))))
+display(score(guess_state_restored, all(m.equal for m in matches), kind="choice"))
 
 # %%
-print(f"largest logit difference vs a fresh cache: after the crop {marks(f'{after_crop:.1e}')}; "
-      f"without any crop {marks(f'{rounding:.1e}')} (float rounding)")
+# NBVAL_CHECK_OUTPUT
+one_state = past_key_values.layers[0].recurrent_states[0]  # (batch, value heads, key dim, value dim)
+state_bytes = one_state.numel() * one_state.element_size()
+held_before, held_after = bytes_around_last_crop(watch.trace)
+print(f"one recurrent state: {tuple(one_state.shape)} {str(one_state.dtype).split('.')[-1]} = {number(state_bytes)} B")
+print(f"recorded before the crop: {number(recorded)} B = {recorded // state_bytes} copies ({len(linear)} layers x "
+      f"{recorded // state_bytes // len(linear)} tokens)")
+print(f"the trace's bytes held: {number(held_before)} B before the crop, {number(held_after)} B after it; "
+      f"the same run without recording: {number(plain_watch.trace.bytes_by_step()[-1])} B")
 
 # %% [markdown]
-# So on a model with a recurrent state, `crop` with past recording rolls back the parts it can and leaves the
-# recurrent state stale: the largest logit difference after the crop is far above the rounding difference
-# printed beside it (and the check above it says False). The next token happens to be the same here, with this tiny
-# random-weight
-# model; the stale state is still 3 tokens too far along. transformers' `is_croppable` is True for a
-# linear-attention layer only while it has no recurrent state (its docstring: "only supported when there are
-# no recurrent states"); here it is False.
+# Bit for bit: in each of the 3 linear-attention layers the crop put back the copy taken before the 11th token,
+# which is the state a run that stopped after the prompt ends with (the largest difference is 0.0). The copies are
+# the price: 4,096 B per layer and token here, 159,744 B for 13 tokens in 3 layers, and the trace counts them as
+# held (195,328 B before the crop, against 21,760 B for the same run without recording; the rest of the
+# difference is the convolution inputs a recording layer keeps too). The crop empties the copies; the trace still
+# shows 35,584 B after it because the cropped convolution inputs are views of their longer storage until the next
+# forward, as the keys and values were in section 1.
+#
+# `recurrent_states_to_keep` counts for a forward of several tokens. With N = 2, less than the 10-token prompt,
+# the prompt's forward keeps the state from before it and the one before its last token, so the oldest copy is
+# not the state it stands for: transformers would put it back without a word. kvlab refuses a crop that reaches
+# it and names the valid counts:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(hybrid):
+    short = DynamicCache(config=hybrid.config)
+    short.activate_past_recording(recurrent_states_to_keep=2)  # N = 2, less than the prompt
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=short, pad_token_id=0)
+    try:
+        short.crop(-5)
+    except kvlab.CacheCropError as err:
+        print(err)
+
+# %% [markdown]
+# Up to 4 tokens back is exact here: the 3 decoded tokens and the last one of the prompt. Before transformers 5.25
+# (kvlab supports 5.21 to 5.25) a linear-attention layer keeps no copies at all: its crop trimmed the convolution
+# inputs and left the recurrent state where it was, so kvlab refuses there every count but `crop(0)`.
 
 # %% [markdown]
 # ## 4. Live: what each layer holds after `crop(-n)`
@@ -488,8 +526,10 @@ print(timing.compare(times["greedy decoding"], times["speculative decoding"], wa
 # - `past_key_values.crop(-n)` forgets the last *n* tokens. Full layers always can. Sliding layers past their
 #   window can only if `activate_past_recording()` ran before the forward, at the price of keeping the past
 #   until the next crop; linear-attention layers refuse any crop without it.
-# - On a layer with a recurrent state (Mamba), even a recording crop rolls back only the convolution state and
-#   the attention layers: `is_croppable` is False and the next logits differ from a fresh run's.
+# - A linear-attention layer rolls back what it recorded: since transformers 5.25,
+#   `activate_past_recording(recurrent_states_to_keep=N)` keeps a copy of its recurrent state per token (the last
+#   N of a forward of several tokens), and `crop(-n)` puts back the one from n tokens earlier, bit for bit. The
+#   copies are held bytes until the crop.
 # - A crop frees no memory by itself: it leaves views of the old storage, released by the next update.
 #   `crop(0)` trims recording sliding layers back to the window; the bytes go at the next forward.
 # - Speculative decoding is crop in a loop: verify *k* proposals in one forward, keep what matches, crop the

@@ -1,5 +1,5 @@
 """What kvlab assumes about the installed transformers, checked in one place (see kvlab/_compat.py). The same
-file runs against the oldest supported release too (.ci/oldest-transformers), so nothing here assumes 5.24."""
+file runs against the oldest supported release too (.ci/oldest-transformers), so nothing here assumes 5.25."""
 
 import inspect
 import re
@@ -132,12 +132,12 @@ def test_static_layers_crop_by_rewinding_their_count():
     assert _compat.static_sliding_length(sliding) == 2
 
 
-@pytest.mark.parametrize("version", ["5.21.0", "5.22.2", "5.24.0", "5.24.1rc1"])
+@pytest.mark.parametrize("version", ["5.21.0", "5.22.2", "5.24.0", "5.25.0", "5.25.1rc1"])
 def test_releases_in_the_range_pass_the_check(version):
     _compat.check_transformers(version)
 
 
-@pytest.mark.parametrize("version", ["5.20.2", "5.25.0", "6.0.0", "4.57.6"])
+@pytest.mark.parametrize("version", ["5.20.2", "5.26.0", "6.0.0", "4.57.6"])
 def test_a_release_outside_the_range_is_named_in_one_line(version):
     with pytest.raises(_compat.UnsupportedTransformersError) as err:
         _compat.check_transformers(version)
@@ -147,6 +147,25 @@ def test_a_release_outside_the_range_is_named_in_one_line(version):
         f"kvlab supports transformers {_compat.SUPPORTED_TRANSFORMERS}, but {version} is installed"
     )
     assert isinstance(err.value, KvlabEnvironmentError)  # the CLI prints it in one line, status 1
+
+
+def test_a_newer_release_runs_with_one_warning_where_the_user_opts_in(monkeypatch, capsys):
+    """`KVLAB_UNTESTED_TRANSFORMERS=1` lets a release newer than the range run (CI's newest-release step uses it),
+    said once per release; an older one is still refused, since it lacks classes kvlab instruments."""
+    monkeypatch.setenv(_compat.UNTESTED_OPT_IN, "1")
+    monkeypatch.setattr(_compat, "_WARNED_UNTESTED", set())
+    _compat.check_transformers("5.99.0")
+    _compat.check_transformers("5.99.0")
+    said = [line for line in capsys.readouterr().err.splitlines() if "untested" in line]
+    assert said == [
+        f"kvlab: untested on transformers 5.99.0 (kvlab supports {_compat.SUPPORTED_TRANSFORMERS}): trying it, "
+        "as KVLAB_UNTESTED_TRANSFORMERS=1 asks"
+    ]
+    with pytest.raises(_compat.UnsupportedTransformersError):
+        _compat.check_transformers("5.20.2")
+    monkeypatch.setenv(_compat.UNTESTED_OPT_IN, "0")
+    with pytest.raises(_compat.UnsupportedTransformersError):
+        _compat.check_transformers("5.99.1")
 
 
 def test_kvlab_run_on_an_unsupported_release_says_so_before_the_weights_load(monkeypatch, capsys, tiny_llama_dir):

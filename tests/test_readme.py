@@ -149,8 +149,19 @@ PY_CHECKS: dict[str, list[tuple[str, str]]] = {
             "one row per layer (30 for SmolLM2)",
             "assert [e['slots_allocated'] for e in result.trace.final_layers()] == [64] * 30",
         ),
-        ("trace schema version 4", "import json; assert json.load(open('run.json'))['kvlab_trace'] == 4"),
+        ("trace schema version 5", "import json; assert json.load(open('run.json'))['kvlab_trace'] == 5"),
         ("a drop-in for transformers' QuantizedCache", "assert cache.trace.updates"),
+    ],
+    "write-your-own-strategy-2": [
+        ("570: 30 layers x (35 tokens seen - 16 kept)", "assert watch.trace.summary()['tokens_evicted'] == 570"),
+        (
+            "12 slots stored per layer: 4 first + 8 last",
+            "assert result.trace.final_layers()[0]['slots_allocated'] == 12",
+        ),
+        (
+            "an instrumented Cache of KeepEnds layers",
+            "assert isinstance(cache, Cache) and cache.trace.meta['strategy']['options'] == {'last': 8}",
+        ),
     ],
     "time-measured-like-bytes-1": [
         (

@@ -17,6 +17,7 @@ from transformers import (
 
 import kvlab
 from kvlab import _compat
+from kvlab.caches import crop_rules
 from kvlab.recording.storage import storage_bytes
 
 KINDS = [  # (id, generate kwargs, models)
@@ -448,15 +449,18 @@ def test_a_text_generation_pipeline_is_watched_token_for_token(smollm2):
     assert {row["logical_length"] for row in watch.trace.layer_table()} == {prompt_tokens + 4}
 
 
-def test_crop_on_a_pure_linear_attention_cache_gets_transformers_own_answer(tiny, prompt_ids):
-    """Mamba layers hold a state, not tokens: kvlab has no length to check, so transformers' rule speaks."""
+def test_crop_on_a_linear_attention_cache_without_recording_gets_kvlab_s_refusal(tiny, prompt_ids):
+    """Mamba layers cannot roll back without past recording: transformers raises from inside its layer loop, kvlab
+    refuses first and names the option (`recurrent_states_to_keep`) that plain `activate_past_recording()` lacks."""
     model = tiny("tiny-mamba")
     plain = DynamicCache(config=model.config)
     model(prompt_ids(6), past_key_values=plain)
-    with pytest.raises(RuntimeError) as theirs:
+    with pytest.raises(RuntimeError, match="does not track past states"):
         plain.crop(-3)
     cache = DynamicCache(config=model.config)
-    with kvlab.watch(model), pytest.raises(RuntimeError) as ours:
+    with kvlab.watch(model), pytest.raises(kvlab.CacheCropError) as ours:
         model(prompt_ids(6), past_key_values=cache)
         cache.crop(-3)
-    assert str(ours.value) == str(theirs.value)
+    with pytest.raises(kvlab.CacheCropError) as rule:
+        crop_rules.check_linear_rollback(-3, 0, False, 0)
+    assert str(ours.value) == str(rule.value)

@@ -1,7 +1,8 @@
-"""What recording adds to a decode step, timed apart from the model: a whole-`generate` A/B varies 5-10 % per run
-on a shared CPU, too much to resolve "under 1 %". kvlab's cost is all in the cache updates it wraps and the watch's
-two forward hooks; replaying exactly those calls of one run takes milliseconds, so dozens of interleaved repeats
-give a tight interval.
+"""What recording adds to a decode step, broken down: the run's cache calls (each layer's update and the watch's
+two forward hooks) replayed apart from the model, the instrumented cache and the watch each against plain. It
+takes milliseconds, so dozens of interleaved repeats give a tight interval; but in a loop kvlab's code and objects
+stay in the CPU caches, which a real decode step sweeps between two updates, so the replay sees less than the run
+pays. The headline is the whole run (`kvlab.bench.whole_run`); this is where its cost goes.
 """
 
 from __future__ import annotations
@@ -44,19 +45,24 @@ def _replay(cache, prefill: list, new_tokens: int, hooks=None) -> float:
     return clock.seconds
 
 
+def _watch_hooks(model, watching) -> tuple:
+    """The watch's two forward hooks, called as a forward calls them: the cache under transformers' own keyword and
+    output field."""
+    return (
+        lambda cache: watching._before_forward(model, (), {_compat.CACHE_KWARG: cache}),
+        lambda cache: watching._after_forward(
+            model, (), {_compat.CACHE_KWARG: cache}, SimpleNamespace(**{_compat.OUTPUT_CACHE_FIELDS[0]: cache})
+        ),
+    )
+
+
 def recording_cost(model, ids: torch.Tensor, new_tokens: int, plain_step_s: float, repeats: int = 41) -> dict:
     """The extra seconds per decoded token of the instrumented and the watched route over plain, and that as a
     share of `plain_step_s` (the plain decode step's time), each with the 95 % interval of the replay ratio."""
     prefill = cache_calls(model, ids)
     seconds: dict[str, list[float]] = {route: [] for route in ROUTES}
     with watch(model) as watching:
-        # the hooks' arguments as a forward passes them: the cache under transformers' own keyword and output field
-        hooks = (
-            lambda cache: watching._before_forward(model, (), {_compat.CACHE_KWARG: cache}),
-            lambda cache: watching._after_forward(
-                model, (), {_compat.CACHE_KWARG: cache}, SimpleNamespace(**{_compat.OUTPUT_CACHE_FIELDS[0]: cache})
-            ),
-        )
+        hooks = _watch_hooks(model, watching)
         build = {
             "plain": lambda: (_compat.DynamicCache(config=model.config), None),
             "instrumented": lambda: (make_cache("dynamic", model.config), None),
@@ -91,3 +97,56 @@ def recording_lines(cost: dict) -> list[str]:
             f"run's cache calls replayed {cost['replays']} times, interleaved)"
         )
     return lines
+
+
+STRATEGY_ROUTES = ("dynamic plain", "dynamic watched", "strategy plain", "strategy watched")
+
+
+def strategy_recording_cost(model, ids: torch.Tensor, new_tokens: int, layer_class: type, repeats: int = 41) -> dict:
+    """Watching a strategy (a user's `layer_class`, in `Cache(layer_class_to_replicate=...)`) against watching
+    transformers' `DynamicCache`: the run's decode updates and the watch's two hooks replayed into plain caches of
+    each, with and without the watch, interleaved. Recording's extra time is paired within each round (watched minus
+    plain), so the strategy's own update cost cancels; the ratio strategy / dynamic of its medians has a bootstrap
+    interval (`timing.compare`)."""
+    prefill = cache_calls(model, ids)
+    caches = {
+        "dynamic": lambda: _compat.DynamicCache(config=model.config),
+        "strategy": lambda: _compat.Cache(layer_class_to_replicate=layer_class),
+    }
+    seconds: dict[str, list[float]] = {route: [] for route in STRATEGY_ROUTES}
+    with watch(model) as watching:
+        hooks = {"plain": None, "watched": _watch_hooks(model, watching)}
+
+        def replay(route: str) -> float:
+            kind, how = route.split()
+            return _replay(caches[kind](), prefill, new_tokens, hooks[how])
+
+        for route in STRATEGY_ROUTES:  # warm-up, not counted
+            replay(route)
+        for _, route in interleaved(list(STRATEGY_ROUTES), repeats):
+            seconds[route].append(replay(route))
+    extra = {
+        kind: Timing(kind, [w - p for w, p in zip(seconds[f"{kind} watched"], seconds[f"{kind} plain"])])
+        for kind in caches
+    }
+    compared = compare(extra["dynamic"], extra["strategy"], warn=False)
+    updates = new_tokens * len(prefill)
+    return {
+        "strategy": layer_class.__name__,
+        "replays": repeats,
+        "updates_per_replay": updates,
+        "recording_us_per_update": {kind: t.median / updates * 1e6 for kind, t in extra.items()},
+        "recording_iqr_us_per_update": {kind: [q / updates * 1e6 for q in t.quartiles] for kind, t in extra.items()},
+        "plain_us_per_update": {kind: Timing(kind, seconds[f"{kind} plain"]).median / updates * 1e6 for kind in caches},
+        "ratio": compared.as_dict(),
+    }
+
+
+def strategy_line(cost: dict) -> str:
+    """One line: what watching the strategy costs per update against watching a DynamicCache, with the verdict."""
+    us, ratio = cost["recording_us_per_update"], cost["ratio"]
+    return (
+        f"watching {cost['strategy']}: {us['strategy']:.2f} µs per update vs {us['dynamic']:.2f} µs for a "
+        f"DynamicCache ({cost['updates_per_replay']} updates and their hooks replayed {cost['replays']} times, "
+        f"interleaved): {ratio['verdict']}"
+    )

@@ -12,10 +12,16 @@ import inspect
 from typing import TYPE_CHECKING, TypeGuard
 
 from kvlab import _compat
-from kvlab.caches.crop_rules import CacheCropError, check_crop, crop_count
+from kvlab.caches.crop_rules import (
+    CacheCropError,
+    check_crop,
+    check_linear_rollback,
+    check_states_to_keep,
+    crop_count,
+)
 from kvlab.model_facts import model_facts
 from kvlab.recording.layer_kinds import layer_kind_at
-from kvlab.recording.layer_state import read_layer
+from kvlab.recording.layer_state import DYNAMIC_READERS, count_tokens, forget_tokens, read_dynamic, read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads
@@ -43,6 +49,7 @@ def _then_refresh(name: str, op: str):
     """A method that calls transformers' `name` with its arguments untouched, then logs what changed as `op`."""
 
     def method(self, *args, **kwargs):
+        self.kvlab_recorder.flush()  # the updates it deferred read before the layers change
         out = getattr(super(InstrumentedCacheMixin, self), name)(*args, **kwargs)
         self._kvlab_refresh(op)
         return out
@@ -85,6 +92,8 @@ class InstrumentedCacheMixin(_CacheBase):
         if work is None:
             work = (0, int(tokens_added), 0, 0, *self._kvlab_layer_work(layer_idx))
         layer, layer_kind = self.layers[layer_idx], self._kvlab_layer_kind(layer_idx)
+        if tokens_added:
+            count_tokens(layer, tokens_added)  # a strategy's tokens seen (the built-in layers count their own)
         self.kvlab_recorder.record_update(
             self.kvlab_role, layer_idx, layer, layer_kind, op, tokens_added, seconds, work
         )
@@ -95,9 +104,16 @@ class InstrumentedCacheMixin(_CacheBase):
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
+        recorder, role = self.kvlab_recorder, self.kvlab_role
+        recorder.begin(role, layer_idx, "kv")
         started = now()
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        seconds = now() - started
+        layer = self.layers[layer_idx]
+        if DYNAMIC_READERS.get(type(layer)) is read_dynamic:
+            # the hot path, a plain dynamic layer: read with the step's others at its end (`Recorder.defer`)
+            recorder.defer(self, layer_idx, seconds)
+            return out
         # key_states: (batch, kv_heads, new_tokens, head_dim); out: what attention scores the queries against
         work = attention_counts(
             key_states, out, layer_heads(self._kvlab_query_heads, layer_idx), self._kvlab_layer_work(layer_idx)
@@ -136,13 +152,24 @@ class InstrumentedCacheMixin(_CacheBase):
             if read_layer(layer, layer_kind) != recorder.state(self.kvlab_role, i):
                 recorder.record_update(self.kvlab_role, i, layer, layer_kind, op, 0, 0.0)
 
-    # transformers' method, then a re-read of every layer (e.g. reset frees them, reorder_cache picks beams)
-    reset = _then_refresh("reset", "reset")
+    def reset(self, *args, **kwargs):
+        self.kvlab_recorder.flush()
+        out = super().reset(*args, **kwargs)
+        for layer in self.layers:
+            forget_tokens(layer)  # a strategy layer starts counting again
+        self._kvlab_refresh("reset")
+        return out
+
+    # transformers' method, then a re-read of every layer (e.g. reorder_cache picks beams)
     reorder_cache = _then_refresh("reorder_cache", "reorder")
     batch_repeat_interleave = _then_refresh("batch_repeat_interleave", "repeat")
     batch_select_indices = _then_refresh("batch_select_indices", "select")
 
     def activate_past_recording(self, *args, **kwargs):
+        linear = [layer for layer in self.layers if _compat.is_linear_state_layer(layer)]
+        if linear:  # refused before any layer starts recording
+            rolls_back = all(_compat.keeps_recurrent_states(layer) for layer in linear)
+            check_states_to_keep(kwargs.get("recurrent_states_to_keep"), rolls_back)
         out = super().activate_past_recording(*args, **kwargs)
         self.trace.meta.setdefault("past_recording_from_step", self.kvlab_recorder.step)
         return out
@@ -154,8 +181,21 @@ class InstrumentedCacheMixin(_CacheBase):
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         """Refuse a crop before any layer changes; subclasses add the rules of their layer kinds."""
         lengths = [int(layer.get_seq_length()) for layer in self.layers if _has_length(layer)]
-        # only linear-attention states: no token count to check against (None); transformers' own rules apply
+        # only linear-attention states: no token count to check against (None); their own rule follows
         check_crop(tokens_to_remove, max(lengths) if lengths else None)
+        for idx, layer in enumerate(self.layers):
+            if _compat.is_linear_state_layer(layer):
+                recording = _compat.recording_linear(layer)
+                restorable = _compat.restorable_tokens(layer) if recording else 0
+                check_linear_rollback(tokens_to_remove, idx, recording, restorable)
+
+    def _kvlab_restoring(self, tokens_to_remove: int) -> int:
+        """The recurrent states a crop puts back: one per initialized state of each recording linear-attention
+        layer, when it removes tokens."""
+        if tokens_to_remove == 0:
+            return 0
+        layers = (layer for layer in self.layers if _compat.is_linear_state_layer(layer))
+        return sum(_compat.restored_states(layer) for layer in layers)
 
     def _kvlab_crop_layers(self, tokens_to_remove: int) -> None:
         super().crop(tokens_to_remove)  # transformers' own crop
@@ -163,11 +203,17 @@ class InstrumentedCacheMixin(_CacheBase):
     def crop(self, tokens_to_remove) -> None:
         tokens_to_remove = crop_count(tokens_to_remove)
         self._kvlab_check_crop(tokens_to_remove)
-        before = [int(layer.get_seq_length()) if _has_length(layer) else 0 for layer in self.layers]
+        self.kvlab_recorder.flush()
+        before = [_crop_length(layer) for layer in self.layers]
+        restored = self._kvlab_restoring(tokens_to_remove)
         self._kvlab_crop_layers(tokens_to_remove)
-        after = [int(layer.get_seq_length()) if _has_length(layer) else 0 for layer in self.layers]
+        for layer in self.layers:  # crop(-n) removes n: a strategy layer's tokens seen lose them
+            count_tokens(layer, min(tokens_to_remove, 0))
+        after = [_crop_length(layer) for layer in self.layers]
         recording = any(self.is_recording_past(i) for i in range(len(self.layers)))
-        self.kvlab_recorder.record_crop(self.kvlab_role, tokens_to_remove, recording, before, after)
+        self.kvlab_recorder.record_crop(
+            self.kvlab_role, tokens_to_remove, recording, before, after, recurrent_states_restored=restored
+        )
         self._kvlab_refresh("crop")
 
 
@@ -176,6 +222,9 @@ def deepcopy_cache(cache: _CacheBase, memo: dict):
 
     An offloaded cache's prefetch `torch.Stream` cannot be pickled: the copy gets a fresh one on the same device.
     A watching `kvlab.watch` is shared, not copied, and told."""
+    pair = cache.__dict__.get("self_attention_cache")  # an encoder-decoder pair shares one recorder
+    recorder = (pair if pair is not None else cache).__dict__["kvlab_recorder"]
+    recorder.flush()  # the copy starts from every update logged
     copied = type(cache).__new__(type(cache))
     memo[id(cache)] = copied
     for name, value in cache.__dict__.items():
@@ -189,6 +238,14 @@ def deepcopy_cache(cache: _CacheBase, memo: dict):
     if watch is not None:
         watch._copied(cache, copied)
     return copied
+
+
+def _crop_length(layer) -> int:
+    """A layer's tokens as a crop event reports them: a linear-attention layer's own count where it keeps one (5.25),
+    else 0."""
+    if _has_length(layer):
+        return int(layer.get_seq_length())
+    return _compat.linear_tokens_seen(layer) or 0
 
 
 def _has_length(layer) -> TypeGuard[CacheLayerMixin]:

@@ -1,6 +1,7 @@
 """Every rule about `cache.crop`: kvlab refuses, before any layer changes, a crop that would leave the cache
 inconsistent with the tokens it claims to hold. transformers 5.24 crops by a negative count (`crop(-n)` removes
-the last n tokens). The rules take numbers only, so this module imports neither torch nor transformers.
+the last n tokens); 5.25 rolls linear-attention layers back to a recurrent state they recorded. The rules take
+numbers only, so this module imports neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def removal_count(n) -> int:
 
 def check_crop(tokens_to_remove: int, length: int | None) -> None:
     """A crop count is 0 or negative, and removes at most the `length` tokens the cache holds (None: a cache of
-    linear-attention states only, with no token count to check against; transformers' own rules apply)."""
+    linear-attention states only, with no token count to check against; `check_linear_rollback` applies)."""
     if tokens_to_remove > 0:
         raise CacheCropError(
             _(
@@ -122,3 +123,60 @@ def check_quantized_residual(tokens_to_remove: int, backend: str, residual: int)
                 "keep counting the tokens, leaving get_seq_length() wrong."
             ).format(n=tokens_to_remove, backend=backend, held=held)
         )
+
+
+def check_states_to_keep(value, rolls_back: bool) -> None:
+    """`activate_past_recording(recurrent_states_to_keep=value)`: a count of states (None: one per decoded token
+    only), on a release whose linear-attention layers can keep them (`rolls_back`). transformers would raise a
+    TypeError from inside its layer loop, after the layers before it had started recording."""
+    if value is None:
+        return
+    if not rolls_back:
+        raise CacheCropError(
+            _(
+                "activate_past_recording(recurrent_states_to_keep={n}): the linear-attention layers of transformers "
+                "{version} keep no recurrent states to roll back (that came with transformers {release}); call "
+                "activate_past_recording() without it, and crop only by 0."
+            ).format(n=value, version=_compat.TRANSFORMERS_VERSION, release=_compat.ROLLBACK_RELEASE)
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CacheCropError(
+            _(
+                "activate_past_recording(recurrent_states_to_keep={n!r}): give a count of states, an integer >= 0 "
+                "(at least the tokens of the longest forward you will roll back), or leave it out."
+            ).format(n=value)
+        )
+
+
+def check_linear_rollback(tokens_to_remove: int, layer_idx: int, records_past: bool, restorable: int | None) -> None:
+    """A linear-attention layer can be cropped only while it records the past, and back by at most the `restorable`
+    tokens whose recurrent states it kept (None: this release restores none, so only crop(0)). transformers raises
+    from inside its layer loop without recording (after the layers before it were cropped), fails part way through
+    past the history (IndexError, the token count already moved), and restores a wrong state at the history's
+    oldest entry after a forward longer than `recurrent_states_to_keep`."""
+    if not records_past:
+        raise CacheCropError(
+            _(
+                "crop({n}) refused: linear-attention layer {layer_idx} does not record its past, so its recurrent "
+                "state cannot be rolled back. Call cache.activate_past_recording(recurrent_states_to_keep=N) before "
+                "generating, with N at least the tokens of the longest forward you will roll back."
+            ).format(n=tokens_to_remove, layer_idx=layer_idx)
+        )
+    if tokens_to_remove == 0 or (restorable is not None and -tokens_to_remove <= restorable):
+        return
+    if restorable is None:
+        raise CacheCropError(
+            _(
+                "crop({n}) refused: the linear-attention layers of transformers {version} cannot restore an earlier "
+                "recurrent state (that came with transformers {release}); only crop(0) is valid here."
+            ).format(n=tokens_to_remove, version=_compat.TRANSFORMERS_VERSION, release=_compat.ROLLBACK_RELEASE)
+        )
+    valid = _("crop(0) only") if restorable == 0 else _("crop(0) .. crop(-{restorable})").format(restorable=restorable)
+    raise CacheCropError(
+        _(
+            "crop({n}) refused: linear-attention layer {layer_idx} can restore the recurrent state of at most "
+            "{restorable} tokens back (those it recorded since recording began or since its last crop), so the valid "
+            "counts are {valid}. Record more with cache.activate_past_recording(recurrent_states_to_keep=N), N at "
+            "least the tokens of the longest forward you will roll back."
+        ).format(n=tokens_to_remove, layer_idx=layer_idx, restorable=restorable, valid=valid)
+    )

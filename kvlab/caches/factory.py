@@ -6,20 +6,27 @@ from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
 from kvlab.caches.kinds import KINDS
 from kvlab.caches.options import check_options
+from kvlab.caches.strategy import CheckedStrategyCache
 from kvlab.model_facts import ModelFacts
 from kvlab.recording.trace import Trace
+from kvlab.strategies.load import check_strategy, is_strategy, layer_factory, strategy_facts
 
 __all__ = ["CACHE_CLASSES", "make_cache"]
 
 CACHE_CLASSES = {kind.name: kind.instrumented for kind in KINDS}  # the class `make_cache` builds for each name
 
 
-def make_cache(cache_kind: str, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):
+def make_cache(cache_kind, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):
     """An instrumented cache of `cache_kind` for a model `config` (or its `ModelFacts`, `kvlab.model_facts`, which
     hold the config they were read from); None for cache kind "none" (use_cache=False).
 
+    `cache_kind` is a kind name ("dynamic"), or a strategy: a transformers layer class of the user's (a `DynamicLayer`
+    subclass) or "FILE.py:ClassName", built as `Cache(layer_class_to_replicate=...)` with the options as the layer's
+    keyword arguments, each update checked (`kvlab.caches.strategy.CheckedStrategyCache`).
     `cache_config` takes the same dict as `generate(cache_config=...)`; keyword options are merged over it.
     """
+    if is_strategy(cache_kind):  # a layer class of the user's, or "FILE.py:ClassName"
+        return _strategy_cache(cache_kind, config, trace, {**(cache_config or {}), **options})
     given = check_options(cache_kind, {**(cache_config or {}), **options}, config)  # every option rule, in one place
     if cache_kind == "none":
         return None
@@ -32,3 +39,21 @@ def make_cache(cache_kind: str, config, *, trace: Trace | None = None, cache_con
     if getattr(config, "is_encoder_decoder", False):
         return InstrumentedEncoderDecoderCache.from_config(config, cls, trace=trace, **given)
     return cls(config=config.get_text_config(decoder=True), trace=trace, **given)
+
+
+def _strategy_cache(strategy, config, trace: Trace | None, options: dict):
+    """`Cache(layer_class_to_replicate=...)` of a strategy's layer class, instrumented and checked."""
+    layer_class, given = check_strategy(strategy, options, config)
+    if isinstance(config, ModelFacts):
+        config = config.config
+    factory = layer_factory(layer_class, given)
+    if getattr(config, "is_encoder_decoder", False):  # the strategy for the decoder's self-attention
+        cache = InstrumentedEncoderDecoderCache.from_config(
+            config, CheckedStrategyCache, trace=trace, layer_class_to_replicate=factory
+        )
+    else:
+        cache = CheckedStrategyCache(
+            layer_class_to_replicate=factory, config=config.get_text_config(decoder=True), trace=trace
+        )
+    cache.trace.meta["strategy"] = strategy_facts(layer_class, given)
+    return cache

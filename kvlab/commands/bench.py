@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from kvlab.atomic import open_atomic, write_text
+from kvlab.cache_kinds import BY_NAME, KINDS, is_strategy_spec
 from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
 from kvlab.i18n import _
+
+
+def cache_argument(text: str) -> str:
+    """`--cache` of `kvlab run` and `kvlab bench`: a kind name, or a strategy's "FILE.py:ClassName" (the file is
+    read when the command runs, before any model loads)."""
+    if text in BY_NAME or is_strategy_spec(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        _("invalid cache {text!r}; valid: {valid}, or FILE.py:ClassName (a cache layer class of yours)").format(
+            text=text, valid=", ".join(kind.name for kind in KINDS)
+        )
+    )
+
+
+def strategy_argument(text: str) -> str:
+    """`kvlab bench --cache`: a strategy only (the kinds are measured anyway)."""
+    if is_strategy_spec(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        _("--cache takes a strategy, FILE.py:ClassName (a cache layer class of yours); got {text!r}").format(text=text)
+    )
 
 
 def add_parser(subparsers) -> None:
@@ -16,6 +39,7 @@ def add_parser(subparsers) -> None:
         "measure every cache kind: memory, speed, quality, roofline",
         "kvlab bench --model smollm2 --only dynamic,static --repeats 5 --markdown bench.md",
         "kvlab bench --overhead --repeats 9",
+        "kvlab bench --model smollm2 --cache my_strategy.py:KeepEnds --only static",
     )
     p.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (or a local model directory)")
     p.add_argument("--prompt-tokens", type=int, default=128, help="tokens of each prompt")
@@ -34,6 +58,15 @@ def add_parser(subparsers) -> None:
         help="comma-separated words: run only the configurations whose label contains one "
         "(dynamic, the reference, always runs), e.g. --only quanto,hqq",
     )
+    p.add_argument(
+        "--cache",
+        action="append",
+        default=[],
+        type=strategy_argument,
+        metavar="FILE.py:ClassName",
+        help="also measure a strategy of yours: a transformers cache layer class (a DynamicLayer subclass), a row "
+        "beside the kinds (repeat for more); with --overhead, what recording it costs against a built-in layer",
+    )
     add_output_options(p, "the whole result (rows under 'rows') instead of the markdown table")
     p.add_argument("--markdown", metavar="FILE", help="also write the markdown table to FILE")
     p.add_argument("--plots", help="write the frontier plot (frontier.png) into this directory")
@@ -48,8 +81,9 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--overhead",
         action="store_true",
-        help="measure only kvlab's instrumentation overhead: plain generate, kvlab's instrumented DynamicCache and "
-        "generate inside kvlab.watch, interleaved repeats, median decode tok/s (--json: the whole result)",
+        help="measure only what watching costs: plain generate and the same call inside kvlab.watch, on the whole "
+        "run, in interleaved pairs (at least --repeats, more until the interval resolves 1 %%, at most 41), then the "
+        "run's cache calls replayed as a breakdown (--json: the whole result)",
     )
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -102,6 +136,7 @@ def handle(args) -> int:
                 )
             )
         configs = chosen
+    configs += strategy_configs(args.cache)
     model, tokenizer = _load(args)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
     if args.batching:
@@ -113,11 +148,23 @@ def handle(args) -> int:
     return render(result, args)
 
 
+def strategy_configs(specs: list[str]) -> list:
+    """A bench row for each strategy, its file and class checked before any model loads (one line if wrong)."""
+    from kvlab.bench.configs import BenchConfig
+    from kvlab.strategies.load import load_strategy, strategy_name
+
+    for spec in specs:
+        load_strategy(spec)
+    return [BenchConfig(strategy_name(spec), spec) for spec in specs]
+
+
 def measure_overhead(settings, args) -> int:
     """`kvlab bench --overhead`: the instrumentation overhead alone; exit status 1 when the tokens differ."""
     from kvlab.bench.overhead import overhead_lines, run_overhead
+    from kvlab.strategies.load import load_strategy
 
-    result = run_overhead(*_load(args), settings)
+    strategies = tuple(load_strategy(spec) for spec in args.cache)  # checked before the model loads
+    result = run_overhead(*_load(args), settings, strategies)
     out = Output(args)
     if args.json:
         out.json(result, indent=1)
@@ -177,6 +224,6 @@ def render(result: dict, args) -> int:
             title=f"{model}: quality–memory frontier\nblue: measured by kvlab here; "
             "orange dashed: published, external references (not kvlab)",
         )
-        with open_atomic(directory / f"frontier_{model}.png") as handle:
+        with open_atomic(directory / f"frontier_{Path(model).name}.png") as handle:  # a local model: its folder's name
             fig.savefig(handle, format="png", dpi=120)
     return 0

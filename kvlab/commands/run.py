@@ -9,8 +9,9 @@ from __future__ import annotations
 import sys
 
 # torch-free: the parser stays light
-from kvlab.cache_kinds import BATCH_KINDS, BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
+from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
+from kvlab.commands.bench import cache_argument
 from kvlab.i18n import _
 
 
@@ -26,9 +27,10 @@ def add_parser(subparsers) -> None:
     p.add_argument(  # a batch kind is accepted here so that the option check says where it runs instead
         "--cache",
         required=True,
-        choices=(*CACHE_KINDS, *BATCH_KINDS),
+        type=cache_argument,
         metavar="CACHE_KIND",
-        help="; ".join(f"{name}: {BY_NAME[name].help}" for name in CACHE_KINDS),
+        help="; ".join(f"{name}: {BY_NAME[name].help}" for name in CACHE_KINDS)
+        + "; FILE.py:ClassName: a strategy of yours, a transformers cache layer class (a DynamicLayer subclass)",
     )
     p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
     p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
@@ -170,7 +172,7 @@ def handle(args) -> int:
     else:
         report(out, data)
     out.close()  # stdout, or --output written atomically (kvlab.atomic)
-    if args.trace:
+    if args.trace and not result.no_cache:  # no empty trace: `run` said in one line that nothing was traced
         result.trace.save(args.trace)  # atomic too (kvlab.atomic.write_text)
     return 0
 

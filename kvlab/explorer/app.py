@@ -21,7 +21,7 @@ import ipywidgets as widgets
 from kvlab.errors import one_line
 from kvlab.explorer import export, summary
 from kvlab.explorer.controls import WIDE, Controls, fitted, row
-from kvlab.explorer.kinds import kind_of
+from kvlab.explorer.kinds import kind_of, offer_strategies
 from kvlab.explorer.models import LOADED, ModelStore
 from kvlab.explorer.run_values import USER_ERRORS, Run
 from kvlab.explorer.session import Session
@@ -453,10 +453,12 @@ def _loading(model: str) -> str:
     return _("loading {model} (first use takes a few seconds)…").format(model=model)
 
 
-def explore(model=None, tokenizer=None, lang: str | None = None, **kwargs) -> Explorer:
+def explore(model=None, tokenizer=None, lang: str | None = None, strategies=(), **kwargs) -> Explorer:
     """The Cache Explorer, for an already-loaded `model` (and `tokenizer`) or one chosen in the app. `preload=True`
     loads the default model in the background; `save_dir="."` also writes saved files there; `lang="pt-BR"` shows
-    it in Portuguese (as `kvlab.set_language` does)."""
+    it in Portuguese (as `kvlab.set_language` does); `strategies=[MyLayer]` adds your layer classes (or
+    "FILE.py:ClassName") to the cache menu, under their class names."""
     if lang is not None:
         set_language(lang)
+    offer_strategies(strategies)
     return Explorer(model, tokenizer, **kwargs)

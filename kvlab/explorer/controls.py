@@ -75,7 +75,7 @@ class Controls:
         choices = model_choices(has_loaded_model)
         self.model = _dropdown(choices, model or choices[0], _("model"))
         self.dtype = _dropdown(DTYPES, "float32", "dtype")
-        self.cache = _dropdown([(kind.shown(), kind.name) for kind in kinds.KINDS], "dynamic", _("cache"))
+        self.cache = _dropdown([(kind.shown(), kind.name) for kind in kinds.offered()], "dynamic", _("cache"))
         self._option_widgets()
         self._prompt_widgets(prompt_presets if prompt_presets is not None else presets())
         for name in STYLED:

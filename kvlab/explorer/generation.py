@@ -49,7 +49,7 @@ class StopSwitch(StoppingCriteria):
 
 
 def generate_traced(
-    model, tokenizer, input_ids, cache: str, options: dict, max_new_tokens: int, on_token=None, stop=None, **run_kwargs
+    model, tokenizer, input_ids, cache, options: dict, max_new_tokens: int, on_token=None, stop=None, **run_kwargs
 ) -> RunResult:
     """`kvlab.run` calling `on_token(new_ids)` after each token, ended early once the `threading.Event` `stop` is
     set; `run_kwargs` are the rest of `kvlab.run`'s."""
@@ -70,8 +70,9 @@ def generate_traced(
     return result
 
 
-def generate_run(run: Run, model, tokenizer, on_token, stop: threading.Event) -> None:
-    """`generate_traced`, recording into `run.trace` as it goes (the live plots read it), reporting `on_token(run)`."""
+def generate_run(run: Run, model, tokenizer, on_token, stop: threading.Event, cache=None) -> None:
+    """`generate_traced`, recording into `run.trace` as it goes (the live plots read it), reporting `on_token(run)`;
+    `cache` is what `kvlab.run` takes (an offered strategy's layer class), the request's kind name by default."""
     request = run.request
     ids = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
     run.prompt_tokens = int(ids.shape[-1])
@@ -81,5 +82,6 @@ def generate_run(run: Run, model, tokenizer, on_token, stop: threading.Event) ->
         if on_token is not None:
             on_token(run)
 
-    args = (model, tokenizer, ids, request.cache, request.options, request.max_new_tokens, token, stop)
+    cache = request.cache if cache is None else cache
+    args = (model, tokenizer, ids, cache, request.options, request.max_new_tokens, token, stop)
     run.result = generate_traced(*args, past_recording=request.past_recording, trace=run.trace)

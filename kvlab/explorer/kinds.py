@@ -42,6 +42,11 @@ class ExplorerKind:
         record = RECORDS[name]
         self.options = (*record.options, *(("past_recording",) if record.records_past else ()))  # its widgets
 
+    @property
+    def cache(self):
+        """What `kvlab.run` and the request check take as `cache`: the kind's name (a strategy: its class)."""
+        return self.name
+
     def shown(self) -> str:
         """The cache menu's text."""
         return _(self.label) if self.label else self.name
@@ -53,7 +58,7 @@ class ExplorerKind:
 
         if not request.prompt.strip():
             raise ValueError(_("the prompt is empty; type some text or choose a preset"))
-        Request(request.cache, request.options, past_recording=request.past_recording).check()
+        Request(self.cache, request.options, past_recording=request.past_recording).check()
         if loaded is None:
             return
         from kvlab.explorer.prompts import encode_prompt
@@ -61,7 +66,7 @@ class ExplorerKind:
 
         model, tokenizer = loaded
         Request(
-            request.cache,
+            self.cache,
             request.options,
             model.config,
             prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[-1],
@@ -75,7 +80,7 @@ class ExplorerKind:
         """Runs it in the session's thread."""
         from kvlab.explorer.generation import generate_run
 
-        generate_run(run, model, tokenizer, on_token, stop)
+        generate_run(run, model, tokenizer, on_token, stop, cache=self.cache)
 
     def progress(self, request: RunRequest) -> tuple[int, str]:
         """The progress bar's end and the status while it runs."""
@@ -181,15 +186,50 @@ class PagedKind(ExplorerKind):
         return plot_block_timeline(trace, title=f"{title}\n{detail}" if title else detail)
 
 
-# In the cache menu's order: transformers' cache kinds, then continuous batching.
+class StrategyKind(ExplorerKind):
+    """A strategy of the user's: a transformers layer class defined in the notebook's kernel (or a file), offered in
+    the cache menu under its class name; run as `kvlab.run(..., cache=TheClass)`, with no options of its own (its
+    constructor's defaults)."""
+
+    def __init__(self, layer_class: type):
+        self.name, self.layer_class, self.options = layer_class.__name__, layer_class, ()
+
+    @property
+    def cache(self):
+        return self.layer_class
+
+
+# In the cache menu's order: transformers' cache kinds, then continuous batching, then the strategies offered.
 KINDS = (*(ExplorerKind(name) for name in CACHE_KINDS), PagedKind(PAGED))
 BY_NAME: dict[str | None, ExplorerKind] = {kind.name: kind for kind in KINDS}
 DEFAULT = BY_NAME["dynamic"]
+STRATEGIES: dict[str, StrategyKind] = {}  # offered by `kvlab.explore(strategies=[...])`, by class name
+
+
+def offer_strategies(layer_classes) -> None:
+    """Offer each layer class (or "FILE.py:ClassName") in the cache menu, checked first (`StrategyError` if not a
+    layer class kvlab reads); a class defined again under the same name (a re-run cell) replaces the old one."""
+    from kvlab.strategies.load import StrategyError, load_strategy
+
+    for layer_class in (load_strategy(each) for each in layer_classes):
+        if layer_class.__name__ in BY_NAME:
+            raise StrategyError(
+                _("a strategy cannot be named {name}, a cache kind's name; rename the class").format(
+                    name=layer_class.__name__
+                )
+            )
+        STRATEGIES[layer_class.__name__] = StrategyKind(layer_class)
+
+
+def offered() -> tuple[ExplorerKind, ...]:
+    """The cache menu: the kinds, then the strategies offered."""
+    return (*KINDS, *STRATEGIES.values())
 
 
 def kind_of(name: str | None) -> ExplorerKind:
-    """The kind called `name`; one the explorer does not offer (a loaded "encoder_decoder") reads as "dynamic"."""
-    return BY_NAME.get(name, DEFAULT)
+    """The kind (or offered strategy) called `name`; one the explorer does not offer (a loaded "encoder_decoder")
+    reads as "dynamic"."""
+    return BY_NAME.get(name) or STRATEGIES.get(str(name)) or DEFAULT
 
 
 def for_trace(trace: Trace) -> ExplorerKind:

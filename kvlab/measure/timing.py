@@ -216,6 +216,20 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], confidence: float = C
     return float(low), float(high)
 
 
+def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE, seed: int = 0):
+    """(median, low, high) of the pairwise ratios b[i] / a[i], the interval a percentile bootstrap of their median:
+    for runs taken in pairs, side by side, where drift between pairs cancels inside each ratio."""
+    import numpy as np
+
+    ratios = np.asarray(b, dtype=float) / np.asarray(a, dtype=float)
+    if ratios.size == 0:
+        raise ValueError(_("a ratio needs at least one time on each side"))
+    medians = np.median(np.random.default_rng(seed).choice(ratios, (BOOTSTRAP_RESAMPLES, ratios.size)), axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return float(np.median(ratios)), float(low), float(high)
+
+
 def per_step(runs: Sequence[Sequence[float]]) -> list[tuple[float, float, float]]:
     """(median, q1, q3) per step over repeated runs of the same steps (e.g. time per token at each position)."""
     steps = min((len(r) for r in runs), default=0)

@@ -151,7 +151,7 @@ _ONE_IF_SET = """n_group num_expert_group topk_group n_shared_experts num_shared
 _FIXED = {
     # multi-head latent attention (DeepSeek-V2/V3 style): the compressed latent and the rope key
     **dict(kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16),
-    **dict(index_head_dim=16, index_n_heads=2),
+    **dict(index_head_dim=16, index_n_heads=2, index_num_heads=2),
     # linear attention and state-space layers
     **dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16),
     **dict(linear_head_dim=16, linear_num_heads=2, state_size=16, ssm_state_size=16, mamba_d_state=16),
@@ -261,6 +261,12 @@ def _renumber(value, renumbered: dict[int, int]):
     return renumbered[value]
 
 
+def _earlier_layers(values: list) -> bool:
+    """A per-layer list of layer indices, each at most its own layer's, some another's."""
+    indices = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= i for i, v in enumerate(values))
+    return indices and any(v != i for i, v in enumerate(values))
+
+
 def _shrunk_layers(values: dict, overrides: dict, repeats: int = 1) -> dict:
     """Fewer layers, keeping the model's per-layer pattern: the per-layer lists (layer types, MLP types, ...) cut
     to their shortest prefix that has every combination they had `repeats` times, lists of layer indices kept
@@ -286,8 +292,13 @@ def _shrunk_layers(values: dict, overrides: dict, repeats: int = 1) -> dict:
     cycle = max(
         (len(v) for k, v in values.items() if k.endswith("types") and isinstance(v, list) and 1 < len(v) < n), default=1
     )
+    # per-layer lists of layer indices (Kolibri's `kv_source_layers`: the earlier layer whose K/V a layer reads): a
+    # layer's kind is whether it reads its own, and the kept layers' entries are renumbered
+    sources = {k for k, v in per_layer.items() if "layer" in k and _earlier_layers(v)}
     signature = [
-        tuple(repr(v[i]) for v in per_layer.values()) + tuple(i in v for v in indexed.values()) for i in range(n)
+        tuple(repr(v[i]) if k not in sources else v[i] == i for k, v in per_layer.items())
+        + tuple(i in v for v in indexed.values())
+        for i in range(n)
     ]
     kinds = set(signature)
     prefix = next(
@@ -304,6 +315,8 @@ def _shrunk_layers(values: dict, overrides: dict, repeats: int = 1) -> dict:
     shrunk = {k: min(count, len(keep)) if count != n else len(keep) for k, count in counts.items()}
     shrunk |= {k: [TINY_INTERMEDIATE if k in _INTERMEDIATES else v[i] for i in keep] for k, v in per_layer.items()}
     shrunk |= {k: [new_index[i] for i in v if i in new_index] for k, v in indexed.items()}
+    # a source not kept: the layer reads its own
+    shrunk |= {k: [new_index.get(per_layer[k][i], new) for new, i in enumerate(keep)] for k in sources}
     if values.get("num_kv_shared_layers"):
         shrunk["num_kv_shared_layers"] = len(keep) // 2
     return shrunk

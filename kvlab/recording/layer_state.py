@@ -3,15 +3,17 @@
 Slots are token positions along the sequence axis: *allocated* (has storage), *live* (attendable by the next
 query), *masked* (allocated, not attendable: a static cache's waste), *evicted* (seen, then dropped by a window).
 Plain transformers layers are read field by field (the hot path) once a first filled layer shows those fields are
-all it keeps; any other class has its attributes walked for bytes (`storage.held_bytes`), and where kvlab does not
-know the meaning of its keys the slot fields are None, never a made-up zero.
+all it keeps; any other class has its attributes walked for bytes (`storage.held_bytes`). A class of the user's that
+subclasses a dynamic or static layer (a strategy) is read from what it holds (`_read_strategy`): its keys' slots,
+its own mask sizes, and the tokens kvlab's caches counted into its updates (`count_tokens`). Where kvlab does not
+know the meaning of a layer's keys the slot fields are None, never a made-up zero.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -24,7 +26,9 @@ from kvlab.recording.storage import held_tensors, kv_storage_bytes, storage_byte
 log = get_logger(__name__)
 
 
-@dataclass  # not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step
+# Not frozen: a frozen dataclass's __init__ is several times slower, and this runs per layer per step; slots: no
+# dict per state (one is kept per update event)
+@dataclass(slots=True)
 class LayerState:
     layer_kind: str  # "full" | "sliding" | "chunked" | "linear" | "dummy"
     logical_length: int | None  # tokens this layer has seen (its position count)
@@ -40,7 +44,27 @@ class LayerState:
     residual_bytes: int = 0
 
     def as_dict(self) -> dict:
-        return dict(vars(self))  # flat fields: a shallow copy (dataclasses.asdict deep-copies, 5x slower)
+        return dict(zip(STATE_FIELDS, self.as_tuple()))  # flat fields (dataclasses.asdict deep-copies, 5x slower)
+
+    def as_tuple(self) -> tuple:
+        """The fields' values, in `STATE_FIELDS` order."""
+        return (
+            self.layer_kind,
+            self.logical_length,
+            self.slots_allocated,
+            self.slots_live,
+            self.slots_masked,
+            self.tokens_evicted,
+            self.bytes_held,
+            self.device,
+            self.quantized_tokens,
+            self.residual_tokens,
+            self.packed_bytes,
+            self.residual_bytes,
+        )
+
+
+STATE_FIELDS = tuple(f.name for f in fields(LayerState))
 
 
 def _seq_slots(tensor) -> int:
@@ -50,10 +74,16 @@ def _seq_slots(tensor) -> int:
     return int(tensor.shape[-2])
 
 
+@functools.cache
+def device_name(device: torch.device) -> str:
+    """ "cpu", "cuda:0": read once per device (`str` builds a new string each time, on every update)."""
+    return str(device)
+
+
 def _device(layer) -> str:
     for tensor in (getattr(layer, "keys", None), *_compat.linear_states(layer)):
         if isinstance(tensor, torch.Tensor):
-            return str(tensor.device)
+            return device_name(tensor.device)
     return "none"
 
 
@@ -84,7 +114,7 @@ def _read_quantized(layer, layer_kind: str) -> LayerState:
         0,
         0,
         packed + residual,
-        str(layer.keys.device),
+        device_name(layer.keys.device),
         quantized_tokens=length - residual_tokens if isinstance(layer, _compat.QuantizedLayer) else length,
         residual_tokens=residual_tokens,
         packed_bytes=packed,
@@ -93,8 +123,8 @@ def _read_quantized(layer, layer_kind: str) -> LayerState:
 
 
 def _kv_state(layer, layer_kind: str, seen: int, allocated: int, live: int, evicted: int) -> LayerState:
-    held = kv_storage_bytes(layer.keys, layer.values)
-    return LayerState(layer_kind, seen, allocated, live, allocated - live, evicted, held, str(layer.keys.device))
+    held, device = kv_storage_bytes(layer.keys, layer.values), device_name(layer.keys.device)
+    return LayerState(layer_kind, seen, allocated, live, allocated - live, evicted, held, device)
 
 
 def _read_static_sliding(layer, layer_kind: str) -> LayerState:
@@ -122,13 +152,114 @@ def _read_dynamic(layer, layer_kind: str) -> LayerState:
     return _kv_state(layer, layer_kind, length, allocated, allocated, max(length - allocated, 0))
 
 
+# On a strategy layer: the tokens handed to its `update` since kvlab met it (kvlab's caches count them, as no
+# transformers field does for a class that evicts on its own); `held_tensors` leaves kvlab's attributes out.
+TOKENS_SEEN = "_kvlab_tokens_seen"
+
+
+def _read_strategy(layer, layer_kind: str) -> LayerState:
+    """A user's subclass of a dynamic layer: slots stored are its keys' (batch, kv_heads, seq, head_dim) seq axis;
+    live, what its own `get_mask_sizes` lets the next query attend, the rest masked; evicted, the tokens seen minus
+    those it still holds. User code that raises here leaves the reading to the tensors alone."""
+    state = _strategy_state(layer, layer_kind)
+    layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
+    if state.slots_allocated and _own_mask(layer_type):
+        try:
+            live = int(layer.get_mask_sizes(1)[0]) - 1  # (keys the next single query attends, their first position)
+        except Exception:  # the user's method failing is the user's to see in their own call, not in kvlab's reading
+            live = state.slots_allocated
+        state.slots_live = min(max(live, 0), state.slots_allocated)
+        state.slots_masked = state.slots_allocated - state.slots_live
+    return state
+
+
+@functools.cache
+def _own_mask(layer_class: type) -> bool:
+    """Whether a dynamic strategy tells the mask something of its own: with `DynamicLayer`'s `get_mask_sizes` and
+    `get_seq_length` both, every stored slot is live, and asking costs a call per update for nothing."""
+    dynamic = _compat.DynamicLayer
+    return any(
+        getattr(layer_class, name) is not getattr(dynamic, name) for name in ("get_mask_sizes", "get_seq_length")
+    )
+
+
+def _read_static_strategy(layer, layer_kind: str) -> LayerState:
+    """A user's subclass of a static layer: its storage allocated up front, live what `get_seq_length` holds."""
+    state = _strategy_state(layer, layer_kind)
+    if state.slots_allocated:
+        held = min(_user_int(layer.get_seq_length, state.slots_allocated), state.slots_allocated)
+        state.slots_live, state.slots_masked = held, state.slots_allocated - held
+        state.tokens_evicted = max(state.logical_length - held, 0) if state.logical_length is not None else None
+    return state
+
+
+def _strategy_state(layer, layer_kind: str) -> LayerState:
+    """A strategy's bytes, stored slots and tokens seen (every slot live, none evicted past what it stores)."""
+    keys, values = layer.keys, layer.values
+    held, device = _strategy_bytes(layer, keys, values)
+    if not held or not layer.is_initialized:
+        layer.__dict__.pop(TOKENS_SEEN, None)  # emptied (a reset): the count starts again
+        return _empty(layer_kind)
+    if type(keys) is not torch.Tensor or keys.dim() != 4:
+        layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
+        _warn_unread(layer_type)
+        return LayerState(layer_kind, None, None, None, None, None, held, device)
+    stored = keys.shape[-2]
+    seen = layer.__dict__.get(TOKENS_SEEN)
+    if seen is None:  # met already filled (watched mid-conversation): the layer's own count, at least what it holds
+        seen = layer.__dict__[TOKENS_SEEN] = max(_user_int(layer.get_seq_length, stored), stored)
+    return LayerState(layer_kind, seen, stored, stored, 0, max(seen - stored, 0), held, device)
+
+
+# What a strategy's other attributes may be without holding any cached data (the fast path of `_strategy_bytes`).
+_NO_DATA = (bool, int, float, str, type(None), torch.device)
+
+
+def _strategy_bytes(layer, keys, values) -> tuple[int, str]:
+    """(bytes of everything `layer` keeps, its device): keys and values alone when its other attributes hold only
+    numbers, names and devices (checked on every read: a strategy may add a tensor at any step), else every tensor
+    its attributes reach."""
+    for value in layer.__dict__.values():  # kvlab's own count is an int
+        if value is keys or value is values or type(value) in _NO_DATA:
+            continue
+        tensors = list(held_tensors(layer))
+        return storage_bytes(tensors), device_name(tensors[0].device) if tensors else "none"
+    if type(keys) is torch.Tensor and type(values) is torch.Tensor:
+        return kv_storage_bytes(keys, values), str(keys.device)
+    return 0, "none"
+
+
+def _user_int(read: Callable[[], object], fallback: int) -> int:
+    try:
+        return int(read())  # type: ignore[call-overload]
+    except Exception:  # the user's method failing is the user's to see in their own call, not in kvlab's reading
+        return fallback
+
+
+_STRATEGY_READERS = (_read_strategy, _read_static_strategy)
+
+
+def count_tokens(layer, tokens: int) -> None:
+    """Add `tokens` (an update's key_states seq length; negative for a crop) to a strategy layer's count of tokens
+    seen; other layers count their own."""
+    layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
+    if tokens and (_READERS.get(layer_type) or _reader_for(layer_type)) in _STRATEGY_READERS:
+        counts = layer.__dict__
+        counts[TOKENS_SEEN] = max(counts.get(TOKENS_SEEN, 0) + tokens, 0)
+
+
+def forget_tokens(layer) -> None:
+    """Drop kvlab's count from a layer (the watch ends, or the layer was reset)."""
+    layer.__dict__.pop(TOKENS_SEEN, None)
+
+
 def _read_unknown(layer, layer_kind: str) -> LayerState:
     """Every byte the layer keeps, its slots unknown (None); a layer with no tensor yet holds no slots."""
     tensors = list(held_tensors(layer))
     held = storage_bytes(tensors)
     if not held:
         return _empty(layer_kind)
-    return LayerState(layer_kind, None, None, None, None, None, held, str(tensors[0].device))
+    return LayerState(layer_kind, None, None, None, None, None, held, device_name(tensors[0].device))
 
 
 Reader = Callable[[object, str], LayerState]
@@ -142,7 +273,7 @@ def _with_held_bytes(reader: Reader) -> Reader:
         tensors = list(held_tensors(layer))
         state.bytes_held = storage_bytes(tensors)
         if state.device == "none" and state.bytes_held:  # a hybrid's linear state, before its first keys
-            state.device = str(tensors[0].device)
+            state.device = device_name(tensors[0].device)
         return state
 
     return read
@@ -171,6 +302,10 @@ _SLOTS_READ = {
     "LinearAttentionAndStaticSlidingWindowAttentionLayer": _read_static_sliding,
 }
 _READERS: dict[type, Reader] = {}  # layer class -> its reader, decided once per class
+# For the hot path's test (`Recorder.defer`): a class whose reader is `read_dynamic` is a dynamic layer that keeps
+# nothing beside its keys and values (checked once on a filled layer, `_check_once`)
+DYNAMIC_READERS = _READERS
+read_dynamic = _read_dynamic
 
 
 @functools.cache
@@ -214,12 +349,23 @@ def _check_once(layer_type: type, reader: Reader) -> Reader:
     return read
 
 
+def is_strategy_class(layer_class: type) -> bool:
+    """A class transformers does not ship that subclasses its dynamic or static layer (a quantized or linear-attention
+    one excepted: what their keys hold is not what they hold): read by `_read_strategy`."""
+    if layer_class in _known_classes() or not isinstance(layer_class, type):
+        return False
+    others = (_compat.BaseQuantizedLayer, _compat.LinearAttentionCacheLayerMixin)
+    return issubclass(layer_class, (_compat.DynamicLayer, _compat.StaticLayer)) and not issubclass(layer_class, others)
+
+
 def _reader_for(layer_type: type) -> Reader:
     """The reader of a layer class, decided once per class (isinstance on transformers' ABCs is slow)."""
     base = own_class(layer_type)
     reader, complete = _known_classes().get(base, (None, False))
     chosen: Reader
-    if reader is None:
+    if reader is None and is_strategy_class(base):
+        chosen = _read_static_strategy if issubclass(base, _compat.StaticLayer) else _read_strategy
+    elif reader is None:
         _warn_unread(base)
         chosen = _read_unknown
     elif complete:
@@ -249,7 +395,10 @@ def reads_every_change(layer) -> bool:
 
 @functools.cache
 def _plain(layer_type: type) -> bool:
-    return _known_classes().get(own_class(layer_type), (None, False))[1]
+    base = own_class(layer_type)
+    if is_strategy_class(base):  # a user's changes what it keeps in `update`; a model's own (a transformers
+        return not base.__module__.startswith("transformers.")  # modeling file's) may have buffers attention writes
+    return _known_classes().get(base, (None, False))[1]
 
 
 def read_layer(layer, layer_kind: str) -> LayerState:

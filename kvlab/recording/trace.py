@@ -1,8 +1,10 @@
 """A `Trace` is the record of one cache's life: every layer update, crop, flush and offload.
 
 Events are plain dicts (JSON-ready, pandas-ready) with a `type`: "update" (one layer update: its step, op, tokens,
-seconds, `cache_bytes` after it, every `LayerState` field and the work counters), "crop", "flush" (a quantized layer
-moved its residual into quantized storage) and "transfer" (an offloaded layer moved); `meta` says what produced it.
+seconds, `cache_bytes` after it, every `LayerState` field and the work counters; op "outside" when only the bytes a
+cache holds beside its layers changed), "crop" (with the linear-attention states it put back), "flush" (a quantized
+layer moved its residual into quantized storage) and "transfer" (an offloaded layer moved); `meta` says what produced
+it.
 `Trace.load` reads every schema version: an older file's names get today's, and counters it never recorded are null,
 never a made-up zero. `summary()` and `layer_table()` are a dict and a list of dicts that print as aligned tables.
 """
@@ -10,22 +12,27 @@ never a made-up zero. `summary()` and `layer_table()` are a dict and a list of d
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _, marks
+from kvlab.recording.layer_state import STATE_FIELDS
 from kvlab.recording.slots import SLOT_FIELDS, waste_pct
 from kvlab.recording.work import WORK_FIELDS, input_signatures, work_by_step
 from kvlab.units import human_bytes
 
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older versions are translated on load
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older versions are translated on load
 # The fields the next version renamed, per older version: {version: {event type: {old name: new name}}}
 RENAMED_FIELDS = {1: {"update": {"kind": "layer_kind"}}}
 # The meta keys the next version renamed, per older version: {version: {old name: new name}}
 RENAMED_META = {3: {"cache": "cache_kind"}}
 # The fields the next version added, per older version: {version: {event type: fields}}; null in older files
-ADDED_FIELDS = {2: {"update": WORK_FIELDS}}
+ADDED_FIELDS: dict[int, dict[str, tuple[str, ...]]] = {
+    2: {"update": WORK_FIELDS},
+    4: {"crop": ("recurrent_states_restored",)},
+}
 EVENT_TYPES = ("update", "crop", "flush", "transfer")
 # A layer's quantized storage: zero in every layer of every other cache kind, so a table leaves them out there
 QUANTIZED_FIELDS = ("quantized_tokens", "residual_tokens", "packed_bytes", "residual_bytes")
@@ -110,7 +117,7 @@ def update_event(values: tuple) -> dict:
         "seconds": seconds,
         "cache_bytes": cache_bytes,
     }
-    event.update(vars(state))
+    event.update(zip(STATE_FIELDS, state.as_tuple()))
     event.update(zip(WORK_FIELDS, work) if isinstance(work, tuple) else work)
     if extra:
         event.update(extra)
@@ -127,9 +134,13 @@ class Trace:
         self._events: list[dict] = list(events or [])
         self._unbuilt: list = []  # events recorded since `events` was last read: dicts, or update_event's tuples
         self.meta: dict = dict(meta or {})
+        # The recorder's deferred updates (`Recorder.defer`), logged before the events are read or one is added
+        self.before_read: Callable[[], None] | None = None
 
     @property
     def events(self) -> list[dict]:
+        if self.before_read is not None:
+            self.before_read()
         if self._unbuilt:
             self._events.extend(e if type(e) is dict else update_event(e) for e in self._unbuilt)
             self._unbuilt.clear()
@@ -142,6 +153,8 @@ class Trace:
 
     def record(self, event: dict) -> None:
         """Append one event (a crop, flush or transfer dict)."""
+        if self.before_read is not None:
+            self.before_read()
         self._unbuilt.append(event)
 
     def record_update(self, values: tuple) -> None:
@@ -404,7 +417,14 @@ EVENT_FIELDS = {
         **_LAYER_STATE,
         **dict.fromkeys(WORK_FIELDS, _COUNT),
     },
-    "crop": {**_COMMON, "n": _INT, "past_recording": _BOOL, "lengths_before": _INTS, "lengths_after": _INTS},
+    "crop": {
+        **_COMMON,
+        "n": _INT,
+        "past_recording": _BOOL,
+        "lengths_before": _INTS,
+        "lengths_after": _INTS,
+        "recurrent_states_restored": _COUNT,  # since schema 5 (transformers 5.25's linear-attention rollback)
+    },
     "flush": {**_COMMON, "layer_idx": _INT, "residual_tokens_flushed": _INT, "quantized_tokens": _INT},
     "transfer": {
         **_COMMON,

@@ -4,7 +4,8 @@ they came from, and what each cache layer holds (`layers`, measured on the meta 
 Well-known models ship in `kvlab/data/architectures.json` (copied from their public config.json), with
 transformers' reading of them stored beside it (`python -m kvlab.size.architecture --write`), so a known name is
 sized without torch; transformers itself decides which layer slides or what an MLA or linear layer keeps. An
-encoder-only config (BERT) is refused: it keeps no KV cache, so any size would be invented.
+encoder-only config (BERT) is refused: it keeps no KV cache, so any size would be invented (XLM, whose causal-LM
+class caches in `generate`, is sized).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def from_config(
 ) -> Architecture:
     """The architecture of a transformers config (or its `ModelFacts`); an encoder-only one is refused."""
     facts = model_facts(config)
-    if reason := facts.encoder_only:
+    if (reason := facts.encoder_only) and not _caches_in_generate(facts):
         what = source if source != "config" else name or _("this config")
         raise NoKVCacheError(
             _(
@@ -119,6 +120,16 @@ def from_config(
             ).format(what=what, reason=reason)
         )
     return Architecture(name or facts.model_type, source, facts, dtype, note=note, config_source=facts.config)
+
+
+def _caches_in_generate(facts: ModelFacts) -> bool:
+    """A masked-LM model type whose config has no `is_decoder` flag (BERT's convention: the flag says) but a
+    causal-LM class: XLM's `XLMWithLMHeadModel` fills a DynamicCache in `generate` whatever its `causal` flag (which
+    only shapes the mask), and kvlab's trace counts that cache; so `kvlab size` sizes it."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    text = facts.config.get_text_config(decoder=True)
+    return not hasattr(text, "is_decoder") and text.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 def _config_from_dict(data: dict):

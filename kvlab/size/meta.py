@@ -37,7 +37,7 @@ META_FILE = "data/architectures_meta.json"
 # A model whose forward needs a real value on meta (`.item()`, as BART's and BERT's do) is run on the CPU when it has
 # at most this many parameters (a tiny config, a small model: seconds and a few hundred MB); a bigger one is refused.
 CPU_RUN_PARAMETERS = 50_000_000
-MEMO_SCHEMA = 1  # raise when what `_measure` fits changes: every remembered measurement is then taken again
+MEMO_SCHEMA = 3  # raise when what `_measure` fits changes: every remembered measurement is then taken again
 
 
 class MetaRunError(KvlabUserError, ValueError):
@@ -75,11 +75,37 @@ def layer_storages(layer) -> dict[int, tuple[int, object, int]]:
     from kvlab.recording.storage import held_tensors  # imports torch: not for a known name's stored facts
 
     storages = {}
-    for tensor in held_tensors(layer):
+    tensors = held_tensors(layer) if not isinstance(layer, WithOutside) else layer.tensors()
+    for tensor in tensors:
         storage = tensor.untyped_storage()
         if storage.nbytes():
             storages[_compat.storage_identity(tensor)] = (storage.nbytes(), tensor.dtype, tensor.element_size())
     return storages
+
+
+class WithOutside:
+    """A cache layer (None where the Cache has no object for that index) with the tensors its Cache keeps for it
+    beside `layers` (MiniMax's `linear_cache[i]`), counted as one layer, as a trace counts them."""
+
+    def __init__(self, layer, outside: list, name: str):
+        self.layer, self.outside, self.name = layer, outside, name
+
+    def tensors(self):
+        from kvlab.recording.storage import held_tensors
+
+        yield from held_tensors(self.layer) if self.layer is not None else ()
+        yield from self.outside
+
+
+def layer_name(layer) -> str:
+    """The class a size reports for a layer: its own, or for state kept only beside `layers`, where it is kept."""
+    if isinstance(layer, WithOutside):
+        return type(layer.layer).__name__ if layer.layer is not None else layer.name
+    return type(layer).__name__
+
+
+def _is_cache(value) -> bool:
+    return isinstance(value, _compat.Cache)
 
 
 class _Scale:
@@ -157,6 +183,7 @@ class _Run:
         self.config = config
         self._kinds_read = list(kinds) if kinds else None  # the layer kinds, when the caller read them already
         self.encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+        self.as_generate = False  # each step's inputs from `prepare_inputs_for_generation`, not the new ids alone
 
     def attempt(self, dtype: str, work):
         """`work()` with the model in `dtype` (float8 runs as bfloat16), else in bfloat16 (the grouped matmul of MoE
@@ -189,7 +216,21 @@ class _Run:
     def _work_on(self, device: str, run_dtype, attention: str | None, work):
         self.model = _meta_model(self.config, run_dtype, attention, device)
         self.run_dtype, self.device = run_dtype, device
+        self.as_generate = self._adds_ids()
         return work()
+
+    def _adds_ids(self) -> bool:
+        """Whether `generate` hands the forward more ids than it was given (XLM appends a mask token, and its forward
+        caches every id it was handed but the cached ones): then each step is fed as `generate` feeds it."""
+        import torch
+
+        ids = torch.zeros(1, 2, dtype=torch.long, device=self.device)  # (B, T)
+        try:
+            inputs = self.model.prepare_inputs_for_generation(ids, is_first_iteration=True, use_cache=True)
+        except Exception:  # a model that needs more to prepare (an encoder's outputs): fed the new ids
+            return False
+        fed = inputs.get("input_ids") if isinstance(inputs, dict) else None
+        return getattr(fed, "ndim", 0) == 2 and fed.shape[-1] > ids.shape[-1]
 
     def _small(self) -> bool:
         """At most CPU_RUN_PARAMETERS parameters (counted on meta): cheap to build and run on the CPU."""
@@ -201,14 +242,29 @@ class _Run:
             return False
         return sum(p.numel() for p in model.parameters()) <= CPU_RUN_PARAMETERS
 
+    def builds_own_cache(self) -> bool:
+        """The model refuses transformers' caches and builds its own (`generate` hands it none, asked any kind)."""
+        supports = getattr(self.model, "_supports_default_dynamic_cache", None)
+        return supports is not None and not supports()
+
+    def _config_layers(self) -> int:
+        try:
+            return len(layer_kinds(self.config))
+        except Exception:  # a config transformers derives no layer types from
+            return 0
+
     def _kinds(self, n: int) -> list[str]:
         if self._kinds_read is None or len(self._kinds_read) != n:
             self._kinds_read = _kinds(self.config, n)
         return self._kinds_read
 
     def _cache(self, cache_kind: str, max_cache_len: int | None, source_tokens: int):
-        """The cache `generate` would build (offloading moves bytes, it does not change them)."""
+        """The cache `generate` would build (offloading moves bytes, it does not change them); None for a model that
+        builds its own in its forward (MiniMax's `MiniMaxCache`, whatever the cache kind asked)."""
         import transformers
+
+        if self.builds_own_cache():
+            return None
 
         def one(length):
             if cache_kind in STATIC_KINDS:
@@ -222,13 +278,32 @@ class _Run:
     def layers(self, cache) -> list[tuple[object, str]]:
         """(layer, kvlab kind) in update order: an encoder-decoder's self layer i, then its cross layer i."""
         if not self.encoder_decoder:
-            return list(zip(cache.layers, self._kinds(len(cache.layers))))
+            return self._with_outside(cache)
         own = cache.self_attention_cache.layers
         kinds = self._kinds(len(own))
         out = []
         for layer, kind, cross in zip(own, kinds, cache.cross_attention_cache.layers):
             out += [(layer, kind), (cross, "cross")]
         return out
+
+    def _with_outside(self, cache) -> list[tuple[object, str]]:
+        """A decoder's layers, each with what its Cache keeps for it beside `layers` (`outside_tensors`' pairing; a
+        tensor paired with no layer goes with the last)."""
+        from kvlab.recording.storage import outside_names, outside_tensors
+
+        layers: list = list(cache.layers)
+        names = outside_names(cache, _is_cache)
+        found = outside_tensors(cache, names, max(len(layers), self._config_layers()), _is_cache) if names else []
+        if not found:
+            return list(zip(layers, self._kinds(len(layers))))
+        count = max([len(layers), *(key + 1 for key, _t in found if isinstance(key, int))])
+        layers += [None] * (count - len(layers))
+        shares: dict[int, list] = {}
+        for key, tensors in found:
+            shares.setdefault(key if isinstance(key, int) else count - 1, []).extend(tensors)
+        where = f"{type(cache).__name__}.{'/'.join(str(k) for k, _t in found if isinstance(k, str)) or 'outside'}"
+        units = [WithOutside(layer, shares[i], where) if i in shares else layer for i, layer in enumerate(layers)]
+        return list(zip(units, self._kinds(count)))
 
     def generate(
         self,
@@ -247,12 +322,13 @@ class _Run:
 
         source_tokens = source_tokens or prefill
         cache = self._cache(cache_kind, max_cache_len, source_tokens)
-        layers = self.layers(cache)
+        layers = self.layers(cache) if cache is not None else []
         held = [scale.layer_bytes(layer) if scale else 0 for layer, _kind in layers]  # a fresh layer may hold counters
         totals: list[int] = []
         if scale is not None:
             for index, (layer, _kind) in enumerate(layers):
-                _watch_updates(layer, index, held, totals, scale)
+                if not isinstance(layer, WithOutside):
+                    _watch_updates(layer, index, held, totals, scale)
         kwarg = _compat.cache_kwarg(self.model)
         with torch.device(self.device), torch.no_grad():
             encoder = None
@@ -264,9 +340,16 @@ class _Run:
                 inputs = {kwarg: cache, "use_cache": True}
                 if self.encoder_decoder:
                     inputs.update(decoder_input_ids=ids, encoder_outputs=encoder)
+                elif self.as_generate:  # the whole sequence so far, as generate hands it over
+                    everything = torch.zeros(batch, prefill + step, dtype=torch.long)  # (B, T) ids
+                    inputs = self.model.prepare_inputs_for_generation(
+                        everything, is_first_iteration=step == 0, **inputs
+                    )
                 else:
                     inputs["input_ids"] = ids
-                self.model(**inputs)
+                output = self.model(**inputs)
+                cache = cache if cache is not None else _compat.output_cache(output)  # the model's own, once built
+        layers = self.layers(cache)  # what it holds beside `layers` too, as it ends
         final = [scale.layer_bytes(layer) for layer, _kind in layers] if scale is not None else []
         return layers, totals, final
 
@@ -338,7 +421,7 @@ def meta_cache_bytes(
         return run.generate(cache_kind, prefill, steps, batch, max_cache_len, scale=scale, source_tokens=source_tokens)
 
     layers, totals, final = run.attempt(dtype, work)
-    per_layer = [LayerBytes(type(layer).__name__, kind, held) for (layer, kind), held in zip(layers, final)]
+    per_layer = [LayerBytes(layer_name(layer), kind, held) for (layer, kind), held in zip(layers, final)]
     by_layer_kind: dict[str, int] = {}
     for layer in per_layer:
         by_layer_kind[layer.layer_kind] = by_layer_kind.get(layer.layer_kind, 0) + layer.bytes
@@ -441,14 +524,25 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
 
     def split(cache_kind, n, batch, length=None, source=None):
         layers = run.generate(cache_kind, n, 0, batch, length, scale=None, source_tokens=source)[0]
-        return [(type(layer).__name__, kind, layer, *_split(layer, run.run_dtype)) for layer, kind in layers]
+        return [(layer_name(layer), kind, layer, *_split(layer, run.run_dtype)) for layer, kind in layers]
 
     one, two = split("dynamic", 1, 1), split("dynamic", 2, 2)
     probe_slots = WINDOW_PROBE_SLOTS if run.device == "meta" else _cpu_probe_slots(run.config)
-    probe = split("static", 1, 2, probe_slots, 3)
+    # a model with a cache of its own keeps it whatever kind is asked, and one that transformers cannot run with a
+    # StaticCache (XLM) has none: no static layout to probe
+    probe: list = [None] * len(one)
+    if not run.builds_own_cache():
+        try:
+            probe = split("static", 1, 2, probe_slots, 3)
+        except Exception:
+            if run.device == "meta":  # on meta, the next attempt (bfloat16, eager, the CPU) may run it
+                raise
     facts = []
     for (name, kind, layer, elements_one, other_one), two_layer, static in zip(one, two, probe):
         elements, dynamic_other = _fit(elements_one, two_layer[3]), _fit_other(other_one, two_layer[4])
+        if static is None:
+            facts.append(LayerFacts(kind, elements, dynamic_other, dynamic_other))
+            continue
         slots = probe_slots if kind != "cross" else 3
         window = None
         if elements.per_token:

@@ -138,10 +138,10 @@ print("mesmos tokens com use_cache=False:", torch.equal(no_cache, default))
 
 # %% [markdown]
 # **Uma observação sobre o nome do argumento, feita uma vez para todos os notebooks.** O guia passa o cache como
-# `generate(past_key_values=...)`. Na versão do transformers usada aqui (5.24), esse argumento se chama `cache=`;
-# `past_key_values=` ainda funciona e só emite um aviso de descontinuação (silenciado na célula de imports). Estes
-# notebooks mantêm a forma do guia sempre que ela ainda funciona, para que você possa comparar cada célula com o código
-# do guia.
+# `generate(past_key_values=...)`. A partir do transformers 5.24 (aqui usamos o 5.25), esse argumento se chama
+# `cache=`; `past_key_values=` ainda funciona e só emite um aviso de descontinuação (silenciado na célula de imports).
+# Estes notebooks mantêm a forma do guia sempre que ela ainda funciona, para que você possa comparar cada célula com o
+# código do guia.
 
 # %%
 # NBVAL_CHECK_OUTPUT

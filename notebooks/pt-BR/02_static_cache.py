@@ -306,7 +306,7 @@ add_verdicts(decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, u
 # ## 4. Cache de tamanho fixo: compilando o passo de decodificação
 #
 # O guia diz que `cache_implementation="static"` também ativa a compilação automática do passo de decodificação. No
-# transformers 5.24, essa decisão fica em `GenerationMixin._valid_auto_compile_criteria`
+# transformers 5.25, essa decisão fica em `GenerationMixin._valid_auto_compile_criteria`
 # (`transformers/generation/utils.py`). O transformers só compila quando o cache é compilável e não é um
 # `DynamicCache` comum, `disable_compile` não está definido, nenhuma parte do modelo está descarregada para a CPU ou o
 # disco, o quantizador de um modelo quantizado permite e o teste de hardware abaixo passa:

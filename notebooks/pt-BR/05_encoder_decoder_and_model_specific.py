@@ -210,7 +210,7 @@ live(self_vs_cross,
 # ## 2. Caches específicos de modelo
 #
 # O guia diz que os modelos Mamba precisam de um cache próprio: eles não têm atenção, portanto não têm chaves nem
-# valores. No transformers 5.24 não existe mais uma classe de cache separada para o Mamba: `generate` constrói um
+# valores. A partir do transformers 5.24 não existe uma classe de cache separada para o Mamba: `generate` constrói um
 # `DynamicCache` comum cujas camadas são `LinearAttentionLayer`s, cada uma com um estado de convolução e um estado
 # recorrente no lugar de chaves e valores. O guia não mostra código para isso; aqui ele é montado à mão, como o
 # notebook 00 monta um `DynamicCache` para um decoder (`DynamicCache(config=...)`), e entregue ao tiny-mamba (3
@@ -231,10 +231,13 @@ for idx, layer in enumerate(past_key_values.layers):
 
 # %% [markdown]
 # O estado de convolução guarda as 4 últimas entradas de cada um dos 128 canais internos (`conv_kernel=4`), e o
-# estado recorrente, 8 números por canal (`state_size=8`): nada em nenhuma das duas formas conta tokens. Um cache
-# assim não consegue nem dizer quantos tokens já viu:
+# estado recorrente, 8 números por canal (`state_size=8`): nada em nenhuma das duas formas conta tokens. Até o
+# transformers 5.24, um cache assim não conseguia nem dizer quantos tokens já tinha visto (`get_seq_length` levantava
+# um `ValueError`: "can only be called on Attention layers"). A partir do 5.25, a versão usada aqui, cada
+# `LinearAttentionLayer` guarda um contador próprio ao lado dos seus estados (`cumulative_length_linear`, um tensor
+# de dimensão 0), e por isso responde: os 8 tokens do prompt e 15 dos 16 gerados (o último nunca volta ao modelo):
 
-# %% tags=["raises-exception"]
+# %%
 # NBVAL_CHECK_OUTPUT
 past_key_values.get_seq_length()
 
@@ -347,9 +350,9 @@ growth.plot_growth(traces["tiny-jamba"], title="tiny-jamba (pesos aleatórios): 
 # - `EncoderDecoderCache(self_cache, cross_cache)` envolve dois caches comuns: um cache de autoatenção, que cresce a
 #   cada token gerado, e um cache de atenção cruzada, fixo no comprimento da origem e preenchido uma única vez. Os
 #   dois podem ser de tipos diferentes (estático e dinâmico, acima).
-# - No transformers 5.24, o "cache específico de modelo" do Mamba é um `DynamicCache` de `LinearAttentionLayer`s: um
-#   estado de tamanho constante por camada, sem tokens a contar. Um cache KV cresce linearmente; os híbridos crescem
-#   só nas suas camadas de atenção.
+# - A partir do transformers 5.24, o "cache específico de modelo" do Mamba é um `DynamicCache` de
+#   `LinearAttentionLayer`s: um estado de tamanho constante por camada (a partir do 5.25, com um contador de tokens ao
+#   lado), sem tokens armazenados. Um cache KV cresce linearmente; os híbridos crescem só nas suas camadas de atenção.
 # - `kvlab.watch` registra as três formas a partir de código do transformers sem alterações, no mesmo formato de
 #   trace.
 #

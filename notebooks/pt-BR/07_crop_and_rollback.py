@@ -18,18 +18,19 @@
 #
 # **Objetivo de aprendizagem.** Depois deste notebook, você consegue reverter um cache em *n* tokens com
 # `past_key_values.crop(-n)`, explicar por que isso falha em camadas de janela deslizante que já passaram da janela e
-# em camadas de atenção linear, a menos que `activate_past_recording()` tenha sido chamado antes do forward, dizer o
-# que `crop(0)` libera e quando, e construir sobre isso o loop de aceitar/rejeitar da decodificação especulativa.
+# em camadas de atenção linear, a menos que `activate_past_recording()` tenha sido chamado antes do forward, reverter
+# o estado recorrente de um modelo híbrido com `recurrent_states_to_keep`, dizer o que `crop(0)` libera e quando, e
+# construir sobre isso o loop de aceitar/rejeitar da decodificação especulativa.
 #
 # **Nas palavras do kvlab.** Um recorte faz o cache esquecer os seus últimos *n* tokens, como se eles nunca tivessem
 # sido alimentados. Uma camada de atenção completa simplesmente descarta as suas últimas *n* posições. Uma camada de
 # janela deslizante guarda só os seus últimos `window - 1` tokens; depois que ela passa da janela, esquecer os tokens
 # mais novos exigiria trazer os mais antigos de volta à vista, e esses já se foram. Uma camada de atenção linear
-# (Mamba) condensa cada token em um estado de tamanho fixo, então não tem ponto anterior nenhum para onde voltar.
-# `activate_past_recording()` faz uma camada deslizante guardar o seu passado, para que um recorte possa restaurá-lo
-# com exatidão; uma camada Mamba passa então a guardar as suas entradas de convolução, mas não o seu estado
-# recorrente: a seção 3 mostra esse recorte rodando e deixando o estado recorrente como estava (`is_croppable` é
-# False).
+# (Mamba, Gated DeltaNet) condensa cada token em um estado de tamanho fixo, então não tem para onde voltar, a menos
+# que tenha guardado cópias. `activate_past_recording()` faz uma camada deslizante guardar o seu passado, para que um
+# recorte possa restaurá-lo com exatidão; desde o transformers 5.25, `recurrent_states_to_keep=N` faz uma camada de
+# atenção linear guardar uma cópia do seu estado recorrente por token, e um recorte devolve a cópia certa: a seção 3
+# mostra isso num modelo híbrido.
 #
 # SmolLM2-135M-Instruct (30 camadas de atenção completa), Gemma 3 270M (5 deslizantes : 1 completa, janela 512) e
 # dois modelos minúsculos de pesos aleatórios, greedy, CPU. Cada seção primeiro executa as chamadas do próprio
@@ -58,6 +59,7 @@ from kvlab.plots._figure import subplots
 from kvlab.predictions import score
 from kvlab.plots.positions import plot_cached_positions, plot_holdings
 from kvlab.plots.speculative import plot_speculative_steps
+from kvlab.measure.linear_rollback import bytes_around_last_crop, recorded_bytes, state_match
 from kvlab.measure.rollback import cached_positions, holdings, prompt_lookup_draft, speculative_generate
 from kvlab.recorded_run import encode
 
@@ -235,24 +237,35 @@ plot_holdings(stages, title="Gemma 3 com registro do passado: crop(-3), mais 4 t
 # camadas completas não mudam com `crop(0)`.
 
 # %% [markdown]
-# ## 3. Camadas de atenção linear (Mamba, Jamba)
+# ## 3. Camadas de atenção linear: um modelo híbrido revertido
 #
-# Uma camada Mamba guarda dois estados, e não chaves e valores: uma janela curta de convolução sobre as últimas
-# entradas e um estado recorrente que resume todos os tokens até aqui. O Jamba minúsculo do kvlab (pesos aleatórios)
-# alterna camadas Mamba com camadas de atenção completa. **Preveja primeiro.** Ele gerou 4 tokens após um prompt de
-# 10 tokens, e nenhuma janela chegou a ser atingida. `crop(-3)` vai rodar (True) ou ser recusado (False)?
+# Uma camada de atenção linear (Mamba, Gated DeltaNet) guarda dois estados, não chaves e valores: uma janela curta
+# de convolução sobre as suas últimas entradas e um estado recorrente que condensa cada token até aqui. Modelos
+# híbridos misturam essas camadas com camadas de atenção (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Desde o
+# transformers 5.25 elas podem ser revertidas: `activate_past_recording(recurrent_states_to_keep=N)` faz cada camada
+# de atenção linear guardar uma cópia do seu estado recorrente antes de cada token (num forward de vários tokens, as
+# últimas N), e `crop(-n)` devolve a cópia de n tokens antes.
+#
+# Nenhum modelo híbrido vem com o kvlab para uso offline (o Qwen3-Next tem 80 bilhões de parâmetros), então esta
+# seção constrói um minúsculo, com **pesos aleatórios**: `kvlab.tiny_model("qwen3_next")` é o próprio código do
+# Qwen3-Next com três camadas Gated DeltaNet e uma camada de atenção completa. O texto dele é ruído; o cache dele tem
+# a estrutura real.
+#
+# **Preveja primeiro.** O modelo lê um prompt de 10 tokens e gera 4 tokens num `DynamicCache` simples. O
+# `crop(-3)` vai rodar (True) ou ser recusado (False)?
 
 # %%
-guess_jamba_crop_runs = None  # True se crop(-3) roda no Jamba minúsculo sem registro do passado: seu palpite
+guess_hybrid_crop_runs = None  # True se crop(-3) roda no cache híbrido sem registro do passado: seu palpite
 
 # %%
-jamba = kvlab.tiny_model("tiny-jamba")
-print([type(layer).__name__ for layer in DynamicCache(config=jamba.config).layers])
-ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
-past_key_values = DynamicCache(config=jamba.config)
-out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
-                     past_key_values=past_key_values, pad_token_id=0)
-length_before = past_key_values.get_seq_length()  # o que as camadas de atenção guardam
+hybrid = kvlab.tiny_model("qwen3_next")  # pesos aleatórios, a estrutura do Qwen3-Next
+print([type(layer).__name__ for layer in DynamicCache(config=hybrid.config).layers])
+hybrid_ids = torch.randint(3, 100, (1, 10), generator=torch.Generator().manual_seed(0))
+with kvlab.watch(hybrid) as plain_watch:  # os bytes dele, para comparar com a execução com registro abaixo
+    past_key_values = DynamicCache(config=hybrid.config)
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=past_key_values, pad_token_id=0)
+length_before = int(past_key_values.get_seq_length())
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -260,65 +273,90 @@ past_key_values.crop(-3)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("as camadas de atenção guardam, antes e depois de crop(-3):", length_before, past_key_values.get_seq_length())
-display(score(guess_jamba_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
+print("is_croppable:", past_key_values.is_croppable, "| tokens antes e depois de crop(-3):", length_before,
+      int(past_key_values.get_seq_length()))
+display(score(guess_hybrid_crop_runs, int(past_key_values.get_seq_length()) == length_before - 3, kind="choice"))
 
 # %% [markdown]
-# Ele levanta um erro na hora: uma camada de atenção linear não guarda passado nenhum a menos que isso seja pedido,
-# qualquer que seja o comprimento. Com `activate_past_recording()` antes do forward, o estado de convolução guarda
-# cada entrada até um recorte:
+# Ele falha na hora, embora `is_croppable` diga True: essa flag diz se as classes de camada do cache podem ser
+# recortadas, não se este cache registrou o que um recorte precisa. Sem registro do passado, uma camada de atenção
+# linear guarda só o seu estado mais novo.
+#
+# **Preveja primeiro.** A mesma geração, com `activate_past_recording(recurrent_states_to_keep=10)` antes. Depois
+# de `crop(-3)`, o estado recorrente de cada camada de atenção linear é, bit a bit, o de uma execução parada 3 tokens
+# antes (True ou False)?
 
 # %%
-# NBVAL_CHECK_OUTPUT
-with kvlab.watch(jamba) as watch:
-    past_key_values = DynamicCache(config=jamba.config)
-    past_key_values.activate_past_recording()
-    out = jamba.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=4,
-                         past_key_values=past_key_values, pad_token_id=0)
-    mamba = past_key_values.layers[0]
-    recurrent_before = mamba.recurrent_states[0].clone()
-    print("estado de convolução antes do recorte:", tuple(mamba.conv_states[0].shape), "| recorrente:", tuple(recurrent_before.shape))
+guess_state_restored = None  # True se cada estado recorrente restaurado é exatamente igual ao da execução parada: seu palpite
+
+# %%
+KEEP = 10  # recurrent_states_to_keep: todos os estados do forward do prompt; cada token decodificado acrescenta um de qualquer forma
+with kvlab.watch(hybrid) as watch:
+    past_key_values = DynamicCache(config=hybrid.config)
+    past_key_values.activate_past_recording(recurrent_states_to_keep=KEEP)
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=past_key_values, pad_token_id=0)
+    recorded = recorded_bytes(past_key_values)  # as cópias de estados recorrentes que as camadas guardam
     past_key_values.crop(-3)
-    print("estado de convolução depois de crop(-3):", tuple(mamba.conv_states[0].shape), "| as camadas de atenção guardam",
-          past_key_values.get_seq_length(), "tokens")
-print("comprimentos no evento de recorte (só camadas de atenção):", watch.trace.crops[-1]["lengths_after"])
-print("estado recorrente alterado pelo recorte:", not torch.equal(recurrent_before, mamba.recurrent_states[0]))
-print("is_croppable:", past_key_values.is_croppable)
-
-# %% [markdown]
-# O recorte roda, mas veja o que ele fez: o estado de convolução passou de 13 entradas gravadas para as 4 que o
-# próximo passo lê (a largura do kernel), as camadas de atenção voltaram para 10 tokens, e o estado recorrente ficou
-# intocado: ele ainda resume todos os 13 tokens. O próprio transformers admite isso com `is_croppable` (False assim
-# que uma camada tem estado recorrente) e recusa a decodificação assistida com um cache assim. Isso importa? Compare
-# os logits do próximo token a partir do cache recortado com os de um cache novo que nunca viu os 3 tokens:
-
-# %%
-with torch.inference_mode():
-    cropped_next = jamba(out[:, 10:11], past_key_values=past_key_values).logits[0, -1]  # retoma depois do recorte
-    fresh_next = jamba(out[:, :11], past_key_values=DynamicCache(config=jamba.config)).logits[0, -1]
-    step_by_step = DynamicCache(config=jamba.config)  # sem recorte: 10 tokens, depois o 11º, como o generate faria
-    jamba(out[:, :10], past_key_values=step_by_step)
-    uncropped_next = jamba(out[:, 10:11], past_key_values=step_by_step).logits[0, -1]
-after_crop = (cropped_next - fresh_next).abs().max().item()
-rounding = (uncropped_next - fresh_next).abs().max().item()
+stopped = DynamicCache(config=hybrid.config)  # a mesma execução parada 3 tokens antes: só o forward do prompt
+stopped.activate_past_recording(recurrent_states_to_keep=KEEP)
+hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=1,
+                past_key_values=stopped, pad_token_id=0)
+linear = [i for i, layer in enumerate(past_key_values.layers) if hasattr(layer, "recurrent_states")]
+matches = [state_match(past_key_values.layers[i].recurrent_states[0], stopped.layers[i].recurrent_states[0])
+           for i in linear]
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("o cache recortado dá os logits de um cache novo:", after_crop <= 10 * rounding + 1e-6)
-print("o mesmo próximo token, de qualquer forma:", cropped_next.argmax().item() == fresh_next.argmax().item())
+crop = watch.trace.crops[-1]
+print(f"crop(-3): comprimentos das camadas {crop['lengths_before']} -> {crop['lengths_after']}, "
+      f"estados recorrentes restaurados: {crop['recurrent_states_restored']}")
+print(f"camadas {linear} iguais às da execução parada, bit a bit:", [m.equal for m in matches],
+      "| maior diferença:", marks(str(max(m.max_abs_difference for m in matches))))
+display(score(guess_state_restored, all(m.equal for m in matches), kind="choice"))
 
 # %%
-print(f"maior diferença de logit vs um cache novo: depois do recorte {marks(f'{after_crop:.1e}')}; "
-      f"sem nenhum recorte {marks(f'{rounding:.1e}')} (arredondamento de float)")
+# NBVAL_CHECK_OUTPUT
+one_state = past_key_values.layers[0].recurrent_states[0]  # (batch, cabeças de valor, dim. da chave, dim. do valor)
+state_bytes = one_state.numel() * one_state.element_size()
+held_before, held_after = bytes_around_last_crop(watch.trace)
+print(f"um estado recorrente: {tuple(one_state.shape)} {str(one_state.dtype).split('.')[-1]} = {number(state_bytes)} B")
+print(f"registrado antes do recorte: {number(recorded)} B = {recorded // state_bytes} "
+      f"cópias ({len(linear)} camadas x {recorded // state_bytes // len(linear)} tokens)")
+print(f"bytes guardados segundo o trace: {number(held_before)} B antes do recorte, {number(held_after)} "
+      f"B depois dele; a mesma execução sem registro: {number(plain_watch.trace.bytes_by_step()[-1])} B")
 
 # %% [markdown]
-# Então, num modelo com estado recorrente, `crop` com registro do passado reverte as partes que consegue e deixa o
-# estado recorrente obsoleto: a maior diferença de logit depois do recorte fica muito acima da diferença de
-# arredondamento impressa ao lado dela (e a verificação acima dela diz False). O próximo token por acaso é o mesmo
-# aqui, com este modelo minúsculo de pesos aleatórios; o estado obsoleto continua 3 tokens adiantado. O
-# `is_croppable` do transformers é True para uma camada de atenção linear apenas enquanto ela não tem estado
-# recorrente (a sua docstring: "only supported when there are no recurrent states", ou seja, suportado só quando não
-# há estados recorrentes); aqui ele é False.
+# Bit a bit: em cada uma das 3 camadas de atenção linear, o recorte devolveu a cópia feita antes do 11º token, que é
+# o estado com que termina uma execução parada depois do prompt (a maior diferença é 0,0). As cópias são o preço:
+# 4.096 B por camada e por token aqui, 159.744 B para 13 tokens em 3 camadas, e o trace as conta como guardadas
+# (195.328 B antes do recorte, contra 21.760 B da mesma execução sem registro; o resto da diferença são as entradas de
+# convolução que uma camada com registro também guarda). O recorte esvazia as cópias; o trace ainda mostra 35.584 B
+# depois dele porque as entradas de convolução recortadas são views do seu armazenamento mais longo até o próximo
+# forward, como as chaves e os valores na seção 1.
+#
+# `recurrent_states_to_keep` conta num forward de vários tokens. Com N = 2, menos que o prompt de 10 tokens, o
+# forward do prompt guarda o estado de antes dele e o de antes do seu último token, então a cópia mais antiga não é
+# o estado que ela representa: o transformers a devolveria sem dizer nada. O kvlab recusa um recorte que chegue
+# até ela e diz quais contagens são válidas:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+with kvlab.watch(hybrid):
+    short = DynamicCache(config=hybrid.config)
+    short.activate_past_recording(recurrent_states_to_keep=2)  # N = 2, menos que o prompt
+    hybrid.generate(hybrid_ids, attention_mask=torch.ones_like(hybrid_ids), do_sample=False, max_new_tokens=4,
+                    past_key_values=short, pad_token_id=0)
+    try:
+        short.crop(-5)
+    except kvlab.CacheCropError as err:
+        print(err)
+
+# %% [markdown]
+# Até 4 tokens para trás é exato aqui: os 3 tokens decodificados e o último do prompt. Antes do transformers 5.25
+# (o kvlab suporta de 5.21 a 5.25), uma camada de atenção linear não guarda cópia nenhuma: o recorte dela aparava
+# as entradas de convolução e deixava o estado recorrente onde estava, então ali o kvlab recusa toda contagem
+# exceto `crop(0)`.
 
 # %% [markdown]
 # ## 4. Ao vivo: o que cada camada guarda depois de `crop(-n)`
@@ -507,8 +545,10 @@ print(timing.compare(times["decodificação greedy"], times["decodificação esp
 # - `past_key_values.crop(-n)` esquece os últimos *n* tokens. Camadas de atenção completa sempre conseguem. Camadas
 #   deslizantes além da janela só conseguem se `activate_past_recording()` tiver sido chamado antes do forward, ao
 #   preço de guardar o passado até o próximo recorte; camadas de atenção linear recusam qualquer recorte sem isso.
-# - Numa camada com estado recorrente (Mamba), mesmo um recorte com registro do passado reverte só o estado de convolução e as
-#   camadas de atenção: `is_croppable` é False e os logits seguintes diferem dos de uma execução nova.
+# - Uma camada de atenção linear reverte o que registrou: desde o transformers 5.25,
+#   `activate_past_recording(recurrent_states_to_keep=N)` guarda uma cópia do seu estado recorrente por token (as
+#   últimas N de um forward de vários tokens), e `crop(-n)` devolve a de n tokens antes, bit a bit. As cópias são
+#   bytes guardados até o recorte.
 # - Um recorte não libera memória por si só: ele deixa views do armazenamento antigo, liberado na próxima
 #   atualização. `crop(0)` reduz as camadas deslizantes que registram o passado de volta à janela; os bytes vão embora no
 #   forward seguinte.

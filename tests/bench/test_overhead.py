@@ -3,32 +3,52 @@
 import json
 from pathlib import Path
 
+import pytest
+from transformers.cache_utils import DynamicLayer
+
 from kvlab.bench import BenchSettings
 from kvlab.bench.overhead import overhead_lines, run_overhead
+from kvlab.bench.whole_run import MIN_PAIRS, whole_run_line
 
 SAVED = Path(__file__).parents[2] / "data" / "bench" / "overhead_smollm2.json"
 
 
-def test_plain_instrumented_and_watched_agree_and_are_timed(tiny, byte_tokenizer):
+def test_the_headline_is_the_whole_run_in_pairs_then_the_replayed_breakdown(tiny, byte_tokenizer):
     settings = BenchSettings(model="tiny-llama", prompt_tokens=12, new_tokens=4, repeats=2)
-    result = run_overhead(tiny("tiny-llama"), byte_tokenizer, settings)
-    assert list(result) == list(json.loads(SAVED.read_text()))
-    assert result["same_tokens"] is True and result["repeats"] == 2 and result["device"] == "cpu"
-    assert result["time_ratio"] == result["plain_decode_tokens_per_s"] / result["instrumented_decode_tokens_per_s"]
-    assert result["watched_time_ratio"] > 0
-    for name in ("instrumented", "watched"):  # each ratio with the timing instrument's interval and verdict
-        low, high = result[f"{name}_interval"]
-        assert 0 < low <= high
-        assert result[f"{name}_verdict"].startswith("too noisy to tell: ")  # two repeats say nothing
-        assert f"{name} / plain" in result[f"{name}_verdict"]
+    result = run_overhead(tiny("tiny-llama"), byte_tokenizer, settings, max_pairs=7)
+    saved = json.loads(SAVED.read_text())
+    assert list(result) == list(saved) and list(result["whole_run"]) == list(saved["whole_run"])
+    whole = result["whole_run"]
+    assert result["same_tokens"] is True and result["device"] == "cpu"
+    assert MIN_PAIRS <= whole["pairs"] <= 7 and len(whole["plain_s"]) == len(whole["watched_s"]) == whole["pairs"]
+    ratios = sorted(w / p for p, w in zip(whole["plain_s"], whole["watched_s"]))
+    assert whole["ratio"] == pytest.approx(ratios[len(ratios) // 2])  # the median of the pairwise ratios (odd count)
+    low, high = whole["interval"]
+    assert ratios[0] <= low <= whole["ratio"] <= high <= ratios[-1]
+    assert whole["resolved"] == (high - low <= 0.02) and (whole["pairs"] == 7 or whole["resolved"])
     lines = overhead_lines(result)
-    assert lines[0].startswith("instrumented / plain decode time: ") and lines[-1] == "same tokens: True"
-    assert "95% interval" in lines[0] and lines[0].endswith(result["instrumented_verdict"])
+    assert lines[0] == whole_run_line(whole) and lines[-1] == "same tokens: True"
+    assert [line.split(":")[0] for line in lines[1:3]] == ["breakdown, instrumented", "breakdown, watched"]
 
 
-def test_each_repeat_rotates_the_order_of_the_routes():
-    from kvlab.bench.overhead import rotated
+def test_the_verdict_refuses_an_interval_too_wide_for_1_percent():
+    base = {"ratio": 1.004, "pairs": 9, "resolution": 0.01}
+    noisy = whole_run_line(base | {"interval": [0.97, 1.05], "resolved": False})
+    assert noisy.startswith("cannot resolve 1% on this machine now: watched / plain, whole run: 1.0040x")
+    assert whole_run_line(base | {"interval": [0.998, 1.009], "resolved": True}).endswith("watching costs at most 0.9%")
+    assert whole_run_line(base | {"ratio": 1.03, "interval": [1.02, 1.035], "resolved": True}).endswith(
+        "watching costs more than 1%"
+    )
 
-    order = rotated(("a", "b", "c"), 4)
-    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
-    assert [order[3 * r] for r in range(3)] == ["a", "b", "c"]  # each route leads once in every three repeats
+
+class StrategyLayer(DynamicLayer):
+    """A user's layer class that changes nothing (defined outside kvlab, as a user's is)."""
+
+
+def test_overhead_with_a_strategy_adds_what_recording_it_costs(tiny, byte_tokenizer):
+    settings = BenchSettings(model="tiny-llama", prompt_tokens=12, new_tokens=3, repeats=1)
+    result = run_overhead(tiny("tiny-llama"), byte_tokenizer, settings, (StrategyLayer,), max_pairs=MIN_PAIRS)
+    (cost,) = result["strategies"]
+    assert cost["strategy"] == "StrategyLayer" and cost["updates_per_replay"] == 3 * 3  # 3 steps x 3 layers
+    line = overhead_lines(result)[-2]
+    assert line.startswith("watching StrategyLayer: ") and line.endswith(cost["ratio"]["verdict"])

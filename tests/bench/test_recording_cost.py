@@ -1,8 +1,9 @@
 """`recording_cost`: the run's cache calls replayed into plain, instrumented and watched caches (tiny-llama)."""
 
 import pytest
+from transformers.cache_utils import DynamicLayer
 
-from kvlab.bench.recording_cost import cache_calls, recording_cost, recording_lines
+from kvlab.bench.recording_cost import cache_calls, recording_cost, recording_lines, strategy_recording_cost
 
 
 def test_the_replay_is_the_models_own_prefill_keys_and_values(tiny, prompt_ids):
@@ -27,3 +28,19 @@ def test_each_route_gets_an_extra_time_per_token_and_a_share_with_its_interval(t
     assert [line.split(":")[0] for line in lines] == ["instrumented", "watched"]
     assert "replayed 3 times" in lines[0]
     assert not model._forward_hooks and not model._forward_pre_hooks  # the watch it replayed through is closed
+
+
+class Mine(DynamicLayer):
+    """A user's layer class (defined outside kvlab)."""
+
+
+def test_recording_a_strategy_is_timed_against_recording_a_dynamic_layer(tiny, prompt_ids):
+    model = tiny("tiny-llama")
+    cost = strategy_recording_cost(model, prompt_ids(6), new_tokens=3, layer_class=Mine, repeats=3)
+    assert cost["strategy"] == "Mine"
+    assert cost["replays"] == 3 and cost["updates_per_replay"] == 3 * model.config.num_hidden_layers
+    ratio = cost["ratio"]
+    assert (ratio["a"]["label"], ratio["b"]["label"]) == ("dynamic", "strategy")
+    assert ratio["low"] <= ratio["ratio"] <= ratio["high"] and len(ratio["b"]["times_s"]) == 3
+    recorded = cost["recording_us_per_update"]["strategy"]
+    assert recorded == pytest.approx(ratio["b"]["median_s"] / cost["updates_per_replay"] * 1e6)

@@ -75,6 +75,31 @@ def test_a_quantized_cache_crops_only_its_residual():
         crop_rules.check_quantized_residual(-1, "fp8", 0)
 
 
+def test_recurrent_states_to_keep_is_a_count_where_layers_keep_them():
+    for keep in (None, 0, 4):
+        crop_rules.check_states_to_keep(keep, True)
+    crop_rules.check_states_to_keep(None, False)  # plain activate_past_recording() on any release
+    for keep in (-1, 1.5, True, "2"):
+        with pytest.raises(CacheCropError, match=r"give a count of states, an integer >= 0"):
+            crop_rules.check_states_to_keep(keep, True)
+    with pytest.raises(CacheCropError, match=r"keep no recurrent states to roll back \(that came with transformers"):
+        crop_rules.check_states_to_keep(2, False)
+
+
+def test_a_linear_layer_rolls_back_while_recording_and_within_what_it_recorded():
+    crop_rules.check_linear_rollback(-3, 0, True, 3)
+    crop_rules.check_linear_rollback(0, 0, True, 0)
+    crop_rules.check_linear_rollback(0, 0, True, None)  # crop(0) only trims the conv states
+    with pytest.raises(CacheCropError, match=r"layer 2 does not record its past.*recurrent_states_to_keep=N"):
+        crop_rules.check_linear_rollback(0, 2, False, 0)  # transformers refuses crop(0) too
+    with pytest.raises(CacheCropError, match=r"at most 3 tokens back .* valid counts are crop\(0\) \.\. crop\(-3\)"):
+        crop_rules.check_linear_rollback(-4, 0, True, 3)
+    with pytest.raises(CacheCropError, match=r"valid counts are crop\(0\) only"):
+        crop_rules.check_linear_rollback(-1, 0, True, 0)
+    with pytest.raises(CacheCropError, match=r"cannot restore an earlier recurrent state .* only crop\(0\) is valid"):
+        crop_rules.check_linear_rollback(-1, 0, True, None)
+
+
 # -- the caches and the explorer call them ------------------------------------------------------------------------
 @pytest.fixture
 def config(sliding_config):

@@ -3,6 +3,9 @@
 import errno
 import json
 import os
+from pathlib import Path
+
+import pytest
 
 from kvlab.cli import main
 
@@ -132,3 +135,35 @@ def test_an_unwritable_markdown_or_output_is_refused_before_a_model_loads(tmp_pa
     (tmp_path / "file").write_text("")
     assert main(["bench", "--model", "smollm2", "--plots", str(tmp_path / "file")]) == 2
     assert "--plots" in capsys.readouterr().err
+
+
+STRATEGY = str(Path(__file__).parent.parent / "strategies" / "keep_ends.py")
+
+
+def test_a_strategy_is_a_row_beside_the_kinds_in_the_table_and_on_the_frontier(tiny_llama_dir, tmp_path, capsys):
+    argv = ["bench", "--model", str(tiny_llama_dir), "--device", "cpu", "--only", "static", "--no-progress"]
+    argv += ["--prompt-tokens", "12", "--new-tokens", "3", "--repeats", "1", "--quality-windows", "1"]
+    argv += ["--cache", f"{STRATEGY}:KeepEnds", "--json", "--output", str(tmp_path / "r.json")]
+    assert main([*argv, "--plots", str(tmp_path)]) == 0
+    rows = {row["label"]: row for row in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert list(rows) == ["dynamic", "static", "offloaded_static", "KeepEnds"]  # --only: dynamic always runs
+    mine, dynamic = rows["KeepEnds"], rows["dynamic"]
+    assert mine["status"] == "measured" and mine["cache"] == f"{STRATEGY}:KeepEnds"
+    layers = 3  # tiny-llama's, each holding 6 tokens of 2 KV heads x 16 dims, keys and values, float32 at the peak
+    assert mine["final_cache_bytes"] == layers * 6 * 2 * 2 * 16 * 4 < dynamic["final_cache_bytes"]
+    assert mine["perplexity"] is not None and mine["ratio_vs_dynamic"] < 1
+    assert (tmp_path / "frontier_tiny-llama.png").stat().st_size > 0
+    assert main(["bench", "--from-json", str(tmp_path / "r.json")]) == 0
+    assert "| KeepEnds" in capsys.readouterr().out
+
+
+def test_a_strategy_that_cannot_be_loaded_is_refused_before_a_model_loads(capsys, monkeypatch):
+    import kvlab.models
+
+    monkeypatch.setattr(kvlab.models, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(["bench", "--model", "smollm2", "--cache", f"{STRATEGY}:Missing"]) == 2
+    err = capsys.readouterr().err
+    assert "keep_ends.py has no class 'Missing'" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit):
+        main(["bench", "--model", "smollm2", "--cache", "static"])
+    assert "--cache takes a strategy, FILE.py:ClassName" in capsys.readouterr().err

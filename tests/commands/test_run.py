@@ -7,6 +7,7 @@ import ast
 import io
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,70 @@ def test_a_quanto_run_builds_the_extension_once_and_outside_its_timing(
         assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--json", *quanto)) == 0
     assert capsys.readouterr().err.count("kvlab: building optimum-quanto's C++ extension once") == 1
     assert events == ["quanto_cpp", "clock starts", "clock starts"]
+
+
+STRATEGY = str(Path(__file__).parent.parent / "strategies" / "keep_ends.py")
+
+
+def test_a_strategy_file_runs_beside_the_kinds(tiny_llama_dir, tmp_path, capsys):
+    report, trace = tmp_path / "report.json", tmp_path / "trace.json"
+    argv = ["run", "--model", str(tiny_llama_dir), "--cache", f"{STRATEGY}:KeepEnds", "--device", "cpu"]
+    argv += ["--prompt", PROMPT, "--max-new-tokens", "4", "--json", "--output", str(report), "--trace", str(trace)]
+    assert main(argv) == 0
+    data, saved = json.loads(report.read_text()), kvlab.Trace.load(trace)
+    assert data["cache"] == saved.meta["cache_kind"] == "KeepEnds" and saved.meta["strategy"]["file"] == STRATEGY
+    last = saved.final_layers()[0]
+    seen = data["prompt_tokens"] + 3  # the last new token is not fed back
+    assert (last["logical_length"], last["slots_allocated"], last["tokens_evicted"]) == (seen, 6, seen - 6)
+
+
+@pytest.mark.parametrize(
+    ("cache", "message"),
+    [
+        ("nowhere.py:KeepEnds", "strategy file nowhere.py does not exist"),
+        (f"{STRATEGY}:Missing", "keep_ends.py has no class 'Missing'; its layer classes: KeepEnds"),
+        (f"{STRATEGY}:NotALayer", "NotALayer is not a transformers cache layer class"),
+    ],
+)
+def test_a_strategy_that_cannot_be_loaded_is_one_line_before_the_weights(capsys, no_weights, cache, message):
+    err = refused(capsys, ["run", "--model", "smollm2", "--cache", cache, "--prompt", "Hi", "--max-new-tokens", "2"])
+    assert message in err
+
+
+def test_a_cache_that_is_neither_a_kind_nor_a_file_names_both(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--model", "smollm2", "--cache", "sinks", "--prompt", "Hi", "--max-new-tokens", "2"])
+    assert "invalid cache 'sinks'; valid: none, dynamic, static" in capsys.readouterr().err
+
+
+def test_a_strategy_that_fails_mid_generation_is_one_line_naming_it(tiny_llama_dir, tmp_path, capsys):
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "from transformers.cache_utils import DynamicLayer\n\n\n"
+        "class Halves(DynamicLayer):\n"
+        "    def update(self, key_states, value_states, *args, **kwargs):\n"
+        "        keys, values = super().update(key_states, value_states)\n"
+        "        return keys.half(), values.half()\n"
+    )
+    argv = ["run", "--model", str(tiny_llama_dir), "--cache", f"{mine}:Halves", "--prompt", PROMPT]
+    err = refused(capsys, [*argv, "--max-new-tokens", "2", "--device", "cpu"])
+    assert "Halves.update returned keys of (1, 2, 6, 16) float16 on cpu for new states of (1, 2, 6, 16) float32" in err
+
+
+def test_a_model_that_never_fills_its_cache_says_so_and_writes_no_trace(tiny_llama_dir, tmp_path, capsys):
+    import shutil
+
+    gpt_dir = tmp_path / "tiny-gpt1"  # GPT-1: generate hands it a Cache its forward never updates
+    shutil.copytree(tiny_llama_dir, gpt_dir)
+    for weights in gpt_dir.glob("*.safetensors"):
+        weights.unlink()
+    kvlab.tiny_model("openai-gpt").save_pretrained(gpt_dir)
+    trace = tmp_path / "trace.json"
+    assert main(tiny_run(gpt_dir, "--prompt", PROMPT, "--json", "--trace", str(trace))) == 0
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if "no transformers Cache" in line]
+    assert len(lines) == 1 and "openai-gpt generated 3 tokens" in lines[0], captured.err
+    assert not trace.exists()
+    assert json.loads(captured.out)["generated_token_ids"]  # the tokens are still reported
+    assert main(tiny_run(tiny_llama_dir, "--prompt", PROMPT, "--json", "--trace", str(trace))) == 0
+    assert "no transformers Cache" not in capsys.readouterr().err and trace.exists()  # a model that caches: traced

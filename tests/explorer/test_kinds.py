@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
 from transformers import ContinuousBatchingConfig, GenerationConfig
@@ -172,3 +173,39 @@ def test_stop_during_a_paged_run_explains_it_cannot(monkeypatch):
     finally:
         release.set()
     assert ex.session.wait(30) and ex.status.value.startswith("done: 4 requests")
+
+
+STRATEGY_FILE = Path(__file__).parent.parent / "strategies" / "keep_ends.py"
+
+
+def test_a_strategy_defined_in_the_kernel_is_in_the_cache_menu_and_runs_as_kvlab_run(monkeypatch):
+    from kvlab.strategies import load_strategy
+
+    monkeypatch.setattr(kinds, "STRATEGIES", {})  # what this kernel offered so far: nothing
+    keep_ends = load_strategy(f"{STRATEGY_FILE}:KeepEnds")  # as if a notebook cell had defined it
+    ex = explore(model_name="tiny-llama", prompt_presets={"short": PROMPT}, strategies=[keep_ends])
+    assert ("KeepEnds", "KeepEnds") in ex.controls.cache.options and ex.controls.cache.options[-1][1] == "KeepEnds"
+    ex.controls.set(cache="KeepEnds")
+    assert set(OPTION_NAMES) - hidden(ex.controls, OPTION_NAMES) == set()  # its options are its class defaults
+    run = ex.run_and_wait(max_new_tokens=6)
+    assert run.error is None and run.result.trace.meta["cache_kind"] == "KeepEnds"
+    model, tokenizer = ex.store.get("tiny-llama")
+    direct = kvlab.run(model, tokenizer, PROMPT, cache=keep_ends, max_new_tokens=6)
+    assert run.result.generated_token_ids == direct.generated_token_ids
+    assert run.result.trace.layer_table() == direct.trace.layer_table()
+    assert kinds.for_trace(direct.trace) is kinds.STRATEGIES["KeepEnds"]
+    (row,) = ex.summary_rows()
+    assert row["tokens_evicted"] == direct.trace.summary()["tokens_evicted"] > 0
+
+
+def test_a_strategy_offered_again_replaces_itself_and_a_bad_one_is_refused(monkeypatch):
+    from kvlab.strategies import StrategyError
+
+    monkeypatch.setattr(kinds, "STRATEGIES", {})
+    kinds.offer_strategies([f"{STRATEGY_FILE}:KeepEnds", f"{STRATEGY_FILE}:KeepEnds"])
+    assert list(kinds.STRATEGIES) == ["KeepEnds"] and kinds.kind_of("KeepEnds").options == ()
+    with pytest.raises(StrategyError, match="NotALayer is not a transformers cache layer class"):
+        kinds.offer_strategies([f"{STRATEGY_FILE}:NotALayer"])
+    dynamic = type("dynamic", (kinds.STRATEGIES["KeepEnds"].layer_class,), {})
+    with pytest.raises(StrategyError, match="a strategy cannot be named dynamic, a cache kind's name"):
+        kinds.offer_strategies([dynamic])

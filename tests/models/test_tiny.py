@@ -41,6 +41,17 @@ def test_layer_index_lists_follow_the_kept_layers():
     assert text.moe_layers == [0, 1, 2, 3] and text.no_rope_layers == [1, 1, 1, 0]
 
 
+def test_a_layer_that_reads_another_layers_cache_reads_a_kept_one():
+    """Kolibri's `kv_source_layers`: each layer's K/V source, an earlier layer's index (new in transformers 5.25)."""
+    full = transformers.AutoConfig.for_model("kolibri1_1")
+    assert any(source != i for i, source in enumerate(full.kv_source_layers))
+    tiny = shrunk_config("kolibri1_1")  # transformers' own validation: every source kept, of the reader's kind
+    sources = tiny.kv_source_layers
+    assert len(sources) == tiny.num_hidden_layers and all(0 <= s <= i for i, s in enumerate(sources))
+    assert any(s != i for i, s in enumerate(sources))  # some layer still reads another's
+    assert all(tiny.layer_types[s] == tiny.layer_types[i] for i, s in enumerate(sources))
+
+
 def test_attention_structure_is_kept():
     assert shrunk_config("gpt_bigcode").multi_query  # one KV head stays one
     llama = shrunk_config("llama")  # as many KV heads as query heads stays so

@@ -12,7 +12,7 @@ from transformers import cache_utils as cu
 from kvlab import _compat
 from kvlab.model_facts import model_facts
 from kvlab.recording import layer_state
-from kvlab.recording.layer_state import LayerState, read_layer
+from kvlab.recording.layer_state import STATE_FIELDS, LayerState, read_layer
 from kvlab.recording.storage import held_bytes, storage_bytes
 
 TOKEN_BYTES = 2 * 2 * 16 * 4  # keys and values x kv_heads x head_dim x float32
@@ -105,7 +105,7 @@ def test_a_state_as_a_dict_is_a_copy():
     state = read_layer(layer, "full")
     row = state.as_dict()
     row["bytes_held"] = 0
-    assert state.bytes_held == 2 * TOKEN_BYTES and set(row) == set(vars(state))
+    assert state.bytes_held == 2 * TOKEN_BYTES and set(row) == set(STATE_FIELDS)
 
 
 PLAIN_LAYERS = [  # transformers' plain attention layers, filled, with the kind their config gives them
@@ -134,6 +134,8 @@ class IndexedCompressedLayer(cu.DynamicLayer):
     """A layer class kvlab has never seen, as a model's own cache layer keeps its state: a plain layer's keys and
     values, indexer keys beside them, and a dict of compressed buffers (tuples and lists of tensors)."""
 
+    __module__ = "transformers.models.example.modeling_example"  # a modeling file's own class
+
     def __init__(self):
         super().__init__()
         self.indexer_keys: torch.Tensor | None = None
@@ -145,7 +147,7 @@ class IndexedCompressedLayer(cu.DynamicLayer):
         self.compressed["indexer"] = (torch.ones(1, tokens // 2, 8), [torch.ones(3, dtype=torch.float16)])
 
 
-def test_a_layer_class_kvlab_cannot_read_slots_of_is_counted_to_the_byte_with_no_slots(capsys):
+def test_a_dynamic_layer_subclass_kvlab_has_never_seen_is_counted_to_the_byte_with_its_slots(capsys):
     layer = IndexedCompressedLayer()
     empty = read_layer(layer, "full")  # keeps no tensor yet: no slots at all, which is right for any class
     assert fields(empty) == (0, 0, 0, 0, 0) and empty.bytes_held == 0 and empty.device == "none"
@@ -154,14 +156,95 @@ def test_a_layer_class_kvlab_cannot_read_slots_of_is_counted_to_the_byte_with_no
     state = read_layer(layer, "full")
     everything = storage_bytes(layer.keys, layer.values, layer.indexer_keys, layer.compressed)
     assert state.bytes_held == everything == 6 * TOKEN_BYTES + 6 * 8 * 4 + 3 * 16 * 4 + 3 * 8 * 4 + 3 * 2
-    assert fields(state) == (None, None, None, None, None)  # not read, never a made-up zero
+    assert fields(state) == (6, 6, 6, 0, 0)  # its keys' slots; met filled, its own count of tokens seen
     assert state.layer_kind == "full" and state.device == "cpu"
     assert not layer_state.reads_every_change(layer)  # `kvlab.watch` reads it again after each forward
+    assert "no slot reading" not in capsys.readouterr().err
+
+
+class OwnLayer(cu.CacheLayerMixin):
+    """A layer class that is neither a dynamic nor a static one: kvlab cannot tell what its tensors mean."""
+
+    def lazy_initialization(self, key_states, value_states):
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        self.lazy_initialization(key_states, value_states)
+        self.chunks = [key_states, value_states]
+        return key_states, value_states
+
+    def get_mask_sizes(self, query_length):
+        return query_length, 0
+
+    def get_seq_length(self):
+        return 0
+
+    def get_max_length(self):
+        return -1
+
+
+def test_a_layer_class_kvlab_cannot_read_slots_of_is_counted_to_the_byte_with_no_slots(capsys):
+    layer = OwnLayer()
+    layer.update(kv(6), kv(6))
+    state = read_layer(layer, "full")
+    assert state.bytes_held == 6 * TOKEN_BYTES and state.device == "cpu"
+    assert fields(state) == (None, None, None, None, None)  # not read, never a made-up zero
     read_layer(layer, "full")
-    lines = [line for line in capsys.readouterr().err.splitlines() if "IndexedCompressedLayer" in line]
-    assert lines == [
-        "kvlab: kvlab has no slot reading for IndexedCompressedLayer: its bytes are counted, its slots are not."
-    ]
+    lines = [line for line in capsys.readouterr().err.splitlines() if "OwnLayer" in line]
+    assert lines == ["kvlab: kvlab has no slot reading for OwnLayer: its bytes are counted, its slots are not."]
+
+
+class Kept(cu.DynamicLayer):
+    """A strategy: keeps the last 4 tokens, and lets the next query attend to the last 3 of them."""
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        super().update(key_states, value_states)
+        self.keys, self.values = self.keys[..., -4:, :], self.values[..., -4:, :]
+        return self.keys, self.values
+
+    def get_mask_sizes(self, query_length):
+        return min(self.keys.shape[-2], 3) + query_length, 0
+
+
+class Failing(Kept):
+    def get_mask_sizes(self, query_length):
+        raise RuntimeError("not written yet")
+
+
+class StaticKept(cu.StaticLayer):
+    """A strategy on a static layer: its storage is allocated up front."""
+
+
+def test_a_strategy_is_read_from_what_it_holds_and_the_tokens_counted_into_it():
+    layer = Kept()
+    for tokens in (6, 1, 1):
+        layer.update(kv(tokens), kv(tokens))
+        layer_state.count_tokens(layer, tokens)  # what kvlab's caches do on each update
+    state = read_layer(layer, "full")
+    assert fields(state) == (8, 4, 3, 1, 4)  # seen 8, stored 4, live 3 (1 masked), 4 evicted
+    assert layer_state.reads_every_change(layer)  # a user's: what it keeps changes in the updates kvlab records
+    assert state.bytes_held == storage_bytes(layer.keys, layer.values) == 5 * TOKEN_BYTES  # its views keep 5
+    layer_state.count_tokens(layer, -2)  # a crop(-2)
+    assert read_layer(layer, "full").logical_length == 6
+    layer_state.forget_tokens(layer)
+    assert "_kvlab_tokens_seen" not in vars(layer)
+    assert read_layer(layer, "full").logical_length == 4  # met again filled: its own count (get_seq_length)
+    layer.reset()
+    assert fields(read_layer(layer, "full")) == (0, 0, 0, 0, 0) and "_kvlab_tokens_seen" not in vars(layer)
+
+
+def test_a_strategy_whose_own_method_fails_is_read_from_its_tensors():
+    layer = Failing()
+    layer.update(kv(6), kv(6))
+    assert fields(read_layer(layer, "full")) == (4, 4, 4, 0, 0)  # its mask sizes raise: every stored slot is live
+
+
+def test_a_static_strategy_is_allocated_up_front():
+    layer = StaticKept(max_cache_len=8)
+    layer.update(kv(3), kv(3), {"cache_position": torch.arange(3)})
+    layer_state.count_tokens(layer, 3)
+    state = read_layer(layer, "full")
+    assert fields(state) == (3, 8, 3, 5, 0) and state.bytes_held == 8 * TOKEN_BYTES
 
 
 @pytest.mark.skipif(not hasattr(cu, "DynamicIndexedLayer"), reason="transformers ships DynamicIndexedLayer from 5.24")

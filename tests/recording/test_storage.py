@@ -72,3 +72,51 @@ def test_held_bytes_leaves_out_counters_kvlab_s_attributes_modules_and_classes()
     assert held_bytes(holder) == 64
     holder.scale = torch.tensor(0.5)  # a floating scalar is data (an fp8 scale), not a counter
     assert held_bytes(holder) == 64 + 4
+
+
+class _Holder:
+    """A plain object with attributes, as a model's own Cache subclass or a layer is."""
+
+
+def _cache_with_layer():
+    from kvlab.recording.storage import outside_names
+
+    layer = _Holder()
+    layer.keys, layer.values = torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 4, 8)  # (batch, kv_heads, seq, head_dim)
+    other = _Holder()  # another Cache: read on its own
+    cache = _Holder()
+    cache.layers, cache.linear_cache, cache.pools, cache.other = [layer], [], {}, other
+    cache.window, cache.dtype, cache._kvlab_recorder = 5, torch.float32, torch.zeros(100)
+    return cache, layer, other, outside_names
+
+
+def test_state_beside_a_caches_layers_is_found_by_attribute_once_even_while_empty():
+    cache, _layer, other, outside_names = _cache_with_layer()
+    names = outside_names(cache, lambda value: value is other)
+    assert names == ("linear_cache", "pools")  # not layers, numbers, dtypes, kvlab's own, another cache
+
+
+def test_state_beside_the_layers_is_paired_with_its_layer_by_index_and_counted_once():
+    from kvlab.recording.storage import outside_bytes
+
+    cache, layer, other, outside_names = _cache_with_layer()
+    names = outside_names(cache, lambda value: value is other)
+    assert outside_bytes(cache, names, 2, cache.layers, lambda v: v is other).by_layer == {}
+    state = torch.zeros(1, 4, 16, 16)  # MiniMax's linear state of layer 1: (batch, heads, head_dim, head_dim)
+    cache.linear_cache += [[], state, state[:, :2]]  # a view of the same storage counts once
+    base = torch.zeros(10, 10)
+    holder = _Holder()
+    holder.buffers = [base[:5], base[5:]]  # an object in a dict, its tensors in a list
+    cache.pools.update(pool=holder, alias=layer.keys[..., :2, :], counter=torch.tensor(7))
+    outside = outside_bytes(cache, names, 3, cache.layers, lambda v: v is other)
+    assert outside.by_layer == {1: state.numel() * 4}
+    assert outside.by_name == {"pools": base.numel() * 4}  # the layer's keys are the layer's; a counter is not data
+    cache.linear_cache += [torch.zeros(2)]  # longer than the layers: no index says whose it is
+    assert outside_bytes(cache, names, 3, cache.layers, lambda v: v is other).by_name["linear_cache"] == 4 * 4 * 256 + 8
+
+
+def test_tensors_a_layer_keeps_in_lists_are_held():
+    layer = _Holder()
+    layer.recurrent_states = [torch.zeros(2, 3), torch.zeros(2, 3)]  # e.g. a linear layer's recorded states
+    layer.keys = torch.zeros(4)
+    assert held_bytes(layer) == 2 * 6 * 4 + 16

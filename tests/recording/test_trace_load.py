@@ -146,8 +146,8 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
         "transfer_bytes": 0,
         "tokens_per_s": None,
     }
-    saved = json.loads(trace.save(tmp_path / "v4.json").read_text())  # saved again, it is a version-4 trace
-    assert saved["kvlab_trace"] == SCHEMA_VERSION == 4 and saved["meta"]["cache_kind"] == "static"
+    saved = json.loads(trace.save(tmp_path / "v5.json").read_text())  # saved again, it is a version-5 trace
+    assert saved["kvlab_trace"] == SCHEMA_VERSION == 5 and saved["meta"]["cache_kind"] == "static"
     assert "cache" not in saved["meta"]
 
 
@@ -182,22 +182,39 @@ def test_an_older_trace_loads_with_its_work_counters_unknown_not_zero(tmp_path):
     assert all(e["attention_flops"] is None and e["queries"] is None for e in trace.updates)
     assert [row["attention_flops"] for row in trace.work_by_step()] == [None, None]
     assert trace.input_signatures() == []
-    reloaded = Trace.load(trace.save(tmp_path / "v4.json"))  # null stays null through a save
+    reloaded = Trace.load(trace.save(tmp_path / "v5.json"))  # null stays null through a save
     assert reloaded.events == trace.events
 
 
-def test_a_version_4_trace_round_trips(tmp_path, recorded):
-    assert recorded["kvlab_trace"] == 4 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+def test_a_crop_from_before_version_5_has_its_restored_states_unknown_not_zero(tmp_path, version):
+    """Schema 5 added `recurrent_states_restored` to crops; an older crop never counted them, so they load as null."""
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(as_version(version)))
+    (crop,) = Trace.load(path).crops
+    assert crop["recurrent_states_restored"] is None and crop["lengths_after"] == [4, 4]
+
+
+def test_a_version_5_crop_without_its_restored_states_is_refused_by_name(tmp_path):
+    data = as_version(4)
+    data["kvlab_trace"] = 5
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    assert "(crop) lacks recurrent_states_restored" in refused(path)
+
+
+def test_a_version_5_trace_round_trips(tmp_path, recorded):
+    assert recorded["kvlab_trace"] == 5 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
     trace = Trace.from_dict(recorded)
     loaded = Trace.load(trace.save(tmp_path / "t.json"))
     assert (loaded.events, loaded.meta) == (trace.events, trace.meta) and loaded.to_dict() == recorded
 
 
-@pytest.mark.parametrize("version", [0, 5, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 6, "2", 2.0, None])
 def test_an_unknown_version_names_the_versions_this_kvlab_reads(tmp_path, version):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({**VERSION_1, "kvlab_trace": version}))
-    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2, 3 and 4." in refused(path)
+    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2, 3, 4 and 5." in refused(path)
 
 
 JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]

@@ -82,3 +82,28 @@ def test_decoders_are_sized_whatever_their_is_decoder_says(tmp_path):
 
 def test_the_position_limit_is_part_of_the_facts():
     assert architecture("smollm2").max_positions == 8192 and architecture("mamba-130m").max_positions is None
+
+
+def test_xlm_is_sized_as_its_trace_counts_it():
+    """XLM's config has no is_decoder (its `causal` flag only shapes the mask) and its causal-LM class fills a
+    DynamicCache in generate, a mask token past the ids each step: kvlab size agrees with the trace that it caches,
+    and on the bytes. BERT's flag still says it does not."""
+    import torch
+    import transformers
+
+    import kvlab
+    from kvlab.size import NoKVCacheError, cache_size, from_config
+    from kvlab.size.meta import meta_cache_bytes
+
+    model = kvlab.tiny_model("xlm")
+    assert not model.config.causal
+    arch = from_config(model.config)  # not refused as encoder-only
+    ids = torch.randint(3, 100, (1, 6), generator=torch.Generator().manual_seed(0))  # (batch, tokens)
+    with kvlab.watch(model) as watch:
+        model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    traced = watch.trace.summary()["final_bytes"]
+    assert traced > 0
+    assert meta_cache_bytes(model.config, 6 + 3 - 1, prefill=6).bytes == traced
+    assert cache_size(arch, "dynamic", 6 + 3 - 1, prefill=6).bytes == traced
+    with pytest.raises(NoKVCacheError):
+        from_config(transformers.BertConfig(is_decoder=False))

@@ -34,6 +34,7 @@ REPRESENTATIVE = [
     ("mqa-gpt_bigcode", "gpt_bigcode"),
     ("compressed-deepseek_v4", "deepseek_v4"),
     ("linear_hybrid-qwen3_next", "qwen3_next"),
+    ("state_beside_layers-minimax", "minimax"),  # MiniMaxCache.linear_cache: a list beside `layers`
     ("ssm-mamba", "mamba"),
     ("ssm_attention-zamba", "zamba"),
     ("encoder_decoder-t5", "t5"),

@@ -3,10 +3,10 @@
 
 For one model type, `check_type` answers four questions, each against something kvlab did not compute:
 - tokens: does the watched generate give the same 8 greedy tokens as plain transformers?
-- bytes: does the trace's final bytes per layer equal this module's own count of the storage the cache object
-  holds after generate (`held_bytes`, written here without kvlab's storage code)?
+- bytes: does the trace's final total equal this module's own count of every storage the Cache object holds after
+  generate, through any attribute, `layers` or not (`held_bytes`, written here without kvlab's storage code)?
 - size: does `kvlab size`'s meta-device answer (`kvlab.size.meta.meta_cache_bytes`) equal the live bytes of
-  the plain run's cache?
+  the plain run's cache, in total and per layer as the trace attributes them?
 A failure of transformers itself (the tiny config refused, the model not built, plain `generate` raising) is
 recorded with transformers' own error and is not kvlab's; anything that goes wrong after plain `generate`
 succeeded is kvlab's. `run_zoo` checks many types in forked worker processes, each type in its own process with
@@ -45,13 +45,23 @@ CRASHED = "crashed"  # the worker process died (a segfault, out of memory)
 
 # -- the independent count -------------------------------------------------------------------------------------
 def _tensors(value, seen: set[int]):
-    """Every tensor reachable from `value` through dicts, lists, tuples and sets (each container walked once)."""
+    """Every tensor reachable from `value` through dicts, lists, tuples, sets and the attributes of any object (a
+    layer, a Cache, a model's own state holder), each container or object walked once; kvlab's own attributes
+    (`_kvlab*`, `kvlab_*`), if any are left, and classes (a cache's `layer_class_to_replicate`) are not the model's."""
     if isinstance(value, torch.Tensor):
         yield value
-    elif isinstance(value, (dict, list, tuple, set, frozenset)) and id(value) not in seen:
+        return
+    if isinstance(value, (type, str, bytes, int, float, bool, torch.device, torch.dtype)) or id(value) in seen:
+        return
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
         seen.add(id(value))
         for item in value.values() if isinstance(value, dict) else value:
             yield from _tensors(item, seen)
+    elif hasattr(value, "__dict__"):
+        seen.add(id(value))
+        for name, item in vars(value).items():
+            if not name.startswith(("_kvlab", "kvlab_")):
+                yield from _tensors(item, seen)
 
 
 def _is_counter(tensor: torch.Tensor) -> bool:
@@ -60,13 +70,12 @@ def _is_counter(tensor: torch.Tensor) -> bool:
     return tensor.dim() == 0 and not (tensor.is_floating_point() or tensor.is_complex())
 
 
-def held_bytes(layer) -> int:
-    """Bytes of every distinct storage a cache layer object keeps in its attributes, each storage counted once
-    (two views of one buffer are one buffer), counters aside. Written here, apart from kvlab's storage code, to
-    check it; kvlab's own attributes (`_kvlab*`, `kvlab_*`), if any are left on the layer, are not the model's."""
+def held_bytes(obj) -> int:
+    """Bytes of every distinct storage `obj` (a cache layer, or a whole Cache object) keeps through its attributes at
+    any depth, each storage counted once (two views of one buffer are one buffer), counters aside. Written here,
+    apart from kvlab's storage code, to check it."""
     storages: dict[tuple, int] = {}
-    kept = [v for k, v in vars(layer).items() if not k.startswith(("_kvlab", "kvlab_"))]
-    for tensor in _tensors(kept, set()):
+    for tensor in _tensors(obj, set()):
         if _is_counter(tensor):
             continue
         storage = tensor.untyped_storage()
@@ -85,6 +94,7 @@ def cache_layers(cache) -> list[tuple[str, int, object]]:
 
 
 def live_bytes(cache) -> dict[tuple[str, int], int]:
+    """Per (role, layer) of `cache.layers` (a diagnosis when the totals differ)."""
     return {(role, i): held_bytes(layer) for role, i, layer in cache_layers(cache)}
 
 
@@ -124,6 +134,12 @@ def _generate(model, cache: str):
 def _trace_bytes(trace) -> dict[tuple[str, int], int]:
     """The trace's final bytes per (role, layer)."""
     return {(e["role"], e["layer_idx"]): e["bytes_held"] for e in trace.final_layers()}
+
+
+def _trace_total(trace) -> int:
+    """What the trace says the whole cache holds at the end: its layers' bytes (a layer's share of state kept beside
+    `cache.layers` included), and the bytes it paired with no layer."""
+    return sum(_trace_bytes(trace).values()) + sum(trace.meta.get("bytes_outside_layers", {}).values())
 
 
 def _meta_bytes(config, cache: str, is_seq2seq: bool) -> dict[tuple[str, int], int]:
@@ -166,11 +182,11 @@ def check_cache(model, cache: str, encoder_decoder: bool) -> dict:
     except Exception as err:
         return {"status": GENERATE_FAILED, **_error(err)}
     plain_cache = plain.past_key_values
-    if not isinstance(plain_cache, _compat.Cache) or not sum(live_bytes(plain_cache).values()):
+    if not isinstance(plain_cache, _compat.Cache) or not held_bytes(plain_cache):
         return _check_no_cache(model, cache, plain)
     result: dict = {"status": CHECKED, "cache_class": type(plain_cache).__name__}
     live = live_bytes(plain_cache)
-    result["live_bytes"] = sum(live.values())
+    result["live_bytes"] = held_bytes(plain_cache)  # the whole object: `layers` and whatever else it keeps
     try:
         with kvlab.watch(model) as watch:
             watched = _generate(model, cache)
@@ -182,12 +198,13 @@ def check_cache(model, cache: str, encoder_decoder: bool) -> dict:
         result["tokens"] = [plain.sequences[0, -NEW_TOKENS:].tolist(), watched.sequences[0, -NEW_TOKENS:].tolist()]
     held = live_bytes(watched.past_key_values)
     traced = _trace_bytes(trace)
-    result["trace_bytes"] = sum(traced.values())
-    result["held_bytes"] = sum(held.values())
-    result["bytes_exact"] = not _differences(held, traced) and not _differences(live, held)
+    result["trace_bytes"] = _trace_total(trace)
+    result["held_bytes"] = held_bytes(watched.past_key_values)
+    result["bytes_exact"] = result["trace_bytes"] == result["held_bytes"] == result["live_bytes"]
     if not result["bytes_exact"]:
         result["bytes_differ"] = {
-            "trace_vs_held": _differences(held, traced),
+            "totals": {k: result[k] for k in ("live_bytes", "held_bytes", "trace_bytes")},
+            "trace_vs_layers": _differences(held, traced),
             "held_vs_plain": _differences(live, held),
         }
     try:
@@ -197,9 +214,12 @@ def check_cache(model, cache: str, encoder_decoder: bool) -> dict:
         result["size_error"] = {**_error(err), "where": traceback.format_exc(limit=-3)}
         return result
     result["size_bytes"] = sum(predicted.values())
-    result["size_exact"] = not _differences(live, predicted)
+    result["size_exact"] = result["size_bytes"] == result["live_bytes"] and not _differences(traced, predicted)
     if not result["size_exact"]:
-        result["size_differ"] = _differences(live, predicted)
+        result["size_differ"] = {
+            "totals": [result["live_bytes"], result["size_bytes"]],
+            **_differences(traced, predicted),
+        }
     return result
 
 
