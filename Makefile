@@ -90,13 +90,13 @@ test-zoo: install
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -m zoo tests/zoo/ $(PYTEST_ARGS)
 
 # Re-executes every committed notebook in place, the English ones and then their pt-BR twins, one at a time, each
-# stamped with the code its outputs came from (kvlab/notebook_exec.py; tests/test_notebook_truth.py checks it).
+# stamped with the code its outputs came from (tools/notebook_exec.py; tests/test_notebook_truth.py checks it).
 # Run it on a quiet machine, nothing else running: the notebooks print timings, and a busy CPU turns them to noise.
 # Full runs (KVLAB_QUICK is unset for them); 02 compiles (KVLAB_COMPILE=1) so its compile section is measured.
 notebooks: models
 	@set -e; for nb in notebooks/[0-9][0-9]_*.ipynb notebooks/pt-BR/[0-9][0-9]_*.ipynb; do \
 		case $$nb in */02_*) options="--env KVLAB_COMPILE=1";; *) options="";; esac; \
-		env -u KVLAB_QUICK OMP_NUM_THREADS=2 $(BIN)/python -m kvlab.notebook_exec $$nb $$options; \
+		env -u KVLAB_QUICK OMP_NUM_THREADS=2 $(BIN)/python -m tools.notebook_exec $$nb $$options; \
 	done
 
 clean-venv:

@@ -44,8 +44,9 @@ def _make(path: Path) -> Path:
     return path
 
 
-def check_writable(path: Path | None = None) -> Path:
-    """Refuse, before any work, a directory under KVLAB_HOME that cannot be written."""
+def check_writable_home(path: Path | None = None) -> Path:
+    """Refuse, before any work, a directory under KVLAB_HOME that cannot be written (a file to write is
+    `kvlab.atomic.check_writable`'s)."""
     path = _make(path if path is not None else kvlab_home())
     try:
         with tempfile.TemporaryFile(dir=path):

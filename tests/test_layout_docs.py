@@ -23,7 +23,7 @@ def _named_paths(text: str) -> set[str]:
     for line in text.splitlines():
         folder = None
         for word in re.findall(r"[\w./-]+", line):
-            if word.startswith(("kvlab/", "notebooks/", "tests/")):
+            if word.startswith(("kvlab/", "notebooks/", "tests/", "tools/")):
                 found.add(word.rstrip("."))
                 folder = word.rsplit("/", 1)[0] if word.endswith(".py") else None
             elif folder and word.endswith(".py"):
@@ -47,7 +47,8 @@ def test_every_module_and_package_of_kvlab_is_in_the_readme_layout():
 
 def test_every_path_architecture_names_exists():
     text = (ROOT / "ARCHITECTURE.md").read_text()
-    named = {p if p.startswith(("kvlab/", "tests/", "notebooks/")) else f"kvlab/{p}" for p in _backticked(text)}
+    top = ("kvlab/", "tests/", "notebooks/", "tools/")
+    named = {p if p.startswith(top) else f"kvlab/{p}" for p in _backticked(text)}
     assert len(named) > 10
     missing = sorted(p for p in named if not (ROOT / p.rstrip("/")).exists())
     assert missing == []

@@ -3,7 +3,7 @@
 1. A number the markdown quotes (four or more digits, or any percentage) is one the notebook printed, or a
    literal of its code, or is tagged as quoted from a named external source: "(source: ...)" / "(fonte: ...)".
    Numbers are compared by their digits alone, so "7,326,720" (English) and "7.326.720" (pt-BR) are one number.
-2. The outputs were made from the code as committed: `kvlab.notebook_exec` stamps the digest of the code it ran,
+2. The outputs were made from the code as committed: `tools.notebook_exec` stamps the digest of the code it ran,
    and the counts show one top-to-bottom run. `jupytext --update` keeps old outputs when code changes, so
    nothing else in the file could tell.
 3. Every "Predict first" is a real prediction: a later cell sets a `guess...` name for the learner to edit and a
@@ -12,7 +12,7 @@
    shows the measured answer only folded, inside a collapsed `<details class="kvlab-answer">` (the HTML form of
    `kvlab.predictions.score`), never in its printed text, which is what a plain view shows.
 5. Every figure fits, in both languages: the run that stamps a notebook also checks each figure it shows
-   (`kvlab.plots.overflow`) and records what runs past the figure or over another panel's title; nothing may.
+   (`tools.figure_check`) and records what runs past the figure or over another panel's title; nothing may.
 
 The parsing behind each check is tested first, on small strings, so a passing notebook means what it says.
 """
@@ -33,7 +33,7 @@ from babel.messages.pofile import read_po
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from kvlab.notebook_exec import FIGURE_OVERFLOW, FIGURE_TEXTS, STAMP, code_digest
+from tools.notebook_exec import FIGURE_OVERFLOW, FIGURE_TEXTS, STAMP, code_digest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("pt-BR/*.ipynb"))  # English, then Portuguese
@@ -311,7 +311,7 @@ def answer_problems(nb) -> list[str]:
 def stale_problems(nb, name: str) -> list[str]:
     """Why the outputs of `nb` may not come from its code as committed; empty when they do."""
     rerun = (
-        f"re-execute it: `python -m kvlab.notebook_exec {name}` (`make notebooks` runs them all, on a quiet machine)"
+        f"re-execute it: `python -m tools.notebook_exec {name}` (`make notebooks` runs them all, on a quiet machine)"
     )
     stamp = nb.metadata.get("kvlab", {}).get(STAMP)
     problems = []
@@ -476,7 +476,7 @@ def test_the_stamp_must_match_the_code_and_the_counts_one_run():
     nb.cells[3].source, nb.cells[1].execution_count = "b = 3", 5
     problems = stale_problems(nb, "x.ipynb")
     assert len(problems) == 2 and "code changed" in problems[0] and "execution_count 5, not 1" in problems[1]
-    assert "`python -m kvlab.notebook_exec x.ipynb`" in problems[0]
+    assert "`python -m tools.notebook_exec x.ipynb`" in problems[0]
 
 
 # -- the checks, on every committed notebook ---------------------------------------------------------------------
@@ -521,7 +521,7 @@ def test_no_answer_is_in_sight_of_its_open_question(ipynb: Path):
 
 def _checked(ipynb: Path):
     """A notebook as a test parameter; expected to fail while it has no figure findings at all (it was executed
-    before `kvlab.notebook_exec` checked figures), a real failure once it has them and they are not empty."""
+    before `tools.notebook_exec` checked figures), a real failure once it has them and they are not empty."""
     if FIGURE_OVERFLOW in _read(ipynb).metadata.get("kvlab", {}):
         return pytest.param(ipynb, id=_name(ipynb))
     unchecked = pytest.mark.xfail(strict=False, reason="notebooks not re-executed since the check was added")
@@ -530,7 +530,7 @@ def _checked(ipynb: Path):
 
 @pytest.mark.parametrize("ipynb", [_checked(ipynb) for ipynb in IPYNBS])
 def test_every_figure_fits(ipynb: Path):
-    rerun = f"re-execute it: `python -m kvlab.notebook_exec {_name(ipynb)}`"
+    rerun = f"re-execute it: `python -m tools.notebook_exec {_name(ipynb)}`"
     recorded = _read(ipynb).metadata.get("kvlab", {})
     assert FIGURE_OVERFLOW in recorded, (
         f"{_name(ipynb)}: no metadata.kvlab.{FIGURE_OVERFLOW}: its figures were never checked; {rerun}"

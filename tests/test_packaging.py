@@ -212,6 +212,11 @@ def test_the_core_is_lean_and_the_extras_are_named(installed):
         "ipywidgets",
         "matplotlib",
         "babel",
+        "ipython",
+        "numpy",
+        "packaging",
+        "psutil",
+        "tqdm",
     }
     assert EXTRAS <= set(meta.get_all("Provides-Extra") or [])
     by_extra = {}

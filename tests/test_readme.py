@@ -255,7 +255,7 @@ SHELL_CHECKS: dict[str, list[tuple[str, str | None, ShellCheck]]] = {
         ("--config", "static 3,019,898,880 B for 16,384 slots", _contains("3,019,898,880")),
     ],
     "in-portuguese-notebooks-pt-br-built-from-one-source-1": [
-        ("kvlab.i18n.notebooks build", "writes notebooks/pt-BR/NN_name.py", _build_status),
+        ("tools.i18n.notebooks build", "writes notebooks/pt-BR/NN_name.py", _build_status),
     ],
 }
 
@@ -281,11 +281,13 @@ def environment(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     """A working copy of what the README's shell commands read and write, so they run from a checkout's root
-    without touching this one: kvlab/ (its prompts; `python -m kvlab.i18n.notebooks` finds notebooks/ beside it),
-    the notebooks' scripts and catalogs (rewritten by `update` and `build`), and .venv pointing at this venv."""
+    without touching this one: kvlab/ (its prompts), tools/ (`python -m tools.i18n.notebooks` finds notebooks/
+    beside it), the notebooks' scripts and catalogs (rewritten by `update` and `build`), and .venv pointing at this
+    venv."""
     root = tmp_path_factory.mktemp("checkout")
     ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "kvlab", root / "kvlab", ignore=ignore)
+    for package in ("kvlab", "tools"):
+        shutil.copytree(ROOT / package, root / package, ignore=ignore)
     shutil.copytree(ROOT / "notebooks" / "locale", root / "notebooks" / "locale", ignore=ignore)
     for folder in ("", "pt-BR"):
         (root / "notebooks" / folder).mkdir(parents=True, exist_ok=True)

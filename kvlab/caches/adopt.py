@@ -10,9 +10,10 @@ import functools
 import weakref
 
 from kvlab import _compat
+from kvlab.cache_kinds import KINDS
 from kvlab.caches.base import InstrumentedCacheMixin
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
-from kvlab.caches.kinds import KINDS
+from kvlab.caches.kinds import INSTRUMENTED, transformers_class
 from kvlab.caches.offloaded import stop_transfer_recording
 from kvlab.caches.quantized import InstrumentedQuantizedCache
 from kvlab.caches.strategy import InstrumentedCache, InstrumentedOffloadingCache, strategy_layer_name
@@ -28,11 +29,11 @@ log = get_logger(__name__)
 # (transformers class, offloading) -> its instrumented twin; twin -> its `cache_implementation` name. transformers'
 # own `Cache` comes last in every MRO: a cache of a user's layer class (a strategy), or any other Cache subclass.
 TWINS = {
-    **{(kind.transformers_class, kind.offloading): kind.instrumented for kind in KINDS},
+    **{(transformers_class(kind), kind.offloads): INSTRUMENTED[kind.name] for kind in KINDS if kind.twin},
     (_compat.Cache, False): InstrumentedCache,
     (_compat.Cache, True): InstrumentedOffloadingCache,
 }
-TWIN_KINDS = {kind.instrumented: kind.name for kind in KINDS}
+TWIN_KINDS = {twin: name for name, twin in INSTRUMENTED.items()}
 
 
 class CannotInstrumentError(KvlabUserError, TypeError):

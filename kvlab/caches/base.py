@@ -217,6 +217,18 @@ class InstrumentedCacheMixin(_CacheBase):
         self._kvlab_refresh("crop")
 
 
+class BuiltFromConfig(InstrumentedCacheMixin):
+    """The twin of a transformers class built with `config=`: it takes that class's arguments untouched, plus
+    `trace=` / `recorder=` / `role=` to log into a shared trace; the config's facts name each layer's kind."""
+
+    _kvlab_transformers_class: type  # the transformers class the twin subclasses, whose signature binds `config`
+
+    def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
+        super().__init__(*args, **kwargs)
+        config = bound_argument(self._kvlab_transformers_class, "config", args, kwargs)
+        self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
+
+
 def deepcopy_cache(cache: _CacheBase, memo: dict):
     """A deep copy with its own trace (the history so far, then its own), for the prefix-cache recipe.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
-from kvlab.caches.kinds import KINDS
+from kvlab.caches.kinds import INSTRUMENTED
 from kvlab.caches.options import check_options
 from kvlab.caches.strategy import CheckedStrategyCache
 from kvlab.model_facts import ModelFacts
@@ -13,7 +13,7 @@ from kvlab.strategies.load import check_strategy, is_strategy, layer_factory, st
 
 __all__ = ["CACHE_CLASSES", "make_cache"]
 
-CACHE_CLASSES = {kind.name: kind.instrumented for kind in KINDS}  # the class `make_cache` builds for each name
+CACHE_CLASSES = INSTRUMENTED  # the class `make_cache` builds for each name
 
 
 def make_cache(cache_kind, config, *, trace: Trace | None = None, cache_config: dict | None = None, **options):

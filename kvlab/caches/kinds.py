@@ -1,10 +1,10 @@
-"""The classes of each cache kind of `kvlab.cache_kinds.KINDS` (which names them without torch), resolved."""
+"""The instrumented class of each cache kind of `kvlab.cache_kinds.KINDS` (the one table, which names the classes
+without torch), resolved here where torch and transformers are imported."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from kvlab import _compat, cache_kinds
+from kvlab import _compat
+from kvlab.cache_kinds import KINDS, CacheKind
 from kvlab.caches.dynamic import InstrumentedDynamicCache
 from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache
 from kvlab.caches.quantized import InstrumentedQuantizedCache
@@ -17,23 +17,10 @@ _TWINS = (
     InstrumentedOffloadedStaticCache,
     InstrumentedQuantizedCache,
 )
+# every kind `generate` builds a Cache for -> kvlab's subclass of that class which records (`CacheKind.twin`)
+INSTRUMENTED = {kind.name: next(t for t in _TWINS if t.__name__ == kind.twin) for kind in KINDS if kind.twin}
 
 
-@dataclass(frozen=True)
-class CacheKind:
-    name: str
-    transformers_class: type
-    offloading: bool
-    instrumented: type  # kvlab's subclass of `transformers_class` that records
-
-
-KINDS = tuple(
-    CacheKind(
-        kind.name,
-        getattr(_compat, kind.cache_class),
-        kind.offloads,
-        next(twin for twin in _TWINS if twin.__name__ == kind.twin),
-    )
-    for kind in cache_kinds.KINDS
-    if kind.twin
-)
+def transformers_class(kind: CacheKind) -> type:
+    """transformers' class of `kind` (offloading is a flag of it, `kind.offloads`)."""
+    return getattr(_compat, kind.cache_class)

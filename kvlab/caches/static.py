@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from kvlab import _compat
-from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
+from kvlab.caches.base import BuiltFromConfig
 from kvlab.caches.crop_rules import check_static_sliding
 
 
-class InstrumentedStaticCache(InstrumentedCacheMixin, _compat.StaticCache):
+class InstrumentedStaticCache(BuiltFromConfig, _compat.StaticCache):
     """`transformers.StaticCache` that records every layer update into `self.trace`. Crop guard:
     `check_static_sliding` (a wrapped sliding layer's evicted tokens are gone)."""
 
-    def __init__(self, *args, trace=None, recorder=None, role: str = "self", **kwargs):
-        super().__init__(*args, **kwargs)
-        config = bound_argument(_compat.StaticCache, "config", args, kwargs)
-        self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
+    _kvlab_transformers_class = _compat.StaticCache
 
     def _kvlab_check_crop(self, tokens_to_remove: int) -> None:
         super()._kvlab_check_crop(tokens_to_remove)

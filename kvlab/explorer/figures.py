@@ -19,6 +19,7 @@ from kvlab.explorer.run_values import Run
 from kvlab.i18n import N_, _, current_language, layer_kind_label, layer_kind_letter, number
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside, localise_ticks
+from kvlab.plots.growth import bytes_by_layer_kind
 from kvlab.plots.png import FACE, png_bytes
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
@@ -35,17 +36,6 @@ CELL_STATES = (
 EMPTY, LIVE, MASKED, EVICTED, QUANTIZED, RESIDUAL, CROPPED = range(len(CELL_STATES))
 # kvlab's one palette; quantized and its full-precision residual are the explorer's own, in colours nothing else uses.
 CELL_COLORS = (FACE, palette.LIVE, palette.MASKED, palette.EVICTED, "#08306b", "#9ecae1", palette.CROPPED)
-
-
-def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
-    """{layer kind: [(step, bytes held by the layers of that kind at the end of the step)]}."""
-    held: dict[tuple, tuple[str, int]] = {}
-    series: dict[str, dict[int, int]] = {}
-    for e in trace.updates:
-        held[(e["role"], e["layer_idx"])] = (e["layer_kind"], e["bytes_held"])
-        for layer_kind in {k for k, _held in held.values()}:
-            series.setdefault(layer_kind, {})[e["step"]] = sum(b for k, b in held.values() if k == layer_kind)
-    return {layer_kind: sorted(points.items()) for layer_kind, points in series.items()}
 
 
 def occupancy_cells(layer_rows: list[dict], crop: dict | None = None) -> np.ndarray:
@@ -96,7 +86,7 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         label = _("[{number}] total").format(number=n + 1)
         _line(ax, range(len(total)), total, "--", color=palette.series(n), label=label)
     if current is not None:
-        series = bytes_by_layer_kind(current[1])
+        series = bytes_by_layer_kind(current[1], x="step")
         for layer_kind, points in series.items():
             color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
             _line(

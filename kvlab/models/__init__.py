@@ -19,7 +19,7 @@ from kvlab.models import sources
 from kvlab.models.convert import convert_gguf, is_converted, remove_stale_partials
 from kvlab.models.manifest import MANIFEST, ModelIntegrityError, check, full_check, has_manifest
 from kvlab.models.placement import parse_device, parse_dtype
-from kvlab.paths import check_writable, models_dir
+from kvlab.paths import check_writable_home, models_dir
 
 log = get_logger(__name__)
 
@@ -107,7 +107,7 @@ def _gguf_dir() -> Path:
 
 
 def _convert(spec: BundledModel) -> None:
-    check_writable(models_dir())
+    check_writable_home(models_dir())
     gguf_dir = _gguf_dir()
     gguf_dir.mkdir(exist_ok=True)
     log.info("preparing %s", spec.title)

@@ -1,6 +1,6 @@
 """Figures outside pyplot (Jupyter shows a returned figure once, not again at the cell's end), with tick labels
 written as kvlab prints numbers in the language in use, and titles and labels wrapped to the panel they name, so
-that a layout made for English holds the longer Portuguese (`kvlab.plots.overflow` finds what still does not fit).
+that a layout made for English holds the longer Portuguese (`tools.figure_check` finds what still does not fit).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from matplotlib.transforms import ScaledTranslation
 from kvlab.i18n import marks, number
 
 # The gid of a text that shows the model's data (a token, generated text), not a label: it stays in the language the
-# model read, and `kvlab.plots.overflow.visible_texts` lists it apart, so no language check reads it as a label.
+# model read, and `tools.figure_check.visible_texts` lists it apart, so no language check reads it as a label.
 DATA_TEXT = "kvlab-data"
 MOST_DECIMALS = 6  # ticks finer than 1e-6 apart, or beyond 1e15, fall back to the short "%g" form
 LARGEST = 1e15

@@ -8,8 +8,8 @@ from matplotlib.patches import Patch
 
 from kvlab.i18n import _, layer_kind_label, number
 from kvlab.plots._figure import legend_below, subplots, tight_layout_fitted
-from kvlab.plots.kv_bytes import unit_for
 from kvlab.plots.palette import LAYER_KIND_COLORS, series
+from kvlab.units import binary_unit
 
 WIDTH = 0.38  # each of the two bars of a kind; the pair leaves a gap to the next kind
 
@@ -24,7 +24,7 @@ def plot_beside_live(rows, title: str = "") -> Figure:
     "differs" above it."""
     fig, ax = subplots(1, 1, figsize=(7, 3.8))
     largest = max([max(r.meta_bytes, r.live_bytes) for r in rows], default=1)
-    unit, scale = unit_for(largest)
+    unit, scale = binary_unit(largest)
     for index, row in enumerate(rows):
         color = LAYER_KIND_COLORS.get(row.kind, series(index))
         meta = ax.bar(index - WIDTH / 2, row.meta_bytes / scale, WIDTH, color=color, edgecolor="black")

@@ -7,8 +7,8 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, cache_kind_label, number
 from kvlab.plots._figure import subplots, tight_layout_fitted
-from kvlab.plots.kv_bytes import unit_for
 from kvlab.plots.palette import series
+from kvlab.units import binary_unit
 
 
 def plot_cache_choice(
@@ -23,7 +23,7 @@ def plot_cache_choice(
     cache keys' length at each decoding call (0 = empty residual); `signatures`: (distinct ones, decoding calls)."""
     fig, (bytes_ax, keys_ax) = subplots(1, 2, figsize=(10, 3.8))
     largest = max([live_bytes, *calculated.values()], default=1)
-    unit, scale = unit_for(largest)
+    unit, scale = binary_unit(largest)
     names = list(calculated)
     heights = [calculated[n] / scale for n in names]
     ticks = [cache_kind_label(n) for n in names]  # words in the reader's language; the menu keeps the API values

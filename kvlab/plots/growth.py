@@ -14,11 +14,15 @@ from kvlab.recording.trace import Trace
 MIB = 2**20  # bytes are drawn in MiB, the binary unit kvlab prints (`kvlab.units`)
 
 
-def bytes_by_layer_kind(trace: Trace) -> dict[str, list[tuple[int, int]]]:
-    """{layer kind, or "cross" for cross-attention: [(tokens seen, bytes held by its layers)]} after every step."""
+def bytes_by_layer_kind(trace: Trace, x: str = "tokens") -> dict[str, list[tuple[int, int]]]:
+    """{layer kind, or "cross" for cross-attention: [(x, bytes held by its layers)]} after every step, where x is
+    the tokens seen (`x="tokens"`, what a reader compares across runs) or the step (`x="step"`, the explorer's axis,
+    shared with `Trace.bytes_by_step`)."""
+    if x not in ("tokens", "step"):
+        raise ValueError(f"x is 'tokens' or 'step', not {x!r}")
     series: dict[str, list[tuple[int, int]]] = {}
     for step, layers in snapshots(trace):
-        tokens = tokens_seen(layers, trace, step)
+        tokens = tokens_seen(layers, trace, step) if x == "tokens" else step
         totals: dict[str, int] = {}
         for (role, _layer_idx), event in layers.items():
             layer_kind = "cross" if role == "cross" else event["layer_kind"]

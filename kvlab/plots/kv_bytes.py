@@ -10,13 +10,7 @@ from matplotlib.patches import Patch
 from kvlab.i18n import N_, _, number
 from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import series as series_color
-
-UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
-
-
-def unit_for(largest: float) -> tuple[str, int]:
-    """The largest unit in which `largest` is at least 1 (bytes below 1 KiB stay bytes)."""
-    return next(((name, scale) for name, scale in UNITS if largest >= scale), UNITS[-1])
+from kvlab.units import binary_unit
 
 
 def plot_bytes(
@@ -32,7 +26,7 @@ def plot_bytes(
     labels = list(values)
     series = list(dict.fromkeys(s for per_label in values.values() for s in per_label))
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
-    unit, scale = unit_for(largest)
+    unit, scale = binary_unit(largest)
     fig, ax = subplots(figsize=(9, bar_inches * len(labels) * max(len(series), 1) + 1.5))
     height = 0.8 / max(len(series), 1)
     y = np.arange(len(labels))

@@ -6,7 +6,7 @@ hybrid's states are transformers' decisions, not kvlab's rules. A layer's bytes 
 cached data it keeps, each counted once, as a trace counts them (a sliding view counts its whole concatenation).
 `meta_cache_bytes` runs one generation; `layer_facts` fits each layer's growth from three tiny runs, so
 `kvlab size` answers any token count, batch and dtype (stored for known architectures by
-`python -m kvlab.size.architecture --write`). A model whose forward fails on meta in the requested dtype (MoE
+`python -m tools.architecture_facts`). A model whose forward fails on meta in the requested dtype (MoE
 experts' grouped matmul wants bfloat16) runs in bfloat16, its bytes rescaled by element size.
 """
 

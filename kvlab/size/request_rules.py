@@ -38,10 +38,8 @@ def available_memory(device="cpu") -> int | None:
         free, _total = torch.cuda.mem_get_info(device)
         return int(free)
     if kind in ("cpu", "mps"):
-        try:
-            import psutil  # installed with accelerate
-        except ImportError:
-            return None
+        import psutil
+
         return int(psutil.virtual_memory().available)
     return None
 

@@ -1,17 +1,19 @@
-"""kvlab/caches/kinds.py: the one table of the cache kinds kvlab instruments, and the maps read from it."""
+"""kvlab/caches/kinds.py: the instrumented class of every cache kind of the one table, and the maps read from it."""
 
 from __future__ import annotations
 
 
-def test_the_table_of_kinds_covers_every_cache_kind_once():
-    from kvlab.cache_kinds import CACHE_KINDS
+def test_every_cache_kind_generate_builds_has_one_twin_of_its_own_class():
+    from kvlab.cache_kinds import CACHE_KINDS, KINDS
     from kvlab.caches.adopt import TWIN_KINDS, TWINS
     from kvlab.caches.factory import CACHE_CLASSES
-    from kvlab.caches.kinds import KINDS
+    from kvlab.caches.kinds import INSTRUMENTED, transformers_class
 
-    names = [kind.name for kind in KINDS]
-    assert sorted(names) == sorted(set(CACHE_KINDS) - {"none"}) and len(set(names)) == len(names)
-    for kind in KINDS:  # each twin is the class it stands for, plus recording: same transformers class
-        assert issubclass(kind.instrumented, kind.transformers_class)
-        assert CACHE_CLASSES[kind.name] is TWINS[(kind.transformers_class, kind.offloading)] is kind.instrumented
-        assert TWIN_KINDS[kind.instrumented] == kind.name
+    built = [kind for kind in KINDS if kind.twin]
+    assert sorted(INSTRUMENTED) == sorted(set(CACHE_KINDS) - {"none"})
+    assert len(set(INSTRUMENTED.values())) == len(INSTRUMENTED)
+    for kind in built:  # each twin is the class it stands for, plus recording: same transformers class
+        twin = INSTRUMENTED[kind.name]
+        assert issubclass(twin, transformers_class(kind)) and twin.__name__ == kind.twin
+        assert CACHE_CLASSES[kind.name] is TWINS[(transformers_class(kind), kind.offloads)] is twin
+        assert TWIN_KINDS[twin] == kind.name

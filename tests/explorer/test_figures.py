@@ -7,6 +7,7 @@ import kvlab
 from kvlab.explorer import figures
 from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTIZED, RESIDUAL
 from kvlab.plots import palette
+from kvlab.plots.growth import bytes_by_layer_kind
 from kvlab.units import binary_unit, human_bytes
 
 
@@ -44,9 +45,9 @@ def test_cells_show_evicted_live_masked_quantized_and_cropped():
     assert not (cropped[2] == CROPPED).any()
 
 
-def test_bytes_by_layer_kind_adds_up_to_the_cache_total(tiny, prompt_ids):
+def test_bytes_by_layer_kind_by_step_adds_up_to_the_cache_total(tiny, prompt_ids):
     trace = kvlab.run(tiny("tiny-gemma3"), None, prompt_ids(12), cache="dynamic", max_new_tokens=6).trace
-    series = figures.bytes_by_layer_kind(trace)
+    series = bytes_by_layer_kind(trace, x="step")
     assert set(series) == {"sliding", "full"}
     totals = [sum(dict(points)[step] for points in series.values()) for step in range(6)]
     assert totals == trace.bytes_by_step()

@@ -9,8 +9,8 @@ import tokenize
 import jupytext
 import pytest
 
-from kvlab.i18n import comments
-from kvlab.i18n import notebooks as i18n
+from tools.i18n import comments
+from tools.i18n import notebooks as i18n
 
 CELL = """\
 # NBVAL_CHECK_OUTPUT

@@ -1,4 +1,4 @@
-"""No English left in a pt-BR figure, read from the figures themselves: `python -m kvlab.notebook_exec` records every
+"""No English left in a pt-BR figure, read from the figures themselves: `python -m tools.notebook_exec` records every
 text each figure shows (`metadata.kvlab.figure_texts`: titles, labels, legends, annotations, tick labels as drawn),
 so a label kvlab fills with an English word ("camadas sliding") or a tick written "0.5" is caught even where every
 catalog entry is translated.
@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kvlab.notebook_exec import FIGURE_TEXTS
+from tools.notebook_exec import FIGURE_TEXTS
 
 ROOT = Path(__file__).resolve().parents[2]
 PT_BR = sorted((ROOT / "notebooks" / "pt-BR").glob("[0-9][0-9]_*.ipynb"))
@@ -142,7 +142,7 @@ def _recorded(nb, name: str) -> list[dict]:
     if FIGURE_TEXTS not in kvlab:
         assert not has_figures(nb), (
             f"{name}: shows figures but has no metadata.kvlab.{FIGURE_TEXTS}: it was executed before figure texts "
-            f"were recorded; re-execute it (python -m kvlab.notebook_exec {name})"
+            f"were recorded; re-execute it (python -m tools.notebook_exec {name})"
         )
         return []
     return kvlab[FIGURE_TEXTS]

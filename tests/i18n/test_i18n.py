@@ -16,13 +16,14 @@ from matplotlib.ticker import FuncFormatter
 
 import kvlab
 from kvlab import html as kvlab_html
-from kvlab.i18n import _, current_language, messages, number, percent, set_language
+from kvlab.i18n import _, current_language, number, percent, set_language
 from kvlab.plots._figure import subplots, tick_decimals
 from kvlab.plots.growth import plot_growth
 from kvlab.plots.occupancy import plot_occupancy
 from kvlab.plots.slots import plot_slots
 from kvlab.predictions import score
 from kvlab.units import human_bytes
+from tools.i18n import messages
 
 matplotlib.use("Agg")
 

@@ -9,8 +9,9 @@ import pytest
 
 from kvlab.caches.options import _describe_kinds
 from kvlab.explorer.figures import draw_occupancy
-from kvlab.i18n import cache_kind_label, layer_kind_label, layer_kind_letter, messages, set_language
+from kvlab.i18n import cache_kind_label, layer_kind_label, layer_kind_letter, set_language
 from kvlab.plots._figure import subplots
+from tools.i18n import messages
 
 matplotlib.use("Agg")
 

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from kvlab.i18n import literals
+from tools.i18n import literals
 
 CELL = """\
 %matplotlib inline

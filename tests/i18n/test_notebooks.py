@@ -14,7 +14,7 @@ import pytest
 from babel.messages.pofile import read_po, write_po
 
 from kvlab.atomic import AtomicWriteError
-from kvlab.i18n import notebooks as i18n
+from tools.i18n import notebooks as i18n
 
 ENGLISH = """\
 # %% [markdown]
@@ -87,7 +87,7 @@ def test_a_translated_notebook_keeps_the_code_and_starts_in_its_language(tmp_pat
     paths = _notebook(tmp_path)
     i18n.update(paths)
     _translate(paths, TRANSLATIONS)
-    assert i18n.problems(paths) == [f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`"]
+    assert i18n.problems(paths) == [f"{paths.script}: out of date; run `python -m tools.i18n.notebooks build`"]
     assert i18n.build(paths) is True and i18n.build(paths) is False  # the second build finds it up to date
     assert i18n.problems(paths) == []
     english, translated = jupytext.read(paths.english), jupytext.read(paths.script)

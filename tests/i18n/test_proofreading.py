@@ -18,11 +18,13 @@ import pytest
 import transformers
 from babel.messages.pofile import read_po
 
-from kvlab.i18n import catalog_path, literals
-from kvlab.i18n import notebooks as i18n
+from kvlab import i18n as kvlab_i18n
+from kvlab.i18n import catalog_path
 from kvlab.serving import load_workload
+from tools.i18n import literals
+from tools.i18n import notebooks as i18n
 
-TERMS_FILE = Path(i18n.__file__).with_name("terms_pt_BR.toml")
+TERMS_FILE = Path(kvlab_i18n.__file__).with_name("terms_pt_BR.toml")
 TERMS = tomllib.loads(TERMS_FILE.read_text(encoding="utf-8"))
 CATALOGS = sorted((i18n.NOTEBOOKS / "locale" / "pt_BR").glob("*.po")) + [catalog_path("pt-BR")]
 PT_NOTEBOOKS = sorted((i18n.NOTEBOOKS / "pt-BR").glob("[0-9][0-9]_*.ipynb"))

@@ -4,8 +4,8 @@ import pytest
 
 from kvlab.i18n import set_language
 from kvlab.plots.beside_live import plot_beside_live
-from kvlab.plots.overflow import overflowing_texts
 from kvlab.size.beside_live import KindRow
+from tools.figure_check import overflowing_texts
 
 ROWS = [KindRow("linear", 3, 18_432, 18_432), KindRow("full", 1, 3_840, 3_000)]
 

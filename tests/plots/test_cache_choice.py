@@ -4,7 +4,7 @@ import pytest
 
 from kvlab.i18n import _, set_language
 from kvlab.plots.cache_choice import plot_cache_choice
-from kvlab.plots.overflow import overflowing_texts
+from tools.figure_check import overflowing_texts
 
 MiB = 2**20
 

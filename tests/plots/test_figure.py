@@ -7,7 +7,7 @@ import pytest
 from matplotlib.patches import Patch
 
 from kvlab.plots._figure import legend_below, legend_beside, subplots, tight_layout_fitted, wrap_to
-from kvlab.plots.overflow import overflowing_texts
+from tools.figure_check import overflowing_texts
 
 LONG = "em 12 chamadas de decodificação (sem contar o pré-preenchimento)"
 

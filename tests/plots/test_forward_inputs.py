@@ -5,7 +5,7 @@ import pytest
 from kvlab.i18n import _, set_language
 from kvlab.measure.devices import ForwardInput, ForwardLog
 from kvlab.plots.forward_inputs import plot_forward_shapes
-from kvlab.plots.overflow import overflowing_texts
+from tools.figure_check import overflowing_texts
 
 
 def test_one_line_per_input_with_its_sequence_length():

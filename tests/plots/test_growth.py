@@ -1,5 +1,7 @@
+import pytest
 from matplotlib.figure import Figure
 
+import kvlab
 from kvlab.i18n import set_language
 from kvlab.plots import growth
 from kvlab.plots._figure import NumberFormatter
@@ -118,3 +120,15 @@ def test_the_zoom_inset_writes_its_ticks_as_the_reader_does(traces):
     (inset,) = fig.axes[0].child_axes
     assert isinstance(inset.xaxis.get_major_formatter(), NumberFormatter)
     assert isinstance(inset.yaxis.get_major_formatter(), NumberFormatter)
+
+
+def test_bytes_by_layer_kind_by_tokens_or_by_step_holds_the_same_bytes(tiny, prompt_ids):
+    trace = kvlab.run(tiny("tiny-gemma3"), None, prompt_ids(12), cache="dynamic", max_new_tokens=6).trace
+    by_tokens, by_step = growth.bytes_by_layer_kind(trace), growth.bytes_by_layer_kind(trace, x="step")
+    assert {kind: [b for _x, b in points] for kind, points in by_tokens.items()} == {
+        kind: [b for _x, b in points] for kind, points in by_step.items()
+    }
+    assert [x for x, _b in by_step["full"]] == list(range(6))
+    assert [x for x, _b in by_tokens["full"]] == list(range(12, 18))
+    with pytest.raises(ValueError, match="x is 'tokens' or 'step'"):
+        growth.bytes_by_layer_kind(trace, x="seconds")

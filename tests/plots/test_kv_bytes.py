@@ -1,12 +1,6 @@
 """kvlab.plots.kv_bytes: grouped horizontal byte bars with an automatic unit."""
 
-from kvlab.plots.kv_bytes import plot_bytes, unit_for
-
-
-def test_unit_follows_the_largest_value():
-    assert unit_for(3 * 2**30) == ("GiB", 2**30)
-    assert unit_for(5 * 2**20) == ("MiB", 2**20)
-    assert unit_for(100) == ("B", 1)
+from kvlab.plots.kv_bytes import plot_bytes
 
 
 def test_bars_are_scaled_and_grouped():
@@ -40,7 +34,7 @@ def test_bar_inches_sets_the_height_per_bar():
 
 
 def test_a_title_wider_than_its_panel_wraps_instead_of_running_out():
-    from kvlab.plots.overflow import overflowing_texts
+    from tools.figure_check import overflowing_texts
 
     title = "DynamicCache depois de um prompt de 4k / 32k tokens, e o pico do pré-preenchimento de 32k, lote de 1"
     fig = plot_bytes({"a": {"4k": 2**30, "32k": 2**31}, "b": {"4k": 2**29}}, title=title)

@@ -6,8 +6,8 @@ import pytest
 
 from kvlab.i18n import _, set_language
 from kvlab.plots._figure import subplots
-from kvlab.plots.overflow import overflowing_texts
 from kvlab.plots.positions import CROPPED, LIVE, NOT_CACHED, VISIBLE, plot_cached_positions, positions_grid
+from tools.figure_check import overflowing_texts
 
 ROWS = [
     {
@@ -150,8 +150,8 @@ def test_holdings_axes_span_the_data_so_a_small_crop_is_visible():
 
 def test_holdings_ticks_and_point_labels_use_the_same_marks_in_portuguese():
     """The MiB axis under point labels "0,57": its ticks "0,570" too, not pyplot's "0.570"."""
-    from kvlab.plots.overflow import visible_texts
     from kvlab.plots.positions import plot_holdings
+    from tools.figure_check import visible_texts
 
     stages = {s: {"full": {"layers": 30, "slots_live": n, "bytes_all_layers": 599_040}} for s, n in
               (("depois", 13), ("crop(-3)", 10))}  # fmt: skip

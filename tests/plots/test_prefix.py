@@ -10,8 +10,8 @@ from transformers import DynamicCache, StaticCache
 import kvlab
 from kvlab.i18n import set_language
 from kvlab.measure.prefix import TokenPrefix
-from kvlab.plots.overflow import overflowing_texts
 from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_copies, plot_token_prefix
+from tools.figure_check import overflowing_texts
 
 
 def test_token_prefix_boxes_are_coloured_by_the_check():

@@ -33,8 +33,8 @@ def test_plot_turn_prefills_labels_each_bar_with_its_count():
 
 def test_the_strip_and_the_bars_write_numbers_as_the_reader_does():
     from kvlab.i18n import set_language
-    from kvlab.plots.overflow import visible_texts
     from kvlab.plots.turns import plot_turn_prefills
+    from tools.figure_check import visible_texts
 
     set_language("pt-BR")
     try:

@@ -1,12 +1,9 @@
 """Known architectures: the facts `kvlab size` reads without transformers are what transformers derives."""
 
-import errno
 import json
-import os
 
 import pytest
 
-from kvlab.atomic import AtomicWriteError
 from kvlab.size.architecture import (
     _config_from_dict,
     _facts,
@@ -14,7 +11,6 @@ from kvlab.size.architecture import (
     derived_facts,
     from_config,
     known_architectures,
-    write_derived_facts,
 )
 
 
@@ -24,21 +20,6 @@ def test_stored_facts_are_transformers_own_reading(name):
     arch = architecture(name)
     assert json.loads(json.dumps(derived_facts(config))) == derived_facts(arch.config)
     assert arch == from_config(config, name=name, source=arch.source, dtype=arch.dtype, note=arch.note)
-
-
-def test_rederiving_onto_a_full_disk_keeps_the_stored_facts(tmp_path, monkeypatch):
-    path = write_derived_facts(tmp_path / "architectures_derived.json")
-    stored = path.read_bytes()
-    assert set(json.loads(stored)["models"]) == set(known_architectures())
-
-    def no_space(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "fsync", no_space)
-    with pytest.raises(AtomicWriteError, match=f"cannot write {path}: No space left on device"):
-        write_derived_facts(path)
-    monkeypatch.undo()
-    assert path.read_bytes() == stored and [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def write_config(tmp_path, **keys):

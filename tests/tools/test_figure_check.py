@@ -1,4 +1,4 @@
-"""`kvlab.plots.overflow`: a text cut off at the figure's edge or printed over another panel's title is found, and
+"""`tools.figure_check`: a text cut off at the figure's edge or printed over another panel's title is found, and
 a laid-out kvlab figure (its legend beside the axes) is clean in both languages. Figures only, no model: < 1 s."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from kvlab.i18n import _, set_language
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.kv_bytes import plot_bytes
-from kvlab.plots.overflow import overflowing_texts
+from tools.figure_check import overflowing_texts
 
 
 def test_a_title_wider_than_the_figure_is_outside_even_after_tight_layout():
@@ -103,7 +103,7 @@ def test_a_kvlab_plot_with_its_legend_beside_is_clean_in_both_languages(language
 
 def test_visible_texts_are_what_a_reader_sees_ticks_as_drawn_one_list_per_axis():
     from kvlab.plots._figure import DATA_TEXT
-    from kvlab.plots.overflow import visible_texts
+    from tools.figure_check import visible_texts
 
     fig, ax = subplots(figsize=(5, 3))
     ax.plot([0, 1000], [0, 0.5], label="medido")

@@ -1,5 +1,5 @@
 """Text that does not fit its figure: cut off, or printed over a title or axis label. Nobody sees that in a diff,
-so `kvlab.notebook_exec` checks every figure each notebook cell shows (`record_in_kernel`).
+so `tools.notebook_exec` checks every figure each notebook cell shows (`record_in_kernel`).
 
 The limit is the canvas (figsize × dpi): a live control's frame (`png_bytes`) cuts what lies past it, and inline
 (`bbox_inches="tight"`) a text past it widens the image and shrinks the plots. Inside the canvas a text may lie
@@ -8,7 +8,7 @@ its clip region. Only titles and axis labels are checked for being covered: crow
 by the data, and their fix lies in the spacing.
 
 The same draw gives every text a reader sees (`visible_texts`: tick labels as their formatter wrote them), which
-`kvlab.notebook_exec` records so that a pt-BR figure can be checked for English words and number marks.
+`tools.notebook_exec` records so that a pt-BR figure can be checked for English words and number marks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`kvlab.notebook_exec`: a notebook runs for real in a kernel, in its own directory, and is stamped with the code
+"""`tools.notebook_exec`: a notebook runs for real in a kernel, in its own directory, and is stamped with the code
 that ran and with what the figure check found in its figures; a failing cell leaves the file untouched. Three
 kernel starts in all (a few seconds each)."""
 
@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from kvlab.notebook_exec import (
+from tools.notebook_exec import (
     FIGURE_OVERFLOW,
     FIGURE_TEXTS,
     STAMP,

@@ -3,11 +3,11 @@
 `jupytext --update` keeps old outputs when a script's code changes, so only a stamp taken at execution can tell
 stale outputs: the digest of the code cells that ran goes into `metadata.kvlab.executed_code_sha256`, which
 `tests/test_notebook_truth.py` recomputes. The same run checks every figure a cell shows for text that overflows
-or overlaps (`kvlab.plots.overflow`), into `metadata.kvlab.figure_overflow` ([] when every figure fits), and
+or overlaps (`tools.figure_check`), into `metadata.kvlab.figure_overflow` ([] when every figure fits), and
 records every text a reader sees on each figure (titles, labels, legends, annotations, tick labels as drawn) into
 `metadata.kvlab.figure_texts`, which `tests/i18n/test_figure_words.py` reads for English left in a pt-BR figure.
 
-    python -m kvlab.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
+    python -m tools.notebook_exec notebooks/03_offloading.ipynb [more.ipynb ...] [--env KVLAB_COMPILE=1]
 
 Each notebook runs in a fresh kernel in its own directory; a cell that raises leaves the file as it was.
 """
@@ -28,7 +28,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 from kvlab.atomic import write_text
 from kvlab.errors import KvlabEnvironmentError
-from kvlab.i18n import _
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 CELL_TIMEOUT_S = 1500  # the longest cells (timing sweeps on a 2-core CPU) take minutes; a hung kernel does not
 STAMP = "executed_code_sha256"
@@ -53,10 +54,8 @@ def _by_cell(nb, findings: Path, path: Path) -> list[dict]:
     index of the cell that showed its figure."""
     if not findings.is_file():
         raise NotebookExecutionError(
-            _(
-                "{path}: the figure check did not start in the kernel (kvlab.plots.overflow could not be imported "
-                "there?); the notebook file is unchanged"
-            ).format(path=path)
+            f"{path}: the figure check did not start in the kernel (tools.figure_check could not be imported "
+            "there?); the notebook file is unchanged"
         )
     cells = {cell.execution_count: index for index, cell in enumerate(nb.cells) if cell.cell_type == "code"}
     found = json.loads(findings.read_text(encoding="utf-8"))
@@ -76,7 +75,7 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
         findings, texts = Path(side) / "figure_overflow.json", Path(side) / "figure_texts.json"
         # The figure check starts before any cell (so before matplotlib's inline backend registers its flush), as one
         # expression, so the learner's namespace gains no name.
-        check = "__import__('kvlab.plots.overflow', fromlist=['record_in_kernel'])"
+        check = "__import__('tools.figure_check', fromlist=['record_in_kernel'])"
         check += f".record_in_kernel(get_ipython(), {str(findings)!r}, {str(texts)!r})"
         client = NotebookClient(
             nb,
@@ -87,16 +86,16 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
             resources={"metadata": {"path": str(path.resolve().parent)}},
             on_cell_execute=lambda cell, cell_index: running.update(cell=cell_index),
         )
+        # the kernel runs in the notebook's folder: the repository root on its path finds `tools`
+        path_entries = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
         try:
-            client.execute(env={**os.environ, **(env or {})})
+            client.execute(env={**os.environ, "PYTHONPATH": os.pathsep.join(path_entries), **(env or {})})
         except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
             index = running["cell"]
             reason = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else type(err).__name__
             first_line = nb.cells[index].source.strip().splitlines()[0] if index is not None else ""
             raise NotebookExecutionError(
-                _("{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged").format(
-                    path=path, index=index, first_line=first_line, reason=reason
-                )
+                f"{path}: cell {index} ({first_line!r}) failed with {reason}; the notebook file is unchanged"
             ) from err
         overflow, shown = _by_cell(nb, findings, path), _by_cell(nb, texts, path)
     stamps = {STAMP: code_digest(nb), FIGURE_OVERFLOW: overflow, FIGURE_TEXTS: shown}
@@ -108,13 +107,13 @@ def execute(path: str | os.PathLike, env: dict[str, str] | None = None) -> Path:
 def _setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(_("--env takes KEY=VALUE, not {text!r}").format(text=text))
+        raise argparse.ArgumentTypeError(f"--env takes KEY=VALUE, not {text!r}")
     return key, value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kvlab.notebook_exec",
+        prog="python -m tools.notebook_exec",
         description="Execute notebooks one at a time, in place, and stamp the code their outputs came from.",
     )
     parser.add_argument("notebooks", nargs="+", type=Path, help=".ipynb files, run in the order given")

@@ -14,8 +14,7 @@ import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvlab.i18n import _
-from kvlab.i18n.literals import LETTERS, MAGIC
+from tools.i18n.literals import LETTERS, MAGIC
 
 MARKER = re.compile(r"#\s*(%%|\+\s*$|-\s*$|NBVAL_|noqa|type:|fmt:|pragma)")
 LEAD = re.compile(r"#+\s*")  # the hashes and spaces before a comment's text: kept as written
@@ -55,7 +54,7 @@ def translate(source: str, translation: Callable[[Comment], str]) -> str:
         text = translation(comment)
         result = result[: comment.start] + text + result[comment.end :]
     if not _tokenizes(result) or _code(result) != _code(source):
-        raise ValueError(_("the translated cell is not the same code as the English one"))
+        raise ValueError("the translated cell is not the same code as the English one")
     return result
 
 

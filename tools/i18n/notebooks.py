@@ -4,9 +4,9 @@ with its markdown paragraphs, the code literals a reader sees (`literals`, msgct
 that switches kvlab's own messages to the language. A changed English message comes back fuzzy (Babel), and
 `make test` fails until it is reviewed.
 
-    python -m kvlab.i18n.notebooks update   # refresh the catalogs from the English notebooks
-    python -m kvlab.i18n.notebooks build    # write notebooks/<lang>/NN_name.py from English + catalog
-    python -m kvlab.i18n.notebooks check    # list missing, fuzzy and stale translations (exit 1 if any)
+    python -m tools.i18n.notebooks update   # refresh the catalogs from the English notebooks
+    python -m tools.i18n.notebooks build    # write notebooks/<lang>/NN_name.py from English + catalog
+    python -m tools.i18n.notebooks check    # list missing, fuzzy and stale translations (exit 1 if any)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 
 from kvlab.atomic import write_text
-from kvlab.i18n import _, catalogs, comments, literals
+from tools.i18n import catalogs, comments, literals
 
 LANGUAGES = {"pt-BR": "pt_BR"}  # notebook folder name -> gettext locale
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -157,7 +157,7 @@ def problems(paths: Paths) -> list[str]:
     if not found and (
         not paths.script.exists() or paths.script.read_text(encoding="utf-8") != translated_script(paths)
     ):
-        found.append(f"{paths.script}: out of date; run `python -m kvlab.i18n.notebooks build`")
+        found.append(f"{paths.script}: out of date; run `python -m tools.i18n.notebooks build`")
     return found
 
 
@@ -192,9 +192,7 @@ def translated_notebook(paths: Paths):
 def _translation(catalog: Catalog, text: str, context: str | None = None) -> str:
     entry = catalog.get(text, context)
     if not catalogs.is_reviewed(entry):
-        raise LookupError(
-            _("no reviewed translation for {start!r}; run `check` for the full list").format(start=_start(text))
-        )
+        raise LookupError(f"no reviewed translation for {_start(text)!r}; run `check` for the full list")
     return entry.string
 
 
@@ -215,7 +213,7 @@ def build(paths: Paths) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kvlab.i18n.notebooks", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.i18n.notebooks", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("update", "build", "check"))
     parser.add_argument("--lang", default="pt-BR", choices=sorted(LANGUAGES))
     parser.add_argument("notebooks", nargs="*", type=Path, help="English scripts (default: all)")

@@ -1,8 +1,8 @@
 """kvlab's own message catalog: every `_("...")` and `N_("...")` of the package, extracted with Babel into one PO
 per language; the English text is the message id, so a changed label shows up in `check` until it is reviewed.
 
-    python -m kvlab.i18n.messages update   # add new messages (untranslated), mark changed ones fuzzy, drop removed
-    python -m kvlab.i18n.messages check    # list untranslated, fuzzy and stale messages (exit 1 if any)
+    python -m tools.i18n.messages update   # add new messages (untranslated), mark changed ones fuzzy, drop removed
+    python -m tools.i18n.messages check    # list untranslated, fuzzy and stale messages (exit 1 if any)
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from pathlib import Path
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
 
-from kvlab.i18n import LANGUAGES, catalog_path, catalogs
+from kvlab.i18n import LANGUAGES, catalog_path
+from tools.i18n import catalogs
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2] / "kvlab"  # the package whose messages these are
 HEADER = "# Translations of kvlab's plot labels, widget labels and messages. The English text is the message id."
 
 
@@ -54,7 +55,7 @@ def problems(language: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kvlab.i18n.messages", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.i18n.messages", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("update", "check"))
     parser.add_argument("--lang", default="pt-BR", choices=sorted(set(LANGUAGES) - {"en"}))
     args = parser.parse_args(argv)

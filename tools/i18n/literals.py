@@ -19,8 +19,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvlab.i18n import _
-
 KEYWORD = re.compile(r"title|suptitle|description|label|xlabel|ylabel|.*_title|.*_label")  # a call's, any call's
 FIRST_ARGUMENT_METHODS = frozenset({"set_title", "set_xlabel", "set_ylabel", "suptitle"})
 WIDTH = 120  # a translated literal that no longer fits is wrapped into adjacent pieces
@@ -131,14 +129,14 @@ def translate(source: str, translation: Callable[[Literal], str], labels: frozen
             continue
         if wrong := problems(literal, text):
             raise ValueError(
-                _("translation of {message!r}: {problems}").format(message=literal.message, problems="; ".join(wrong))
+                "translation of {message!r}: {problems}".format(message=literal.message, problems="; ".join(wrong))
             )
         edits.append((literal, _render(source, literal, _parse(text, literal.fstring))))
     result = source
     for literal, written in reversed(edits):
         result = result[: literal.start] + written + result[literal.end :]
     if _shape(result, frozenset(translated_labels)) != _shape(source, labels):
-        raise ValueError(_("the translated cell is not the same code as the English one"))
+        raise ValueError("the translated cell is not the same code as the English one")
     return result
 
 
@@ -229,11 +227,11 @@ def _scan(body: str) -> Parts:
         if text := TEXT.match(body, i):
             parts.append(("text", text.group()))
         elif body[i] == "}":
-            raise ValueError(_("a single '}}' at {i}: write '}}}}' for a brace of the text").format(i=i))
+            raise ValueError(f"a single '}}' at {i}: write '}}}}' for a brace of the text")
         else:
             ends = (j + 1 for j in range(i, len(body)) if body[j] == "}" and _parses(f"f'''{body[i : j + 1]}'''"))
             if (end := next(ends, None)) is None:
-                raise ValueError(_("a field opened at {i} is never closed").format(i=i))
+                raise ValueError(f"a field opened at {i} is never closed")
             parts.append(("field", body[i:end]))
         i += len(parts[-1][1])
     return parts

@@ -1,0 +1,1 @@
+"""The gettext bookkeeping of kvlab's message catalog and of the translated notebooks (maintainers only)."""
