@@ -14,7 +14,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS
-from kvlab.caches import make_cache
+from kvlab.caches.factory import build_cache
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
 from kvlab.log import get_logger
@@ -23,6 +23,7 @@ from kvlab.names import dtype_name, model_name
 from kvlab.pad_token import pad_token_id
 from kvlab.recording.trace import Trace
 from kvlab.request import Request
+from kvlab.rules import check
 from kvlab.strategies.load import strategy_name
 from kvlab.watched_generate import cache_device, generate
 
@@ -141,7 +142,7 @@ def run(
         generate_sizes=True,
         **flags,
     )
-    given = request.check()
+    given = check(request)
     trace = trace if trace is not None else Trace()
     kwargs = {
         "max_new_tokens": max_new_tokens,
@@ -154,7 +155,7 @@ def run(
     # a model whose forward names no cache keyword (GPT-1) is handed generate's own cache, instrumented: one passed
     # by kvlab would be refused as an unused keyword
     sized_by_generate = sized_by_generate or (cache == "dynamic" and not _takes_cache(model))
-    cache_object = None if sized_by_generate else make_cache(cache, model.config, trace=trace, **given)
+    cache_object = None if sized_by_generate else build_cache(cache, request.facts, given, trace=trace)
     if past_recording:
         cache_object.activate_past_recording()
     if cache == "none":

@@ -1,17 +1,16 @@
-"""One generation request, checked once, before any work, by every entry point that generates.
+"""One generation request: what an entry point knows before any work, read once, checked once (`kvlab.rules`).
 
-A field left unknown (no model yet, no prompt yet) leaves its rules to a later check that knows it: the command
-line checks before the config loads, then again before the weights do.
+A plain value with no rules of its own, so the rules below it take it as an argument: the model's config is read
+into `ModelFacts` here, once, and every rule reads the same facts. A field left unknown (no model yet, no prompt
+yet) leaves its rules to a later check that knows it: the command line checks before the config loads, then again
+before the weights do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvlab.caches.options import check_options
-from kvlab.model_facts import ModelFacts, model_facts
-from kvlab.size.request_rules import check_request
-from kvlab.strategies.load import check_strategy, is_strategy
+from kvlab.model_facts import ModelFacts, model_facts, tokens_held
 
 
 @dataclass(frozen=True)
@@ -35,17 +34,22 @@ class Request:
         if self.facts is not None:
             object.__setattr__(self, "facts", model_facts(self.facts))
 
-    def check(self) -> dict:
-        """The option rules, then the request's (files, memory, positions); returns the options that are set.
+    @property
+    def given(self) -> dict:
+        """The options that are set (None values are unset)."""
+        return {k: v for k, v in self.options.items() if v is not None}
 
-        A strategy (`cache_kind` a layer class or "FILE.py:ClassName") is loaded and checked with its options (the
-        layer's keyword arguments); the rest of its request is a dynamic cache's, the most it could hold."""
-        if is_strategy(self.cache_kind):
-            _layer_class, given = check_strategy(self.cache_kind, self.options, self.facts)
-            as_dynamic = replace(self, cache_kind="dynamic", options={})
-            check_options("dynamic", {}, self.facts, request=as_dynamic)
-            check_request(as_dynamic)
-            return given
-        given = check_options(self.cache_kind, self.options, self.facts, request=self)
-        check_request(self)
-        return given
+    @property
+    def held_tokens(self) -> int | None:
+        """The most tokens the cache holds: `generate`'s own count where it gave one, else prompt + new - 1 (an
+        encoder-decoder's decoder: its new tokens); None before the prompt is known."""
+        if self.cached_tokens is not None:
+            return self.cached_tokens
+        if self.prompt_tokens is None:
+            return None
+        encoder_decoder = self.facts is not None and self.facts.is_encoder_decoder
+        return tokens_held(self.prompt_tokens, self.new_tokens, encoder_decoder)
+
+    def as_kind(self, cache_kind: str, options: dict | None = None) -> Request:
+        """The same request for another cache kind: a strategy's is a dynamic cache's, the most it could hold."""
+        return replace(self, cache_kind=cache_kind, options=options or {})

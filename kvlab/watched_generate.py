@@ -18,6 +18,7 @@ from kvlab.model_facts import model_facts
 from kvlab.recording.recorder import Recorder
 from kvlab.recording.trace import Trace
 from kvlab.request import Request
+from kvlab.rules import check
 
 INPUT_TENSORS = ("attention_mask", "inputs_embeds", "token_type_ids", "position_ids")
 
@@ -88,19 +89,21 @@ def generate(
         # what this call set (a generation config's own max_cache_len is transformers' business, as in generate)
         extra = {"max_cache_len": length, "offload_only_non_sliding": offload} if cache_kind != "none" else {}
         beams = max(generation_config.num_beams or 1, generation_config.num_return_sequences or 1)
-        Request(
-            cache_kind,
-            {**config, **extra},
-            facts,
-            prompt_tokens=prompt_tokens,
-            cached_tokens=max_cache_length,
-            batch=batch_size * beams,
-            dtype=model.dtype,
-            device=cache_device(model),
-            allow_past_positions=allow_past_positions,
-            generate_sizes=True,
-            length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
-        ).check()
+        check(
+            Request(
+                cache_kind,
+                {**config, **extra},
+                facts,
+                prompt_tokens=prompt_tokens,
+                cached_tokens=max_cache_length,
+                batch=batch_size * beams,
+                dtype=model.dtype,
+                device=cache_device(model),
+                allow_past_positions=allow_past_positions,
+                generate_sizes=True,
+                length_is_minimum=True,  # generate sizes a static cache at max(max_length - 1, max_cache_len)
+            )
+        )
         built["cache_kind"] = cache_kind
 
     def after(cache):

@@ -7,6 +7,7 @@ from kvlab.bench.configs import BenchConfig
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.errors import KvlabUserError
 from kvlab.request import Request
+from kvlab.rules import check
 
 
 def transformers_reason(model, config: BenchConfig) -> str | None:
@@ -36,7 +37,7 @@ def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_token
         generate_sizes=True,
     )
     try:
-        request.check()
+        check(request)
     except KvlabUserError as err:  # an option, or the memory or positions this request needs
         theirs = transformers_reason(model, config)
         return f"transformers: {theirs} (kvlab: {err})" if theirs else f"kvlab: {err}"

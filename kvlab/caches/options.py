@@ -10,8 +10,7 @@ layer to offload (transformers' prefetch raises "True is not in list" in the fir
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from kvlab import _compat
 from kvlab.cache_kinds import (
@@ -30,9 +29,7 @@ from kvlab.cache_kinds import (
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, layer_kind_label
 from kvlab.model_facts import ModelFacts, model_facts, tokens_held
-
-if TYPE_CHECKING:
-    from kvlab.request import Request
+from kvlab.request import Request
 
 
 class CacheOptionError(KvlabUserError, ValueError):
@@ -117,7 +114,7 @@ def pool_blocks(prompt_lengths: list[int], new_tokens: int, page_size: int, num_
     return num_blocks
 
 
-def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
+def check_cache_kind(cache_kind: str | type, kinds: tuple[str, ...] = CACHE_KINDS) -> str:
     """`cache_kind` if it is one of `kinds`; the paged kind is refused in words of its own (`generate` cannot build
     it)."""
     if cache_kind in BATCH_KINDS and cache_kind not in kinds:
@@ -129,7 +126,7 @@ def check_cache_kind(cache_kind: str, kinds: tuple[str, ...] = CACHE_KINDS) -> s
                 "--page-size; valid kinds here: {kinds}"
             ).format(kind=cache_kind, kinds=", ".join(kinds))
         )
-    if cache_kind not in kinds:
+    if not isinstance(cache_kind, str) or cache_kind not in kinds:
         raise CacheOptionError(
             _("unknown cache kind {kind!r}; valid kinds: {kinds}").format(kind=cache_kind, kinds=", ".join(kinds))
         )
@@ -396,68 +393,62 @@ def check_option_names(cache_kind: str, options: dict, require_length: bool = Tr
     return given
 
 
-# A request's fields as `kvlab.request.Request` defaults them: what a caller that passes none knows.
-# fmt: off
-UNKNOWN_REQUEST = SimpleNamespace(
-    cache_kind="dynamic", options={}, facts=None, prompt_tokens=None, new_tokens=0, cached_tokens=None, batch=1,
-    past_recording=False, paths=(), dtype="float32", device="cpu", allow_past_positions=False, generate_sizes=False,
-    length_is_minimum=False,
-)
-# fmt: on
-
-
 def check_options(
     cache_kind: str,
     options: dict,
-    config=None,
+    facts=None,
     *,
     request: Request | None = None,
-    layer_kinds: list[str] | None = None,
-    sliding_window: int | None = None,
     tokens: int | None = None,
     kinds: tuple[str, ...] = CACHE_KINDS,
 ) -> dict:
     """Every rule about a cache of `cache_kind` with `options`; returns the options that are set (not None).
 
-    - `config` (the model's, or its `ModelFacts`) is read once, by the first rule that needs it; without one,
-      `layer_kinds` and `sliding_window` (an architecture's: the size calculator) give the layer kinds alone;
+    - `facts`: the model's `ModelFacts` (or its config, read once into them); without them, the rules that need
+      the model wait for a later call that has it;
     - `request` (a `kvlab.request.Request`) is what an entry point that generates knows besides: the prompt and new
       tokens a static cache must hold and quanto's groups must divide, the batch, whether `generate` sizes the
       static cache (at max(max_length - 1, max_cache_len) with `length_is_minimum`), past recording;
     - `tokens`: what a static cache must hold in its full-attention layers (the size calculator's count);
     - `kinds`: the cache kinds the caller knows (the size calculator has no "none").
     """
-    known: Request | SimpleNamespace = request or UNKNOWN_REQUEST
-    check_prompt_length(known.prompt_tokens)
-    check_cache_kind(cache_kind, kinds)
-    given = check_option_names(cache_kind, options, require_length=not known.generate_sizes)
-    facts = None  # the model's, read by the first rule that needs them
+    request = request or Request()
+    facts = facts if facts is not None else request.facts
+    request = replace(request, cache_kind=cache_kind, options=options, facts=facts)
+    return check_request_options(request, tokens=tokens, kinds=kinds)
+
+
+def check_request_options(request: Request, *, tokens: int | None = None, kinds: tuple[str, ...] = CACHE_KINDS) -> dict:
+    """`check_options` on a request whose facts are read: the one pass of `kvlab.rules.check` calls it."""
+    facts = request.facts
+    check_prompt_length(request.prompt_tokens)
+    cache_kind = check_cache_kind(request.cache_kind, kinds)
+    given = check_option_names(cache_kind, request.options, require_length=not request.generate_sizes)
+    layer_kinds = None if facts is None else list(facts.layer_kinds)
     if cache_kind in STATIC_KINDS:
-        prompt = None if known.length_is_minimum else known.prompt_tokens
-        if layer_kinds is None and config is not None and (prompt is not None or tokens is not None):
-            facts = model_facts(config)
-            layer_kinds = list(facts.layer_kinds)
-        check_static_length(given.get("max_cache_len"), prompt, known.new_tokens, layer_kinds, tokens)
+        prompt = None if request.length_is_minimum else request.prompt_tokens
+        check_static_length(given.get("max_cache_len"), prompt, request.new_tokens, layer_kinds, tokens)
     if cache_kind == "quantized":
-        facts = _facts(config)
         if facts is not None and facts.is_encoder_decoder:
             raise CacheOptionError(_("a quantized cache is for decoder-only models; this model is encoder-decoder"))
-        _check_quantized_request(given, facts, known)
-        if facts is None and layer_kinds is not None:  # with a config, check_quantized_options read its layers
-            check_quantized_layers(list(layer_kinds), sliding_window)
-    if BY_NAME[cache_kind].offloads:
+        _check_quantized_request(given, request)
+    if BY_NAME[cache_kind].offloads and facts is not None and facts.config is not None:
         offload = given.get("offload_only_non_sliding", BY_NAME[cache_kind].defaults["offload_only_non_sliding"])
-        check_offloading(facts if facts is not None else config, offload, cache_kind)
-    check_past_recording(cache_kind, known.past_recording)
+        check_offloading(facts, bool(offload), cache_kind)
+    check_past_recording(cache_kind, request.past_recording)
     return given
 
 
-def _check_quantized_request(given: dict, facts: ModelFacts | None, request) -> None:
-    prompt, cached = request.prompt_tokens, request.cached_tokens
-    if cached is None and prompt is not None and request.new_tokens > 0:
-        cached = tokens_held(prompt, request.new_tokens)
+def _check_quantized_request(given: dict, request: Request) -> None:
+    # the most the cache holds bounds the lengths quanto quantizes at, once the new tokens are known
+    cached = request.held_tokens if request.cached_tokens is not None or request.new_tokens > 0 else None
     backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
     quantized = {k: v for k, v in given.items() if k != "backend"}
     check_quantized_options(
-        backend, facts, prompt_tokens=prompt, cached_tokens=cached, batch=request.batch, **quantized
+        backend,
+        request.facts,
+        prompt_tokens=request.prompt_tokens,
+        cached_tokens=cached,
+        batch=request.batch,
+        **quantized,
     )

@@ -119,12 +119,13 @@ def handle(args) -> int:
     from kvlab.caches.options import check_prompt_length
     from kvlab.recorded_run import encode, run
     from kvlab.request import Request
+    from kvlab.rules import check
 
     if args.max_new_tokens < 1:
         raise UsageError(_("--max-new-tokens must be at least 1"))
     options = {name: getattr(args, name) for name in OPTION_NAMES}
     request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
-    request.check()
+    check(request)
     prompt = _prompt(args)
     models.parse_dtype(args.dtype)
     device = models.parse_device(args.device)
@@ -133,16 +134,18 @@ def handle(args) -> int:
     if template == "applied" and not prompt:
         check_prompt_length(0)  # the template would wrap nothing into a turn of its own markup
     ids = encode(tokenizer, prompt, chat=template == "applied")
-    replace(
-        request,
-        facts=config,
-        prompt_tokens=ids.shape[-1],
-        new_tokens=args.max_new_tokens,
-        paths=(),  # checked above
-        dtype=args.dtype,
-        device=device,
-        allow_past_positions=args.allow_past_positions,
-    ).check()
+    check(
+        replace(
+            request,
+            facts=config,
+            prompt_tokens=ids.shape[-1],
+            new_tokens=args.max_new_tokens,
+            paths=(),  # checked above
+            dtype=args.dtype,
+            device=device,
+            allow_past_positions=args.allow_past_positions,
+        )
+    )
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=device, config=config, tokenizer=tokenizer)
     live = LiveRun(
         tokenizer,

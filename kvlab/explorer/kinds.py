@@ -55,26 +55,31 @@ class ExplorerKind:
         """`kvlab.run`'s checks: the option rules, then, with (model, tokenizer) `loaded`, its layers, memory and
         positions (unloaded, `kvlab.run` checks those in the worker)."""
         from kvlab.request import Request
+        from kvlab.rules import check
 
         if not request.prompt.strip():
             raise ValueError(_("the prompt is empty; type some text or choose a preset"))
-        Request(self.cache, request.options, past_recording=request.past_recording).check()
+        check(Request(self.cache, request.options, past_recording=request.past_recording))
         if loaded is None:
             return
         from kvlab.explorer.prompts import encode_prompt
         from kvlab.watched_generate import cache_device
 
         model, tokenizer = loaded
-        Request(
-            self.cache,
-            request.options,
-            model.config,
-            prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[-1],
-            new_tokens=request.max_new_tokens,
-            past_recording=request.past_recording,
-            dtype=model.dtype,
-            device=cache_device(model),
-        ).check()
+        check(
+            Request(
+                self.cache,
+                request.options,
+                model.config,
+                prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[
+                    -1
+                ],
+                new_tokens=request.max_new_tokens,
+                past_recording=request.past_recording,
+                dtype=model.dtype,
+                device=cache_device(model),
+            )
+        )
 
     def start(self, run: Run, model, tokenizer, on_token, stop) -> None:
         """Runs it in the session's thread."""

@@ -19,7 +19,7 @@ def bytes_by_layer_kind(trace: Trace, x: str = "tokens") -> dict[str, list[tuple
     the tokens seen (`x="tokens"`, what a reader compares across runs) or the step (`x="step"`, the explorer's axis,
     shared with `Trace.bytes_by_step`)."""
     if x not in ("tokens", "step"):
-        raise ValueError(f"x is 'tokens' or 'step', not {x!r}")
+        raise ValueError(_("x must be 'tokens' or 'step'; got {x!r}").format(x=x))
     series: dict[str, list[tuple[int, int]]] = {}
     for step, layers in snapshots(trace):
         tokens = tokens_seen(layers, trace, step) if x == "tokens" else step

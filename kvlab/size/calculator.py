@@ -113,7 +113,33 @@ def cache_size(
     source_tokens: int | None = None,
     **options,
 ) -> CacheSize:
-    """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps)."""
+    """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps); every
+    option rule first, on the architecture's facts: the same refusal as `make_cache` and `kvlab.run`."""
+    check_options(cache_kind, options, arch.facts, tokens=tokens, kinds=SIZE_KINDS)
+    return sized(
+        arch,
+        cache_kind,
+        tokens,
+        prefill=prefill,
+        batch=batch,
+        dtype=dtype,
+        source_tokens=source_tokens,
+        options=options,
+    )
+
+
+def sized(
+    arch: Architecture,
+    cache_kind: str,
+    tokens: int,
+    *,
+    options: dict,
+    prefill: int | None = None,
+    batch: int = 1,
+    dtype: str = "float32",
+    source_tokens: int | None = None,
+) -> CacheSize:
+    """`cache_size` with `options` already checked (a checked request's: the memory rule sizes many lengths)."""
     prefill = tokens if prefill is None else prefill
     if tokens < 1 or not 1 <= prefill <= tokens:
         raise ValueError(
@@ -121,15 +147,6 @@ def cache_size(
                 tokens=tokens, prefill=prefill
             )
         )
-    # every option rule on the architecture's layer kinds: the same refusal as `make_cache` and `kvlab.run`
-    check_options(
-        cache_kind,
-        options,
-        layer_kinds=arch.layer_kinds,
-        sliding_window=arch.sliding_window,
-        tokens=tokens,
-        kinds=SIZE_KINDS,
-    )
     if batch < 1:
         raise ValueError(_("batch must be at least 1; got {batch}").format(batch=batch))
     elem = dtype_bytes(dtype)

@@ -8,27 +8,28 @@ A request holds at most `cached_tokens` (prompt + new - 1; an encoder-decoder's 
 from __future__ import annotations
 
 from kvlab.cache_kinds import STATIC_KINDS
-from kvlab.caches.options import CacheOptionError
+from kvlab.model_facts import ModelFacts
 from kvlab.names import DTYPE_BYTES
-from kvlab.size.architecture import Architecture, from_config
-from kvlab.size.calculator import cache_size
+from kvlab.size.architecture import Architecture, from_facts
+from kvlab.size.calculator import sized
 
 
-def _architecture(config) -> Architecture | None:
+def _architecture(facts: ModelFacts) -> Architecture | None:
     try:
-        return from_config(config)
+        return from_facts(facts)
     except ValueError:  # a layer kind or state the calculator does not model, or no decoder cache at all
         return None
 
 
 def _peak(arch: Architecture, cache_kind: str, options: dict, prompt_tokens: int, length: int, batch, dtype) -> int:
-    """Peak bytes when the cache is sized for `length`: a static kind's slots, any other kind's tokens."""
+    """Peak bytes when the cache is sized for `length`: a static kind's slots, any other kind's tokens. The options
+    are a checked request's (`kvlab.rules.check`), so no probe of `most_length`'s search checks them again."""
     options = {**options, "max_cache_len": length} if cache_kind in STATIC_KINDS else options
     if arch.is_encoder_decoder:  # the decoder starts from one token; the encoder's states fill the cross cache
         shape = {"prefill": 1, "source_tokens": prompt_tokens}
     else:
         shape = {"prefill": min(prompt_tokens, length)}
-    return cache_size(arch, cache_kind, length, batch=batch, dtype=dtype, **shape, **options).peak_bytes
+    return sized(arch, cache_kind, length, batch=batch, dtype=dtype, options=options, **shape).peak_bytes
 
 
 def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
@@ -40,7 +41,7 @@ def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
 
 
 def request_bytes(
-    config,
+    facts: ModelFacts,
     cache_kind: str,
     options: dict,
     *,
@@ -51,18 +52,18 @@ def request_bytes(
 ) -> int | None:
     """The most bytes the request's cache holds at any point; None where the calculator cannot say (a prediction
     that cannot be made refuses nothing)."""
-    arch = _architecture(config)
+    arch = _architecture(facts)
     if arch is None or cache_kind == "none" or dtype not in DTYPE_BYTES:
         return None
     length = requested_length(cache_kind, options, cached_tokens)
     try:
         return _peak(arch, cache_kind, options, prompt_tokens, length, batch, dtype)
-    except (CacheOptionError, ValueError):  # the option rules themselves ran before, with the request's facts
+    except ValueError:  # a size the calculator refuses; the option rules ran before, with the request's facts
         return None
 
 
 def most_length(
-    config,
+    facts: ModelFacts,
     cache_kind: str,
     options: dict,
     *,
@@ -75,7 +76,7 @@ def most_length(
     """The largest length (a static kind's max_cache_len, any other kind's cached tokens) whose cache fits in
     `budget` bytes, from the prompt (one token for an encoder-decoder) up; 0 when not even that fits. A binary
     search: bytes never shrink as the length grows."""
-    arch = _architecture(config)
+    arch = _architecture(facts)
     if arch is None:
         return 0
     low = 1 if arch.is_encoder_decoder else prompt_tokens

@@ -6,18 +6,14 @@ rules (`kvlab.caches.options`): so the request rules live here, below both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kvlab.atomic import AtomicWriteError, check_writable
 from kvlab.cache_kinds import BY_NAME, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _, cache_kind_label, number
-from kvlab.model_facts import ModelFacts, model_facts, tokens_held
+from kvlab.model_facts import ModelFacts
 from kvlab.names import dtype_name
+from kvlab.request import Request
 from kvlab.size import request as predicted
-
-if TYPE_CHECKING:
-    from kvlab.request import Request
 
 
 class RequestError(KvlabUserError, ValueError):
@@ -69,12 +65,13 @@ def _positions_needed(facts: ModelFacts, prompt_tokens: int, cached_tokens: int)
     return over
 
 
-def check_positions(config, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False) -> None:
+def check_positions(
+    facts: ModelFacts, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False
+) -> None:
     """A prompt plus new tokens past the model's positions is refused unless `allow`: transformers only warns and
     generates on, with rotary models drifting and learned position tables failing."""
-    if allow or config is None or prompt_tokens is None or cached_tokens is None:
+    if allow or prompt_tokens is None or cached_tokens is None:
         return
-    facts = model_facts(config)
     allow = _(ALLOW_PAST_POSITIONS)
     for what, needed, limit in _positions_needed(facts, prompt_tokens, cached_tokens):
         if what == "encoder":
@@ -111,17 +108,18 @@ def check_positions(config, prompt_tokens: int | None, cached_tokens: int | None
         )
 
 
-def check_memory(facts: ModelFacts, request: Request, cached_tokens: int) -> None:
+def check_memory(request: Request) -> None:
     """A cache bigger than the memory it would live in is refused, naming its bytes and the most that fits.
 
     The bytes are the size calculator's: a static kind's preallocation, any other kind at the most it grows to.
     An offloaded kind lives in CPU memory; `device=None` (a model spread over devices) checks nothing. A floor,
-    not a promise: activations and weights not loaded yet come on top.
+    not a promise: activations and weights not loaded yet come on top. The request's options are checked.
     """
+    facts, cached_tokens = request.facts, request.held_tokens
     kind, prompt_tokens, batch = request.cache_kind, request.prompt_tokens, request.batch
     if kind == "none" or request.device is None:
         return
-    options = {k: v for k, v in request.options.items() if v is not None}
+    options = request.given
     where = "cpu" if BY_NAME[kind].offloads else str(request.device)
     counts = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
     dtype = dtype_name(request.dtype)
@@ -133,13 +131,15 @@ def check_memory(facts: ModelFacts, request: Request, cached_tokens: int) -> Non
 
     fit = predicted.most_length(facts, kind, options, budget=available, dtype=dtype, **counts)
     static = kind in STATIC_KINDS
+    advice = _memory_advice(facts, static, options, prompt_tokens, cached_tokens, fit, request.allow_past_positions)
     what = {  # English says "an offloaded cache"; each language has its own article
         (True, True): _("an {kind} cache of {n} slots per layer"),
         (True, False): _("a {kind} cache of {n} slots per layer"),
         (False, True): _("an {kind} cache of {n} tokens"),
         (False, False): _("a {kind} cache of {n} tokens"),
     }[static, kind[0] in "aeiou"]
-    what = what.format(kind=cache_kind_label(kind), n=number(predicted.requested_length(kind, options, cached_tokens)))
+    length = predicted.requested_length(kind, options, cached_tokens)
+    what = what.format(kind=cache_kind_label(kind), n=number(length))
     if batch > 1:
         what += _(" x batch {batch}").format(batch=batch)
     place = _("CPU memory") if where.startswith("cpu") else _("{device} memory").format(device=where)
@@ -151,7 +151,6 @@ def check_memory(facts: ModelFacts, request: Request, cached_tokens: int) -> Non
         available=human_bytes(available, localized=True),
         available_b=number(available),
     )
-    advice = _memory_advice(facts, static, options, prompt_tokens, cached_tokens, fit, request.allow_past_positions)
     raise RequestError(f"{head}; {advice}")
 
 
@@ -180,14 +179,10 @@ def _memory_advice(
 
 
 def check_request(request: Request) -> None:
-    """Every rule about `request` that no cache option fixes: the files it will write (no model needed), then,
-    with the model and the prompt known, its cache fits in memory and its tokens in the model's positions."""
+    """Every rule about `request` that no cache option fixes (its options are checked before: `kvlab.rules.check`):
+    with the model and the prompt known, its cache fits in memory and its tokens in the model's positions; and the
+    files it will write can be written (no model needed)."""
+    if request.facts is not None and request.prompt_tokens is not None:
+        check_memory(request)
+        check_positions(request.facts, request.prompt_tokens, request.held_tokens, request.allow_past_positions)
     check_paths(request.paths)
-    if request.facts is None or request.prompt_tokens is None:
-        return
-    facts = model_facts(request.facts)
-    cached_tokens = request.cached_tokens
-    if cached_tokens is None:  # generate's own count (max_length - 1) where it gave one
-        cached_tokens = tokens_held(request.prompt_tokens, request.new_tokens, facts.is_encoder_decoder)
-    check_memory(facts, request, cached_tokens)
-    check_positions(facts, request.prompt_tokens, cached_tokens, request.allow_past_positions)

@@ -19,7 +19,7 @@ from kvlab import _compat
 from kvlab.cache_kinds import is_strategy_spec
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
-from kvlab.model_facts import model_facts
+from kvlab.model_facts import ModelFacts
 
 
 class StrategyError(KvlabUserError, ValueError):
@@ -46,23 +46,19 @@ def load_strategy(cache) -> type:
     return layer_class
 
 
-def check_strategy(cache, options: dict, config=None) -> tuple[type, dict]:
-    """The layer class `cache` names and the options it is built with, checked; with a model `config` (or its
-    `ModelFacts`), the model too: a strategy replaces attention layers, so a model with a linear-attention state
+def check_strategy(cache, options: dict, facts: ModelFacts | None = None) -> tuple[type, dict]:
+    """The layer class `cache` names and the options it is built with, checked; with the model's `ModelFacts`, the model
+    too: a strategy replaces attention layers, so a model with a linear-attention state
     (Mamba's) is refused."""
     layer_class = load_strategy(cache)
     given = layer_options(layer_class, {k: v for k, v in options.items() if v is not None})
-    if config is not None:
-        facts = model_facts(config)
-        if "linear" in facts.layer_kinds:
-            raise StrategyError(
-                _(
-                    "{name} replaces attention layers, and this model keeps linear-attention states ({linear} of its "
-                    "{layers} layers); valid: a model whose layers are all attention"
-                ).format(
-                    name=layer_class.__name__, linear=facts.layer_kinds.count("linear"), layers=len(facts.layer_kinds)
-                )
-            )
+    if facts is not None and "linear" in facts.layer_kinds:
+        raise StrategyError(
+            _(
+                "{name} replaces attention layers, and this model keeps linear-attention states ({linear} of its "
+                "{layers} layers); valid: a model whose layers are all attention"
+            ).format(name=layer_class.__name__, linear=facts.layer_kinds.count("linear"), layers=len(facts.layer_kinds))
+        )
     return layer_class, given
 
 

@@ -6,6 +6,8 @@ the same invalid option with the same message: the message `check_options` itsel
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import transformers
 
@@ -17,6 +19,7 @@ from kvlab.caches.options import check_options
 from kvlab.cli import main
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
+from kvlab.model_facts import model_facts
 from kvlab.models.tiny import tiny_config
 from kvlab.request import Request
 from kvlab.size import SIZE_KINDS, cache_size, from_config
@@ -163,12 +166,14 @@ def test_check_options_applies_every_rule_with_what_it_is_given():
         "static", {"max_cache_len": 4}, config, request=Request(prompt_tokens=5, new_tokens=3, length_is_minimum=True)
     )
     with pytest.raises(CacheOptionError, match="cannot hold 9 tokens"):
-        check_options("static", {"max_cache_len": 6}, layer_kinds=["full"], tokens=9)
+        check_options("static", {"max_cache_len": 6}, model_facts(tiny_config("tiny-llama")), tokens=9)
     check_options("quantized", {"backend": "quanto"})  # the layer kinds are checked once they are known
     with pytest.raises(CacheOptionError, match="needs every layer to be full attention"):
         check_options("quantized", {"backend": "quanto"}, config)
     with pytest.raises(CacheOptionError, match="needs every layer to be full attention"):
-        check_options("quantized", {}, layer_kinds=["sliding", "full"], sliding_window=8)
+        # facts without a config (a known architecture's, shipped): the layer kinds alone
+        facts = replace(model_facts(tiny_config("tiny-llama")), layer_kinds=("sliding", "full"), sliding_window=8)
+        check_options("quantized", {}, facts)
     with pytest.raises(CacheOptionError, match="for decoder-only models; this model is encoder-decoder"):
         check_options("quantized", {}, tiny_config("tiny-bart"))
     with pytest.raises(CacheOptionError, match="past recording is for"):

@@ -130,5 +130,5 @@ def test_bytes_by_layer_kind_by_tokens_or_by_step_holds_the_same_bytes(tiny, pro
     }
     assert [x for x, _b in by_step["full"]] == list(range(6))
     assert [x for x, _b in by_tokens["full"]] == list(range(12, 18))
-    with pytest.raises(ValueError, match="x is 'tokens' or 'step'"):
+    with pytest.raises(ValueError, match="x must be 'tokens' or 'step'"):
         growth.bytes_by_layer_kind(trace, x="seconds")
