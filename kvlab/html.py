@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import sys
+from typing import NamedTuple
 
 from kvlab.i18n import N_, _, number
 
@@ -16,18 +17,55 @@ MUTED = "var(--jp-ui-font-color2, #666)"
 CELL = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:right"
 HEAD = f"padding:1px 8px;border-bottom:1px solid {BORDER};text-align:left;font-weight:normal;color:{MUTED}"
 
+
+class Words(NamedTuple):
+    """What a summary field is called, shown through `_()`: its `label` where there is room (a row of a trace's
+    summary table), its `column` title over the explorer's table, which puts every field across one window."""
+
+    label: str
+    short: str = ""  # the column title where the label is too wide for a column; "" where it fits
+
+    @property
+    def column(self) -> str:
+        return self.short or self.label
+
+
+# The words for the fields of a run's summary: the one table a trace's summary table (below) and the explorer's
+# table (`kvlab.explorer.summary`) both read, each showing the fields it lists, in its own order.
+SUMMARY_WORDS = {
+    "run": Words(N_("run")),
+    "prompt_tokens": Words(N_("prompt")),
+    "new_tokens": Words(N_("new")),
+    "steps": Words(N_("steps (0 = prefill)"), N_("steps")),
+    "peak_bytes": Words(N_("peak bytes")),
+    "final_bytes": Words(N_("final bytes")),
+    "bytes_now": Words(N_("bytes now")),
+    "slots_allocated": Words(N_("slots allocated"), N_("allocated")),
+    "slots_live": Words(N_("slots live"), N_("live")),
+    "slots_masked": Words(N_("slots masked"), N_("masked")),
+    "waste_pct": Words(N_("waste %")),
+    "tokens_evicted": Words(N_("tokens evicted"), N_("evicted")),
+    "crops": Words(N_("crops")),
+    "flushes": Words(N_("flushes")),
+    "transfers": Words(N_("transfers")),
+    "transfer_bytes": Words(N_("bytes transferred")),
+    "ms_per_step": Words(N_("ms/step (IQR)")),
+    "tokens_per_s": Words(N_("tokens/s")),
+}
+
+# The rows of a trace's summary table, by field; "transfer_bytes" only where the cache transferred.
 SUMMARY_ROWS = (
-    ("steps", N_("steps (0 = prefill)")),
-    ("peak_bytes", N_("peak bytes")),
-    ("final_bytes", N_("final bytes")),
-    ("slots_allocated", N_("slots allocated")),
-    ("slots_live", N_("slots live")),
-    ("slots_masked", N_("slots masked")),
-    ("waste_pct", N_("waste %")),
-    ("tokens_evicted", N_("tokens evicted")),
-    ("crops", N_("crops")),
-    ("flushes", N_("flushes")),
-    ("transfers", N_("transfers")),
+    "steps",
+    "peak_bytes",
+    "final_bytes",
+    "slots_allocated",
+    "slots_live",
+    "slots_masked",
+    "waste_pct",
+    "tokens_evicted",
+    "crops",
+    "flushes",
+    "transfers",
 )
 
 
@@ -47,10 +85,11 @@ def _cell(field: str, value) -> str:
 
 def summary_table(summary: dict) -> str:
     """The summary numbers as a two-column table (name, value)."""
-    fields = SUMMARY_ROWS + ((("transfer_bytes", N_("bytes transferred")),) if summary.get("transfers") else ())
+    fields = SUMMARY_ROWS + (("transfer_bytes",) if summary.get("transfers") else ())
     rows = "".join(
-        f'<tr><th style="{HEAD}">{html.escape(_(title))}</th>{_number(field, summary.get(field))}</tr>'
-        for field, title in fields
+        f'<tr><th style="{HEAD}">{html.escape(_(SUMMARY_WORDS[field].label))}</th>'
+        f"{_number(field, summary.get(field))}</tr>"
+        for field in fields
     )
     return f'<table class="kvlab-html-summary" style="border-collapse:collapse;font-size:12px">{rows}</table>'
 

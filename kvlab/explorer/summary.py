@@ -9,28 +9,33 @@ from __future__ import annotations
 import html
 
 from kvlab.explorer import kinds
-from kvlab.i18n import N_, _, marks, number
+from kvlab.html import SUMMARY_WORDS
+from kvlab.i18n import _, marks, number
 from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
 
-# (field, column title), the title shown through `_()`.
-COLUMNS = (
-    ("run", N_("run")),
-    ("prompt_tokens", N_("prompt")),
-    ("new_tokens", N_("new")),
-    ("steps", N_("steps")),
-    ("peak_bytes", N_("peak bytes")),
-    ("bytes_now", N_("bytes now")),
-    ("slots_allocated", N_("allocated")),
-    ("slots_live", N_("live")),
-    ("slots_masked", N_("masked")),
-    ("waste_pct", N_("waste %")),
-    ("tokens_evicted", N_("evicted")),
-    ("flushes", N_("flushes")),
-    ("transfers", N_("transfers")),
-    ("crops", N_("crops")),
-    ("ms_per_step", N_("ms/step (IQR)")),
-    ("tokens_per_s", N_("tokens/s")),
+# (field, column title), the title shown through `_()`: the words come from `kvlab.html.SUMMARY_WORDS`, the one table
+# of them, beside the rows of a trace's summary table.
+COLUMNS = tuple(
+    (field, SUMMARY_WORDS[field].column)
+    for field in (
+        "run",
+        "prompt_tokens",
+        "new_tokens",
+        "steps",
+        "peak_bytes",
+        "bytes_now",
+        "slots_allocated",
+        "slots_live",
+        "slots_masked",
+        "waste_pct",
+        "tokens_evicted",
+        "flushes",
+        "transfers",
+        "crops",
+        "ms_per_step",
+        "tokens_per_s",
+    )
 )
 
 

@@ -7,6 +7,7 @@ import torch
 import kvlab
 from kvlab.bench import GUIDE, default_configs
 from kvlab.bench.support import unsupported_reason
+from kvlab.cache_kinds import STATIC_KINDS
 from kvlab.measure.published import GUIDE as PUBLISHED_GUIDE
 
 PROMPT, NEW = 8, 4
@@ -28,7 +29,7 @@ def test_every_default_configuration_is_accepted_and_its_cache_takes_a_prefill(p
 
 def test_static_kinds_have_room_for_the_whole_generation_and_only_one_row_compiles():
     configs = default_configs(PROMPT, NEW, compile=True)
-    static = [c for c in configs if c.cache_kind in ("static", "offloaded_static")]
+    static = [c for c in configs if c.cache_kind in STATIC_KINDS]
     assert static and all(c.options["max_cache_len"] == PROMPT + NEW for c in static)
     assert [c.label for c in configs if c.compile] == ["static + torch.compile"]
     assert not any(c.compile for c in default_configs(PROMPT, NEW))  # without the flag, nothing compiles

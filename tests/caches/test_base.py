@@ -13,7 +13,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from transformers import DynamicCache, StaticCache
+from transformers import DynamicCache
 
 import kvlab
 from kvlab import _compat
@@ -21,13 +21,10 @@ from kvlab.caches import CacheCropError, InstrumentedDynamicCache
 from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
 from kvlab.models.tiny import tiny_config
 
-KINDS = [
-    ("dynamic", {}),
-    ("static", {"max_cache_len": 32}),
-    ("offloaded", {}),
-    ("offloaded_static", {"max_cache_len": 32}),
-    ("quantized", {"backend": "quanto", "nbits": 4, "q_group_size": 16, "residual_length": 4}),
-]
+from .variants import variants
+
+# One variant of each cache kind, the quantized one with a group size the hand count below can use.
+EACH_KIND = ("dynamic", "static", "offloaded", "offloaded_static", "q-quanto-int4-g16")
 
 
 def by_hand(cache, nbits: int = 0, q_group_size: int = 0) -> int:
@@ -91,9 +88,10 @@ def test_crop_refuses_what_is_not_a_count_in_one_line(tiny, prompt_ids, count):
     assert "\n" not in str(err.value) and cache.get_seq_length() == 6
 
 
-@pytest.mark.parametrize("kind, options", KINDS, ids=[k for k, _ in KINDS])
-def test_the_trace_stays_exact_after_reset_reorder_select_and_repeat(tiny, prompt_ids, kind, options):
+@pytest.mark.parametrize("variant", variants(*EACH_KIND))
+def test_the_trace_stays_exact_after_reset_reorder_select_and_repeat(tiny, prompt_ids, variant):
     model = tiny("tiny-llama")
+    kind, options = variant.kind, variant.options
     cache = prefilled(model, kind, options, prompt_ids(8, batch=2))
 
     nbits, group = options.get("nbits", 0), options.get("q_group_size", 0)
@@ -104,8 +102,9 @@ def test_the_trace_stays_exact_after_reset_reorder_select_and_repeat(tiny, promp
         )
 
     exact()
-    if kind != "quantized":  # the hand count itself, against the formula: 8 tokens, or 32 static slots, x 2 rows
-        assert by_hand(cache) == kv_formula(model.config, tokens=32 if "static" in kind else 8, batch=2)
+    if kind != "quantized":  # the hand count itself, against the formula: 8 tokens, or every static slot, x 2 rows
+        tokens = options["max_cache_len"] if "static" in kind else 8
+        assert by_hand(cache) == kv_formula(model.config, tokens=tokens, batch=2)
     cache.reorder_cache(torch.tensor([1, 0]))
     exact()
     if kind in ("dynamic", "offloaded"):  # only DynamicLayer has batch select / repeat in transformers
@@ -121,20 +120,18 @@ def test_the_trace_stays_exact_after_reset_reorder_select_and_repeat(tiny, promp
         assert cache.trace.summary()["final_bytes"] < before
 
 
-@pytest.mark.parametrize("kind, options", KINDS[:4], ids=[k for k, _ in KINDS[:4]])
-def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, greedy, kind, options):
+@pytest.mark.parametrize("variant", variants(*EACH_KIND, where=lambda variant: variant.kind != "quantized"))
+def test_deep_copy_is_independent_with_its_own_trace(tiny, prompt_ids, greedy, variant):
     model = tiny("tiny-gemma3")
     ids = prompt_ids(6)
-    cache = prefilled(model, kind, options, ids)
+    cache = prefilled(model, variant.kind, variant.options, ids)
     events, prefix_bytes = list(cache.trace.events), cache.trace.summary()["final_bytes"]
     copied = copy.deepcopy(cache)
     assert type(copied) is type(cache) and copied.trace is not cache.trace and copied.trace.events == events
     if getattr(cache, "offloading", False):
         assert copied.prefetch_stream is not cache.prefetch_stream
     full = torch.cat([ids, prompt_ids(3, seed=1)], dim=1)
-    reference = (
-        StaticCache(config=model.config, max_cache_len=32) if "static" in kind else DynamicCache(config=model.config)
-    )
+    reference = variant.reference(model.config)
     with torch.inference_mode():
         model(ids, **{_compat.CACHE_KWARG: reference})
     ours = greedy(model, full, copied, 4, logits=True)

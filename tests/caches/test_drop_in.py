@@ -6,76 +6,23 @@ the same cache without offloading (the schedule moves tensors, it must not chang
 
 import pytest
 import torch
-from transformers import DynamicCache, EncoderDecoderCache, QuantizedCache, StaticCache
+from transformers import DynamicCache, EncoderDecoderCache
 
 from kvlab import make_cache
 
-CASES = [  # (id, kind, options, reference builder, models)
-    (
-        "dynamic",
-        "dynamic",
-        {},
-        lambda c: DynamicCache(config=c),
-        ["tiny-llama", "tiny-gemma3", "tiny-mamba", "tiny-jamba"],
-    ),
-    (
-        "static",
-        "static",
-        {"max_cache_len": 48},
-        lambda c: StaticCache(config=c, max_cache_len=48),
-        ["tiny-llama", "tiny-gemma3", "tiny-jamba"],
-    ),
-    ("offloaded", "offloaded", {}, lambda c: DynamicCache(config=c), ["tiny-llama", "tiny-gemma3"]),
-    (
-        "offloaded-sliding-resident",
-        "offloaded",
-        {"offload_only_non_sliding": True},
-        lambda c: DynamicCache(config=c),
-        ["tiny-gemma3"],
-    ),
-    (
-        "offloaded_static",
-        "offloaded_static",
-        {"max_cache_len": 48},
-        lambda c: StaticCache(config=c, max_cache_len=48),
-        ["tiny-llama", "tiny-gemma3"],
-    ),
-    (
-        "q-quanto-int4",
-        "quantized",
-        {"backend": "quanto", "nbits": 4, "residual_length": 4},
-        lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4),
-        ["tiny-llama"],
-    ),
-    (
-        "q-quanto-int2",
-        "quantized",
-        {"backend": "quanto", "nbits": 2, "residual_length": 4, "q_group_size": 16},
-        lambda c: QuantizedCache("quanto", c, nbits=2, residual_length=4, q_group_size=16),
-        ["tiny-llama"],
-    ),
-    (
-        "q-hqq-int4-axis0",
-        "quantized",
-        {"backend": "hqq", "nbits": 4, "residual_length": 4, "q_group_size": 16},
-        lambda c: QuantizedCache("hqq", c, nbits=4, residual_length=4, q_group_size=16),
-        ["tiny-llama"],
-    ),
-    ("q-fp8", "quantized", {"backend": "fp8"}, lambda c: QuantizedCache("fp8", c), ["tiny-llama"]),
-]
-PARAMS = [
-    pytest.param(kind, opts, ref, model, id=f"{cid}-{model}")
-    for cid, kind, opts, ref, models in CASES
-    for model in models
+from .variants import VARIANTS, variants
+
+PARAMS = [  # every variant, on each tiny model it is checked on
+    pytest.param(variant, model, id=f"{variant.name}-{model}") for variant in VARIANTS for model in variant.models
 ]
 
 
-@pytest.mark.parametrize("kind, options, reference, model_name", PARAMS)
-def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, greedy, kind, options, reference, model_name):
+@pytest.mark.parametrize("variant, model_name", PARAMS)
+def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, greedy, variant, model_name):
     model = tiny(model_name)
     ids = prompt_ids(16)
-    ours = make_cache(kind, model.config, **options)
-    theirs = reference(model.config)
+    ours = variant.build(model.config)
+    theirs = variant.reference(model.config)
     assert isinstance(ours, type(theirs))
     seq_a, logits_a = greedy(model, ids, ours, 12, logits=True)
     seq_b, logits_b = greedy(model, ids, theirs, 12, logits=True)
@@ -84,26 +31,15 @@ def test_same_tokens_and_logits_as_transformers(tiny, prompt_ids, greedy, kind, 
     assert ours.trace.summary()["steps"] == 12
 
 
-@pytest.mark.parametrize(
-    "kind, options, reference",
-    [
-        ("dynamic", {}, lambda c: DynamicCache(config=c)),
-        ("static", {"max_cache_len": 48}, lambda c: StaticCache(config=c, max_cache_len=48)),
-        (
-            "quantized",
-            {"backend": "quanto", "nbits": 4, "residual_length": 4},
-            lambda c: QuantizedCache("quanto", c, nbits=4, residual_length=4),
-        ),
-    ],
-)
-def test_left_padded_batch_and_beam_search(tiny, prompt_ids, greedy, kind, options, reference):
-    model = tiny("tiny-gemma3" if kind != "quantized" else "tiny-llama")
+@pytest.mark.parametrize("variant", variants("dynamic", "static", "q-quanto-int4"))
+def test_left_padded_batch_and_beam_search(tiny, prompt_ids, greedy, variant):
+    model = tiny("tiny-gemma3" if variant.kind != "quantized" else "tiny-llama")
     ids = prompt_ids(14, batch=2)
     mask = torch.ones_like(ids)
     ids[1, :5], mask[1, :5] = 0, 0  # second row left-padded by 5
     for extra in ({"attention_mask": mask}, {"attention_mask": mask, "num_beams": 2}):
-        seq_a, logits_a = greedy(model, ids, make_cache(kind, model.config, **options), 12, logits=True, **extra)
-        seq_b, logits_b = greedy(model, ids, reference(model.config), 12, logits=True, **extra)
+        seq_a, logits_a = greedy(model, ids, variant.build(model.config), 12, logits=True, **extra)
+        seq_b, logits_b = greedy(model, ids, variant.reference(model.config), 12, logits=True, **extra)
         assert torch.equal(seq_a, seq_b)
         torch.testing.assert_close(logits_a, logits_b, rtol=0, atol=0)
 

@@ -14,24 +14,17 @@ import math
 
 import pytest
 import torch
-from transformers import DynamicCache, QuantizedCache, StaticCache
+from transformers import DynamicCache, StaticCache
 
 import kvlab
 from kvlab import _compat
 from kvlab.caches import CacheOptionError
 from kvlab.recording.layer_state import layer_kinds, read_layer
 
+from .variants import variants
+
 PROMPTS = ["The cache stores keys", "A short one"]
-KINDS = [  # (kind, kvlab options, transformers reference)
-    ("dynamic", {}, lambda c: DynamicCache(config=c)),
-    ("static", {"max_cache_len": 24}, lambda c: StaticCache(config=c, max_cache_len=24)),
-    ("offloaded", {}, lambda c: DynamicCache(config=c)),
-    (
-        "quantized",
-        {"backend": "quanto", "nbits": 4, "q_group_size": 32, "residual_length": 2},
-        lambda c: QuantizedCache("quanto", c, nbits=4, q_group_size=32, residual_length=2),
-    ),
-]
+QUANTIZED = "q-quanto-int4-r2"  # a residual of 2: these 3-4 token generations flush
 
 
 def held(cache, config) -> int:
@@ -54,19 +47,19 @@ def batch(smollm2):
     return tokenizer(PROMPTS, return_tensors="pt", padding=True)
 
 
-@pytest.mark.parametrize("kind, options, reference", KINDS, ids=[k[0] for k in KINDS])
-def test_left_padded_batch(greedy, smollm2, batch, kind, options, reference):
+@pytest.mark.parametrize("variant", variants("dynamic", "static", "offloaded", QUANTIZED))
+def test_left_padded_batch(greedy, smollm2, batch, variant):
     model, _ = smollm2
-    ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
+    ours, theirs = variant.build(model.config), variant.reference(model.config)
     assert_same(
         model, ours, theirs, greedy(model, batch, ours, 4, logits=True), greedy(model, batch, theirs, 4, logits=True)
     )
 
 
-@pytest.mark.parametrize("kind, options, reference", KINDS[:2], ids=[k[0] for k in KINDS[:2]])
-def test_beam_search_reorders_the_cache(greedy, smollm2, batch, kind, options, reference):
+@pytest.mark.parametrize("variant", variants("dynamic", "static"))
+def test_beam_search_reorders_the_cache(greedy, smollm2, batch, variant):
     model, _ = smollm2
-    ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
+    ours, theirs = variant.build(model.config), variant.reference(model.config)
     reorders = []
     reorder = ours.reorder_cache
     ours.reorder_cache = lambda beam_idx: (reorders.append(beam_idx.tolist()), reorder(beam_idx))[1]
@@ -92,19 +85,13 @@ def test_extra_left_padding_changes_nothing(greedy, smollm2, batch):
     assert torch.equal(padded[0][:, 3:], plain[0])  # transformers' scenario: the same text with 3 more pads
 
 
-@pytest.mark.parametrize("kind", ["offloaded", "offloaded_static"])
-def test_deep_copy_per_question(greedy, smollm2, kind):
+@pytest.mark.parametrize("variant", variants("offloaded", "offloaded_static"))
+def test_deep_copy_per_question(greedy, smollm2, variant):
     """The prefix-cache recipe: prefill with model(...), copy.deepcopy per question, generate (offloaded caches:
-    their prefetch stream cannot be copied; the other kinds are checked on tiny models in test_trust_base.py)."""
+    their prefetch stream cannot be copied; the other kinds are checked on tiny models in test_base.py)."""
     model, tokenizer = smollm2
-    options = {"max_cache_len": 32} if kind == "offloaded_static" else {}
     prefix = tokenizer("You answer briefly.", return_tensors="pt").input_ids
-    ours = kvlab.make_cache(kind, model.config, **options)
-    theirs = (
-        StaticCache(config=model.config, max_cache_len=32)
-        if kind == "offloaded_static"
-        else DynamicCache(config=model.config)
-    )
+    ours, theirs = variant.build(model.config), variant.reference(model.config)
     with torch.inference_mode():
         model(prefix, **{_compat.CACHE_KWARG: ours})
         model(prefix, **{_compat.CACHE_KWARG: theirs})
@@ -148,12 +135,12 @@ def test_batch_size_changes(smollm2):
     assert ours.trace.summary()["final_bytes"] == held(ours, model.config) == held(theirs, model.config)
 
 
-@pytest.mark.parametrize("kind, options, reference", [KINDS[0], KINDS[3]], ids=["dynamic", "quantized"])
-def test_continuing_from_a_cache(greedy, smollm2, kind, options, reference):
+@pytest.mark.parametrize("variant", variants("dynamic", QUANTIZED))
+def test_continuing_from_a_cache(greedy, smollm2, variant):
     """Generate, then call generate again with the whole sequence and the same cache: only the new tokens run."""
     model, tokenizer = smollm2
     ids = tokenizer("Caches keep", return_tensors="pt").input_ids
-    ours, theirs = kvlab.make_cache(kind, model.config, **options), reference(model.config)
+    ours, theirs = variant.build(model.config), variant.reference(model.config)
     first = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     a, b = greedy(model, first, ours, 3, logits=True), greedy(model, first, theirs, 3, logits=True)
     assert_same(model, ours, theirs, a, b)

@@ -14,6 +14,7 @@ import transformers
 import kvlab
 from kvlab.bench.configs import BenchConfig
 from kvlab.bench.support import unsupported_reason
+from kvlab.cache_kinds import PAGE_SIZES, PAGED_DEFAULTS
 from kvlab.caches import CacheOptionError, options
 from kvlab.caches.options import check_options
 from kvlab.cli import main
@@ -50,13 +51,14 @@ def test_the_paged_kind_is_refused_where_generate_builds_the_cache_naming_genera
 
 
 def test_the_paged_options_their_values_and_the_pool():
-    assert options.check_paged_options({}, 8) == {"page_size": 16, "requests": 4, "num_blocks": 0}
+    assert options.check_paged_options({}, 8) == PAGED_DEFAULTS
     assert options.check_paged_options({"page_size": 4, "num_blocks": None}, 8)["num_blocks"] == 0
     with pytest.raises(
         CacheOptionError, match="cache kind 'paged' does not take backend; it takes page_size, requests"
     ):
         options.check_paged_options({"backend": "hqq"}, 8)
-    with pytest.raises(CacheOptionError, match="page_size must be one of 4, 8, 16, 32, 64, 128, 256; got 5"):
+    sizes = ", ".join(map(str, PAGE_SIZES))
+    with pytest.raises(CacheOptionError, match=f"page_size must be one of {sizes}; got 5"):
         options.check_paged_options({"page_size": 5}, 8)
     with pytest.raises(CacheOptionError, match="requests must be between 1 and 8; got 9"):
         options.check_paged_options({"requests": 9}, 8)  # the most the workload (kvlab.serving) holds

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvlab.cache_kinds import PAST_RECORDING_KINDS
 from kvlab.caches import CACHE_KINDS, KIND_OPTIONS
 from kvlab.explorer.controls import CUSTOM, OPTION_NAMES, Controls, options_for
 
@@ -14,7 +15,7 @@ def shown(controls: Controls) -> set[str]:
 def test_choosing_a_kind_shows_exactly_its_options(kind):
     controls = Controls(prompt_presets={"p": "text"})
     controls.set(cache=kind)
-    expected = set(KIND_OPTIONS[kind]) | ({"past_recording"} if kind in ("dynamic", "offloaded") else set())
+    expected = set(KIND_OPTIONS[kind]) | ({"past_recording"} if kind in PAST_RECORDING_KINDS else set())
     assert shown(controls) == expected
     assert set(controls.options()) == set(KIND_OPTIONS[kind])
 

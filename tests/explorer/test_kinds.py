@@ -11,7 +11,7 @@ import pytest
 from transformers import ContinuousBatchingConfig, GenerationConfig
 
 import kvlab
-from kvlab.cache_kinds import CACHE_KINDS, KIND_OPTIONS, PAGED, PAGED_OPTIONS
+from kvlab.cache_kinds import CACHE_KINDS, KIND_OPTIONS, PAGED, PAGED_DEFAULTS, PAGED_OPTIONS
 from kvlab.explorer import Explorer, explore, kinds
 from kvlab.explorer.controls import OPTION_NAMES, PROMPT_NAMES, Controls
 from kvlab.explorer.kinds import PAGED_LABEL
@@ -41,7 +41,7 @@ def test_the_paged_kind_shows_only_its_options_and_hides_the_prompt():
     controls.set(cache=PAGED)
     assert set(OPTION_NAMES) - hidden(controls, OPTION_NAMES) == set(PAGED_OPTIONS)
     assert hidden(controls, PROMPT_NAMES) == set(PROMPT_NAMES)
-    assert controls.request().options == {"page_size": 16, "requests": 4, "num_blocks": 0}
+    assert controls.request().options == PAGED_DEFAULTS
     controls.set(cache="static")  # back to a cache kind: its options and the prompt again, nothing of paged
     assert set(OPTION_NAMES) - hidden(controls, OPTION_NAMES) == set(KIND_OPTIONS["static"])
     assert hidden(controls, PROMPT_NAMES) == set() and controls.request().options == {"max_cache_len": 256}

@@ -7,16 +7,20 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 
+from kvlab.cache_kinds import KINDS
 from kvlab.caches.options import _describe_kinds
 from kvlab.explorer.figures import draw_occupancy
 from kvlab.i18n import cache_kind_label, layer_kind_label, layer_kind_letter, set_language
 from kvlab.plots._figure import subplots
+from kvlab.recording.layer_kinds import KIND_BY_LAYER_TYPE
 from tools.i18n import messages
 
 matplotlib.use("Agg")
 
-LAYER_KINDS = ("full", "sliding", "chunked", "linear")
-CACHE_KINDS = ("dynamic", "static", "offloaded", "offloaded_static", "quantized", "paged")
+# Every kind kvlab records or builds, read from kvlab's own lists so that a new kind is checked here; all but the
+# layer kind "dummy" and the cache kind "none" (no cache), which have no word and are shown as recorded.
+LAYER_KINDS = tuple(kind for kind in dict.fromkeys(KIND_BY_LAYER_TYPE.values()) if kind != "dummy")
+CACHE_KINDS = tuple(kind.name for kind in KINDS if kind.name != "none")
 
 
 @pytest.fixture
@@ -42,6 +46,7 @@ def test_portuguese_words_agree_with_camada_and_with_o_cache(portuguese):
         "lineares",
     ]
     assert [cache_kind_label(k) for k in ("dynamic", "static", "quantized")] == ["dinâmico", "estático", "quantizado"]
+    assert [k for k in CACHE_KINDS if cache_kind_label(k) == k] == []  # every cache kind has its Portuguese word
     assert [layer_kind_letter(k) for k in ("full", "sliding", "chunked")] == ["c", "d", "b"]
     assert layer_kind_label("dummy") == "dummy" and cache_kind_label("none") == "none"  # no word: as recorded
 

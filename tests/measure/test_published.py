@@ -5,21 +5,19 @@ import re
 
 import pytest
 
-from kvlab.measure.guide_table import MEMORY_RANKS, compare_with_guide
+from kvlab.measure.guide_table import MEMORY_RANKS, TABLE_PROPERTIES, compare_with_guide
 from kvlab.measure.published import GUIDE, PUBLISHED
 from kvlab.plots.frontier import frontier
-
-PROPERTIES = ("sliding layers", "offloading", "torch.compile", "memory")
 
 
 @pytest.mark.parametrize("kind", list(GUIDE))
 def test_a_measurement_in_the_guides_words_agrees_and_any_other_word_is_flagged(kind):
     claim = GUIDE[kind]
-    assert [c["agrees"] for c in compare_with_guide([claim])] == [True] * len(PROPERTIES)
-    for prop in PROPERTIES:
+    assert [c["agrees"] for c in compare_with_guide([claim])] == [True] * len(TABLE_PROPERTIES)
+    for prop in TABLE_PROPERTIES:
         measured = {**claim, prop: claim[prop] + " (measured otherwise)"}
         verdicts = {c["property"]: c["agrees"] for c in compare_with_guide([measured])}
-        assert verdicts == {p: p != prop for p in PROPERTIES}, (kind, prop)
+        assert verdicts == {p: p != prop for p in TABLE_PROPERTIES}, (kind, prop)
 
 
 def test_the_guides_memory_words_are_the_ranks_the_table_measures():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kvlab.i18n import set_language
+from kvlab.i18n import LANGUAGES, set_language
 from kvlab.plots.beside_live import plot_beside_live
 from kvlab.size.beside_live import KindRow
 from tools.figure_check import overflowing_texts
@@ -19,7 +19,7 @@ def test_each_kind_has_its_meta_and_live_bar_and_its_verdict():
     assert [t.get_text() for t in ax.texts if t.get_text() in ("exact", "differs")] == ["exact", "differs"]
 
 
-@pytest.mark.parametrize("language", ["en", "pt-BR"])
+@pytest.mark.parametrize("language", list(LANGUAGES))
 def test_notebook_10s_control_fits_its_figure_in_both_languages(language):
     set_language(language)
     try:

@@ -8,7 +8,7 @@ from matplotlib.colors import to_hex
 from transformers import DynamicCache, StaticCache
 
 import kvlab
-from kvlab.i18n import set_language
+from kvlab.i18n import LANGUAGES, set_language
 from kvlab.measure.prefix import TokenPrefix
 from kvlab.plots.prefix import DIFFERS, MATCH, QUESTION, plot_prefix_copies, plot_token_prefix
 from tools.figure_check import overflowing_texts
@@ -39,7 +39,7 @@ def test_a_short_prefix_is_drawn_from_position_0():
     assert plot_token_prefix(long).axes[0].get_xlim()[0] > 20  # a long prefix: only its end, around the seam
 
 
-@pytest.mark.parametrize("language", ["en", "pt-BR"])
+@pytest.mark.parametrize("language", list(LANGUAGES))
 def test_a_few_boxes_fit_their_figures_in_both_languages(language):
     """Three or four boxes make a figure under 6 inches wide, narrower than its x label ("token position (dashed
     line: ...)") and its Portuguese verdict title: wrapped, each fits, and the figure grows by the lines so the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.i18n import _, set_language
+from kvlab.i18n import LANGUAGES, _, set_language
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.kv_bytes import plot_bytes
 from tools.figure_check import overflowing_texts
@@ -83,7 +83,7 @@ def test_a_legend_beside_the_axes_fits_once_laid_out():
     assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # it is beside the axes, not over them
 
 
-@pytest.mark.parametrize("language", ["en", "pt-BR"])
+@pytest.mark.parametrize("language", list(LANGUAGES))
 def test_a_kvlab_plot_with_its_legend_beside_is_clean_in_both_languages(language):
     set_language(language)
     try:
