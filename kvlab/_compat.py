@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kvlab.extras import MissingExtraError
 from kvlab.i18n import _
 from kvlab.log import get_logger
+from kvlab.quantized_backends import BACKENDS
 
 if TYPE_CHECKING:
     import torch
@@ -71,7 +72,7 @@ def __getattr__(name: str):
     elif name in _MODULES:
         value = importlib.import_module(_MODULES[name])
     else:  # layer class -> the backend name; 5.24 keeps only the class
-        value = {__getattr__(f"{name}QuantizedLayer"): name.lower() for name in ("Quanto", "HQQ", "Fp8")}
+        value = {getattr(_cu(), row.layer_class): row.name for row in BACKENDS}
     globals()[name] = value  # later lookups are plain attribute reads
     return value
 
@@ -126,24 +127,6 @@ CACHE_KWARG = "cache" if transformers_release() >= (5, 24) else "past_key_values
 FORWARD_CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
 # The model-output field holding the cache the forward used or created: renamed with the keyword in 5.24.
 OUTPUT_CACHE_FIELDS = ("cache",) if CACHE_KWARG == "cache" else ("past_key_values", "cache_params")
-
-# QuantizedCache's backends and what each accepts (the cache kinds themselves: `kvlab.cache_kinds`).
-QUANTIZED_BACKENDS = ("hqq", "quanto", "fp8")
-HQQ_NBITS = (1, 2, 3, 4, 8)
-QUANTO_NBITS = (2, 4)
-HQQ_AXES = (0, 1)
-QUANTO_AXES = (0, -1)
-QUANTIZED_DEFAULTS = {"nbits": 4, "axis_key": 0, "axis_value": 0, "q_group_size": 64, "residual_length": 128}
-# Rows hqq's bitpack packs into one word: a uint8 at 1, 2, 4 and 8 bits, an int32 at 3 bits, which pads its rows
-# itself; elsewhere the packed dimension must divide by it. At axis 0 hqq packs along each group (`q_group_size`
-# rows), so a group must hold whole words, else generate fails ("The size of tensor a (3) must match the size of
-# tensor b (4)"; measured on 5.24, hqq 0.2.8, groups 1..1000).
-HQQ_PACK_FACTOR = {1: 8, 2: 4, 3: 10, 4: 2, 8: 1}
-HQQ_SELF_PADDING_NBITS = 3
-
-
-def hqq_axis0_group_multiple(nbits: int) -> int:
-    return 1 if nbits == HQQ_SELF_PADDING_NBITS else HQQ_PACK_FACTOR[nbits]
 
 
 def masked_lm_model_types() -> frozenset[str]:

@@ -1,12 +1,19 @@
 """Every cache kind kvlab knows, once, without torch: the parser, `kvlab size` and the option checks read it
-before any model loads. `kvlab.caches.kinds` resolves the class names to classes."""
+before any model loads. `kvlab.caches.kinds` resolves the class names to classes; the quantized kind's backends have
+rows of their own (`kvlab.quantized_backends`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The group-wise options of a quantized cache (transformers' QuantizedLayer), beside its `backend`.
-QUANTIZED_OPTIONS = ("nbits", "axis_key", "axis_value", "q_group_size", "residual_length")
+from kvlab.quantized_backends import (
+    BACKEND_NAMES,
+    BACKENDS_BY_NAME,
+    DEFAULT_BACKEND,
+    QUANTIZED_OPTIONS,
+    QuantizedBackend,
+)
+
 # Token slots per block, the requests served, the pool's size in blocks (0: room for every request at its end).
 PAGED_OPTIONS = ("page_size", "requests", "num_blocks")
 PAGE_SIZES = (4, 8, 16, 32, 64, 128, 256)
@@ -41,8 +48,8 @@ KINDS = (
               offloads=True, records_past=True, cache_class="DynamicCache"),
     CacheKind("offloaded_static", "static, its layers kept in CPU memory", ("max_cache_len", _NO_SLIDING),
               {_NO_SLIDING: True}, static=True, offloads=True, cache_class="StaticCache"),
-    CacheKind("quantized", "older tokens quantized (hqq, quanto, fp8), the newest in full precision",
-              ("backend", *QUANTIZED_OPTIONS), {"backend": "quanto"}, cache_class="QuantizedCache"),
+    CacheKind("quantized", f"older tokens quantized ({', '.join(BACKEND_NAMES)}), the newest in full precision",
+              ("backend", *QUANTIZED_OPTIONS), {"backend": DEFAULT_BACKEND}, cache_class="QuantizedCache"),
     CacheKind("paged", "continuous batching: blocks of a shared pool (model.generate_batch)", PAGED_OPTIONS,
               {"page_size": 16, "requests": 4, "num_blocks": 0}, batch=True),
 )
@@ -64,6 +71,15 @@ PAGED_DEFAULTS = BY_NAME[PAGED].defaults
 def is_strategy_spec(text) -> bool:
     """ "FILE.py:ClassName" names a strategy (a layer class of the user's, `kvlab.strategies`), not a kind."""
     return isinstance(text, str) and text.rpartition(":")[0].endswith(".py")
+
+
+def quantized_backend(cache_kind: str, options: dict) -> QuantizedBackend | None:
+    """The row of the backend a cache of `cache_kind` with `options` quantizes with: None for a kind that takes no
+    backend (a strategy's spec included) or a name no row has (the option check refuses it)."""
+    kind = BY_NAME.get(cache_kind)
+    if kind is None or "backend" not in kind.options:
+        return None
+    return BACKENDS_BY_NAME.get(options.get("backend") or kind.defaults["backend"])
 
 
 def offloaded_variant(cache_kind: str) -> str | None:

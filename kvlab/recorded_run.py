@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kvlab import _compat
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS
+from kvlab.cache_kinds import STATIC_KINDS, quantized_backend
 from kvlab.caches.factory import build_cache
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
@@ -162,7 +162,7 @@ def run(
         kwargs["use_cache"] = False
     elif cache_object is not None:
         kwargs[_compat.cache_kwarg(model)] = cache_object
-    if cache == "quantized" and given.get("backend", DEFAULT_QUANTIZED_BACKEND) == "quanto":
+    if (backend := quantized_backend(cache, given)) is not None and backend.builds_extension:
         ensure_quanto_extension(input_ids.device)  # its one-time build (about a minute) stays out of the timing
     with Stopwatch() as stopwatch, torch.inference_mode():  # one reading: the run's own tokens/s, not a comparison
         if sized_by_generate:  # transformers sizes and builds it, kvlab records it

@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 from kvlab import _compat
 from kvlab.cli import main
 from kvlab.errors import KvlabEnvironmentError, one_line
+from kvlab.quantized_backends import GROUP_WISE_DEFAULTS
 
 
 def test_installed_transformers_is_the_tested_range():
@@ -25,7 +26,7 @@ def test_the_attributes_kvlab_reads_exist():
     assert _compat.static_sliding_length(layer) == 0
     quantized = _compat.QuantoQuantizedLayer()
     assert _compat.quantized_payload(quantized) == (None, None)
-    assert set(inspect.signature(_compat.QuantizedLayer.__init__).parameters) >= set(_compat.QUANTIZED_DEFAULTS)
+    assert set(inspect.signature(_compat.QuantizedLayer.__init__).parameters) >= set(GROUP_WISE_DEFAULTS)
     assert inspect.signature(_compat.QuantizedLayer.__init__).parameters["nbits"].default == 4
 
 

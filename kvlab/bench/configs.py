@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvlab.measure import published
+from kvlab.quantized_backends import table_rows
 
 
 def _guide_cells(cache_kind: str) -> dict:
@@ -46,8 +47,10 @@ class BenchConfig:
         }
 
 
-def default_configs(prompt_tokens: int, new_tokens: int, compile: bool = False) -> list[BenchConfig]:
-    """none, dynamic, static (+ compile), offloaded kinds, quantized hqq 2/4/8, quanto 2/4, fp8, plain dynamic."""
+def default_configs(prompt_tokens: int, new_tokens: int, compile: bool = False, **quantized) -> list[BenchConfig]:
+    """none, dynamic, static (+ compile), offloaded kinds, plain dynamic and offloaded, then the quantized rows: each
+    backend at its `bench_nbits` (hqq 2/4/8, quanto 2/4, fp8), or those `quantized` (`kvlab bench --backend
+    --nbits ...`) chooses (`kvlab.quantized_backends.table_rows`)."""
     length = prompt_tokens + new_tokens
     configs = [
         BenchConfig("none", "none"),
@@ -62,9 +65,5 @@ def default_configs(prompt_tokens: int, new_tokens: int, compile: bool = False) 
         BenchConfig("offloaded (plain transformers)", "offloaded", plain=True),
         BenchConfig("offloaded_static", "offloaded_static", {"max_cache_len": length}),
     ]
-    for nbits in (2, 4, 8):
-        configs.append(BenchConfig(f"quantized hqq int{nbits}", "quantized", {"backend": "hqq", "nbits": nbits}))
-    for nbits in (2, 4):
-        configs.append(BenchConfig(f"quantized quanto int{nbits}", "quantized", {"backend": "quanto", "nbits": nbits}))
-    configs.append(BenchConfig("quantized fp8", "quantized", {"backend": "fp8"}))
-    return configs
+    rows = table_rows(lambda backend: backend.bench_nbits, **quantized)
+    return configs + [BenchConfig(label, "quantized", options) for label, options in rows]

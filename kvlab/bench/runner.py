@@ -13,7 +13,7 @@ import torch
 from kvlab import _compat
 from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
 from kvlab.bench.support import unsupported_reason
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
+from kvlab.cache_kinds import quantized_backend
 from kvlab.caches.factory import make_cache
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.i18n import _
@@ -98,8 +98,10 @@ def measure_quality(model, config: BenchConfig, windows: list[torch.Tensor], pre
     return torch.cat(parts)
 
 
-def uses_quanto(config: BenchConfig) -> bool:
-    return config.cache_kind == "quantized" and config.options.get("backend", DEFAULT_QUANTIZED_BACKEND) == "quanto"
+def builds_extension(config: BenchConfig) -> bool:
+    """Whether the configuration's backend compiles an extension on first use (quanto's, `ensure_quanto_extension`)."""
+    backend = quantized_backend(config.cache_kind, config.options)
+    return backend is not None and backend.builds_extension
 
 
 def _progress(total: int, enabled: bool, description: str):
@@ -169,7 +171,7 @@ def run_bench(
     reasons = {c.label: unsupported_reason(model, c, settings.prompt_tokens, settings.new_tokens) for c in configs}
     timed = [c for c in configs if reasons[c.label] is None and not c.compile]
     scored = [c for c in timed if not c.plain]
-    if any(uses_quanto(c) for c in timed):
+    if any(builds_extension(c) for c in timed):
         ensure_quanto_extension(device)  # before the bar and every clock: its one-time build is no one's timing
     total = len(timed) * settings.repeats + len(scored) + (1 if settings.compile else 0) + 1
     bar = _progress(total, progress, f"kvlab bench {settings.model}")

@@ -11,6 +11,7 @@ import operator
 from kvlab import _compat
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _, layer_kind_label
+from kvlab.quantized_backends import BACKENDS_BY_NAME
 
 # A sliding or chunked layer as a refusal names it ("sliding layer 3"), one message per kind so that a translation
 # can put the kind where its language puts an adjective ("camada deslizante 3").
@@ -106,15 +107,17 @@ def check_static_sliding(tokens_to_remove: int, layer_idx: int, seen: int, windo
 
 
 def check_quantized_residual(tokens_to_remove: int, backend: str, residual: int) -> None:
-    """A QuantizedCache crops only its full-precision residual (`residual` tokens in its shortest layer); fp8 has
-    none. transformers would crop the residual but keep counting the tokens, leaving get_seq_length() wrong."""
+    """A QuantizedCache crops only its full-precision residual (`residual` tokens in its shortest layer); a backend
+    that keeps none (fp8, by its row) cannot crop at all. transformers would crop the residual but keep counting the
+    tokens, leaving get_seq_length() wrong."""
     if tokens_to_remove == 0:
         return
-    if backend == "fp8" or -tokens_to_remove > residual:
+    keeps_residual = BACKENDS_BY_NAME[backend].keeps_residual
+    if not keeps_residual or -tokens_to_remove > residual:
         held = (
-            _("no full-precision residual (fp8 quantizes every token)")
-            if backend == "fp8"
-            else _("only {residual} tokens in its full-precision residual").format(residual=residual)
+            _("only {residual} tokens in its full-precision residual").format(residual=residual)
+            if keeps_residual
+            else _("no full-precision residual ({backend} quantizes every token)").format(backend=backend)
         )
         raise CacheCropError(
             _(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from kvlab import _compat
 from kvlab.i18n import _
+from kvlab.quantized_backends import BACKENDS_BY_NAME
+
+HQQ = BACKENDS_BY_NAME["hqq"]  # hqq's own row: its words per width
 
 
 def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, axis: int) -> int:
@@ -13,7 +15,7 @@ def hqq_sequence_padding(shape: tuple[int, ...], q_group_size: int, nbits: int, 
     `numel / q_group_size` rows) to divide by the pack factor (4 values per byte at 2 bits, 2 at 4 bits...).
     """
     batch, heads, seq, dim = shape
-    factor = _compat.HQQ_PACK_FACTOR[nbits] if axis == 1 else 1  # at axis 0 the packed axis is the group
+    factor = HQQ.words[nbits][0] if axis == 1 else 1  # at axis 0 the packed axis is the group
     for pad in range(0, q_group_size * factor + 1):
         numel = batch * heads * (seq + pad) * dim
         if numel % q_group_size == 0 and (numel // q_group_size) % factor == 0:

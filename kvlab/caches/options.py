@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvlab import _compat
 from kvlab.cache_kinds import (
     BATCH_KINDS,
     BY_NAME,
@@ -29,6 +28,7 @@ from kvlab.cache_kinds import (
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, layer_kind_label
 from kvlab.model_facts import ModelFacts, model_facts, tokens_held
+from kvlab.quantized_backends import BACKEND_NAMES, BACKENDS, BACKENDS_BY_NAME, QuantizedBackend
 from kvlab.request import Request
 
 
@@ -143,10 +143,6 @@ def _describe_kinds(kinds: list[str], window: int | None) -> str:
     return described
 
 
-def _facts(config) -> ModelFacts | None:
-    return None if config is None else model_facts(config)
-
-
 def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
     """transformers' QuantizedCache takes full-attention layers only."""
     if any(k != "full" for k in kinds):
@@ -159,29 +155,30 @@ def check_quantized_layers(kinds: list[str], window: int | None = None) -> None:
         )
 
 
-def check_backend(backend: str) -> None:
-    if backend not in _compat.QUANTIZED_BACKENDS:
+def check_backend(backend: str) -> QuantizedBackend:
+    """The row of `backend` (`kvlab.quantized_backends`), or the refusal naming every backend there is."""
+    if backend not in BACKENDS_BY_NAME:
         raise CacheOptionError(
             _("unknown quantization backend {backend!r}; valid: {valid}").format(
-                backend=backend, valid=", ".join(_compat.QUANTIZED_BACKENDS)
+                backend=backend, valid=", ".join(BACKEND_NAMES)
             )
         )
+    return BACKENDS_BY_NAME[backend]
 
 
 def check_quantized_options(
     backend: str,
-    config,
+    facts: ModelFacts | None,
     *,
     prompt_tokens: int | None = None,
     cached_tokens: int | None = None,
     batch: int = 1,
     **options,
 ) -> None:
-    """What QuantizedCache cannot do, refused before anything is allocated: with the model's `config` (or its
-    `ModelFacts`), group sizes against its shapes; with `prompt_tokens` (and `cached_tokens`, the most the cache
-    holds) also at every length it will quantize, for `batch` sequences."""
-    facts = _facts(config)
-    check_backend(backend)
+    """What QuantizedCache cannot do, refused before anything is allocated: with the model's `ModelFacts`, group
+    sizes against its shapes; with `prompt_tokens` (and `cached_tokens`, the most the cache
+    holds) also at every length it will quantize, for `batch` sequences. The valid values are the backend's row."""
+    row = check_backend(backend)
     unknown = set(options) - set(QUANTIZED_OPTIONS)
     if unknown:
         raise CacheOptionError(
@@ -190,37 +187,48 @@ def check_quantized_options(
             )
         )
     given = {k: v for k, v in options.items() if v is not None}
-    if backend == "fp8" and given:
+    if given and not row.group_wise:
+        group_wise = [other.name for other in BACKENDS if other.group_wise]
         raise CacheOptionError(
             _(
-                "the fp8 backend quantizes per tensor and takes none of {options}; got {given}. Use backend hqq "
-                "or quanto for group-wise options."
-            ).format(options=", ".join(QUANTIZED_OPTIONS), given=", ".join(sorted(given)))
-        )
-    if backend != "fp8":
-        _check_group_values(backend, given)
-    if facts is not None:
-        check_quantized_layers(list(facts.layer_kinds), facts.sliding_window)
-    if backend != "fp8":
-        settings = {**_compat.QUANTIZED_DEFAULTS, **given}
-        _check_group_size(backend, facts, settings, prompt_tokens, cached_tokens, batch)
-
-
-def _check_group_values(backend: str, given: dict) -> None:
-    nbits = given.get("nbits", _compat.QUANTIZED_DEFAULTS["nbits"])
-    valid_bits = _compat.HQQ_NBITS if backend == "hqq" else _compat.QUANTO_NBITS
-    if nbits not in valid_bits:
-        raise CacheOptionError(
-            _("{backend} nbits must be one of {valid}; got {nbits}").format(
-                backend=backend, valid=", ".join(map(str, valid_bits)), nbits=nbits
+                "the {backend} backend quantizes per tensor and takes none of {options}; got {given}. Use backend "
+                "{group_wise} for group-wise options."
+            ).format(
+                backend=backend,
+                options=", ".join(QUANTIZED_OPTIONS),
+                given=", ".join(sorted(given)),
+                group_wise=_either(group_wise),
             )
         )
-    valid_axes = _compat.HQQ_AXES if backend == "hqq" else _compat.QUANTO_AXES
+    if row.group_wise:
+        _check_group_values(row, given)
+    if facts is not None:
+        check_quantized_layers(list(facts.layer_kinds), facts.sliding_window)
+    if row.group_wise:
+        settings = {**row.defaults, **given}
+        GROUP_RULES[row.layout](row, facts, settings, prompt_tokens, cached_tokens, batch)
+
+
+def _either(names: list[str]) -> str:
+    """ "hqq or quanto", "a, b or c": the words of a refusal that offers a choice."""
+    if len(names) < 2:
+        return "".join(names)
+    return _("{some} or {last}").format(some=", ".join(names[:-1]), last=names[-1])
+
+
+def _check_group_values(row: QuantizedBackend, given: dict) -> None:
+    nbits = given.get("nbits", row.defaults["nbits"])
+    if nbits not in row.nbits:
+        raise CacheOptionError(
+            _("{backend} nbits must be one of {valid}; got {nbits}").format(
+                backend=row.name, valid=", ".join(map(str, row.nbits)), nbits=nbits
+            )
+        )
     for axis_name in ("axis_key", "axis_value"):
-        if given.get(axis_name, 0) not in valid_axes:
+        if given.get(axis_name, row.defaults[axis_name]) not in row.axes:
             raise CacheOptionError(
                 _("{backend} {axis} must be one of {valid}; got {got}").format(
-                    backend=backend, axis=axis_name, valid=", ".join(map(str, valid_axes)), got=given[axis_name]
+                    backend=row.name, axis=axis_name, valid=", ".join(map(str, row.axes)), got=given[axis_name]
                 )
             )
     for name in ("q_group_size", "residual_length"):
@@ -238,26 +246,31 @@ def quantized_lengths(prompt_tokens: int, residual_length: int, cached_tokens: i
     return [prompt_tokens] + ([first_flush] if cached_tokens is None or cached_tokens >= first_flush else [])
 
 
-def _check_group_size(
-    backend: str, facts: ModelFacts | None, settings: dict, prompt_tokens, cached_tokens, batch: int
+def _check_hqq_groups(
+    row: QuantizedBackend, facts: ModelFacts | None, settings: dict, prompt_tokens, cached_tokens, batch: int
 ) -> None:
+    """hqq at axis 0 packs along each group: a group holds whole words, unless its words pad themselves. The shapes
+    do not matter (kvlab pads the sequence at axis 1)."""
     group, nbits = settings["q_group_size"], settings["nbits"]
-    axes = {settings["axis_key"], settings["axis_value"]}
-    if backend == "hqq":
-        multiple = _compat.hqq_axis0_group_multiple(nbits)
-        if 0 in axes and group % multiple:
-            raise CacheOptionError(
-                _(
-                    "hqq at {nbits} bits and axis 0 packs the q_group_size rows of each group {multiple} at a time, so "
-                    "q_group_size must be a multiple of {multiple}; got {group}. Valid: a multiple of {multiple} (the "
-                    "default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
-                ).format(nbits=nbits, multiple=multiple, group=group)
-            )
-        return
+    multiple = 1 if nbits in row.self_padding else row.words[nbits][0]
+    if 0 in {settings["axis_key"], settings["axis_value"]} and group % multiple:
+        raise CacheOptionError(
+            _(
+                "hqq at {nbits} bits and axis 0 packs the q_group_size rows of each group {multiple} at a time, so "
+                "q_group_size must be a multiple of {multiple}; got {group}. Valid: a multiple of {multiple} (the "
+                "default is 64), or axis_key=axis_value=1, where kvlab pads the sequence for any group size."
+            ).format(nbits=nbits, multiple=multiple, group=group)
+        )
+
+
+def _check_quanto_groups(
+    row: QuantizedBackend, facts: ModelFacts | None, settings: dict, prompt_tokens, cached_tokens, batch: int
+) -> None:
+    """quanto groups the values of each slice along the axis: a group divides them at every length it quantizes."""
     if facts is None or prompt_tokens is None:
         return  # quanto's groups depend on the lengths: checked where they are known
-    heads, head_dim = facts.kv_heads, facts.head_dim
-    for axis in sorted(axes):
+    group, heads, head_dim = settings["q_group_size"], facts.kv_heads, facts.head_dim
+    for axis in sorted({settings["axis_key"], settings["axis_value"]}):
         # quanto groups the values of each slice along `axis`: (kv_heads x tokens x head_dim) per sequence at
         # axis 0, (batch x kv_heads x tokens) per channel at axis -1
         per_token = heads * head_dim if axis == 0 else batch * heads
@@ -286,6 +299,11 @@ def _check_group_size(
                         divisors=divisors,
                     )
                 )
+
+
+# The group-size rule of each group-wise layout (`kvlab.quantized_backends.LAYOUTS`): what its library refuses
+# mid-generation, checked here against the model's shapes first.
+GROUP_RULES = {"hqq": _check_hqq_groups, "quanto": _check_quanto_groups}
 
 
 def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "offloaded") -> None:

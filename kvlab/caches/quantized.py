@@ -28,6 +28,8 @@ from kvlab.caches.hqq_packing import hqq_needs_flatten, hqq_sequence_padding
 from kvlab.caches.options import check_quantized_options
 from kvlab.i18n import _
 from kvlab.log import get_logger
+from kvlab.model_facts import model_facts
+from kvlab.quantized_backends import BACKENDS_BY_NAME
 
 log = get_logger(__name__)
 
@@ -167,6 +169,10 @@ class PaddedHQQQuantizedLayer(_compat.HQQQuantizedLayer):
         return tensor.reshape(meta["kvlab_shape"])[:, :, : meta["kvlab_seq_len"], :]
 
 
+# kvlab's fixes of transformers' layer classes: each replaces, in place, a layer of the class it subclasses.
+FIXED_LAYERS: dict[type, type] = {cls.__bases__[0]: cls for cls in (PaddedHQQQuantizedLayer,)}
+
+
 @functools.cache
 def _counting_class(layer_class: type[BaseQuantizedLayer]) -> type:
     """A subclass of `layer_class` that counts its `_quantize` / `_dequantize` calls and their elements.
@@ -194,23 +200,24 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
     """`transformers.QuantizedCache` (backends hqq, quanto, fp8) recording packed and residual bytes."""
 
     def __init__(self, backend: str, config, *args, trace=None, recorder=None, role: str = "self", **kwargs):
-        check_quantized_options(backend, config, **kwargs)
+        check_quantized_options(backend, model_facts(config), **kwargs)
         super().__init__(backend, config, *args, **kwargs)
         self.backend = backend
         self._kvlab_adopt_layers()
         self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        # quanto's first quantization would build its extension inside the forward: built before the step's clock
-        if self.backend == "quanto" and key_states.device.type not in _quanto_ready:
+        # quanto's first quantization would build its extension inside the forward (its row's `builds_extension`):
+        # built before the step's clock
+        if BACKENDS_BY_NAME[self.backend].builds_extension and key_states.device.type not in _quanto_ready:
             ensure_quanto_extension(key_states.device)
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
     def _kvlab_adopt_layers(self) -> None:
-        """Every layer counts its packing calls; hqq layers also become `PaddedHQQQuantizedLayer` (both in place)."""
+        """Every layer counts its packing calls; a layer kvlab fixes also becomes its fix (`FIXED_LAYERS`: hqq's
+        become `PaddedHQQQuantizedLayer`), both in place."""
         for layer in self.layers:
-            if self.backend == "hqq" and type(layer) is _compat.HQQQuantizedLayer:
-                layer.__class__ = PaddedHQQQuantizedLayer
+            layer.__class__ = FIXED_LAYERS.get(type(layer), type(layer))
             layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470); every layer quantizes
             if not hasattr(layer_type, "kvlab_counted_class"):
                 layer.__class__ = _counting_class(layer_type)
@@ -220,8 +227,8 @@ class InstrumentedQuantizedCache(InstrumentedCacheMixin, _compat.QuantizedCache)
         for layer in self.layers:
             layer.__class__ = getattr(type(layer), "kvlab_counted_class", type(layer))
             layer.__dict__.pop("_kvlab_quant_work", None)
-            if type(layer) is PaddedHQQQuantizedLayer:
-                layer.__class__ = _compat.HQQQuantizedLayer
+            if type(layer) in FIXED_LAYERS.values():
+                layer.__class__ = type(layer).__bases__[0]
 
     def _kvlab_layer_work(self, layer_idx: int) -> tuple:
         """The packing calls this layer made since its last update event (then the count starts again)."""

@@ -8,6 +8,8 @@ from pathlib import Path
 from kvlab.atomic import open_atomic, write_text
 from kvlab.cache_kinds import BY_NAME, KINDS, is_strategy_spec
 from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
+from kvlab.commands.quantized_options import NAMES as QUANTIZED_NAMES
+from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
 
 
@@ -40,6 +42,7 @@ def add_parser(subparsers) -> None:
         "kvlab bench --model smollm2 --only dynamic,static --repeats 5 --markdown bench.md",
         "kvlab bench --overhead --repeats 9",
         "kvlab bench --model smollm2 --cache my_strategy.py:KeepEnds --only static",
+        "kvlab bench --model smollm2 --only quantized --backend hqq --nbits 4 --q-group-size 32",
     )
     p.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (or a local model directory)")
     p.add_argument("--prompt-tokens", type=int, default=128, help="tokens of each prompt")
@@ -87,6 +90,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quantized_options(p, rows=lambda backend: backend.bench_nbits)
     p.set_defaults(handler=handle)
 
 
@@ -118,14 +122,16 @@ def handle(args) -> int:
         raise UsageError(str(err)) from err
     if args.batching is not None and args.batching < 1:
         raise UsageError(_("--batching N needs N >= 1 requests; got {batching}").format(batching=args.batching))
+    quantized = chosen_rows(args)  # refused here, before the model loads
     if args.overhead:
         extra = [name for name in ("compile", "only", "batching", "markdown", "plots") if getattr(args, name)]
+        extra += [name.replace("_", "-") for name in QUANTIZED_NAMES if name in quantized]
         if extra:
             raise UsageError(
                 _("--overhead runs alone; it does not take --{options}").format(options=", --".join(extra))
             )
         return measure_overhead(settings, args)
-    configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile)
+    configs = default_configs(settings.prompt_tokens, settings.new_tokens, settings.compile, **quantized)
     if args.only:
         words = [w.strip() for w in args.only.split(",") if w.strip()]
         chosen = [c for c in configs if c.label == "dynamic" or any(w in c.label for w in words)]

@@ -12,6 +12,7 @@ import sys
 from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
 from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
 from kvlab.commands.bench import cache_argument
+from kvlab.commands.quantized_options import add_quantized_options
 from kvlab.i18n import _
 
 
@@ -32,12 +33,7 @@ def add_parser(subparsers) -> None:
         help="; ".join(f"{name}: {BY_NAME[name].help}" for name in CACHE_KINDS)
         + "; FILE.py:ClassName: a strategy of yours, a transformers cache layer class (a DynamicLayer subclass)",
     )
-    p.add_argument("--backend", help="quantized: hqq, quanto or fp8")
-    p.add_argument("--nbits", type=int, help="quantized: hqq 1,2,3,4,8; quanto 2,4")
-    p.add_argument("--axis-key", type=int, help="quantized: hqq 0,1; quanto 0,-1")
-    p.add_argument("--axis-value", type=int, help="quantized: hqq 0,1; quanto 0,-1")
-    p.add_argument("--q-group-size", type=int, help="quantized: group size")
-    p.add_argument("--residual-length", type=int, help="quantized: full-precision residual tokens")
+    add_quantized_options(p)
     p.add_argument(
         "--max-cache-len",
         type=int,

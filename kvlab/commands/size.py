@@ -6,6 +6,7 @@ The bytes are transformers' own, from the meta device (`kvlab.size.meta`): store
 from __future__ import annotations
 
 from kvlab.commands import Output, UsageError, add_command, add_output_options
+from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
 from kvlab.names import DTYPES  # kvlab.names imports nothing heavy: building the parser stays torch-free
 
@@ -19,6 +20,7 @@ def add_parser(subparsers) -> None:
         "kvlab size --model llama-3-8b --tokens 32768 --batch 8 --dtype bfloat16",
         "kvlab size --model deepseek-v3 --tokens 131072",
         "kvlab size --model-type qwen3_next --tokens 32768",
+        "kvlab size --model smollm2 --tokens 4096 --backend hqq --axis-key 1 --axis-value 1 --q-group-size 32",
         "kvlab size --list",
     )
     which = p.add_mutually_exclusive_group(required=True)
@@ -46,14 +48,19 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--max-cache-len", type=int, help="static kinds: slots per layer (default: --tokens)")
     p.add_argument("--source-tokens", type=int, help="encoder-decoder: encoder tokens (default: --tokens)")
-    p.add_argument("--axis", type=int, choices=(0, 1), default=0, help="quantized: hqq axis 0 or 1 (quanto 0 or -1)")
-    p.add_argument("--q-group-size", type=int, help="quantized: group size (default 64)")
-    p.add_argument("--residual-length", type=int, help="quantized: residual tokens (default 128)")
     p.add_argument("--page-size", type=int, help="add the paged layout (generate_batch): blocks of this many slots")
     p.add_argument(
         "--lengths",
         type=_lengths,
         help="paged: tokens each request holds, e.g. 120,800,37 (default: --batch requests of --tokens)",
+    )
+    add_quantized_options(p, rows=lambda backend: backend.nbits)
+    p.add_argument(
+        "--axis",
+        type=int,
+        choices=(0, 1),
+        default=0,
+        help="deprecated: --axis-key A --axis-value A, for every backend that takes them (1 is quanto's -1)",
     )
     add_output_options(p)
     p.set_defaults(handler=handle)
@@ -67,8 +74,11 @@ def _default_dtype(arch) -> str:
 
 
 def handle(args) -> int:
+    quantized = {}
     if not args.list:  # bad input is refused before anything heavy is imported
         _check_counts(args)
+        _deprecated_axis(args)
+        quantized = chosen_rows(args)
     from kvlab.size import architecture, format_rows, from_config_file, from_model_type, position_notes, size_rows
 
     out = Output(args)
@@ -82,8 +92,8 @@ def handle(args) -> int:
     else:
         arch = from_config_file(args.config)
     dtype = args.dtype or _default_dtype(arch)
-    names = ("prefill", "max_cache_len", "source_tokens", "axis", "q_group_size", "residual_length", "page_size")
-    sizing = {name: getattr(args, name) for name in names}
+    sizing = {name: getattr(args, name) for name in ("prefill", "max_cache_len", "source_tokens", "page_size")}
+    sizing |= quantized
     rows = size_rows(arch, args.tokens, batch=args.batch, dtype=dtype, **sizing, lengths=args.lengths)
     notes = position_notes(arch, args.tokens, source_tokens=args.source_tokens, lengths=args.lengths)
     if args.json:
@@ -105,6 +115,13 @@ def _check_counts(args) -> None:
             raise UsageError(
                 _("--{option} must be at least 1; got {value}").format(option=name.replace("_", "-"), value=value)
             )
+
+
+def _deprecated_axis(args) -> None:
+    """`--axis A` as `--axis-key A --axis-value A` where those are not given; 0 is their default anyway."""
+    for name in ("axis_key", "axis_value"):
+        if args.axis and getattr(args, name) is None:
+            setattr(args, name, args.axis)
 
 
 def _list(out: Output, as_json: bool) -> None:

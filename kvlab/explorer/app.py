@@ -18,6 +18,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
+from kvlab.cache_kinds import quantized_backend
 from kvlab.errors import one_line
 from kvlab.explorer import export, summary
 from kvlab.explorer.controls import WIDE, Controls, fitted, row
@@ -228,7 +229,8 @@ class Explorer:
         self._dirty.clear()
 
     def _quanto_build_pending(self, request) -> bool:
-        if request.cache != "quantized" or request.options.get("backend") != "quanto":
+        backend = quantized_backend(request.cache, request.options)
+        if backend is None or not backend.builds_extension:
             return False
         from kvlab.caches.quantized import quanto_extension_pending
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from kvlab import _compat
 from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, PAGE_SIZES, PAGED_DEFAULTS, PAGED_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.cache_kinds import OPTION_NAMES as CACHE_OPTION_NAMES
 from kvlab.explorer import kinds
@@ -18,6 +17,7 @@ from kvlab.explorer.models import CHAT_TEMPLATES, DTYPES, LOADED, model_choices
 from kvlab.explorer.prompts import presets, title
 from kvlab.explorer.run_values import RunRequest
 from kvlab.i18n import N_, _
+from kvlab.quantized_backends import ANY_AXES, ANY_NBITS, BACKEND_NAMES, BACKENDS_BY_NAME
 from kvlab.serving.batch_run import MAX_REQUESTS
 
 # The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
@@ -30,10 +30,12 @@ WIDE = {"description_width": "initial"}  # a label never cut to the widget's def
 
 
 def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tuple[str, ...]:
-    """Names of the option widgets that apply to a `cache_kind` (and quantization `backend`)."""
+    """Names of the option widgets that apply to a `cache_kind` (and quantization `backend`: the group-wise options
+    its row takes, none for fp8)."""
     names = kind_of(cache_kind).options
-    if cache_kind == "quantized" and backend == "fp8":  # fp8 takes none of the group-wise options
-        names = tuple(n for n in names if n not in QUANTIZED_OPTIONS)
+    row = BACKENDS_BY_NAME.get(backend)
+    if "backend" in names and row is not None:
+        names = tuple(n for n in names if n not in QUANTIZED_OPTIONS or n in row.options)
     return names
 
 
@@ -89,11 +91,11 @@ class Controls:
         self.sync_visibility()
 
     def _option_widgets(self) -> None:
-        defaults, axes = _compat.QUANTIZED_DEFAULTS, sorted(set(_compat.HQQ_AXES + _compat.QUANTO_AXES))
-        self.backend = _dropdown(_compat.QUANTIZED_BACKENDS, DEFAULT_QUANTIZED_BACKEND, "backend")
-        self.nbits = _dropdown(sorted(set(_compat.HQQ_NBITS + _compat.QUANTO_NBITS)), defaults["nbits"], "nbits")
+        defaults = BACKENDS_BY_NAME[DEFAULT_QUANTIZED_BACKEND].defaults
+        self.backend = _dropdown(BACKEND_NAMES, DEFAULT_QUANTIZED_BACKEND, "backend")
+        self.nbits = _dropdown(ANY_NBITS, defaults["nbits"], "nbits")  # every backend's: one refuses what it lacks
         for name in ("axis_key", "axis_value"):  # read by name (`options`), as every option widget
-            setattr(self, name, _dropdown(axes, defaults[name], name))
+            setattr(self, name, _dropdown(ANY_AXES, defaults[name], name))
         self.q_group_size = _number(defaults["q_group_size"], "q_group_size")
         self.residual_length = _number(defaults["residual_length"], "residual_length")
         self.max_cache_len = _number(256, "max_cache_len")

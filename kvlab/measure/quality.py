@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
+from kvlab.cache_kinds import quantized_backend
 from kvlab.caches import make_cache
 from kvlab.i18n import _
 from kvlab.measure.timing import Stopwatch
@@ -163,8 +164,9 @@ def teacher_forced_chunk(
             )
         )
     chunk = n - prefill_tokens - 1
-    residual_length = options.get("residual_length", _compat.QUANTIZED_DEFAULTS["residual_length"])
-    if cache == "quantized" and options.get("backend") != "fp8" and chunk >= residual_length:
+    backend = quantized_backend(cache, options)  # None for dynamic; a backend with a residual flushes it
+    residual_length = options.get("residual_length", backend.defaults.get("residual_length")) if backend else None
+    if backend is not None and backend.keeps_residual and chunk >= residual_length:
         raise ValueError(
             _(
                 "a {chunk}-token chunk fills the {residual_length}-token residual (a flush), which decoding one token "

@@ -7,15 +7,16 @@ holds it equal to the meta run wherever both apply):
   the prefill the view sits in the whole prefill concatenation (storage = prefill tokens); after a decode step
   the concatenation is only `kept + 1`, so storage = min(seen-1, W-1) + 1;
 - a static layer allocates min(W, max_cache_len) slots at its first update;
-- quantized (quanto, hqq): the prefill is quantized whole; decode tokens go to a full-precision residual that is
-  flushed (everything re-quantized) when it would reach residual_length, so r = s mod residual_length; fp8
-  quantizes every token on arrival (`kvlab.size.packing`).
+- quantized, a backend that keeps a residual (quanto, hqq): the prefill is quantized whole; decode tokens go to a
+  full-precision residual that is flushed (everything re-quantized) when it would reach residual_length, so
+  r = s mod residual_length; one that keeps none (fp8) quantizes every token on arrival (`kvlab.size.packing`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from kvlab.quantized_backends import BACKENDS_BY_NAME
 from kvlab.size.packing import packed_bytes
 
 
@@ -95,7 +96,7 @@ def quantized(facts: LayerFacts, prefill: int, step: int, batch: int, elem: int,
     the cache's, transformers' defaults filled in (fp8 takes none)."""
     backend = options["backend"]
     seen = prefill + step
-    residual = 0 if backend == "fp8" else step % options["residual_length"]
+    residual = step % options["residual_length"] if BACKENDS_BY_NAME[backend].keeps_residual else 0
     packed = 0
     for (heads, dim), axis in (
         (facts.key_shape, options.get("axis_key")),

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from kvlab import _compat
 from kvlab.caches.options import CacheOptionError
+from kvlab.quantized_backends import QUANTIZED_OPTIONS, table_rows
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
 from kvlab.size.paged import paged_row
 from kvlab.units import human_bytes
-
-# (backend, nbits) in the order of the guide's table
-QUANTIZED_ROWS = [("quanto", nbits) for nbits in _compat.QUANTO_NBITS] + [("hqq", nbits) for nbits in _compat.HQQ_NBITS]
 
 
 def size_rows(
     arch: Architecture,
     tokens: int,
     *,
-    axis: int = 0,
     page_size: int | None = None,
     lengths: list[int] | None = None,
     **sizing,
@@ -25,22 +21,20 @@ def size_rows(
     """Every cache kind's size as dicts: label, cache_kind, options, bytes, peak_bytes, ... or `unsupported`.
 
     `sizing`: `cache_size`'s batch, dtype, prefill and source_tokens, and the options of the rows that take them:
-    max_cache_len (default `tokens`), q_group_size and residual_length. With `page_size`, a last row gives the
-    paged layout (`model.generate_batch`) for `lengths` (tokens each request holds; default: `batch` x `tokens`).
+    max_cache_len (default `tokens`), and the quantized rows' choice: `backend` and `nbits` pick the rows (default:
+    every backend at every width it takes), the other quantized options go to each backend that takes them
+    (`kvlab.quantized_backends.table_rows`). With `page_size`, a last row gives the paged layout
+    (`model.generate_batch`) for `lengths` (tokens each request holds; default: `batch` x `tokens`).
     """
     length = {"max_cache_len": sizing.pop("max_cache_len", None) or tokens}
-    group = {k: v for k in ("q_group_size", "residual_length") if (v := sizing.pop(k, None))}
+    chosen = {k: v for k in ("backend", *QUANTIZED_OPTIONS) if (v := sizing.pop(k, None)) is not None}
     specs = [
         ("dynamic", "dynamic", {}),
         (f"static (max_cache_len {length['max_cache_len']})", "static", length),
         ("offloaded", "offloaded", {}),
         ("offloaded_static", "offloaded_static", length),
     ]
-    for backend, nbits in QUANTIZED_ROWS:
-        quanto_axis = -1 if backend == "quanto" and axis == 1 else axis
-        quantized = {"backend": backend, "nbits": nbits, "axis_key": quanto_axis, "axis_value": quanto_axis, **group}
-        specs.append((f"quantized {backend} int{nbits}", "quantized", quantized))
-    specs.append(("quantized fp8", "quantized", {"backend": "fp8"}))
+    specs += [(label, "quantized", options) for label, options in table_rows(lambda row: row.nbits, **chosen)]
     if page_size is not None:
         specs.append((f"paged (page_size {page_size})", "paged", {"page_size": page_size}))
     rows = []

@@ -125,7 +125,7 @@ def test_quantized_backends_their_values_and_group_sizes():
     with pytest.raises(CacheOptionError, match="q_group_size must be a multiple of 2; got 7"):
         options.check_quantized_options("hqq", None, q_group_size=7)
     options.check_quantized_options("hqq", None, q_group_size=7, axis_key=1, axis_value=1)  # kvlab pads at axis 1
-    config = tiny_config("tiny-llama")
+    config = model_facts(tiny_config("tiny-llama"))
     options.check_quantized_options("quanto", config, q_group_size=7)  # lengths unknown: left to run and generate
     with pytest.raises(CacheOptionError, match=r"at S=5 tokens \(the prompt\) .* which 7 does not divide"):
         options.check_quantized_options("quanto", config, prompt_tokens=5, q_group_size=7)

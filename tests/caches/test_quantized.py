@@ -5,10 +5,12 @@ import torch
 from transformers.cache_utils import HQQQuantizedLayer
 
 from kvlab import _compat, make_cache
-from kvlab._compat import HQQ_NBITS
 from kvlab.caches import CacheCropError, CacheOptionError, PaddedHQQQuantizedLayer
 from kvlab.caches.quantized import hqq_needs_flatten, hqq_sequence_padding
+from kvlab.quantized_backends import BACKENDS_BY_NAME
 from kvlab.recording.storage import storage_bytes
+
+HQQ_NBITS = BACKENDS_BY_NAME["hqq"].nbits
 
 
 def _states(seq, seed=0):

@@ -15,6 +15,7 @@ import torch
 
 import kvlab
 from kvlab.caches.options import CacheOptionError
+from kvlab.quantized_backends import BACKENDS_BY_NAME
 from kvlab.size import architecture, cache_size, from_config, from_config_file, known_architectures, size_rows
 from kvlab.size.table import format_rows
 
@@ -77,10 +78,10 @@ LENGTHS = [(5, 0, 4), (37, 9, 4)]
 
 
 def _quantized_cases():
-    for bits in kvlab._compat.HQQ_NBITS:
-        for axis in kvlab._compat.HQQ_AXES:
+    for bits in BACKENDS_BY_NAME["hqq"].nbits:
+        for axis in BACKENDS_BY_NAME["hqq"].axes:
             yield {"backend": "hqq", "nbits": bits, "axis_key": axis, "axis_value": axis}
-    for bits in kvlab._compat.QUANTO_NBITS:
+    for bits in BACKENDS_BY_NAME["quanto"].nbits:
         yield {"backend": "quanto", "nbits": bits}
     yield {"backend": "fp8"}
 
