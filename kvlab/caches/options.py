@@ -27,7 +27,7 @@ from kvlab.cache_kinds import (
 )
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, layer_kind_label
-from kvlab.model_facts import ModelFacts, model_facts, tokens_held
+from kvlab.model_facts import ModelFacts, tokens_held
 from kvlab.quantized_backends import BACKEND_NAMES, BACKENDS, BACKENDS_BY_NAME, QuantizedBackend
 from kvlab.request import Request
 
@@ -306,12 +306,12 @@ def _check_quanto_groups(
 GROUP_RULES = {"hqq": _check_hqq_groups, "quanto": _check_quanto_groups}
 
 
-def check_offloading(config, offload_only_non_sliding: bool, cache_kind: str = "offloaded") -> None:
+def check_offloading(facts: ModelFacts | None, offload_only_non_sliding: bool, cache_kind: str = "offloaded") -> None:
     """Offloading with no layer to offload is refused: transformers' prefetch raises mid-generation. With
-    `offload_only_non_sliding` only non-sliding attention layers offload; linear-attention layers never do."""
-    if config is None or not offload_only_non_sliding:
+    `offload_only_non_sliding` only non-sliding attention layers offload; linear-attention layers never do (the
+    model's `facts` read them from its config)."""
+    if facts is None or facts.config is None or not offload_only_non_sliding:
         return
-    facts = model_facts(config)
     flags = facts.layer_flags  # (attention, sliding) per layer
     if any(attention for attention, _ in flags) and not any(attention and not sliding for attention, sliding in flags):
         raise CacheOptionError(
@@ -450,7 +450,7 @@ def check_request_options(request: Request, *, tokens: int | None = None, kinds:
         if facts is not None and facts.is_encoder_decoder:
             raise CacheOptionError(_("a quantized cache is for decoder-only models; this model is encoder-decoder"))
         _check_quantized_request(given, request)
-    if BY_NAME[cache_kind].offloads and facts is not None and facts.config is not None:
+    if BY_NAME[cache_kind].offloads:
         offload = given.get("offload_only_non_sliding", BY_NAME[cache_kind].defaults["offload_only_non_sliding"])
         check_offloading(facts, bool(offload), cache_kind)
     check_past_recording(cache_kind, request.past_recording)

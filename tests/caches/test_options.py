@@ -140,11 +140,11 @@ def test_quantized_caches_take_full_attention_layers_only():
 
 def test_offloading_needs_a_layer_to_offload():
     config = tiny_config("tiny-gemma3")
-    options.check_offloading(config, True)  # it has full layers
+    options.check_offloading(model_facts(config), True)  # it has full layers
     config.layer_types = ["sliding_attention"] * config.num_hidden_layers
-    options.check_offloading(config, False)
+    options.check_offloading(model_facts(config), False)
     with pytest.raises(CacheOptionError, match="offloaded_static with offload_only_non_sliding=True offloads only"):
-        options.check_offloading(config, True, "offloaded_static")
+        options.check_offloading(model_facts(config), True, "offloaded_static")
 
 
 def test_past_recording_and_the_prompt():
