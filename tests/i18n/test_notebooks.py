@@ -100,6 +100,20 @@ def test_a_translated_notebook_keeps_the_code_and_starts_in_its_language(tmp_pat
     assert markdown[1].startswith("## 2. Recortar um cache\n\n```python\ncache.crop(-4)\n\ncache.crop(2)")
 
 
+def test_the_twin_names_the_jupytext_version_of_its_english_script_not_the_installed_one(tmp_path):
+    """A new jupytext release must not make every committed twin "out of date" on a fresh install."""
+    header = "# ---\n# jupyter:\n#   jupytext:\n#     text_representation:\n#       jupytext_version: 0.0.1\n# ---\n\n"
+    paths = _notebook(tmp_path, header + ENGLISH)
+    i18n.update(paths)
+    _translate(paths, TRANSLATIONS)
+    i18n.build(paths)
+    assert "#       jupytext_version: 0.0.1\n" in paths.script.read_text(encoding="utf-8")
+    assert jupytext.__version__ != "0.0.1" and i18n.problems(paths) == []
+    _notebook(tmp_path, header.replace("#       jupytext_version: 0.0.1\n", "") + ENGLISH)  # none named: none written
+    i18n.build(paths)
+    assert "jupytext_version" not in paths.script.read_text(encoding="utf-8") and i18n.problems(paths) == []
+
+
 def test_an_english_change_makes_its_translation_fuzzy_and_the_check_fail(tmp_path):
     paths = _notebook(tmp_path)
     i18n.update(paths)

@@ -197,9 +197,16 @@ def _translation(catalog: Catalog, text: str, context: str | None = None) -> str
 
 
 def translated_script(paths: Paths) -> str:
+    """The translated script, its header naming the jupytext version the English script names, or none: the twin depends on
+    the English text and the catalog, not on which jupytext release happens to be installed."""
     import jupytext
 
-    return jupytext.writes(translated_notebook(paths), fmt="py:percent")
+    text = jupytext.writes(translated_notebook(paths), fmt="py:percent")
+    english = _JUPYTEXT_VERSION.search(paths.english.read_text(encoding="utf-8"))
+    return _JUPYTEXT_VERSION.sub(english.group(0) if english else "", text, count=1)
+
+
+_JUPYTEXT_VERSION = re.compile(r"^#\s+jupytext_version: .*\n", re.MULTILINE)
 
 
 def build(paths: Paths) -> bool:
