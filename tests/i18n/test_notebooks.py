@@ -102,14 +102,17 @@ def test_a_translated_notebook_keeps_the_code_and_starts_in_its_language(tmp_pat
 
 def test_the_twin_names_the_jupytext_version_of_its_english_script_not_the_installed_one(tmp_path):
     """A new jupytext release must not make every committed twin "out of date" on a fresh install."""
-    header = "# ---\n# jupyter:\n#   jupytext:\n#     text_representation:\n#       jupytext_version: 0.0.1\n# ---\n\n"
+    header = (
+        "# ---\n# jupyter:\n#   jupytext:\n#     text_representation:\n#       extension: .py\n"
+        "#       format_name: percent\n#       jupytext_version: 1.0.0\n# ---\n\n"
+    )
     paths = _notebook(tmp_path, header + ENGLISH)
     i18n.update(paths)
     _translate(paths, TRANSLATIONS)
     i18n.build(paths)
-    assert "#       jupytext_version: 0.0.1\n" in paths.script.read_text(encoding="utf-8")
-    assert jupytext.__version__ != "0.0.1" and i18n.problems(paths) == []
-    _notebook(tmp_path, header.replace("#       jupytext_version: 0.0.1\n", "") + ENGLISH)  # none named: none written
+    assert "#       jupytext_version: 1.0.0\n" in paths.script.read_text(encoding="utf-8")
+    assert jupytext.__version__ != "1.0.0" and i18n.problems(paths) == []
+    _notebook(tmp_path, header.replace("#       jupytext_version: 1.0.0\n", "") + ENGLISH)  # none named: none written
     i18n.build(paths)
     assert "jupytext_version" not in paths.script.read_text(encoding="utf-8") and i18n.problems(paths) == []
 

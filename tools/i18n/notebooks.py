@@ -197,8 +197,8 @@ def _translation(catalog: Catalog, text: str, context: str | None = None) -> str
 
 
 def translated_script(paths: Paths) -> str:
-    """The translated script, its header naming the jupytext version the English script names, or none: the twin depends on
-    the English text and the catalog, not on which jupytext release happens to be installed."""
+    """The translated script, its header naming the jupytext version the English script names (or none): the twin
+    depends on the English text and the catalog, not on which jupytext release happens to be installed."""
     import jupytext
 
     text = jupytext.writes(translated_notebook(paths), fmt="py:percent")
