@@ -5,7 +5,9 @@ prediction's answer before the learner makes it. So `make lab` serves `workbook/
 -> `workbook/NN_name.ipynb`, `notebooks/pt-BR/NN_name.ipynb` -> `workbook/pt-BR/NN_name.ipynb`, each with its code
 cells' outputs and execution counts cleared, its jupytext pairing dropped (a save writes the .ipynb alone, never a
 script into notebooks/), the committed run's stamps and widget state dropped, and a first cell, in the notebook's
-language, that links to the committed notebook.
+language, that links to its answer key: `workbook/answers/NN_name.ipynb`, the committed notebook with every output,
+copied read-only into the served folder (JupyterLab opens it and never saves it), rewritten as the committed run
+changes.
 
     python -m tools.workbook [prepare] [NOTEBOOK ...]        # add the copies that are missing (make workbook, make lab)
     python -m tools.workbook refresh NOTEBOOK ... | --all    # a fresh copy; the learner's one is kept beside it
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository
 NOTEBOOKS = ROOT / "notebooks"
 WORKBOOK = ROOT / "workbook"
 PATTERN = "[0-9][0-9]_*.ipynb"
+ANSWERS = "answers"  # workbook/answers/: the committed notebooks, outputs and all, read-only (the answer keys)
 NOTE_ID = "kvlab-workbook-note"  # the first cell's id (ids are unique in a notebook; the committed ones are hex)
 SOURCE = "source_sha256"  # metadata.kvlab_workbook[SOURCE]: `digest` of the committed notebook the copy was made from
 
@@ -45,16 +48,16 @@ NOTES = {
     "": (
         "**Your workbook copy.** This is your copy of `{stem}`, without outputs: run it, make each prediction before "
         "the cell that measures it, edit it as you like; `make lab` never overwrites it. The reference run with every "
-        "output (the answer key) is the committed notebook [`{committed}`]({link}), outside the folder `make lab` "
-        "serves: read it in an editor or on the repository's page. For a fresh copy: `make workbook-refresh NB={key}` "
+        "output (the answer key) is [`{answer}`]({link}), a read-only copy of the committed notebook `{committed}`: "
+        "open it after you have made your guesses. For a fresh copy: `make workbook-refresh NB={key}` "
         "(or `python -m tools.workbook refresh {key}`); this copy is then kept beside it as "
         "`{stem}.old-<date>.ipynb`."
     ),
     "pt-BR": (
         "**Sua cópia de trabalho.** Esta é a sua cópia de `{stem}`, sem as saídas: execute as células, faça cada "
         "previsão antes da célula que a mede e edite à vontade; o `make lab` nunca a sobrescreve. A execução de "
-        "referência, com todas as saídas (o gabarito), é o notebook do repositório [`{committed}`]({link}), fora da "
-        "pasta que o `make lab` abre: leia-o num editor ou na página do repositório. Para uma cópia nova: "
+        "referência, com todas as saídas (o gabarito), é [`{answer}`]({link}), uma cópia somente leitura do notebook "
+        "do repositório `{committed}`: abra-o depois de fazer os seus palpites. Para uma cópia nova: "
         "`make workbook-refresh NB={key}` (ou `python -m tools.workbook refresh {key}`); esta cópia fica guardada "
         "ao lado, como `{stem}.old-<data>.ipynb`."
     ),
@@ -104,9 +107,9 @@ def digest(nb) -> str:
     return hashlib.sha256(cells.encode("utf-8")).hexdigest()
 
 
-def clean(source: Path, target: Path, name: str) -> str:
-    """The workbook copy of the committed notebook `source`, to be written at `target`, as text: no outputs, no
-    execution counts, no pairing, no record of the committed run, and the note (linked relative to `target`)."""
+def clean(source: Path, name: str) -> str:
+    """The workbook copy of the committed notebook `source` (key `name`), as text: no outputs, no
+    execution counts, no pairing, no record of the committed run, and the note linking to its answer key."""
     nb = nbformat.read(source, as_version=4)
     made_from = digest(nb)
     for cell in nb.cells:
@@ -125,10 +128,29 @@ def clean(source: Path, target: Path, name: str) -> str:
         key=name,
         stem=stem,
         committed=f"notebooks/{name}.ipynb",
-        link=Path(os.path.relpath(source, target.parent)).as_posix(),
+        answer=f"{ANSWERS}/{name}.ipynb",
+        link=Path(os.path.relpath(f"{ANSWERS}/{name}.ipynb", folder or ".")).as_posix(),  # from the copy's folder
     )
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(note, id=NOTE_ID))
     return nbformat.writes(nb) + "\n"  # nbformat.write's own layout, as tools.notebook_exec writes
+
+
+def answer_key(workbook: Path, name: str) -> Path:
+    """Where the answer key of notebook `name` lies in the served folder: `workbook/answers/pt-BR/01_x.ipynb`."""
+    return workbook / ANSWERS / f"{name}.ipynb"
+
+
+def write_answer_key(source: Path, workbook: Path, name: str) -> None:
+    """The committed notebook, byte for byte, read-only in `workbook/answers/`: JupyterLab (which serves workbook/
+    alone, so that no save reaches a tracked file) opens it and never autosaves it. Rewritten on every `prepare`: the
+    learner does not edit it, and it follows the committed run."""
+    target = answer_key(workbook, name)
+    data = source.read_bytes()
+    if target.exists() and target.read_bytes() == data:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes(target, data)  # os.replace: a read-only old key is replaced like any file
+    os.chmod(target, 0o444)
 
 
 def _shown(path: Path, workbook: Path) -> str:
@@ -149,6 +171,7 @@ def prepare(names: Sequence[str] = (), notebooks: Path = NOTEBOOKS, workbook: Pa
     exists, byte for byte. Returns one line per notebook: created or kept."""
     lines = []
     for name, source in select(names, notebooks).items():
+        write_answer_key(source, workbook, name)
         target = workbook / f"{name}.ipynb"
         if target.exists():
             line = f"kept    {_shown(target, workbook)}"
@@ -156,7 +179,7 @@ def prepare(names: Sequence[str] = (), notebooks: Path = NOTEBOOKS, workbook: Pa
                 line += f" (notebooks/{name}.ipynb changed since; a fresh copy: make workbook-refresh NB={name})"
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
-            write_text(target, clean(source, target, name))
+            write_text(target, clean(source, name))
             line = f"created {_shown(target, workbook)}"
         lines.append(line)
     return lines
@@ -182,8 +205,9 @@ def refresh(
         raise WorkbookError("name the notebooks to refresh (e.g. 01_dynamic_cache, pt-BR/01_dynamic_cache) or --all")
     copies = []
     for name, source in select(names, notebooks).items():
+        write_answer_key(source, workbook, name)
         target = workbook / f"{name}.ipynb"
-        copies.append((target, clean(source, target, name)))
+        copies.append((target, clean(source, name)))
     lines = []
     for target, fresh in copies:
         if target.exists():

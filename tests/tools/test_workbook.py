@@ -59,10 +59,14 @@ def test_prepare_copies_every_notebook_without_outputs_or_counts(repo):
     assert _prepare(repo) == ["created workbook/01_a_cache.ipynb", "created workbook/pt-BR/01_a_cache.ipynb"]
     assert sorted(p.relative_to(repo / "workbook").as_posix() for p in (repo / "workbook").rglob("*")) == [
         "01_a_cache.ipynb",
+        "answers",
+        "answers/01_a_cache.ipynb",
+        "answers/pt-BR",
+        "answers/pt-BR/01_a_cache.ipynb",
         "pt-BR",
         "pt-BR/01_a_cache.ipynb",
     ]
-    for path in (repo / "workbook").rglob("*.ipynb"):
+    for path in [repo / "workbook" / "01_a_cache.ipynb", repo / "workbook" / "pt-BR" / "01_a_cache.ipynb"]:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
         code = [cell for cell in nb.cells if cell.cell_type == "code"]
@@ -81,20 +85,34 @@ def test_pairing_and_the_committed_runs_record_are_dropped(repo):
     assert committed.cells[1].outputs
 
 
-def test_the_first_cell_links_to_the_committed_notebook_in_its_language(repo):
+def test_the_first_cell_links_to_its_read_only_answer_key_in_its_language(repo):
     _prepare(repo)
     english = nbformat.read(repo / "workbook" / "01_a_cache.ipynb", as_version=4).cells[0]
     portuguese = nbformat.read(repo / "workbook" / "pt-BR" / "01_a_cache.ipynb", as_version=4).cells[0]
     assert english.cell_type == portuguese.cell_type == "markdown"
-    assert "[`notebooks/01_a_cache.ipynb`](../notebooks/01_a_cache.ipynb)" in english.source
+    assert "[`answers/01_a_cache.ipynb`](answers/01_a_cache.ipynb)" in english.source
+    assert "`notebooks/01_a_cache.ipynb`" in english.source
     assert "answer key" in english.source and "make workbook-refresh NB=01_a_cache" in english.source
-    assert "[`notebooks/pt-BR/01_a_cache.ipynb`](../../notebooks/pt-BR/01_a_cache.ipynb)" in portuguese.source
+    assert "[`answers/pt-BR/01_a_cache.ipynb`](../answers/pt-BR/01_a_cache.ipynb)" in portuguese.source
     assert "gabarito" in portuguese.source and "sem as saídas" in portuguese.source
     assert "make workbook-refresh NB=pt-BR/01_a_cache" in portuguese.source
-    for folder, cell in (("", english), ("pt-BR", portuguese)):  # each link reaches the file from the copy's folder
+    for folder, cell in (("", english), ("pt-BR", portuguese)):  # each link reaches the key from the copy's folder
         (link,) = [part.split(")")[0] for part in cell.source.split("](")[1:]]
-        assert (repo / "workbook" / folder / link).resolve() == (repo / "notebooks" / folder / "01_a_cache.ipynb")
+        key = (repo / "workbook" / folder / link).resolve()
+        assert key.is_relative_to((repo / "workbook").resolve())  # inside the folder JupyterLab serves
+        assert key.read_bytes() == (repo / "notebooks" / folder / "01_a_cache.ipynb").read_bytes()  # outputs and all
+        assert key.stat().st_mode & 0o222 == 0  # read-only: JupyterLab opens it and never autosaves it
     assert nbformat.read(repo / "workbook" / "01_a_cache.ipynb", as_version=4).cells[1].source == "# 01 · A cache"
+
+
+def test_the_answer_key_follows_the_committed_run(repo):
+    _prepare(repo)
+    committed, key = repo / "notebooks" / "01_a_cache.ipynb", repo / "workbook" / "answers" / "01_a_cache.ipynb"
+    nb = nbformat.read(committed, as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="a new run\n")]
+    nbformat.write(nb, committed)
+    _prepare(repo)
+    assert key.read_bytes() == committed.read_bytes() and key.stat().st_mode & 0o222 == 0
 
 
 def test_a_second_prepare_keeps_the_learners_copy_byte_for_byte(repo):
@@ -193,9 +211,9 @@ def test_every_committed_notebook_gets_a_copy_without_outputs(tmp_path):
         assert [c["source"] for c in nb["cells"][1:]] == [c["source"] for c in original["cells"]], copy
         assert "formats" not in nb["metadata"].get("jupytext", {}), copy
         note = "".join(nb["cells"][0]["source"])
-        assert f"[`notebooks/{source.relative_to(workbook.NOTEBOOKS).as_posix()}`](" in note, copy
-        link = note.split("](")[1].split(")")[0]  # relative to the copy's folder: it reaches the committed notebook
-        assert (copy.parent / link).resolve() == source.resolve(), copy
+        assert f"`notebooks/{source.relative_to(workbook.NOTEBOOKS).as_posix()}`" in note, copy
+        link = note.split("](")[1].split(")")[0]  # relative to the copy's folder: it reaches the answer key
+        assert (copy.parent / link).read_bytes() == source.read_bytes(), copy
 
 
 def test_the_workbook_is_ignored_by_git(tmp_path):
