@@ -1,4 +1,4 @@
-# Two commands: `make lab` (set up, open the notebooks) and `make test` (set up, run the whole suite).
+# Two commands: `make lab` (set up, open the learner's workbook) and `make test` (set up, run the whole suite).
 # Re-running either skips what is done: the venv, the install (until pyproject.toml changes), the models.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 JOBS ?= 2
 TEST_THREADS ?= 1
 
-.PHONY: lab test test-browser test-pt-br test-all test-extras test-zoo lint install models extensions browser notebooks clean-venv
+.PHONY: lab workbook workbook-refresh test test-browser test-pt-br test-all test-extras test-zoo lint install models extensions browser notebooks clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,9 +44,21 @@ models: install
 extensions: install
 	$(BIN)/python -c "from kvlab.caches.quantized import ensure_quanto_extension; ensure_quanto_extension()"
 
-# Serves JupyterLab on 127.0.0.1 and prints its URL (with a token); Ctrl-C twice stops it.
-lab: models extensions
-	$(BIN)/jupyter lab --config=jupyter_server_config.py --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/
+# The learner's workbook (tools/workbook.py): workbook/ (git-ignored) gets a copy of each committed notebook, English
+# and pt-BR, without outputs; a copy that exists is never overwritten. The committed notebooks keep every output: the
+# reference run, the answer key.
+workbook: install
+	$(BIN)/python -m tools.workbook prepare
+
+# A fresh copy of the named notebooks (NB=01_dynamic_cache, NB="01_dynamic_cache pt-BR/02_static_cache", NB=--all);
+# each old copy is kept beside it first, as NN_name.old-<date and time>.ipynb.
+workbook-refresh: install
+	$(BIN)/python -m tools.workbook refresh $(NB)
+
+# Serves JupyterLab on the workbook (127.0.0.1) and prints its URL (with a token); Ctrl-C twice stops it. Only the
+# ignored workbook/ is served: nothing JupyterLab saves is a tracked file.
+lab: models extensions workbook
+	$(BIN)/jupyter lab --config=jupyter_server_config.py --ServerApp.ip=127.0.0.1 $(LAB_ARGS) workbook/
 
 # Headless Chromium for the Cache Explorer's browser tests (Debian's package; no browser download).
 browser:

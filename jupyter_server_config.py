@@ -1,8 +1,9 @@
 # The Jupyter server settings `make lab` starts with (`jupyter lab --config=jupyter_server_config.py`).
 #
-# Every notebook is a jupytext pair, `NN_name.ipynb` and `NN_name.py` (notebooks/ and notebooks/pt-BR/): the
-# script is what a diff and the tests read, the notebook is what a learner opens. Listed side by side, the file
-# browser shows every notebook twice, so the scripts are left out of its listings. They stay where they are (the
+# `make lab` serves workbook/, the learner's copies without outputs (tools/workbook.py), which holds no scripts. The
+# committed notebooks are jupytext pairs, `NN_name.ipynb` and `NN_name.py` (notebooks/ and notebooks/pt-BR/): the
+# script is what a diff and the tests read. Served directly (`jupyter lab notebooks/`), side by side, the file
+# browser would show every notebook twice, so the scripts are left out of its listings. They stay where they are (the
 # tests, the Makefile and the translations name their paths) and open by path; hide_globs only filters listings.
 # The pattern is the pairs' names alone: any other .py under notebooks/ stays listed. The defaults (__pycache__,
 # *.pyc...) are extended, not replaced.

@@ -340,7 +340,7 @@ def test_make_lab_serves_on_localhost_as_root_and_as_a_user(tmp_path, uid):
     done = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     (lab,) = [line for line in done.stdout.splitlines() if " lab " in line and "jupyter" in line]
-    assert "--ServerApp.ip=127.0.0.1" in lab and lab.endswith("notebooks/")
+    assert "--ServerApp.ip=127.0.0.1" in lab and lab.endswith("workbook/")  # the learner's copies, not notebooks/
     assert ("--allow-root" in lab) == (uid == "0")
     install = [line for line in done.stdout.splitlines() if "pip install" in line and "-e" in line]
     assert all('".[lab,explore,models,test]"' in line for line in install)
