@@ -245,7 +245,9 @@ def test_the_workbook_is_ignored_by_git(tmp_path):
 def test_make_lab_prepares_the_workbook_then_serves_it():
     """`make -n` (a dry run: nothing installed, written or started): `lab` prepares workbook/ and serves it, not
     notebooks/; `workbook-refresh` passes NB on."""
-    done = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     (prepare,) = [i for i, line in enumerate(lines) if line.endswith("-m tools.workbook prepare")]
@@ -253,7 +255,11 @@ def test_make_lab_prepares_the_workbook_then_serves_it():
     assert prepare < lab and lines[lab].endswith(" workbook/")
     names = "NB=01_dynamic_cache pt-BR/01_dynamic_cache"
     done = subprocess.run(
-        ["make", "-n", "workbook-refresh", names], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["make", "--no-print-directory", "-n", "workbook-refresh", names],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].endswith("-m tools.workbook refresh 01_dynamic_cache pt-BR/01_dynamic_cache")
