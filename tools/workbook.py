@@ -203,13 +203,11 @@ def refresh(
     byte, beside it (`old_copy`); every fresh copy is made before the first file is written. One line per notebook."""
     if not names:
         raise WorkbookError("name the notebooks to refresh (e.g. 01_dynamic_cache, pt-BR/01_dynamic_cache) or --all")
-    copies = []
-    for name, source in select(names, notebooks).items():
+    copies = [(name, source, clean(source, name)) for name, source in select(names, notebooks).items()]
+    lines = []
+    for name, source, fresh in copies:
         write_answer_key(source, workbook, name)
         target = workbook / f"{name}.ipynb"
-        copies.append((target, clean(source, name)))
-    lines = []
-    for target, fresh in copies:
         if target.exists():
             kept = write_bytes(old_copy(target, now), target.read_bytes())  # the learner's copy first, then the new
             write_text(target, fresh)
