@@ -90,7 +90,7 @@ def command_figures(repeats: int) -> dict:
     }
 
 
-def overhead_figures(max_pairs: int) -> list[dict]:
+def overhead_figures(max_pairs: int, max_minutes: float) -> list[dict]:
     """`kvlab bench --overhead` (SmolLM2, one torch thread) at each of OVERHEAD_LENGTHS: the whole run in pairs."""
     import kvlab
     from kvlab.bench import BenchSettings
@@ -100,7 +100,8 @@ def overhead_figures(max_pairs: int) -> list[dict]:
     rows = []
     for prompt, new, least in OVERHEAD_LENGTHS:
         settings = BenchSettings("smollm2", prompt_tokens=prompt, new_tokens=new, repeats=least, threads=1)
-        rows.append(run_overhead(model, tokenizer, settings, max_pairs=max(max_pairs, least)))
+        pairs, seconds = max(max_pairs, least), 60 * max_minutes
+        rows.append(run_overhead(model, tokenizer, settings, max_pairs=pairs, max_seconds=seconds))
         print(overhead_line(rows[-1]), flush=True)
     return rows
 
@@ -141,13 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-pairs", type=int, default=41, help="whole-run pairs at most, per length, until 1 %% is resolved"
     )
+    parser.add_argument(
+        "--max-minutes", type=float, default=15, help="no new whole-run pair starts after this, per length (default 15)"
+    )
     parser.add_argument("--output", help="write the JSON to FILE (atomically) as well as printing the lines")
     args = parser.parse_args(argv)
     if args.repeats < 3:
         parser.error(f"--repeats N (N >= 3, for an interval); got {args.repeats}")
     result: dict = {}
     if args.only in (None, "overhead"):
-        result["overhead"] = overhead_figures(args.max_pairs)
+        result["overhead"] = overhead_figures(args.max_pairs, args.max_minutes)
     if args.only in (None, "commands"):
         result["commands"] = command_figures(args.repeats)
     for line in lines(result):

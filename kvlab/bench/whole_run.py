@@ -8,7 +8,8 @@ whole run measures what a user pays.
 The runs come in pairs, the order alternating from pair to pair (a fixed order would hand one side the warm start
 every time); the figure is the median of the pairwise ratios (watched / plain) with a 95 % bootstrap interval.
 Pairs are added until that interval is at most twice `resolution` wide, so that it tells 1 % apart, or until
-`max_pairs`; then the verdict says the machine is too noisy now instead of giving one.
+`max_pairs` ran or `max_seconds` went by (a long run's pairs take minutes each); then the verdict says the machine
+is too noisy now instead of giving one.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import torch
 
 from kvlab.bench.configs import BenchConfig
 from kvlab.bench.runner import generate_once
-from kvlab.measure.timing import median, paired_ratio
+from kvlab.measure.timing import clock, median, paired_ratio
 from kvlab.watcher import watch
 
 RESOLUTION = 0.01  # what the interval must tell apart: 1 % of the run
 MIN_PAIRS = 5  # fewer ratios than this give a bootstrap interval narrower than the noise it hides
 MAX_PAIRS = 41
+MAX_SECONDS = 900.0  # no more pairs begin after this long: 16 + 512 tokens take about 40 s a pair on one thread
 
 
 def whole_run_overhead(
@@ -33,10 +35,12 @@ def whole_run_overhead(
     min_pairs: int = MIN_PAIRS,
     max_pairs: int = MAX_PAIRS,
     resolution: float = RESOLUTION,
+    max_seconds: float = MAX_SECONDS,
 ) -> dict:
     """Interleaved pairs of plain and watched greedy `generate` of `new_tokens` after `ids` (1, prompt), until the
     interval of watched / plain is at most 2 x `resolution` wide (at least `max(min_pairs, MIN_PAIRS)` pairs) or
-    `max_pairs` pairs ran. Both sides run transformers' own DynamicCache; the watched one is recorded."""
+    `max_pairs` pairs ran or `max_seconds` went by. Both sides run transformers' own DynamicCache; the watched one
+    is recorded."""
     plain = BenchConfig("plain", "dynamic", plain=True)
 
     def run(watched: bool) -> dict:
@@ -50,7 +54,10 @@ def whole_run_overhead(
     runs: dict[bool, list[dict]] = {False: [], True: []}
     least = max(min_pairs, MIN_PAIRS)
     ratio = low = high = float("nan")
+    started = clock()
     while len(runs[False]) < max(max_pairs, least):
+        if len(runs[False]) >= least and clock() - started > max_seconds:
+            break
         first = len(runs[False]) % 2 == 1  # pair 0 plain first, pair 1 watched first, ...
         for watched in (first, not first):
             runs[watched].append(run(watched))

@@ -64,10 +64,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def voila_command(notebook: Path, port: int, token: str, open_browser: bool) -> list[str]:
+def voila_command(notebook: Path, port: int, token: str) -> list[str]:
+    """Voila never opens the browser itself: between taking its port and starting its event loop it would, and a
+    SIGTERM in that window (a `kill` right after the URL works) crashes its handler (`'Voila' object has no attribute
+    'ioloop'`) and exits 1. kvlab opens it instead, once the port answers (`open_when_served`)."""
     command = [sys.executable, "-m", "voila", str(notebook), f"--port={port}", "--Voila.ip=127.0.0.1"]
     command += ["--Voila.port_retries=0", f"--Voila.token={token}", "--VoilaConfiguration.show_tracebacks=False"]
-    return command + ([] if open_browser else ["--no-browser"])
+    return command + ["--no-browser"]
+
+
+def open_when_served(url: str, port: int, process, timeout_s: float = 120.0) -> bool:
+    """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection; give up when the server
+    `process` exits or `timeout_s` passes. Returns whether it opened."""
+    import time
+    import webbrowser
+
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline:
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return bool(webbrowser.open(url))
+        time.sleep(0.2)
+    return False
 
 
 def handle(args) -> int:
@@ -105,10 +124,12 @@ def handle(args) -> int:
         print(f"kvlab explore: serving the Cache Explorer at {url}", flush=True)
         print("kvlab explore: press Ctrl-C to stop", flush=True)
         process = subprocess.Popen(
-            voila_command(notebook, port, token, not args.no_browser),
-            cwd=tmp,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            voila_command(notebook, port, token), cwd=tmp, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
+        if not args.no_browser:
+            import threading
+
+            threading.Thread(target=open_when_served, args=(url, port, process), daemon=True).start()
         # `kill PID` of this command stops Voila too (and Voila shuts its kernel down cleanly).
         previous = signal.signal(signal.SIGTERM, lambda *_: process.terminate())
         try:

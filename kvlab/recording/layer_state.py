@@ -95,13 +95,14 @@ def _read_linear(layer, layer_kind: str) -> LayerState:
     return LayerState("linear", 0, 0, 0, 0, 0, storage_bytes(*_compat.linear_states(layer)), _device(layer))
 
 
-def _empty(layer_kind: str) -> LayerState:
+def empty_state(layer_kind: str) -> LayerState:
+    """A layer that holds nothing yet (or again, after a reset)."""
     return LayerState(layer_kind, 0, 0, 0, 0, 0, 0, "none")
 
 
 def _read_quantized(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     length = int(layer.get_seq_length())
     packed = storage_bytes(*_compat.quantized_payload(layer))
     residual_tokens = _seq_slots(layer.keys)
@@ -129,7 +130,7 @@ def _kv_state(layer, layer_kind: str, seen: int, allocated: int, live: int, evic
 
 def _read_static_sliding(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     seen = _compat.static_sliding_length(layer)
     allocated = int(layer.max_cache_len)
     live = min(seen, allocated)
@@ -138,7 +139,7 @@ def _read_static_sliding(layer, layer_kind: str) -> LayerState:
 
 def _read_static(layer, layer_kind: str) -> LayerState:
     if not layer.is_initialized:
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     length = int(layer.get_seq_length())
     return _kv_state(layer, layer_kind, length, int(layer.max_cache_len), length, 0)
 
@@ -146,7 +147,7 @@ def _read_static(layer, layer_kind: str) -> LayerState:
 def _read_dynamic(layer, layer_kind: str) -> LayerState:
     """Dynamic layers, sliding or not: what is stored is what is attended."""
     if not layer.is_initialized:
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     length = int(layer.get_seq_length())
     allocated = _seq_slots(layer.keys)
     return _kv_state(layer, layer_kind, length, allocated, allocated, max(length - allocated, 0))
@@ -199,7 +200,7 @@ def _strategy_state(layer, layer_kind: str) -> LayerState:
     held, device = _strategy_bytes(layer, keys, values)
     if not held or not layer.is_initialized:
         layer.__dict__.pop(TOKENS_SEEN, None)  # emptied (a reset): the count starts again
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     if type(keys) is not torch.Tensor or keys.dim() != 4:
         layer_type: type = type(layer)  # plain `type`: hashable to mypy (python/mypy#11470)
         _warn_unread(layer_type)
@@ -258,7 +259,7 @@ def _read_unknown(layer, layer_kind: str) -> LayerState:
     tensors = list(held_tensors(layer))
     held = storage_bytes(tensors)
     if not held:
-        return _empty(layer_kind)
+        return empty_state(layer_kind)
     return LayerState(layer_kind, None, None, None, None, None, held, device_name(tensors[0].device))
 
 

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable
 
 from kvlab.measure.timing import clock as now  # the per-update `seconds` and step starts of a trace
-from kvlab.recording.layer_state import LayerState, read_dynamic, read_layer
-from kvlab.recording.storage import Outside
+from kvlab.recording.layer_state import LayerState, device_name, empty_state, read_layer
+from kvlab.recording.storage import Outside, kv_storage_bytes
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import NO_WORK, QUANT_FIELDS, layer_heads
 
@@ -70,7 +70,7 @@ class Recorder:
         Why later: this runs once per layer per decoded token, right after a decoder layer's weights have swept the
         CPU caches, so each object it touches is a cold read, several times its cost in a loop; `flush` reads the
         step's layers in one warm loop instead (issue 41). A dynamic layer changes only in its own update, so what
-        `flush` reads is what the update left, and the update's work follows from it (`_dynamic_work`). Everything
+        `flush` reads is what the update left, and the update's work follows from it (`_dynamic_update`). Everything
         that reads or adds to the record flushes first: the events come out in the order, with the values,
         `record_update` gives."""
         self._pending.append((cache, layer_idx, seconds))
@@ -78,11 +78,15 @@ class Recorder:
     def flush(self) -> None:
         """Read the layers of the updates `defer` kept, in their order, and log each one's event."""
         pending, self._pending = self._pending, []
+        states, last = self._states, None
         for cache, layer_idx, seconds in pending:
-            role, layer = cache.kvlab_role, cache.layers[layer_idx]
-            state = read_dynamic(layer, cache._kvlab_layer_kind(layer_idx))
-            work = _dynamic_work(layer, state, self._states.get((role, layer_idx)), cache._kvlab_query_heads, layer_idx)
-            self.record_state(role, layer_idx, state, "kv", work[1], seconds, work)
+            if cache is not last:  # a step's updates come from one cache: its fields read once
+                last, role, layers = cache, cache.kvlab_role, cache.layers
+                kinds, heads = cache._kvlab_layer_kinds, cache._kvlab_query_heads
+            kind = kinds[layer_idx] if layer_idx < len(kinds) else cache._kvlab_layer_kind(layer_idx)
+            key = (role, layer_idx)
+            state, work = _dynamic_update(layers[layer_idx], kind, states.get(key), heads, layer_idx)
+            self._log(key, state, "kv", work[1], seconds, work, None)
 
     def record_state(
         self, role, layer_idx, state: LayerState, op, tokens_added, seconds, work=None, extra: dict | None = None
@@ -93,7 +97,11 @@ class Recorder:
         the work. The values are kept as they are and become a dict when the trace is read (`Trace.events`)."""
         if self._pending:
             self.flush()
-        key = (role, layer_idx)
+        self._log((role, layer_idx), state, op, tokens_added, seconds, work, extra)
+        return state
+
+    def _log(self, key: tuple, state: LayerState, op, tokens_added, seconds, work, extra) -> None:
+        """`record_state` once nothing is pending: keep `state` as layer `key`'s (role, layer_idx) and log its event."""
         before = self._states.get(key)
         self._states[key] = state
         evicted_now = state.tokens_evicted  # None where kvlab cannot read the layer's slots
@@ -109,6 +117,7 @@ class Recorder:
         shown = state
         if self._outside and self._outside.get(key):  # the layer's bytes held beside `layers`, in its event
             shown = dataclasses.replace(state, bytes_held=state.bytes_held + self._outside[key])
+        role, layer_idx = key
         self.trace.record_update(
             (self.step, layer_idx, role, op, int(tokens_added), evicted, seconds, total, shown, work, extra)
         )
@@ -123,7 +132,6 @@ class Recorder:
                     "quantized_tokens": state.quantized_tokens,
                 }
             )
-        return state
 
     def read_outside(self) -> None:
         """Read now what every cache of this recorder holds beside its `layers` (`add_outside_reader`'s readers)."""
@@ -198,16 +206,35 @@ class Recorder:
         )
 
 
-def _dynamic_work(layer, state: LayerState, before: LayerState | None, query_heads, layer_idx: int) -> tuple:
-    """`attention_counts` of a dynamic layer's last update, from what it holds after it: the update took in the
-    tokens its count grew by and handed attention every key it kept before plus those (`DynamicLayer` returns its
-    concatenation; a sliding one trims it after)."""
-    seen_before, kept_before = (before.logical_length, before.slots_allocated) if before else (0, 0)
-    queries = (state.logical_length or 0) - (seen_before or 0)  # a dynamic layer always counts its tokens
-    if not state.slots_allocated:  # nothing stored, no keys read: `attention_counts` of no 4-D keys
-        return (0, queries, 0, 0, *NO_PACKING)
-    batch, kv_heads, _, key_dim = layer.keys.shape  # (batch, kv_heads, stored, head_dim)
-    slots = (kept_before or 0) + queries
-    heads = layer_heads(query_heads, layer_idx) or kv_heads
-    flops = 2 * batch * heads * queries * slots * (key_dim + layer.values.shape[-1])
-    return (batch, queries, slots, flops, *NO_PACKING)
+def _dynamic_update(layer, layer_kind: str, before: LayerState | None, query_heads, layer_idx: int) -> tuple:
+    """(`read_dynamic`'s state of a dynamic layer, `attention_counts` of its last update) in one pass over the layer's
+    fields: this runs once per layer per decoded token, where every attribute read is a cold one (issue 41).
+
+    The work follows from what the layer holds after the update: it took in the tokens its count grew by and handed
+    attention every key it kept before plus those (`DynamicLayer` returns its concatenation; a sliding one trims it
+    after)."""
+    if not layer.is_initialized:
+        return empty_state(layer_kind), (0, 0, 0, 0, *NO_PACKING)
+    keys, values = layer.keys, layer.values
+    length = int(layer.get_seq_length())
+    shape = keys.shape  # (batch, kv_heads, stored, head_dim)
+    stored = shape[-2] if len(shape) >= 3 else 0
+    state = LayerState(
+        layer_kind,
+        length,
+        stored,
+        stored,
+        0,
+        max(length - stored, 0),
+        kv_storage_bytes(keys, values),
+        device_name(keys.device),
+    )
+    seen_before, kept_before = (before.logical_length or 0, before.slots_allocated or 0) if before else (0, 0)
+    queries = length - seen_before  # a dynamic layer always counts its tokens
+    if not stored:  # nothing stored, no keys read: `attention_counts` of no 4-D keys
+        return state, (0, queries, 0, 0, *NO_PACKING)
+    batch, kv_heads, _, key_dim = shape
+    slots = kept_before + queries
+    heads = (query_heads if type(query_heads) is int else layer_heads(query_heads, layer_idx)) or kv_heads
+    flops = 2 * batch * heads * queries * slots * (key_dim + values.shape[-1])
+    return state, (batch, queries, slots, flops, *NO_PACKING)

@@ -4,11 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from transformers.cache_utils import DynamicLayer
 
 from kvlab.bench import BenchSettings
 from kvlab.bench.overhead import overhead_lines, run_overhead
-from kvlab.bench.whole_run import MIN_PAIRS, whole_run_line
+from kvlab.bench.whole_run import MIN_PAIRS, whole_run_line, whole_run_overhead
 
 SAVED = Path(__file__).parents[2] / "data" / "bench" / "overhead_smollm2.json"
 
@@ -29,6 +30,14 @@ def test_the_headline_is_the_whole_run_in_pairs_then_the_replayed_breakdown(tiny
     lines = overhead_lines(result)
     assert lines[0] == whole_run_line(whole) and lines[-1] == "same tokens: True"
     assert [line.split(":")[0] for line in lines[1:3]] == ["breakdown, instrumented", "breakdown, watched"]
+
+
+def test_no_pair_starts_after_max_seconds_once_the_least_pairs_ran(tiny, byte_tokenizer):
+    ids = torch.tensor([[5, 6, 7, 8]])  # (1, prompt)
+    whole = whole_run_overhead(tiny("tiny-llama"), byte_tokenizer, ids, 2, max_pairs=41, max_seconds=0.0)
+    assert whole["pairs"] == MIN_PAIRS and len(whole["watched_s"]) == MIN_PAIRS  # the least it takes, then it stops
+    if not whole["resolved"]:
+        assert whole_run_line(whole).startswith("cannot resolve 1% on this machine now")
 
 
 def test_the_verdict_refuses_an_interval_too_wide_for_1_percent():

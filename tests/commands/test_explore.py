@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -43,6 +45,32 @@ def test_serves_voila_on_localhost_with_a_token_and_prints_the_url(monkeypatch, 
     assert "--Voila.port_retries=0" in command and "--Voila.token=secret" in command and "--port=18999" in command
     assert "explore(model_name='tiny-llama', preload=True, lang=None)" in started["notebook"].cells[1].source
     assert explore.signal.getsignal(explore.signal.SIGTERM) is previous  # the handler is restored
+
+
+class _Serving:
+    """A server process that is running until `exit_after` polls, then exited."""
+
+    def __init__(self, exit_after: int = 10**9):
+        self.polls, self.exit_after = 0, exit_after
+
+    def poll(self):
+        self.polls += 1
+        return 0 if self.polls > self.exit_after else None
+
+
+def test_the_browser_opens_once_the_port_answers_and_never_for_a_server_that_exited(monkeypatch):
+    import webbrowser
+
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+    with socket.socket() as server:  # a port that answers: bound and listening on 127.0.0.1
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert explore.open_when_served(f"http://127.0.0.1:{port}/", port, _Serving())
+    assert opened == [f"http://127.0.0.1:{port}/"]
+    assert not explore.open_when_served("http://127.0.0.1:9/", explore.free_port(), _Serving(exit_after=2))
+    assert opened == [f"http://127.0.0.1:{port}/"]  # nothing more: the server exited before it answered
 
 
 def test_lang_reaches_the_served_notebook(monkeypatch, capsys):
