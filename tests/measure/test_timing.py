@@ -11,6 +11,7 @@ import torch
 
 from kvlab.measure.timing import (
     TOO_WIDE,
+    Comparison,
     DecodeClock,
     NoisyTimingWarning,
     Stopwatch,
@@ -155,3 +156,22 @@ def test_no_module_or_notebook_outside_the_instrument_reads_a_clock():
             if CLOCK.search(line):
                 offenders.append(f"{relative}:{number}: {line.strip()}")
     assert not offenders, "time model work through kvlab.measure.timing:\n" + "\n".join(offenders)
+
+
+def test_a_bound_that_would_print_as_one_gets_the_decimals_that_keep_it_off_one():
+    a, b = Timing("a", [1.0] * 5), Timing("b", [1.16] * 5)
+    slower = Comparison(a, b, ratio=1.16, low=1.003, high=1.30)
+    assert slower.differs and slower.verdict() == "b is 1.160x slower than a (1.003-1.300)"  # not "(1.00-1.30)"
+    faster = Comparison(a, b, ratio=1 / 1.16, low=1 / 1.30, high=1 / 1.003)
+    assert faster.verdict() == "b is 1.160x faster than a (1.003-1.300)"
+    clear = Comparison(a, b, ratio=1.16, low=1.05, high=1.30)
+    assert clear.verdict() == "b is 1.16x slower than a (1.05-1.30)"  # two decimals where they keep it off 1
+
+
+def test_a_bound_too_near_one_to_write_is_no_difference():
+    a, b = Timing("a", [1.0] * 5), Timing("b", [1.16] * 5)
+    for low, high in ((1.00001, 1.30), (0.8, 0.99999), (1.0, 1.30)):  # the last touches 1
+        result = Comparison(a, b, ratio=1.1 if low >= 1 else 0.9, low=low, high=high)
+        assert not result.differs, (low, high)
+        assert result.verdict().startswith("no difference beyond noise: b / a = "), result.verdict()
+        assert "slower" not in result.verdict() and "faster" not in result.verdict()
