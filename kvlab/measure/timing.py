@@ -9,6 +9,7 @@ measures. No other module of kvlab reads a clock to time model work (a test chec
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import timeit
@@ -142,13 +143,14 @@ class Comparison:
     def differs(self) -> bool:
         """True when the whole interval lies on one side of 1, far enough that its bound nearest 1 prints apart
         from 1 (`MOST_RATIO_DECIMALS`): a difference beyond noise, never "slower (1.00-1.30)"."""
-        _value, low, high = self._as_said()
-        return _apart_from_one(low, high) is not None
+        _value, low, _high = self._as_said()  # low: the bound nearest 1, once said above 1
+        return low > 1.0 and _apart_from_one(low) is not None
 
     def _as_said(self) -> tuple[float, float, float]:
         """(ratio, low, high) as the verdict says them: B / A, or A / B when B is the faster (the ratio above 1)."""
         if self.high < 1.0:
-            return 1 / self.ratio, 1 / self.high, 1 / self.low
+            ratio, low, high = (1 / v if v > 0 else math.inf for v in (self.ratio, self.high, self.low))
+            return ratio, low, high
         return self.ratio, self.low, self.high
 
     @property
@@ -166,7 +168,7 @@ class Comparison:
             sentence = _("too noisy to tell: {b} / {a} = {ratio} {interval}")
         elif not self.differs:
             sentence = _("no difference beyond noise: {b} / {a} = {ratio} {interval}")
-        else:  # B / A below 1 is said as A / B above 1, its bounds with the decimals that keep them off 1
+        else:  # B / A below 1 is said as A / B above 1; each number with the decimals that keep it off 1
             slower = self.low > 1.0
             sentence = (
                 _("{b} is {ratio}x slower than {a} {interval}")
@@ -174,8 +176,7 @@ class Comparison:
                 else _("{b} is {ratio}x faster than {a} {interval}")
             )
             value, low, high = self._as_said()
-            decimals = _apart_from_one(low, high) or RATIO_DECIMALS
-            ratio, interval = _ratio(value, decimals), _ratio_interval(low, high, decimals)
+            ratio, interval = _off_one(value), f"({_off_one(low)}-{_off_one(high)})"
         return sentence.format(b=self.b.label, a=self.a.label, ratio=ratio, interval=interval)
 
     def as_dict(self) -> dict:
@@ -192,22 +193,23 @@ class Comparison:
         }
 
 
-def _ratio(value: float, decimals: int = RATIO_DECIMALS) -> str:
-    return number(value, decimals, grouping=False)
+def _ratio(value: float) -> str:
+    return number(value, RATIO_DECIMALS, grouping=False)
 
 
-def _ratio_interval(low: float, high: float, decimals: int = RATIO_DECIMALS) -> str:
-    return f"({_ratio(low, decimals)}-{_ratio(high, decimals)})"
+def _ratio_interval(low: float, high: float) -> str:
+    return f"({_ratio(low)}-{_ratio(high)})"
 
 
-def _apart_from_one(low: float, high: float) -> int | None:
-    """The fewest decimals (2 or more) at which the interval's bound nearest 1 prints as other than 1: 1.003 takes 3
-    ("1.003", where 2 would write "1.00", read as touching 1). None when the interval holds 1, or its bound is
-    nearer 1 than `MOST_RATIO_DECIMALS` can write: no difference to speak of."""
-    if low <= 1.0 <= high:
-        return None
-    nearest = low if low > 1.0 else high
-    return next((d for d in range(RATIO_DECIMALS, MOST_RATIO_DECIMALS + 1) if round(nearest, d) != 1.0), None)
+def _apart_from_one(value: float) -> int | None:
+    """The fewest decimals (2 or more) at which `value` prints as other than 1: 1.003 takes 3 ("1.003", where 2
+    would write "1.00", read as touching 1). None when `MOST_RATIO_DECIMALS` still write it as 1."""
+    return next((d for d in range(RATIO_DECIMALS, MOST_RATIO_DECIMALS + 1) if round(value, d) != 1.0), None)
+
+
+def _off_one(value: float) -> str:
+    """A ratio of a difference, in as many decimals as keep it off 1: "1.16", "1.003"."""
+    return number(value, _apart_from_one(value) or MOST_RATIO_DECIMALS, grouping=False)
 
 
 def compare(a: Timing, b: Timing, confidence: float = CONFIDENCE, seed: int = 0, warn: bool = True) -> Comparison:
