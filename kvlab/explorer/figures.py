@@ -7,6 +7,7 @@ pyplot's global state is not thread-safe.
 from __future__ import annotations
 
 import functools
+import textwrap
 
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -79,12 +80,39 @@ def draw_occupancy(ax, layer_rows: list[dict], crop: dict | None = None, title: 
     legend_beside(ax, handles=handles, fontsize=7, frameon=False, anchor=1.0)
 
 
+COMPARED_WIDTH = 20  # characters of a legend line beside a panel (7 pt, the explorer's 80 dpi): wrapped past it
+
+
+def compared_label(number: int, label: str, current: tuple[str, Trace] | None, what: str) -> str:
+    """A compared run's line in a legend: its row of the table ("[1]"), the run (its label, less the model the
+    current run shares: "[1] static (max_cache_len=64)"), and which of its lines; wrapped to the legend's room."""
+    model, _sep, rest = label.partition(" · ")
+    shared = current is not None and rest and current[0].partition(" · ")[0] == model
+    text = _("[{number}] {run}: {what}").format(number=number, run=rest if shared else label, what=what)
+    return textwrap.fill(text, COMPARED_WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def _compared_style(n: int, points: int, linestyle: str, marker: str) -> dict:
+    """A compared run's line, seen even where the current run's line lies on it: drawn over it, in the run's
+    series colour and its own dashes, with hollow markers on a few points."""
+    return {
+        "color": palette.series(n),
+        "linestyle": linestyle,
+        "linewidth": 1.6,
+        "marker": marker,
+        "markersize": 5,
+        "markerfacecolor": "none",
+        "markevery": max(1, points // 8),
+        "zorder": 3,
+    }
+
+
 def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
     localise_ticks(ax)  # the steps; the bytes get `BinaryBytesFormatter` below
-    for n, (_label, trace) in enumerate(comparison):
+    for n, (run_label, trace) in enumerate(comparison):
         total = trace.bytes_by_step()
-        label = _("[{number}] total").format(number=n + 1)
-        _line(ax, range(len(total)), total, "--", color=palette.series(n), label=label)
+        label = compared_label(n + 1, run_label, current, _("total"))
+        _line(ax, range(len(total)), total, label=label, **_compared_style(n, len(total), "--", "s"))
     if current is not None:
         series = bytes_by_layer_kind(current[1], x="step")
         for layer_kind, points in series.items():
@@ -105,12 +133,13 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
 
 def draw_slots(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str, Trace]] = ()) -> None:
     localise_ticks(ax)  # steps and slots: "1.024" in pt-BR
-    compared = (("slots_allocated", "--", _("[{number}] allocated")), ("slots_live", ":", _("[{number}] live")))
-    for n, (_label, trace) in enumerate(comparison):
+    compared = (("slots_allocated", "--", "s", _("allocated")), ("slots_live", ":", "o", _("live")))
+    for n, (run_label, trace) in enumerate(comparison):
         rows = trace.slots_by_step()
-        for field, fmt, label in compared:
-            color, label = palette.series(n), label.format(number=n + 1)
-            _line(ax, [r["step"] for r in rows], [r[field] for r in rows], fmt, color=color, label=label)
+        for field, linestyle, marker, what in compared:
+            label = compared_label(n + 1, run_label, current, what)
+            style = _compared_style(n, len(rows), linestyle, marker)
+            _line(ax, [r["step"] for r in rows], [r[field] for r in rows], label=label, **style)
     if current is not None:
         rows = current[1].slots_by_step()
         for field, color, label in (
@@ -157,7 +186,7 @@ class BinaryBytesFormatter(Formatter):
 def _line(ax, xs, ys, *fmt, **kwargs) -> None:
     """A series as a line, with a dot where it has one point so far (the first live frame, drawn in the prefill)."""
     xs = list(xs)
-    ax.plot(xs, list(ys), *fmt, **({"marker": "o", "markersize": 4} if len(xs) == 1 else {}), **kwargs)
+    ax.plot(xs, list(ys), *fmt, **{**({"marker": "o", "markersize": 4} if len(xs) == 1 else {}), **kwargs})
 
 
 def _finish(ax, ylabel: str, title: str) -> None:

@@ -9,6 +9,7 @@ measures. No other module of kvlab reads a clock to time model work (a test chec
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import timeit
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 
 from kvlab.i18n import _, number
 
+RATIO_DECIMALS = 2  # a ratio is written 1.62x, and its interval (1.55-1.70)...
+MOST_RATIO_DECIMALS = 4  # ...with more decimals only where a bound would print as 1: (1.003-1.30), never (1.00-1.30)
 clock = timeit.default_timer  # the clock torch.utils.benchmark.Timer uses; the only one kvlab times work with
 
 
@@ -138,8 +141,17 @@ class Comparison:
 
     @property
     def differs(self) -> bool:
-        """True when the whole interval lies on one side of 1: a difference beyond noise."""
-        return self.low > 1.0 or self.high < 1.0
+        """True when the whole interval lies on one side of 1, far enough that its bound nearest 1 prints apart
+        from 1 (`MOST_RATIO_DECIMALS`): a difference beyond noise, never "slower (1.00-1.30)"."""
+        _value, low, _high = self._as_said()  # low: the bound nearest 1, once said above 1
+        return low > 1.0 and _apart_from_one(low) is not None
+
+    def _as_said(self) -> tuple[float, float, float]:
+        """(ratio, low, high) as the verdict says them: B / A, or A / B when B is the faster (the ratio above 1)."""
+        if self.high < 1.0:
+            ratio, low, high = (1 / v if v > 0 else math.inf for v in (self.ratio, self.high, self.low))
+            return ratio, low, high
+        return self.ratio, self.low, self.high
 
     @property
     def too_noisy(self) -> bool:
@@ -156,11 +168,15 @@ class Comparison:
             sentence = _("too noisy to tell: {b} / {a} = {ratio} {interval}")
         elif not self.differs:
             sentence = _("no difference beyond noise: {b} / {a} = {ratio} {interval}")
-        elif self.ratio > 1:
-            sentence = _("{b} is {ratio}x slower than {a} {interval}")
-        else:  # B / A below 1, said as A / B above 1
-            sentence = _("{b} is {ratio}x faster than {a} {interval}")
-            ratio, interval = _ratio(1 / self.ratio), _ratio_interval(1 / self.high, 1 / self.low)
+        else:  # B / A below 1 is said as A / B above 1; each number with the decimals that keep it off 1
+            slower = self.low > 1.0
+            sentence = (
+                _("{b} is {ratio}x slower than {a} {interval}")
+                if slower
+                else _("{b} is {ratio}x faster than {a} {interval}")
+            )
+            value, low, high = self._as_said()
+            ratio, interval = _off_one(value), f"({_off_one(low)}-{_off_one(high)})"
         return sentence.format(b=self.b.label, a=self.a.label, ratio=ratio, interval=interval)
 
     def as_dict(self) -> dict:
@@ -178,11 +194,22 @@ class Comparison:
 
 
 def _ratio(value: float) -> str:
-    return number(value, 2, grouping=False)
+    return number(value, RATIO_DECIMALS, grouping=False)
 
 
 def _ratio_interval(low: float, high: float) -> str:
     return f"({_ratio(low)}-{_ratio(high)})"
+
+
+def _apart_from_one(value: float) -> int | None:
+    """The fewest decimals (2 or more) at which `value` prints as other than 1: 1.003 takes 3 ("1.003", where 2
+    would write "1.00", read as touching 1). None when `MOST_RATIO_DECIMALS` still write it as 1."""
+    return next((d for d in range(RATIO_DECIMALS, MOST_RATIO_DECIMALS + 1) if round(value, d) != 1.0), None)
+
+
+def _off_one(value: float) -> str:
+    """A ratio of a difference, in as many decimals as keep it off 1: "1.16", "1.003"."""
+    return number(value, _apart_from_one(value) or MOST_RATIO_DECIMALS, grouping=False)
 
 
 def compare(a: Timing, b: Timing, confidence: float = CONFIDENCE, seed: int = 0, warn: bool = True) -> Comparison:

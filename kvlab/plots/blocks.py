@@ -13,7 +13,7 @@ from kvlab.measure.paged import paged_steps
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.recording.trace import Trace
-from kvlab.units import MIB
+from kvlab.units import binary_unit
 
 FREE, CACHED = -1, -2
 
@@ -86,8 +86,9 @@ def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout:
     live tokens under the empty rest."""
     fig, ax = subplots(figsize=(9.5, 3.8))
     x = np.arange(len(rows))
-    reserved = [r["bytes_held"] / MIB for r in rows]
-    live = [r["bytes_live"] / MIB for r in rows]
+    unit, scale = binary_unit(max((r["bytes_held"] for r in rows), default=0))  # KiB, MiB, GiB: readable ticks
+    reserved = [r["bytes_held"] / scale for r in rows]
+    live = [r["bytes_live"] / scale for r in rows]
     ax.bar(x, live, 0.6, label=_("holding live tokens"), color=palette.LIVE)
     ax.bar(x, np.subtract(reserved, live), 0.6, bottom=live, label=_("reserved, empty"), color=palette.MASKED)
     for i, r in enumerate(rows):
@@ -95,7 +96,7 @@ def plot_layouts(rows: list[dict], title: str = N_("Same requests, every layout:
         # the share over its words, so neighbouring labels never meet ("74,8% de desperdício" is long)
         ax.text(i, reserved[i], waste.replace(" ", "\n", 1), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, [r.get("name", r["layout"]) for r in rows])
-    ax.set_ylabel("MiB")
+    ax.set_ylabel(_("bytes ({unit})").format(unit=unit))
     ax.set_title(_(title))
     ax.set_ylim(0, max(reserved, default=0) * 1.22)  # room for the tallest bar's two-line waste label
     legend_beside(ax, fontsize=8, frameon=False)

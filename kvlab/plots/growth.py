@@ -10,8 +10,7 @@ from kvlab.plots._figure import legend_beside, localise_ticks, subplots, tight_l
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
-
-MIB = 2**20  # bytes are drawn in MiB, the binary unit kvlab prints (`kvlab.units`)
+from kvlab.units import binary_unit
 
 
 def bytes_by_layer_kind(trace: Trace, x: str = "tokens") -> dict[str, list[tuple[int, int]]]:
@@ -51,9 +50,12 @@ def plot_growth(
     """Bytes against tokens: for one trace the total and (`by_layer_kind`) a line per layer kind; for a dict of
     traces a total each. `formula_bytes_per_token` adds the dashed textbook line; `expected` ({label: [(tokens,
     bytes)]}, `kvlab.measure.formula.expected_curves`) dotted curves in the colour of the line each predicts.
-    `zoom` adds an inset of the totals at their own scale: a prefill peak of a few hundred KiB is a few pixels."""
+    `zoom` adds an inset of the totals at their own scale: a prefill peak of a few hundred KiB is a few pixels.
+    Bytes are drawn in the binary unit the largest reaches (`kvlab.units.binary_unit`): KiB for a tiny model's
+    tens of thousands, MiB or GiB for a real one's."""
     fig, ax = subplots(figsize=(9, 4))
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
+    unit, scale = binary_unit(_largest(named, formula_bytes_per_token, expected))
     max_tokens = 0
     measured_totals: list[tuple[str, list[tuple[int, int]]]] = []
     kind_colors: dict[str, str] = {"total": ALLOCATED}
@@ -67,24 +69,26 @@ def plot_growth(
         color = ALLOCATED if len(named) == 1 else series(index)
         measured_totals.append((color, totals))
         name = _("{label}: total").format(label=label) if split else label
-        ax.plot(xs, [y / MIB for y in ys], label=name, lw=2, color=color)
+        ax.plot(xs, [y / scale for y in ys], label=name, lw=2, color=color)
         if split:
-            _kind_lines(ax, trace, kind_colors)
+            _kind_lines(ax, trace, kind_colors, scale)
     if formula_bytes_per_token:
         formula = _("formula: {bytes} B/token").format(bytes=number(formula_bytes_per_token))
-        end = max_tokens * formula_bytes_per_token / MIB
+        end = max_tokens * formula_bytes_per_token / scale
         ax.plot([0, max_tokens], [0, end], ls="--", color=ALLOCATED, lw=1, label=formula)
     for label, points in (expected or {}).items():
         ex, ey = zip(*points)
         color = kind_colors.get(label, ALLOCATED)
         shown = _("total") if label == "total" else layer_kind_label(label)  # a key of `expected_curves`, in words
-        ax.plot(ex, [y / MIB for y in ey], ls=":", lw=1.2, color=color, label=_("formula: {label}").format(label=shown))
-        ax.annotate(shown, (ex[-1], ey[-1] / MIB), fontsize=7, color=color, xytext=(2, 0), textcoords="offset points")
+        ax.plot(
+            ex, [y / scale for y in ey], ls=":", lw=1.2, color=color, label=_("formula: {label}").format(label=shown)
+        )
+        ax.annotate(shown, (ex[-1], ey[-1] / scale), fontsize=7, color=color, xytext=(2, 0), textcoords="offset points")
     decoder = any(e["role"] == "cross" for trace in named.values() for e in trace.final_layers())
     ax.set_xlabel(
         _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
     )
-    ax.set_ylabel(_("cache bytes (MiB)"))
+    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -96,7 +100,18 @@ def plot_growth(
     return fig
 
 
-def _kind_lines(ax, trace: Trace, kind_colors: dict[str, str]) -> None:
+def _largest(named: dict[str, Trace], formula_bytes_per_token, expected) -> float:
+    """The most bytes any line of `plot_growth` reaches: a total, the formula's at the last token, a curve of
+    `expected`. A layer kind's line stays under its total."""
+    totals = [total_bytes(trace) for trace in named.values()]
+    measured = [b for points in totals for _t, b in points]
+    most_tokens = max((t for points in totals for t, _b in points), default=0)
+    formula = [most_tokens * formula_bytes_per_token] if formula_bytes_per_token else []
+    curves = [b for points in (expected or {}).values() for _t, b in points]
+    return max([*measured, *formula, *curves], default=0)
+
+
+def _kind_lines(ax, trace: Trace, kind_colors: dict[str, str], scale: int) -> None:
     """A line per layer kind (none for a single kind), labelled with its count of layers, its colour put in
     `kind_colors`. Cross-attention takes the pink series colour: the farthest from every layer kind's."""
     kinds = bytes_by_layer_kind(trace)
@@ -113,24 +128,24 @@ def _kind_lines(ax, trace: Trace, kind_colors: dict[str, str]) -> None:
             name = layer_kind_label(layer_kind, plural=True)
         kind_colors[layer_kind] = series(5) if cross else LAYER_KIND_COLORS.get(layer_kind, series(kind_index))
         label = _("{count} {name} layers").format(count=count, name=name)
-        ax.plot(kx, [y / MIB for y in ky], ls="-", lw=1.2, label=label, color=kind_colors[layer_kind])
+        ax.plot(kx, [y / scale for y in ky], ls="-", lw=1.2, label=label, color=kind_colors[layer_kind])
 
 
 def _zoom_inset(ax, measured_totals: list[tuple[str, list[tuple[int, int]]]], expected_total) -> None:
     """An inset in the empty upper left: the measured totals, and the formula's over the same tokens, at a y
-    scale set by the measured bytes alone."""
+    scale set by the measured bytes alone, in the binary unit they reach (its own: the main axis's may be larger)."""
     inset = localise_ticks(ax.inset_axes([0.07, 0.55, 0.36, 0.37]))  # made outside `subplots`: its own call
     low = min(t for _color, totals in measured_totals for t, _b in totals)
     high = max(t for _color, totals in measured_totals for t, _b in totals)
+    near = [(t, b) for t, b in expected_total or [] if low <= t <= high]
+    unit, scale = binary_unit(max(b for _color, totals in measured_totals for _t, b in totals))
     for color, totals in measured_totals:
         xs, ys = zip(*totals)
-        inset.plot(xs, [y / MIB for y in ys], ".-", lw=1.5, ms=3, color=color)
-    if expected_total:
-        near = [(t, b) for t, b in expected_total if low <= t <= high]
-        if near:
-            ex, ey = zip(*near)
-            inset.plot(ex, [y / MIB for y in ey], ls=":", lw=1.2, color=ALLOCATED)
-    inset.set_title(_("total (MiB), zoomed on the measured tokens"), fontsize=7)
+        inset.plot(xs, [y / scale for y in ys], ".-", lw=1.5, ms=3, color=color)
+    if near:
+        ex, ey = zip(*near)
+        inset.plot(ex, [y / scale for y in ey], ls=":", lw=1.2, color=ALLOCATED)
+    inset.set_title(_("total ({unit}), zoomed on the measured tokens").format(unit=unit), fontsize=7)
     inset.tick_params(labelsize=7)
     inset.grid(alpha=0.3)
     inset.margins(x=0.05, y=0.15)

@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from kvlab.i18n import N_, _, layer_kind_label, number
 from kvlab.plots import palette
 from kvlab.plots._figure import legend_below, localise_ticks, tight_layout_fitted
-from kvlab.units import MIB
+from kvlab.units import binary_unit
 
 NOT_CACHED, LIVE, VISIBLE, CROPPED = 0, 1, 2, 3
 RECORDED = to_hex(0.45 * np.array(to_rgb(palette.LIVE)) + 0.55)  # live, paler: held but not attended
@@ -80,14 +80,15 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
     with plt.ioff():
         fig, axes = plt.subplots(len(kinds), 2, figsize=(10, 1.2 + 2.4 * len(kinds)), squeeze=False)
     plt.close(fig)  # shown once, by its return value; no pyplot state left open
-    localise_ticks(axes)  # the MiB ticks as the point labels write them: "0,620" beside "0,60" in pt-BR
+    localise_ticks(axes)  # the bytes' ticks as the point labels write them: "0,620" beside "0,60" in pt-BR
     x = np.arange(len(stages))
     for (slots_ax, bytes_ax), layer_kind in zip(axes, kinds):
         rows = [holding.get(layer_kind, {}) for holding in stages.values()]
         layers = next(row["layers"] for row in rows if row)
         colour = palette.LAYER_KIND_COLORS.get(layer_kind, "#000000")
         slots = [row.get("slots_live", 0) for row in rows]
-        mebibytes = [row.get("bytes_all_layers", 0) / MIB for row in rows]
+        unit, scale = binary_unit(max(row.get("bytes_all_layers", 0) for row in rows))  # KiB, MiB: the row's own
+        held = [row.get("bytes_all_layers", 0) / scale for row in rows]
         slots_title = _("{layer_kind}: slots held by one layer").format(layer_kind=layer_kind_label(layer_kind))
         bytes_title = _("{layer_kind} ({layers} layers): storage of all of them").format(
             layer_kind=layer_kind_label(layer_kind, plural=True),  # agrees with "camadas" in pt-BR
@@ -95,7 +96,7 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
         )
         for ax, values, style, heading, ylabel, shown in (
             (slots_ax, slots, "o-", slots_title, _("slots"), number),  # 1.024 slots in pt-BR
-            (bytes_ax, mebibytes, "s-", bytes_title, _("MiB"), partial(number, decimals=2, grouping=False)),
+            (bytes_ax, held, "s-", bytes_title, unit, partial(number, decimals=2, grouping=False)),
         ):
             ax.plot(x, values, style, color=colour)
             ax.set_title(heading, fontsize=10)

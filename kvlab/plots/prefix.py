@@ -11,7 +11,7 @@ from kvlab.measure.prefix import tokens_fed_after_copy
 from kvlab.plots._figure import DATA_TEXT, legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
-from kvlab.units import MIB
+from kvlab.units import binary_unit
 
 # ids agree (reusable); differ (wrong keys and values: a crop back to the common prefix removes them); not cached
 MATCH, DIFFERS, QUESTION = CACHED, CROPPED, FREE
@@ -70,7 +70,8 @@ def plot_prefix_copies(
 ) -> Figure:
     """From `kvlab.watch(...).traces` of the guide's prefix recipe (a prefix cache, then a deep copy per question,
     per cache class) and each question's full prompt length: the tokens each answer prefilled (a copy vs no reuse),
-    and the peak bytes of each copy. A cache class keeps its colour in both panels."""
+    and the peak bytes of each copy. A cache class keeps its colour in both panels; each panel is titled and
+    its legend names its own bars only (no "no reuse" beside the copies' bytes)."""
     copies: dict[str, list] = {}
     for trace in traces:
         if trace.meta.get("copied_from") is not None:
@@ -86,21 +87,23 @@ def plot_prefix_copies(
         bars = tokens_ax.bar(x, values, width, label=label, color=series_color(i))
         tokens_ax.bar_label(bars, labels=[number(value) for value in values], fontsize=7)
     width = 0.8 / max(len(copies), 1)
+    unit, scale = binary_unit(max((t.summary()["peak_bytes"] for g in copies.values() for t in g), default=0))
     for i, (name, group) in enumerate(copies.items()):
         x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
-        mebibytes = [t.summary()["peak_bytes"] / MIB for t in group]
-        held = bytes_ax.bar(x, mebibytes, width, label=_("{name} copy").format(name=name), color=series_color(i + 1))
-        bytes_ax.bar_label(held, labels=[number(mib, 2) for mib in mebibytes], fontsize=7)
+        peaks = [t.summary()["peak_bytes"] / scale for t in group]
+        held = bytes_ax.bar(x, peaks, width, label=_("{name} copy").format(name=name), color=series_color(i + 1))
+        bytes_ax.bar_label(held, labels=[number(peak, 2) for peak in peaks], fontsize=7)
     questions = [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
-    for ax, ylabel in (
-        (tokens_ax, _("tokens prefilled for the answer")),
-        (bytes_ax, _("bytes held by the copy (MiB)")),
+    for ax, ylabel, heading in (
+        (tokens_ax, _("tokens prefilled for the answer"), _("Prefill: no reuse vs a copy of the prefix")),
+        (bytes_ax, _("bytes held by the copy ({unit})").format(unit=unit), _("Memory: each copy's peak bytes")),
     ):
         ax.set_xticks(range(len(prompt_tokens)), questions)
         ax.set_ylabel(ylabel)
+        ax.set_title(heading, fontsize=10)
         ax.margins(y=0.12)
-    handles, labels = tokens_ax.get_legend_handles_labels()  # one legend for both panels: same colour, same run
-    legend_beside(bytes_ax, handles, labels, fontsize="small", frameon=False)
+        if ax.get_legend_handles_labels()[0]:  # its own bars only; a class keeps its colour in both
+            legend_beside(ax, fontsize="small", frameon=False)
     fig.suptitle(_(title))
     tight_layout_fitted(fig)
     return fig

@@ -11,7 +11,7 @@ from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.growth import total_bytes
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
-from kvlab.units import MIB
+from kvlab.units import binary_unit
 
 PACKED, RESIDUAL = series(0), series(1)
 
@@ -58,16 +58,19 @@ def plot_split(
     `reference_trace` (e.g. a DynamicCache on the same tokens) adds its total bytes as a dashed line."""
     rows = split_by_step(trace)
     tokens = [r["tokens"] for r in rows]
+    reference = total_bytes(reference_trace) if reference_trace is not None else []
+    stacked = [r["packed_bytes"] + r["residual_bytes"] for r in rows]
+    unit, scale = binary_unit(max([*stacked, *(b for _t, b in reference)], default=0))
     fig, ax = subplots(figsize=(9, 4))
-    packed = [r["packed_bytes"] / MIB for r in rows]
-    residual = [r["residual_bytes"] / MIB for r in rows]
+    packed = [r["packed_bytes"] / scale for r in rows]
+    residual = [r["residual_bytes"] / scale for r in rows]
     names = [_("packed (quantized)"), _("residual (full precision)")]
     ax.stackplot(tokens, packed, residual, labels=names, colors=[PACKED, RESIDUAL], alpha=0.7)
-    if reference_trace is not None:
-        xs, ys = zip(*total_bytes(reference_trace))
-        ax.plot(xs, [y / MIB for y in ys], color="k", ls="--", lw=1, label=reference_label)
+    if reference:
+        xs, ys = zip(*reference)
+        ax.plot(xs, [y / scale for y in ys], color="k", ls="--", lw=1, label=reference_label)
     ax.set_xlabel(_("tokens seen"))
-    ax.set_ylabel(_("cache bytes (MiB)"))
+    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.grid(alpha=0.3)
     legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
     ax.set_title(title or _("Packed vs residual bytes"))
@@ -76,18 +79,23 @@ def plot_split(
 
 
 def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, title: str | None = None) -> Figure:
-    """One bar per configuration: final packed and residual bytes stacked; a line at `reference_bytes`."""
+    """One bar per configuration: final packed and residual bytes stacked; a line at `reference_bytes`. The
+    configurations' names are slanted, anchored at their right end under their bar, so none runs off the figure."""
     labels = list(traces)
     finals = [split_by_step(t)[-1] for t in traces.values()]
+    stacked = [r["packed_bytes"] + r["residual_bytes"] for r in finals]
+    unit, scale = binary_unit(max([*stacked, reference_bytes or 0], default=0))
     fig, ax = subplots(figsize=(max(6, 0.8 * len(labels) + 2) + 2, 4))
-    packed = [r["packed_bytes"] / MIB for r in finals]
+    packed = [r["packed_bytes"] / scale for r in finals]
     ax.bar(labels, packed, color=PACKED, alpha=0.7, label=_("packed"))
-    residual = [r["residual_bytes"] / MIB for r in finals]
+    residual = [r["residual_bytes"] / scale for r in finals]
     ax.bar(labels, residual, bottom=packed, color=RESIDUAL, alpha=0.7, label=_("residual (full precision)"))
     if reference_bytes:
-        ax.axhline(reference_bytes / MIB, color="k", ls="--", lw=1, label="DynamicCache")
-    ax.set_ylabel(_("cache bytes (MiB)"))
-    ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+        ax.axhline(reference_bytes / scale, color="k", ls="--", lw=1, label="DynamicCache")
+    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
+    ax.tick_params(axis="x", labelsize=8)
+    for label in ax.get_xticklabels():  # slanted from their bar's centre, the figure laid out around them
+        label.set(rotation=30, ha="right", rotation_mode="anchor")
     legend_beside(ax, fontsize=8)
     ax.set_title(title or _("Packed vs residual bytes per configuration"))
     tight_layout_fitted(fig, grow=True)

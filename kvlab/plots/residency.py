@@ -12,7 +12,7 @@ from kvlab.measure.residency import device_bytes_by_step
 from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
-from kvlab.units import MIB
+from kvlab.units import binary_unit
 
 
 def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None) -> Figure:
@@ -20,6 +20,10 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
     hatched; black ticks: the whole cache (device and CPU) then."""
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
     fig, ax = subplots(figsize=(10, 4))
+    peaks = [
+        max(r["device_peak_bytes"], r["cache_bytes_at_peak"]) for t in named.values() for r in device_bytes_by_step(t)
+    ]
+    unit, scale = binary_unit(max(peaks, default=0))  # KiB for a tiny model, MiB or GiB for a real one
     width = 0.8 / max(len(named), 1)
     top = 0.0
     for n, (label, trace) in enumerate(named.items()):
@@ -27,16 +31,16 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
         colour = series(n)
         xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
         sliding_bytes = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) for r in rows]
-        other = [(r["device_peak_bytes"] - b) / MIB for r, b in zip(rows, sliding_bytes)]
-        sliding = [b / MIB for b in sliding_bytes]
+        other = [(r["device_peak_bytes"] - b) / scale for r, b in zip(rows, sliding_bytes)]
+        sliding = [b / scale for b in sliding_bytes]
         ax.bar(xs, other, width=width, color=colour, alpha=0.8, label=label)
         ax.bar(xs, sliding, width=width, bottom=other, color=colour, alpha=0.35, hatch="//")
-        whole = [r["cache_bytes_at_peak"] / MIB for r in rows]
+        whole = [r["cache_bytes_at_peak"] / scale for r in rows]
         ax.hlines(whole, [x - width / 2 for x in xs], [x + width / 2 for x in xs], color="k", lw=2, zorder=3)
         top = max([top, *whole])
         for x, r in zip(xs, rows):
             share = 100 * r["device_peak_bytes"] / r["cache_bytes_at_peak"] if r["cache_bytes_at_peak"] else 0
-            ax.annotate(f"{number(share)}%", (x, r["device_peak_bytes"] / MIB), ha="center", va="bottom", fontsize=8)
+            ax.annotate(f"{number(share)}%", (x, r["device_peak_bytes"] / scale), ha="center", va="bottom", fontsize=8)
     handles = ax.get_legend_handles_labels()[0]
     handles += [
         Patch(facecolor="white", edgecolor="k", hatch="//", label=_("sliding layers' part")),
@@ -45,7 +49,7 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
     legend_beside(ax, handles=handles, fontsize=8)  # outside: covers no bar
     ax.set_xlabel(_("step (0 = prefill)"))
     ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))
-    ax.set_ylabel(_("MiB on the device at the step's peak"))
+    ax.set_ylabel(_("{unit} on the device at the step's peak").format(unit=unit))
     ax.set_ylim(0, 1.1 * top)  # room for the share labels above the bars
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(title or _("Device-resident cache bytes per step (% of the whole cache)"))

@@ -46,7 +46,7 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     ax.bar(labels, live, color=LIVE, label=_("live"))
     ax.bar(labels, [r["slots_masked"] for r in rows], bottom=live, color=MASKED, label=_("masked"))
     for i, r in enumerate(rows):
-        masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"]))
+        masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"], 1))  # as the prose: 89.5%
         ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
     ax.set_ylabel(_("slots, summed over layers"))
     legend_beside(ax, fontsize=8)  # outside: the bars fill the axes

@@ -195,8 +195,11 @@ plot_prefill_bars({"um cache reutilizado": list(zip(reused_prefill, reused_first
 # desenhados embaixo dela; um intervalo que contém 1 significa nenhuma diferença detectável. A chamada inteira de
 # `generate` acrescenta 15 forwards de decodificação depois do pré-preenchimento (16 tokens novos), os mesmos com
 # qualquer um dos dois caches; ali, então, a economia é uma parte menor do tempo: os vereditos impressos dela dizem se
-# ela ainda aparece acima do ruído nesta execução. A economia cresce com a conversa, porque um cache novo relê todos os
-# turnos anteriores e o reutilizado só o turno novo (o notebook 08 monta um prefixo longo).
+# ela ainda aparece acima do ruído nesta execução. O trabalho economizado cresce com a conversa, porque um cache novo
+# relê todos os turnos anteriores e o reutilizado só o turno novo: 117 tokens que não são pré-preenchidos de novo no
+# turno 2, 151 no turno 3 (o notebook 08 monta um prefixo longo). Se o tempo economizado também cresce é outra
+# comparação, turno contra turno, que estes vereditos não fazem: cada um pesa os dois caches dentro de um turno, e
+# intervalos de dois turnos que se sobrepõem não distinguem crescimento algum do ruído.
 
 # %% [markdown]
 # ## Ao vivo: turnos e tamanho da resposta

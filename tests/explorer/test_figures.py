@@ -9,6 +9,7 @@ from kvlab.explorer.figures import CROPPED, EMPTY, EVICTED, LIVE, MASKED, QUANTI
 from kvlab.plots import palette
 from kvlab.plots.growth import bytes_by_layer_kind
 from kvlab.units import binary_unit, human_bytes
+from tools.figure_check import overflowing_texts
 
 
 def row(layer_kind="full", length=0, allocated=0, live=0, masked=0, quantized=0, residual=0, idx=0) -> dict:
@@ -59,7 +60,7 @@ def test_dashboard_draws_runs_comparisons_and_an_empty_state(tiny, prompt_ids):
     fig = figures.dashboard(("dynamic", second.trace), second.trace.final_layers(), [("static", first.trace)])
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert labels[0] == "[1] total" and "full layers" in labels
+    assert labels[0] == "[1] static: total" and "full layers" in labels  # the compared run named, not "[1]" alone
     image = fig.axes[2].get_images()[0].get_array()
     assert np.asarray(image).shape == (3, 8 + 3)  # 3 layers x the positions the cache holds
     png = figures.png_bytes(figures.dashboard(None, []))
@@ -109,7 +110,7 @@ def test_the_map_and_the_lines_speak_kvlabs_one_palette(tiny, prompt_ids):
     second = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="dynamic", max_new_tokens=4)
     fig = figures.dashboard(("dynamic", second.trace), second.trace.final_layers(), [("static", first.trace)])
     colors = {line.get_label(): line.get_color() for line in fig.axes[1].get_lines()}
-    assert colors["[1] allocated"] == colors["[1] live"] == palette.series(0)
+    assert colors["[1] static:\nallocated"] == colors["[1] static: live"] == palette.series(0)
     assert (colors["allocated"], colors["live"], colors["masked"]) == (palette.ALLOCATED, palette.LIVE, palette.MASKED)
 
 
@@ -160,3 +161,18 @@ def test_the_map_and_the_slot_counts_write_numbers_as_the_reader_does():
     assert any("." in label for label in slot_ticks) and "2.000" in slot_ticks
     assert "1.000" in position_ticks
     assert title == "o que cada camada guarda (d = deslizante, c = completa)"
+
+
+def test_a_compared_run_is_named_and_drawn_over_the_current_run_it_may_lie_on(tiny, prompt_ids):
+    current = ("smollm2 · dynamic", None)
+    label = figures.compared_label(1, "smollm2 · static (max_cache_len=64)", current, "live")
+    assert label == "[1] static\n(max_cache_len=64):\nlive"  # the model both share left out, wrapped to fit
+    other_model = figures.compared_label(2, "tiny-llama · static", current, "total")
+    assert other_model == "[2] tiny-llama ·\nstatic: total"
+    run = kvlab.run(tiny("tiny-llama"), None, prompt_ids(8), cache="dynamic", max_new_tokens=4)
+    fig = figures.dashboard(("m · dynamic", run.trace), run.trace.final_layers(), [("m · dynamic", run.trace)])
+    lines = {line.get_label(): line for line in fig.axes[1].get_lines()}
+    compared, own = lines["[1] dynamic: live"], lines["live"]  # the same run twice: one line on the other
+    assert compared.get_zorder() > own.get_zorder() and compared.get_marker() not in ("", "None")
+    assert compared.get_linestyle() != own.get_linestyle()
+    assert not overflowing_texts(fig)

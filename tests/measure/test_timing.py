@@ -11,6 +11,7 @@ import torch
 
 from kvlab.measure.timing import (
     TOO_WIDE,
+    Comparison,
     DecodeClock,
     NoisyTimingWarning,
     Stopwatch,
@@ -155,3 +156,30 @@ def test_no_module_or_notebook_outside_the_instrument_reads_a_clock():
             if CLOCK.search(line):
                 offenders.append(f"{relative}:{number}: {line.strip()}")
     assert not offenders, "time model work through kvlab.measure.timing:\n" + "\n".join(offenders)
+
+
+def test_a_bound_that_would_print_as_one_gets_the_decimals_that_keep_it_off_one():
+    a, b = Timing("a", [1.0] * 5), Timing("b", [1.16] * 5)
+    slower = Comparison(a, b, ratio=1.16, low=1.003, high=1.30)
+    assert slower.differs and slower.verdict() == "b is 1.16x slower than a (1.003-1.30)"  # not "(1.00-1.30)"
+    faster = Comparison(a, b, ratio=1 / 1.16, low=1 / 1.30, high=1 / 1.003)
+    assert faster.verdict() == "b is 1.16x faster than a (1.003-1.30)"
+    near = Comparison(a, b, ratio=1.004, low=1.0004, high=1.009)
+    assert near.verdict() == "b is 1.004x slower than a (1.0004-1.01)"  # the ratio too: never "1.00x slower"
+    clear = Comparison(a, b, ratio=1.16, low=1.05, high=1.30)
+    assert clear.verdict() == "b is 1.16x slower than a (1.05-1.30)"  # two decimals where they keep it off 1
+
+
+def test_a_bound_too_near_one_to_write_is_no_difference():
+    a, b = Timing("a", [1.0] * 5), Timing("b", [1.16] * 5)
+    for low, high in ((1.00001, 1.30), (0.8, 0.99999), (1.0, 1.30)):  # the last touches 1
+        result = Comparison(a, b, ratio=1.1 if low >= 1 else 0.9, low=low, high=high)
+        assert not result.differs, (low, high)
+        assert result.verdict().startswith("no difference beyond noise: b / a = "), result.verdict()
+        assert "slower" not in result.verdict() and "faster" not in result.verdict()
+
+
+def test_a_zero_time_reads_as_too_noisy_not_as_a_division_error():
+    a, b = Timing("a", [1.0] * 5), Timing("b", [0.0] * 5)
+    result = Comparison(a, b, ratio=0.0, low=0.0, high=0.0)
+    assert result.as_dict()["too_noisy"] and result.verdict().startswith("too noisy to tell")

@@ -11,6 +11,7 @@ from kvlab import _compat
 from kvlab.measure.paged import paged_steps
 from kvlab.plots import blocks, palette
 from kvlab.serving import layout_rows
+from kvlab.units import binary_unit
 
 STATES = {getattr(palette, state) for state in ("LIVE", "MASKED", "FREE", "ALLOCATED", "EVICTED", "CROPPED", "CACHED")}
 
@@ -75,9 +76,12 @@ def test_layout_bars_stack_live_under_empty_to_the_reserved_bytes():
     patches = fig.axes[0].patches
     assert len(patches) == 2 * len(rows)
     live, empty = patches[: len(rows)], patches[len(rows) :]
+    unit, scale = binary_unit(max(r["bytes_held"] for r in rows))
+    assert fig.axes[0].get_ylabel() == f"bytes ({unit})"  # the unit the largest reaches: bytes here, not 0.000 MiB
+    assert max(r["bytes_held"] for r in rows) / scale >= 1
     for row, low, high in zip(rows, live, empty):
-        assert abs(low.get_height() - row["bytes_live"] / 2**20) < 1e-12
-        assert abs(low.get_height() + high.get_height() - row["bytes_held"] / 2**20) < 1e-12
+        assert abs(low.get_height() - row["bytes_live"] / scale) < 1e-12
+        assert abs(low.get_height() + high.get_height() - row["bytes_held"] / scale) < 1e-12
 
 
 def test_the_legend_lists_requests_by_name_whoever_was_served_first(paged_trace):

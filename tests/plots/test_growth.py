@@ -81,7 +81,8 @@ def test_zoom_draws_the_total_at_the_scale_of_the_measured_tokens(traces):
     totals = growth.total_bytes(trace)
     assert list(inset.lines[0].get_xdata()) == [t for t, _ in totals]
     low, high = inset.get_ylim()
-    measured = [b / 2**20 for _, b in totals]  # MiB
+    assert inset.get_title() == "total (KiB), zoomed on the measured tokens"  # its own unit: a tiny model's KiB
+    measured = [b / 2**10 for _, b in totals]
     assert low <= min(measured) and max(measured) <= high
     assert high - low < ax.get_ylim()[1] - ax.get_ylim()[0]  # a closer look than the main axes
     assert not growth.plot_growth(trace).axes[0].child_axes  # no inset unless asked
@@ -132,3 +133,15 @@ def test_bytes_by_layer_kind_by_tokens_or_by_step_holds_the_same_bytes(tiny, pro
     assert [x for x, _b in by_tokens["full"]] == list(range(12, 18))
     with pytest.raises(ValueError, match="x must be 'tokens' or 'step'"):
         growth.bytes_by_layer_kind(trace, x="seconds")
+
+
+def test_bytes_are_drawn_in_the_binary_unit_their_largest_reaches(traces):
+    trace = traces["dynamic"]  # a tiny model: thousands of bytes, not a sliver of a MiB (ticks 0.00-0.05)
+    ax = growth.plot_growth(trace).axes[0]
+    assert ax.get_ylabel() == "cache bytes (KiB)"
+    totals = growth.total_bytes(trace)
+    assert list(ax.lines[0].get_ydata()) == [b / 2**10 for _, b in totals]
+    assert max(totals)[1] / 2**10 > 1 and ax.get_ylim()[1] > 1  # ticks of whole KiB, readable
+    big = growth.plot_growth(trace, expected={"total": [(0, 0), (100, 5 * 2**20)]}).axes[0]
+    assert big.get_ylabel() == "cache bytes (MiB)"  # the unit of the largest line drawn, a formula's too
+    assert list(big.lines[0].get_ydata()) == [b / 2**20 for _, b in totals]

@@ -134,6 +134,9 @@ def test_holdings_plot_draws_slots_and_total_bytes_per_kind_and_stage():
     assert full_bytes.get_ylabel() == "MiB"
     assert list(sliding_slots.lines[0].get_ydata()) == [7, 7]
     assert sliding_bytes.get_title() == "sliding (4 layers): storage of all of them"
+    kib = {"before": {"full": {"layers": 2, "slots_live": 10, "bytes_all_layers": 40 * 2**10}}}
+    tiny_bytes = plot_holdings(kib).axes[1]  # a tiny model's tens of KiB: drawn in KiB, not 0.04 MiB
+    assert tiny_bytes.get_ylabel() == "KiB" and list(tiny_bytes.lines[0].get_ydata()) == [40.0]
     assert [t.get_text() for t in full_slots.texts] == ["10", "7"]  # every point carries its value
     assert fig._suptitle.get_text() == "t"
 
@@ -149,11 +152,11 @@ def test_holdings_axes_span_the_data_so_a_small_crop_is_visible():
 
 
 def test_holdings_ticks_and_point_labels_use_the_same_marks_in_portuguese():
-    """The MiB axis under point labels "0,57": its ticks "0,570" too, not pyplot's "0.570"."""
+    """The MiB axis under point labels "1,43": its ticks "1,430" too, not pyplot's "1.430"."""
     from kvlab.plots.positions import plot_holdings
     from tools.figure_check import visible_texts
 
-    stages = {s: {"full": {"layers": 30, "slots_live": n, "bytes_all_layers": 599_040}} for s, n in
+    stages = {s: {"full": {"layers": 30, "slots_live": n, "bytes_all_layers": 1_500_000}} for s, n in
               (("depois", 13), ("crop(-3)", 10))}  # fmt: skip
     set_language("pt-BR")
     try:
@@ -161,7 +164,7 @@ def test_holdings_ticks_and_point_labels_use_the_same_marks_in_portuguese():
         shown = visible_texts(fig)
     finally:
         set_language(None)
-    assert "0,57" in shown["texts"]  # 599 040 B = 0.57 MiB
+    assert "1,43" in shown["texts"]  # 1 500 000 B = 1.43 MiB
     slots_ax, bytes_ax = fig.axes[:2]
     assert slots_ax.get_title() == "completa: posições guardadas por uma camada"
     assert bytes_ax.get_title() == "camadas completas (30): armazenamento de todas elas"  # plural, as "camadas" asks

@@ -82,10 +82,17 @@ def test_prefix_copies_from_a_watch_of_the_guides_recipe(tiny, prompt_ids):
     assert static_bytes[0] == static_bytes[1] > max(dynamic_bytes)  # a static copy holds every slot of max_cache_len
     assert dynamic_bytes[0] < dynamic_bytes[1]  # a dynamic copy holds only the tokens it has seen
     peaks = [t.summary()["peak_bytes"] for t in watch.traces if t.meta.get("copied_from") is not None]
-    assert static_bytes + dynamic_bytes == [b / 2**20 for b in peaks]  # MiB, the binary unit kvlab prints
-    assert bytes_ax.get_ylabel() == "bytes held by the copy (MiB)"
-    assert [t.get_text() for t in bytes_ax.get_legend().get_texts()] == [
-        "no reuse",
-        "StaticCache copy",
-        "DynamicCache copy",
+    assert static_bytes + dynamic_bytes == [b / 2**10 for b in peaks]  # a tiny model's copies: KiB, not 0.0x MiB
+    assert bytes_ax.get_ylabel() == "bytes held by the copy (KiB)"
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in (tokens_ax, bytes_ax)]
+    assert legends == [  # each panel names its own bars: the bytes panel has no "no reuse" bar
+        ["no reuse", "StaticCache copy", "DynamicCache copy"],
+        ["StaticCache copy", "DynamicCache copy"],
     ]
+    assert all(ax.get_title() for ax in (tokens_ax, bytes_ax))  # each panel says what it shows
+    try:
+        for language in LANGUAGES:  # two legends and two titles: every text fits, in English and in Portuguese
+            set_language(language)
+            assert overflowing_texts(plot_prefix_copies(watch.traces, [9, 11])) == [], language
+    finally:
+        set_language(None)

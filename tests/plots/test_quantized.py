@@ -1,6 +1,7 @@
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from kvlab.plots import growth, quantized
+from tools.figure_check import overflowing_texts
 
 
 def test_split_shows_residual_filling_then_flushing(traces):
@@ -26,7 +27,27 @@ def test_split_draws_the_reference_cache_as_a_line(traces):
     line = fig.axes[0].lines[0]
     expected = growth.total_bytes(traces["dynamic"])
     assert list(line.get_xdata()) == [t for t, _ in expected]
-    assert list(line.get_ydata()) == [b / 2**20 for _, b in expected]  # MiB
+    assert list(line.get_ydata()) == [b / 2**10 for _, b in expected]  # a tiny model's bytes: KiB
+    assert fig.axes[0].get_ylabel() == "cache bytes (KiB)"
+
+
+def test_configs_are_drawn_in_the_unit_of_the_largest_bar_or_reference(traces):
+    configs = {"q": traces["quantized"], "q2": traces["quantized"]}
+    assert quantized.plot_configs(configs).axes[0].get_ylabel() == "cache bytes (KiB)"
+    ax = quantized.plot_configs(configs, reference_bytes=12 * 2**20).axes[0]
+    assert ax.get_ylabel() == "cache bytes (MiB)" and ax.lines[0].get_ydata()[0] == 12
+
+
+def test_configuration_names_are_slanted_from_their_bar_and_stay_in_the_figure(traces):
+    names = ["hqq 2-bit", "hqq 4-bit", "hqq 8-bit", "quanto 2-bit", "quanto 4-bit", "fp8"]
+    fig = quantized.plot_configs(dict.fromkeys(names, traces["quantized"]), reference_bytes=12 * 2**20, title="t")
+    FigureCanvasAgg(fig).draw()
+    labels = fig.axes[0].get_xticklabels()
+    assert [t.get_text() for t in labels] == names
+    # anchored at their right end under the bar: a centred slanted label hung below the picture inline
+    assert all(t.get_rotation_mode() == "anchor" and t.get_horizontalalignment() == "right" for t in labels)
+    assert all(t.get_window_extent().y0 >= 0 and t.get_window_extent().x0 >= 0 for t in labels)
+    assert not overflowing_texts(fig)
 
 
 def test_quality_vs_memory_pairs_quality_only_with_the_memory_of_the_same_run():

@@ -32,3 +32,9 @@ def test_the_states_take_the_palette_and_the_legends_sit_outside(traces):
     assert [to_hex(p.get_facecolor()) for p in bars.patches] == [LIVE, MASKED]
     for axes in (ax, bars):
         assert axes.get_legend().get_bbox_to_anchor().x0 > axes.get_window_extent().x1 - 1  # right of the data
+
+
+def test_each_bar_says_its_masked_share_to_one_decimal_as_the_prose_does(traces):
+    row = slots.run_slots({"long": traces["static"]})[0]
+    (label,) = [t.get_text() for t in slots.plot_runs({"long": traces["static"]}).axes[0].texts]
+    assert label == f"{row['waste_pct']:.1f}% masked"  # "89.5% masked" beside a text saying 89.5 %, not "89%"
