@@ -138,7 +138,7 @@ def test_a_translation_of_a_concept_uses_its_word(catalog):
 ENGLISH_MARKS = (
     re.compile(r"\b\d{1,3}(?:,\d{3}){2,}\b"),  # 1,048,576: English groups (Portuguese: 1.048.576)
     re.compile(r"\b\d{1,3},\d{3} (?:bytes|B)\b"),  # 6,144 bytes: a byte count is a whole number
-    re.compile(r"\b\d+\.\d+ ?%"),  # 84.38 %: an English decimal point (Portuguese: 84,38 %)
+    re.compile(r"\b\d+\.\d+ ?%"),  # 84.38%: an English decimal point (Portuguese: 84,38%)
 )
 
 
