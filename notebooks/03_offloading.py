@@ -202,7 +202,7 @@ for cls in (DynamicCache, StaticCache):
     default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
     print(f"{cls.__name__}(offloading=True): offload_only_non_sliding defaults to {default}")
 for name, cache in zip(gemma_runs, watch.caches):
-    print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
+    print(f"{name!r:>25}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
 
 # %% [markdown]
 # So `True` is the default of `StaticCache` and therefore of `cache_implementation="offloaded_static"`;
