@@ -246,8 +246,8 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
 # trabalho de atenção de um passo de decodificação cresce com `max_cache_len`, embora o cache guarde os mesmos 6 tokens.
 #
 # **Preveja primeiro.** Um passo de decodificação depois de um prompt de 6 tokens leva certo tempo com um DynamicCache
-# (7 posições por camada). Quantas vezes mais ele leva com `StaticCache(max_cache_len=4096)`, que calcula 4,096
-# posições por camada? Edite o palpite e depois rode a medição.
+# (7 posições por camada). Quantas vezes mais ele leva com `StaticCache(max_cache_len=4096)`, que calcula 4.096 posições
+# por camada? Edite o palpite e depois rode a medição.
 
 # %%
 guess = None  # tempo de um passo com StaticCache(4096) / tempo com DynamicCache: seu palpite

@@ -138,6 +138,8 @@ def test_a_translation_of_a_concept_uses_its_word(catalog):
 ENGLISH_MARKS = (
     re.compile(r"\b\d{1,3}(?:,\d{3}){2,}\b"),  # 1,048,576: English groups (Portuguese: 1.048.576)
     re.compile(r"\b\d{1,3},\d{3} (?:bytes|B)\b"),  # 6,144 bytes: a byte count is a whole number
+    # 4,096 posições: a count is whole, so its comma groups thousands (a Portuguese reader reads "four"; issue 42)
+    re.compile(r"\b\d{1,3},\d{3}\s+(?:posições|tokens|camadas|passos|requisições|cabeças|números|blocos)\b"),
     re.compile(r"\b\d+\.\d+ ?%"),  # 84.38%: an English decimal point (Portuguese: 84,38%)
 )
 
@@ -329,6 +331,13 @@ def ungrouped_integers(text: str) -> list[str]:
         for line in text.splitlines()
         if not _ABOUT_IDS.search(line) and UNGROUPED.search(_ID_LIST.sub(" ", line))
     ]
+
+
+def test_an_english_thousands_comma_before_a_count_is_found():
+    found = [
+        m.group() for p in ENGLISH_MARKS for m in p.finditer("calcula 4,096\nposições; 1,5 tokens; 4.096 posições")
+    ]
+    assert found == ["4,096\nposições"]
 
 
 def test_ungrouped_integers_are_found_and_names_values_and_ids_are_not():
