@@ -297,6 +297,8 @@ def notebook_text(path: Path) -> list[tuple[str, str]]:
     state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     for model in state.get("state", {}).values():
         shown.append((f"{path.name} widget", model.get("state", {}).get("description", "")))
+        # a menu's entries: its labels are read, its values are typed (issue 42: "dynamic", "static" in 09 and 10)
+        shown += [(f"{path.name} menu", label) for label in model.get("state", {}).get("_options_labels", [])]
     return shown
 
 
