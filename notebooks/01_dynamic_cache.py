@@ -37,7 +37,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.i18n import number
+from kvlab.i18n import layer_kind_label, number
 from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
@@ -89,7 +89,7 @@ with kvlab.watch(smollm2) as watch:
                      max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 table = watch.trace.layer_table()
 print("tokens per layer:", sorted({row["logical_length"] for row in table}), "in", len(table), "layers")
-print("bytes per layer: ", sorted({row["bytes_held"] for row in table}))
+print("bytes per layer: ", ", ".join(number(b) for b in sorted({row["bytes_held"] for row in table})))
 print("steps:", watch.trace.summary()["steps"], "(the prefill, then one per new token but the last)")
 
 # %% [markdown]
@@ -140,9 +140,9 @@ for i in (4, 5, 6):
 # %%
 # NBVAL_CHECK_OUTPUT
 kinds = [row["layer_kind"] for row in trace.layer_table()]
-print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
+print({layer_kind_label(kind): kinds.count(kind) for kind in dict.fromkeys(kinds)})
 for row in trace.layer_table()[4:7]:
-    print(f"layer {row['layer_idx']:2d} {row['layer_kind']:>7}: seen {row['logical_length']}, live {row['slots_live']}, "
+    print(f"layer {row['layer_idx']:2d} {layer_kind_label(row['layer_kind']):>7}: seen {row['logical_length']}, live {row['slots_live']}, "
           f"evicted {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
@@ -316,7 +316,7 @@ with kvlab.watch(tiny) as watch:
 tiny_per_token = formula.bytes_per_token_per_layer(tiny.config, torch.float32)
 tiny_lengths = layer_lengths(watch.trace, tiny_per_token)
 for length in tiny_lengths:
-    print(f"layer {length.layer_idx} {length.layer_kind:>7}: seen {length.seen}, live {length.live}, "
+    print(f"layer {length.layer_idx} {layer_kind_label(length.layer_kind):>7}: seen {length.seen}, live {length.live}, "
           f"storage {length.slots_stored}")
 print(f"tokens evicted: {watch.trace.summary()['tokens_evicted']} (3 chunked layers × (22 − 7))")
 

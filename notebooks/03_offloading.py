@@ -46,7 +46,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.i18n import cache_kind_label, layer_kind_label, number, percent
+from kvlab.i18n import _, cache_kind_label, layer_kind_label, number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -171,8 +171,9 @@ timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementa
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(" → ".join(order[:7]), "…")
-print("…", " → ".join(order[-4:]))
+shown = [f"{_(move)} {layer}" for move, layer in (e.split() for e in order)]  # the moves in the reader's words
+print(" → ".join(shown[:7]), "…")
+print("…", " → ".join(shown[-4:]))
 
 # %% [markdown]
 # Each layer is prefetched while the previous one computes, updated, then offloaded; while the last layer
@@ -201,7 +202,7 @@ for cls in (DynamicCache, StaticCache):
     default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
     print(f"{cls.__name__}(offloading=True): offload_only_non_sliding defaults to {default}")
 for name, cache in zip(gemma_runs, watch.caches):
-    print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
+    print(f"{name!r:>25}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
 
 # %% [markdown]
 # So `True` is the default of `StaticCache` and therefore of `cache_implementation="offloaded_static"`;

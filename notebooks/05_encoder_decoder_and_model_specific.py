@@ -44,7 +44,7 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.i18n import layer_kind_label, number
+from kvlab.i18n import attention_role_label, layer_kind_label, number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
@@ -133,7 +133,7 @@ for source_tokens in (12, 24):
     bart_traces[source_tokens] = watch.trace
     print(f"source of {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
     for row in watch.trace.layer_table():
-        print(f"  {row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
+        print(f"  {attention_role_label(row['role']):>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens, "
               f"{number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
 display(score(guess, cross_bytes, unit=" B", kind="amount"))
@@ -171,7 +171,7 @@ with kvlab.watch(bart) as watch:
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
                   min_new_tokens=10, past_key_values=past_key_values)
 for row in watch.trace.layer_table():
-    print(f"{row['role']:>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
+    print(f"{attention_role_label(row['role']):>5} layer {row['layer_idx']}: {row['logical_length']:>2} tokens live in "
           f"{row['slots_allocated']:>2} slots, {number(row['bytes_held']):>6} bytes")
 
 # %% [markdown]

@@ -149,7 +149,7 @@ display(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("caches seen:", len(reused.traces), "reused vs", len(fresh.traces), "fresh")
+print(f"caches seen: {len(reused.traces)} reused vs {len(fresh.traces)} fresh")
 print("tokens prefilled per turn, reused:", reused_prefill, "| fresh:", fresh_prefill)
 print("same replies:", reused_replies == fresh_replies)
 print("reused cache length at the end:", reused.caches[0].get_seq_length())
@@ -262,7 +262,8 @@ print(f"generate raised nothing; cached and prompt ids part at position {stale.p
       f"of {stale.cached_tokens} cached")
 print("the cache was fed:", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
 print("turn 2 renders:   ", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
-print(alignment_counts(cached_ids, prompts[1]))
+counts = alignment_counts(cached_ids, prompts[1])
+print(f"positions that match: {counts['match']}, differ: {counts['differ']}, new: {counts['new']}")
 display(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%

@@ -117,7 +117,9 @@ with kvlab.watch(model) as watch:
 # %%
 # NBVAL_CHECK_OUTPUT
 for stage, holding in stages.items():
-    print(f"{stage:>15}: {holding['full']}")
+    full = holding["full"]
+    print(f"{stage:>15}: {full['layers']} layers, {full['tokens']} tokens, {full['slots_live']} live slots, "
+          f"{number(full['bytes_per_layer'])} B per layer, {number(full['bytes_all_layers'])} B in all")
 crop = watch.trace.crops[-1]
 print("crop event:", crop["n"], "| layer 0 length", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 slot_bytes = stages["after generate"]["full"]["bytes_per_layer"] // 13  # keys + values of one token, one layer

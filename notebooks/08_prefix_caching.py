@@ -309,18 +309,18 @@ for max_cache_len in (MAX_CACHE_LEN, 4 * MAX_CACHE_LEN, 16 * MAX_CACHE_LEN):
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
     with torch.no_grad():
         sized[max_cache_len] = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=cache).cache
-copy_times = timing.time_interleaved({f"max_cache_len {n}": lambda cache=cache: copy.deepcopy(cache)
+copy_times = timing.time_interleaved({f"max_cache_len {number(n)}": lambda cache=cache: copy.deepcopy(cache)
                                       for n, cache in sized.items()}, repeats=REPEATS)  # fmt: skip
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for max_cache_len, cache in sized.items():
-    print(f"max_cache_len {max_cache_len}: {cache.get_seq_length()} tokens held, a deep copy duplicates "
+    print(f"max_cache_len {number(max_cache_len)}: {cache.get_seq_length()} tokens held, a deep copy duplicates "
           f"{number(cache_bytes(cache)):>10} B")
 
 # %%
 # Not checked: times depend on the machine.
-smallest = copy_times[f"max_cache_len {MAX_CACHE_LEN}"]
+smallest = copy_times[f"max_cache_len {number(MAX_CACHE_LEN)}"]
 for label, each in copy_times.items():
     print(f"{label}: {each.describe()}")
 for label, each in list(copy_times.items())[1:]:

@@ -38,6 +38,7 @@ import torch
 import transformers
 
 import kvlab
+from kvlab.i18n import cache_kind_label
 from kvlab.live import live
 from kvlab.measure.devices import log_forward_inputs
 from kvlab.plots.forward_inputs import plot_forward_shapes
@@ -181,7 +182,7 @@ def signatures(cache_implementation, new_tokens):
 
 
 live(signatures,
-     cache_implementation=widgets.Dropdown(options=["dynamic", "static"], value="static", description="cache"),
+     cache_implementation=widgets.Dropdown(options=[(cache_kind_label(k), k) for k in ("dynamic", "static")], value="static", description="cache"),
      new_tokens=widgets.IntSlider(value=8, min=2, max=24, step=2, continuous_update=False, description="new tokens"))
 
 # %% [markdown]

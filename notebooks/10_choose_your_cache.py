@@ -319,7 +319,7 @@ def cache_choice(cache, new_tokens):
 
 
 live(cache_choice,
-     cache=widgets.Dropdown(options=list(guide_calls), value="quantized", description="cache"),
+     cache=widgets.Dropdown(options=[(cache_kind_label(k), k) for k in guide_calls], value="quantized", description="cache"),
      new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="new tokens"))
 
 # %% [markdown]
@@ -367,7 +367,7 @@ for name in MODELS:
     past = bool(position_notes(arch, thirty_two.tokens))  # a note only when the tokens pass the model's positions
     if past:
         past_context.add((name, "32k tokens"))
-    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
+    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {number(arch.sliding_window) if arch.sliding_window else '-':>6} "
           f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
           f"{number(four.bytes / 2**30, 2):>8} GiB ", end="")
     if past:  # the 32k column's marker, 9 characters wide

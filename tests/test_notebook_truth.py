@@ -570,3 +570,30 @@ def test_a_figure_in_megabytes_is_found():
 def test_figures_draw_bytes_in_binary_units(ipynb: Path):
     found = decimal_units(_read(ipynb).metadata.get("kvlab", {}).get(FIGURE_TEXTS, []))
     assert not found, f"{_name(ipynb)}: bytes drawn in decimal units (kvlab's are KiB, MiB, GiB):\n" + "\n".join(found)
+
+
+# -- one percent style: "84,38%" / "84.38%", the number and its sign together (kvlab.i18n.percent; issue 42) ----------
+SPACED_PERCENT = re.compile(r"\d[ \u00a0\u202f]%")
+
+
+def spaced_percents(text: str) -> list[str]:
+    """Each "84,38 %" of `text`: a percentage written apart from its number, the one style kvlab does not print."""
+    return [line.strip() for line in text.splitlines() if SPACED_PERCENT.search(line)]
+
+
+def test_a_percent_apart_from_its_number_is_found():
+    assert spaced_percents("84,38 %\n84,38%\n95\u00a0% interval\nx % 2 == 0") == ["84,38 %", "95\u00a0% interval"]
+
+
+@pytest.mark.parametrize("ipynb", IPYNBS, ids=_name)
+def test_percentages_are_written_one_way(ipynb: Path):
+    """Markdown and printed outputs alike: "84,38%" in pt-BR, "84.38%" in English, as `kvlab.i18n.percent` writes."""
+    found = [
+        f"c{index}: {line!r}"
+        for index, cell in enumerate(_read(ipynb).cells)
+        for text in [cell.source if cell.cell_type == "markdown" else ""]
+        + [output.get("text", "") for output in cell.get("outputs", []) if output.get("name") == "stdout"]
+        for line in spaced_percents(text)
+    ]
+    readme = spaced_percents((NOTEBOOKS.parent / "README.md").read_text(encoding="utf-8"))
+    assert not found and not readme, "\n".join(found + [f"README.md: {line!r}" for line in readme])

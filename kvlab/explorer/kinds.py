@@ -15,7 +15,7 @@ from kvlab.cache_kinds import CACHE_KINDS, PAGED
 from kvlab.caches.options import check_paged_options
 from kvlab.explorer.models import ByteTokenizer
 from kvlab.explorer.run_values import Run, RunRequest
-from kvlab.i18n import N_, _, marks, number
+from kvlab.i18n import C_, N_, _, cache_kind_label, marks, number
 from kvlab.measure.paged import is_paged_trace, paged_row_fields, paged_summary
 from kvlab.serving.batch_run import MAX_REQUESTS
 
@@ -48,8 +48,10 @@ class ExplorerKind:
         return self.name
 
     def shown(self) -> str:
-        """The cache menu's text."""
-        return _(self.label) if self.label else self.name
+        """The cache menu's text: the kind in the reader's words ("estático"); "none" says it keeps no cache."""
+        if self.label:
+            return _(self.label)
+        return C_("cache menu", "none") if self.name == "none" else cache_kind_label(self.name)
 
     def check(self, request: RunRequest, loaded: tuple | None) -> None:
         """`kvlab.run`'s checks: the option rules, then, with (model, tokenizer) `loaded`, its layers, memory and

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvlab.errors import KvlabEnvironmentError, KvlabUserError
-from kvlab.i18n import _
+from kvlab.i18n import C_, _, cache_kind_label
 
 if TYPE_CHECKING:
     from kvlab.recorded_run import RunResult
@@ -39,8 +39,11 @@ class RunRequest:
     max_new_tokens: int = 16
 
     def label(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.options.items()] + (["past recording"] if self.past_recording else [])
-        return f"{self.model} · {self.cache}" + (f" ({', '.join(parts)})" if parts else "")
+        """ "smollm2 · static (max_cache_len=64)": the kind in the reader's words ("estático"), options as typed."""
+        parts = [f"{k}={v}" for k, v in self.options.items()]
+        parts += [C_("run label", "past recording")] if self.past_recording else []
+        kind = C_("cache menu", "none") if self.cache == "none" else cache_kind_label(self.cache)
+        return f"{self.model} · {kind}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 @dataclass

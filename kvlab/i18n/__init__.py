@@ -123,6 +123,13 @@ def cache_kind_label(kind: str) -> str:
     return words.get(kind, kind)
 
 
+def attention_role_label(role: str) -> str:
+    """An encoder-decoder layer's role as a reader reads it: "self" / "cross" in English (as recorded),
+    "autoatenção" / "atenção cruzada" in Portuguese. A role without a word here is shown as recorded."""
+    words = {"self": C_("attention role", "self"), "cross": C_("attention role", "cross")}
+    return words.get(role, role)
+
+
 def number(value: float, decimals: int = 0, grouping: bool = True) -> str:
     """7,326,720.5 / 7.326.720,5: rounded as Python's format rounds, in English exactly `f"{value:,.{decimals}f}"`."""
     return marks(f"{value:{',' if grouping else ''}.{decimals}f}")

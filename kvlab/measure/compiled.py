@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from kvlab import _compat
-from kvlab.i18n import _
-from kvlab.measure.timing import Stopwatch, compare, time_interleaved
+from kvlab.i18n import C_, _
+from kvlab.measure.timing import Stopwatch, Timing, compare, time_interleaved
 
 
 class CountingBackend:
@@ -157,7 +157,9 @@ def compile_report(
         repeats=repeats,
         warmup=0,  # the compiled graph exists already (the runs above); eager was warmed up first
     )
-    steady = compare(timings["eager"], timings["compiled"], warn=False)
+    # the reader's words: the verdict prints the labels ("compilado vs. eager" in Portuguese)
+    eager = Timing(C_("timing label", "eager"), timings["eager"].times)
+    steady = compare(eager, Timing(C_("timing label", "compiled"), timings["compiled"].times), warn=False)
     return {
         "eager_seconds": eager_seconds,
         "steady": steady.as_dict(),

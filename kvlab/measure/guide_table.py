@@ -164,7 +164,7 @@ def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: 
     moved = sum(1 for t in moves if t["moved"])
     devices = sorted({f"{t['src']}->{t['dst']}" for t in moves})
     evidence = _("{cache_kind}: {moves} layer moves ({moved} between devices; {devices})").format(
-        cache_kind=offloaded, moves=len(moves), moved=moved, devices=", ".join(devices)
+        cache_kind=cache_kind_label(offloaded), moves=len(moves), moved=moved, devices=", ".join(devices)
     )
     if moves and not moved:
         evidence += _("; every move stayed on the CPU here, so this run shows the schedule, not a saving")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
-from kvlab.i18n import N_, _
+from kvlab.i18n import C_, N_, _
 from kvlab.measure.timing import DecodeClock, Timing, check_one_prompt, per_step, time_interleaved
 
 
@@ -131,7 +131,12 @@ def split_steps(result: StepTimes, steps, names: tuple[str, str] = (N_("other st
     for step, timing in zip(result.step_numbers, result.steps):
         pooled[step in chosen].extend(timing.times)
     others, picked = (_(name) for name in names)  # the reader's words: the Timings' labels are printed
-    return Timing(f"{result.label} {others}", pooled[False]), Timing(f"{result.label} {picked}", pooled[True])
+    # "hqq 4 bits flush steps"; in Portuguese "passos de flush (hqq 4 bits)", the steps first, as a native says it
+    named = C_("steps of a configuration", "{label} {steps}")
+    return (
+        Timing(named.format(label=result.label, steps=others), pooled[False]),
+        Timing(named.format(label=result.label, steps=picked), pooled[True]),
+    )
 
 
 def flush_schedule(residual_length: int, new_tokens: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kvlab.i18n import N_, _, layer_kind_label, number
+from kvlab.i18n import C_, N_, _, layer_kind_label, number
 from kvlab.measure.layer_lengths import LayerLength
 from kvlab.plots._figure import subplots
 from kvlab.plots.palette import LAYER_KIND_COLORS
@@ -22,7 +22,9 @@ def plot_layer_lengths(
     ax.bar(x, [length.seen for length in lengths], width=0.8, fill=False, edgecolor="#555555", label=_("seen"))
     stored = [length.slots_stored for length in lengths]
     ax.bar(x, stored, width=0.6, color=colors, alpha=0.35, label=_("stored (bytes)"))
-    live_bars = ax.bar(x, [length.live for length in lengths], width=0.35, color=colors, label=_("live"))
+    live_bars = ax.bar(
+        x, [length.live for length in lengths], width=0.35, color=colors, label=C_("tokens of a layer", "live")
+    )
     # 511 live under a 512 window is one pixel at this scale: each live bar carries its count
     counts = [number(length.live) if length.live else "" for length in lengths]
     ax.bar_label(live_bars, labels=counts, fontsize=6, label_type="center", rotation=90, color="white")

@@ -377,8 +377,8 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 # - Um cache KV guarda, para cada camada de atenção, as chaves e os valores de todos os tokens vistos até ali:
 #   `2 × layers × kv_heads × head_dim × bytes` por token (46.080 B para o SmolLM2 em float32: 45 KiB).
 # - Ele troca essa memória por tempo: depois do pré-preenchimento, um passo processa um token em vez da sequência
-#   inteira, então o trabalho por token novo fica o mesmo em vez de crescer com a posição. O quanto o tempo acompanha o
-#   trabalho na sua máquina são os vereditos da seção 3, impressos e desenhados embaixo das duas figuras dela.
+#   inteira, então o trabalho por token novo fica o mesmo em vez de crescer com a posição. Os vereditos da seção 3,
+#   impressos e desenhados embaixo das duas figuras dela, dizem o quanto o tempo acompanha o trabalho na sua máquina.
 # - Nos quatro prompts verificados aqui (float32, greedy, 12 tokens novos cada), ele não mudou um único token; os
 #   logits diferiram apenas pelo arredondamento de float32.
 #

@@ -45,7 +45,7 @@ import transformers
 from transformers import DynamicCache
 
 import kvlab
-from kvlab.i18n import number
+from kvlab.i18n import layer_kind_label, number
 from kvlab.live import live
 from kvlab.measure import formula, text
 from kvlab.measure.layer_lengths import layer_lengths
@@ -97,7 +97,7 @@ with kvlab.watch(smollm2) as watch:
                      max_new_tokens=8, min_new_tokens=8, past_key_values=past_key_values)
 table = watch.trace.layer_table()
 print("tokens por camada:", sorted({row["logical_length"] for row in table}), "em", len(table), "camadas")
-print("bytes por camada: ", sorted({row["bytes_held"] for row in table}))
+print("bytes por camada: ", ", ".join(number(b) for b in sorted({row["bytes_held"] for row in table})))
 print("passos:", watch.trace.summary()["steps"], "(o pré-preenchimento, depois um por token novo, menos o último)")
 
 # %% [markdown]
@@ -149,10 +149,10 @@ for i in (4, 5, 6):
 # %%
 # NBVAL_CHECK_OUTPUT
 kinds = [row["layer_kind"] for row in trace.layer_table()]
-print({kind: kinds.count(kind) for kind in dict.fromkeys(kinds)})
+print({layer_kind_label(kind): kinds.count(kind) for kind in dict.fromkeys(kinds)})
 for row in trace.layer_table()[4:7]:
-    print(f"camada {row['layer_idx']:2d} {row['layer_kind']:>7}: vistos {row['logical_length']}, ocupados "
-          f"{row['slots_live']}, descartados {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
+    print(f"camada {row['layer_idx']:2d} {layer_kind_label(row['layer_kind']):>7}: vistos {row['logical_length']}, "
+          f"ocupados {row['slots_live']}, descartados {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
 # A camada deslizante viu todos os 543 tokens, mas guarda 511 (a janela menos o token que está sendo adicionado, que a
@@ -337,13 +337,13 @@ with kvlab.watch(tiny) as watch:
 tiny_per_token = formula.bytes_per_token_per_layer(tiny.config, torch.float32)
 tiny_lengths = layer_lengths(watch.trace, tiny_per_token)
 for length in tiny_lengths:
-    print(f"camada {length.layer_idx} {length.layer_kind:>7}: vistos {length.seen}, "
-          f"ocupados {length.live}, armazenamento {length.slots_stored}")
+    print(f"camada {length.layer_idx} {layer_kind_label(length.layer_kind):>7}: vistos "
+          f"{length.seen}, ocupados {length.live}, armazenamento {length.slots_stored}")
 print(f"tokens descartados: {watch.trace.summary()['tokens_evicted']} (3 camadas em blocos × (22 − 7))")
 
 # %%
 plot_layer_lengths(tiny_lengths, window=tiny.config.attention_chunk_size, window_label="attention_chunk_size",
-                   title="Llama 4 minúsculo: as camadas em blocos param em bloco − 1, a camada completa cresce")
+                   title="Llama 4 minúsculo: as camadas em blocos param no tamanho do bloco − 1; a completa cresce")
 
 # %% [markdown]
 # ### O que `crop` faz com uma camada em blocos

@@ -246,8 +246,8 @@ live(measure_waste, max_cache_len=widgets.IntSlider(value=64, min=16, max=512, s
 # trabalho de atenção de um passo de decodificação cresce com `max_cache_len`, embora o cache guarde os mesmos 6 tokens.
 #
 # **Preveja primeiro.** Um passo de decodificação depois de um prompt de 6 tokens leva certo tempo com um DynamicCache
-# (7 posições por camada). Quantas vezes mais ele leva com `StaticCache(max_cache_len=4096)`, que calcula 4,096
-# posições por camada? Edite o palpite e depois rode a medição.
+# (7 posições por camada). Quantas vezes mais ele leva com `StaticCache(max_cache_len=4096)`, que calcula 4.096 posições
+# por camada? Edite o palpite e depois rode a medição.
 
 # %%
 guess = None  # tempo de um passo com StaticCache(4096) / tempo com DynamicCache: seu palpite
@@ -428,12 +428,12 @@ else:
 #   trabalho de atenção a cada passo de decodificação.
 # - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
 #   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
-# - O transformers compila o passo de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU,
-#   só o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite
-#   reutilizar um único grafo de decodificação; só um novo formato de cache compila de novo. Um DynamicCache muda de
-#   formato a cada passo: compilado mesmo assim, ele traça um grafo novo a cada chamada de decodificação. Se compilar
-#   acelera a decodificação nesta CPU é o que diz o veredito do regime estável, impresso com o seu intervalo: no
-#   máximo um ganho modesto, já que o passo é quase todo produtos de matrizes.
+# - O transformers compila o passo de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU, só
+#   o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite reutilizar um
+#   único grafo de decodificação; só um novo formato de cache compila de novo. Um DynamicCache muda de formato a cada
+#   passo: compilado mesmo assim, ele traça um grafo novo a cada chamada de decodificação. O veredito do regime estável,
+#   impresso com o seu intervalo, diz se compilar acelera a decodificação nesta CPU: no máximo um ganho modesto, já que
+#   o passo é quase todo produtos de matrizes.
 #
 # **A seguir:** [03 · Descarregamento (offloading)](03_offloading.ipynb): manter o cache na memória da CPU e trazer uma
 # camada de cada vez.

@@ -54,7 +54,7 @@ from transformers import DynamicCache, StaticCache
 from transformers.cache_utils import Cache
 
 import kvlab
-from kvlab.i18n import cache_kind_label, layer_kind_label, number, percent
+from kvlab.i18n import _, cache_kind_label, layer_kind_label, number, percent
 from kvlab.live import live
 from kvlab.measure import offload_time, residency, resilient, step_times, text
 from kvlab.measure.formula import bytes_per_token_per_layer
@@ -182,8 +182,9 @@ timeline.plot_timeline(offloaded, steps=(1, 2), title='SmolLM2, cache_implementa
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print(" → ".join(order[:7]), "…")
-print("…", " → ".join(order[-4:]))
+shown = [f"{_(move)} {layer}" for move, layer in (e.split() for e in order)]  # as movimentações nas palavras do leitor
+print(" → ".join(shown[:7]), "…")
+print("…", " → ".join(shown[-4:]))
 
 # %% [markdown]
 # Cada camada é pré-carregada enquanto a anterior calcula, depois é atualizada e então descarregada; enquanto a última
@@ -213,7 +214,7 @@ for cls in (DynamicCache, StaticCache):
     default = inspect.signature(cls).parameters["offload_only_non_sliding"].default
     print(f"{cls.__name__}(offloading=True): o padrão de offload_only_non_sliding é {default}")
 for name, cache in zip(gemma_runs, watch.caches):
-    print(f"{name:>23}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
+    print(f"{name!r:>25}: {type(cache).__name__}, only_non_sliding={cache.only_non_sliding}")
 
 # %% [markdown]
 # Portanto, `True` é o padrão do `StaticCache` e, por consequência, de `cache_implementation="offloaded_static"`;
@@ -229,9 +230,9 @@ guess_false = None  # % com False (cache_implementation="offloaded"): seu palpit
 
 # %%
 # NBVAL_CHECK_OUTPUT
-settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (offloaded)": gemma_runs["offloaded"],
+settings = {"True": gemma_runs["DynamicCache(..., True)"], "False (cache descarregado)": gemma_runs["offloaded"],
             "True (offloaded_static)": gemma_runs["offloaded_static"]}
-for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (offloaded)"])):
+for guessed, trace in ((guess_true, settings["True"]), (guess_false, settings["False (cache descarregado)"])):
     last = residency.device_bytes_by_step(trace)[-1]
     display(score(guessed, round(100 * last["device_peak_bytes"] / last["cache_bytes_at_peak"], 1), unit="%",
                   kind="share"))
@@ -253,7 +254,7 @@ for name, trace in settings.items():
 
 # %%
 residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["True"],
-                                  "False (cache_implementation='offloaded')": settings["False (offloaded)"]},
+                                  "False (cache_implementation='offloaded')": settings["False (cache descarregado)"]},
                                  title="Gemma 3, prompt de 600 tokens: bytes do "
                                        "cache no dispositivo no pico de cada passo")
 
@@ -387,7 +388,7 @@ for row, cache_bytes in zip(offload_time.transfer_bytes_by_step(offloaded), offl
     print(f"{row['step']:>4} {number(row['offload_bytes']):>10} {number(row['prefetch_bytes']):>10} "
           f"{number(row['bytes']):>10} {number(cache_bytes):>21}")
 traffic = {f"SmolLM2, {name}": offload_time.offload_traffic(trace) for name, trace in runs.items()}
-traffic["Gemma 3 (600), offloaded"] = offload_time.offload_traffic(gemma_runs["offloaded"])
+traffic["Gemma 3 (600), descarregado"] = offload_time.offload_traffic(gemma_runs["offloaded"])
 traffic["Gemma 3 (600), only_non_sliding=True"] = offload_time.offload_traffic(gemma_runs["DynamicCache(..., True)"])
 print(f"\n{'':>48} {'por passo dec.':>15} {'por token novo':>14} {'ao todo':>11}")
 for name, t in traffic.items():
@@ -467,7 +468,7 @@ for name, t in traffic.items():
 per_token = offloaded.bytes_by_step()[1] - offloaded.bytes_by_step()[0]  # o cache inteiro do SmolLM2, por token
 for tokens in (8_192, 32_768):
     serial = offload_time.pcie_estimate(2 * per_token * tokens, BANDWIDTH)  # pouco menos que o dobro do cache por passo
-    print(f"SmolLM2, offloaded, {number(tokens)} tokens no cache: cerca de 2 × "
+    print(f"SmolLM2, cache descarregado, {number(tokens)} tokens no cache: cerca de 2 × "
           f"{number(per_token)} × {number(tokens)} = {number(2 * per_token * tokens)} bytes por "
           f"passo de decodificação, {number(serial.seconds * 1e3, 1)} ms se nada se sobrepuser")
 

@@ -252,14 +252,14 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 
 # %% [markdown]
 # Toda configuração por grupo carrega a mesma parte residual: 23 tokens × 46.080 B (30 camadas × chaves e valores × 3
-# cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5% dos seus 2.903.040 B, de modo
-# que o cache inteiro fica em 0,452 de um cache de 16 bits com os mesmos tokens, longe dos 0,25 que 4 de 16 bits
-# sugerem; com 2 bits, a parte residual é quase metade do cache (1.059.840 de 2.165.760 B). O DynamicCache marca
+# cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5% dos seus 2.903.040 B, e o cache
+# inteiro fica com 0,452 do tamanho de um cache de 16 bits com os mesmos tokens, longe dos 0,25 que 4 de 16 bits
+# sugerem; com 2 bits, a parte residual é quase metade do cache (1.059.840 de 2.165.760 B). O DynamicCache aparece com
 # 2,000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
-# largura de bits. A parte empacotada sozinha (última coluna) custa nbits + 1 bits por número: cada grupo de 64
-# números acrescenta uma escala e um deslocamento em float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e
-# 9/16). Essa é a razão da qual se aproxima uma sequência muito mais longa que a parte residual. O fp8 não tem parte
-# residual: metade de um cache de 16 bits (mais uma escala por tensor), em qualquer comprimento.
+# largura de bits. A parte empacotada sozinha (última coluna) custa nbits + 1 bits por número: cada grupo de 64 números
+# acrescenta uma escala e um deslocamento em float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e 9/16). É dessa
+# razão que se aproxima uma sequência muito mais longa que a parte residual. O fp8 não tem parte residual: metade de um
+# cache de 16 bits (mais uma escala por tensor), em qualquer comprimento.
 #
 # ## 4. A parte residual ao longo do tempo (ao vivo)
 #
@@ -345,18 +345,17 @@ answers = dict(falls_label="serra", only_grows_label="rampa")  # as duas palavra
 display(score(guess, answers["falls_label"] if quanto_4bit_falls else answers["only_grows_label"], kind="choice"))
 
 # %% [markdown]
-# Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush,
-# enquanto o DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas
-# uma parcela maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte
-# empacotada é desquantizada e quantizada de novo junto com a parte residual) dentro da própria atualização do cache
-# desse passo, antes que a atenção possa ler as chaves: o passo espera por isso. Se essa espera é longa o bastante
-# para ser vista é o que a seção 5 mede.
-# A parte residual nunca guarda mais de 7 tokens (322.560 B = 7 × 46.080 B): `QuantizedLayer.update` do transformers
-# empacota tudo assim que a parte residual mais o token novo atingiriam `residual_length`, então o 8º token vai
-# direto para a parte empacotada. O fp8 não desenha dente de serra: a sua parte residual nunca guarda um byte. A
-# última coluna: com 2 bits, os dois backends se separam do texto greedy do DynamicCache depois de 3 tokens; o
-# quanto de 4 bits, depois de 29, e o fp8, depois de 5 (o texto dele já era diferente na seção 1). Mova o controle
-# para essas configurações para ver cada uma desenhada.
+# Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush, enquanto o
+# DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas uma parcela
+# maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte empacotada é
+# desquantizada e quantizada de novo junto com a parte residual) dentro da própria atualização do cache desse passo,
+# antes que a atenção possa ler as chaves: o passo espera por isso. A seção 5 mede se essa espera é longa o bastante
+# para aparecer. A parte residual nunca guarda mais de 7 tokens (322.560 B = 7 × 46.080 B): `QuantizedLayer.update` do
+# transformers empacota tudo assim que a parte residual mais o token novo atingiriam `residual_length`, então o 8º token
+# vai direto para a parte empacotada. O fp8 não desenha dente de serra: a sua parte residual nunca guarda um byte. A
+# última coluna: com 2 bits, os dois backends se separam do texto greedy do DynamicCache depois de 3 tokens; o quanto de
+# 4 bits, depois de 29, e o fp8, depois de 5 (o texto dele já era diferente na seção 1). Mova o controle para essas
+# configurações para ver cada uma desenhada.
 #
 # ## 5. O que um flush custa em tempo
 #
@@ -454,15 +453,15 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
 # decodificação, contra 2.488.320 do hqq ou do quanto (a última linha da tabela). O painel da direita desenha o
 # trabalho de quantização por passo; a caixa sob a figura repete os vereditos impressos acima dela.
 #
-# Primeiro o fp8, porque ele é a lição. Ele desquantiza mais números que qualquer um dos caches por grupo, e o seu
-# veredito contra o DynamicCache põe um preço nisso. Onde ele diz "nenhuma diferença além do ruído", converter o
-# cache inteiro de volta para float32 a cada passo some perto de um forward pelas 30 camadas nesta CPU; logo, a
+# Comecemos pelo fp8, porque é nele que está a lição. Ele desquantiza mais números que qualquer um dos caches por grupo,
+# e o seu veredito contra o DynamicCache põe um preço nisso. Onde ele diz "nenhuma diferença além do ruído", converter o
+# cache inteiro de volta para float32 a cada passo é desprezível perto de um forward pelas 30 camadas nesta CPU; logo, a
 # quantidade de valores que um cache desquantiza não é o que o torna lento; um veredito "mais devagar" mostraria esse
-# preço, e "ruído demais para concluir" não diz nada, nem num sentido nem no outro (repita numa máquina mais
-# tranquila). O que o hqq e o quanto acrescentam é a forma como empacotam: a cada passo desempacotam números
-# guardados em poucos bits e aplicam a escala e o deslocamento de cada grupo, e a cada flush quantizam de novo o
-# cache inteiro, o hqq ajustando o deslocamento de cada grupo com até 20 iterações do seu otimizador
-# (`optimize=True`, que a camada hqq do transformers mantém).
+# preço, e "ruído demais para concluir" não diz nada, nem num sentido nem no outro (repita numa máquina mais tranquila).
+# O que o hqq e o quanto acrescentam é a forma como empacotam: a cada passo desempacotam números guardados em poucos
+# bits e aplicam a escala e o deslocamento de cada grupo, e a cada flush quantizam de novo o cache inteiro, o hqq
+# ajustando o deslocamento de cada grupo com até 20 iterações do seu otimizador (`optimize=True`, que a camada hqq do
+# transformers mantém).
 #
 # Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do hqq e do
 # quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que os demais, com um intervalo
@@ -532,7 +531,7 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
 # bits, onde a perplexidade do texto real também salta dos 15,25 do DynamicCache para cerca de 32 (hqq) e 51
 # (quanto); com 4 bits ou mais, ela fica a menos de 0,1 dele.
 #
-# O hqq de 8 bits parece estranho nessas linhas: KL máximo de 0,000 (abaixo de meio milésimo de nat em todas as
+# Duas coisas chamam a atenção no hqq de 8 bits nessas linhas: KL máximo de 0,000 (abaixo de meio milésimo de nat em todas as
 # posições) e, mesmo assim, uma posição perdida, e a mesma perplexidade do hqq de 4 bits. As linhas posição a posição
 # explicam as duas coisas. A posição perdida é um quase empate: ali os dois tokens mais prováveis do DynamicCache
 # estão a 0,0111 nats um do outro, então uma mudança no cache pequena demais para aparecer no KL (0,00021 nats ali)
@@ -546,7 +545,7 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
 # A figura põe lado a lado a concordância de cada configuração (num eixo que começa em 0) e a memória da mesma
 # execução: o cache inteiro com 279 tokens, parte residual incluída (a coluna "vs 16 bits" da seção 3), em relação
 # a um cache de 16 bits com os mesmos tokens. A faixa embaixo dela marca só a parte empacotada (a coluna "empac. vs
-# 16 bits" da seção 3), a razão da qual se aproxima uma sequência muito mais longa que a parte residual; a faixa não
+# 16 bits" da seção 3), a razão de que se aproxima uma sequência muito mais longa que a parte residual; a faixa não
 # tem eixo de concordância, porque nenhuma concordância foi medida num comprimento assim: com 279 tokens, os 23
 # tokens mais recentes ainda eram lidos em precisão total, e uma sequência longa leria quase todos os seus tokens da
 # cópia quantizada. Só as medições do próprio kvlab estão nela.
@@ -627,11 +626,10 @@ else:
 #   só bem além de `residual_length` aparece a razão do empacotado (nbits + 1 bits por número aqui). O fp8 reduz à
 #   metade um cache de 16 bits desde o primeiro token.
 # - Tempo: um cache por grupo desquantiza a sua parte empacotada a cada passo de decodificação e reempacota o cache
-#   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo; o fp8 desquantiza o seu cache
-#   inteiro a cada passo, mais números que qualquer um deles. A seção 5 imprimiu se esta execução mostra os passos
-#   de flush como os lentos, e a decodificação de cada backend contra a do DynamicCache, com intervalos: onde o
-#   veredito do fp8 diz nenhuma diferença, o que custa não é a quantidade de números desquantizados, e sim o
-#   empacotamento.
+#   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo; o fp8 desquantiza o seu cache inteiro
+#   a cada passo, mais números que qualquer um deles. A seção 5 imprimiu, com intervalos, se nesta execução os passos de
+#   flush são os lentos e como a decodificação de cada backend se compara à do DynamicCache: onde o veredito do fp8 diz
+#   nenhuma diferença, o que custa não é a quantidade de números desquantizados, e sim o empacotamento.
 # - A qualidade acompanha a largura em bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
 #   próximo token do DynamicCache em 22 a 24 das 24 posições, e os seus erros caem em quase empates; os de 2 bits,
 #   em 8 (hqq) e 10 (quanto).

@@ -51,7 +51,7 @@ import transformers
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 import kvlab
-from kvlab.i18n import layer_kind_label, number
+from kvlab.i18n import attention_role_label, layer_kind_label, number
 from kvlab.live import live
 from kvlab.plots import growth
 from kvlab.predictions import score
@@ -140,7 +140,7 @@ for source_tokens in (12, 24):
     bart_traces[source_tokens] = watch.trace
     print(f"origem de {source_tokens} tokens ({watch.trace.meta['cache_class']}):")
     for row in watch.trace.layer_table():
-        print(f"  {row['role']:>5} camada {row['layer_idx']}: "
+        print(f"  {attention_role_label(row['role']):>5}, camada {row['layer_idx']}: "
               f"{row['logical_length']:>2} tokens, {number(row['bytes_held']):>6} bytes")
 cross_bytes = sum(r["bytes_held"] for r in bart_traces[24].layer_table() if r["role"] == "cross")
 display(score(guess, cross_bytes, unit=" B", kind="amount"))
@@ -179,8 +179,8 @@ with kvlab.watch(bart) as watch:
     bart.generate(input_ids=source, attention_mask=torch.ones_like(source), do_sample=False, max_new_tokens=10,
                   min_new_tokens=10, past_key_values=past_key_values)
 for row in watch.trace.layer_table():
-    print(f"{row['role']:>5} camada {row['layer_idx']}: {row['logical_length']:>2} tokens "
-          f"ocupados em {row['slots_allocated']:>2} posições, {number(row['bytes_held']):>6} bytes")
+    print(f"{attention_role_label(row['role']):>5}, camada {row['layer_idx']}: {row['logical_length']:>2} "
+          f"tokens ocupados em {row['slots_allocated']:>2} posições, {number(row['bytes_held']):>6} bytes")
 
 # %% [markdown]
 # Cada metade se comporta como a sua classe se comportaria sozinha: a metade estática aloca 32 posições desde o

@@ -156,7 +156,7 @@ display(score(guess, reused_prefill[2], unit=" tokens", kind="count"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
-print("caches vistos:", len(reused.traces), "reutilizado vs", len(fresh.traces), "cache novo")
+print(f"caches vistos: {len(reused.traces)} no chat com reutilização, {len(fresh.traces)} no chat com cache novo")
 print("tokens pré-preenchidos por turno, reutilizado:", reused_prefill, "| novo:", fresh_prefill)
 print("mesmas respostas:", reused_replies == fresh_replies)
 print("comprimento do cache reutilizado no final:", reused.caches[0].get_seq_length())
@@ -272,7 +272,8 @@ print("generate terminou sem erro; os ids em cache e os do prompt se "
       f"separam na posição {stale.position} de {stale.cached_tokens} em cache")
 print("o cache recebeu:    ", repr(tokenizer.decode(cached_ids[stale.position - 5:stale.position + 12])))
 print("turno 2 renderizado:", repr(tokenizer.decode(prompts[1][stale.position - 5:stale.position + 12])))
-print(alignment_counts(cached_ids, prompts[1]))
+counts = alignment_counts(cached_ids, prompts[1])
+print(f"posições iguais: {counts['match']}, diferentes: {counts['differ']}, novas: {counts['new']}")
 display(score(guess_same_reply, stale_reply == fresh_reply, kind="choice"))
 
 # %%

@@ -125,7 +125,9 @@ with kvlab.watch(model) as watch:
 # %%
 # NBVAL_CHECK_OUTPUT
 for stage, holding in stages.items():
-    print(f"{stage:>15}: {holding['full']}")
+    full = holding["full"]
+    print(f"{stage:>15}: {full['layers']} camadas, {full['tokens']} tokens, {full['slots_live']} posições "
+          f"ocupadas, {number(full['bytes_per_layer'])} B por camada, {number(full['bytes_all_layers'])} B no total")
 crop = watch.trace.crops[-1]
 print("evento de recorte:", crop["n"], "| comprimento da camada 0", crop["lengths_before"][0], "->", crop["lengths_after"][0])
 slot_bytes = stages["após generate"]["full"]["bytes_per_layer"] // 13  # chaves + valores de um token, uma camada
@@ -361,10 +363,10 @@ with kvlab.watch(hybrid):
 # ## 4. Ao vivo: o que cada camada guarda depois de `crop(-n)`
 #
 # O Gemma 3 minúsculo do kvlab tem janela de 8 e 6 camadas (deslizante, deslizante, completa, duas vezes). Ele lê 14
-# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *registro do passado*: sem isso, `crop(-n)` com n
-# igual a 1 ou mais é recusado (19 tokens alimentados, além da janela); com isso, as camadas deslizantes guardam o
-# passado inteiro até que o recorte as reduza. As colunas vermelhas são as posições que o recorte removeu; as
-# laranja, o que uma camada deslizante já descartou.
+# tokens de prompt, gera 6 e então aplica `crop(-n)`. Mude *n* e marque *registro do passado*: desmarcado, `crop(-n)` é
+# recusado para qualquer n a partir de 1 (o modelo recebeu 19 tokens, mais que a janela); marcado, as camadas
+# deslizantes guardam o passado inteiro até que o recorte as reduza. As colunas vermelhas são as posições que o recorte
+# removeu; as laranja, o que uma camada deslizante já tinha descartado.
 
 # %%
 tiny = kvlab.tiny_model("tiny-gemma3")
@@ -551,9 +553,10 @@ print(timing.compare(times["decodificação greedy"], times["decodificação esp
 # - Um recorte não libera memória por si só: ele deixa views do armazenamento antigo, liberado na próxima
 #   atualização. `crop(0)` reduz as camadas deslizantes que registram o passado de volta à janela; os bytes vão embora no
 #   forward seguinte.
-# - A decodificação especulativa é recorte em loop: verifique *k* tokens de rascunho em um forward, mantenha o que coincide,
-#   recorte o resto. A saída é igual à da decodificação greedy, em menos forwards; se menos forwards levaram menos tempo
-#   nesta máquina é o veredito impresso no fim da seção 5 (um forward de verificação alimenta vários tokens).
+# - A decodificação especulativa é recorte em loop: verifique *k* tokens de rascunho em um forward, mantenha o que
+#   coincide, recorte o resto. A saída é igual à da decodificação greedy, em menos forwards; o veredito impresso no fim
+#   da seção 5 diz se esses forwards a menos pouparam tempo nesta máquina (um forward de verificação alimenta vários
+#   tokens).
 #
 # **A seguir:** [08 · Cache de prefixo](08_prefix_caching.ipynb): pré-preencha uma vez um prefixo compartilhado e
 # copie o cache para cada pergunta.

@@ -272,7 +272,7 @@ def deep_copy_only():
 
 
 first_token = time_first_token(model, with_prefix, without_prefix, deep_copy_only, question_inputs, repeats=REPEATS,
-                               labels=("deepcopy + generate", "generate, prompt inteiro", "só a deepcopy"))
+                               labels=("deepcopy + generate", "generate, prompt inteiro", "só o deepcopy"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -292,7 +292,7 @@ for asked, reused, whole in zip(QUESTIONS, first_token.with_prefix, first_token.
     print(asked.splitlines()[0])
     print(f"    {reused.label}: {reused.describe()} | {whole.label}: {whole.describe()}")
     print("   ", verdicts[-1])
-    print(f"    a parcela do deepcopy em {reused.label}: {number(100 * share.ratio)}% "
+    print(f"    a parte do deepcopy no tempo de {reused.label}: {number(100 * share.ratio)}% "
           f"({number(100 * share.low)}%-{number(100 * share.high)}%)")
 
 # %%
@@ -304,9 +304,9 @@ plot_prefill_bars({name: series[name] for name in reversed(series)}, "pergunta",
                   f"token novo cada (tempos: mediana e IQR de {REPEATS})", verdicts=verdicts)  # fmt: skip
 
 # %% [markdown]
-# As contagens de tokens são exatas: com a cópia, o primeiro forward de cada pergunta executa só os tokens da
-# pergunta; sem ela, o prompt inteiro. Se o tempo até o primeiro token mostra essa economia nesta máquina é o veredito
-# impresso para cada pergunta (e no quadro sob a figura), com o seu intervalo; um intervalo que contém 1 significa
+# As contagens de tokens são exatas: com a cópia, o primeiro forward de cada pergunta executa só os tokens da pergunta;
+# sem ela, o prompt inteiro. O veredito impresso para cada pergunta (e repetido no quadro sob a figura) diz, com o seu
+# intervalo, se essa economia aparece no tempo até o primeiro token nesta máquina; um intervalo que contém 1 significa
 # nenhuma diferença detectável, e "ruído demais para concluir" quer dizer que as repetições discordaram demais para
 # decidir. A fração da cópia profunda é impressa ao lado, com o seu intervalo. Um prefixo mais longo, ou um modelo
 # maior, faz do pré-preenchimento que a reutilização evita uma parte maior de cada requisição.
@@ -322,18 +322,18 @@ for max_cache_len in (MAX_CACHE_LEN, 4 * MAX_CACHE_LEN, 16 * MAX_CACHE_LEN):
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
     with torch.no_grad():
         sized[max_cache_len] = model(**tokenizer(SHOP, return_tensors="pt"), past_key_values=cache).cache
-copy_times = timing.time_interleaved({f"max_cache_len {n}": lambda cache=cache: copy.deepcopy(cache)
+copy_times = timing.time_interleaved({f"max_cache_len {number(n)}": lambda cache=cache: copy.deepcopy(cache)
                                       for n, cache in sized.items()}, repeats=REPEATS)  # fmt: skip
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for max_cache_len, cache in sized.items():
-    print(f"max_cache_len {max_cache_len}: {cache.get_seq_length()} tokens "
+    print(f"max_cache_len {number(max_cache_len)}: {cache.get_seq_length()} tokens "
           f"guardados, uma cópia profunda duplica {number(cache_bytes(cache)):>10} B")
 
 # %%
 # Não verificado: os tempos dependem da máquina.
-smallest = copy_times[f"max_cache_len {MAX_CACHE_LEN}"]
+smallest = copy_times[f"max_cache_len {number(MAX_CACHE_LEN)}"]
 for label, each in copy_times.items():
     print(f"{label}: {each.describe()}")
 for label, each in list(copy_times.items())[1:]:
@@ -432,7 +432,7 @@ check_token_prefix(check.prefix_ids, check.full_ids, tokenizer)
 
 # %%
 PREFIXES = {
-    "'You are a helpful assistant. ' (a do guia)": "You are a helpful assistant. ",
+    "'You are a helpful assistant. ' (o do guia)": "You are a helpful assistant. ",
     "'You are a helpful assistant.\\n'": "You are a helpful assistant.\n",
     "um turno de sistema do chat template": "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n",
     "o texto da loja + 'Question: '": SHOP + "Question: ",
@@ -471,10 +471,10 @@ for label, prefix in PREFIXES.items():
 #   (`.past_key_values` é um alias obsoleto dele).
 # - Uma cópia de `StaticCache` custa todas as posições de `max_cache_len` (em bytes, e no tempo de copiá-las: a seção 3
 #   mede três tamanhos); uma cópia de `DynamicCache` custa os tokens do prefixo e cresce com a sua resposta.
-# - O que a reutilização economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro token
-#   novo (contagens exatas na seção 3). Se isso encurta o tempo até o primeiro token na sua máquina é o veredito que a
-#   seção 3 imprime; cada requisição também paga um `copy.deepcopy` do cache de prefixo inteiro, cuja fração é
-#   impressa lá.
+# - O que a reutilização economiza é pré-preenchimento: os tokens que cada requisição executa antes do seu primeiro
+#   token novo (contagens exatas na seção 3). O veredito que a seção 3 imprime diz se isso encurta o tempo até o
+#   primeiro token na sua máquina; cada requisição também paga um `copy.deepcopy` do cache de prefixo inteiro, cuja
+#   fração é impressa lá.
 # - Termine o prefixo em uma fronteira de token, nunca em um espaço: o próprio `"You are a helpful assistant. "` do
 #   guia faz o SmolLM2 pular a primeira palavra da pergunta sem um único aviso. Confira os ids
 #   (`kvlab.measure.prefix.check_token_prefix`) antes de reutilizar um cache.

@@ -191,13 +191,14 @@ for row in rows:  # as células mantêm as palavras em inglês do guia; `word` m
     print(f"{'':>18}bytes de pico do cache (SmolLM2, prompt de 48 tokens "
           f"+ {setup.new_tokens} novos): {number(row['peak cache bytes'])}")
 static_slots = setup.options("static", 48)["max_cache_len"]
-print(f"max_cache_len do static: {static_slots} posições para os 55 tokens guardados: {static_slots - 55} a mais")
+print(f"max_cache_len do cache estático: {static_slots} posições "
+      f"para os 55 tokens guardados: {static_slots - 55} a mais")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 verdicts = compare_with_guide(rows)
 count = tally(verdicts)
-print(f"{count['judged']} de {count['cells']} células julgadas, {count['not judged']} não; pelo que é a evidência:")
+print(f"{count['judged']} de {count['cells']} células julgadas, {count['not judged']} não; por tipo de evidência:")
 for basis, c in tally_by_basis(verdicts).items():
     print(f"  {word(basis):<38} concordam: {c['agree']} de {c['judged']}, "
           f"diferem: {c['differ']} ({', '.join(word(p) for p in c['properties'])})")
@@ -273,7 +274,7 @@ for kind, (trace, _) in watched.items():
 # dinâmico e, além disso, desempacota suas chaves e valores de 4 bits a cada passo. A célula abaixo cronometra as
 # três chamadas `generate` do guia (transformers puro, sem o registro do kvlab), intercaladas, do primeiro token novo
 # ao último, de modo que o pré-preenchimento fica de fora. Cada tempo é impresso como a mediana das repetições com o
-# seu intervalo interquartil (IQR). Se o trabalho extra previsto aparece no tempo é o que diz o veredito impresso:
+# seu intervalo interquartil (IQR). O veredito impresso diz se o trabalho extra previsto aparece no tempo:
 # um intervalo que contém 1 significa nenhuma diferença detectável.
 
 # %%
@@ -338,7 +339,7 @@ def cache_choice(cache, new_tokens):
 
 
 live(cache_choice,
-     cache=widgets.Dropdown(options=list(guide_calls), value="quantized", description="cache"),
+     cache=widgets.Dropdown(options=[(cache_kind_label(k), k) for k in guide_calls], value="quantized", description="cache"),
      new_tokens=widgets.IntSlider(value=24, min=4, max=40, step=4, continuous_update=False, description="tokens novos"))
 
 # %% [markdown]
@@ -352,7 +353,7 @@ live(cache_choice,
 #
 # **Preveja primeiro.** O Llama-2-7B (float16) tem 32 cabeças KV por camada; o Llama-3-8B (bfloat16) tem 8
 # (grouped-query attention); os dois têm 32 camadas com cabeças de tamanho 128. Com 4k tokens, quantos GiB cada um
-# guarda? E o Gemma 3 12B (bfloat16), cujas 48 camadas são 40 deslizantes (janela de 1024) e 8 completas, com 32k
+# guarda? E o Gemma 3 12B (bfloat16), cujas 48 camadas são 40 deslizantes (janela de 1.024) e 8 completas, com 32k
 # tokens?
 
 # %%
@@ -388,7 +389,7 @@ for name in MODELS:
     past = bool(position_notes(arch, thirty_two.tokens))  # uma nota só quando os tokens passam das posições do modelo
     if past:
         past_context.add((name, "32k tokens"))
-    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {arch.sliding_window or '-':>6} "
+    print(f"{name:<12} {arch.dtype:<9} {kinds:<20} {number(arch.sliding_window) if arch.sliding_window else '-':>6} "
           f"{f'{arch.kv_heads} x {arch.head_dim}':>14} {number(arch.max_positions):>8} "
           f"{number(four.bytes / 2**30, 2):>8} GiB ", end="")
     if past:  # o marcador da coluna de 32k, com 9 caracteres de largura
@@ -412,7 +413,7 @@ plot_bytes(peaks, title="DynamicCache depois de um prompt de 4k / 32k tokens, e 
 # A grouped-query attention divide o cache pela razão entre as cabeças: com 8 cabeças KV em vez de 32 (mesmas
 # camadas, mesmo tamanho de cabeça e dtype de 2 bytes), o Llama-3-8B guarda um quarto do cache do Llama-2-7B nos dois
 # comprimentos. As camadas deslizantes param de crescer ao atingir a janela: os layouts do Gemma 3 (29 deslizantes
-# para 5 completas no 4B, 40 para 8 no 12B) mantêm a maioria das camadas na sua janela de 1024 tokens, então de 4k
+# para 5 completas no 4B, 40 para 8 no 12B) mantêm a maioria das camadas na sua janela de 1.024 tokens, então de 4k
 # para 32k tokens seus caches crescem cerca de 4x enquanto o do Llama-3-8B cresce 8x. (As configs do Mistral-7B v0.1
 # e do Phi-3-mini tornam *todas* as camadas deslizantes, então suas barras de 4k e 32k são iguais; no Phi-3-mini,
 # 32k também passa do seu contexto.) Mas atenção à terceira barra, a última coluna da tabela: um único
@@ -599,9 +600,9 @@ for (name, run_facts, predicted), same in zip(checked, exact):
 #   cronometrado no notebook 02); custa exatamente o que você reserva com `max_cache_len`.
 # - QuantizedCache: o menor, só para modelos de atenção completa. As entradas do seu forward mudam de formato a cada
 #   passo, como as do cache dinâmico (7 assinaturas em 7 passos na tabela); em execuções mais longas, o comprimento da
-#   parte residual se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em 23
-#   chamadas de decodificação no controle). Ele desempacota suas chaves e valores a cada passo; se isso custa tempo na
-#   sua máquina é o veredito de velocidade que a tabela imprimiu.
+#   parte residual se repete com período `residual_length`, então a contagem para em `residual_length` (8 distintas em
+#   23 chamadas de decodificação no controle). Ele desempacota suas chaves e valores a cada passo; o veredito de
+#   velocidade que a tabela imprimiu diz se isso custa tempo na sua máquina.
 # - O descarregamento move o cache de cada camada entre dispositivos em torno de cada forward (271 movimentações de
 #   camadas na execução dinâmica com descarregamento no Gemma 3, aqui; 46 no `offloaded_static`, que move só as
 #   camadas completas; nesta CPU elas rodaram no substituto do kvlab); só economiza memória onde há um acelerador.

@@ -302,7 +302,7 @@ print(f"estático, {number(max_positions)} posições reservadas por requisiçã
 # requisição; em lote, um forward por passo leva todas as requisições em andamento, então rodam muito menos forwards
 # (as duas contagens são impressas). Menos forwards significam que os pesos são lidos menos vezes, mas cada forward
 # em lote faz a aritmética de todas as suas requisições, e, em uma CPU, a atenção paginada roda a implementação
-# eager do transformers. Se o batching é mais rápido nesta máquina é o que diz o veredito impresso: um intervalo que
+# eager do transformers. O veredito impresso diz se o batching é mais rápido nesta máquina: um intervalo que
 # contém 1 significa nenhuma diferença detectável.
 
 # %%
@@ -358,9 +358,9 @@ live(measure_blocks,
 #   não tem como saber de antemão, é o que põe mais requisições no orçamento; os blocos paginados desperdiçam apenas o
 #   último bloco de cada requisição, menos com blocos menores, e vêm de um único pool compartilhado que o escalonador
 #   entrega e recolhe bloco a bloco.
-# - Em lote, cada passo é um forward sobre todas as requisições em andamento, em vez de um por requisição, então
-#   rodam muito menos forwards; se isso fez os mesmos tokens chegarem mais cedo nesta máquina é o veredito impresso na
-#   seção 5.
+# - Em lote, cada passo é um forward sobre todas as requisições em andamento, em vez de um por requisição, então rodam
+#   muito menos forwards; o veredito impresso na seção 5 diz se, com isso, os mesmos tokens chegaram mais cedo nesta
+#   máquina.
 # - Os 60-80% contra menos de 4% do artigo do vLLM (fonte: Kwon et al. 2023, o artigo do vLLM) são uma referência
 #   externa, medida em outras cargas de trabalho; os números do próprio kvlab estão na tabela.
 #

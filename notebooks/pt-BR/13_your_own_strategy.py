@@ -93,7 +93,7 @@ class KeepFirstAndLast(DynamicLayer):
 
     def get_mask_sizes(self, query_length):
         kept = self.keys.shape[-2] if self.is_initialized else 0
-        return kept + query_length, self.cumulative_length - kept  # (posições atendidas, posição da primeira)
+        return kept + query_length, self.cumulative_length - kept  # (posições lidas pela atenção, posição da primeira)
 
 
 # %% [markdown]

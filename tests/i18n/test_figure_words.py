@@ -101,6 +101,16 @@ def number_errors(text: str) -> list[str]:
     return wrong
 
 
+# A whole number of four or more digits without its group marks ("max_cache_len 3584" in a verdict box; issue 42),
+# not a value typed as code (`max_cache_len=3584`, `StaticCache(4096)`) nor a name glued to marks (`Llama-2-7b`).
+_UNGROUPED = re.compile(r"(?<![\w.,/=:#'\"\-])(?<!\w\()[1-9]\d{3,}(?![\w.,/'\"\-]|:\d)")
+
+
+def ungrouped_numbers(text: str) -> list[str]:
+    """Each whole number of `text` (four or more digits) a Portuguese reader would read grouped: "3584" -> "3.584"."""
+    return _UNGROUPED.findall(text)
+
+
 def tick_errors(labels: list[str]) -> list[str]:
     """The English-format labels of one axis's ticks: each `number_errors`, and English thousands commas, which
     alone ("1,000") read as a Portuguese decimal: kvlab's ticks give every label the same decimals, so a comma in
@@ -132,6 +142,7 @@ def figure_problems(figures: list[dict], english: set[str]) -> list[str]:
             problems.append(f"{where}: English word {word!r} in {text!r}")
         for text in figure["texts"]:
             problems += [f"{where}: English number format {number!r} in {text!r}" for number in number_errors(text)]
+            problems += [f"{where}: {number!r} without group marks in {text!r}" for number in ungrouped_numbers(text)]
         for labels in figure["ticks"]:
             problems += [f"{where}: English number format in tick {label!r}" for label in tick_errors(labels)]
     return list(dict.fromkeys(problems))  # a label repeated on each panel is one problem
@@ -193,6 +204,13 @@ def test_english_number_marks_are_found_in_a_text():
     assert number_errors("0.5 ms e 56.6 e 1,234.5 e 1,234,567") == ["0.5", "56.6", "1,234.5", "1,234,567"]
     assert number_errors("Qwen2.5-0.5B, Llama-3.2-1B, v4.57, crop(-3), StaticCache(4096)") == []
     assert number_errors("\N{MINUS SIGN}0.25") == ["0.25"]
+
+
+def test_whole_numbers_without_group_marks_are_found_and_typed_values_are_not():
+    box = "max_cache_len 3584 vs. max_cache_len 224: 11,09x mais devagar (10,67-11,26)"
+    assert ungrouped_numbers(box) == ["3584"]
+    assert ungrouped_numbers("max_cache_len 3.584; janela 512; 1.048.576 B") == []
+    assert ungrouped_numbers("max_cache_len=3584, StaticCache(4096), Llama-2-7b, x86_64, 2026-12-02") == []
 
 
 def test_tick_labels_with_english_marks_are_found():

@@ -294,11 +294,16 @@ def test_the_explorer_runs_in_the_chosen_language(language, lang):
     assert {name: getattr(ex.controls, name).description for name in words["controls"]} == words["controls"]
     assert (words["custom"], "(your own text)") in ex.controls.preset.options  # the label changes, never the value
     assert ex.status.value == words["status"] and words["empty_table"] in ex.table.value
-    assert [k for k in ex.controls.cache.options if k[1] == "static"] == [("static", "static")]  # kinds: identifiers
+    # the menu shows a kind in the reader's words; its value stays the identifier a request takes
+    shown = {"en": ("static", "none"), "pt-BR": ("estático", "nenhum (sem cache)")}[lang]
+    assert [k for k in ex.controls.cache.options if k[1] == "static"] == [(shown[0], "static")]
+    assert [k for k in ex.controls.cache.options if k[1] == "none"] == [(shown[1], "none")]
 
     run = ex.run_and_wait(cache="static", max_cache_len=32, max_new_tokens=3)
     assert run is not None and run.result is not None, ex.message_text
     assert ex.status.value.startswith(words["done"]), ex.status.value
+    kind = {"en": "static", "pt-BR": "estático"}[lang]  # the run's label, in the table and titles: the kind in words
+    assert run.label == f"tiny-llama · {kind} (max_cache_len=32)", run.label
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", ex.table.value)
     assert all(h in headers for h in words["headers"]), headers
     assert 'data-run="now"' in ex.table.value  # the row's key stays; only what is shown is translated

@@ -138,7 +138,9 @@ def test_a_translation_of_a_concept_uses_its_word(catalog):
 ENGLISH_MARKS = (
     re.compile(r"\b\d{1,3}(?:,\d{3}){2,}\b"),  # 1,048,576: English groups (Portuguese: 1.048.576)
     re.compile(r"\b\d{1,3},\d{3} (?:bytes|B)\b"),  # 6,144 bytes: a byte count is a whole number
-    re.compile(r"\b\d+\.\d+ ?%"),  # 84.38 %: an English decimal point (Portuguese: 84,38 %)
+    # 4,096 posições: a count is whole, so its comma groups thousands (a Portuguese reader reads "four"; issue 42)
+    re.compile(r"\b\d{1,3},\d{3}\s+(?:posições|tokens|camadas|passos|requisições|cabeças|números|blocos)\b"),
+    re.compile(r"\b\d+\.\d+ ?%"),  # 84.38%: an English decimal point (Portuguese: 84,38%)
 )
 
 
@@ -164,8 +166,10 @@ ENGLISH_WORDS = frozenset(
     each every all only same new one two three after before over between more less most also yet still
     layer layers step steps live masked allocated seen held evicted keys values peak whole requests request
     turn turns fresh reused question answer device guess measured none yes noisy faster slower difference
-    beyond noise runs run time times share empty saved written loaded done stopped running""".split()
-)
+    beyond noise runs run time times share empty saved written loaded done stopped running
+    full sliding chunked dynamic static offloaded quantized paged compiled prefetch offload self cross match
+    differ""".split()
+)  # the second block: kvlab's kinds, roles and moves, printed as recorded where a word was due (issue 42)
 ALLOWED = (
     re.compile(r"`[^`]*`"),  # code spans: API names
     re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|\"[^\"\n]*\""),  # quoted: a repr of the model's own text, an API value
@@ -293,6 +297,8 @@ def notebook_text(path: Path) -> list[tuple[str, str]]:
     state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     for model in state.get("state", {}).values():
         shown.append((f"{path.name} widget", model.get("state", {}).get("description", "")))
+        # a menu's entries: its labels are read, its values are typed (issue 42: "dynamic", "static" in 09 and 10)
+        shown += [(f"{path.name} menu", label) for label in model.get("state", {}).get("_options_labels", [])]
     return shown
 
 
@@ -308,3 +314,60 @@ def test_pt_br_notebooks_print_and_label_in_portuguese():
             for phrase in english_phrases(model_output_texts(text, continued), prompts, names)
         ]
     assert found == [], f"{len(found)} English lines:\n" + "\n".join(found)
+
+
+# -- whole numbers grouped as a Portuguese reader reads them --------------------------------------------------------
+# "3.584 posições", never "3584" (issue 42: "max_cache_len 3584" printed beside prose that says "3.584"). Not a
+# value typed as code (`max_cache_len=3584`, a call's argument `StaticCache(1024)`), a quoted text, a name glued to
+# letters or marks (`x86_64`, `Llama-2-7b`), a date or a version, and not token ids (a list of several, or a line
+# about ids): those are names, not quantities.
+UNGROUPED = re.compile(r"(?<![\w.,/=:#'\"\-])(?<!\w\()[1-9]\d{3,}(?![\w.,/'\"\-]|:\d)")
+_ID_LIST = re.compile(r"\[\d+(?:, \d+)+\]")
+_ABOUT_IDS = re.compile(r"\bids?\b", re.IGNORECASE)
+
+
+def ungrouped_integers(text: str) -> list[str]:
+    """The lines of `text` with a whole number of four or more digits written without its group marks."""
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if not _ABOUT_IDS.search(line) and UNGROUPED.search(_ID_LIST.sub(" ", line))
+    ]
+
+
+def test_an_english_thousands_comma_before_a_count_is_found():
+    found = [
+        m.group() for p in ENGLISH_MARKS for m in p.finditer("calcula 4,096\nposições; 1,5 tokens; 4.096 posições")
+    ]
+    assert found == ["4,096\nposições"]
+
+
+def test_ungrouped_integers_are_found_and_names_values_and_ids_are_not():
+    found = ["max_cache_len 3584: 160 tokens guardados", "bytes por camada:  [72192]", "deslizantes   4096   8 x 128"]
+    assert ungrouped_integers("\n".join(found)) == found
+    assert ungrouped_integers("janela 512, 1.048.576 bytes, 84,38%, 2026-12-02, torch 2.13.0, x86_64") == []
+    assert ungrouped_integers("max_cache_len=3584 | StaticCache(4096) | 'prompt 1234' | Llama-2-7b | fp8") == []
+    assert ungrouped_integers("regerados: [281, 253, 1836]\nids na posição 6: prefixo + pergunta 1812") == []
+    assert ungrouped_integers("entre 1024 e 2048 tokens") == ["entre 1024 e 2048 tokens"]
+
+
+def test_pt_br_notebooks_print_whole_numbers_grouped():
+    """Passes once the pt-BR notebooks are executed again from their current scripts (issue 42)."""
+    found = [
+        f"{where}: {line!r}"
+        for path in PT_NOTEBOOKS
+        for where, text in notebook_text(path)
+        for line in ungrouped_integers(text)
+    ]
+    assert found == [], f"{len(found)} lines:\n" + "\n".join(found)
+
+
+def test_kind_words_printed_as_recorded_are_english():
+    """kvlab's kinds, roles and moves printed as recorded ("camada 4 sliding", "self camada 0", "prefetch 1 →")."""
+    for line in ("camada  4 sliding: vistos 543", "self camada 0: 10 tokens", "prefetch 1 → update 0 → offload 0"):
+        assert english_phrases(line) == [line]
+    assert english_phrases("compiled roda 1,21x mais rápido que eager (1,10-1,36)") != []
+    assert english_phrases("{'match': 20, 'differ': 24, 'new': 19}") == []  # quoted: a dict's keys, API names
+    assert english_phrases("compilado vs. eager: 1,21x mais rápido (1,10-1,36)") == []
+    assert english_phrases("smollm2 · estático (max_cache_len=64), registro do passado") == []
+    assert english_phrases("cache_implementation='static' | offloaded_static: 46 movimentações") == []
