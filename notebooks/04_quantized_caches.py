@@ -513,9 +513,9 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8-bit"]):
 # position is a near tie: there the DynamicCache's two likeliest tokens are 0.0111 nats apart, so a change of the
 # cache far too small to show in the KL (0.00021 nats there) flips the greedy pick; hqq 4-bit and quanto 4-bit
 # flip the same position, fp8 does not. And the equal perplexities are a coincidence of averaging: hqq 8-bit
-# moves the real next token's log-probability by at most 0.046 nats (at that same position), hqq 4-bit by up
-# to 0.28 nats either way, and the moves average out to almost the same mean (-0.0033 and -0.0030 nats), which
-# takes the DynamicCache's 15.25 to 15.30 for both. Top-1 agreement counts a flipped near tie as a
+# moves the real next token's log-probability by a few hundredths of a nat at most, hqq 4-bit by several tenths
+# either way (the lines above print each range), and the moves average out to almost the same mean (-0.0033 and
+# -0.0030 nats), which takes the DynamicCache's 15.25 to 15.30 for both. Top-1 agreement counts a flipped near tie as a
 # whole miss, and 24 positions are few (one position is 1/24 of them): read 22 against 23 as a tie, and the
 # 2-bit fall as the finding.
 #

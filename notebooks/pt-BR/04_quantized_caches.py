@@ -537,7 +537,8 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
 # estão a 0,0111 nats um do outro, então uma mudança no cache pequena demais para aparecer no KL (0,00021 nats ali)
 # inverte a escolha greedy; o hqq de 4 bits e o quanto de 4 bits invertem a mesma posição, o fp8 não. E as
 # perplexidades iguais são uma coincidência da média: o hqq de 8 bits muda a log-probabilidade do próximo token real
-# em no máximo 0,046 nats (nessa mesma posição), o hqq de 4 bits em até 0,28 nats para um lado ou para o outro, e as
+# em no máximo alguns centésimos de nat, o hqq de 4 bits em vários décimos para um lado ou para o outro (as linhas
+# acima mostram cada intervalo), e as
 # mudanças se compensam numa média quase igual (-0,0033 e -0,0030 nats), que leva os 15,25 do DynamicCache a 15,30
 # nos dois casos. A concordância top-1 conta um quase empate invertido como um erro inteiro, e 24 posições são poucas
 # (uma posição é 1/24 delas): leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
