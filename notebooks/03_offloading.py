@@ -85,11 +85,12 @@ print("in Cache.update:", next(line.strip() for line in inspect.getsource(Cache.
 # %% [markdown]
 # Inside `kvlab.watch` the same call runs: kvlab's twin of the offloaded cache runs transformers' schedule
 # (prefetch, update, offload, layer by layer) and synchronises streams only when the tensors are on an
-# accelerator. Below: the default cache, the guide's two names, and the cache built by hand as the guide also
-# shows, `DynamicCache(config=..., offloading=True)` passed as `past_key_values`.
+# accelerator. Below: the default cache, the guide's two names, and the two caches built by hand as the guide also
+# shows, `DynamicCache(config=..., offloading=True)` and `StaticCache(config=..., max_cache_len=...,
+# offloading=True)` passed as `past_key_values`.
 #
 # **Predict first.** SmolLM2 has 30 layers. With `cache_implementation="offloaded"`, what percentage of the whole
-# cache sits on the device at the peak? And do the generated tokens of any of the four runs differ from the
+# cache sits on the device at the peak? And do the generated tokens of any of the five runs differ from the
 # default cache's (True or False)?
 
 # %%
@@ -104,9 +105,14 @@ with kvlab.watch(smollm2) as watch:
                                past_key_values=DynamicCache(config=smollm2.config, offloading=True))
     out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
                                   cache_implementation="offloaded_static")
+    slots = inputs.input_ids.shape[-1] + 8 - 1  # what generate sizes offloaded_static at: max_length - 1
+    out_static_own = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                                      past_key_values=StaticCache(config=smollm2.config, max_cache_len=slots,
+                                                                  offloading=True))
 outputs = {"default cache": out_default, 'cache_implementation="offloaded"': out_offloaded,
-           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static}
-runs = dict(zip(outputs, watch.traces))  # the four watched caches, in the order they ran
+           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static,
+           "StaticCache(offloading=True)": out_static_own}
+runs = dict(zip(outputs, watch.traces))  # the five watched caches, in the order they ran
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -134,7 +140,9 @@ for name, trace in runs.items():
 # layers: `generate` sizes a static cache at `max_length - 1` slots (transformers' source), 12 + 8 − 1 = 19
 # tokens, since the last new token never goes back through the model; 19 × 46,080 = 875,520 bytes, the whole
 # cache of the table. Every move copies that whole allocation, empty slots included, hence its larger bytes
-# moved. The tokens are identical in all four runs: offloading moves data, it never changes it.
+# moved. The hand-built `StaticCache(..., max_cache_len=19, offloading=True)` is the same cache as
+# `offloaded_static`, move for move. The tokens are identical in all five runs: offloading moves data, it never
+# changes it.
 #
 # The bill is the traffic. Per step:
 

@@ -40,7 +40,7 @@ import ipywidgets as widgets
 import torch
 import transformers
 from IPython.display import Markdown
-from transformers import DynamicCache, masking_utils
+from transformers import DynamicCache, GenerationConfig, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
@@ -114,6 +114,24 @@ out = model.generate(
 print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
 
 # %% [markdown]
+# The guide's other road to the same cache is a `GenerationConfig` that carries both fields, passed as
+# `generation_config=`. The guide also names quanto the default backend: with no `"backend"` key, `generate`
+# picks quanto (`cache_config.pop("backend", "quanto")` in `generation/utils.py`, source: transformers 5.25). The
+# cell leaves the key out and prints the class of the layers `generate` built:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generation_config = GenerationConfig(
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "axis_key": 0, "axis_value": 0},  # no "backend": transformers' default
+)
+out = model.generate(**inputs, generation_config=generation_config, return_dict_in_generate=True)
+print(tokenizer.batch_decode(out.sequences, skip_special_tokens=True)[0])
+print("layers built:", type(out.past_key_values.layers[0]).__name__)
+
+# %% [markdown]
 # fp8 needs no extra package and takes only the backend:
 
 # %%
@@ -134,7 +152,7 @@ model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementatio
 # %% [markdown]
 # ## 2. The same calls under `kvlab.watch`
 #
-# The three `generate` calls again, unchanged, inside one `kvlab.watch` block: one trace per cache.
+# The hqq, quanto and fp8 `generate` calls again, unchanged, inside one `kvlab.watch` block: one trace per cache.
 #
 # **Predict first.** After 20 new tokens the cache holds 24 tokens (the 20th new token is never fed back). With
 # the default `residual_length=128`, how many of them does the 4-bit hqq cache hold packed, and how many wait in

@@ -73,19 +73,20 @@ def voila_command(notebook: Path, port: int, token: str) -> list[str]:
     return command + ["--no-browser"]
 
 
-def open_when_served(url: str, port: int, process, timeout_s: float = 120.0) -> bool:
-    """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection; give up when the server
-    `process` exits or `timeout_s` passes. Returns whether it opened."""
+def open_when_served(url: str, port: int, process, timeout_s: float = 120.0, every_s: float = 0.2) -> bool:
+    """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection, asking every `every_s`; give up
+    when the server `process` exits or after `timeout_s`. Returns whether it opened."""
     import time
     import webbrowser
 
-    deadline = time.monotonic() + timeout_s
-    while process.poll() is None and time.monotonic() < deadline:
+    for _attempt in range(max(int(timeout_s / every_s), 1)):
+        if process.poll() is not None:
+            break
         with socket.socket() as s:
             s.settimeout(1.0)
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return bool(webbrowser.open(url))
-        time.sleep(0.2)
+        time.sleep(every_s)
     return False
 
 

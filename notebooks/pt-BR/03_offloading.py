@@ -93,11 +93,12 @@ print("em Cache.update:", next(line.strip() for line in inspect.getsource(Cache.
 # %% [markdown]
 # Dentro de `kvlab.watch`, a mesma chamada roda: o gêmeo do cache descarregado que o kvlab usa executa o cronograma do
 # transformers (pré-carregamento, atualização, descarregamento, camada por camada) e só sincroniza os streams quando os
-# tensores estão num acelerador. Abaixo: o cache padrão, os dois nomes do guia e o cache criado à mão, como o guia também
-# mostra, `DynamicCache(config=..., offloading=True)` passado como `past_key_values`.
+# tensores estão num acelerador. Abaixo: o cache padrão, os dois nomes do guia e os dois caches criados à mão, como o
+# guia também mostra, `DynamicCache(config=..., offloading=True)` e `StaticCache(config=..., max_cache_len=...,
+# offloading=True)` passados como `past_key_values`.
 #
 # **Preveja primeiro.** O SmolLM2 tem 30 camadas. Com `cache_implementation="offloaded"`, que porcentagem do cache
-# inteiro fica no dispositivo no pico? E os tokens gerados de alguma das quatro execuções diferem dos do cache padrão
+# inteiro fica no dispositivo no pico? E os tokens gerados de alguma das cinco execuções diferem dos do cache padrão
 # (True ou False)?
 
 # %%
@@ -112,9 +113,14 @@ with kvlab.watch(smollm2) as watch:
                                past_key_values=DynamicCache(config=smollm2.config, offloading=True))
     out_static = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
                                   cache_implementation="offloaded_static")
+    slots = inputs.input_ids.shape[-1] + 8 - 1  # o tamanho que o generate dá ao offloaded_static: max_length - 1
+    out_static_own = smollm2.generate(**inputs, do_sample=False, max_new_tokens=8,
+                                      past_key_values=StaticCache(config=smollm2.config, max_cache_len=slots,
+                                                                  offloading=True))
 outputs = {"cache padrão": out_default, 'cache_implementation="offloaded"': out_offloaded,
-           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static}
-runs = dict(zip(outputs, watch.traces))  # os quatro caches observados, na ordem em que rodaram
+           "DynamicCache(offloading=True)": out_own, 'cache_implementation="offloaded_static"': out_static,
+           "StaticCache(offloading=True)": out_static_own}
+runs = dict(zip(outputs, watch.traces))  # os cinco caches observados, na ordem em que rodaram
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -142,8 +148,9 @@ for name, trace in runs.items():
 # `offloaded_static` mantém duas camadas *pré-alocadas*: `generate` dimensiona um cache estático com `max_length - 1`
 # posições (código-fonte do transformers), 12 + 8 − 1 = 19 tokens, já que o último token novo nunca volta a passar
 # pelo modelo; 19 × 46.080 = 875.520 bytes, o cache inteiro da tabela. Cada movimentação copia essa alocação inteira,
-# posições vazias incluídas, daí os seus bytes movidos maiores. Os tokens são idênticos nas quatro execuções: o
-# descarregamento move os dados, nunca os altera.
+# posições vazias incluídas, daí os seus bytes movidos maiores. O `StaticCache(..., max_cache_len=19,
+# offloading=True)` criado à mão é o mesmo cache que `offloaded_static`, movimentação por movimentação. Os tokens são
+# idênticos nas cinco execuções: o descarregamento move os dados, nunca os altera.
 #
 # A conta a pagar é o tráfego. Por passo:
 

@@ -47,7 +47,7 @@ import ipywidgets as widgets
 import torch
 import transformers
 from IPython.display import Markdown
-from transformers import DynamicCache, masking_utils
+from transformers import DynamicCache, GenerationConfig, masking_utils
 
 import kvlab
 from kvlab.caches.quantized import hqq_sequence_padding
@@ -123,6 +123,24 @@ out = model.generate(
 print(tokenizer.batch_decode(out, skip_special_tokens=True)[0])
 
 # %% [markdown]
+# O outro caminho do guia para o mesmo cache é um `GenerationConfig` que leva os dois campos, passado como
+# `generation_config=`. O guia também diz que o quanto é o backend padrão: sem a chave `"backend"`, o `generate`
+# escolhe o quanto (`cache_config.pop("backend", "quanto")` em `generation/utils.py`, fonte: transformers 5.25). A
+# célula deixa a chave de fora e imprime a classe das camadas que o `generate` criou:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+generation_config = GenerationConfig(
+    do_sample=False,
+    max_new_tokens=20,
+    cache_implementation="quantized",
+    cache_config={"nbits": 4, "axis_key": 0, "axis_value": 0},  # sem "backend": o padrão do transformers
+)
+out = model.generate(**inputs, generation_config=generation_config, return_dict_in_generate=True)
+print(tokenizer.batch_decode(out.sequences, skip_special_tokens=True)[0])
+print("camadas criadas:", type(out.past_key_values.layers[0]).__name__)
+
+# %% [markdown]
 # O fp8 não precisa de nenhum pacote extra e recebe apenas o backend:
 
 # %%
@@ -143,8 +161,8 @@ model.generate(**inputs, do_sample=False, max_new_tokens=20, cache_implementatio
 # %% [markdown]
 # ## 2. As mesmas chamadas sob `kvlab.watch`
 #
-# As três chamadas a `generate` de novo, sem alterações, dentro de um único bloco `kvlab.watch`: um trace (registro)
-# por cache.
+# As chamadas a `generate` do hqq, do quanto e do fp8 de novo, sem alterações, dentro de um único bloco `kvlab.watch`:
+# um trace (registro) por cache.
 #
 # **Preveja primeiro.** Depois de 20 tokens novos, o cache guarda 24 tokens (o 20º token novo nunca é realimentado).
 # Com o `residual_length=128` padrão, quantos deles o cache hqq de 4 bits guarda empacotados, e quantos esperam em
