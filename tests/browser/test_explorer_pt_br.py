@@ -72,10 +72,10 @@ def test_kvlab_explore_in_portuguese(voila_pt_br, page, artifact):
     assert "Nenhuma execução ainda" in explorer.locator(".kvlab-summary").inner_text()
     # ipywidgets writes an option's spaces as no-break spaces
     kinds = [k.replace("\xa0", " ") for k in explorer.locator(".kvlab-cache select option").all_inner_texts()]
-    assert "static" in kinds and "paginado (generate_batch)" in kinds  # kinds stay identifiers; explorer's own, named
+    assert "estático" in kinds and "paginado (generate_batch)" in kinds  # every kind in the reader's words (issue 42)
     assert cut_texts(explorer, tuple(KINDS_SHOWING_EVERY_OPTION)) == {}
 
-    explorer.locator(".kvlab-cache select").select_option("static")
+    explorer.locator(".kvlab-cache select").select_option("estático")
     explorer.locator(".kvlab-max-cache-len").wait_for(state="visible", timeout=30_000)
     explorer.locator("button.kvlab-run").click()
     status = explorer.locator(".kvlab-status")
