@@ -27,7 +27,7 @@ from kvlab.cache_kinds import (
 )
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, layer_kind_label
-from kvlab.model_facts import ModelFacts, tokens_held
+from kvlab.model_facts import ModelFacts
 from kvlab.quantized_backends import BACKEND_NAMES, BACKENDS, BACKENDS_BY_NAME, QuantizedBackend
 from kvlab.request import Request
 
@@ -339,8 +339,9 @@ def check_static_length(
         raise CacheOptionError(
             _("{name} must be a positive integer; got {got!r}").format(name="max_cache_len", got=max_cache_len)
         )
-    # the size generate picks itself (max_length - 1) is the smallest one accepted here
-    needed = tokens_held(prompt_tokens, new_tokens or 0) if prompt_tokens is not None else None
+    # the size generate picks itself (max_length - 1) is the smallest one accepted here: the prompt and every new
+    # token but the last, which is never fed back (a decoder's `model_facts.tokens_held`)
+    needed = None if prompt_tokens is None else prompt_tokens + max(new_tokens or 0, 1) - 1
     if prompt_tokens is not None and max_cache_len < prompt_tokens:
         raise CacheOptionError(
             _(
