@@ -82,19 +82,22 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
     if models_dir(create=False).is_dir():
         remove_stale_partials(models_dir(create=False))
         remove_stale_partials(_gguf_dir())
-    problem = _problem(spec) if spec.prepared else None
-    if problem is not None and not refetch and not spec.source_at_hand(_gguf_dir()):
-        raise ModelIntegrityError(
-            _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
-                title=spec.title, problem=problem, name=spec.name
-            )
-        )
-    if problem is not None:
-        log.warning(
-            "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
-        )
-    if problem is not None or not spec.prepared:
+    if not spec.prepared:
         _convert(spec)
+    else:
+        try:
+            check(spec.directory)
+        except ModelIntegrityError as problem:
+            if not refetch and not spec.source_at_hand(_gguf_dir()):
+                raise ModelIntegrityError(
+                    _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
+                        title=spec.title, problem=problem, name=spec.name
+                    )
+                ) from None
+            log.warning(
+                "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
+            )
+            _convert(spec)
     if warm_quanto:  # optimum-quanto builds a C++ extension on first use (about a minute, once): here, not mid-run
         from kvlab.caches.quantized import ensure_quanto_extension
 
@@ -113,15 +116,6 @@ def _convert(spec: BundledModel) -> None:
     log.info("preparing %s", spec.title)
     gguf = spec.fetch_gguf(gguf_dir)
     convert_gguf(gguf, spec.directory, {"name": spec.name, "title": spec.title, "gguf_sha256": spec.gguf_sha256})
-
-
-def _problem(spec: BundledModel) -> str | None:
-    """What is wrong with a prepared model's files (None when they match the manifest)."""
-    try:
-        check(spec.directory)
-    except ModelIntegrityError as err:
-        return str(err)
-    return None
 
 
 def verify(name_or_path: str) -> str:
