@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvlab.atomic import open_atomic, write_text
+from kvlab.atomic import check_writable, open_atomic, write_text
 from kvlab.cache_kinds import BY_NAME, KINDS, is_strategy_spec
-from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
+from kvlab.commands import Output, UsageError, add_command, add_output_options
 from kvlab.commands.quantized_options import NAMES as QUANTIZED_NAMES
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
@@ -97,7 +97,8 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     from kvlab.bench import BenchSettings, default_configs, run_bench
 
-    check_output_paths(args.output, args.markdown)  # minutes of measuring must not end in an unwritable path
+    for path in filter(None, (args.output, args.markdown)):  # minutes of measuring must not end in an unwritable path
+        check_writable(path)
     if args.plots is not None and Path(args.plots).exists() and not Path(args.plots).is_dir():
         raise UsageError(
             _("--plots {plots} is a file; name a directory (it is created if missing)").format(plots=args.plots)
@@ -184,9 +185,7 @@ def measure_overhead(settings, args) -> int:
 def _load(args):
     from kvlab import models
 
-    device = models.parse_device(args.device)
-    models.resolve(args.model)
-    return models.load(args.model, dtype=args.dtype, device=device)
+    return models.load(args.model, dtype=args.dtype, device=models.parse_device(args.device))
 
 
 def render_saved(args) -> int:

@@ -123,7 +123,6 @@ def handle(args) -> int:
     request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
     check(request)
     prompt = _prompt(args)
-    models.parse_dtype(args.dtype)
     device = models.parse_device(args.device)
     config, tokenizer = models.load_config_and_tokenizer(args.model)
     template = chat_template(args.chat, tokenizer)

@@ -77,7 +77,9 @@ def handle(args) -> int:
     quantized = {}
     if not args.list:  # bad input is refused before anything heavy is imported
         _check_counts(args)
-        _deprecated_axis(args)
+        for name in ("axis_key", "axis_value"):  # deprecated `--axis A`: where those are not given (0 is their default)
+            if args.axis and getattr(args, name) is None:
+                setattr(args, name, args.axis)
         quantized = chosen_rows(args)
     from kvlab.size import architecture, format_rows, from_config_file, from_model_type, position_notes, size_rows
 
@@ -115,13 +117,6 @@ def _check_counts(args) -> None:
             raise UsageError(
                 _("--{option} must be at least 1; got {value}").format(option=name.replace("_", "-"), value=value)
             )
-
-
-def _deprecated_axis(args) -> None:
-    """`--axis A` as `--axis-key A --axis-value A` where those are not given; 0 is their default anyway."""
-    for name in ("axis_key", "axis_value"):
-        if args.axis and getattr(args, name) is None:
-            setattr(args, name, args.axis)
 
 
 def _list(out: Output, as_json: bool) -> None:
