@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from kvlab.atomic import check_writable, open_atomic, write_text
@@ -189,8 +190,6 @@ def _load(args):
 
 
 def render_saved(args) -> int:
-    import json
-
     path = Path(args.from_json)
     if not path.is_file():
         raise UsageError(_("--from-json {path}: no such file").format(path=path))

@@ -5,6 +5,8 @@ The bytes are transformers' own, from the meta device (`kvlab.size.meta`): store
 
 from __future__ import annotations
 
+import argparse
+
 from kvlab.commands import Output, UsageError, add_command, add_output_options
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
@@ -68,9 +70,7 @@ def add_parser(subparsers) -> None:
 
 def _default_dtype(arch) -> str:
     """The dtype a user would run: kvlab loads its bundled models in float32, others run as published."""
-    if arch.bundled:
-        return "float32"
-    return arch.dtype if arch.dtype in ("float32", "float16", "bfloat16") else "float32"
+    return arch.dtype if not arch.bundled and arch.dtype in ("float32", "float16", "bfloat16") else "float32"
 
 
 def handle(args) -> int:
@@ -140,8 +140,6 @@ def _facts(arch) -> dict:
 
 def _lengths(text: str) -> list[int]:
     """--lengths 120,800,37: every request holds at least one token."""
-    import argparse
-
     try:
         lengths = [int(part) for part in text.split(",")]
     except ValueError:
