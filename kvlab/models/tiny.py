@@ -192,10 +192,6 @@ def shrunk_config(model_type: str, repeats: int = 1):
     overrides = _shrinking(default, {}, repeats)
     if "is_decoder" in default.to_dict() and not is_seq2seq_type(model_type):
         overrides["is_decoder"] = True  # an encoder type's causal-LM head (BERT's) attends causally and caches
-    return _rebuild(default, overrides)
-
-
-def _rebuild(default, overrides: dict):
     return type(default)(**overrides)
 
 
@@ -206,7 +202,7 @@ def _shrinking(config, renumbered: dict[int, int], repeats: int = 1) -> dict:
     for key in getattr(config, "sub_configs", {}) or {}:
         sub = getattr(config, key, None)
         if isinstance(sub, transformers.PreTrainedConfig):
-            overrides[key] = _rebuild(sub, _shrinking(sub, renumbered, repeats))
+            overrides[key] = type(sub)(**_shrinking(sub, renumbered, repeats))
     overrides |= _shrunk_sizes(values)
     for key, value in values.items():  # a composite config names its text model's special tokens too
         if key.endswith(("_token_id", "_token_ids", "_token_index")) and value is not None:
