@@ -108,20 +108,9 @@ def handle(args) -> int:
         if args.overhead:
             raise UsageError(_("--overhead measures; --from-json renders a saved bench result: pick one"))
         return render_saved(args)
-    settings = BenchSettings(
-        model=args.model,
-        prompt_tokens=args.prompt_tokens,
-        new_tokens=args.new_tokens,
-        repeats=args.repeats,
-        quality_windows=args.quality_windows,
-        compile=args.compile,
-        dtype=args.dtype,
-        threads=args.threads,
-    )
-    try:
-        settings.check()
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    names = ("model", "prompt_tokens", "new_tokens", "repeats", "quality_windows", "compile", "dtype", "threads")
+    settings = BenchSettings(**{name: getattr(args, name) for name in names})
+    settings.check()  # a ValueError: one line, exit 2 (kvlab.cli)
     if args.batching is not None and args.batching < 1:
         raise UsageError(_("--batching N needs N >= 1 requests; got {batching}").format(batching=args.batching))
     quantized = chosen_rows(args)  # refused here, before the model loads

@@ -101,10 +101,8 @@ def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32, dev
     """A seeded random-weight model in eval mode (built on the CPU, then moved to `device` when given)."""
     config = tiny_config(name)
     torch.manual_seed(seed)
-    if name in TINY_MODELS:
-        seq2seq = config.is_encoder_decoder
-    else:  # a type with both classes (BART) generates as an encoder-decoder; Whisper's decoder alone as a causal LM
-        seq2seq = is_seq2seq_type(name)
+    # a type with both classes (BART) generates as an encoder-decoder; Whisper's decoder alone as a causal LM
+    seq2seq = config.is_encoder_decoder if name in TINY_MODELS else is_seq2seq_type(name)
     auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
     try:
         model = auto.from_config(config, dtype=dtype)
