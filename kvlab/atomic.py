@@ -65,32 +65,32 @@ def open_atomic(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Refuse, before any work, a path kvlab could not write later (a directory, or in a missing or read-only one)."""
+    """Refuse, before any work, a file kvlab could not write later (a directory, or in a missing or read-only one)."""
     target = Path(path)
     directory = Path(os.path.realpath(target)).parent
     if target.is_dir():
-        raise AtomicWriteError(_("cannot write {target}: it is a directory; name a file").format(target=target))
-    if directory.exists() and not directory.is_dir():
-        raise AtomicWriteError(
-            _("cannot write {target}: {directory} is a file, not a directory").format(
-                target=target, directory=directory
-            )
-        )
-    if not directory.is_dir():
-        raise AtomicWriteError(
-            _("cannot write {target}: the directory {directory} does not exist").format(
-                target=target, directory=directory
-            )
-        )
-    try:  # the only sure test, root included (os.access says yes to root for /proc and read-only mounts)
-        descriptor, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=directory)
+        reason = _("it is a directory; name a file")
+    elif directory.exists() and not directory.is_dir():
+        reason = _("{directory} is a file, not a directory").format(directory=directory)
+    elif not directory.is_dir():
+        reason = _("the directory {directory} does not exist").format(directory=directory)
+    else:
+        reason = unwritable(directory)
+    if reason is not None:
+        raise AtomicWriteError(_("cannot write {target}: {reason}").format(target=target, reason=reason))
+    return target
+
+
+def unwritable(directory: Path) -> str | None:
+    """Why no file can be created in `directory`, None if one can. Creating one is the only sure test, root included
+    (os.access says yes to root for /proc and read-only mounts); `kvlab.paths` probes KVLAB_HOME with it too."""
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=".kvlab-", suffix=".probe", dir=directory)
     except OSError as err:
-        raise AtomicWriteError(
-            _("cannot write {target}: {reason}").format(target=target, reason=err.strerror or type(err).__name__)
-        ) from None
+        return err.strerror or type(err).__name__
     os.close(descriptor)
     os.unlink(probe)
-    return target
+    return None
 
 
 def _named(err: OSError, target: Path, existed: bool) -> AtomicWriteError:

@@ -47,12 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `kvlab size --list | head`: the reader left; nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ENVIRONMENT
-    except (KvlabUserError, ValueError) as err:  # every kvlab input error: kvlab/errors.py
+    # kvlab's input errors (kvlab/errors.py), then a failed download, a full disk, a missing extra
+    except (KvlabUserError, ValueError, KvlabEnvironmentError, OSError) as err:
         print(f"kvlab {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return USAGE
-    except (KvlabEnvironmentError, OSError) as err:  # a failed download, a full disk, a missing extra
-        print(f"kvlab {args.command}: error: {one_line(err)}", file=sys.stderr)
-        return ENVIRONMENT
+        return USAGE if isinstance(err, (KvlabUserError, ValueError)) else ENVIRONMENT
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ refused in one line naming KVLAB_HOME, not a PermissionError from deep inside a 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from kvlab.atomic import unwritable
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
 
@@ -45,14 +45,10 @@ def _make(path: Path) -> Path:
 
 
 def check_writable_home(path: Path | None = None) -> Path:
-    """Refuse, before any work, a directory under KVLAB_HOME that cannot be written (a file to write is
-    `kvlab.atomic.check_writable`'s)."""
+    """Refuse, before any work, a directory under KVLAB_HOME that cannot be written."""
     path = _make(path if path is not None else kvlab_home())
-    try:
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as err:
-        raise _refusal(_("is not writable ({reason})").format(reason=err.strerror or err)) from None
+    if (reason := unwritable(path)) is not None:
+        raise _refusal(_("is not writable ({reason})").format(reason=reason))
     return path
 
 

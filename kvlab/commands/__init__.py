@@ -52,7 +52,8 @@ class Output:
     def __init__(self, args):
         self.path = getattr(args, "output", None)
         self.lines: list[str] = []
-        check_output_paths(self.path)
+        if self.path is not None:  # refused before the command does its work, not after
+            check_writable(self.path)
 
     def print(self, text: str = "") -> None:
         if self.path is None:
@@ -67,13 +68,6 @@ class Output:
         if self.path is not None:
             write_text(self.path, "\n".join(self.lines) + "\n")
             print(f"wrote {self.path}", file=sys.stderr)
-
-
-def check_output_paths(*paths: str | None) -> None:
-    """Refuse, before a command does its work, a file it could not write afterwards; None passes."""
-    for path in paths:
-        if path is not None:
-            check_writable(path)
 
 
 def read_text_argument(path: str, what: str = N_("prompt file")) -> str:

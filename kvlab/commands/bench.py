@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from kvlab.atomic import open_atomic, write_text
+from kvlab.atomic import check_writable, open_atomic, write_text
 from kvlab.cache_kinds import BY_NAME, KINDS, is_strategy_spec
-from kvlab.commands import Output, UsageError, add_command, add_output_options, check_output_paths
+from kvlab.commands import Output, UsageError, add_command, add_output_options
 from kvlab.commands.quantized_options import NAMES as QUANTIZED_NAMES
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
@@ -97,7 +98,8 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     from kvlab.bench import BenchSettings, default_configs, run_bench
 
-    check_output_paths(args.output, args.markdown)  # minutes of measuring must not end in an unwritable path
+    for path in filter(None, (args.output, args.markdown)):  # minutes of measuring must not end in an unwritable path
+        check_writable(path)
     if args.plots is not None and Path(args.plots).exists() and not Path(args.plots).is_dir():
         raise UsageError(
             _("--plots {plots} is a file; name a directory (it is created if missing)").format(plots=args.plots)
@@ -106,20 +108,9 @@ def handle(args) -> int:
         if args.overhead:
             raise UsageError(_("--overhead measures; --from-json renders a saved bench result: pick one"))
         return render_saved(args)
-    settings = BenchSettings(
-        model=args.model,
-        prompt_tokens=args.prompt_tokens,
-        new_tokens=args.new_tokens,
-        repeats=args.repeats,
-        quality_windows=args.quality_windows,
-        compile=args.compile,
-        dtype=args.dtype,
-        threads=args.threads,
-    )
-    try:
-        settings.check()
-    except ValueError as err:
-        raise UsageError(str(err)) from err
+    names = ("model", "prompt_tokens", "new_tokens", "repeats", "quality_windows", "compile", "dtype", "threads")
+    settings = BenchSettings(**{name: getattr(args, name) for name in names})
+    settings.check()  # a ValueError: one line, exit 2 (kvlab.cli)
     if args.batching is not None and args.batching < 1:
         raise UsageError(_("--batching N needs N >= 1 requests; got {batching}").format(batching=args.batching))
     quantized = chosen_rows(args)  # refused here, before the model loads
@@ -184,14 +175,10 @@ def measure_overhead(settings, args) -> int:
 def _load(args):
     from kvlab import models
 
-    device = models.parse_device(args.device)
-    models.resolve(args.model)
-    return models.load(args.model, dtype=args.dtype, device=device)
+    return models.load(args.model, dtype=args.dtype, device=models.parse_device(args.device))
 
 
 def render_saved(args) -> int:
-    import json
-
     path = Path(args.from_json)
     if not path.is_file():
         raise UsageError(_("--from-json {path}: no such file").format(path=path))

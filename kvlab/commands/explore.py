@@ -13,10 +13,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import webbrowser
 from pathlib import Path
 
+from kvlab.atomic import write_text
 from kvlab.commands import UsageError, add_command
-from kvlab.i18n import _
+from kvlab.extras import require
+from kvlab.i18n import LANGUAGES, _, current_language, set_language
 
 NOTEBOOK_NAME = "kvlab_cache_explorer.ipynb"
 
@@ -76,9 +81,6 @@ def voila_command(notebook: Path, port: int, token: str) -> list[str]:
 def open_when_served(url: str, port: int, process, timeout_s: float = 120.0, every_s: float = 0.2) -> bool:
     """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection, asking every `every_s`; give up
     when the server `process` exits or after `timeout_s`. Returns whether it opened."""
-    import time
-    import webbrowser
-
     for _attempt in range(max(int(timeout_s / every_s), 1)):
         if process.poll() is not None:
             break
@@ -91,17 +93,13 @@ def open_when_served(url: str, port: int, process, timeout_s: float = 120.0, eve
 
 
 def handle(args) -> int:
-    from kvlab.atomic import write_text
     from kvlab.explorer.models import model_choices
-    from kvlab.extras import require
 
     if args.model not in model_choices(False):
         raise UsageError(
             _("unknown model {name!r}; valid: {valid}").format(name=args.model, valid=", ".join(model_choices(False)))
         )
     if args.lang is not None:
-        from kvlab.i18n import LANGUAGES, current_language, set_language
-
         try:
             set_language(args.lang)  # an unknown one is refused here, in one line
         except ValueError:
@@ -128,8 +126,6 @@ def handle(args) -> int:
             voila_command(notebook, port, token), cwd=tmp, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
         if not args.no_browser:
-            import threading
-
             threading.Thread(target=open_when_served, args=(url, port, process), daemon=True).start()
         # `kill PID` of this command stops Voila too (and Voila shuts its kernel down cleanly).
         previous = signal.signal(signal.SIGTERM, lambda *_: process.terminate())

@@ -30,39 +30,27 @@ def add_quantized_options(parser, rows: Callable[[QuantizedBackend], tuple[int, 
     of `kvlab run`, or, given `rows` (the widths a table shows per backend), the choice of a table's quantized rows."""
     group_wise = ", ".join(row.name for row in BACKENDS if row.group_wise)
     backends = "; ".join(f"{row.name}: {row.help}" for row in BACKENDS)
+    axes = _values(lambda row: row.axes) + ("" if rows is None else "; here 1 and -1 both name the axis other than 0")
+    what = {
+        "nbits": f"bits per value, {_values(lambda row: row.nbits)}",
+        "axis_key": f"the axis the keys are grouped along, {axes}",
+        "axis_value": f"the axis the values are grouped along, {axes}",
+        "q_group_size": "values quantized with one scale",
+        "residual_length": "the newest tokens kept in full precision, quantized together once there are that many",
+    }
+    helps = {name: f"{group_wise}: {what[name]} (default: {GROUP_WISE_DEFAULTS[name]})" for name in QUANTIZED_OPTIONS}
     group = parser.add_argument_group("quantized cache options")
     if rows is None:
         group.add_argument("--backend", help=f"quantized: {backends} (default: {DEFAULT_BACKEND})")
-        nbits = (
-            f"{group_wise}: bits per value, {_values(lambda row: row.nbits)} (default: {GROUP_WISE_DEFAULTS['nbits']})"
-        )
     else:
         group.add_argument("--backend", help=f"only this backend's quantized rows (default: every backend): {backends}")
         valid = _values(lambda row: row.nbits)
         shown = "every width" if _values(rows) == valid else _values(rows)
-        nbits = (
+        helps["nbits"] = (
             f"only the quantized rows of this width, of the backends that take one (default: {shown}); valid: {valid}"
         )
-    group.add_argument("--nbits", type=int, help=nbits)
-    either = "" if rows is None else "; here 1 and -1 both name the axis other than 0"
-    for part in ("key", "value"):
-        group.add_argument(
-            f"--axis-{part}",
-            type=int,
-            help=f"{group_wise}: the axis the {part}s are grouped along, {_values(lambda row: row.axes)}{either} "
-            f"(default: {GROUP_WISE_DEFAULTS[f'axis_{part}']})",
-        )
-    group.add_argument(
-        "--q-group-size",
-        type=int,
-        help=f"{group_wise}: values quantized with one scale (default: {GROUP_WISE_DEFAULTS['q_group_size']})",
-    )
-    group.add_argument(
-        "--residual-length",
-        type=int,
-        help=f"{group_wise}: the newest tokens kept in full precision, quantized together once there are that many "
-        f"(default: {GROUP_WISE_DEFAULTS['residual_length']})",
-    )
+    for name, text in helps.items():
+        group.add_argument(f"--{name.replace('_', '-')}", type=int, help=text)
 
 
 def chosen_rows(args) -> dict:

@@ -89,14 +89,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(handler=handle)
 
 
-def _prompt(args) -> str:
-    if args.prompt_file:
-        return read_text_argument(args.prompt_file)
-    if args.prompt is None:
-        raise UsageError(_("give --prompt TEXT or --prompt-file FILE"))
-    return args.prompt
-
-
 def chat_template(choice: str, tokenizer) -> str:
     """How the prompt reaches the model: "applied" (its chat template), "off" (raw, by `--no-chat-template`) or
     "none" (raw: the tokenizer has no template). `choice` is the command's "auto", "on" or "off"."""
@@ -122,8 +114,12 @@ def handle(args) -> int:
     options = {name: getattr(args, name) for name in OPTION_NAMES}
     request = Request(args.cache, options, paths=(args.output, args.trace), generate_sizes=True)
     check(request)
-    prompt = _prompt(args)
-    models.parse_dtype(args.dtype)
+    if args.prompt_file:
+        prompt = read_text_argument(args.prompt_file)
+    elif args.prompt is None:
+        raise UsageError(_("give --prompt TEXT or --prompt-file FILE"))
+    else:
+        prompt = args.prompt
     device = models.parse_device(args.device)
     config, tokenizer = models.load_config_and_tokenizer(args.model)
     template = chat_template(args.chat, tokenizer)

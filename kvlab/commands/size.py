@@ -5,6 +5,8 @@ The bytes are transformers' own, from the meta device (`kvlab.size.meta`): store
 
 from __future__ import annotations
 
+import argparse
+
 from kvlab.commands import Output, UsageError, add_command, add_output_options
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
@@ -68,16 +70,16 @@ def add_parser(subparsers) -> None:
 
 def _default_dtype(arch) -> str:
     """The dtype a user would run: kvlab loads its bundled models in float32, others run as published."""
-    if arch.bundled:
-        return "float32"
-    return arch.dtype if arch.dtype in ("float32", "float16", "bfloat16") else "float32"
+    return arch.dtype if not arch.bundled and arch.dtype in ("float32", "float16", "bfloat16") else "float32"
 
 
 def handle(args) -> int:
     quantized = {}
     if not args.list:  # bad input is refused before anything heavy is imported
         _check_counts(args)
-        _deprecated_axis(args)
+        for name in ("axis_key", "axis_value"):  # deprecated `--axis A`: where those are not given (0 is their default)
+            if args.axis and getattr(args, name) is None:
+                setattr(args, name, args.axis)
         quantized = chosen_rows(args)
     from kvlab.size import architecture, format_rows, from_config_file, from_model_type, position_notes, size_rows
 
@@ -117,13 +119,6 @@ def _check_counts(args) -> None:
             )
 
 
-def _deprecated_axis(args) -> None:
-    """`--axis A` as `--axis-key A --axis-value A` where those are not given; 0 is their default anyway."""
-    for name in ("axis_key", "axis_value"):
-        if args.axis and getattr(args, name) is None:
-            setattr(args, name, args.axis)
-
-
 def _list(out: Output, as_json: bool) -> None:
     from kvlab.size import architecture, known_architectures
 
@@ -145,8 +140,6 @@ def _facts(arch) -> dict:
 
 def _lengths(text: str) -> list[int]:
     """--lengths 120,800,37: every request holds at least one token."""
-    import argparse
-
     try:
         lengths = [int(part) for part in text.split(",")]
     except ValueError:

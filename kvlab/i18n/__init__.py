@@ -86,21 +86,13 @@ def N_(message: str) -> str:
 def layer_kind_label(kind: str, plural: bool = False) -> str:
     """A layer kind as a reader reads it: "sliding" in English, "deslizante" ("deslizantes" with `plural`, agreeing
     with "camadas") in Portuguese. A kind without a word here is shown as recorded."""
-    if plural:
-        words = {
-            "full": C_("layer kinds", "full"),
-            "sliding": C_("layer kinds", "sliding"),
-            "chunked": C_("layer kinds", "chunked"),
-            "linear": C_("layer kinds", "linear"),
-        }
-    else:
-        words = {
-            "full": C_("layer kind", "full"),
-            "sliding": C_("layer kind", "sliding"),
-            "chunked": C_("layer kind", "chunked"),
-            "linear": C_("layer kind", "linear"),
-        }
-    return words.get(kind, kind)
+    words = {  # (singular, plural): each a literal for Babel's extraction
+        "full": (C_("layer kind", "full"), C_("layer kinds", "full")),
+        "sliding": (C_("layer kind", "sliding"), C_("layer kinds", "sliding")),
+        "chunked": (C_("layer kind", "chunked"), C_("layer kinds", "chunked")),
+        "linear": (C_("layer kind", "linear"), C_("layer kinds", "linear")),
+    }
+    return words[kind][plural] if kind in words else kind
 
 
 def layer_kind_letter(kind: str) -> str:

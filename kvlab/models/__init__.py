@@ -82,19 +82,22 @@ def prepare(name: str, warm_quanto: bool = True, refetch: bool = True) -> Path:
     if models_dir(create=False).is_dir():
         remove_stale_partials(models_dir(create=False))
         remove_stale_partials(_gguf_dir())
-    problem = _problem(spec) if spec.prepared else None
-    if problem is not None and not refetch and not spec.source_at_hand(_gguf_dir()):
-        raise ModelIntegrityError(
-            _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
-                title=spec.title, problem=problem, name=spec.name
-            )
-        )
-    if problem is not None:
-        log.warning(
-            "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
-        )
-    if problem is not None or not spec.prepared:
+    if not spec.prepared:
         _convert(spec)
+    else:
+        try:
+            check(spec.directory)
+        except ModelIntegrityError as problem:
+            if not refetch and not spec.source_at_hand(_gguf_dir()):
+                raise ModelIntegrityError(
+                    _("{title} is not used: {problem}; prepare it again: kvlab models prepare {name}").format(
+                        title=spec.title, problem=problem, name=spec.name
+                    )
+                ) from None
+            log.warning(
+                "%s", _("{title} is not used: {problem}; converting it again").format(title=spec.title, problem=problem)
+            )
+            _convert(spec)
     if warm_quanto:  # optimum-quanto builds a C++ extension on first use (about a minute, once): here, not mid-run
         from kvlab.caches.quantized import ensure_quanto_extension
 
@@ -113,15 +116,6 @@ def _convert(spec: BundledModel) -> None:
     log.info("preparing %s", spec.title)
     gguf = spec.fetch_gguf(gguf_dir)
     convert_gguf(gguf, spec.directory, {"name": spec.name, "title": spec.title, "gguf_sha256": spec.gguf_sha256})
-
-
-def _problem(spec: BundledModel) -> str | None:
-    """What is wrong with a prepared model's files (None when they match the manifest)."""
-    try:
-        check(spec.directory)
-    except ModelIntegrityError as err:
-        return str(err)
-    return None
 
 
 def verify(name_or_path: str) -> str:
@@ -216,38 +210,36 @@ def _checked_location(name_or_path: str) -> tuple[str, str]:
     return where, location
 
 
-# What `_loading` failed to load: "cannot load the weights of ..."
+# What `_loading` loads, by transformers' Auto class, and how a failure names it: "cannot load the weights of ..."
 LOADED_PARTS = {
-    "config": N_("the config of {location}"),
-    "tokenizer": N_("the tokenizer of {location}"),
-    "weights": N_("the weights of {location}"),
+    "config": ("AutoConfig", N_("the config of {location}")),
+    "tokenizer": ("AutoTokenizer", N_("the tokenizer of {location}")),
+    "weights": ("AutoModelForCausalLM", N_("the weights of {location}")),
 }
 
 
-def _loading(location: str, what: str, load: Callable):
-    """`load()`, with transformers' errors for what it cannot read as one line; `what` is a key of LOADED_PARTS."""
+def _loading(location: str, what: str, **kwargs):
+    """`from_pretrained` of `what` (a key of LOADED_PARTS), remote code never trusted, with transformers' errors for
+    what it cannot read as one line."""
+    import transformers
+
+    auto, part = LOADED_PARTS[what]
     try:
-        return load()
+        return getattr(transformers, auto).from_pretrained(location, trust_remote_code=False, **kwargs)
     except OSError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ModelLoadError(
             _(
                 "cannot load {part}: {error} (kvlab loads safetensors weights only, from a bundled model "
                 "({bundled}), a local directory or a reachable hub id)"
-            ).format(part=_(LOADED_PARTS[what]).format(location=location), error=first, bundled=", ".join(BUNDLED))
+            ).format(part=_(part).format(location=location), error=first, bundled=", ".join(BUNDLED))
         ) from None
 
 
 def load_config_and_tokenizer(name_or_path: str):
     """The config and tokenizer alone (no weights), to validate a request before paying for the model."""
-    from transformers import AutoConfig, AutoTokenizer
-
     _, location = _checked_location(name_or_path)
-    config = _loading(location, "config", lambda: AutoConfig.from_pretrained(location, trust_remote_code=False))
-    tokenizer = _loading(
-        location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
-    )
-    return config, tokenizer
+    return _loading(location, "config"), _loading(location, "tokenizer")
 
 
 def load(name_or_path: str, dtype="float32", device=None, device_map=None, config=None, tokenizer=None):
@@ -256,35 +248,20 @@ def load(name_or_path: str, dtype="float32", device=None, device_map=None, confi
     `device` puts the whole model there (default: the CPU); `device_map` is transformers' own (e.g. "auto").
     `config` and `tokenizer` from `load_config_and_tokenizer` are used as they are, not read again.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     torch_dtype = parse_dtype(dtype)
     if device is not None and device_map is not None:
         raise ValueError(_("give device (one device for the whole model) or device_map (transformers'), not both"))
-    placement = {}
+    kwargs = {} if config is None else {"config": config}
     if device_map is not None:
-        placement["device_map"] = device_map
+        kwargs["device_map"] = device_map
     elif device is not None and parse_device(device).type != "cpu":
-        placement["device_map"] = str(parse_device(device))  # load straight onto the device, not via the CPU
+        kwargs["device_map"] = str(parse_device(device))  # load straight onto the device, not via the CPU
     where, location = _checked_location(name_or_path)
     # a saved directory loads in seconds: no progress bar widget in notebooks; a hub download shows its progress
     with _quiet_progress() if where != "hub" else contextlib.nullcontext():
-        model = _loading(
-            location,
-            "weights",
-            lambda: AutoModelForCausalLM.from_pretrained(
-                location,
-                dtype=torch_dtype,
-                use_safetensors=True,
-                trust_remote_code=False,
-                **({"config": config} if config is not None else {}),
-                **placement,
-            ),
-        )
+        model = _loading(location, "weights", dtype=torch_dtype, use_safetensors=True, **kwargs)
     if tokenizer is None:
-        tokenizer = _loading(
-            location, "tokenizer", lambda: AutoTokenizer.from_pretrained(location, trust_remote_code=False)
-        )
+        tokenizer = _loading(location, "tokenizer")
     model.eval()
     model.kvlab_name = name_or_path
     return model, tokenizer

@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+import psutil
+
 from kvlab import _compat, atomic
 from kvlab.log import get_logger
 from kvlab.measure.timing import clock, wall_clock_ns
@@ -29,23 +31,13 @@ def is_converted(model_dir: Path) -> bool:
     return (model_dir / MARKER).exists() and (model_dir / "model.safetensors").exists()
 
 
-def _pid_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of another user
-        return True
-    return True
-
-
 def remove_stale_partials(directory: Path) -> list[Path]:
     """Delete temporary conversion directories whose process is gone; returns what was removed."""
     removed = []
     for path in directory.glob(f"*{PARTIAL}*"):
         suffix = path.name.rsplit(PARTIAL, 1)[1]
         if suffix.startswith("-") and suffix[1:].isdigit():
-            stale = int(suffix[1:]) != os.getpid() and not _pid_running(int(suffix[1:]))
+            stale = int(suffix[1:]) != os.getpid() and not psutil.pid_exists(int(suffix[1:]))  # any user's
         else:
             stale = suffix == "" and (wall_clock_ns() - path.stat().st_mtime_ns) / 1e9 > LEGACY_PARTIAL_AGE_S
         if stale:

