@@ -306,8 +306,9 @@ for i, layer in enumerate(past_key_values.layers):
 # %% [markdown]
 # transformers builds a chunked layer as a `DynamicSlidingWindowLayer` whose window is `attention_chunk_size`
 # (`transformers/cache_utils.py` maps `"chunked_attention"` to `DynamicSlidingWindowLayer`, with the comment
-# that from a cache point of view sliding and chunked layers behave the same and only the mask differs). So the chunked layers have seen all 22 tokens and keep the last 7, like a sliding layer of window 8,
-# while the full layer keeps all 22. The same run inside `kvlab.watch`:
+# that from a cache point of view sliding and chunked layers behave the same and only the mask differs). So the
+# chunked layers have seen all 22 tokens and keep the last 7, like a sliding layer of window 8, while the full
+# layer keeps all 22. The same run inside `kvlab.watch`:
 
 # %%
 # NBVAL_CHECK_OUTPUT
