@@ -598,8 +598,8 @@ Markdown(quantized.references_markdown())
 # goes. KIVI keeps quality at 2 bits where this run does not (R3), which need not contradict it. KIVI quantizes
 # keys per channel and values per token (its abstract, arXiv:2402.02750), where transformers quantizes both
 # per channel ("in contrast to what was described in the paper", says the `QuantizedCache` docstring), and the
-# paper measures models of 7B parameters and more on long-context benchmarks such as LongBench; this is a 135M
-# model with 3 KV heads, scored at 24 positions.
+# paper measures Llama-2, Falcon and Mistral models on LM-Eval's tasks and on the long-context LongBench; this
+# is a 135M model with 3 KV heads, scored at 24 positions.
 
 # %% [markdown]
 # ## 7. Why Gemma 3 is refused

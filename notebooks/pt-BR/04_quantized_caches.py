@@ -621,8 +621,8 @@ Markdown(quantized.references_markdown())
 # qualidade se perde. O KIVI mantém a qualidade em 2 bits, ao contrário desta execução (R3), e isso não é
 # necessariamente uma contradição. O KIVI quantiza as chaves por canal e os valores por token (o resumo do artigo,
 # arXiv:2402.02750), enquanto o transformers quantiza os dois por canal ("in contrast to what was described in the
-# paper", diz a docstring do `QuantizedCache`), e o artigo mede modelos de 7B parâmetros ou mais em benchmarks de
-# contexto longo como o LongBench; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
+# paper", diz a docstring do `QuantizedCache`), e o artigo mede modelos Llama-2, Falcon e Mistral nas tarefas do
+# LM-Eval e no LongBench, de contexto longo; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
 
 # %% [markdown]
 # ## 7. Por que o Gemma 3 é recusado
