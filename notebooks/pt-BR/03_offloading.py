@@ -289,7 +289,7 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 # camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias: 3 camadas se movem
 # em vez de 18 (22 movimentações contra 127). O motivo do guia para a opção é que as camadas deslizantes "geralmente são
 # curtas de qualquer forma", então descarregá-las pode custar velocidade por pouca memória. No Gemma 3, com este
-# comprimento, elas não são pouca coisa: no passo 3 elas ocupam 15.728.640 dos 19.433.472 bytes do cache, então
+# comprimento, elas não são pouca coisa: no passo 3 elas guardam 15.728.640 dos 19.433.472 bytes do cache, então
 # mantê-las no dispositivo mantém lá 93,6% do cache, contra 11,8% com `False`. A parte delas fica em 15 camadas × 512
 # tokens enquanto as camadas completas crescem, então a sua fatia só diminui quando a sequência passa muito da janela.
 # A seção 5 conta os bytes que cada configuração move e estima quanto eles custariam numa GPU.
