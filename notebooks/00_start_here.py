@@ -130,9 +130,11 @@ print("same tokens with use_cache=False:", torch.equal(no_cache, default))
 
 # %% [markdown]
 # **A spelling note, said once for all notebooks.** The guide passes a cache as `generate(past_key_values=...)`.
-# From transformers 5.24 on (5.25 is used here) that argument is spelled `cache=`; `past_key_values=` still works
-# and only prints a deprecation warning (silenced in the imports cell). These notebooks keep the guide's
-# spelling wherever it still works, so you can match each cell with the guide's code.
+# In transformers 5.25, the version used here, that argument is spelled `cache=`: `generate` carries
+# `@deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")` (`transformers/generation/utils.py`), which
+# hands `past_key_values=` on as `cache=` with a deprecation warning (silenced in the imports cell) until its
+# removal in 6.0.0. These notebooks keep the guide's spelling wherever it still works, so you can match each
+# cell with the guide's code.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -203,10 +205,11 @@ for name, (_, gap, top_two) in agreement.items():
 
 # %% [markdown]
 # On these four prompts, in float32 with greedy decoding on this CPU, the cache did not change a single token;
-# the logits differ only by float32 rounding (the second printout), and the closest race between the top two
-# tokens at any step was far wider than that, so no token was near flipping.
-# That is evidence for these runs, not a guarantee: in bfloat16, or with a different kernel order on a GPU,
-# near-ties can flip, and a sampled decode is random anyway.
+# the logits differ only by float32 rounding (the second printout, in the hundred-thousandths), and the
+# closest race between the top two tokens at any step (the last number of each line, in the hundredths) was
+# hundreds of times wider than that, so no token was near flipping.
+# That is evidence for these four prompts, not a guarantee for others: a prompt whose top two logits came
+# closer than the rounding difference could flip a token.
 #
 # ## 3. Time per new token, with and without a cache
 #
@@ -366,12 +369,14 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #
 # - `generate` uses a `DynamicCache` by default; `use_cache=False` turns it off, and a
 #   `DynamicCache(config=model.config)` you build can be passed in (`past_key_values=`, spelled `cache=` in
-#   transformers 5.24). `kvlab.watch` records any of them without changing the code.
+#   transformers 5.25). `kvlab.watch` records any of them without changing the code.
 # - A KV cache stores, for each attention layer, the keys and values of every token so far:
 #   `2 × layers × kv_heads × head_dim × bytes` per token (46,080 B for SmolLM2 in float32: 45 KiB).
 # - It trades that memory for time: after the prefill a step runs one token instead of the whole sequence, so the
-#   work per new token stays the same instead of growing with the position. How closely the time follows the work
-#   on your machine is the verdicts of section 3, printed and drawn under both of its figures.
+#   query-key pairs of the token at position t are t instead of t × t: the work per new token still grows with
+#   the position, but only with the attention over the stored keys, not with a forward over the whole sequence.
+#   How closely the time follows the work on your machine is the verdicts of section 3, printed and drawn under
+#   both of its figures.
 # - On the four prompts checked here (float32, greedy, 12 new tokens each) it did not change a single token; the
 #   logits differed only by float32 rounding.
 #

@@ -146,10 +146,12 @@ for row in trace.layer_table()[4:7]:
           f"evicted {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
-# The sliding layer has seen all 543 tokens but keeps 511 (the window minus the token being added, which
-# attention reads from the new states directly); the full layer keeps all 543. Its 1,048,576 bytes are 512
-# tokens' worth (2,048 bytes per token per layer): the kept 511 are a view into a 512-token tensor, and kvlab
-# counts the allocation, not the view.
+# The sliding layer has seen all 543 tokens but keeps 511; the full layer keeps all 543. The 511 is in
+# transformers' source: `DynamicSlidingWindowLayer.update` (`transformers/cache_utils.py`) concatenates the kept
+# keys with the new token's, hands attention that whole tensor (511 + 1 = the 512-token window), and keeps
+# only its last `sliding_window - 1` tokens as a slice of it. That is why the layer's 1,048,576 bytes are 512
+# tokens' worth (2,048 bytes per token per layer, printed below): the kept 511 are a view into the 512-token
+# tensor, and kvlab counts the allocation, not the view.
 #
 # ### Live tokens and storage after the prefill
 #
@@ -303,9 +305,10 @@ for i, layer in enumerate(past_key_values.layers):
 
 # %% [markdown]
 # transformers builds a chunked layer as a `DynamicSlidingWindowLayer` whose window is `attention_chunk_size`
-# (its source says that, for the cache, sliding and chunked layers behave the same and only the attention mask
-# differs). So the chunked layers have seen all 22 tokens and keep the last 7, like a sliding layer of window 8,
-# while the full layer keeps all 22. The same run inside `kvlab.watch`:
+# (`transformers/cache_utils.py` maps `"chunked_attention"` to `DynamicSlidingWindowLayer`, with the comment
+# that from a cache point of view sliding and chunked layers behave the same and only the mask differs). So the
+# chunked layers have seen all 22 tokens and keep the last 7, like a sliding layer of window 8, while the full
+# layer keeps all 22. The same run inside `kvlab.watch`:
 
 # %%
 # NBVAL_CHECK_OUTPUT

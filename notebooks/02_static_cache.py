@@ -292,9 +292,8 @@ add_verdicts(decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, o
 # `max_cache_len` too, but by far less: the rest of the step (the 30 layers' matrix products on one token)
 # does not depend on the cache. The verdicts above (also in the box under the figure) say how much it grew on
 # this run, each ratio with its interval (an interval that contains 1 means no detectable
-# difference). On a GPU, compiled decoding reads the whole static
-# cache at every step too; sizing `max_cache_len` close to what requests need saves that work as well as the
-# memory.
+# difference). The counts hold whatever the machine: every slot of `max_cache_len` is scored at every step, so
+# sizing `max_cache_len` close to what requests need saves that work as well as the memory.
 #
 # ## 4. Compiling the decoding step (Cache de tamanho fixo)
 #
@@ -326,7 +325,7 @@ print("with CompileConfig._compile_all_devices = True:",
 # exactly that flag on the `compile_config` it passes to `generate`.
 #
 # The fixed shape is what makes a StaticCache compile-friendly: transformers compiles the *decoding* forward once
-# and replays it at every step. The prefill stays eager.
+# and replays it at every step.
 #
 # **Predict first.** After compiling for a 40-token prompt, does a 60-token prompt compile a new graph? Does a
 # different `max_cache_len`? Set each guess to `True` or `False`; they are scored when the cell compiles.
@@ -336,8 +335,9 @@ guess_new_prompt = None  # does a 60-token prompt compile a new graph? True or F
 guess_new_size = None  # does max_cache_len 256 (instead of 128) compile a new graph? True or False: your guess
 
 # %% [markdown]
-# Compiling with inductor takes from seconds (when inductor's on-disk cache already holds the kernels) to
-# minutes on a CPU, too long for the test suite, so the cell
+# Compiling with inductor takes too long for the test suite (the lines below print each run's time, compiling
+# included, and inductor caches what it compiled on disk: `fx_graph_cache`, on by default in
+# `torch/_inductor/config.py`, so a later run on the same machine can take less), so the cell
 # compiles only when `KVLAB_COMPILE=1` is set; without it (as in the test suite) it prints "skipped". The output
 # committed below was produced with `KVLAB_COMPILE=1` when this notebook was executed for the repository (see
 # the printed line for the machine and date). What is compiled: the decoding forward of SmolLM2 (transformers'
@@ -362,21 +362,18 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     display(score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice", label="60-token prompt:"))
     display(score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice", label="max_cache_len 256:"))
 else:
-    print("skipped: set KVLAB_COMPILE=1 to compile (seconds to minutes on a CPU); the guesses are scored then")
+    print("skipped: set KVLAB_COMPILE=1 to compile (the committed run prints its times); the guesses are scored then")
 
 # %% [markdown]
 # What to look for: the first compiled run pays the compilation; the same prompt again reuses the graph; a new
 # prompt length compiles **nothing** (the prefill is eager and the decode graph sees the same shapes); a new
 # `max_cache_len` changes the cache tensors' shape and compiles again. The first compiled run's time includes
-# compiling; it is shorter when inductor's on-disk cache already holds kernels from an earlier run on the machine.
+# compiling, and so does the new size's.
 #
 # The steady line compares eager and compiled `generate` once the graph exists (16 tokens, the eager prefill
-# included), and its verdict, with its interval, is the only claim about speed here. Expect a modest gain at most
-# on this CPU: one decoding step of a 135M-parameter model on two cores is mostly the matrix products of its 30
-# layers, which compiled kernels do not make much faster; what compiling removes is the Python and dispatch work
-# between the operations and some of the small operations themselves (fused). The verdict says what that was worth
-# in the run shown, with its interval. On a GPU, where launching many small kernels dominates decoding,
-# compiled decoding with CUDA graphs gains more; this notebook does not measure that.
+# included), and its verdict, with its interval, is the only claim about speed here: this notebook does not
+# measure where a decoding step's time goes, so it makes no forecast, and it measures nothing on a GPU. An
+# interval that contains 1 means no detectable difference on this CPU.
 #
 # ### Why the guide's table says "No" for the DynamicCache
 #
@@ -401,9 +398,10 @@ else:
 # %% [markdown]
 # With a DynamicCache every decoding call traces a graph of its own, for a cache one slot longer than the last: a
 # compiled step that is never replayed, so compiling only adds its cost. Past `torch._dynamo.config.recompile_limit`
-# (8) graphs for one function, dynamo stops compiling it and runs it eagerly. The StaticCache's single graph is
-# replayed at every call. (Without `KVLAB_COMPILE=1`, the cell above is skipped; the printed lines in the
-# committed notebook come from a run with it.)
+# (8) graphs for one function, dynamo stops compiling it and runs it eagerly (`recompile_limit = 8` in
+# `torch/_dynamo/config.py`, under the comment "disable (for a function) when cache reaches this size"). The
+# StaticCache's single graph is replayed at every call. (Without `KVLAB_COMPILE=1`, the cell above is skipped;
+# the printed lines in the committed notebook come from a run with it.)
 #
 # ## Takeaway
 #
@@ -415,10 +413,10 @@ else:
 #   decode step.
 # - Sized for the longest request, it wastes most of its memory on short ones; bucket by length or use a
 #   DynamicCache when lengths vary and compile is not needed.
-# - transformers compiles the decoding step by itself only on an accelerator (cuda, xpu, neuron, tpu); on a CPU
+# - transformers compiles the decoding step by itself only on an accelerator (cuda, xpu, neuron, tpu, mps); on a CPU
 #   only the private `CompileConfig._compile_all_devices` turns it on. Then the fixed shape lets one decoding
 #   graph be reused; only a new cache shape compiles again. A DynamicCache changes shape every step: compiled
 #   anyway, it traces a new graph at every decoding call. Whether compiling speeds decoding up on this CPU is the
-#   steady verdict, printed with its interval: a modest gain at most, since the step is mostly matrix products.
+#   steady verdict, printed with its interval.
 #
 # **Next:** [03 · Offloading](03_offloading.ipynb): keep the cache in CPU memory and bring one layer at a time.

@@ -22,9 +22,9 @@
 #
 # **In kvlab's words.** An offloaded cache stores every layer in CPU memory. While layer *i* computes, it copies
 # the next offloaded layer to the accelerator (a *prefetch*, on a side stream so that it can overlap compute)
-# and, once layer *i* is done, moves it back (an *offload*). The accelerator then holds about two layers instead
-# of all of them; the price is two copies per layer per step over the bus. `offloaded_static` does the same with
-# StaticCache's fixed-size layers.
+# and, once layer *i* is done, moves it back (an *offload*). The accelerator then holds only the layers between
+# their prefetch and their offload; the price is two copies per layer per step over the bus. `offloaded_static`
+# does the same with StaticCache's fixed-size layers.
 #
 # **On this machine there is no accelerator**, so the copies are CPU-to-CPU no-ops. Inside `kvlab.watch`,
 # kvlab runs transformers' exact schedule anyway, records every move, and computes from the record the bytes
@@ -153,8 +153,8 @@ for step in sorted({s for s, _ in per_step}):
     print(f"step {step}: {per_step[(step, 'prefetch')]:>2} prefetches, {per_step[(step, 'offload')]:>2} offloads")
 
 # %% [markdown]
-# At the prefill each layer is created on the device and offloaded after its update (30 offloads); the last
-# layer then prefetches layer 0 for the next step (1 prefetch). Each decode step prefetches and offloads every
+# At the prefill each layer is created on the device and offloaded after its update (30 offloads), and one layer
+# is prefetched for the next step (1 prefetch). Each decode step prefetches and offloads every
 # layer once (60 moves). 8 new tokens take the prefill and 7 decode steps: 31 + 7 × 60 = 451 moves, the count in
 # the table.
 #
@@ -272,9 +272,13 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #   layers on the device.
 #
 # So `True` does not keep the device share small or bounded: the 15 sliding layers stay, and the two resident
-# full layers keep growing with the sequence. It buys fewer copies (3 layers move instead of 18), which is the
-# guide's reason for it: the sliding layers are short, so offloading them saves little memory for the bytes they
-# would move every step. Section 5 counts those bytes and estimates what they would cost on a GPU.
+# full layers keep growing with the sequence. What it buys is fewer copies: 3 layers move instead of 18 (22 moves
+# against 127). The guide's reason for it is that sliding layers "are usually short anyway", so offloading them
+# may cost speed for little memory. On Gemma 3 at this length they are not little: at step 3 they hold
+# 15,728,640 of the cache's 19,433,472 bytes, so keeping them on the device keeps 93.6% of the cache there,
+# against 11.8% with `False`. Their part stays at 15 layers × 512 tokens while the full layers grow, so its share
+# falls only as the sequence grows far past the window. Section 5 counts the bytes each setting moves and
+# estimates what they would cost on a GPU.
 #
 # **Try it.** Toggle `offload_only_non_sliding` and move the prompt length: each move generates 2 tokens on
 # Gemma 3 with `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` inside
@@ -435,11 +439,15 @@ print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).ve
 # bus.
 #
 # For a GPU, the bytes can be turned into time only with a bandwidth, and here that bandwidth is **assumed, not
-# measured**: 25 GB/s, about what host-to-device copies reach on PCIe 4.0 x16 (32 GB/s raw per direction). An
-# older generation, fewer lanes or unpinned host memory give less, so the estimate is optimistic. Two figures per
-# cache, from the exact bytes per decode step above: if no transfer overlapped compute, every byte adds to the
-# step; transformers issues each prefetch on a side stream (`prefetch_stream`) so that it runs while the
-# previous layer computes, but queues each offload on the compute stream right after the layer's update, so if
+# measured**: 25 GB/s over PCIe 4.0 x16. That link carries at most 31.5 GB/s per direction (16 GT/s on each of
+# 16 lanes, 128b/130b encoding), and copies reach less: pinned host memory "can attain roughly 12 GB/s" on a
+# PCIe x16 Gen3 card, about three quarters of that generation's maximum, which is half of Gen4's (source: NVIDIA,
+# CUDA C++ Best Practices Guide, "Pinned Memory"); the same share of Gen4's maximum is about 24 GB/s, rounded
+# here to 25. A PCIe 3.0 link, or 8 lanes, halves the maximum, and there the estimate is optimistic. Two figures
+# per cache, from the exact bytes per decode step above: if no transfer overlapped compute, every byte adds to
+# the step; transformers issues each prefetch on a side stream (`prefetch_stream`, in `Cache.prefetch`) so that
+# it runs while the previous layer computes, but each offload on the default stream right after the layer's
+# update (`Cache.offload`, called at the end of `Cache.update`; both in `transformers/cache_utils.py`), so if
 # every prefetch were hidden the offloads alone would still add theirs.
 
 # %%

@@ -19,13 +19,18 @@
 # between packed low-bit data and a full-precision residual, time each decode step to see whether a flush shows,
 # measure what each backend and bit width does to the model's predictions, and know why Gemma 3 is refused.
 #
-# **In kvlab's words.** transformers' `QuantizedCache` follows KIVI: the newest `residual_length` tokens (128 by
-# default) stay in full precision, and everything older is packed to `nbits` per number in groups of
-# `q_group_size` (64 by default) with a scale and offset per group. The prompt is packed as soon as it is
-# prefilled; later tokens wait in the residual, and when it is full it is packed and appended (a *flush*).
-# Backends: **hqq** (1, 2, 3, 4 or 8 bits), **quanto** (2 or 4 bits) and **fp8** (every token cast to 8-bit
-# floats at once, no groups, no residual). The prefill attends to the full-precision keys; the quantized copy is
-# what every *later* step reads.
+# **In kvlab's words.** transformers' `QuantizedCache` is, in its docstring's words, "similar to" KIVI (Liu et
+# al., arXiv:2402.02750): the newest `residual_length` tokens stay in full precision, and everything older is
+# packed to `nbits` per number in groups of `q_group_size` with a scale and offset per group (128 and 64 by
+# default: the defaults of `QuantizedLayer.__init__`, `transformers/cache_utils.py`). The prompt is packed as
+# soon as it is prefilled; later tokens wait in the residual, and when it is full it is packed and appended (a
+# *flush*).
+#
+# Backends, with the bit widths each layer class of that file accepts: **hqq** (`HQQQuantizedLayer`: 1, 2, 3, 4
+# or 8 bits), **quanto** (`QuantoQuantizedLayer`: 2 or 4 bits) and **fp8** (`Fp8QuantizedLayer`: every token
+# cast to 8-bit floats at once, one scale per tensor, no groups, no residual). On the first call, the prefill,
+# `QuantizedLayer.update` and `Fp8QuantizedLayer.update` return the keys and values as they came, so the
+# prefill attends in full precision; the quantized copy is what every *later* step reads.
 #
 # Everything runs SmolLM2-135M-Instruct (30 layers, 3 KV heads × 64, float32) on the CPU, greedy.
 
@@ -87,10 +92,14 @@ out = model.generate(
 
 # %% [markdown]
 # Why: the prompt is packed right after the prefill. Its keys are `(1 batch, 3 heads, 5 tokens, 64)` = 960
-# numbers, 15 groups of 64. At axis 1 hqq lays the groups out as rows and, at 4 bits, packs two rows into each
-# byte row by pairing the first half of the rows with the second half. 15 rows split into 7 and 8, and the
-# pairing fails: that is the `7` against `8` in the error. Any prompt whose group count is odd fails at 4 bits
-# (the guide's 7B Llama has 32 heads × 128, so its group count is always even). kvlab's hqq layers pad the sequence
+# numbers, 15 groups of 64. At axis 1 hqq lays the groups out as rows (`W.reshape([-1, group_size])` in
+# `Quantizer.quantize`, `hqq/core/quantize.py`) and, at 4 bits, packs two rows into each byte row by pairing
+# the first half of the rows with the second half (`(W_q[:_step] << 4) | W_q[_step:]` with
+# `_step = int(len(W_q) / 2)`, in `BitPack.pack_4bit_u8`, `hqq/core/bitpack.py`, hqq 0.2.8). 15 rows split
+# into 7 and 8, and the pairing fails: that is the `7` against `8` in the error. Any prompt whose group count
+# is odd fails at 4 bits. The guide's model, Llama-2-7b-chat-hf, has 32 key-value heads of 128 numbers, 64
+# groups per token, so its group count is always even (source: its `config.json` on the Hugging Face Hub,
+# `hidden_size` 4096 over 32 attention heads, `num_key_value_heads` 32). kvlab's hqq layers pad the sequence
 # with zero tokens until it packs, and remember the true length. How many it pads here:
 
 # %%
@@ -100,7 +109,8 @@ print("zero tokens kvlab adds to a 5-token prompt:",
 print("... and to a 6-token prompt:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
 
 # %% [markdown]
-# For quanto the guide recommends axis 0, which is also transformers' default for both axes:
+# For quanto the guide recommends axis 0, which is also transformers' default for both axes (`axis_key=0`,
+# `axis_value=0` in `QuantizedLayer.__init__`, `transformers/cache_utils.py`):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -203,20 +213,23 @@ for label, generated in texts.items():
 # float32 residual, so at this length their caches are mostly residual and only about a sixth smaller than the
 # DynamicCache (918,720 and 913,440 B against 1,105,920 B). fp8 has no residual: all 24 tokens are stored in one
 # byte per number plus one scale per tensor (276,720 B), a quarter of the float32 cache from the first token.
-#
+
+# %% [markdown]
 # ## 3. Where the bytes go once the packed part dominates
 #
-# 24 tokens says little about compression. Here each backend is run over 280 tokens of real English (the prose
-# of Python's reference manual, shipped with Python): a 256-token prefill, packed at once, then the next 23
-# tokens fed to the model (teacher forcing), so that 24 predictions are scored: the one after the prefill and
-# one per token fed. `kvlab.measure.quality.sweep(..., chunked=True)` does it with kvlab's instrumented `QuantizedCache`,
-# built from the same options as each `cache_config`. It feeds the 23 tokens in one forward instead of 23
-# decode steps (one pass through the 30 layers instead of 23) and predicts the same: attention is causal, so
-# each of those tokens reads the packed prefill dequantized, as a decode step would, and the tokens before it in full
-# precision, as the residual would hold them (the 23 tokens stay under the 128-token residual, so no flush
-# happens part-way; kvlab's tests check this against token-by-token decoding). At the end the cache holds 279
-# tokens: 256 packed, 23 in the residual. hqq runs at the guide's axis 1, quanto at axis 0 (hqq also takes 1
-# and 3 bits: try them in the live control below).
+# 24 tokens say little about compression. Here each backend runs over 280 tokens of real English (the prose of
+# Python's reference manual, shipped with Python): a 256-token prefill, packed at once, then the next 23 tokens
+# fed to the model (teacher forcing), so that 24 predictions are scored: the one after the prefill and one per
+# token fed. At the end the cache holds 279 tokens: 256 packed, 23 in the residual. hqq runs at the guide's
+# axis 1, quanto at axis 0 (hqq also takes 1 and 3 bits: try them in the live control below).
+
+# %% [markdown]
+# How it runs: `kvlab.measure.quality.sweep(..., chunked=True)` builds kvlab's instrumented `QuantizedCache`
+# from the same options as each `cache_config` and feeds the 23 tokens in one forward instead of 23 decode
+# steps. It predicts the same: attention is causal, so each of those tokens reads the packed prefill
+# dequantized, as a decode step would, and the tokens before it in full precision, as the residual would hold
+# them (23 tokens stay under the 128-token residual, so no flush happens part-way; kvlab's tests check this
+# against token-by-token decoding).
 #
 # **Predict first.** What percentage of the 4-bit hqq cache's bytes is the 23-token full-precision residual?
 
@@ -258,26 +271,30 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 # 3 heads × 64 numbers × 4 bytes) = 1,059,840 B. In the 4-bit hqq cache that is 36.5% of its 2,903,040 B, so
 # the whole cache is 0.452 of a 16-bit cache of the same tokens, far from the 0.25 that 4 of 16 bits suggest;
 # at 2 bits the residual is almost half the cache (1,059,840 of 2,165,760 B). The DynamicCache reads 2.000
-# because it stores float32, twice a 16-bit cache. hqq and quanto pack to the same bytes at the same bit
-# width. The packed part alone (last column) costs nbits + 1 bits per number: each group of 64 numbers adds a
-# float32 scale and offset, 64 bits, one per number (so 3/16, 5/16 and 9/16). That is the ratio a sequence much
-# longer than the residual approaches. fp8 has no residual: half a 16-bit cache (plus one scale per tensor), at
-# any length.
-#
+# because it stores float32, twice a 16-bit cache.
+
+# %% [markdown]
+# The packed part alone (last column) is the ratio a sequence much longer than the residual approaches. It
+# costs nbits + 1 bits per number: each group of 64 numbers adds a float32 scale and offset, 64 bits, one per
+# number (so 3/16, 5/16 and 9/16: the column's 0.188, 0.312 and 0.562). hqq and quanto pack to the same bytes at
+# the same bit width. fp8 has no residual: half a 16-bit cache (plus one scale per tensor), at any length.
+
+# %% [markdown]
 # ## 4. The residual over time (live)
 #
-# **Predict first.** With `residual_length=8`, the residual flushes into the packed part every 8 tokens.
-# Draw the residual bytes against tokens in your head (quanto 4-bit, 32 new tokens after the guide's prompt): a
-# "ramp" (they only grow), or a "saw" (they grow, then fall at each flush)? Answer with one of the two quoted words.
-#
+# **Predict first.** quanto 4-bit with `residual_length=8`, 32 new tokens after the guide's prompt: draw its
+# residual bytes against tokens in your head. Do they only grow (a "ramp"), or grow and then drop back (a
+# "saw")? Answer with one of the two quoted words.
+
+# %%
+guess = None  # one of the two quoted words of the question: your guess
+
+# %% [markdown]
 # The control below runs the guide's call (`cache_implementation="quantized"` with the `cache_config` you pick)
 # inside `kvlab.watch` for 32 new tokens after the guide's prompt, and compares its greedy tokens with the
 # DynamicCache's. hqq runs at axis 1 and quanto at axis 0, as the guide recommends; fp8 takes only the backend.
 # quanto accepts 2 or 4 bits, hqq 1, 2, 3, 4 or 8: other choices show transformers' own error. It opens at the
 # prediction's settings: look at the figure after you have guessed.
-
-# %%
-guess = None  # one of the two quoted words of the question: your guess
 
 # %%
 LIVE_NEW_TOKENS = 32
@@ -346,25 +363,35 @@ display(score(guess, answers["falls_label"] if quanto_4bit_falls else answers["o
 
 # %% [markdown]
 # A saw: the residual fills one token per step and empties into the packed part at each flush, while the
-# DynamicCache (dashed) climbs in a straight line. A short residual makes the cache smaller sooner, but more of
-# the tokens are read back from their quantized copy, and each flush re-packs the whole cache (the packed part
-# is dequantized and quantized again with the residual) inside that step's own cache update, before attention
-# can read the keys: the step waits for it. Whether that wait is long enough to see is measured in section 5.
-# The residual never holds more than 7 tokens (322,560 B = 7 × 46,080 B): transformers' `QuantizedLayer.update`
-# packs everything as soon as the residual plus the new token would reach `residual_length`, so the 8th token
-# goes straight into the packed part. fp8 draws no saw: its residual never holds a byte. The last column: at 2
-# bits, both backends part ways with the DynamicCache's greedy text after 3 tokens; quanto 4-bit after 29, and
-# fp8 after 5 (its text already differed in section 1). Move the control to those settings to see each drawn.
-#
+# DynamicCache (dashed) climbs in a straight line. The residual never holds more than 7 tokens (322,560 B =
+# 7 × 46,080 B): `QuantizedLayer.update` (`transformers/cache_utils.py`) packs everything as soon as the
+# residual plus the new token would reach `residual_length`, so the 8th token goes straight into the packed
+# part. fp8 draws no saw: its residual never holds a byte.
+
+# %% [markdown]
+# What a short residual costs. It makes the cache smaller sooner, but more of the tokens are read back from
+# their quantized copy. And a flush re-packs the whole cache inside that step's own cache update, before
+# attention can read the keys: the same `QuantizedLayer.update` dequantizes the packed part, concatenates it
+# with the residual and the new token, and quantizes the result again, and attention reads what it returns.
+# Whether that wait is long enough to see is measured in section 5.
+
+# %% [markdown]
+# The token counts at the end of each line: at 2 bits, both backends part ways with the DynamicCache's greedy
+# text after 3 tokens; quanto 4-bit after 29, and fp8 after 5 (its text already differed in section 1). Move
+# the control to those settings to see each drawn.
+
+# %% [markdown]
 # ## 5. What a flush costs in time
 #
 # The work counters say where to look. Every decode step of a group-wise cache (hqq, quanto) dequantizes its
 # whole packed part; a flush step also quantizes the whole cache again, every token so far. fp8 never flushes
-# and quantizes only the new token at each step, but its scale is fixed after the prefill, so it keeps every
-# token in 8 bits and casts the whole cache back to float32 at every step for attention to read: it dequantizes
-# more numbers than either group-wise cache. The DynamicCache does neither. So if quantizing is what costs, a
-# group-wise cache's flush steps are its slow ones; if dequantizing is, fp8 is the slowest of the three.
-#
+# and quantizes only the new token at each step, but its scale is fixed after the prefill ("The per-tensor scale
+# is frozen after the first `update`", says `Fp8QuantizedLayer`'s docstring), so it keeps every token in 8 bits
+# and `Fp8QuantizedLayer.update` casts the whole cache back to float32 at every step for attention to read: it
+# dequantizes more numbers than either group-wise cache. The DynamicCache does neither. So if quantizing is what
+# costs, a group-wise cache's flush steps are its slow ones; if dequantizing is, fp8 is the slowest of the three.
+
+# %% [markdown]
 # The guide's calls again, each for 19 new tokens after a 6-token prompt (an even count, so hqq at axis 1
 # packs without kvlab's padding: 0 zero tokens for a 6-token prompt, as printed in section 1), with
 # `residual_length=6` so that three flushes happen. First under `kvlab.watch`, once, for the exact work of
@@ -444,32 +471,37 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
                       f"interleaved repeats (band: IQR), flush steps circled", verdicts=verdicts)
 
 # %% [markdown]
-# What to look for. The checked table says where: hqq and quanto quantize at the prefill and then only
-# at steps 6, 12 and 18, each time the whole cache (60 calls: keys and values of 30 layers, every token so far);
-# fp8 quantizes at every step, but only the new token (11,520 numbers), and dequantizes at every step its whole
-# cache, the new token included: 80,640 numbers at step 1, 276,480 at step 18, 3,214,080 over the 18 decode
-# steps against 2,488,320 for hqq or quanto (the table's last line). The right panel draws the quantize work per
-# step; the box under the figure repeats the verdicts printed above it.
-#
-# fp8 first, because it is the lesson. It dequantizes more numbers than either group-wise cache, and its verdict
-# against the DynamicCache prices that. Where it reads "no difference beyond noise", casting the whole cache back
-# to float32 at every step is lost next to a forward through 30 layers on this CPU, so the number of values a
-# cache dequantizes is not what makes it slow; a "slower" verdict would put a price on it, and "too noisy to
-# tell" says nothing either way (repeat on a quieter machine).
+# What the checked table says. hqq and quanto quantize at the prefill and then only at steps 6, 12 and 18,
+# each time the whole cache (60 calls: keys and values of 30 layers, every token so far). fp8 quantizes at every
+# step, but only the new token (11,520 numbers), and dequantizes its whole cache at every step, the new token
+# included: 80,640 numbers at step 1, 276,480 at step 18, 3,214,080 over the 18 decode steps against 2,488,320
+# for hqq or quanto (the table's last line). The right panel of the figure draws the quantize work per step; the
+# box under the figure repeats the verdicts printed above it.
+
+# %% [markdown]
+# fp8 first, because it is the lesson: it dequantizes more numbers than either group-wise cache, and its
+# verdict against the DynamicCache prices that. "No difference beyond noise" would mean that casting the whole
+# cache back to float32 at every step is lost next to a forward through 30 layers on this CPU, so the number of
+# values a cache dequantizes is not what makes it slow; "slower" puts a price on it; "too noisy to tell" (too
+# few repeats) says nothing either way.
+
+# %% [markdown]
 # What hqq and quanto add is the way they pack: at every step they unpack bit-packed numbers and apply each
-# group's scale and offset, and at a flush they quantize the whole cache again, hqq fitting each group's offset
-# with up to 20 iterations of its optimiser (`optimize=True`, which transformers' hqq layer keeps).
-#
-# If that packing is on the critical path, the circled steps stand above their neighbours on the hqq and
-# quanto lines, and the last two verdicts say the flush steps are slower than the other steps, with an
-# interval that excludes 1. Where a circled point sits inside the band of the steps around it, or the
-# interval contains 1, this run does not show it for that backend: its packing is too small next to the rest
-# of a forward through 30 layers to stand out of the noise on this machine. The steps after a flush also
-# dequantize a larger packed part than the steps before it (the table's dequantize columns), a smaller, steady
-# cost the line may or may not show. The first three verdicts compare the whole decode with the DynamicCache's:
-# every step's dequantizing is in them, flush or not; an interval that contains 1 means no detectable
-# difference, and a verdict of "too noisy to tell" (too few repeats) says nothing either way.
-#
+# group's scale and offset, and at a flush they quantize the whole cache again. hqq also fits each group's
+# offset there: transformers' `HQQQuantizedLayer._quantize` calls hqq's `Quantizer.quantize` without
+# `optimize`, which defaults to `True` (`hqq/core/quantize.py`), and the optimiser runs up to `"iters": 20`,
+# stopping once the error stops falling (`optimize_weights_proximal_legacy`, `hqq/core/optimize.py`).
+
+# %% [markdown]
+# How to read the flush verdicts. If packing is on the critical path, the circled steps stand above their
+# neighbours on the hqq and quanto lines, and the last two verdicts say the flush steps are slower than the other
+# steps, with an interval that excludes 1. Where a circled point sits inside the band of the steps around it, or
+# the interval contains 1, this run does not show it for that backend. The steps after a flush also dequantize a
+# larger packed part than the steps before it (the table's dequantize columns), a smaller, steady cost the line
+# may or may not show. The first three verdicts compare the whole decode with the DynamicCache's: every step's
+# dequantizing is in them, flush or not.
+
+# %% [markdown]
 # ## 6. What quantization does to the predictions
 #
 # Back to the 280-token run of section 3: at each of the 24 scored positions, does the quantized cache's greedy
@@ -525,25 +557,28 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8-bit"]):
 # nats at 4 bits, 0.0001 at 8 bits and 0.0028 for fp8, and above 1 nat at 2 bits, where the perplexity of the real
 # text also jumps from the DynamicCache's 15.25 to about 32 (hqq) and 51 (quanto); at 4 bits and above it stays
 # within 0.1 of it.
-#
+
+# %% [markdown]
 # hqq 8-bit reads oddly in those lines: a KL max of 0.000 (under half a thousandth of a nat everywhere), yet one
-# position lost, and the same perplexity as hqq 4-bit. The position-by-position lines explain both. The lost
-# position is a near tie: there the DynamicCache's two likeliest tokens are 0.0111 nats apart, so a change of the
-# cache far too small to show in the KL (0.00021 nats there) flips the greedy pick; hqq 4-bit and quanto 4-bit
-# flip the same position, fp8 does not. And the equal perplexities are a coincidence of averaging: hqq 8-bit
-# moves the real next token's log-probability by a few hundredths of a nat at most, hqq 4-bit by several tenths
-# either way (the lines above print each range), and the moves average out to almost the same mean (-0.0033 and
-# -0.0030 nats), which takes the DynamicCache's 15.25 to 15.30 for both. Top-1 agreement counts a flipped near tie as a
-# whole miss, and 24 positions are few (one position is 1/24 of them): read 22 against 23 as a tie, and the
-# 2-bit fall as the finding.
-#
+# position lost. The position-by-position lines explain it: the lost position is a near tie. There the
+# DynamicCache's two likeliest tokens are 0.0111 nats apart, so a change of the cache far too small to show in
+# the KL (0.00021 nats there) flips the greedy pick; hqq 4-bit and quanto 4-bit flip the same position, fp8 does
+# not. Top-1 agreement counts a flipped near tie as a whole miss, and 24 positions are few (one position is 1/24
+# of them): read 22 against 23 as a tie, and the 2-bit fall as the finding.
+
+# %% [markdown]
+# hqq 8-bit also has the same perplexity as hqq 4-bit, a coincidence of averaging: hqq 8-bit moves the real next
+# token's log-probability by a few hundredths of a nat at most, hqq 4-bit by several tenths either way (the
+# lines above print each range), and the moves average out to almost the same mean (-0.0033 and -0.0030 nats),
+# which takes the DynamicCache's 15.25 to 15.30 for both.
+
+# %% [markdown]
 # The figure pairs each configuration's agreement (on an axis from 0) with the memory of the same run: the whole
 # cache at 279 tokens, residual included (section 3's "vs 16-bit" column), relative to a 16-bit cache of the
 # same tokens. The strip under it marks the packed part alone (section 3's "packed vs 16-bit" column), the ratio
-# a sequence much longer than the residual approaches; the strip has no agreement axis, because no agreement was
-# measured at such a length: at 279 tokens the 23 newest tokens were still read in full precision, and a long
-# sequence would read nearly all of its tokens from their quantized copy. Only kvlab's own measurements are on
-# it.
+# a much longer sequence approaches. The strip has no agreement axis: at 279 tokens the 23 newest tokens were
+# still read in full precision, a long sequence would read nearly all of its tokens from their quantized copy,
+# and no agreement was measured at such a length. Only kvlab's own measurements are on it.
 
 # %%
 quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "DynamicCache"],
@@ -559,11 +594,14 @@ quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "DynamicCach
 Markdown(quantized.references_markdown())
 
 # %% [markdown]
-# The Hugging Face blog's direction matches what we measured: 4-bit holds up, 2-bit is where quality goes.
-# KIVI keeps quality at 2 bits where this run does not, which need not contradict it: KIVI quantizes keys per
-# channel and values per token, on 7B-class models and long benchmarks; this is a 135M model with 3 KV heads,
-# scored at 24 positions.
-#
+# The Hugging Face blog's direction matches what we measured (R1 and R2): 4-bit holds up, 2-bit is where quality
+# goes. KIVI keeps quality at 2 bits where this run does not (R3), which need not contradict it. KIVI quantizes
+# keys per channel and values per token (its abstract, arXiv:2402.02750), where transformers quantizes both
+# per channel ("in contrast to what was described in the paper", says the `QuantizedCache` docstring), and the
+# paper measures Llama-2, Falcon and Mistral models on LM-Eval's tasks and on the long-context LongBench; this
+# is a 135M model with 3 KV heads, scored at 24 positions.
+
+# %% [markdown]
 # ## 7. Why Gemma 3 is refused
 #
 # The guide's table says the quantized cache does not support sliding-window layers. Gemma 3's sliding layers
@@ -580,14 +618,17 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
                cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
 
 # %% [markdown]
-# transformers' `QuantizedCache` builds only full-attention quantized layers (the check and the list of layers
-# are in its `__init__`): it has no layer that evicts. It refuses before generating anything (and
-# `kvlab.make_cache("quantized", ...)` refuses the same way).
-#
+# transformers' `QuantizedCache` builds only full-attention quantized layers: its `__init__`
+# (`transformers/cache_utils.py`) raises for any layer type other than `full_attention`, the error above, and
+# otherwise builds one quantized layer per hidden layer. It has no layer that evicts, and it refuses before
+# generating anything (`kvlab.make_cache("quantized", ...)` refuses the same way).
+
+# %% [markdown]
 # What would a cache without evicting layers cost a sliding model: wrong attention, or memory? Which tokens a
 # sliding layer attends to is decided by its mask, and transformers builds the sliding mask from the config,
-# not from the cache. A `DynamicCache()` built without a config has the same flaw as a quantized one (a full
-# layer for every layer, none evicts), so it shows what happens:
+# not from the cache (the first line printed below is from `create_sliding_window_causal_mask`). A
+# `DynamicCache()` built without a config has the same flaw as a quantized one (a full layer for every layer,
+# none evicts), so it shows what happens:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -621,11 +662,13 @@ else:
 #   from the first token.
 # - Time: a group-wise cache dequantizes its packed part at every decode step and re-packs the whole cache at
 #   each flush (every `residual_length`-th step), inside the step; fp8 dequantizes its whole cache at every
-#   step, more numbers than either. Section 5 printed whether this run shows the flush steps as the slow ones,
-#   and each backend's decode against the DynamicCache's, with intervals: where fp8's reads no difference, the
-#   count of numbers dequantized is not what costs, the packing is.
+#   step, more numbers than either. Section 5's verdicts say, with intervals, whether this run shows the flush
+#   steps as the slow ones and each backend's decode against the DynamicCache's; where fp8's reads no
+#   difference and the flush steps read slower, the cost is in the packing, not in the count of numbers
+#   dequantized.
 # - Quality follows the bit width: with 256 tokens packed, fp8 and 8- and 4-bit caches pick the DynamicCache's
-#   next token at 22 to 24 of 24 positions, their misses at near ties; 2-bit ones at 8 (hqq) and 10 (quanto).
+#   next token at 22 to 24 of 24 positions (hqq 8-bit's one miss at a near tie 0.0111 nats wide); 2-bit ones at
+#   8 (hqq) and 10 (quanto).
 # - Sliding-window models are refused: `QuantizedCache` has only full layers. The sliding mask comes from
 #   `config.sliding_window`, so a cache without evicting layers would not attend wrongly; it would keep every
 #   token in every layer, the memory a sliding layer exists to save.

@@ -137,10 +137,11 @@ print("mesmos tokens com use_cache=False:", torch.equal(no_cache, default))
 
 # %% [markdown]
 # **Uma observação sobre o nome do argumento, feita uma vez para todos os notebooks.** O guia passa o cache como
-# `generate(past_key_values=...)`. A partir do transformers 5.24 (aqui usamos o 5.25), esse argumento se chama
-# `cache=`; `past_key_values=` ainda funciona e só emite um aviso de descontinuação (silenciado na célula de imports).
-# Estes notebooks mantêm a forma do guia sempre que ela ainda funciona, para que você possa comparar cada célula com o
-# código do guia.
+# `generate(past_key_values=...)`. No transformers 5.25, a versão usada aqui, esse argumento se chama `cache=`: o
+# `generate` traz `@deprecate_kwarg("past_key_values", "6.0.0", new_name="cache")` (`transformers/generation/utils.py`),
+# que repassa `past_key_values=` como `cache=` com um aviso de descontinuação (silenciado na célula de imports) até a
+# remoção na versão 6.0.0. Estes notebooks mantêm a forma do guia sempre que ela ainda funciona, para que você possa
+# comparar cada célula com o código do guia.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -211,10 +212,11 @@ for name, (_, gap, top_two) in agreement.items():
 
 # %% [markdown]
 # Nesses quatro prompts, em float32 com decodificação greedy nesta CPU, o cache não mudou um único token; os logits
-# diferem apenas pelo arredondamento de float32 (a segunda saída impressa), e, em todos os passos, a disputa mais
-# apertada entre os dois tokens mais prováveis teve uma margem muito maior que isso, então nenhum token esteve perto de
-# trocar. Isso é evidência para estas execuções, não uma garantia: em bfloat16, ou com outra ordem de kernels numa GPU,
-# quase-empates podem se inverter, e uma decodificação com amostragem é aleatória de qualquer forma.
+# diferem apenas pelo arredondamento de float32 (a segunda saída impressa, na casa dos centésimos de milésimo), e, em
+# todos os passos, a disputa mais apertada entre os dois tokens mais prováveis (o último número de cada linha, na casa
+# dos centésimos) teve uma margem centenas de vezes maior que isso, então nenhum token esteve perto de trocar.
+# Isso é evidência para estes quatro prompts, não uma garantia para outros: um prompt cujos dois maiores logits
+# ficassem mais próximos que a diferença de arredondamento poderia trocar um token.
 #
 # ## 3. Tempo por token novo, com e sem cache
 #
@@ -373,12 +375,14 @@ growth.plot_growth(watch.trace, formula_bytes_per_token=per_token,
 #
 # - `generate` usa um `DynamicCache` por padrão; `use_cache=False` o desliga, e um
 #   `DynamicCache(config=model.config)` criado por você pode ser passado (`past_key_values=`, que se chama `cache=` no
-#   transformers 5.24). `kvlab.watch` registra qualquer um deles sem mudar o código.
+#   transformers 5.25). `kvlab.watch` registra qualquer um deles sem mudar o código.
 # - Um cache KV guarda, para cada camada de atenção, as chaves e os valores de todos os tokens vistos até ali:
 #   `2 × layers × kv_heads × head_dim × bytes` por token (46.080 B para o SmolLM2 em float32: 45 KiB).
 # - Ele troca essa memória por tempo: depois do pré-preenchimento, um passo processa um token em vez da sequência
-#   inteira, então o trabalho por token novo fica o mesmo em vez de crescer com a posição. Os vereditos da seção 3,
-#   impressos e desenhados embaixo das duas figuras dela, dizem o quanto o tempo acompanha o trabalho na sua máquina.
+#   inteira, então o token da posição t calcula t pares consulta-chave em vez de t × t: o trabalho por token novo ainda
+#   cresce com a posição, mas só pela atenção sobre as chaves guardadas, não por um forward sobre a sequência inteira.
+#   Os vereditos da seção 3, impressos e desenhados embaixo das duas figuras dela, dizem o quanto o tempo acompanha o
+#   trabalho na sua máquina.
 # - Nos quatro prompts verificados aqui (float32, greedy, 12 tokens novos cada), ele não mudou um único token; os
 #   logits diferiram apenas pelo arredondamento de float32.
 #

@@ -155,10 +155,12 @@ for row in trace.layer_table()[4:7]:
           f"ocupados {row['slots_live']}, descartados {row['tokens_evicted']}, {number(row['bytes_held'])} bytes")
 
 # %% [markdown]
-# A camada deslizante viu todos os 543 tokens, mas guarda 511 (a janela menos o token que está sendo adicionado, que a
-# atenção lê diretamente dos estados novos); a camada completa guarda os 543. Os 1.048.576 bytes dela equivalem a 512
-# tokens (2.048 bytes por token por camada): os 511 guardados são uma view de um tensor de 512 tokens, e o kvlab conta a
-# alocação, não a view.
+# A camada deslizante viu todos os 543 tokens, mas guarda 511; a camada completa guarda os 543. O 511 está no
+# código-fonte do transformers: `DynamicSlidingWindowLayer.update` (`transformers/cache_utils.py`) concatena as chaves
+# guardadas com as do token novo, entrega à atenção esse tensor inteiro (511 + 1 = a janela de 512 tokens) e guarda só
+# os últimos `sliding_window - 1` tokens, como uma fatia dele. É por isso que os 1.048.576 bytes da camada valem 512
+# tokens (2.048 bytes por token por camada, impressos abaixo): os 511 guardados são uma view do tensor de 512 tokens, e
+# o kvlab conta a alocação, não a view.
 #
 # ### Tokens ocupados e armazenamento depois do pré-preenchimento
 #
@@ -324,9 +326,10 @@ for i, layer in enumerate(past_key_values.layers):
 
 # %% [markdown]
 # O transformers constrói uma camada em blocos como uma `DynamicSlidingWindowLayer` cuja janela é `attention_chunk_size`
-# (o código-fonte diz que, para o cache, camadas deslizantes e em blocos se comportam da mesma forma e só a máscara de
-# atenção muda). Assim, as camadas em blocos viram todos os 22 tokens e guardam os últimos 7, como uma camada deslizante
-# de janela 8, enquanto a camada completa guarda os 22. A mesma execução dentro de `kvlab.watch`:
+# (`transformers/cache_utils.py` associa `"chunked_attention"` a `DynamicSlidingWindowLayer`, com o comentário de que,
+# do ponto de vista do cache, camadas deslizantes e em blocos se comportam da mesma forma e só a máscara muda). Assim,
+# as camadas em blocos viram todos os 22 tokens e guardam os últimos 7, como uma camada deslizante de janela 8,
+# enquanto a camada completa guarda os 22. A mesma execução dentro de `kvlab.watch`:
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -298,9 +298,9 @@ add_verdicts(decode_step_plots.plot_decode_steps(decode_steps, title="SmolLM2, u
 # vezes do DynamicCache até 4.096 posições (122.880 / 210). O trabalho diz que o tempo também deve crescer com
 # `max_cache_len`, mas bem menos: o resto do passo (os produtos de matrizes das 30 camadas sobre um token) não depende
 # do cache. Os vereditos acima (também no quadro sob a figura) dizem quanto ele cresceu nesta execução, cada razão com
-# o seu intervalo (um intervalo que contém 1 significa nenhuma diferença detectável). Numa GPU, a decodificação
-# compilada também lê o cache estático inteiro a cada passo; dimensionar `max_cache_len` perto do que as requisições
-# precisam economiza esse trabalho, além da memória.
+# o seu intervalo (um intervalo que contém 1 significa nenhuma diferença detectável). As contagens valem em qualquer
+# máquina: todas as posições de `max_cache_len` são calculadas a cada passo, então dimensionar `max_cache_len` perto do
+# que as requisições precisam economiza esse trabalho, além da memória.
 #
 # ## 4. Cache de tamanho fixo: compilando o passo de decodificação
 #
@@ -332,7 +332,7 @@ print("com CompileConfig._compile_all_devices = True:",
 # (`kvlab.measure.compiled.static_generate`) define exatamente essa flag no `compile_config` que ela passa a `generate`.
 #
 # O formato fixo é o que torna um StaticCache amigável à compilação: o transformers compila o forward de *decodificação*
-# uma vez e o repete a cada passo. O pré-preenchimento continua em modo eager.
+# uma vez e o repete a cada passo.
 #
 # **Preveja primeiro.** Depois de compilar para um prompt de 40 tokens, um prompt de 60 tokens compila um grafo novo?
 # E um `max_cache_len` diferente? Defina cada palpite como `True` ou `False`; eles são avaliados quando a célula
@@ -343,8 +343,9 @@ guess_new_prompt = None  # um prompt de 60 tokens compila um grafo novo? True ou
 guess_new_size = None  # max_cache_len 256 (em vez de 128) compila um grafo novo? True ou False: seu palpite
 
 # %% [markdown]
-# Compilar com o inductor leva de segundos (quando o cache em disco do inductor já tem os kernels) a minutos numa
-# CPU, tempo demais para a suíte de testes; por isso, a célula
+# Compilar com o inductor demora demais para a suíte de testes (as linhas abaixo imprimem o tempo de cada execução,
+# compilação incluída, e o inductor guarda em disco o que compilou: `fx_graph_cache`, ligado por padrão em
+# `torch/_inductor/config.py`, então uma execução posterior na mesma máquina pode levar menos); por isso, a célula
 # só compila quando `KVLAB_COMPILE=1` está definido; sem isso (como na suíte de testes), ela imprime "pulado". A
 # saída registrada abaixo foi produzida com `KVLAB_COMPILE=1` quando este notebook foi executado para o repositório
 # (veja a linha impressa com a máquina e a data). O que é compilado: o forward de decodificação do SmolLM2 (`generate`
@@ -370,24 +371,19 @@ if os.environ.get("KVLAB_COMPILE") == "1":
     display(score(guess_new_prompt, new_graphs["prompt of 60 tokens"] > 0, kind="choice", label="prompt de 60 tokens:"))
     display(score(guess_new_size, new_graphs["max_cache_len 256"] > 0, kind="choice", label="max_cache_len 256:"))
 else:
-    print("pulado: defina KVLAB_COMPILE=1 para compilar (de segundos "
-          "a minutos numa CPU); os palpites são avaliados então")
+    print("pulado: defina KVLAB_COMPILE=1 para compilar (a execução "
+          "registrada imprime os tempos); os palpites são avaliados então")
 
 # %% [markdown]
 # O que observar: a primeira execução compilada paga a compilação; o mesmo prompt de novo reutiliza o grafo; um novo
 # comprimento de prompt **não** compila nada (o pré-preenchimento é eager, e o grafo de decodificação vê os mesmos
 # formatos); um novo `max_cache_len` muda o formato dos tensores do cache e compila de novo. O tempo da primeira
-# execução compilada inclui a compilação; ele é menor quando o cache em disco do inductor já tem kernels de uma
-# execução anterior na máquina.
+# execução compilada inclui a compilação, e o do novo tamanho também.
 #
-# A linha do regime estável compara o `generate` eager e o compilado depois que o grafo já existe (16 tokens,
-# incluindo o pré-preenchimento eager), e o seu veredito, com o intervalo, é a única afirmação sobre velocidade aqui.
-# Espere no máximo um ganho modesto nesta CPU: um passo de decodificação de um modelo de 135M de parâmetros em dois
-# núcleos é quase todo feito dos produtos de matrizes das suas 30 camadas, que kernels compilados não tornam muito mais
-# rápidos; o que a compilação elimina é o trabalho de Python e de despacho entre as operações e algumas das próprias
-# operações pequenas (fundidas). O veredito diz quanto isso valeu na execução mostrada, com o seu intervalo. Numa GPU,
-# onde o disparo de muitos kernels pequenos domina a decodificação, a decodificação compilada com CUDA graphs ganha
-# mais; este notebook não mede isso.
+# A linha do regime estável compara `generate` eager e compilado depois que o grafo já existe (16 tokens, com o
+# pré-preenchimento eager incluído), e o seu veredito, com o intervalo, é a única afirmação sobre velocidade aqui: este
+# notebook não mede para onde vai o tempo de um passo de decodificação, então não faz previsão, e não mede nada numa
+# GPU. Um intervalo que contém 1 significa nenhuma diferença detectável nesta CPU.
 #
 # ### Por que a tabela do guia diz "Não" para o cache dinâmico
 #
@@ -415,8 +411,9 @@ else:
 # Com um DynamicCache, cada chamada de decodificação traça um grafo próprio, para um cache uma posição mais longo que o
 # anterior: um passo compilado que nunca é reexecutado, então compilar só acrescenta o seu custo. Passados
 # `torch._dynamo.config.recompile_limit` (8) grafos para uma mesma função, o dynamo deixa de compilá-la e a executa em
-# modo eager. O grafo único do StaticCache é reexecutado a cada chamada. (Sem `KVLAB_COMPILE=1`, a célula acima é
-# pulada; as linhas impressas no notebook versionado vêm de uma execução com ela.)
+# modo eager (`recompile_limit = 8` em `torch/_dynamo/config.py`, sob o comentário "disable (for a function) when cache
+# reaches this size"). O grafo único do StaticCache é reexecutado a cada chamada. (Sem `KVLAB_COMPILE=1`, a célula
+# acima é pulada; as linhas impressas no notebook versionado vêm de uma execução com ela.)
 #
 # ## Principais conclusões
 #
@@ -428,12 +425,11 @@ else:
 #   trabalho de atenção a cada passo de decodificação.
 # - Dimensionado para a requisição mais longa, ele desperdiça a maior parte da memória com as curtas; agrupe por
 #   comprimento ou use um DynamicCache quando os comprimentos variam e a compilação não é necessária.
-# - O transformers compila o passo de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu); numa CPU, só
-#   o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite reutilizar um
-#   único grafo de decodificação; só um novo formato de cache compila de novo. Um DynamicCache muda de formato a cada
-#   passo: compilado mesmo assim, ele traça um grafo novo a cada chamada de decodificação. O veredito do regime estável,
-#   impresso com o seu intervalo, diz se compilar acelera a decodificação nesta CPU: no máximo um ganho modesto, já que
-#   o passo é quase todo produtos de matrizes.
+# - O transformers compila o passo de decodificação sozinho apenas num acelerador (cuda, xpu, neuron, tpu, mps); numa
+#   CPU, só o atributo privado `CompileConfig._compile_all_devices` liga a compilação. Aí o formato fixo permite
+#   reutilizar um único grafo de decodificação; só um novo formato de cache compila de novo. Um DynamicCache muda de
+#   formato a cada passo: compilado mesmo assim, ele traça um grafo novo a cada chamada de decodificação. O veredito do
+#   regime estável, impresso com o seu intervalo, diz se compilar acelera a decodificação nesta CPU.
 #
 # **A seguir:** [03 · Descarregamento (offloading)](03_offloading.ipynb): manter o cache na memória da CPU e trazer uma
 # camada de cada vez.

@@ -24,9 +24,9 @@
 # **Nas palavras do kvlab.** Um cache descarregado guarda todas as camadas na memória da CPU. Enquanto a camada *i*
 # calcula, ele copia a próxima camada descarregada para o acelerador (um *pré-carregamento*, ou *prefetch*, num stream
 # secundário, para que possa se sobrepor ao cálculo) e, quando a camada *i* termina, a devolve à CPU (um
-# *descarregamento*, ou *offload*). Assim, o acelerador guarda cerca de duas camadas em vez de todas; o preço são duas
-# cópias por camada, a cada passo, pelo barramento. `offloaded_static` faz o mesmo com as camadas de tamanho fixo do
-# StaticCache.
+# *descarregamento*, ou *offload*). Assim, o acelerador guarda só as camadas que estão entre o seu pré-carregamento e o
+# seu descarregamento; o preço são duas cópias por camada, a cada passo, pelo barramento. `offloaded_static` faz o
+# mesmo com as camadas de tamanho fixo do StaticCache.
 #
 # **Nesta máquina não há acelerador**, então as cópias são operações CPU-para-CPU que não fazem nada. Dentro de
 # `kvlab.watch`, o kvlab executa mesmo assim o cronograma exato do transformers, registra cada movimentação e calcula, a
@@ -163,8 +163,8 @@ for step in sorted({s for s, _ in per_step}):
 
 # %% [markdown]
 # No pré-preenchimento, cada camada é criada no dispositivo e descarregada depois da sua atualização (30
-# descarregamentos); em seguida, a última camada pré-carrega a camada 0 para o próximo passo (1 pré-carregamento). Cada
-# passo de decodificação pré-carrega e descarrega cada camada uma vez (60 movimentações). 8 tokens novos levam o
+# descarregamentos), e uma camada é pré-carregada para o próximo passo (1 pré-carregamento). Cada passo de
+# decodificação pré-carrega e descarrega cada camada uma vez (60 movimentações). 8 tokens novos levam o
 # pré-preenchimento e 7 passos de decodificação: 31 + 7 × 60 = 451 movimentações, a contagem da tabela.
 #
 # ## 2. Cache offloading: o cronograma, em gráfico
@@ -286,10 +286,13 @@ residency_plot.plot_device_bytes({"offload_only_non_sliding=True": settings["Tru
 #   camadas no dispositivo.
 #
 # Portanto, `True` não mantém a fatia do dispositivo pequena nem limitada: as 15 camadas deslizantes ficam, e as duas
-# camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias (3 camadas se movem
-# em vez de 18), e esse é o motivo do guia para a opção: as camadas deslizantes são curtas, então descarregá-las
-# economiza pouca memória em troca dos bytes que elas moveriam a cada passo. A seção 5 conta esses bytes e estima quanto
-# eles custariam numa GPU.
+# camadas completas residentes continuam crescendo com a sequência. O que se ganha são menos cópias: 3 camadas se movem
+# em vez de 18 (22 movimentações contra 127). O motivo do guia para a opção é que as camadas deslizantes "geralmente são
+# curtas de qualquer forma", então descarregá-las pode custar velocidade por pouca memória. No Gemma 3, com este
+# comprimento, elas não são pouca coisa: no passo 3 elas guardam 15.728.640 dos 19.433.472 bytes do cache, então
+# mantê-las no dispositivo mantém lá 93,6% do cache, contra 11,8% com `False`. A parte delas fica em 15 camadas × 512
+# tokens enquanto as camadas completas crescem, então a sua fatia só diminui quando a sequência passa muito da janela.
+# A seção 5 conta os bytes que cada configuração move e estima quanto eles custariam numa GPU.
 #
 # **Experimente.** Alterne `offload_only_non_sliding` e mova o comprimento do prompt: cada ajuste gera 2 tokens no
 # Gemma 3 com `DynamicCache(config=gemma.config, offloading=True, offload_only_non_sliding=...)` dentro de
@@ -453,14 +456,17 @@ print(compare(decode_times["dynamic"], decode_times["offloaded"], warn=False).ve
 # preço do tráfego, que precisa de um barramento.
 #
 # Para uma GPU, os bytes só podem virar tempo com uma largura de banda, e aqui essa largura de banda é **suposta, não
-# medida**: 25 GB/s, mais ou menos o que as cópias do host para o dispositivo atingem em PCIe 4.0 x16 (32 GB/s brutos
-# por sentido). Uma geração mais antiga, menos faixas ou memória do host que não é memória fixada (pinned) dão
-# menos, então a estimativa é otimista. Dois números por cache, a partir dos bytes exatos por passo de decodificação
-# acima: se nenhuma transferência se sobrepusesse ao cálculo, cada byte se somaria ao passo; o transformers emite
-# cada pré-carregamento num stream secundário (`prefetch_stream`) para que ele rode enquanto a camada anterior
-# calcula, mas enfileira cada
-# descarregamento no stream de cálculo logo depois da atualização da camada; então, mesmo que todos os pré-carregamentos
-# ficassem escondidos, os descarregamentos sozinhos ainda somariam o tempo deles.
+# medida**: 25 GB/s em PCIe 4.0 x16. Esse link transporta no máximo 31,5 GB/s por sentido (16 GT/s em cada uma das 16
+# faixas, codificação 128b/130b), e as cópias atingem menos: memória do host fixada (pinned) "pode atingir cerca de
+# 12 GB/s" numa placa PCIe x16 Gen3, uns três quartos do máximo dessa geração, que é metade do da Gen4 (fonte: NVIDIA,
+# CUDA C++ Best Practices Guide, "Pinned Memory"); a mesma fração do máximo da Gen4 dá cerca de 24 GB/s,
+# arredondados aqui para 25. Um link PCIe 3.0, ou com 8 faixas, reduz o máximo à metade, e aí a estimativa é otimista.
+# Dois números por cache, a partir dos bytes exatos por passo de decodificação acima: se nenhuma transferência se
+# sobrepusesse ao cálculo, cada byte se somaria ao passo; o transformers emite cada pré-carregamento num stream
+# secundário (`prefetch_stream`, em `Cache.prefetch`) para que ele rode enquanto a camada anterior calcula, mas cada
+# descarregamento no stream padrão logo depois da atualização da camada (`Cache.offload`, chamado no fim de
+# `Cache.update`; ambos em `transformers/cache_utils.py`); então, mesmo que todos os pré-carregamentos ficassem
+# escondidos, os descarregamentos sozinhos ainda somariam o tempo deles.
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -21,13 +21,19 @@
 # decodificação para ver se um flush aparece no tempo, medir o que cada backend e cada largura de bits faz com as
 # previsões do modelo e saber por que o Gemma 3 é recusado.
 #
-# **Nas palavras do kvlab.** O `QuantizedCache` do transformers segue o KIVI: os `residual_length` tokens mais
-# recentes (128 por padrão) ficam em precisão total, e tudo o que é mais antigo é empacotado com `nbits` por número,
-# em grupos de `q_group_size` (64 por padrão), com uma escala e um deslocamento (offset) por grupo. O prompt é
-# empacotado assim que é pré-preenchido; os tokens seguintes esperam na parte residual e, quando ela enche, é
-# empacotada e anexada (um *flush*). Backends: **hqq** (1, 2, 3, 4 ou 8 bits), **quanto** (2 ou 4 bits) e **fp8**
-# (cada token convertido de imediato para ponto flutuante de 8 bits, sem grupos e sem parte residual). No
-# pré-preenchimento, a atenção usa as chaves em precisão total; a cópia quantizada é o que todo passo *seguinte* lê.
+# **Nas palavras do kvlab.** O `QuantizedCache` do transformers é, nas palavras da sua docstring, "semelhante" ao KIVI
+# (Liu et al., arXiv:2402.02750): os `residual_length` tokens mais recentes ficam em precisão total, e tudo o que é
+# mais antigo é empacotado com `nbits` por número, em grupos de `q_group_size`, com uma escala e um deslocamento
+# (offset) por grupo (128 e 64 por padrão: os padrões de `QuantizedLayer.__init__`, `transformers/cache_utils.py`). O
+# prompt é empacotado assim que é pré-preenchido; os tokens seguintes esperam na parte residual e, quando ela enche, é
+# empacotada e anexada (um *flush*).
+#
+# Backends, com as larguras em bits que cada classe de camada desse arquivo aceita: **hqq** (`HQQQuantizedLayer`: 1, 2,
+# 3, 4 ou 8 bits), **quanto** (`QuantoQuantizedLayer`: 2 ou 4 bits) e **fp8** (`Fp8QuantizedLayer`: cada token
+# convertido de imediato para ponto flutuante de 8 bits, uma escala por tensor, sem grupos e sem parte residual). Na
+# primeira chamada, o pré-preenchimento, `QuantizedLayer.update` e `Fp8QuantizedLayer.update` devolvem as chaves e os
+# valores como chegaram, então o pré-preenchimento faz a atenção em precisão total; a cópia quantizada é o que todo
+# passo *seguinte* lê.
 #
 # Tudo roda no SmolLM2-135M-Instruct (30 camadas, 3 cabeças KV × 64, float32) na CPU, com decodificação greedy.
 
@@ -96,11 +102,15 @@ out = model.generate(
 # %% [markdown]
 # Por quê: o prompt é empacotado logo após o pré-preenchimento. Suas chaves têm forma
 # `(1 batch, 3 heads, 5 tokens, 64)` = 960 números, 15 grupos de 64. No eixo 1, o hqq organiza os grupos como linhas
-# e, com 4 bits, empacota duas linhas em cada linha de bytes, emparelhando a primeira metade das linhas com a
-# segunda. 15 linhas se dividem em 7 e 8, e o emparelhamento falha: é esse o `7` contra `8` do erro. Qualquer prompt
-# com número ímpar de grupos falha com 4 bits (o Llama 7B do guia tem 32 cabeças × 128, então seu número de grupos é
-# sempre par). As camadas hqq do kvlab completam a sequência com tokens zerados até que ela possa ser empacotada, e
-# guardam o comprimento verdadeiro. Quantos tokens o kvlab acrescenta aqui:
+# (`W.reshape([-1, group_size])` em `Quantizer.quantize`, `hqq/core/quantize.py`) e, com 4 bits, empacota duas linhas
+# em cada linha de bytes, emparelhando a primeira metade das linhas com a segunda (`(W_q[:_step] << 4) | W_q[_step:]`
+# com `_step = int(len(W_q) / 2)`, em `BitPack.pack_4bit_u8`, `hqq/core/bitpack.py`, hqq 0.2.8). 15 linhas se dividem
+# em 7 e 8, e o emparelhamento falha: é esse o `7` contra `8` do erro. Qualquer prompt com número ímpar de grupos
+# falha com 4 bits. O modelo do guia, Llama-2-7b-chat-hf, tem 32 cabeças de chave e valor de 128 números, 64 grupos
+# por token, então seu número de grupos é sempre par (fonte: o `config.json` dele no Hugging Face Hub, `hidden_size`
+# 4096 dividido por 32 cabeças de atenção, `num_key_value_heads` 32). As camadas hqq do kvlab completam a sequência
+# com tokens zerados até que ela possa ser empacotada, e guardam o comprimento verdadeiro. Quantos tokens o kvlab
+# acrescenta aqui:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -109,7 +119,8 @@ print("tokens de zeros que o kvlab acrescenta a um prompt de 5 tokens:",
 print("... e a um prompt de 6 tokens:", hqq_sequence_padding((1, 3, 6, 64), q_group_size=64, nbits=4, axis=1))
 
 # %% [markdown]
-# Para o quanto, o guia recomenda o eixo 0, que também é o padrão do transformers para os dois eixos:
+# Para o quanto, o guia recomenda o eixo 0, que também é o padrão do transformers para os dois eixos (`axis_key=0`,
+# `axis_value=0` em `QuantizedLayer.__init__`, `transformers/cache_utils.py`):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -214,21 +225,24 @@ for label, generated in texts.items():
 # residual e apenas cerca de um sexto menores que o DynamicCache (918.720 e 913.440 B contra 1.105.920 B). O fp8 não
 # tem parte residual: todos os 24 tokens são armazenados com um byte por número, mais uma escala por tensor
 # (276.720 B), um quarto do cache em float32 desde o primeiro token.
-#
+
+# %% [markdown]
 # ## 3. Para onde vão os bytes quando a parte empacotada domina
 #
 # 24 tokens dizem pouco sobre compressão. Aqui cada backend roda sobre 280 tokens de inglês real (a prosa do manual
 # de referência do Python, que vem junto com o Python): um pré-preenchimento de 256 tokens, empacotado de uma vez, e
 # depois os 23 tokens seguintes alimentados ao modelo (teacher forcing), de modo que 24 previsões são avaliadas: a
-# que vem logo após o pré-preenchimento e uma por token alimentado. `kvlab.measure.quality.sweep(..., chunked=True)` faz isso
-# com o `QuantizedCache` instrumentado do kvlab, construído com as mesmas opções de cada `cache_config`. Ele alimenta
-# os 23 tokens em um único forward, em vez de 23 passos de decodificação (uma passagem pelas 30 camadas em vez de 23),
-# e prevê o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado já
-# desquantizado, como faria um passo de decodificação, e os tokens anteriores a ele em precisão total, como a parte
-# residual os guardaria (os 23 tokens não chegam a encher a parte residual de 128 tokens, então nenhum flush acontece
-# no meio do caminho; os testes do kvlab conferem isso contra a decodificação token a token). No fim, o cache guarda
-# 279 tokens: 256 empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também
-# aceita 1 e 3 bits: experimente-os no controle ao vivo abaixo).
+# que vem logo após o pré-preenchimento e uma por token alimentado. No fim, o cache guarda 279 tokens: 256
+# empacotados e 23 na parte residual. O hqq roda no eixo 1 do guia, o quanto no eixo 0 (o hqq também aceita 1 e 3
+# bits: experimente-os no controle ao vivo abaixo).
+
+# %% [markdown]
+# Como roda: `kvlab.measure.quality.sweep(..., chunked=True)` constrói o `QuantizedCache` instrumentado do kvlab com as
+# mesmas opções de cada `cache_config` e alimenta os 23 tokens em um único forward, em vez de 23 passos de
+# decodificação. Ele prevê o mesmo: a atenção é causal, então cada um desses tokens lê o pré-preenchimento empacotado
+# já desquantizado, como faria um passo de decodificação, e os tokens anteriores a ele em precisão total, como a parte
+# residual os guardaria (23 tokens não chegam a encher a parte residual de 128 tokens, então nenhum flush acontece no
+# meio do caminho; os testes do kvlab conferem isso contra a decodificação token a token).
 #
 # **Preveja primeiro.** Que porcentagem dos bytes do cache hqq de 4 bits corresponde à parte residual de 23 tokens em
 # precisão total?
@@ -273,27 +287,31 @@ quantized.plot_configs({r["config"]: runs[r["config"]].trace for r in rows[1:]},
 # cabeças × 64 números × 4 bytes) = 1.059.840 B. No cache hqq de 4 bits, isso é 36,5% dos seus 2.903.040 B, e o cache
 # inteiro fica com 0,452 do tamanho de um cache de 16 bits com os mesmos tokens, longe dos 0,25 que 4 de 16 bits
 # sugerem; com 2 bits, a parte residual é quase metade do cache (1.059.840 de 2.165.760 B). O DynamicCache aparece com
-# 2,000 porque guarda float32, o dobro de um cache de 16 bits. hqq e quanto empacotam nos mesmos bytes com a mesma
-# largura de bits. A parte empacotada sozinha (última coluna) custa nbits + 1 bits por número: cada grupo de 64 números
-# acrescenta uma escala e um deslocamento em float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e 9/16). É dessa
-# razão que se aproxima uma sequência muito mais longa que a parte residual. O fp8 não tem parte residual: metade de um
-# cache de 16 bits (mais uma escala por tensor), em qualquer comprimento.
-#
+# 2,000 porque guarda float32, o dobro de um cache de 16 bits.
+
+# %% [markdown]
+# A parte empacotada sozinha (última coluna) é a razão de que se aproxima uma sequência muito mais longa que a parte
+# residual. Ela custa nbits + 1 bits por número: cada grupo de 64 números acrescenta uma escala e um deslocamento em
+# float32, 64 bits, ou seja, um por número (daí 3/16, 5/16 e 9/16: os 0,188, 0,312 e 0,562 da coluna). hqq e quanto
+# empacotam nos mesmos bytes com a mesma largura de bits. O fp8 não tem parte residual: metade de um cache de 16 bits
+# (mais uma escala por tensor), em qualquer comprimento.
+
+# %% [markdown]
 # ## 4. A parte residual ao longo do tempo (ao vivo)
 #
-# **Preveja primeiro.** Com `residual_length=8`, a parte residual é esvaziada na parte empacotada (flush) a cada 8
-# tokens. Imagine os bytes residuais em função dos tokens (quanto de 4 bits, 32 tokens novos após o prompt do guia):
-# uma "rampa" (eles só crescem) ou uma "serra" (crescem e depois caem a cada flush)? Responda com uma das duas
-# palavras entre aspas.
-#
+# **Preveja primeiro.** quanto de 4 bits com `residual_length=8`, 32 tokens novos após o prompt do guia: imagine os
+# bytes da parte residual em função dos tokens. Eles só crescem (uma "rampa") ou crescem e depois voltam a cair (uma
+# "serra")? Responda com uma das duas palavras entre aspas.
+
+# %%
+guess = None  # uma das duas palavras entre aspas da pergunta: seu palpite
+
+# %% [markdown]
 # O controle abaixo executa a chamada do guia (`cache_implementation="quantized"` com o `cache_config` que você
 # escolher) dentro de `kvlab.watch`, gerando 32 tokens novos após o prompt do guia, e compara seus tokens greedy com
 # os do DynamicCache. O hqq roda no eixo 1 e o quanto no eixo 0, como o guia recomenda; o fp8 recebe apenas o
 # backend. O quanto aceita 2 ou 4 bits, o hqq 1, 2, 3, 4 ou 8: outras escolhas mostram o próprio erro do
 # transformers. Ele abre com as configurações da previsão: olhe a figura depois de dar o seu palpite.
-
-# %%
-guess = None  # uma das duas palavras entre aspas da pergunta: seu palpite
 
 # %%
 LIVE_NEW_TOKENS = 32
@@ -363,28 +381,37 @@ answers = dict(falls_label="serra", only_grows_label="rampa")  # as duas palavra
 display(score(guess, answers["falls_label"] if quanto_4bit_falls else answers["only_grows_label"], kind="choice"))
 
 # %% [markdown]
-# Um dente de serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush, enquanto o
-# DynamicCache (tracejado) sobe em linha reta. Uma parte residual curta deixa o cache menor mais cedo, mas uma parcela
-# maior dos tokens passa a ser lida da cópia quantizada, e cada flush reempacota o cache inteiro (a parte empacotada é
-# desquantizada e quantizada de novo junto com a parte residual) dentro da própria atualização do cache desse passo,
-# antes que a atenção possa ler as chaves: o passo espera por isso. A seção 5 mede se essa espera é longa o bastante
-# para aparecer. A parte residual nunca guarda mais de 7 tokens (322.560 B = 7 × 46.080 B): `QuantizedLayer.update` do
-# transformers empacota tudo assim que a parte residual mais o token novo atingiriam `residual_length`, então o 8º token
-# vai direto para a parte empacotada. O fp8 não desenha dente de serra: a sua parte residual nunca guarda um byte. A
-# última coluna: com 2 bits, os dois backends se separam do texto greedy do DynamicCache depois de 3 tokens; o quanto de
-# 4 bits, depois de 29, e o fp8, depois de 5 (o texto dele já era diferente na seção 1). Mova o controle para essas
-# configurações para ver cada uma desenhada.
-#
+# Uma serra: a parte residual enche um token por passo e se esvazia na parte empacotada a cada flush, enquanto o
+# DynamicCache (tracejado) sobe em linha reta. A parte residual nunca guarda mais de 7 tokens (322.560 B =
+# 7 × 46.080 B): `QuantizedLayer.update` (`transformers/cache_utils.py`) empacota tudo assim que a parte residual mais
+# o token novo chegariam a `residual_length`, então o 8º token vai direto para a parte empacotada. O fp8 não desenha
+# serra: a sua parte residual nunca guarda um byte.
+
+# %% [markdown]
+# O que custa uma parte residual curta. Ela deixa o cache menor mais cedo, mas mais tokens são lidos de volta da sua
+# cópia quantizada. E um flush reempacota o cache inteiro dentro da própria atualização de cache daquele passo, antes
+# que a atenção possa ler as chaves: o mesmo `QuantizedLayer.update` desquantiza a parte empacotada, a concatena com a
+# parte residual e o token novo e quantiza o resultado de novo, e a atenção lê o que ele devolve. Se essa espera é
+# longa o bastante para aparecer, a seção 5 mede.
+
+# %% [markdown]
+# As contagens de tokens no fim de cada linha: com 2 bits, os dois backends se separam do texto greedy do DynamicCache
+# depois de 3 tokens; o quanto de 4 bits depois de 29, e o fp8 depois de 5 (o texto dele já diferia na seção 1). Leve
+# o controle a essas configurações para ver cada uma desenhada.
+
+# %% [markdown]
 # ## 5. O que um flush custa em tempo
 #
 # Os contadores de trabalho dizem onde olhar. Todo passo de decodificação de um cache por grupo (hqq, quanto)
 # desquantiza toda a sua parte empacotada; um passo de flush também quantiza de novo o cache inteiro, todos os tokens
 # até ali. O fp8 nunca faz flush e quantiza só o token novo a cada passo, mas a sua escala fica fixa depois do
-# pré-preenchimento: ele guarda cada token em 8 bits e converte o cache inteiro de volta para float32 a cada passo,
-# para a atenção ler, e assim desquantiza mais números que qualquer um dos dois caches por grupo. O DynamicCache não
-# faz nem uma coisa nem outra. Então, se o custo está na quantização, os passos de flush de um cache por grupo são
-# os seus passos lentos; se está na desquantização, o fp8 é o mais lento dos três.
-#
+# pré-preenchimento ("The per-tensor scale is frozen after the first `update`", diz a docstring de
+# `Fp8QuantizedLayer`): ele guarda cada token em 8 bits, e `Fp8QuantizedLayer.update` converte o cache inteiro de
+# volta para float32 a cada passo, para a atenção ler; assim ele desquantiza mais números que qualquer um dos dois
+# caches por grupo. O DynamicCache não faz nem uma coisa nem outra. Então, se o custo está na quantização, os passos
+# de flush de um cache por grupo são os seus passos lentos; se está na desquantização, o fp8 é o mais lento dos três.
+
+# %% [markdown]
 # As chamadas do guia de novo, cada uma gerando 19 tokens novos após um prompt de 6 tokens (um número par, então o
 # hqq no eixo 1 empacota sem que o kvlab precise completar a sequência: 0 tokens zerados para um prompt de 6 tokens,
 # como impresso na seção 1), com `residual_length=6`, para que aconteçam três flushes. Primeiro sob `kvlab.watch`,
@@ -464,34 +491,37 @@ plot_step_times(step_results, step_traces, field="quantized_elements",
                       f"{STEP_REPEATS} repetições intercaladas (faixa: IQR), passos de flush circulados", verdicts=verdicts)
 
 # %% [markdown]
-# O que observar. A tabela verificada diz onde: hqq e quanto quantizam no pré-preenchimento e depois apenas nos
-# passos 6, 12 e 18, cada vez o cache inteiro (60 chamadas: chaves e valores de 30 camadas, todos os tokens até
-# ali); o fp8 quantiza a cada passo, mas só o token novo (11.520 números), e desquantiza a cada passo o seu cache
-# inteiro, token novo incluído: 80.640 números no passo 1, 276.480 no passo 18, 3.214.080 nos 18 passos de
-# decodificação, contra 2.488.320 do hqq ou do quanto (a última linha da tabela). O painel da direita desenha o
-# trabalho de quantização por passo; a caixa sob a figura repete os vereditos impressos acima dela.
-#
-# Comecemos pelo fp8, porque é nele que está a lição. Ele desquantiza mais números que qualquer um dos caches por grupo,
-# e o seu veredito contra o DynamicCache põe um preço nisso. Onde ele diz "nenhuma diferença além do ruído", converter o
-# cache inteiro de volta para float32 a cada passo é desprezível perto de um forward pelas 30 camadas nesta CPU; logo, a
-# quantidade de valores que um cache desquantiza não é o que o torna lento; um veredito "mais devagar" mostraria esse
-# preço, e "ruído demais para concluir" não diz nada, nem num sentido nem no outro (repita numa máquina mais tranquila).
+# O que a tabela verificada diz. hqq e quanto quantizam no pré-preenchimento e depois apenas nos passos 6, 12 e 18,
+# cada vez o cache inteiro (60 chamadas: chaves e valores de 30 camadas, todos os tokens até ali). O fp8 quantiza a
+# cada passo, mas só o token novo (11.520 números), e desquantiza a cada passo o seu cache inteiro, token novo
+# incluído: 80.640 números no passo 1, 276.480 no passo 18, 3.214.080 nos 18 passos de decodificação, contra
+# 2.488.320 do hqq ou do quanto (a última linha da tabela). O painel da direita da figura desenha o trabalho de
+# quantização por passo; a caixa sob a figura repete os vereditos impressos acima dela.
+
+# %% [markdown]
+# Comecemos pelo fp8, porque é nele que está a lição: ele desquantiza mais números que qualquer um dos caches por
+# grupo, e o seu veredito contra o DynamicCache põe um preço nisso. "Nenhuma diferença além do ruído" significaria
+# que converter o cache inteiro de volta para float32 a cada passo é desprezível perto de um forward pelas 30 camadas
+# nesta CPU; logo, a quantidade de valores que um cache desquantiza não é o que o torna lento; "mais devagar" põe um
+# preço nisso; "ruído demais para concluir" (repetições de menos) não diz nada, nem num sentido nem no outro.
+
+# %% [markdown]
 # O que o hqq e o quanto acrescentam é a forma como empacotam: a cada passo desempacotam números guardados em poucos
-# bits e aplicam a escala e o deslocamento de cada grupo, e a cada flush quantizam de novo o cache inteiro, o hqq
-# ajustando o deslocamento de cada grupo com até 20 iterações do seu otimizador (`optimize=True`, que a camada hqq do
-# transformers mantém).
-#
-# Se esse empacotamento está no caminho crítico, os passos circulados ficam acima dos vizinhos nas linhas do hqq e do
-# quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que os demais, com um intervalo
-# que exclui 1. Onde um ponto circulado fica dentro da faixa dos passos ao seu redor, ou o intervalo contém 1, esta
-# execução não mostra o efeito para aquele backend: o empacotamento é pequeno demais perto do resto de um forward
-# pelas 30 camadas para se destacar do ruído nesta máquina. Os passos após um flush também desquantizam uma parte
-# empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo menor e constante que
-# a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a do DynamicCache:
-# neles entra a desquantização de todo passo, com flush ou não; um intervalo que contém 1 significa nenhuma
-# diferença detectável, e um veredito "ruído demais para concluir" (repetições de menos) não diz nada, nem num
-# sentido nem no outro.
-#
+# bits e aplicam a escala e o deslocamento de cada grupo, e a cada flush quantizam de novo o cache inteiro. Ali o hqq
+# também ajusta o deslocamento de cada grupo: o `HQQQuantizedLayer._quantize` do transformers chama o
+# `Quantizer.quantize` do hqq sem `optimize`, cujo padrão é `True` (`hqq/core/quantize.py`), e o otimizador roda até
+# `"iters": 20`, parando assim que o erro deixa de cair (`optimize_weights_proximal_legacy`, `hqq/core/optimize.py`).
+
+# %% [markdown]
+# Como ler os vereditos de flush. Se o empacotamento está no caminho crítico, os passos circulados ficam acima dos
+# vizinhos nas linhas do hqq e do quanto, e os dois últimos vereditos dizem que os passos de flush são mais lentos que
+# os demais, com um intervalo que exclui 1. Onde um ponto circulado fica dentro da faixa dos passos ao seu redor, ou o
+# intervalo contém 1, esta execução não mostra o efeito para aquele backend. Os passos após um flush também
+# desquantizam uma parte empacotada maior que os passos anteriores (as colunas de desquantização da tabela), um custo
+# menor e constante que a linha pode mostrar ou não. Os três primeiros vereditos comparam a decodificação inteira com a
+# do DynamicCache: neles entra a desquantização de todo passo, com flush ou não.
+
+# %% [markdown]
 # ## 6. O que a quantização faz com as previsões
 #
 # De volta à execução de 280 tokens da seção 3: em cada uma das 24 posições avaliadas, o próximo token greedy do
@@ -548,26 +578,30 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
 # o KL médio fica em torno de 0,01 nats com 4 bits, 0,0001 com 8 bits e 0,0028 com fp8, e acima de 1 nat com 2
 # bits, onde a perplexidade do texto real também salta dos 15,25 do DynamicCache para cerca de 32 (hqq) e 51
 # (quanto); com 4 bits ou mais, ela fica a menos de 0,1 dele.
-#
-# Duas coisas chamam a atenção no hqq de 8 bits nessas linhas: KL máximo de 0,000 (abaixo de meio milésimo de nat em todas as
-# posições) e, mesmo assim, uma posição perdida, e a mesma perplexidade do hqq de 4 bits. As linhas posição a posição
-# explicam as duas coisas. A posição perdida é um quase empate: ali os dois tokens mais prováveis do DynamicCache
-# estão a 0,0111 nats um do outro, então uma mudança no cache pequena demais para aparecer no KL (0,00021 nats ali)
-# inverte a escolha greedy; o hqq de 4 bits e o quanto de 4 bits invertem a mesma posição, o fp8 não. E as
-# perplexidades iguais são uma coincidência da média: o hqq de 8 bits muda a log-probabilidade do próximo token real
-# em no máximo alguns centésimos de nat, o hqq de 4 bits em vários décimos para um lado ou para o outro (as linhas
-# acima mostram cada intervalo), e as
-# mudanças se compensam numa média quase igual (-0,0033 e -0,0030 nats), que leva os 15,25 do DynamicCache a 15,30
-# nos dois casos. A concordância top-1 conta um quase empate invertido como um erro inteiro, e 24 posições são poucas
-# (uma posição é 1/24 delas): leia 22 contra 23 como empate, e a queda com 2 bits como o verdadeiro resultado.
-#
+
+# %% [markdown]
+# Uma coisa chama a atenção no hqq de 8 bits nessas linhas: KL máximo de 0,000 (abaixo de meio milésimo de nat em
+# todas as posições) e, mesmo assim, uma posição perdida. As linhas posição a posição explicam: a posição perdida é
+# um quase empate. Ali os dois tokens mais prováveis do DynamicCache estão a 0,0111 nats um do outro, então uma
+# mudança no cache pequena demais para aparecer no KL (0,00021 nats ali) inverte a escolha greedy; o hqq de 4 bits e
+# o quanto de 4 bits invertem a mesma posição, o fp8 não. A concordância top-1 conta um quase empate invertido como
+# um erro inteiro, e 24 posições são poucas (uma posição é 1/24 delas): leia 22 contra 23 como empate, e a queda com
+# 2 bits como o verdadeiro resultado.
+
+# %% [markdown]
+# O hqq de 8 bits também tem a mesma perplexidade do hqq de 4 bits, uma coincidência da média: o hqq de 8 bits muda a
+# log-probabilidade do próximo token real em no máximo alguns centésimos de nat, o hqq de 4 bits em vários décimos
+# para um lado ou para o outro (as linhas acima mostram cada intervalo), e as mudanças se compensam numa média quase
+# igual (-0,0033 e -0,0030 nats), que leva os 15,25 do DynamicCache a 15,30 nos dois casos.
+
+# %% [markdown]
 # A figura põe lado a lado a concordância de cada configuração (num eixo que começa em 0) e a memória da mesma
 # execução: o cache inteiro com 279 tokens, parte residual incluída (a coluna "vs 16 bits" da seção 3), em relação
 # a um cache de 16 bits com os mesmos tokens. A faixa embaixo dela marca só a parte empacotada (a coluna "empac. vs
-# 16 bits" da seção 3), a razão de que se aproxima uma sequência muito mais longa que a parte residual; a faixa não
-# tem eixo de concordância, porque nenhuma concordância foi medida num comprimento assim: com 279 tokens, os 23
-# tokens mais recentes ainda eram lidos em precisão total, e uma sequência longa leria quase todos os seus tokens da
-# cópia quantizada. Só as medições do próprio kvlab estão nela.
+# 16 bits" da seção 3), a razão de que se aproxima uma sequência muito mais longa. A faixa não tem eixo de
+# concordância: com 279 tokens, os 23 tokens mais recentes ainda eram lidos em precisão total, uma sequência longa
+# leria quase todos os seus tokens da cópia quantizada, e nenhuma concordância foi medida num comprimento assim. Só as
+# medições do próprio kvlab estão nela.
 
 # %%
 quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "DynamicCache"],
@@ -583,11 +617,14 @@ quantized.plot_quality_vs_memory([r for r in rows if r["config"] != "DynamicCach
 Markdown(quantized.references_markdown())
 
 # %% [markdown]
-# A tendência do blog da Hugging Face coincide com o que medimos: 4 bits se sustentam, e é em 2 bits que a qualidade
-# se perde. O KIVI mantém a qualidade em 2 bits, ao contrário desta execução, e isso não é necessariamente uma
-# contradição: o KIVI quantiza as chaves por canal e os valores por token, em modelos da classe de 7B e em benchmarks
-# longos; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
-#
+# A tendência do blog da Hugging Face coincide com o que medimos (R1 e R2): 4 bits se sustentam, e é em 2 bits que a
+# qualidade se perde. O KIVI mantém a qualidade em 2 bits, ao contrário desta execução (R3), e isso não é
+# necessariamente uma contradição. O KIVI quantiza as chaves por canal e os valores por token (o resumo do artigo,
+# arXiv:2402.02750), enquanto o transformers quantiza os dois por canal ("in contrast to what was described in the
+# paper", diz a docstring do `QuantizedCache`), e o artigo mede modelos Llama-2, Falcon e Mistral nas tarefas do
+# LM-Eval e no LongBench, de contexto longo; aqui temos um modelo de 135M com 3 cabeças KV, avaliado em 24 posições.
+
+# %% [markdown]
 # ## 7. Por que o Gemma 3 é recusado
 #
 # A tabela do guia diz que o cache quantizado não suporta camadas de janela deslizante. As camadas deslizantes do
@@ -604,15 +641,17 @@ gemma.generate(source, attention_mask=torch.ones_like(source), do_sample=False, 
                cache_implementation="quantized", cache_config={"backend": "quanto", "nbits": 4})
 
 # %% [markdown]
-# O `QuantizedCache` do transformers só constrói camadas quantizadas de atenção completa (a verificação e a lista de
-# camadas estão no seu `__init__`): ele não tem nenhuma camada que descarte tokens. Ele recusa antes de gerar
-# qualquer coisa (e `kvlab.make_cache("quantized", ...)` recusa da mesma forma).
-#
+# O `QuantizedCache` do transformers só constrói camadas quantizadas de atenção completa: o seu `__init__`
+# (`transformers/cache_utils.py`) levanta um erro para qualquer tipo de camada diferente de `full_attention`, o erro
+# acima, e, caso contrário, constrói uma camada quantizada por camada oculta. Ele não tem nenhuma camada que descarte
+# tokens e recusa antes de gerar qualquer coisa (`kvlab.make_cache("quantized", ...)` recusa da mesma forma).
+
+# %% [markdown]
 # O que um cache sem camadas que descartam tokens custaria a um modelo com janela deslizante: atenção errada ou
 # memória? Os tokens a que uma camada deslizante presta atenção são decididos pela sua máscara, e o transformers
-# constrói a máscara deslizante a partir da config, não do cache. Um `DynamicCache()` criado sem config tem a mesma
-# falha que um quantizado (uma camada completa para cada camada, nenhuma descarta tokens), então ele mostra o que
-# acontece:
+# constrói a máscara deslizante a partir da config, não do cache (a primeira linha impressa abaixo vem de
+# `create_sliding_window_causal_mask`). Um `DynamicCache()` criado sem config tem a mesma falha que um quantizado (uma
+# camada completa para cada camada, nenhuma descarta tokens), então ele mostra o que acontece:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -646,12 +685,13 @@ else:
 #   metade um cache de 16 bits desde o primeiro token.
 # - Tempo: um cache por grupo desquantiza a sua parte empacotada a cada passo de decodificação e reempacota o cache
 #   inteiro a cada flush (a cada `residual_length`-ésimo passo), dentro do passo; o fp8 desquantiza o seu cache inteiro
-#   a cada passo, mais números que qualquer um deles. A seção 5 imprimiu, com intervalos, se nesta execução os passos de
-#   flush são os lentos e como a decodificação de cada backend se compara à do DynamicCache: onde o veredito do fp8 diz
-#   nenhuma diferença, o que custa não é a quantidade de números desquantizados, e sim o empacotamento.
+#   a cada passo, mais números que qualquer um deles. Os vereditos da seção 5 dizem, com intervalos, se nesta execução
+#   os passos de flush são os lentos e como a decodificação de cada backend se compara à do DynamicCache; onde o
+#   veredito do fp8 diz nenhuma diferença e os passos de flush aparecem mais lentos, o custo está no empacotamento, não
+#   na quantidade de números desquantizados.
 # - A qualidade acompanha a largura em bits: com 256 tokens empacotados, os caches fp8, de 8 e de 4 bits escolhem o
-#   próximo token do DynamicCache em 22 a 24 das 24 posições, e os seus erros caem em quase empates; os de 2 bits,
-#   em 8 (hqq) e 10 (quanto).
+#   próximo token do DynamicCache em 22 a 24 das 24 posições (o único erro do hqq de 8 bits cai num quase empate de
+#   0,0111 nats); os de 2 bits, em 8 (hqq) e 10 (quanto).
 # - Modelos com janela deslizante são recusados: o `QuantizedCache` só tem camadas completas. A máscara deslizante vem
 #   de `config.sliding_window`, então um cache sem camadas que descartam tokens não leria as posições erradas; ele
 #   guardaria todo token em toda camada, a memória que uma camada deslizante existe para economizar.
