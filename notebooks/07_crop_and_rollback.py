@@ -232,7 +232,8 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 # layers with attention layers (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Since transformers 5.25,
 # `activate_past_recording(recurrent_states_to_keep=N)` makes each linear-attention layer keep copies of its
 # recurrent state (of a forward of several tokens, the last N) for `crop(-n)` to use
-# (`LinearAttentionLayer.activate_past_recording` and `crop` in `transformers/cache_utils.py`).
+# (`activate_past_recording` and `crop` of `LinearAttentionCacheLayerMixin`, which `LinearAttentionLayer`
+# inherits, in `transformers/cache_utils.py`).
 #
 # No hybrid model ships with kvlab for offline use (Qwen3-Next has 80 billion parameters), so this section builds
 # one tiny, with **random weights**: `kvlab.tiny_model("qwen3_next")` is Qwen3-Next's own code with three Gated
@@ -327,8 +328,8 @@ print(f"the trace's bytes held: {number(held_before)} B before the crop, {number
 # prompt's forward keeps the state from before it and the one before its last token, so the oldest copy is not the
 # state it stands for: transformers would put it back without a word (`update_recurrent_state` records the state
 # from before the forward and all but the last of the N states the model passes, and `crop(-n)` takes the history's
-# n-th entry from the end with no check; both in `LinearAttentionLayer`, `transformers/cache_utils.py`). kvlab
-# refuses a crop that reaches it and names the valid counts:
+# n-th entry from the end with no check: `LinearAttentionLayer` and the `LinearAttentionCacheLayerMixin` it inherits
+# `crop` from, in `transformers/cache_utils.py`). kvlab refuses a crop that reaches it and names the valid counts:
 
 # %%
 # NBVAL_CHECK_OUTPUT

@@ -244,7 +244,8 @@ plot_holdings(stages, title="Gemma 3 com registro do passado: crop(-3), mais 4 t
 # híbridos misturam essas camadas com camadas de atenção (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Desde o
 # transformers 5.25, `activate_past_recording(recurrent_states_to_keep=N)` faz cada camada de atenção linear guardar
 # cópias do seu estado recorrente (num forward de vários tokens, as últimas N) para `crop(-n)` usar
-# (`LinearAttentionLayer.activate_past_recording` e `crop` em `transformers/cache_utils.py`).
+# (`activate_past_recording` e `crop` de `LinearAttentionCacheLayerMixin`, que `LinearAttentionLayer` herda, em
+# `transformers/cache_utils.py`).
 #
 # Nenhum modelo híbrido vem com o kvlab para uso offline (o Qwen3-Next tem 80 bilhões de parâmetros), então esta
 # seção constrói um minúsculo, com **pesos aleatórios**: `kvlab.tiny_model("qwen3_next")` é o próprio código do
@@ -340,8 +341,9 @@ print(f"bytes guardados segundo o trace: {number(held_before)} B antes do recort
 # forward do prompt guarda o estado de antes dele e o de antes do seu último token, então a cópia mais antiga não é
 # o estado que ela representa: o transformers a devolveria sem dizer nada (`update_recurrent_state` registra o estado
 # de antes do forward e todos os N estados que o modelo passa, menos o último, e `crop(-n)` pega a n-ésima entrada do
-# histórico a contar do fim, sem verificar nada; os dois em `LinearAttentionLayer`, `transformers/cache_utils.py`). O
-# kvlab recusa um recorte que chegue até ela e diz quais contagens são válidas:
+# histórico a contar do fim, sem verificar nada: `LinearAttentionLayer` e o `LinearAttentionCacheLayerMixin` de quem
+# ela herda `crop`, em `transformers/cache_utils.py`). O kvlab recusa um recorte que chegue até ela e diz quais
+# contagens são válidas:
 
 # %%
 # NBVAL_CHECK_OUTPUT
