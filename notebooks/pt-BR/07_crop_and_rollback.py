@@ -341,7 +341,7 @@ print(f"bytes guardados segundo o trace: {number(held_before)} B antes do recort
 # forward do prompt guarda o estado de antes dele e o de antes do seu último token, então a cópia mais antiga não é
 # o estado que ela representa: o transformers a devolveria sem dizer nada (`update_recurrent_state` registra o estado
 # de antes do forward e todos os N estados que o modelo passa, menos o último, e `crop(-n)` pega a n-ésima entrada do
-# histórico a contar do fim, sem verificar nada: `LinearAttentionLayer` e o `LinearAttentionCacheLayerMixin` de quem
+# histórico a contar do fim, sem verificar nada: `LinearAttentionLayer` e o `LinearAttentionCacheLayerMixin`, do qual
 # ela herda `crop`, em `transformers/cache_utils.py`). O kvlab recusa um recorte que chegue até ela e diz quais
 # contagens são válidas:
 
