@@ -14,25 +14,28 @@
 # %% [markdown]
 # # 05 · Encoder-decoder and model-specific caches
 #
-# **Learning goal.** Build an `EncoderDecoderCache` from two caches and pass it to `generate` (the guide describes it as
-# a wrapper around two caches, one of them may be of another kind than the other, and shows no code for it: the calls
-# here are kvlab's, made of transformers' classes); tell apart the three shapes a cache can take: an encoder-decoder's
-# cross-attention cache, fixed at the source length; a decoder's self-attention cache, growing per token; and a
-# state-space (Mamba) layer's state, constant whatever the length. Recognise them mixed in one hybrid model (Jamba).
+# **Learning goal.** Build an `EncoderDecoderCache` from two caches and pass it to `generate` (the guide's section on
+# it says it manages a self-attention and a cross-attention cache, each of which may be set to another kind, and
+# shows no code for it: the calls here are kvlab's, made of transformers' classes); tell apart the three shapes a
+# cache can take: an encoder-decoder's cross-attention cache, fixed at the source length; a decoder's
+# self-attention cache, growing per token; and a state-space (Mamba) layer's state, constant whatever the length.
+# Recognise them mixed in one hybrid model (Jamba).
 #
 # **In kvlab's words.** An encoder-decoder (BART, T5, Whisper) runs its encoder once over the source. Every
 # decoder layer attends twice: to the decoder's own tokens (*self-attention*, which grows like any KV cache) and
 # to the encoder's output (*cross-attention*, whose keys and values are computed once and never change).
-# transformers' `EncoderDecoderCache` is a thin wrapper around two ordinary caches, one for each, which the model
-# fills independently. A Mamba layer is different in kind: it folds the whole past into a fixed-size state (a
-# short convolution window and a recurrent state) that it overwrites every step, so there is nothing per token
-# to keep.
+# transformers' `EncoderDecoderCache` takes two ordinary caches, one for each (self-attention first: its
+# docstring in `transformers/cache_utils.py`, 5.25), and section 1 prints what each half holds. A Mamba layer is
+# different in kind: it folds the whole past into a fixed-size state (a short convolution window and a recurrent
+# state) that it overwrites every step (`LinearAttentionLayer.update_conv_state` and `update_recurrent_state`
+# in the same file copy the new state into the old tensors), and section 2 prints those states' shapes.
 #
 # **The models here have random weights** (`kvlab.tiny_model`, seeded, a vocabulary of 128): their text is noise.
 # They have the real architectures of BART, Llama, Mamba and Jamba at toy sizes, and the cache *structure*, not
 # the text, is the lesson. `min_new_tokens` keeps them from stopping early on a random end-of-sequence token.
-# The guide passes a cache as `past_key_values=`; transformers 5.24 calls that argument `cache=` and still
-# accepts the old name with a deprecation warning, silenced below.
+# The guide passes a cache as `past_key_values=`; transformers 5.25 calls that argument `cache=` and still
+# accepts the old name with a deprecation warning, silenced below (`generate` carries
+# `@deprecate_kwarg("past_key_values", ..., new_name="cache")` in `transformers/generation/utils.py`).
 
 # %%
 # %matplotlib inline
@@ -199,11 +202,12 @@ live(self_vs_cross,
 # %% [markdown]
 # ## 2. Mamba (Caches específicos de modelo)
 #
-# The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. From
-# transformers 5.24 on there is no separate Mamba cache class: `generate` builds a plain `DynamicCache`
-# whose layers are `LinearAttentionLayer`s, each holding a convolution state and a recurrent state instead of
-# keys and values. The guide shows no code for it; here it is built by hand as notebook 00 builds a
-# `DynamicCache` for a decoder (`DynamicCache(config=...)`), and handed to tiny-mamba (3 Mamba layers):
+# The guide says Mamba models need a cache of their own: they have no attention, so no keys and values. In
+# transformers 5.25, the release used here, there is no separate Mamba cache class (no `MambaCache` anywhere in
+# its source): `generate` builds a plain `DynamicCache` whose layers are `LinearAttentionLayer`s, each holding a
+# convolution state and a recurrent state instead of keys and values (the table further down prints the class of
+# the cache `generate` built for tiny-mamba). The guide shows no code for it; here it is built by hand as notebook
+# 00 builds a `DynamicCache` for a decoder (`DynamicCache(config=...)`), and handed to tiny-mamba (3 Mamba layers):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -231,13 +235,17 @@ past_key_values.get_seq_length()
 
 # %% [markdown]
 # Next: 64 tokens after an 8-token prompt with tiny-llama (3 attention layers, 2 KV heads × 16, float32),
-# tiny-mamba (3 Mamba layers) and tiny-jamba (a hybrid, section 3).
+# tiny-mamba (3 Mamba layers) and tiny-jamba (a hybrid that alternates Mamba and attention layers, section 3).
 #
-# **Predict first.** How many bytes does tiny-llama's cache add per generated token? And tiny-mamba's?
+# **Predict first.** How many bytes does tiny-llama's cache add per generated token? How many bytes does
+# tiny-mamba's cache hold after the 8-token prompt (the shapes of its states are printed above)? And which of
+# tiny-jamba's layers grow with the tokens: the attention layers ("full"), the Mamba layers ("linear"), "both" or
+# "neither"? Answer the last with one of the four quoted words.
 
 # %%
 guess_llama = None  # bytes tiny-llama's cache adds per token: your guess
-guess_mamba = None  # bytes tiny-mamba's cache adds per token: your guess
+guess_mamba = None  # bytes tiny-mamba's cache holds after the prompt: your guess
+guess_jamba = None  # which of tiny-jamba's layers grow, one of the four quoted words of the question: your guess
 
 # %%
 TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
@@ -254,7 +262,7 @@ for name, model in TINY.items():
 per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
              for name, t in traces.items()}  # fmt: skip
 display(score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount", label="tiny-llama:"))
-display(score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount", label="tiny-mamba:"))
+display(score(guess_mamba, traces["tiny-mamba"].bytes_by_step()[0], unit=" B", kind="amount", label="tiny-mamba:"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -269,10 +277,11 @@ for name, trace in traces.items():
 growth.plot_growth(traces, by_layer_kind=False, title="Random-weight tiny models: KV cache vs Mamba state vs hybrid")
 
 # %% [markdown]
-# tiny-llama grows by 768 bytes per token (3 layers × K and V × 2 heads × 16 × 4 bytes), forever. tiny-mamba's
-# state is the same 18,432 bytes after 8 tokens as after 71: each of its 3 layers keeps 128 channels × (4 + 8)
-# float32 numbers, 6,144 bytes, updated in place. The tiny Mamba's state is bigger than the tiny Llama's KV
-# cache up to 24 tokens (18,432 / 768); past that, and at real sizes and long contexts, the constant wins.
+# tiny-llama grows by 768 bytes per token (3 layers × K and V × 2 heads × 16 × 4 bytes), at every step of the
+# run. tiny-mamba's state is the same 18,432 bytes after 8 tokens as after 71: each of its 3 layers keeps 128
+# channels × (4 + 8) float32 numbers, 6,144 bytes, overwritten in place. The tiny Mamba's state is bigger than
+# the tiny Llama's KV cache up to 24 tokens (18,432 / 768); past that, the constant state is the smaller one,
+# and the gap widens by 768 bytes with every token.
 #
 # **Live.** Move the number of new tokens: tiny-llama's line crosses tiny-mamba's flat one at 24 tokens seen
 # (8 + 16: set 20 new tokens or more to reach it), and the gap after it widens by 768 bytes per token.
@@ -296,20 +305,15 @@ live(mamba_vs_llama,
 # ## 3. A hybrid: Jamba
 #
 # tiny-jamba alternates Mamba and attention layers; transformers gives it one `DynamicCache` with a
-# `LinearAttentionLayer` where the model has a Mamba layer and a `DynamicLayer` where it has attention.
-#
-# **Predict first.** Which of its layers grow with the tokens: the attention layers ("full"), the Mamba
-# layers ("linear"), "both" or "neither"? Answer with one of the four quoted words.
-
-# %%
-guess = None  # one of the four quoted words of the question: your guess
+# `LinearAttentionLayer` where the model has a Mamba layer and a `DynamicLayer` where it has attention. Your
+# third guess of section 2, which of its layers grow, is scored here:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])  # {kind: [(tokens seen, bytes), ...]}
 grown = [layer_kind_label(kind) for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
 answers = dict(both_label="both", neither_label="neither")  # the question's words, in the reader's language
-display(score(guess, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
+display(score(guess_jamba, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
               kind="choice"))
 
 # %%

@@ -225,10 +225,12 @@ live(prefill_per_turn,
 # models that reason inside `<think> ... </think>` can lose those tokens when the conversation is re-encoded, and
 # the cache then holds keys and values for tokens that are no longer in the prompt. Qwen3's chat template with
 # thinking disabled is written that way: its generation prompt opens the assistant turn with an empty
-# `<think>\n\n</think>\n\n` block, while earlier assistant turns are rendered from the text after `</think>`.
-# (That is Qwen3's template as published with its tokenizer; this notebook does not load Qwen3.)
-# `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave
-# that way, so we can watch it on our model. The loop is the one above with `chat_template=` added.
+# `<think>\n\n</think>\n\n` block, while earlier assistant turns are rendered from the text after `</think>`
+# (source: the `chat_template` of Qwen/Qwen3-235B-A22B on the Hugging Face Hub, read line by line in the Hugging
+# Face blog post "The 4 Things Qwen-3's Chat Template Teaches Us"; this notebook does not load Qwen3).
+# `THINK_DROPPING_TEMPLATE` is SmolLM2's ChatML reshaped to behave that way, so we can watch it on our model: the
+# cells after your guess print where the ids the cache was fed and the turn-2 prompt part. The loop is the one
+# above with `chat_template=` added.
 #
 # **Predict first.** Plain transformers prefills `prompt[cache_length:]` without comparing any ids. Will turn
 # 2's reply on the reused cache be the same as a fresh cache's reply to the same prompt (True or False)?

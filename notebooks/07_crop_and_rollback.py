@@ -15,19 +15,17 @@
 # # 07 · Crop and rollback: taking tokens back out of a cache
 #
 # **Learning goal.** After this notebook you can roll a cache back by *n* tokens with `past_key_values.crop(-n)`,
-# say why that fails on sliding-window layers past their window and on linear-attention layers unless
-# `activate_past_recording()` ran before the forward, roll a hybrid model's recurrent state back with
+# say what a crop does to sliding-window layers past their window and to linear-attention layers, and what
+# `activate_past_recording()` before the forward changes, roll a hybrid model's recurrent state back with
 # `recurrent_states_to_keep`, say what `crop(0)` frees and when, and build the accept/reject loop of speculative
 # decoding on it.
 #
-# **In kvlab's words.** A crop makes the cache forget its last *n* tokens, as if they had never been fed. A
-# full-attention layer just drops its last *n* slots. A sliding layer keeps only its last `window - 1` tokens;
-# once it has moved past its window, forgetting the newest tokens would have to bring the oldest back into view,
-# and those are gone. A linear-attention layer (Mamba, Gated DeltaNet) folds every token into a fixed-size state,
-# so it has nothing to step back to unless it kept copies. `activate_past_recording()` makes a sliding layer keep
-# its past, so a crop can restore it exactly; since transformers 5.25, `recurrent_states_to_keep=N` makes a
-# linear-attention layer keep a copy of its recurrent state per token, and a crop puts back the right one: section
-# 3 shows it on a hybrid model.
+# **In kvlab's words.** A crop makes the cache forget its last *n* tokens. A full-attention layer just drops its
+# last *n* slots. A sliding layer keeps only its last `window - 1` tokens, and a linear-attention layer (Mamba,
+# Gated DeltaNet) folds every token into a fixed-size state: what a crop can do to those two is what sections 2
+# and 3 ask you to predict. `activate_past_recording()` makes a sliding layer keep its past, and since
+# transformers 5.25 `recurrent_states_to_keep=N` makes a linear-attention layer keep copies of its recurrent
+# state; section 3 tests on a hybrid model what a crop does with those copies.
 #
 # SmolLM2-135M-Instruct (30 full layers), Gemma 3 270M (5 sliding : 1 full, window 512) and two tiny
 # random-weight models, greedy, CPU. Each section first runs transformers' own calls, then the same calls inside
@@ -165,12 +163,12 @@ print("cache length after crop(-3):", past_key_values.get_seq_length())
 display(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_before - 3, kind="choice"))
 
 # %% [markdown]
-# transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have
-# to restore 3 old ones it no longer has. Layer 0 is a sliding layer, so nothing was cropped (still 523
-# tokens). But `DynamicCache.crop` raises from inside its loop over the layers (`for layer_idx in
-# range(len(self.layers))` in transformers' source), so on a model whose first layers were full attention,
-# those would already be cropped when the error comes. Under `kvlab.watch`
-# the cache checks every layer first and refuses before touching any, naming the fix:
+# transformers refuses: its sliding layers hold only the last 511 tokens, so removing the newest 3 would have to
+# restore 3 old ones it no longer has. Layer 0 is a sliding layer, so nothing was cropped (still 523 tokens). But
+# `DynamicCache.crop` raises from inside its loop over the layers (it inherits `Cache.crop` of
+# `transformers/cache_utils.py`, 5.25: `for layer_idx in range(len(self.layers))`, each layer's `crop` in turn), so
+# on a model whose first layers were full attention, those would already be cropped when the error comes. Under
+# `kvlab.watch` the cache checks every layer first and refuses before touching any, naming the fix:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -231,10 +229,11 @@ plot_holdings(stages, title="Gemma 3 with past recording: crop(-3), 4 more token
 #
 # A linear-attention layer (Mamba, Gated DeltaNet) keeps two states, not keys and values: a short convolution
 # window over its last few inputs and a recurrent state that folds in every token so far. Hybrid models mix such
-# layers with attention layers (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Since transformers 5.25 they can be
-# rolled back: `activate_past_recording(recurrent_states_to_keep=N)` makes each linear-attention layer keep a copy
-# of its recurrent state before every token (of a forward of several tokens, the last N), and `crop(-n)` puts back
-# the copy from n tokens earlier.
+# layers with attention layers (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Since transformers 5.25,
+# `activate_past_recording(recurrent_states_to_keep=N)` makes each linear-attention layer keep copies of its
+# recurrent state (of a forward of several tokens, the last N) for `crop(-n)` to use
+# (`activate_past_recording` and `crop` of `LinearAttentionCacheLayerMixin`, which `LinearAttentionLayer`
+# inherits, in `transformers/cache_utils.py`).
 #
 # No hybrid model ships with kvlab for offline use (Qwen3-Next has 80 billion parameters), so this section builds
 # one tiny, with **random weights**: `kvlab.tiny_model("qwen3_next")` is Qwen3-Next's own code with three Gated
@@ -279,7 +278,7 @@ display(score(guess_hybrid_crop_runs, int(past_key_values.get_seq_length()) == l
 guess_state_restored = None  # True if every restored recurrent state equals the stopped run's exactly: your guess
 
 # %%
-KEEP = 10  # recurrent_states_to_keep: every state of the prompt's forward; each decoded token adds one anyway
+KEEP = 10  # recurrent_states_to_keep: one state per token of the 10-token prompt; each decoded token adds one more
 with kvlab.watch(hybrid) as watch:
     past_key_values = DynamicCache(config=hybrid.config)
     past_key_values.activate_past_recording(recurrent_states_to_keep=KEEP)
@@ -319,15 +318,18 @@ print(f"the trace's bytes held: {number(held_before)} B before the crop, {number
 # Bit for bit: in each of the 3 linear-attention layers the crop put back the copy taken before the 11th token,
 # which is the state a run that stopped after the prompt ends with (the largest difference is 0.0). The copies are
 # the price: 4,096 B per layer and token here, 159,744 B for 13 tokens in 3 layers, and the trace counts them as
-# held (195,328 B before the crop, against 21,760 B for the same run without recording; the rest of the
-# difference is the convolution inputs a recording layer keeps too). The crop empties the copies; the trace still
-# shows 35,584 B after it because the cropped convolution inputs are views of their longer storage until the next
-# forward, as the keys and values were in section 1.
+# held (195,328 B before the crop, against 21,760 B for the same run without recording; the rest of the difference
+# is the convolution inputs a recording layer keeps too: while it records, `update_conv_state` keeps the full inputs
+# instead of the last `conv_kernel_size`, `LinearAttentionLayer` in `transformers/cache_utils.py`). The crop empties
+# the copies; the trace still shows 35,584 B after it because the cropped convolution inputs are views of their
+# longer storage until the next forward, as the keys and values were in section 1.
 #
-# `recurrent_states_to_keep` counts for a forward of several tokens. With N = 2, less than the 10-token prompt,
-# the prompt's forward keeps the state from before it and the one before its last token, so the oldest copy is
-# not the state it stands for: transformers would put it back without a word. kvlab refuses a crop that reaches
-# it and names the valid counts:
+# `recurrent_states_to_keep` counts for a forward of several tokens. With N = 2, less than the 10-token prompt, the
+# prompt's forward keeps the state from before it and the one before its last token, so the oldest copy is not the
+# state it stands for: transformers would put it back without a word (`update_recurrent_state` records the state
+# from before the forward and all but the last of the N states the model passes, and `crop(-n)` takes the history's
+# n-th entry from the end with no check: `LinearAttentionLayer` and the `LinearAttentionCacheLayerMixin` it inherits
+# `crop` from, in `transformers/cache_utils.py`). kvlab refuses a crop that reaches it and names the valid counts:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -461,16 +463,15 @@ display(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 plot_speculative_steps(spec)
 
 # %% [markdown]
-# Every rejected proposal was written into the cache by the verify forward and removed by `crop(-rejected)`
-# right after, so the next forward starts from exactly the tokens that were kept. The output is
-# token-for-token greedy decoding, in fewer forwards than greedy's one per token (both counts are printed
-# above). The counts add up as printed: every forward after the prefill commits its accepted drafts plus one
-# token of the model's own, and the last verify forward went on past `<|im_end|>` (the drafts copy the prompt,
-# where the end-of-turn marker is followed by more text): the tokens it committed after `<|im_end|>` are
-# produced but not kept, since the reply ends there. The figure draws every forward after the prefill: those
-# with a draft as bars, those without one marked "no draft". On Gemma 3 the same loop needs
-# `activate_past_recording()` once the sequence passes the window (`speculative_generate(...,
-# past_recording=True)`), for the reason seen in section 2.
+# Every rejected proposal was written into the cache by the verify forward and removed by `crop(-rejected)` right
+# after, so the next forward starts from exactly the tokens that were kept. The output is token-for-token greedy
+# decoding, in fewer forwards than greedy's one per token (both counts are printed above). The counts add up as
+# printed: every forward after the prefill commits its accepted drafts plus one token of the model's own, and the
+# last verify forward went on past `<|im_end|>`: the tokens it committed after `<|im_end|>` (counted above) are
+# produced but not kept, since the reply ends there. The figure draws every forward after the prefill: those with a
+# draft as bars, those without one marked "no draft". On Gemma 3 the same loop needs `activate_past_recording()`
+# once the sequence passes the window (`speculative_generate(..., past_recording=True)`), for the reason seen in
+# section 2.
 
 # %% [markdown]
 # ### Fewer forwards: is it faster?
@@ -519,8 +520,10 @@ print(timing.compare(times["greedy decoding"], times["speculative decoding"], wa
 # Read the verdict as printed. "faster" means the forwards saved outweighed the extra tokens each verify forward
 # fed; "no difference beyond noise" (an interval that contains 1) or "too noisy to tell" means this machine could
 # not tell the two apart in these repeats; "slower" would mean the verify forwards' extra arithmetic cost more
-# than the 16 forwards saved. On a GPU, where a forward of 6 tokens costs about what a forward of 1 does, the
-# saving is larger; with a separate draft model, its own forwards would be added to the speculative side.
+# than the 16 forwards saved. Where a forward of 6 tokens costs about what a forward of 1 does, the premise of
+# speculative decoding (source: Leviathan et al. 2023, "Fast Inference from Transformers via Speculative
+# Decoding"), the saving is larger; with a separate draft model, its own forwards would be added to the
+# speculative side.
 
 # %% [markdown]
 # ## Takeaway

@@ -17,8 +17,8 @@
 # **Learning goal.** After this notebook you can run the transformers guide's prefix-cache recipe (prefill a
 # `StaticCache` under `torch.no_grad()`, then `copy.deepcopy` it for every question), say what each copy costs
 # in memory for a `StaticCache` and a `DynamicCache`, measure what the reuse saves in time to the first token
-# (and what the deep copy costs of it), and spot the tokenization trap that makes the reuse
-# silently wrong: a prefix that ends in a space, like the guide's own.
+# (and what the deep copy costs of it), and check, id by id, the condition the reuse needs to stay right: the
+# prefix's token ids must be the first ids of the whole prompt (the guide's own prefix is put to that test).
 #
 # **In kvlab's words.** Many prompts start the same way. The keys and values of that common start do not
 # depend on what follows, so they can be computed once. Generating into a cache changes it, so each question
@@ -132,11 +132,12 @@ del grad_cache, keys  # the recorded graph holds every layer's activations
 
 # %% [markdown]
 # Every key and value of the cache is the output of an operation autograd recorded (`IndexCopyBackward0`: the
-# StaticCache writes its slots with `index_copy_`), and PyTorch deep-copies only tensors a user created, the
-# leaves of the graph. Its message says so: "Only Tensors created explicitly by the user (graph leaves) support
-# the deepcopy protocol at the moment". Under `torch.no_grad()` nothing is recorded, the cache holds plain
-# tensors and the deep copy works. (`torch.inference_mode()` does the same; `model.requires_grad_(False)` too, for
-# the whole model.)
+# StaticCache writes its slots with `index_copy_`, in `StaticLayer.update` of `transformers/cache_utils.py`,
+# transformers 5.25), and PyTorch deep-copies only tensors a user created, the leaves of the graph
+# (`Tensor.__deepcopy__` in `torch/_tensor.py`, torch 2.13). Its message says so: "Only Tensors created
+# explicitly by the user (graph leaves) support the deepcopy protocol at the moment". Under `torch.no_grad()`
+# nothing is recorded: the last line above prints `requires_grad` False for the same prefill's keys, so the
+# cache holds plain tensors and the deep copy works.
 
 # %% [markdown]
 # **Predict first.** SmolLM2 keeps, per token, 30 layers × (keys + values) × 3 heads × 64 dims × 4 bytes =
@@ -296,8 +297,8 @@ plot_prefill_bars({name: series[name] for name in reversed(series)}, "question",
 # without it, the whole prompt. Whether the time to the first token shows that saving on this machine is the
 # verdict printed for each question (and in the box under the figure), with its interval; an interval that
 # contains 1 means no detectable difference, and "too noisy to tell" means the repeats disagreed too much to say.
-# The deep copy's share is printed beside it, with its interval. A longer prefix, or a bigger model, makes the
-# prefill that reuse skips a larger part of each request.
+# The deep copy's share is printed beside it, with its interval. What the reuse skips is the prefix's part of
+# each prompt: the counts above show the prefix's 160 tokens spared out of each prompt's 171 to 176.
 #
 # What the copy duplicates is the whole `StaticCache`, 10,321,920 B: all 224 slots of `max_cache_len`, filled or
 # not. So its bytes follow `max_cache_len`, not the length of the prefix. Does its time follow them too? The same
@@ -327,20 +328,25 @@ for label, each in list(copy_times.items())[1:]:
     print(timing.compare(smallest, each, warn=False).verdict())
 
 # %% [markdown]
-# The bytes grow fourfold with each step of `max_cache_len`, for the same 160 tokens. A deep copy's time has a
-# fixed part (Python walking the cache's 30 layers and their keys and values) and a part that grows with the
-# bytes (allocating fresh memory and copying into it); the verdicts say how much the time grew on this run. Size
-# `max_cache_len` for the longest question and answer, not more: every request pays for every slot.
+# The bytes grow fourfold with each step of `max_cache_len`, for the same 160 tokens. The time grows with them,
+# but not necessarily in proportion: set each verdict's factor, with its interval, beside 4 and 16, the factors
+# of the bytes, to see how this run's times follow them. Three sizes are too few to split a copy's time into a
+# fixed part and a part per byte, so this notebook does not; what the verdicts show is the direction, the more
+# slots, the longer the copy. Size `max_cache_len` for the longest question and answer, not more: every request
+# pays for every slot.
 
 # %% [markdown]
-# ## 4. The trap in the guide's own prefix
+# ## 4. The guide's own prefix, token by token
 #
-# The guide's sample caches `"You are a helpful assistant. "`, with a space at the end, and then tokenizes
-# `INITIAL_PROMPT + prompt` for every question.
+# The guide's sample (section "Prefill a cache (prefix caching)", on Llama-2) caches
+# `"You are a helpful assistant. "`, with a space at the end, and then tokenizes `INITIAL_PROMPT + prompt` for
+# every question.
 #
-# SmolLM2's tokenizer is a byte-level BPE (GPT-2's scheme: a space is written `Ġ`); the guide's Llama-2 uses a
-# SentencePiece tokenizer (a space is written `▁`), and so does Gemma 3, whose tokenizer the cell below checks
-# too. Both attach a space to the word after it.
+# SmolLM2's tokenizer is a byte-level BPE, GPT-2's scheme, which writes a space as `Ġ` (the model's
+# `tokenizer.json`: model `BPE`, pre-tokenizer `ByteLevel`). The guide's Llama-2 and Gemma 3, whose tokenizer
+# the cell below checks too, write a space as `▁` (`LlamaTokenizer` in
+# `transformers/models/llama/tokenization_llama.py` and `GemmaTokenizer` in
+# `transformers/models/gemma/tokenization_gemma.py`, transformers 5.25).
 #
 # **Predict first.** Tokenized together with `"What is the capital of France?"`, are the ids of the guide's prefix
 # still the first ids of the full prompt (True or False)?
@@ -436,7 +442,10 @@ live(prefix_check,
 # NBVAL_CHECK_OUTPUT
 for label, prefix in PREFIXES.items():
     each = token_prefix(tokenizer, prefix, question)
-    print(f"{label:<48} ids line up: {each.ok!s:<5} | first difference at position {each.mismatch}")
+    if each.mismatch is None:  # token_prefix's mismatch is None when every id of the prefix lines up
+        print(f"{label:<48} ids line up: {each.ok!s:<5} | no difference")
+    else:
+        print(f"{label:<48} ids line up: {each.ok!s:<5} | first difference at position {each.mismatch}")
 
 # %% [markdown]
 # The default is the guide's prefix: the red box at its last position is the lone space. For this question the

@@ -110,9 +110,11 @@ display(score(guess_ids, later_ids, kind="count", label="ids in input_ids, each 
 # %% [markdown]
 # ## 2. A fixed-shape cache: what a tracing compiler sees
 #
-# A traced backend (`torch.compile`, and even more so CUDA graphs or XLA/Neuron devices) turns a forward into
-# a graph specialised to the shapes, dtypes and devices of its inputs. A new signature means a new trace or a
-# recompilation.
+# A traced backend turns a forward into a graph specialised to its inputs. `torch.compile` guards on their
+# shapes, dtypes and devices and recompiles when a guard fails; by default, once a shape has changed, it tries a
+# graph that lets that size vary (source: PyTorch docs, "Dealing with Recompilations", torch.compile's
+# programming model). CUDA graphs replay one captured shape on fixed memory addresses (source: NVIDIA's CUDA
+# Graph guide, "PyTorch CUDA Graph Integration"). Either way, every new input signature is a possible new trace.
 #
 # **Predict first.** We generate 13 new tokens: 13 forward calls, the prefill and then 12 decoding calls. Over
 # those 12 decoding calls, how many distinct input signatures will the default cache produce? And with

@@ -27,8 +27,8 @@
 # evidence is, because not every cell can be a run of transformers' own class on this machine. Compiling is not
 # measured here (notebook 02 compiles for real); the forward-input signatures over the decoding steps stand
 # beside that cell as evidence. The second half sizes big models' caches from the architecture facts of their
-# public configs (shipped in `kvlab/data/architectures.json`), with the rules that match the live caches of
-# section 2 to the byte (section 5 says exactly which runs that covers).
+# public configs (shipped in `kvlab/data/architectures.json`), and section 5 checks those rules against the
+# live caches of section 2.
 #
 # Gemma 3 270M (sliding window 512) and SmolLM2-135M-Instruct, greedy, CPU.
 

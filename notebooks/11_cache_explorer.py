@@ -123,10 +123,10 @@ display(score(guess_end_share, end_share, unit="%", kind="share", label="end sha
 # of the static cache's bytes at the end (1,290,240 of 2,949,120). It starts at the prefill's 21 tokens and
 # grows by one token a step; the static line is flat at its 64 slots from the prefill on.
 #
-# ## 2. A crop the cache cannot undo
+# ## 2. Cropping a sliding cache
 #
-# Sliding-window layers drop the tokens that leave their window, so removing the last tokens (what speculative
-# decoding and chat rollback do) would need tokens that are gone. The tiny random model `tiny-gemma3` has a
+# Sliding-window layers drop the tokens that leave their window. Taking the last tokens back out (what
+# speculative decoding and chat rollback do) is `crop(-n)`. The tiny random model `tiny-gemma3` has a
 # window of 8 (its sliding layers keep the last 7 tokens: window − 1), so the question preset (104 bytes: one
 # token per byte for the tiny models) is far past it.
 #

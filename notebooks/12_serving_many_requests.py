@@ -63,11 +63,15 @@ print(f"{len(workload)} requests, prompt lengths {workload.prompt_lengths}, answ
 # ## 1. transformers' continuous batching, as you would call it
 #
 # `generate_batch` takes a list of token-id prompts, queues them, and runs one forward per step over every
-# request in flight: new requests' prompts and running requests' next token share the same batch. The KV cache
-# is a `PagedAttentionCache`: one tensor cut into blocks of `page_size` token slots (every layer's keys and
-# values for those tokens). `num_blocks` fixes the memory budget. On a CPU the attention implementation is
-# `"paged|eager"` (the flash kernels need a GPU). The call is in section 3, inside `kvlab.watch`; without the
-# `with` line it is plain transformers.
+# request in flight: new requests' prompts and running requests' next token share the same batch (section 3
+# prints how many requests were in flight at once, section 5 the forwards batched and one request at a time). The
+# KV cache is a `PagedAttentionCache` (`transformers/generation/continuous_batching/cache.py`, 5.25): one tensor
+# cut into blocks of `page_size` token slots, every layer's keys and values for those tokens (section 3 prints
+# the bytes of a block). `num_blocks` fixes the memory budget. The attention implementation here is
+# `"paged|eager"`: continuous batching switches to a flash kernel only for a model in half precision with flash
+# attention installed, and turns plain `"eager"` into `"paged|eager"` (`switch_to_cb_friendly_attn` in
+# `continuous_batching/continuous_api.py`); this model is float32 on a CPU. The call is in section 3, inside
+# `kvlab.watch`; without the `with` line it is plain transformers.
 
 # %% [markdown]
 # ## 2. A prediction
@@ -156,10 +160,13 @@ plot_block_timeline(trace)
 
 # %% [markdown]
 # Each column is one forward. A cell in a request's colour is a block that request holds; dark purple blocks
-# ("cached") are complete blocks transformers keeps after their request finished, so a later request with the
-# same prefix can reuse them (SmolLM2's chat template starts every prompt with the same system text: the
-# prompt tokens reused, printed above); light grey cells are free. In the lower panel, a black triangle marks a
-# forward where a request asked for blocks and was refused (it stays in the queue), a cross a preemption.
+# ("cached") are complete blocks transformers keeps after their request finished, so a later request with the same
+# prefix can reuse them (`ContinuousBatchingConfig(allow_block_sharing=True)` is the default, and
+# `PagedAttentionCache.mark_complete_blocks` registers each complete block for reuse). SmolLM2's chat template
+# starts every prompt that has no system turn with the same one ("You are a helpful AI assistant named SmolLM,
+# trained by Hugging Face", in the model's `chat_template.jinja`): the prompt tokens reused are printed above; light
+# grey cells are free. In the lower panel, a black triangle marks a forward where a request asked for blocks and was
+# refused (it stays in the queue), a cross a preemption.
 #
 # The internal fragmentation printed above is averaged over every forward of the run: at each forward, the
 # empty slots of the blocks handed out then, while the requests were still growing. Section 4 takes each request
@@ -170,7 +177,7 @@ plot_block_timeline(trace)
 #
 # Now the three layouts for the lengths measured above, at each request's final length. The static cache is
 # sized `max_cache_len` = longest prompt + 24; the paged rows use several block sizes (256 is transformers'
-# default `page_size`).
+# default `page_size`: `ContinuousBatchingConfig` in `transformers/generation/configuration_utils.py`, 5.25).
 
 # %%
 bytes_per_token = meta["bytes_per_block"] // meta["page_size"]  # keys + values, 30 layers, float32
@@ -265,13 +272,13 @@ print(f"static, {number(max_positions)} slots reserved per request: {number(at_m
 # tokens at most) and each one's partly filled last block is a larger share of it.
 #
 # Within the table: a dynamic cache per request wastes nothing inside its tensors (transformers'
-# `DynamicLayer.update` grows them with `torch.cat` by exactly the new tokens, new tensors at every step), and
-# counted in bytes at the final lengths it fits the most requests in the budget (6, against 5 for blocks of 4
-# or 16). That count assumes a server knows each request's final length when it admits it, which it does not;
-# what the paged cache adds is one fixed pool that blocks are handed out from as requests grow and returned to
-# when they finish, the refusals and preemption of section 3. Paged blocks keep the waste to each request's
-# last block, and the smaller the block, the smaller that waste: with transformers' default `page_size` of 256,
-# each of these short requests fills under a third of its one block, and the paged row wastes more than static.
+# `DynamicLayer.update` in `transformers/cache_utils.py` grows them with `torch.cat` by exactly the new tokens, new
+# tensors at every step), and counted in bytes at the final lengths it fits the most requests in the budget (6,
+# against 5 for blocks of 4 or 16). That count assumes a server knows each request's final length when it admits it,
+# which it does not; what the paged cache adds is one fixed pool that blocks are handed out from as requests grow
+# and returned to when they finish, the refusals and preemption of section 3. Paged blocks keep the waste to each
+# request's last block, and the smaller the block, the smaller that waste: with transformers' default `page_size` of
+# 256, each of these short requests fills under a third of its one block, and the paged row wastes more than static.
 
 # %% [markdown]
 # ## 5. Is serving them together faster than one at a time?

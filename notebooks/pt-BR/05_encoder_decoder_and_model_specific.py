@@ -16,25 +16,29 @@
 # # 05 · Caches de encoder-decoder e específicos de modelo
 #
 # **Objetivo de aprendizagem.** Construir um `EncoderDecoderCache` a partir de dois caches e passá-lo para `generate`
-# (o guia o descreve como um wrapper em torno de dois caches, um dos quais pode ser de um tipo diferente do outro, e
-# não mostra código para isso: as chamadas aqui são do kvlab, feitas com classes do transformers); distinguir as três
-# formas que um cache pode ter: o cache de atenção cruzada de um encoder-decoder, fixo no comprimento da sequência de
-# origem; o cache de autoatenção de um decoder, que cresce a cada token; e o estado de uma camada de espaço de estados
-# (Mamba), constante qualquer que seja o comprimento. Reconhecê-las misturadas em um mesmo modelo híbrido (Jamba).
+# (a seção do guia sobre ele diz que ele gerencia um cache de autoatenção e um de atenção cruzada, cada um dos quais
+# pode ser de outro tipo, e não mostra código para isso: as chamadas aqui são do kvlab, feitas com classes do
+# transformers); distinguir as três formas que um cache pode ter: o cache de atenção cruzada de um encoder-decoder,
+# fixo no comprimento da sequência de origem; o cache de autoatenção de um decoder, que cresce a cada token; e o
+# estado de uma camada de espaço de estados (Mamba), constante qualquer que seja o comprimento. Reconhecê-las
+# misturadas em um mesmo modelo híbrido (Jamba).
 #
 # **Nas palavras do kvlab.** Um encoder-decoder (BART, T5, Whisper) executa o encoder uma única vez sobre a sequência
 # de origem. Cada camada do decoder faz atenção duas vezes: sobre os próprios tokens do decoder (*autoatenção*, que
 # cresce como qualquer cache KV) e sobre a saída do encoder (*atenção cruzada*, cujas chaves e valores são calculados
-# uma vez e nunca mudam). O `EncoderDecoderCache` do transformers é um wrapper fino em torno de dois caches comuns,
-# um para cada, que o modelo preenche de forma independente. Uma camada Mamba é de outra natureza: ela condensa todo
-# o passado em um estado de tamanho fixo (uma janela curta de convolução e um estado recorrente) que sobrescreve a
-# cada passo, então não há nada por token a guardar.
+# uma vez e nunca mudam). O `EncoderDecoderCache` do transformers recebe dois caches comuns, um para cada (primeiro o
+# de autoatenção: a docstring dele em `transformers/cache_utils.py`, 5.25), e a seção 1 imprime o que cada metade
+# guarda. Uma camada Mamba é de outra natureza: ela condensa todo o passado em um estado de tamanho fixo (uma janela
+# curta de convolução e um estado recorrente) que sobrescreve a cada passo (`LinearAttentionLayer.update_conv_state`
+# e `update_recurrent_state`, no mesmo arquivo, copiam o estado novo para dentro dos tensores antigos), e a seção 2
+# imprime as formas desses estados.
 #
 # **Os modelos aqui têm pesos aleatórios** (`kvlab.tiny_model`, com semente fixa, vocabulário de 128): o texto deles
 # é ruído. Eles têm as arquiteturas reais de BART, Llama, Mamba e Jamba em tamanho de brinquedo, e a lição é a
 # *estrutura* do cache, não o texto. `min_new_tokens` impede que eles parem cedo num token de fim de sequência
-# aleatório. O guia passa um cache como `past_key_values=`; o transformers 5.24 chama esse argumento de `cache=` e
-# ainda aceita o nome antigo com um aviso de descontinuação, silenciado abaixo.
+# aleatório. O guia passa um cache como `past_key_values=`; o transformers 5.25 chama esse argumento de `cache=` e
+# ainda aceita o nome antigo com um aviso de descontinuação, silenciado abaixo (`generate` traz
+# `@deprecate_kwarg("past_key_values", ..., new_name="cache")` em `transformers/generation/utils.py`).
 
 # %%
 import kvlab
@@ -209,11 +213,12 @@ live(self_vs_cross,
 # ## 2. Caches específicos de modelo
 #
 # O guia diz que os modelos Mamba precisam de um cache próprio: eles não têm atenção, portanto não têm chaves nem
-# valores. A partir do transformers 5.24 não existe uma classe de cache separada para o Mamba: `generate` constrói um
-# `DynamicCache` comum cujas camadas são `LinearAttentionLayer`s, cada uma com um estado de convolução e um estado
-# recorrente no lugar de chaves e valores. O guia não mostra código para isso; aqui ele é montado à mão, como o
-# notebook 00 monta um `DynamicCache` para um decoder (`DynamicCache(config=...)`), e entregue ao tiny-mamba (3
-# camadas Mamba):
+# valores. No transformers 5.25, a versão usada aqui, não existe uma classe de cache separada para o Mamba (não há
+# `MambaCache` em lugar nenhum do código-fonte): `generate` constrói um `DynamicCache` comum cujas camadas são
+# `LinearAttentionLayer`s, cada uma com um estado de convolução e um estado recorrente no lugar de chaves e valores
+# (a tabela mais abaixo imprime a classe do cache que `generate` construiu para o tiny-mamba). O guia não mostra
+# código para isso; aqui ele é montado à mão, como o notebook 00 monta um `DynamicCache` para um decoder
+# (`DynamicCache(config=...)`), e entregue ao tiny-mamba (3 camadas Mamba):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -242,13 +247,18 @@ past_key_values.get_seq_length()
 
 # %% [markdown]
 # A seguir: 64 tokens após um prompt de 8 tokens com o tiny-llama (3 camadas de atenção, 2 cabeças KV × 16,
-# float32), o tiny-mamba (3 camadas Mamba) e o tiny-jamba (um híbrido, seção 3).
+# float32), o tiny-mamba (3 camadas Mamba) e o tiny-jamba (um híbrido que alterna camadas Mamba e camadas de
+# atenção, seção 3).
 #
-# **Preveja primeiro.** Quantos bytes o cache do tiny-llama acrescenta por token gerado? E o do tiny-mamba?
+# **Preveja primeiro.** Quantos bytes o cache do tiny-llama acrescenta por token gerado? Quantos bytes o cache do
+# tiny-mamba guarda depois do prompt de 8 tokens (as formas dos seus estados estão impressas acima)? E quais camadas
+# do tiny-jamba crescem com os tokens: as camadas de atenção ("completa"), as camadas Mamba ("linear"), "ambas" ou
+# "nenhuma"? Responda a última com uma das quatro palavras entre aspas.
 
 # %%
 guess_llama = None  # bytes que o cache do tiny-llama acrescenta por token: seu palpite
-guess_mamba = None  # bytes que o cache do tiny-mamba acrescenta por token: seu palpite
+guess_mamba = None  # bytes que o cache do tiny-mamba guarda depois do prompt: seu palpite
+guess_jamba = None  # quais camadas do tiny-jamba crescem, uma das quatro palavras entre aspas da pergunta: seu palpite
 
 # %%
 TINY = {name: kvlab.tiny_model(name) for name in ("tiny-llama", "tiny-mamba", "tiny-jamba")}
@@ -265,7 +275,7 @@ for name, model in TINY.items():
 per_token = {name: (t.bytes_by_step()[-1] - t.bytes_by_step()[0]) // (len(t.bytes_by_step()) - 1)
              for name, t in traces.items()}  # fmt: skip
 display(score(guess_llama, per_token["tiny-llama"], unit=" B", kind="amount", label="tiny-llama:"))
-display(score(guess_mamba, per_token["tiny-mamba"], unit=" B", kind="amount", label="tiny-mamba:"))
+display(score(guess_mamba, traces["tiny-mamba"].bytes_by_step()[0], unit=" B", kind="amount", label="tiny-mamba:"))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -281,11 +291,11 @@ growth.plot_growth(traces, by_layer_kind=False, title="Modelos minúsculos de pe
                                                       "cache KV vs estado do Mamba vs híbrido")
 
 # %% [markdown]
-# O tiny-llama cresce 768 bytes por token (3 camadas × K e V × 2 cabeças × 16 × 4 bytes), indefinidamente. O estado
-# do tiny-mamba tem os mesmos 18.432 bytes depois de 8 tokens e depois de 71: cada uma das suas 3 camadas guarda 128
-# canais × (4 + 8) números float32, 6.144 bytes, atualizados no lugar. O estado do Mamba minúsculo é maior que o
-# cache KV do Llama minúsculo até 24 tokens (18.432 / 768); daí em diante, e em tamanhos reais com contextos longos,
-# o tamanho constante vence.
+# O tiny-llama cresce 768 bytes por token (3 camadas × K e V × 2 cabeças × 16 × 4 bytes), a cada passo da execução. O
+# estado do tiny-mamba tem os mesmos 18.432 bytes depois de 8 tokens e depois de 71: cada uma das suas 3 camadas
+# guarda 128 canais × (4 + 8) números float32, 6.144 bytes, sobrescritos no lugar. O estado do Mamba minúsculo é maior
+# que o cache KV do Llama minúsculo até 24 tokens (18.432 / 768); daí em diante, o estado constante é o menor, e a
+# diferença aumenta 768 bytes a cada token.
 #
 # **Ao vivo.** Mude o número de tokens novos: a linha do tiny-llama cruza a linha plana do tiny-mamba em 24 tokens
 # vistos (8 + 16: escolha 20 tokens novos ou mais para chegar lá), e a distância entre elas depois disso aumenta 768
@@ -310,20 +320,15 @@ live(mamba_vs_llama,
 # ## 3. Um híbrido: Jamba
 #
 # O tiny-jamba alterna camadas Mamba e camadas de atenção; o transformers lhe dá um único `DynamicCache`, com uma
-# `LinearAttentionLayer` onde o modelo tem uma camada Mamba e uma `DynamicLayer` onde ele tem atenção.
-#
-# **Preveja primeiro.** Quais das suas camadas crescem com os tokens: as camadas de atenção ("completa"), as
-# camadas Mamba ("linear"), "ambas" ou "nenhuma"? Responda com uma das quatro palavras entre aspas.
-
-# %%
-guess = None  # uma das quatro palavras entre aspas da pergunta: seu palpite
+# `LinearAttentionLayer` onde o modelo tem uma camada Mamba e uma `DynamicLayer` onde ele tem atenção. O seu terceiro
+# palpite da seção 2, quais das suas camadas crescem, é pontuado aqui:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 jamba_kinds = growth.bytes_by_layer_kind(traces["tiny-jamba"])  # {tipo: [(tokens vistos, bytes), ...]}
 grown = [layer_kind_label(kind) for kind, points in jamba_kinds.items() if points[-1][1] > points[0][1]]
 answers = dict(both_label="ambas", neither_label="nenhuma")  # as palavras da pergunta, no idioma do leitor
-display(score(guess, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
+display(score(guess_jamba, grown[0] if len(grown) == 1 else answers["both_label" if grown else "neither_label"],
               kind="choice"))
 
 # %%

@@ -235,10 +235,11 @@ live(prefill_per_turn,
 # recodificada, e o cache passa a guardar chaves e valores de tokens que não estão mais no prompt. O chat template
 # do Qwen3 com o raciocínio desativado é escrito assim: o seu prompt de geração abre o turno do assistente com um
 # bloco vazio `<think>\n\n</think>\n\n`, enquanto os turnos anteriores do assistente são renderizados a partir do
-# texto que vem depois de `</think>`.
-# (Esse é o template do Qwen3 tal como publicado com o seu tokenizer; este notebook não carrega o Qwen3.)
-# `THINK_DROPPING_TEMPLATE` é o ChatML do SmolLM2 remodelado para se comportar
-# assim, para podermos observar o efeito no nosso modelo. O loop é o de cima, com `chat_template=` acrescentado.
+# texto que vem depois de `</think>` (fonte: o `chat_template` do Qwen/Qwen3-235B-A22B no Hugging Face Hub, lido linha
+# a linha no post do blog do Hugging Face "The 4 Things Qwen-3's Chat Template Teaches Us"; este notebook não carrega
+# o Qwen3). `THINK_DROPPING_TEMPLATE` é o ChatML do SmolLM2 remodelado para se comportar assim, para podermos observar
+# o efeito no nosso modelo: as células depois do seu palpite imprimem onde os ids com que o cache foi alimentado e o
+# prompt do turno 2 se separam. O loop é o de cima, com `chat_template=` acrescentado.
 #
 # **Preveja primeiro.** O transformers puro pré-preenche `prompt[cache_length:]` sem comparar nenhum id. A resposta
 # do turno 2 com o cache reutilizado vai ser igual à resposta de um cache novo ao mesmo prompt (True ou False)?

@@ -16,20 +16,18 @@
 # # 07 · Recorte e reversão: tirando tokens de volta de um cache
 #
 # **Objetivo de aprendizagem.** Depois deste notebook, você consegue reverter um cache em *n* tokens com
-# `past_key_values.crop(-n)`, explicar por que isso falha em camadas de janela deslizante que já passaram da janela e
-# em camadas de atenção linear, a menos que `activate_past_recording()` tenha sido chamado antes do forward, reverter
+# `past_key_values.crop(-n)`, dizer o que um recorte faz com camadas de janela deslizante que já passaram da janela e
+# com camadas de atenção linear, e o que muda quando `activate_past_recording()` é chamado antes do forward, reverter
 # o estado recorrente de um modelo híbrido com `recurrent_states_to_keep`, dizer o que `crop(0)` libera e quando, e
 # construir sobre isso o loop de aceitar/rejeitar da decodificação especulativa.
 #
-# **Nas palavras do kvlab.** Um recorte faz o cache esquecer os seus últimos *n* tokens, como se eles nunca tivessem
-# sido alimentados. Uma camada de atenção completa simplesmente descarta as suas últimas *n* posições. Uma camada de
-# janela deslizante guarda só os seus últimos `window - 1` tokens; depois que ela passa da janela, esquecer os tokens
-# mais novos exigiria trazer os mais antigos de volta à vista, e esses já se foram. Uma camada de atenção linear
-# (Mamba, Gated DeltaNet) condensa cada token em um estado de tamanho fixo, então não tem para onde voltar, a menos
-# que tenha guardado cópias. `activate_past_recording()` faz uma camada deslizante guardar o seu passado, para que um
-# recorte possa restaurá-lo com exatidão; desde o transformers 5.25, `recurrent_states_to_keep=N` faz uma camada de
-# atenção linear guardar uma cópia do seu estado recorrente por token, e um recorte devolve a cópia certa: a seção 3
-# mostra isso num modelo híbrido.
+# **Nas palavras do kvlab.** Um recorte faz o cache esquecer os seus últimos *n* tokens. Uma camada de atenção
+# completa simplesmente descarta as suas últimas *n* posições. Uma camada de janela deslizante guarda só os seus
+# últimos `window - 1` tokens, e uma camada de atenção linear (Mamba, Gated DeltaNet) condensa cada token em um estado
+# de tamanho fixo: o que um recorte consegue fazer com essas duas é o que as seções 2 e 3 pedem que você preveja.
+# `activate_past_recording()` faz uma camada deslizante guardar o seu passado, e desde o transformers 5.25
+# `recurrent_states_to_keep=N` faz uma camada de atenção linear guardar cópias do seu estado recorrente; a seção 3
+# testa num modelo híbrido o que um recorte faz com essas cópias.
 #
 # SmolLM2-135M-Instruct (30 camadas de atenção completa), Gemma 3 270M (5 deslizantes : 1 completa, janela 512) e
 # dois modelos minúsculos de pesos aleatórios, greedy, CPU. Cada seção primeiro executa as chamadas do próprio
@@ -176,10 +174,11 @@ display(score(guess_gemma_crop_runs, past_key_values.get_seq_length() == length_
 # %% [markdown]
 # O transformers recusa: as suas camadas deslizantes guardam só os últimos 511 tokens, então remover os 3 mais novos
 # exigiria restaurar 3 antigos que elas não têm mais. A camada 0 é deslizante, então nada foi recortado (ainda 523
-# tokens). Mas `DynamicCache.crop` levanta o erro de dentro do seu loop sobre as camadas (`for layer_idx in
-# range(len(self.layers))` no código-fonte do transformers); assim, num modelo cujas primeiras camadas fossem de
-# atenção completa, essas já estariam recortadas quando o erro surgisse. Sob `kvlab.watch`,
-# o cache verifica todas as camadas primeiro e recusa antes de tocar em qualquer uma, indicando a correção:
+# tokens). Mas `DynamicCache.crop` levanta o erro de dentro do seu loop sobre as camadas (ele herda `Cache.crop` de
+# `transformers/cache_utils.py`, 5.25: `for layer_idx in range(len(self.layers))`, o `crop` de cada camada por vez);
+# assim, num modelo cujas primeiras camadas fossem de atenção completa, essas já estariam recortadas quando o erro
+# surgisse. Sob `kvlab.watch`, o cache verifica todas as camadas primeiro e recusa antes de tocar em qualquer uma,
+# indicando a correção:
 
 # %% tags=["raises-exception"]
 # NBVAL_CHECK_OUTPUT
@@ -243,9 +242,10 @@ plot_holdings(stages, title="Gemma 3 com registro do passado: crop(-3), mais 4 t
 # Uma camada de atenção linear (Mamba, Gated DeltaNet) guarda dois estados, não chaves e valores: uma janela curta
 # de convolução sobre as suas últimas entradas e um estado recorrente que condensa cada token até aqui. Modelos
 # híbridos misturam essas camadas com camadas de atenção (Qwen3-Next, Qwen3.5, Nemotron-H, Jamba, Zamba). Desde o
-# transformers 5.25 elas podem ser revertidas: `activate_past_recording(recurrent_states_to_keep=N)` faz cada camada
-# de atenção linear guardar uma cópia do seu estado recorrente antes de cada token (num forward de vários tokens, as
-# últimas N), e `crop(-n)` devolve a cópia de n tokens antes.
+# transformers 5.25, `activate_past_recording(recurrent_states_to_keep=N)` faz cada camada de atenção linear guardar
+# cópias do seu estado recorrente (num forward de vários tokens, as últimas N) para `crop(-n)` usar
+# (`activate_past_recording` e `crop` de `LinearAttentionCacheLayerMixin`, que `LinearAttentionLayer` herda, em
+# `transformers/cache_utils.py`).
 #
 # Nenhum modelo híbrido vem com o kvlab para uso offline (o Qwen3-Next tem 80 bilhões de parâmetros), então esta
 # seção constrói um minúsculo, com **pesos aleatórios**: `kvlab.tiny_model("qwen3_next")` é o próprio código do
@@ -291,7 +291,7 @@ display(score(guess_hybrid_crop_runs, int(past_key_values.get_seq_length()) == l
 guess_state_restored = None  # True se cada estado recorrente restaurado é exatamente igual ao da execução parada: seu palpite
 
 # %%
-KEEP = 10  # recurrent_states_to_keep: todos os estados do forward do prompt; cada token decodificado acrescenta um de qualquer forma
+KEEP = 10  # recurrent_states_to_keep: um estado por token do prompt de 10 tokens; cada token decodificado acrescenta mais um
 with kvlab.watch(hybrid) as watch:
     past_key_values = DynamicCache(config=hybrid.config)
     past_key_values.activate_past_recording(recurrent_states_to_keep=KEEP)
@@ -332,14 +332,18 @@ print(f"bytes guardados segundo o trace: {number(held_before)} B antes do recort
 # o estado com que termina uma execução parada depois do prompt (a maior diferença é 0,0). As cópias são o preço:
 # 4.096 B por camada e por token aqui, 159.744 B para 13 tokens em 3 camadas, e o trace as conta como guardadas
 # (195.328 B antes do recorte, contra 21.760 B da mesma execução sem registro; o resto da diferença são as entradas de
-# convolução que uma camada com registro também guarda). O recorte esvazia as cópias; o trace ainda mostra 35.584 B
-# depois dele porque as entradas de convolução recortadas são views do seu armazenamento mais longo até o próximo
-# forward, como as chaves e os valores na seção 1.
+# convolução que uma camada com registro também guarda: enquanto registra, `update_conv_state` guarda as entradas
+# inteiras em vez das últimas `conv_kernel_size`, `LinearAttentionLayer` em `transformers/cache_utils.py`). O recorte
+# esvazia as cópias; o trace ainda mostra 35.584 B depois dele porque as entradas de convolução recortadas são views
+# do seu armazenamento mais longo até o próximo forward, como as chaves e os valores na seção 1.
 #
 # `recurrent_states_to_keep` conta num forward de vários tokens. Com N = 2, menos que o prompt de 10 tokens, o
 # forward do prompt guarda o estado de antes dele e o de antes do seu último token, então a cópia mais antiga não é
-# o estado que ela representa: o transformers a devolveria sem dizer nada. O kvlab recusa um recorte que chegue
-# até ela e diz quais contagens são válidas:
+# o estado que ela representa: o transformers a devolveria sem dizer nada (`update_recurrent_state` registra o estado
+# de antes do forward e todos os N estados que o modelo passa, menos o último, e `crop(-n)` pega a n-ésima entrada do
+# histórico a contar do fim, sem verificar nada: `LinearAttentionLayer` e o `LinearAttentionCacheLayerMixin`, do qual
+# ela herda `crop`, em `transformers/cache_utils.py`). O kvlab recusa um recorte que chegue até ela e diz quais
+# contagens são válidas:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -477,16 +481,15 @@ display(score(guess_rolled_back, spec.rejected, unit=" tokens", kind="count"))
 plot_speculative_steps(spec)
 
 # %% [markdown]
-# Cada token de rascunho rejeitado foi escrito no cache pelo forward de verificação e removido por `crop(-rejected)` logo em
-# seguida, então o forward seguinte parte exatamente dos tokens que foram mantidos. A saída é, token por token, a da
-# decodificação greedy, em menos forwards que o um por token da greedy (as duas contagens estão impressas
+# Cada token de rascunho rejeitado foi escrito no cache pelo forward de verificação e removido por `crop(-rejected)`
+# logo em seguida, então o forward seguinte parte exatamente dos tokens que foram mantidos. A saída é, token por
+# token, a da decodificação greedy, em menos forwards que o um por token da greedy (as duas contagens estão impressas
 # acima). As contagens fecham como impressas: cada forward depois do pré-preenchimento confirma os seus rascunhos
-# aceitos mais um token do próprio modelo, e o último forward de verificação seguiu além de `<|im_end|>` (os rascunhos
-# copiam o prompt, onde o marcador de fim de turno é seguido de mais texto): os tokens que ele confirmou depois de
-# `<|im_end|>` são produzidos, mas não mantidos, já que a resposta termina ali. A figura desenha cada forward depois do
-# pré-preenchimento: os que têm um rascunho (draft) como barras, os que não têm marcados com "sem rascunho". No
-# Gemma 3, o mesmo loop precisa de `activate_past_recording()` assim que a sequência passa da janela
-# (`speculative_generate(..., past_recording=True)`), pelo motivo visto na seção 2.
+# aceitos mais um token do próprio modelo, e o último forward de verificação seguiu além de `<|im_end|>`: os tokens
+# que ele confirmou depois de `<|im_end|>` (contados acima) são produzidos, mas não mantidos, já que a resposta
+# termina ali. A figura desenha cada forward depois do pré-preenchimento: os que têm um rascunho (draft) como barras,
+# os que não têm marcados com "sem rascunho". No Gemma 3, o mesmo loop precisa de `activate_past_recording()` assim
+# que a sequência passa da janela (`speculative_generate(..., past_recording=True)`), pelo motivo visto na seção 2.
 
 # %% [markdown]
 # ### Menos forwards: é mais rápido?
@@ -537,8 +540,9 @@ print(timing.compare(times["decodificação greedy"], times["decodificação esp
 # tokens extras que cada forward de verificação alimentou; "nenhuma diferença além do ruído" (um intervalo que contém
 # 1) ou "ruído demais para concluir" quer dizer que esta máquina não conseguiu distinguir os dois nessas repetições;
 # "mais devagar" quereria dizer que a aritmética extra dos forwards de verificação custou mais do que os 16 forwards
-# economizados. Numa GPU, onde um forward de 6 tokens custa mais ou menos o mesmo que um de 1, a economia é maior; com
-# um modelo de rascunho separado, os forwards dele se somariam ao lado especulativo.
+# economizados. Onde um forward de 6 tokens custa mais ou menos o mesmo que um de 1, a premissa da decodificação
+# especulativa (fonte: Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding"), a economia
+# é maior; com um modelo de rascunho separado, os forwards dele se somariam ao lado especulativo.
 
 # %% [markdown]
 # ## Principais conclusões

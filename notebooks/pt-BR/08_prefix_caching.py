@@ -19,8 +19,8 @@
 # transformers (pré-preencher um `StaticCache` dentro de `torch.no_grad()` e depois fazer `copy.deepcopy` dele para
 # cada pergunta), dizer quanto cada cópia custa em memória para um `StaticCache` e para um `DynamicCache`, medir
 # quanto a reutilização economiza no tempo até o primeiro token (e que parte desse tempo a cópia profunda consome) e
-# reconhecer a armadilha de tokenização que torna a reutilização silenciosamente errada: um prefixo que termina em espaço,
-# como o do próprio guia.
+# verificar, id por id, a condição de que a reutilização precisa para continuar certa: os ids de token do prefixo têm
+# de ser os primeiros ids do prompt inteiro (o próprio prefixo do guia passa por esse teste).
 #
 # **Nas palavras do kvlab.** Muitos prompts começam do mesmo jeito. As chaves e os valores desse início comum não
 # dependem do que vem depois, então podem ser calculados uma única vez. Gerar dentro de um cache o modifica, por isso
@@ -140,12 +140,13 @@ del grad_cache, keys  # o grafo gravado guarda as ativações de todas as camada
 
 # %% [markdown]
 # Cada chave e cada valor do cache é a saída de uma operação que o autograd registrou (`IndexCopyBackward0`: o
-# StaticCache grava as suas posições com `index_copy_`), e o PyTorch só faz cópia profunda de tensores que um usuário
-# criou, as folhas do grafo. A mensagem dele diz isso: "Only Tensors created explicitly by the user (graph leaves)
-# support the deepcopy protocol at the moment" (só tensores criados explicitamente pelo usuário, as folhas do grafo,
-# aceitam cópia profunda por enquanto). Dentro de `torch.no_grad()` nada é registrado, o cache guarda tensores simples
-# e a cópia profunda funciona. (`torch.inference_mode()` tem o mesmo efeito; `model.requires_grad_(False)` também,
-# para o modelo inteiro.)
+# StaticCache grava as suas posições com `index_copy_`, em `StaticLayer.update` de `transformers/cache_utils.py`,
+# transformers 5.25), e o PyTorch só faz cópia profunda de tensores que um usuário criou, as folhas do grafo
+# (`Tensor.__deepcopy__` em `torch/_tensor.py`, torch 2.13). A mensagem dele diz isso: "Only Tensors created
+# explicitly by the user (graph leaves) support the deepcopy protocol at the moment" (só tensores criados
+# explicitamente pelo usuário, as folhas do grafo, aceitam cópia profunda por enquanto). Dentro de `torch.no_grad()`
+# nada é registrado: a última linha acima imprime `requires_grad` False para as chaves do mesmo pré-preenchimento,
+# então o cache guarda tensores simples e a cópia profunda funciona.
 
 # %% [markdown]
 # **Preveja primeiro.** O SmolLM2 guarda, por token, 30 camadas × (chaves + valores) × 3 cabeças × 64 dimensões × 4
@@ -308,8 +309,8 @@ plot_prefill_bars({name: series[name] for name in reversed(series)}, "pergunta",
 # sem ela, o prompt inteiro. O veredito impresso para cada pergunta (e repetido no quadro sob a figura) diz, com o seu
 # intervalo, se essa economia aparece no tempo até o primeiro token nesta máquina; um intervalo que contém 1 significa
 # nenhuma diferença detectável, e "ruído demais para concluir" quer dizer que as repetições discordaram demais para
-# decidir. A fração da cópia profunda é impressa ao lado, com o seu intervalo. Um prefixo mais longo, ou um modelo
-# maior, faz do pré-preenchimento que a reutilização evita uma parte maior de cada requisição.
+# decidir. A fração da cópia profunda é impressa ao lado, com o seu intervalo. O que a reutilização evita é a parte do
+# prefixo em cada prompt: as contagens acima mostram os 160 tokens do prefixo poupados, de 171 a 176 por prompt.
 #
 # O que a cópia duplica é o `StaticCache` inteiro, 10.321.920 B: todas as 224 posições de `max_cache_len`,
 # preenchidas ou não. Então os seus bytes acompanham `max_cache_len`, não o comprimento do prefixo. O tempo também os
@@ -340,21 +341,25 @@ for label, each in list(copy_times.items())[1:]:
     print(timing.compare(smallest, each, warn=False).verdict())
 
 # %% [markdown]
-# Os bytes crescem quatro vezes a cada passo de `max_cache_len`, para os mesmos 160 tokens. O tempo de uma cópia
-# profunda tem uma parte fixa (o Python percorrendo as 30 camadas do cache e as suas chaves e valores) e uma parte que
-# cresce com os bytes (alocar memória nova e copiar para ela); os vereditos dizem quanto o tempo cresceu nesta
-# execução. Dimensione `max_cache_len` para a pergunta e a resposta mais longas, não mais: cada requisição paga por
-# cada posição.
+# Os bytes quadruplicam a cada passo de `max_cache_len`, para os mesmos 160 tokens. O tempo cresce junto, mas não
+# necessariamente na mesma proporção: ponha o fator de cada veredito, com o seu intervalo, ao lado de 4 e 16, os fatores
+# dos bytes, para ver como os tempos desta execução os acompanham. Três tamanhos são poucos para separar o tempo de uma
+# cópia em uma parte fixa e uma parte por byte, e por isso este notebook não faz essa separação; o que os vereditos
+# mostram é a direção: quanto mais posições, mais demorada a cópia. Dimensione `max_cache_len` para a pergunta e a
+# resposta mais longas, e não mais que isso: cada requisição paga por todas as posições.
 
 # %% [markdown]
-# ## 4. A armadilha no próprio prefixo do guia
+# ## 4. O próprio prefixo do guia, token a token
 #
-# O exemplo do guia põe em cache `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza
-# `INITIAL_PROMPT + prompt` para cada pergunta.
+# O exemplo do guia (seção "Preencher um cache (cache de prefixo)", com o Llama-2) põe em cache
+# `"You are a helpful assistant. "`, com um espaço no final, e depois tokeniza `INITIAL_PROMPT + prompt` para cada
+# pergunta.
 #
-# O tokenizer do SmolLM2 é um BPE em nível de byte (o esquema do GPT-2: um espaço é escrito `Ġ`); o Llama-2 do
-# guia usa um tokenizer SentencePiece (um espaço é escrito `▁`), e o mesmo vale para o Gemma 3, cujo tokenizer a
-# célula abaixo também verifica. Os dois prendem um espaço à palavra que vem depois dele.
+# O tokenizador do SmolLM2 é um BPE em nível de byte, o esquema do GPT-2, que escreve o espaço como `Ġ` (o
+# `tokenizer.json` do modelo: modelo `BPE`, pré-tokenizador `ByteLevel`). O Llama-2 do guia e o Gemma 3, cujo
+# tokenizador a célula abaixo também verifica, escrevem o espaço como `▁` (`LlamaTokenizer` em
+# `transformers/models/llama/tokenization_llama.py` e `GemmaTokenizer` em
+# `transformers/models/gemma/tokenization_gemma.py`, transformers 5.25).
 #
 # **Preveja primeiro.** Tokenizados junto com `"What is the capital of France?"`, os ids do prefixo do guia
 # continuam sendo os primeiros ids do prompt completo (True ou False)?
@@ -451,7 +456,10 @@ live(prefix_check,
 # NBVAL_CHECK_OUTPUT
 for label, prefix in PREFIXES.items():
     each = token_prefix(tokenizer, prefix, question)
-    print(f"{label:<48} ids coincidem: {each.ok!s:<5} | primeira diferença na posição {each.mismatch}")
+    if each.mismatch is None:  # o mismatch de token_prefix é None quando todos os ids do prefixo coincidem
+        print(f"{label:<48} ids coincidem: {each.ok!s:<5} | nenhuma diferença")
+    else:
+        print(f"{label:<48} ids coincidem: {each.ok!s:<5} | primeira diferença na posição {each.mismatch}")
 
 # %% [markdown]
 # O padrão é o prefixo do guia: o quadrado vermelho na sua última posição é o espaço isolado. Para esta pergunta, o

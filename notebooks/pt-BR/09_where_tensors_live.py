@@ -117,9 +117,12 @@ display(score(guess_ids, later_ids, kind="count", label="ids em input_ids, em ca
 # %% [markdown]
 # ## 2. Um cache de formato fixo: o que um compilador baseado em tracing vê
 #
-# Um backend baseado em tracing (`torch.compile` e, mais ainda, CUDA graphs ou dispositivos XLA/Neuron) transforma um
-# forward em um grafo especializado para os formatos, dtypes e dispositivos das suas entradas. Uma assinatura nova
-# significa um novo tracing ou uma recompilação.
+# Um backend baseado em tracing transforma um forward em um grafo especializado para as suas entradas. O
+# `torch.compile` cria guardas sobre os formatos, dtypes e dispositivos delas e recompila quando uma guarda falha; por
+# padrão, depois que um formato muda, ele tenta um grafo que deixe esse tamanho variar (fonte: documentação do
+# PyTorch, "Dealing with Recompilations", no modelo de programação do torch.compile). CUDA graphs reexecutam um único
+# formato capturado, em endereços de memória fixos (fonte: guia de CUDA Graph da NVIDIA, "PyTorch CUDA Graph
+# Integration"). De um jeito ou de outro, cada assinatura de entrada nova é um possível tracing novo.
 #
 # **Preveja primeiro.** Geramos 13 tokens novos: 13 chamadas de forward, o pré-preenchimento e depois 12 chamadas de
 # decodificação. Nessas 12 chamadas de decodificação, quantas assinaturas de entrada distintas o cache padrão vai

@@ -30,8 +30,7 @@
 # nesta máquina. A compilação não é medida aqui (o notebook 02 compila de verdade); as assinaturas das entradas do
 # forward ao longo dos passos de decodificação ficam ao lado dessa célula como evidência. A segunda metade dimensiona
 # os caches de modelos grandes a partir dos dados de arquitetura das suas configs públicas (incluídos em
-# `kvlab/data/architectures.json`), com as regras que batem, byte a byte, com os caches reais da seção 2 (a seção 5
-# diz exatamente quais execuções isso cobre).
+# `kvlab/data/architectures.json`), e a seção 5 confere essas regras com os caches reais da seção 2.
 #
 # Gemma 3 270M (janela deslizante de 512) e SmolLM2-135M-Instruct, decodificação greedy, CPU.
 

@@ -132,12 +132,12 @@ display(score(guess_end_share, end_share, unit="%", kind="share", label="parcela
 # pré-preenchimento e cresce um token por passo; a linha do estático fica plana nas suas 64 posições desde o
 # pré-preenchimento.
 #
-# ## 2. Um recorte que o cache não consegue desfazer
+# ## 2. Recortar um cache deslizante
 #
-# Camadas de janela deslizante descartam os tokens que saem da janela, então remover os últimos tokens (o que fazem a
-# decodificação especulativa e a reversão de um chat) exigiria tokens que já se foram. O minúsculo modelo aleatório
-# `tiny-gemma3` tem uma janela de 8 (suas camadas deslizantes guardam os últimos 7 tokens: janela − 1), então a
-# pergunta pré-definida (104 bytes: um token por byte nos modelos minúsculos) passa muito dela.
+# Camadas de janela deslizante descartam os tokens que saem da janela. Tirar de volta os últimos tokens (o que fazem a
+# decodificação especulativa e a reversão de um chat) é `crop(-n)`. O minúsculo modelo aleatório `tiny-gemma3` tem
+# uma janela de 8 (suas camadas deslizantes guardam os últimos 7 tokens: janela − 1), então a pergunta pré-definida
+# (104 bytes: um token por byte nos modelos minúsculos) passa muito dela.
 #
 # **Preveja primeiro.** Depois de uma execução com cache dinâmico de 6 tokens novos, `crop(-2)` funciona (True ou
 # False)? E depois da mesma execução com o registro do passado (past recording) ativado?

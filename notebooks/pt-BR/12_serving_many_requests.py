@@ -69,10 +69,15 @@ print(f"{len(workload)} requisições, comprimentos dos prompts {workload.prompt
 #
 # `generate_batch` recebe uma lista de prompts em ids de token, põe todos em uma fila e executa um forward por passo
 # sobre todas as requisições em andamento: os prompts das requisições novas e o próximo token das requisições em
-# execução dividem o mesmo lote. O cache KV é um `PagedAttentionCache`: um único tensor dividido em blocos de
-# `page_size` posições de token (as chaves e os valores de todas as camadas para esses tokens). `num_blocks` fixa o
-# orçamento de memória. Em uma CPU, a implementação de atenção é `"paged|eager"` (os kernels flash precisam de uma
-# GPU). A chamada está na seção 3, dentro de `kvlab.watch`; sem a linha do `with`, é transformers puro.
+# execução dividem o mesmo lote (a seção 3 imprime quantas requisições estiveram em andamento ao mesmo tempo, e a
+# seção 5, os forwards em lote e com uma requisição por vez). O cache KV é um `PagedAttentionCache`
+# (`transformers/generation/continuous_batching/cache.py`, 5.25): um único tensor dividido em blocos de `page_size`
+# posições de token, com as chaves e os valores de todas as camadas para esses tokens (a seção 3 imprime os bytes de
+# um bloco). `num_blocks` fixa o orçamento de memória. A implementação de atenção aqui é `"paged|eager"`: o
+# continuous batching só troca para um kernel flash quando o modelo está em meia precisão e o flash attention está
+# instalado, e transforma um `"eager"` simples em `"paged|eager"` (`switch_to_cb_friendly_attn` em
+# `continuous_batching/continuous_api.py`); este modelo é float32, numa CPU. A chamada está na seção 3, dentro de
+# `kvlab.watch`; sem a linha do `with`, é transformers puro.
 
 # %% [markdown]
 # ## 2. Uma previsão
@@ -165,10 +170,12 @@ plot_block_timeline(trace)
 # %% [markdown]
 # Cada coluna é um forward. Uma célula na cor de uma requisição é um bloco que essa requisição guarda; os blocos
 # roxo-escuros ("em cache") são blocos completos que o transformers mantém depois que a requisição deles terminou, para
-# que uma requisição posterior com o mesmo prefixo possa reutilizá-los (o chat template do SmolLM2 começa todo prompt
-# com o mesmo texto de sistema: os tokens de prompt reutilizados estão impressos acima); as células cinza-claras estão
-# livres. No painel de baixo, um triângulo preto marca um forward em que uma requisição pediu blocos e foi recusada
-# (ela continua na fila), e uma cruz, uma preempção.
+# que uma requisição posterior com o mesmo prefixo possa reutilizá-los (`ContinuousBatchingConfig(allow_block_sharing=True)`
+# é o padrão, e `PagedAttentionCache.mark_complete_blocks` registra cada bloco completo para reutilização). O chat
+# template do SmolLM2 começa todo prompt sem turno de sistema com o mesmo turno ("You are a helpful AI assistant named
+# SmolLM, trained by Hugging Face", no `chat_template.jinja` do modelo): os tokens de prompt reutilizados estão
+# impressos acima; as células cinza-claras estão livres. No painel de baixo, um triângulo preto marca um forward em
+# que uma requisição pediu blocos e foi recusada (ela continua na fila), e uma cruz, uma preempção.
 #
 # A fragmentação interna impressa acima é uma média sobre todos os forwards da execução: em cada forward, as posições
 # vazias dos blocos entregues naquele momento, enquanto as requisições ainda estavam crescendo. A seção 4, em vez
@@ -179,7 +186,8 @@ plot_block_timeline(trace)
 #
 # Agora os três layouts para os comprimentos medidos acima, no comprimento final de cada requisição. O cache estático
 # é dimensionado com `max_cache_len` = prompt mais longo + 24; as linhas paginadas usam vários tamanhos de bloco (256
-# é o `page_size` padrão do transformers).
+# é o `page_size` padrão do transformers: `ContinuousBatchingConfig` em
+# `transformers/generation/configuration_utils.py`, 5.25).
 
 # %%
 bytes_per_token = meta["bytes_per_block"] // meta["page_size"]  # chaves + valores, 30 camadas, float32
@@ -277,14 +285,15 @@ print(f"estático, {number(max_positions)} posições reservadas por requisiçã
 # são curtas (80 tokens no máximo) e o último bloco parcialmente preenchido de cada uma é uma fração maior dela.
 #
 # Dentro da tabela: um cache dinâmico por requisição não desperdiça nada dentro dos seus tensores (o
-# `DynamicLayer.update` do transformers os aumenta com `torch.cat` exatamente pelos tokens novos, com tensores novos a
-# cada passo) e, contado em bytes nos comprimentos finais, é o layout que põe mais requisições no orçamento (6, contra
-# 5 para blocos de 4 ou 16). Essa contagem supõe que um servidor conhece o comprimento final de cada requisição quando
-# a admite, e ele não conhece; o que o cache paginado acrescenta é um único pool fixo do qual os blocos são entregues à
-# medida que as requisições crescem e ao qual voltam quando elas terminam — as recusas e a preempção da seção 3. Os
-# blocos paginados limitam o desperdício ao último bloco de cada requisição, e quanto menor o bloco, menor esse
-# desperdício: com o `page_size` padrão de 256 do transformers, cada uma dessas requisições curtas preenche menos de um
-# terço do seu único bloco, e a linha paginada desperdiça mais do que a estática.
+# `DynamicLayer.update` do transformers, em `transformers/cache_utils.py`, os aumenta com `torch.cat` exatamente pelos
+# tokens novos, com tensores novos a cada passo) e, contado em bytes nos comprimentos finais, é o layout que põe mais
+# requisições no orçamento (6, contra 5 para blocos de 4 ou 16). Essa contagem supõe que um servidor conhece o
+# comprimento final de cada requisição quando a admite, e ele não conhece; o que o cache paginado acrescenta é um
+# único pool fixo do qual os blocos são entregues à medida que as requisições crescem e ao qual voltam quando elas
+# terminam — as recusas e a preempção da seção 3. Os blocos paginados limitam o desperdício ao último bloco de cada
+# requisição, e quanto menor o bloco, menor esse desperdício: com o `page_size` padrão de 256 do transformers, cada
+# uma dessas requisições curtas preenche menos de um terço do seu único bloco, e a linha paginada desperdiça mais do
+# que a estática.
 
 # %% [markdown]
 # ## 5. Atendê-las juntas é mais rápido do que uma por vez?
