@@ -102,7 +102,7 @@ print("passos:", watch.trace.summary()["steps"], "(o pré-preenchimento, depois 
 
 # %% [markdown]
 # Todas as camadas guardam os mesmos 47 tokens (40 + 8 − 1: o último token é devolvido, nunca realimentado). Um
-# modelo de camadas completas cresce de forma uniforme, então a memória dele é `tokens × bytes per token`, e não há mais
+# modelo de camadas completas cresce de forma uniforme, então a memória dele é `tokens × bytes por token`, e não há mais
 # nada a saber.
 #
 # ## 2. Cache padrão: as camadas deslizantes param de crescer (Gemma 3 além da janela de 512 tokens)
