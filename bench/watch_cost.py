@@ -107,7 +107,7 @@ def overhead_figures(max_pairs: int, max_minutes: float) -> list[dict]:
 
 
 def overhead_line(row: dict) -> str:
-    from kvlab.bench.whole_run import whole_run_line
+    from kvlab.bench.overhead import whole_run_line
 
     return f"{row['prompt_tokens']} + {row['new_tokens']} tokens, {whole_run_line(row['whole_run'])}"
 

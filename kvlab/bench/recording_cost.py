@@ -2,7 +2,7 @@
 two forward hooks) replayed apart from the model, the instrumented cache and the watch each against plain. It
 takes milliseconds, so dozens of interleaved repeats give a tight interval; but in a loop kvlab's code and objects
 stay in the CPU caches, which a real decode step sweeps between two updates, so the replay sees less than the run
-pays. The headline is the whole run (`kvlab.bench.whole_run`); this is where its cost goes.
+pays. The headline is the whole run (`kvlab.bench.overhead`); this is where its cost goes.
 """
 
 from __future__ import annotations

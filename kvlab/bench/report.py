@@ -148,23 +148,19 @@ def markdown_table(result: dict) -> str:
 
 def to_json(result: dict) -> str:
     """The result as strict JSON (NaN as null), what `kvlab bench --json` prints and `--from-json` reads back."""
-    return json.dumps(clean(result), indent=1, default=_jsonable, allow_nan=False)
+    return json.dumps(_strict(result), indent=1, default=_jsonable, allow_nan=False)
 
 
 def _jsonable(value):
     return None if isinstance(value, float) else str(value)
 
 
-def clean(result: dict) -> dict:
+def _strict(value):
     """NaN becomes null so the JSON is strict."""
-
-    def fix(v):
-        if isinstance(v, float) and math.isnan(v):
-            return None
-        if isinstance(v, dict):
-            return {k: fix(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [fix(x) for x in v]
-        return v
-
-    return fix(result)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_strict(x) for x in value]
+    return value

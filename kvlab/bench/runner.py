@@ -1,5 +1,6 @@
 """`run_bench`: every configuration in one process, repeats interleaved (repeat r of every configuration before
-repeat r+1, so machine drift hits all alike), medians, quality, roofline.
+repeat r+1, so machine drift hits all alike), medians, quality, roofline; and why a configuration cannot run
+here (`unsupported_reason`: kvlab's request rules, and transformers' own words where it has them).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import torch
 
 from kvlab import _compat
 from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
-from kvlab.bench.support import unsupported_reason
-from kvlab.cache_kinds import quantized_backend
+from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, quantized_backend
 from kvlab.caches.factory import make_cache
 from kvlab.caches.quantized import ensure_quanto_extension
+from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
 from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
@@ -23,6 +24,8 @@ from kvlab.measure.text import token_windows
 from kvlab.model_facts import tokens_held
 from kvlab.pad_token import pad_token_id
 from kvlab.recorded_run import run
+from kvlab.request import Request
+from kvlab.rules import check
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,40 @@ class BenchSettings:
                 raise ValueError(_("{name} must be at least 1; got {got}").format(name=name, got=getattr(self, name)))
         if self.new_tokens < 2:
             raise ValueError(_("new_tokens must be at least 2 (decode speed needs two decoded tokens)"))
+
+
+def transformers_reason(model, config: BenchConfig) -> str | None:
+    """The error transformers' own cache class raises for this configuration at construction, if any."""
+    if config.cache_kind != "quantized":
+        return None
+    options = {k: v for k, v in config.options.items() if k != "backend"}
+    try:
+        _compat.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
+    except (ValueError, ImportError) as err:
+        return str(err)
+    return None
+
+
+def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_tokens: int) -> str | None:
+    """None when the configuration can run; otherwise kvlab's reason and, if it has one, transformers'."""
+    if config.plain:
+        return None  # plain configurations report the error of their first run
+    request = Request(
+        config.cache_kind,
+        dict(config.options),
+        model.config,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        dtype=model.dtype,
+        device=model.device,
+        generate_sizes=True,
+    )
+    try:
+        check(request)
+    except KvlabUserError as err:  # an option, or the memory or positions this request needs
+        theirs = transformers_reason(model, config)
+        return f"transformers: {theirs} (kvlab: {err})" if theirs else f"kvlab: {err}"
+    return None
 
 
 def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:

@@ -305,27 +305,25 @@ def time_decoding(
                 new_tokens=new_tokens
             )
         )
-    if repeats < 1:
-        raise ValueError(_("repeats must be at least 1; got {repeats}").format(repeats=repeats))
     timed = decode_step_times(model, input_ids, calls, new_tokens=new_tokens, repeats=repeats, warmup=warmup)
     # keyed by the calls' labels (cache kinds); each Timing named in the reader's words for its verdicts
     return {label: Timing(cache_kind_label(label), [sum(r) for r in result.runs]) for label, result in timed.items()}
 
 
-def speed_cells(timings: dict[str, Timing], reference: str = REFERENCE) -> dict[str, dict]:
-    """Per cache kind: decode time / the reference's, its interval, the verdict and `speed_word`'s word."""
-    if reference not in timings:
+def speed_cells(timings: dict[str, Timing]) -> dict[str, dict]:
+    """Per cache kind: decode time / the `REFERENCE`'s, its interval, the verdict and `speed_word`'s word."""
+    if REFERENCE not in timings:
         raise ValueError(
             _("timings must include the reference {reference!r}; got {timings}").format(
-                reference=reference, timings=sorted(timings)
+                reference=REFERENCE, timings=sorted(timings)
             )
         )
     cells = {}
     for kind, timing in timings.items():
-        if kind == reference:
+        if kind == REFERENCE:
             speed, ratio, low, high, verdict = REFERENCE_CELL, 1.0, 1.0, 1.0, _("the reference of every ratio")
         else:
-            c = compare(timings[reference], timing, warn=False)
+            c = compare(timings[REFERENCE], timing, warn=False)
             speed, ratio, low, high, verdict = speed_word(c), c.ratio, c.low, c.high, c.verdict()
         cells[kind] = {"speed": speed, "ratio": ratio, "low": low, "high": high, "verdict": verdict}
     return cells

@@ -6,7 +6,7 @@ import torch
 
 import kvlab
 from kvlab.bench import GUIDE, default_configs
-from kvlab.bench.support import unsupported_reason
+from kvlab.bench.runner import unsupported_reason
 from kvlab.cache_kinds import STATIC_KINDS
 from kvlab.measure.published import GUIDE as PUBLISHED_GUIDE
 

@@ -8,8 +8,7 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from kvlab.bench import BenchSettings
-from kvlab.bench.overhead import overhead_lines, run_overhead
-from kvlab.bench.whole_run import MIN_PAIRS, whole_run_line, whole_run_overhead
+from kvlab.bench.overhead import MIN_PAIRS, overhead_lines, run_overhead, whole_run_line, whole_run_overhead
 
 SAVED = Path(__file__).parents[2] / "data" / "bench" / "overhead_smollm2.json"
 

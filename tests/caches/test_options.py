@@ -13,7 +13,7 @@ import transformers
 
 import kvlab
 from kvlab.bench.configs import BenchConfig
-from kvlab.bench.support import unsupported_reason
+from kvlab.bench.runner import unsupported_reason
 from kvlab.cache_kinds import PAGE_SIZES, PAGED_DEFAULTS
 from kvlab.caches import CacheOptionError, options
 from kvlab.caches.options import check_options
