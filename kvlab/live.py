@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
 from kvlab.measure.timing import Stopwatch
-from kvlab.plots.png import png_bytes
+from kvlab.plots._figure import png_bytes
 
 DPI = 80
 

@@ -363,7 +363,7 @@ class Explorer:
         return figures.picture(run, self.session.comparison, self.last_crop)
 
     def _png(self, run: Run | None, **save) -> bytes:
-        from kvlab.plots.png import png_bytes  # matplotlib, as `_figure`
+        from kvlab.plots._figure import png_bytes  # matplotlib, as `_figure`
 
         return png_bytes(self._figure(run), **save)
 

@@ -19,9 +19,8 @@ from kvlab.explorer.kinds import for_trace
 from kvlab.explorer.run_values import Run
 from kvlab.i18n import N_, _, current_language, layer_kind_label, layer_kind_letter, number
 from kvlab.plots import palette
-from kvlab.plots._figure import legend_beside, localise_ticks
+from kvlab.plots._figure import FACE, legend_beside, localise_ticks, png_bytes
 from kvlab.plots.growth import bytes_by_layer_kind
-from kvlab.plots.png import FACE, png_bytes
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from kvlab.explorer import kinds
-from kvlab.html import SUMMARY_WORDS
+from kvlab.html import BORDER, SUMMARY_WORDS
 from kvlab.i18n import _, marks, number
 from kvlab.measure.timing import Timing
 from kvlab.recording.slots import waste_pct
@@ -135,8 +135,8 @@ def rows_for(session) -> list[dict]:
     return rows
 
 
-# JupyterLab's theme variable, with a fallback for Voila's page.
-CELL = "padding:2px 5px;border-bottom:1px solid var(--jp-border-color2, #ddd)"
+# JupyterLab's theme variable, with a fallback for Voila's page: the border of kvlab's HTML tables.
+CELL = f"padding:2px 5px;border-bottom:1px solid {BORDER}"
 VALUE = CELL + ";white-space:nowrap"  # a value never wraps; a column title may (`to_html`)
 
 

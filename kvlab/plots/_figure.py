@@ -1,9 +1,15 @@
 """Figures outside pyplot (Jupyter shows a returned figure once, not again at the cell's end), with tick labels
 written as kvlab prints numbers in the language in use, and titles and labels wrapped to the panel they name, so
 that a layout made for English holds the longer Portuguese (`tools.figure_check` finds what still does not fit).
+
+A figure as PNG bytes (`png_bytes`) is what an `ipywidgets.Image` shows, in the Cache Explorer and in `kvlab.live`
+controls: here, in plots, so both draw their frames the one way without one importing the other (ARCHITECTURE.md's
+flow). The background is opaque white: black text on it reads the same on a light or a dark page.
 """
 
 from __future__ import annotations
+
+import io
 
 import numpy as np
 from matplotlib import rcParams
@@ -19,6 +25,7 @@ from kvlab.i18n import marks, number
 DATA_TEXT = "kvlab-data"
 MOST_DECIMALS = 6  # ticks finer than 1e-6 apart, or beyond 1e15, fall back to the short "%g" form
 LARGEST = 1e15
+FACE = "#ffffff"  # the opaque background of every `png_bytes` frame
 
 
 def tick_decimals(locs) -> int:
@@ -235,3 +242,10 @@ def tight_layout_fitted(fig: Figure, rect: tuple[float, float, float, float] = (
         left, bottom, right, top = rect  # the strips rect keeps free (a legend's) keep their inches
         fig.tight_layout(rect=(left, bottom * height / taller, right, 1 - (1 - top) * height / taller))
     return fig
+
+
+def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
+    """`fig` rendered to PNG at `dpi`, on the opaque `FACE` background whatever the figure's own facecolor."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, facecolor=FACE, transparent=False)
+    return buffer.getvalue()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import N_, _, number
+from kvlab.measure.published import PUBLISHED
 from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
 from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.growth import total_bytes
@@ -14,28 +15,6 @@ from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
 
 PACKED, RESIDUAL = series(0), series(1)
-
-# Published results (other models, benchmarks, hardware), not measured by kvlab; memory relative to a 16-bit cache.
-PUBLISHED_REFERENCES = (
-    {
-        "label": N_("HF blog: quanto int4 ≈ fp16 on LongBench"),
-        "memory_ratio": 4 / 16,
-        "memory_meaning": N_("nominal: 4 of 16 bits per number"),
-        "source": "https://huggingface.co/blog/kv-cache-quantization",
-    },
-    {
-        "label": N_("HF blog: quanto int2 degrades on LongBench"),
-        "memory_ratio": 2 / 16,
-        "memory_meaning": N_("nominal: 2 of 16 bits per number"),
-        "source": "https://huggingface.co/blog/kv-cache-quantization",
-    },
-    {
-        "label": N_("KIVI 2-bit: ≈ same quality, 2.6× less peak memory (incl. weights)"),
-        "memory_ratio": 1 / 2.6,
-        "memory_meaning": N_("peak memory of the whole run, model weights included (1 / 2.6)"),
-        "source": "https://arxiv.org/abs/2402.02750",
-    },
-)
 
 
 def split_by_step(trace: Trace) -> list[dict]:
@@ -152,7 +131,7 @@ def plot_quality_vs_memory(
     return fig
 
 
-def references_markdown(references=PUBLISHED_REFERENCES) -> str:
+def references_markdown(references=PUBLISHED) -> str:
     """The published results as a Markdown table of their own, marked external: measured otherwise, they share
     no axis with kvlab's measurements."""
     head = _("| | external result (not measured by kvlab) | its memory figure | source |")
@@ -160,5 +139,5 @@ def references_markdown(references=PUBLISHED_REFERENCES) -> str:
     for index, r in enumerate(references, start=1):
         ratio = number(r["memory_ratio"], 2, grouping=False)
         meaning = _(r["memory_meaning"]) if "memory_meaning" in r else _("{ratio} of 16-bit").format(ratio=ratio)
-        lines.append(f"| R{index} | {_(r['label'])} | {meaning} | {r['source']} |")
+        lines.append(f"| R{index} | {_(r['reference'])} | {meaning} | {r['url']} |")
     return "\n".join(lines)

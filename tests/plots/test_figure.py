@@ -1,12 +1,18 @@
 """`kvlab.plots._figure`: figures outside pyplot, the one way a kvlab legend is placed (beside the axes) and the
-way under a picture with no free side; titles and labels wrapped to the panel they name. Figures only: < 1 s."""
+way under a picture with no free side; titles and labels wrapped to the panel they name; the one way the explorer
+and `kvlab.live` turn a figure into an image widget's bytes (`png_bytes`). Figures only: < 1 s."""
 
 from __future__ import annotations
 
+import io
+
+import matplotlib
 import pytest
+from matplotlib.figure import Figure
+from matplotlib.image import imread
 from matplotlib.patches import Patch
 
-from kvlab.plots._figure import legend_below, legend_beside, subplots, tight_layout_fitted, wrap_to
+from kvlab.plots._figure import legend_below, legend_beside, png_bytes, subplots, tight_layout_fitted, wrap_to
 from tools.figure_check import overflowing_texts
 
 LONG = "em 12 chamadas de decodificação (sem contar o pré-preenchimento)"
@@ -104,3 +110,17 @@ def test_localise_ticks_gives_any_axes_the_readers_marks_and_leaves_a_chosen_for
         assert "1.500" in [label.get_text() for label in inset.get_yticklabels()]
     finally:
         set_language(None)
+
+
+def test_the_png_paints_its_own_opaque_white_background_whatever_the_style_and_the_figure():
+    """JupyterLab's dark theme shows a transparent PNG's black text on black: the image carries its own white."""
+    dark = {"figure.facecolor": "#111111", "savefig.facecolor": "none", "savefig.transparent": True}
+    with matplotlib.rc_context(dark):
+        fig = Figure(figsize=(2, 1), facecolor="#222222")
+        fig.add_subplot().plot([0, 1], [1, 0])
+        png = png_bytes(fig, dpi=50)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = imread(io.BytesIO(png))  # (height, width, RGBA) floats
+    assert pixels.shape == (50, 100, 4)  # 2 x 1 inches at 50 dpi
+    assert (pixels[..., 3] == 1.0).all()  # opaque everywhere
+    assert pixels[0, 0].tolist() == [1.0, 1.0, 1.0, 1.0] and pixels[-1, -1].tolist() == [1.0, 1.0, 1.0, 1.0]

@@ -1,5 +1,6 @@
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from kvlab.measure.published import PUBLISHED
 from kvlab.plots import growth, quantized
 from tools.figure_check import overflowing_texts
 
@@ -73,8 +74,8 @@ def test_quality_vs_memory_pairs_quality_only_with_the_memory_of_the_same_run():
 def test_references_table_is_marked_external_and_cites_each_source():
     table = quantized.references_markdown()
     assert "not measured by kvlab" in table
-    assert table.count("| R") == len(quantized.PUBLISHED_REFERENCES)
-    assert all(r["source"] in table for r in quantized.PUBLISHED_REFERENCES)
+    assert table.count("| R") == len(PUBLISHED)
+    assert all(r["url"] in table for r in PUBLISHED)
     assert "model weights included" in table  # KIVI's 2.6x is not a KV-cache ratio
 
 
