@@ -10,13 +10,13 @@ from __future__ import annotations
 from kvlab.cache_kinds import STATIC_KINDS
 from kvlab.model_facts import ModelFacts
 from kvlab.names import DTYPE_BYTES
-from kvlab.size.architecture import Architecture, from_facts
+from kvlab.size.architecture import Architecture, from_config
 from kvlab.size.calculator import sized
 
 
 def _architecture(facts: ModelFacts) -> Architecture | None:
     try:
-        return from_facts(facts)
+        return from_config(facts)
     except ValueError:  # a layer kind or state the calculator does not model, or no decoder cache at all
         return None
 
