@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.bench.configs import BenchConfig
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.errors import KvlabUserError
+from kvlab.quantized_backends import DEFAULT_BACKEND
 from kvlab.request import Request
 from kvlab.rules import check
 
@@ -16,7 +16,7 @@ def transformers_reason(model, config: BenchConfig) -> str | None:
         return None
     options = {k: v for k, v in config.options.items() if k != "backend"}
     try:
-        _compat.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
+        _compat.QuantizedCache(config.options.get("backend", DEFAULT_BACKEND), model.config, **options)
     except (ValueError, ImportError) as err:
         return str(err)
     return None
