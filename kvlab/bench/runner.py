@@ -21,8 +21,7 @@ from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
 from kvlab.model_facts import tokens_held
-from kvlab.pad_token import pad_token_id
-from kvlab.recorded_run import run
+from kvlab.recorded_run import pad_token_id, run
 
 
 @dataclass(frozen=True)
