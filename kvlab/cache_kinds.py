@@ -64,7 +64,6 @@ STATIC_KINDS = tuple(kind.name for kind in KINDS if kind.static)
 PAST_RECORDING_KINDS = tuple(kind.name for kind in KINDS if kind.records_past)
 # Every option name of the kinds `generate` builds, in the order the command line and the explorer show them.
 OPTION_NAMES = ("backend", *QUANTIZED_OPTIONS, "max_cache_len", _NO_SLIDING)
-DEFAULT_QUANTIZED_BACKEND = BY_NAME["quantized"].defaults["backend"]
 PAGED_DEFAULTS = BY_NAME[PAGED].defaults
 
 

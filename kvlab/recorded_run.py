@@ -20,7 +20,6 @@ from kvlab.i18n import _
 from kvlab.log import get_logger
 from kvlab.measure.timing import Stopwatch
 from kvlab.names import dtype_name, model_name
-from kvlab.pad_token import pad_token_id
 from kvlab.recording.trace import Trace
 from kvlab.request import Request
 from kvlab.rules import check
@@ -30,6 +29,13 @@ from kvlab.watched_generate import cache_device, generate
 log = get_logger(__name__)
 
 SUMMARY_KEYS = ("slots_allocated", "slots_live", "slots_masked", "waste_pct", "tokens_evicted", "flushes", "transfers")
+
+
+def pad_token_id(tokenizer, model) -> int | None:
+    """The pad token of every greedy `generate`: the tokenizer's, else the model's end-of-sequence token
+    (transformers falls back to the same id itself, but warns on every call that it did)."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return pad if pad is not None else model.config.eos_token_id
 
 
 @dataclass

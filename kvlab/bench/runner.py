@@ -13,7 +13,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.bench.configs import GUIDE, BenchConfig, default_configs
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, quantized_backend
+from kvlab.cache_kinds import quantized_backend
 from kvlab.caches.factory import make_cache
 from kvlab.caches.quantized import ensure_quanto_extension
 from kvlab.errors import KvlabUserError
@@ -22,8 +22,8 @@ from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
 from kvlab.model_facts import tokens_held
-from kvlab.pad_token import pad_token_id
-from kvlab.recorded_run import run
+from kvlab.quantized_backends import DEFAULT_BACKEND
+from kvlab.recorded_run import pad_token_id, run
 from kvlab.request import Request
 from kvlab.rules import check
 
@@ -54,7 +54,7 @@ def transformers_reason(model, config: BenchConfig) -> str | None:
         return None
     options = {k: v for k, v in config.options.items() if k != "backend"}
     try:
-        _compat.QuantizedCache(config.options.get("backend", DEFAULT_QUANTIZED_BACKEND), model.config, **options)
+        _compat.QuantizedCache(config.options.get("backend", DEFAULT_BACKEND), model.config, **options)
     except (ValueError, ImportError) as err:
         return str(err)
     return None

@@ -10,10 +10,14 @@ from kvlab import lazy
 if TYPE_CHECKING:  # the exports (kvlab.lazy reads them)
     from kvlab.caches.base import InstrumentedCacheMixin  # noqa: F401
     from kvlab.caches.crop_rules import CacheCropError  # noqa: F401
-    from kvlab.caches.dynamic import InstrumentedDynamicCache  # noqa: F401
     from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache  # noqa: F401
     from kvlab.caches.factory import CACHE_CLASSES, make_cache  # noqa: F401
-    from kvlab.caches.offloaded import InstrumentedOffloadedCache, InstrumentedOffloadedStaticCache  # noqa: F401
+    from kvlab.caches.kinds import (  # noqa: F401
+        InstrumentedDynamicCache,
+        InstrumentedOffloadedCache,
+        InstrumentedOffloadedStaticCache,
+        InstrumentedStaticCache,
+    )
     from kvlab.caches.options import (  # noqa: F401
         CACHE_KINDS,
         KIND_OPTIONS,
@@ -22,6 +26,5 @@ if TYPE_CHECKING:  # the exports (kvlab.lazy reads them)
         check_quantized_options,
     )
     from kvlab.caches.quantized import InstrumentedQuantizedCache, PaddedHQQQuantizedLayer  # noqa: F401
-    from kvlab.caches.static import InstrumentedStaticCache  # noqa: F401
 
 __getattr__, __dir__ = lazy.exports(__name__)

@@ -25,7 +25,7 @@ class InstrumentedEncoderDecoderCache(_compat.EncoderDecoderCache):
 
     @classmethod
     def from_config(cls, config, self_attention_class, trace: Trace | None = None, **self_kwargs):
-        from kvlab.caches.dynamic import InstrumentedDynamicCache
+        from kvlab.caches.kinds import InstrumentedDynamicCache
 
         recorder = Recorder(trace)
         decoder_config = config.get_text_config(decoder=True)

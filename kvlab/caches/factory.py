@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND
 from kvlab.caches.encoder_decoder import InstrumentedEncoderDecoderCache
 from kvlab.caches.kinds import INSTRUMENTED
 from kvlab.caches.options import check_options
 from kvlab.caches.strategy import CheckedStrategyCache
 from kvlab.model_facts import ModelFacts, model_facts
+from kvlab.quantized_backends import DEFAULT_BACKEND
 from kvlab.recording.trace import Trace
 from kvlab.strategies.load import check_strategy, is_strategy, layer_factory, strategy_facts
 
@@ -42,7 +42,7 @@ def build_cache(cache_kind, config, given: dict, *, trace: Trace | None = None):
     cls = CACHE_CLASSES[cache_kind]
     if cache_kind == "quantized":
         given = dict(given)
-        backend = given.pop("backend", DEFAULT_QUANTIZED_BACKEND)
+        backend = given.pop("backend", DEFAULT_BACKEND)
         return cls(backend, config.get_text_config(decoder=True), trace=trace, **given)
     if getattr(config, "is_encoder_decoder", False):
         return InstrumentedEncoderDecoderCache.from_config(config, cls, trace=trace, **given)

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 
 from kvlab import _compat
 from kvlab.caches.base import InstrumentedCacheMixin
-from kvlab.caches.dynamic import InstrumentedDynamicCache
-from kvlab.caches.static import InstrumentedStaticCache
 from kvlab.recording.recorder import now
 from kvlab.recording.storage import storage_bytes
 from kvlab.recording.work import attention_counts, layer_heads
@@ -89,17 +87,3 @@ class OffloadingMixin(InstrumentedCacheMixin):
         )
         self._kvlab_record(layer_idx, "kv", key_states.shape[-2], started, work)
         return out
-
-
-class InstrumentedOffloadedCache(OffloadingMixin, InstrumentedDynamicCache):
-    """`cache_implementation="offloaded"`: a DynamicCache with `offloading=True`."""
-
-    def __init__(self, *args, offloading: bool = True, **kwargs):
-        super().__init__(*args, offloading=offloading, **kwargs)
-
-
-class InstrumentedOffloadedStaticCache(OffloadingMixin, InstrumentedStaticCache):
-    """`cache_implementation="offloaded_static"`: a StaticCache with `offloading=True`."""
-
-    def __init__(self, *args, offloading: bool = True, **kwargs):
-        super().__init__(*args, offloading=offloading, **kwargs)

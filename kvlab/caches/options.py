@@ -16,7 +16,6 @@ from kvlab.cache_kinds import (
     BATCH_KINDS,
     BY_NAME,
     CACHE_KINDS,
-    DEFAULT_QUANTIZED_BACKEND,
     KIND_OPTIONS,
     PAGE_SIZES,
     PAGED,
@@ -28,7 +27,7 @@ from kvlab.cache_kinds import (
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, layer_kind_label
 from kvlab.model_facts import ModelFacts
-from kvlab.quantized_backends import BACKEND_NAMES, BACKENDS, BACKENDS_BY_NAME, QuantizedBackend
+from kvlab.quantized_backends import BACKEND_NAMES, BACKENDS, BACKENDS_BY_NAME, DEFAULT_BACKEND, QuantizedBackend
 from kvlab.request import Request
 
 
@@ -461,7 +460,7 @@ def check_request_options(request: Request, *, tokens: int | None = None, kinds:
 def _check_quantized_request(given: dict, request: Request) -> None:
     # the most the cache holds bounds the lengths quanto quantizes at, once the new tokens are known
     cached = request.held_tokens if request.cached_tokens is not None or request.new_tokens > 0 else None
-    backend = given.get("backend", DEFAULT_QUANTIZED_BACKEND)
+    backend = given.get("backend", DEFAULT_BACKEND)
     quantized = {k: v for k, v in given.items() if k != "backend"}
     check_quantized_options(
         backend,

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, PAGE_SIZES, PAGED_DEFAULTS, PAGED_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.cache_kinds import OPTION_NAMES as CACHE_OPTION_NAMES
+from kvlab.cache_kinds import PAGE_SIZES, PAGED_DEFAULTS, PAGED_OPTIONS, QUANTIZED_OPTIONS
 from kvlab.explorer import kinds
 from kvlab.explorer.kinds import kind_of
 from kvlab.explorer.models import CHAT_TEMPLATES, DTYPES, LOADED, model_choices
 from kvlab.explorer.prompts import presets, title
 from kvlab.explorer.run_values import RunRequest
 from kvlab.i18n import N_, _
-from kvlab.quantized_backends import ANY_AXES, ANY_NBITS, BACKEND_NAMES, BACKENDS_BY_NAME
+from kvlab.quantized_backends import ANY_AXES, ANY_NBITS, BACKEND_NAMES, BACKENDS_BY_NAME, DEFAULT_BACKEND
 from kvlab.serving.batch_run import MAX_REQUESTS
 
 # The cache options, past recording (a run setting shown beside them), then the paged kind's own options.
@@ -29,7 +29,7 @@ STYLED = ("model", "dtype", "cache", "backend", "prompt", "preset", "max_new_tok
 WIDE = {"description_width": "initial"}  # a label never cut to the widget's default description width
 
 
-def options_for(cache_kind: str, backend: str = DEFAULT_QUANTIZED_BACKEND) -> tuple[str, ...]:
+def options_for(cache_kind: str, backend: str = DEFAULT_BACKEND) -> tuple[str, ...]:
     """Names of the option widgets that apply to a `cache_kind` (and quantization `backend`: the group-wise options
     its row takes, none for fp8)."""
     names = kind_of(cache_kind).options
@@ -91,8 +91,8 @@ class Controls:
         self.sync_visibility()
 
     def _option_widgets(self) -> None:
-        defaults = BACKENDS_BY_NAME[DEFAULT_QUANTIZED_BACKEND].defaults
-        self.backend = _dropdown(BACKEND_NAMES, DEFAULT_QUANTIZED_BACKEND, "backend")
+        defaults = BACKENDS_BY_NAME[DEFAULT_BACKEND].defaults
+        self.backend = _dropdown(BACKEND_NAMES, DEFAULT_BACKEND, "backend")
         self.nbits = _dropdown(ANY_NBITS, defaults["nbits"], "nbits")  # every backend's: one refuses what it lacks
         for name in ("axis_key", "axis_value"):  # read by name (`options`), as every option widget
             setattr(self, name, _dropdown(ANY_AXES, defaults[name], name))

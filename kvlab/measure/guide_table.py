@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from kvlab import _compat
-from kvlab.cache_kinds import DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS, offloaded_variant
+from kvlab.cache_kinds import STATIC_KINDS, offloaded_variant
 from kvlab.caches import CacheOptionError
 from kvlab.i18n import N_, _, cache_kind_label
 from kvlab.measure.devices import log_forward_inputs
@@ -33,6 +33,7 @@ from kvlab.measure.residency import effective_moves
 from kvlab.measure.step_times import decode_step_times
 from kvlab.measure.timing import Timing, compare
 from kvlab.model_facts import model_facts, tokens_held
+from kvlab.quantized_backends import DEFAULT_BACKEND
 from kvlab.recorded_run import run
 
 MEMORY_RANKS = (N_("Low"), N_("Medium"), N_("High"))  # the guide's memory words, from less than the DynamicCache
@@ -139,7 +140,7 @@ def _transformers_class_refusing(model, cache_kind: str) -> str | None:
     if cache_kind != "quantized":
         return None
     try:
-        _compat.QuantizedCache(DEFAULT_QUANTIZED_BACKEND, config=model.config)
+        _compat.QuantizedCache(DEFAULT_BACKEND, config=model.config)
     except ValueError:
         return "QuantizedCache"
     except Exception:  # another failure (a backend not installed) says nothing about the layers

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, DEFAULT_QUANTIZED_BACKEND, STATIC_KINDS
+from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, STATIC_KINDS
 from kvlab.caches.options import check_options
 from kvlab.i18n import _
 from kvlab.names import DTYPE_BYTES
-from kvlab.quantized_backends import BACKENDS_BY_NAME
+from kvlab.quantized_backends import BACKENDS_BY_NAME, DEFAULT_BACKEND
 from kvlab.recording.slots import masked_share
 from kvlab.size import layers as rules
 from kvlab.size.architecture import Architecture
@@ -67,7 +67,7 @@ def dtype_bytes(dtype: str) -> int:
 
 def quantized_options(options: dict) -> dict:
     """The quantized options with transformers' defaults filled in, those its backend takes (fp8: none)."""
-    row = BACKENDS_BY_NAME[options.get("backend", DEFAULT_QUANTIZED_BACKEND)]
+    row = BACKENDS_BY_NAME[options.get("backend", DEFAULT_BACKEND)]
     return {"backend": row.name, **{k: options.get(k, row.defaults[k]) for k in row.options}}
 
 

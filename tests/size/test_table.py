@@ -4,7 +4,7 @@ import pytest
 
 from kvlab.serving import layout_rows
 from kvlab.size import architecture, format_rows, size_rows
-from kvlab.size.paged import paged_row
+from kvlab.size.table import paged_row
 
 
 def test_row_counts_blocks_slots_and_bytes():
