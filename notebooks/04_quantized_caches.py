@@ -569,7 +569,7 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8-bit"]):
 # %% [markdown]
 # hqq 8-bit also has the same perplexity as hqq 4-bit, a coincidence of averaging: hqq 8-bit moves the real next
 # token's log-probability by a few hundredths of a nat at most, hqq 4-bit by several tenths either way (the
-# lines above print each range), and the moves average out to almost the same mean (-0.0033 and -0.0030 nats),
+# lines above print each range), and the moves average out to almost the same mean (-0.0033 and -0.0031 nats),
 # which takes the DynamicCache's 15.25 to 15.30 for both.
 
 # %% [markdown]

@@ -592,7 +592,7 @@ for p in quality.per_position(runs["DynamicCache"], runs["hqq 8 bits"]):
 # O hqq de 8 bits também tem a mesma perplexidade do hqq de 4 bits, uma coincidência da média: o hqq de 8 bits muda a
 # log-probabilidade do próximo token real em no máximo alguns centésimos de nat, o hqq de 4 bits em vários décimos
 # para um lado ou para o outro (as linhas acima mostram cada intervalo), e as mudanças se compensam numa média quase
-# igual (-0,0033 e -0,0030 nats), que leva os 15,25 do DynamicCache a 15,30 nos dois casos.
+# igual (-0,0033 e -0,0031 nats), que leva os 15,25 do DynamicCache a 15,30 nos dois casos.
 
 # %% [markdown]
 # A figura põe lado a lado a concordância de cada configuração (num eixo que começa em 0) e a memória da mesma
