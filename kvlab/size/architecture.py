@@ -106,9 +106,14 @@ def known_architectures() -> list[str]:
 def from_config(
     config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
 ) -> Architecture:
-    """The architecture of a transformers config (or its `ModelFacts`, a checked request's, taken as they are); an
-    encoder-only one is refused."""
-    facts = model_facts(config)
+    """The architecture of a transformers config (or its `ModelFacts`); an encoder-only one is refused."""
+    return from_facts(model_facts(config), name, source, dtype, note)
+
+
+def from_facts(
+    facts: ModelFacts, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
+) -> Architecture:
+    """`from_config` for facts already read (a checked request's)."""
     if (reason := facts.encoder_only) and not _caches_in_generate(facts):
         what = source if source != "config" else name or _("this config")
         raise NoKVCacheError(

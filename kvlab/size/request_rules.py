@@ -13,7 +13,7 @@ from kvlab.i18n import N_, _, cache_kind_label, number
 from kvlab.model_facts import ModelFacts
 from kvlab.names import DTYPE_BYTES, dtype_name
 from kvlab.request import Request
-from kvlab.size.architecture import Architecture, from_config
+from kvlab.size.architecture import Architecture, from_facts
 from kvlab.size.calculator import sized
 
 
@@ -116,7 +116,7 @@ def check_positions(
 # static kind is sized at its `max_cache_len`. No torch: `kvlab run` predicts before loading.
 def _architecture(facts: ModelFacts) -> Architecture | None:
     try:
-        return from_config(facts)
+        return from_facts(facts)
     except ValueError:  # a layer kind or state the calculator does not model, or no decoder cache at all
         return None
 
