@@ -293,7 +293,9 @@ latency_plots.plot_token_times({"no cache (use_cache=False)": without_cache, "Dy
 # together (each point there is a single reading, which a busy machine can move): the cache does not make the
 # prompt cheaper, it makes every token after it cheap. The box under the
 # plot compares, for each call, the steps after the longest prompt measured with those after the shortest: read
-# the verdicts there rather than the shape of a line.
+# the verdicts there rather than the shape of a line. Each length is one call of 8 steps, not interleaved repeats:
+# a default verdict of *faster* after the longer prompt, which only adds work, is the machine drifting between
+# the two calls, not the cache.
 
 # %%
 decode_seconds = {"use_cache=False": {}, "default (DynamicCache)": {}}  # {prompt tokens: Timing of the 8 steps}
