@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from kvlab.extras import MissingExtraError
 from kvlab.i18n import _
 from kvlab.log import get_logger
-from kvlab.quantized_backends import BACKENDS
+from kvlab.quantized_backends import BACKENDS, DEFAULT_BACKEND
 
 if TYPE_CHECKING:
     import torch
@@ -303,6 +303,18 @@ def quantized_backend(cache: QuantizedCache) -> str:
     raise TypeError(_("unknown quantized layer class {layer_class}").format(layer_class=type(cache.layers[0]).__name__))
 
 
+def quantized_cache_refusal(config, backend: str = DEFAULT_BACKEND, **options) -> str | None:
+    """The ValueError transformers' own QuantizedCache raises when built for `config` with `backend` and the
+    group-wise `options` (a sliding or linear-attention layer, an unknown backend, options the backend refuses), as
+    text; None where it builds. It checks the layer types before it makes any quantizer, so that refusal needs no
+    backend installed; any other failure (ImportError: a backend's package missing) is the caller's to judge."""
+    try:
+        __getattr__("QuantizedCache")(backend, config, **options)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def is_stream(value) -> bool:
     import torch
 
@@ -362,6 +374,12 @@ def static_cache_length(cache) -> int:
 PAGED_CACHE_NAME = "PagedAttentionCache"
 PAGED_ATTN_IMPLEMENTATION = "paged|eager"  # continuous batching without flash attention (CPU)
 PAGED_TRASH_SECTORS = 2
+
+
+def default_page_size() -> int:
+    """Tokens per block when `generate_batch` is given no `page_size`: `ContinuousBatchingConfig`'s default (256
+    since 5.17; a dataclass keeps a field's plain default as its class attribute)."""
+    return int(__getattr__("ContinuousBatchingConfig").page_size)
 
 
 @contextlib.contextmanager

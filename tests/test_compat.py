@@ -13,7 +13,7 @@ from packaging.specifiers import SpecifierSet
 from kvlab import _compat
 from kvlab.cli import main
 from kvlab.errors import KvlabEnvironmentError, one_line
-from kvlab.quantized_backends import GROUP_WISE_DEFAULTS
+from kvlab.quantized_backends import BACKENDS, GROUP_WISE_DEFAULTS
 
 
 def test_installed_transformers_is_the_tested_range():
@@ -82,6 +82,21 @@ def test_what_the_option_and_crop_rules_read_from_layers_and_configs():
     assert _compat.static_sliding_state(static.layers[1]) is None
     _compat.set_offload_only_non_sliding(static, False)
     assert static.only_non_sliding is False
+
+
+def test_quantized_cache_refusal_is_transformers_own_words(sliding_config):
+    """What the bench and the guide table quote: QuantizedCache refuses a sliding layer, and a backend's options,
+    as it is built; a full-attention config builds with every backend."""
+    refusal = _compat.quantized_cache_refusal(sliding_config)
+    assert refusal is not None and "only full attention layers" in refusal and "sliding_attention" in refusal
+    sliding_config.layer_types = ["full_attention", "full_attention"]
+    assert [_compat.quantized_cache_refusal(sliding_config, row.name) for row in BACKENDS] == [None] * len(BACKENDS)
+    assert "nbits" in (_compat.quantized_cache_refusal(sliding_config, "fp8", nbits=4) or "")  # per-tensor: no groups
+    assert "int4" in (_compat.quantized_cache_refusal(sliding_config, "int4") or "")
+
+
+def test_the_default_page_size_is_continuous_batchings():
+    assert _compat.default_page_size() == transformers.ContinuousBatchingConfig().page_size
 
 
 def test_dropping_the_quantizer_lets_a_dequantized_model_save(tmp_path):

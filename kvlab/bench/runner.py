@@ -22,7 +22,6 @@ from kvlab.measure import quality, roofline, timing
 from kvlab.measure.compiled import compile_runs, compile_summary
 from kvlab.measure.text import token_windows
 from kvlab.model_facts import tokens_held
-from kvlab.quantized_backends import DEFAULT_BACKEND
 from kvlab.recorded_run import pad_token_id, run
 from kvlab.request import Request
 from kvlab.rules import check
@@ -52,12 +51,10 @@ def transformers_reason(model, config: BenchConfig) -> str | None:
     """The error transformers' own cache class raises for this configuration at construction, if any."""
     if config.cache_kind != "quantized":
         return None
-    options = {k: v for k, v in config.options.items() if k != "backend"}
     try:
-        _compat.QuantizedCache(config.options.get("backend", DEFAULT_BACKEND), model.config, **options)
-    except (ValueError, ImportError) as err:
+        return _compat.quantized_cache_refusal(model.config, **config.options)  # its backend, or kvlab's default
+    except ImportError as err:  # the backend's package missing: transformers' words too
         return str(err)
-    return None
 
 
 def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_tokens: int) -> str | None:

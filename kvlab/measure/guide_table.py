@@ -33,7 +33,6 @@ from kvlab.measure.residency import effective_moves
 from kvlab.measure.step_times import decode_step_times
 from kvlab.measure.timing import Timing, compare
 from kvlab.model_facts import model_facts, tokens_held
-from kvlab.quantized_backends import DEFAULT_BACKEND
 from kvlab.recorded_run import run
 
 MEMORY_RANKS = (N_("Low"), N_("Medium"), N_("High"))  # the guide's memory words, from less than the DynamicCache
@@ -134,18 +133,15 @@ def measure_sliding(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Set
 
 
 def _transformers_class_refusing(model, cache_kind: str) -> str | None:
-    """The name of transformers' class for `cache_kind` when building it for `model`'s config raises ValueError; None
-    when it builds or when `cache_kind` has no such check. Building a QuantizedCache checks the layer types before it
-    makes any quantizer, so no backend needs to be installed."""
+    """The name of transformers' class for `cache_kind` when building it for `model`'s config raises ValueError
+    (`_compat.quantized_cache_refusal`); None when it builds or when `cache_kind` has no such check."""
     if cache_kind != "quantized":
         return None
     try:
-        _compat.QuantizedCache(DEFAULT_BACKEND, config=model.config)
-    except ValueError:
-        return "QuantizedCache"
+        refusal = _compat.quantized_cache_refusal(model.config)
     except Exception:  # another failure (a backend not installed) says nothing about the layers
         return None
-    return None
+    return None if refusal is None else "QuantizedCache"
 
 
 def measure_offloading(model, prompt_ids: torch.Tensor, cache_kind: str, setup: Setup = Setup()) -> dict:

@@ -141,7 +141,7 @@ def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
 
 
 def request_bytes(
-    facts: ModelFacts,
+    arch: Architecture | None,
     cache_kind: str,
     options: dict,
     *,
@@ -150,9 +150,8 @@ def request_bytes(
     batch: int = 1,
     dtype: str = "float32",
 ) -> int | None:
-    """The most bytes the request's cache holds at any point; None where the calculator cannot say (a prediction
-    that cannot be made refuses nothing)."""
-    arch = _architecture(facts)
+    """The most bytes the request's cache holds at any point; None where the calculator cannot say (no `arch`:
+    a layer kind or state it does not model; a prediction that cannot be made refuses nothing)."""
     if arch is None or cache_kind == "none" or dtype not in DTYPE_BYTES:
         return None
     length = requested_length(cache_kind, options, cached_tokens)
@@ -163,7 +162,7 @@ def request_bytes(
 
 
 def most_length(
-    facts: ModelFacts,
+    arch: Architecture | None,
     cache_kind: str,
     options: dict,
     *,
@@ -176,7 +175,6 @@ def most_length(
     """The largest length (a static kind's max_cache_len, any other kind's cached tokens) whose cache fits in
     `budget` bytes, from the prompt (one token for an encoder-decoder) up; 0 when not even that fits. A binary
     search: bytes never shrink as the length grows."""
-    arch = _architecture(facts)
     if arch is None:
         return 0
     low = 1 if arch.is_encoder_decoder else prompt_tokens
@@ -211,13 +209,14 @@ def check_memory(request: Request) -> None:
     where = "cpu" if BY_NAME[kind].offloads else str(request.device)
     counts = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens, "batch": batch}
     dtype = dtype_name(request.dtype)
-    needed = request_bytes(facts, kind, options, dtype=dtype, **counts)
+    arch = _architecture(facts)  # once: the bytes and the most that fits are both the calculator's
+    needed = request_bytes(arch, kind, options, dtype=dtype, **counts)
     available = None if needed is None else available_memory(where)
     if available is None or needed <= available:
         return
     from kvlab.units import human_bytes
 
-    fit = most_length(facts, kind, options, budget=available, dtype=dtype, **counts)
+    fit = most_length(arch, kind, options, budget=available, dtype=dtype, **counts)
     static = kind in STATIC_KINDS
     advice = _memory_advice(facts, static, options, prompt_tokens, cached_tokens, fit, request.allow_past_positions)
     what = {  # English says "an offloaded cache"; each language has its own article

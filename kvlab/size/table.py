@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvlab import _compat
 from kvlab.caches.options import CacheOptionError, check_page_size, check_paged_layers, paged_blocks
 from kvlab.i18n import _
 from kvlab.quantized_backends import QUANTIZED_OPTIONS, table_rows
@@ -9,9 +10,6 @@ from kvlab.recording.slots import waste_pct
 from kvlab.size.architecture import Architecture
 from kvlab.size.calculator import cache_size
 from kvlab.units import human_bytes
-
-# transformers 5.24's ContinuousBatchingConfig.page_size default
-DEFAULT_PAGE_SIZE = 256
 
 
 def size_rows(
@@ -54,15 +52,14 @@ def size_rows(
     return rows
 
 
-def paged_row(
-    arch: Architecture, lengths: list[int], page_size: int = DEFAULT_PAGE_SIZE, dtype: str = "float32"
-) -> dict:
+def paged_row(arch: Architecture, lengths: list[int], page_size: int | None = None, dtype: str = "float32") -> dict:
     """A `kvlab size` row for requests that hold `lengths` tokens each, in blocks of `page_size` slots: the paged
     layout of continuous batching (`model.generate_batch`), as arithmetic. One pool of blocks of `page_size` token
     slots; a request holding `n` tokens occupies ceil(n / page_size) blocks, so it wastes under one block (only its
-    last is partly empty), whatever the other requests do. Its live trace: `kvlab.caches.paged`."""
+    last is partly empty), whatever the other requests do. Its live trace: `kvlab.caches.paged`. No `page_size`:
+    transformers' default (`_compat.default_page_size`)."""
     check_paged_layers(arch.layer_kinds, arch.name)
-    check_page_size(page_size)
+    page_size = check_page_size(_compat.default_page_size() if page_size is None else page_size)
     if not lengths or min(lengths) < 1:
         raise ValueError(_("every request must hold at least one token; got lengths {lengths}").format(lengths=lengths))
     per_token = cache_size(arch, "dynamic", 1, dtype=dtype).bytes  # keys and values of every layer

@@ -8,11 +8,11 @@ import pytest
 import kvlab
 from kvlab.explorer.models import ByteTokenizer, ModelStore
 from kvlab.explorer.session import RunRequest, Session
-from kvlab.model_facts import model_facts
 from kvlab.models.tiny import tiny_config
 from kvlab.request import Request
 from kvlab.size import cache_size, from_config
 from kvlab.size import request_rules as rules
+from kvlab.size.architecture import from_facts
 
 MiB = 1 << 20
 # tiny-llama: 3 layers x K,V x 2 kv heads x 16 head_dim x 4 bytes = 768 B per token; 512 positions
@@ -70,6 +70,17 @@ def test_a_static_cache_bigger_than_memory_is_refused_with_its_bytes(one_mib):
         check(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003)
     with pytest.raises(rules.RequestError, match=r"at most 1,360 new tokens$"):
         check(config, "static", {}, prompt_tokens=6, max_new_tokens=100_000_003, allow_past_positions=True)
+
+
+def test_a_refusal_reads_the_models_architecture_once(one_mib, monkeypatch):
+    """The bytes needed and the most that fits are sized on one `Architecture` (its layers are read once)."""
+    read = []
+    monkeypatch.setattr(rules, "from_facts", lambda facts: read.append(facts) or from_facts(facts))
+    with pytest.raises(rules.RequestError, match="at most 1,360 new tokens"):
+        check(
+            tiny_config("tiny-llama"), "dynamic", {}, prompt_tokens=6, max_new_tokens=2_000, allow_past_positions=True
+        )
+    assert len(read) == 1
 
 
 def test_every_kind_is_checked_at_the_most_it_would_hold_where_it_would_live(one_mib):
@@ -163,42 +174,39 @@ def test_every_entry_point_refuses_the_request_before_generating(tiny, prompt_id
 
 # -- the memory rule's bytes: the size calculator's, from the config alone
 def test_the_prediction_is_the_size_calculators():
-    llama = model_facts(tiny_config("tiny-llama"))
-    arch = from_config(llama)
+    arch = from_config(tiny_config("tiny-llama"))
     facts = {"prompt_tokens": 6, "cached_tokens": 8}
-    assert rules.request_bytes(llama, "dynamic", {}, **facts) == cache_size(arch, "dynamic", 8, prefill=6).peak_bytes
+    assert rules.request_bytes(arch, "dynamic", {}, **facts) == cache_size(arch, "dynamic", 8, prefill=6).peak_bytes
     # a static cache at generate's size (cached tokens), or at its own max_cache_len
-    assert rules.request_bytes(llama, "static", {}, **facts) == 3 * 2 * 2 * 16 * 4 * 8
+    assert rules.request_bytes(arch, "static", {}, **facts) == 3 * 2 * 2 * 16 * 4 * 8
+    assert rules.request_bytes(arch, "static", {"max_cache_len": 100}, **facts, batch=2) == 2 * 3 * 2 * 2 * 16 * 4 * 100
     assert (
-        rules.request_bytes(llama, "static", {"max_cache_len": 100}, **facts, batch=2) == 2 * 3 * 2 * 2 * 16 * 4 * 100
-    )
-    assert (
-        rules.request_bytes(llama, "static", {"max_cache_len": 100}, **facts, dtype="bfloat16")
+        rules.request_bytes(arch, "static", {"max_cache_len": 100}, **facts, dtype="bfloat16")
         == 3 * 2 * 2 * 16 * 2 * 100
     )
-    gemma = model_facts(tiny_config("tiny-gemma3"))  # sliding layers keep a window of 8
-    expected = cache_size(from_config(gemma), "static", 50, prefill=6, max_cache_len=50).peak_bytes
+    gemma = from_config(tiny_config("tiny-gemma3"))  # sliding layers keep a window of 8
+    expected = cache_size(gemma, "static", 50, prefill=6, max_cache_len=50).peak_bytes
     assert rules.request_bytes(gemma, "static", {}, prompt_tokens=6, cached_tokens=50) == expected
-    bart = model_facts(tiny_config("tiny-bart"))  # the encoder's 40 tokens fill the cross-attention cache
-    expected = cache_size(from_config(bart), "dynamic", 5, prefill=1, source_tokens=40).peak_bytes
+    bart = from_config(tiny_config("tiny-bart"))  # the encoder's 40 tokens fill the cross-attention cache
+    expected = cache_size(bart, "dynamic", 5, prefill=1, source_tokens=40).peak_bytes
     assert rules.request_bytes(bart, "dynamic", {}, prompt_tokens=40, cached_tokens=5) == expected
     assert (
-        rules.request_bytes(llama, "none", {}, **facts) is None
-        and rules.request_bytes(llama, "dynamic", {}, **facts, dtype="x") is None
+        rules.request_bytes(arch, "none", {}, **facts) is None
+        and rules.request_bytes(arch, "dynamic", {}, **facts, dtype="x") is None
     )
     assert rules.requested_length("static", {"max_cache_len": 4}, 8) == 8  # generate's minimum
 
 
 @pytest.mark.parametrize("kind,given", [("dynamic", {}), ("static", {}), ("static", {"max_cache_len": 9_000})])
 def test_the_most_that_fits_is_the_boundary(kind, given):
-    llama = model_facts(tiny_config("tiny-llama"))
+    arch = from_config(tiny_config("tiny-llama"))
     facts = {"prompt_tokens": 6, "cached_tokens": 5_000}
     budget = 1 << 20
-    n = rules.most_length(llama, kind, given, budget=budget, **facts)
+    n = rules.most_length(arch, kind, given, budget=budget, **facts)
     at = {"prompt_tokens": 6}
     length = {"max_cache_len": n} if kind == "static" else {}
-    assert rules.request_bytes(llama, kind, {**given, **length}, cached_tokens=n, **at) <= budget
+    assert rules.request_bytes(arch, kind, {**given, **length}, cached_tokens=n, **at) <= budget
     bigger = {"max_cache_len": n + 1} if kind == "static" else {}
-    assert rules.request_bytes(llama, kind, {**given, **bigger}, cached_tokens=n + 1, **at) > budget
+    assert rules.request_bytes(arch, kind, {**given, **bigger}, cached_tokens=n + 1, **at) > budget
     assert n == budget // (3 * 2 * 2 * 16 * 4)
-    assert rules.most_length(llama, kind, given, budget=100, **facts) == 0  # not even the prompt fits
+    assert rules.most_length(arch, kind, given, budget=100, **facts) == 0  # not even the prompt fits

@@ -2,6 +2,7 @@
 
 import pytest
 
+from kvlab import _compat
 from kvlab.serving import layout_rows
 from kvlab.size import architecture, format_rows, size_rows
 from kvlab.size.table import paged_row
@@ -15,6 +16,8 @@ def test_row_counts_blocks_slots_and_bytes():
     assert row["bytes"] == 26 * 16 * 524_288
     assert row["waste_bytes"] == (416 - 387) * 524_288
     assert row["fragmentation_pct"] == round(100 * 29 / 416, 2)
+
+    assert paged_row(arch, [100])["options"] == {"page_size": _compat.default_page_size()}  # transformers' default
 
 
 def test_row_agrees_with_the_serving_comparison():
