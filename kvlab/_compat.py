@@ -378,7 +378,7 @@ PAGED_TRASH_SECTORS = 2
 
 def default_page_size() -> int:
     """Tokens per block when `generate_batch` is given no `page_size`: `ContinuousBatchingConfig`'s default (256
-    since 5.17; a dataclass keeps a field's plain default as its class attribute)."""
+    in 5.25; a dataclass keeps a field's plain default as its class attribute)."""
     return int(__getattr__("ContinuousBatchingConfig").page_size)
 
 
