@@ -19,9 +19,7 @@ def bytes_per_token_per_layer(config, dtype: torch.dtype = torch.float32) -> int
 
 def kv_bytes_per_token(config, dtype: torch.dtype = torch.float32) -> int:
     """Bytes one more token adds to a cache that keeps every token in every attention layer."""
-    facts = model_facts(config)
-    attention_layers = sum(1 for k in facts.layer_kinds if k in ATTENTION_KINDS)
-    return attention_layers * bytes_per_token_per_layer(facts, dtype)
+    return kv_bytes(config, 1, dtype)  # one token: under every window
 
 
 def kv_bytes(config, tokens: int, dtype: torch.dtype = torch.float32, window: int | None = None) -> int:

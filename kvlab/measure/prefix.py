@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
-from kvlab.measure.chat import show_token
+from kvlab.measure.chat import first_mismatch, show_token
 from kvlab.measure.timing import Timing, time_interleaved
 from kvlab.recording.storage import storage_bytes
 
@@ -24,10 +24,7 @@ class PrefixMismatchError(KvlabUserError, ValueError):
 
 def cache_bytes(cache) -> int:
     """Bytes of the distinct storages held by a cache's layers."""
-    seen: set = set()
-    return sum(
-        storage_bytes(getattr(layer, "keys", None), getattr(layer, "values", None), seen=seen) for layer in cache.layers
-    )
+    return storage_bytes(*[(getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in cache.layers])
 
 
 def check_token_prefix(prefix_ids, full_ids, tokenizer=None) -> None:
@@ -65,10 +62,8 @@ class TokenPrefix:
     @property
     def mismatch(self) -> int | None:
         """The first position where the prefix's ids and the full prompt's ids differ (None if none does)."""
-        for position, (a, b) in enumerate(zip(self.prefix_ids, self.full_ids)):
-            if a != b:
-                return position
-        return None if len(self.full_ids) > len(self.prefix_ids) else len(self.full_ids)
+        found = first_mismatch(self.prefix_ids, self.full_ids)  # a prompt no longer than the prefix is one too
+        return None if found is None else found.position
 
     @property
     def ok(self) -> bool:

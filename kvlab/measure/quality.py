@@ -71,18 +71,14 @@ def teacher_forced_logits(model, ids: torch.Tensor, prefill: int, cache, timing:
 def log_softmax_float32(logits: torch.Tensor) -> torch.Tensor:
     """Log-probabilities of `logits` (..., vocab), summed in float64 (each value rounded once) and stored in float32:
     the bench keeps one (positions, vocab) tensor per configuration (262,144 ids for Gemma 3)."""
-    if not _has_float64(logits.device):  # Apple's GPU: float32 here; `kl_per_position` renormalises in float64
+    if logits.device.type == "mps":  # Apple's GPU has no float64; `kl_per_position` renormalises in float64
         return torch.log_softmax(logits.float(), dim=-1)
     return torch.log_softmax(logits.double(), dim=-1).float()
 
 
-def _has_float64(device: torch.device) -> bool:
-    return device.type != "mps"
-
-
 def _float64(tensor: torch.Tensor) -> torch.Tensor:
     """`tensor` in float64, on the CPU when its device has no float64 (MPS)."""
-    return tensor.double() if _has_float64(tensor.device) else tensor.cpu().double()
+    return tensor.cpu().double() if tensor.device.type == "mps" else tensor.double()
 
 
 def perplexity(log_probs: torch.Tensor, targets: torch.Tensor) -> float:
@@ -139,9 +135,8 @@ def teacher_forced(
 ) -> TeacherForced:
     """Prefill `prefill_tokens` of `input_ids` (1, n), then feed the rest one token per forward through a cache of
     kind `cache`, scoring the n - prefill_tokens next tokens."""
-    n = input_ids.shape[-1]
+    _check_prefill(prefill_tokens, input_ids.shape[-1])
     input_ids = input_ids.to(model.device)
-    _check_prefill(prefill_tokens, n)
     trace = Trace()
     cache_object = make_cache(cache, model.config, trace=trace, **options)  # None for "none"
     timing = {"decode_seconds": 0.0}

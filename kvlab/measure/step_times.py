@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -37,7 +38,6 @@ def decode_step_times(
     new_tokens: int = 24,
     repeats: int = 5,
     warmup: int = 1,
-    threads: int | None = None,
 ) -> dict[str, StepTimes]:
     """{label: StepTimes} for `new_tokens` greedy tokens after `input_ids` (1, prompt), every configuration run
     `repeats` times interleaved (after `warmup` untimed runs each)."""
@@ -77,21 +77,18 @@ def decode_step_times(
         clocks[label].append(clock)
         pending[label] = kwargs | {"streamer": clock}
 
-    def run(label: str) -> Callable[[], object]:
-        def call():
-            with torch.inference_mode():
-                return model.generate(
-                    input_ids,
-                    attention_mask=attention_mask,
-                    do_sample=False,
-                    max_new_tokens=new_tokens,
-                    min_new_tokens=new_tokens,
-                    **pending.pop(label),
-                )
+    def run(label: str) -> object:
+        with torch.inference_mode():
+            return model.generate(
+                input_ids,
+                attention_mask=attention_mask,
+                do_sample=False,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                **pending.pop(label),
+            )
 
-        return call
-
-    calls = time_interleaved({label: run(label) for label in configs}, repeats, warmup, threads, before_each=prepare)
+    calls = time_interleaved({label: partial(run, label) for label in configs}, repeats, warmup, before_each=prepare)
     results = {}
     for label in configs:
         timed = clocks[label][warmup:]  # warm-ups run first, label by label, before the interleaved repeats

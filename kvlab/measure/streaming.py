@@ -120,9 +120,8 @@ def perplexity_interval(nll: list[float], block: int = BLOCK_TOKENS, seed: int =
     """Perplexity exp(mean NLL), with the 2.5th and 97.5th percentiles of a block bootstrap (blocks of `block`
     tokens drawn with replacement, `RESAMPLES` times, fixed seed)."""
     means = block_means(nll, block)
-    draws = _bootstrap(means, seed)
-    low, high = torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    return {"ppl": math.exp(float(means.mean())), "low": math.exp(low), "high": math.exp(high), "tokens": len(nll)}
+    low, high = _exp_interval(means, seed)
+    return {"ppl": math.exp(float(means.mean())), "low": low, "high": high, "tokens": len(nll)}
 
 
 def ratio_interval(nll: list[float], reference: list[float], block: int = BLOCK_TOKENS, seed: int = 0) -> dict:
@@ -135,16 +134,17 @@ def ratio_interval(nll: list[float], reference: list[float], block: int = BLOCK_
             )
         )
     differences = block_means(nll, block) - block_means(reference, block)
-    draws = _bootstrap(differences, seed)
-    low, high = torch.quantile(draws, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    return {"ratio": math.exp(float(differences.mean())), "low": math.exp(low), "high": math.exp(high)}
+    low, high = _exp_interval(differences, seed)
+    return {"ratio": math.exp(float(differences.mean())), "low": low, "high": high}
 
 
-def _bootstrap(values: torch.Tensor, seed: int) -> torch.Tensor:
-    """Means of `RESAMPLES` resamples of `values` (n,) with replacement."""
+def _exp_interval(values: torch.Tensor, seed: int) -> tuple[float, float]:
+    """exp of the 2.5th and 97.5th percentiles of `RESAMPLES` resampled means of `values` (n,), with replacement."""
     generator = torch.Generator().manual_seed(seed)
     picks = torch.randint(len(values), (RESAMPLES, len(values)), generator=generator)
-    return values[picks].mean(dim=1)
+    quantiles = torch.tensor([0.025, 0.975], dtype=torch.float64)
+    low, high = torch.quantile(values[picks].mean(dim=1), quantiles).tolist()
+    return math.exp(low), math.exp(high)
 
 
 def rolling_mean(nll: list[float], width: int = BLOCK_TOKENS) -> list[float]:
