@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from kvlab.atomic import check_writable, write_text
 from kvlab.errors import KvlabUserError
-from kvlab.i18n import N_, _
+from kvlab.i18n import _
 
 
 class UsageError(KvlabUserError):
@@ -61,18 +60,15 @@ class Output:
         else:
             self.lines.append(text)
 
-    def json(self, data, **kwargs) -> None:
-        self.print(json.dumps(data, **kwargs))
-
     def close(self) -> None:
         if self.path is not None:
             write_text(self.path, "\n".join(self.lines) + "\n")
             print(f"wrote {self.path}", file=sys.stderr)
 
 
-def read_text_argument(path: str, what: str = N_("prompt file")) -> str:
-    """A file's text, or stdin's for `-`; a missing or unreadable file is a UsageError (`what` an `N_` message)."""
-    what = _(what)
+def read_text_argument(path: str) -> str:
+    """A prompt file's text, or stdin's for `-`; a missing or unreadable file is a UsageError."""
+    what = _("prompt file")
     if path == "-":
         try:
             return sys.stdin.read()

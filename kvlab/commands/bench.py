@@ -96,7 +96,8 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from kvlab.bench import BenchSettings, default_configs, run_bench
+    from kvlab.bench import BenchConfig, BenchSettings, default_configs, run_bench
+    from kvlab.strategies.load import load_strategy, strategy_name
 
     for path in filter(None, (args.output, args.markdown)):  # minutes of measuring must not end in an unwritable path
         check_writable(path)
@@ -133,7 +134,9 @@ def handle(args) -> int:
                 )
             )
         configs = chosen
-    configs += strategy_configs(args.cache)
+    for spec in args.cache:  # each strategy's file and class checked before any model loads (one line if wrong)
+        load_strategy(spec)
+        configs.append(BenchConfig(strategy_name(spec), spec))
     model, tokenizer = _load(args)
     result = run_bench(model, tokenizer, settings, configs, progress=not args.no_progress)
     if args.batching:
@@ -145,16 +148,6 @@ def handle(args) -> int:
     return render(result, args)
 
 
-def strategy_configs(specs: list[str]) -> list:
-    """A bench row for each strategy, its file and class checked before any model loads (one line if wrong)."""
-    from kvlab.bench.configs import BenchConfig
-    from kvlab.strategies.load import load_strategy, strategy_name
-
-    for spec in specs:
-        load_strategy(spec)
-    return [BenchConfig(strategy_name(spec), spec) for spec in specs]
-
-
 def measure_overhead(settings, args) -> int:
     """`kvlab bench --overhead`: the instrumentation overhead alone; exit status 1 when the tokens differ."""
     from kvlab.bench.overhead import overhead_lines, run_overhead
@@ -163,11 +156,7 @@ def measure_overhead(settings, args) -> int:
     strategies = tuple(load_strategy(spec) for spec in args.cache)  # checked before the model loads
     result = run_overhead(*_load(args), settings, strategies)
     out = Output(args)
-    if args.json:
-        out.json(result, indent=1)
-    else:
-        for line in overhead_lines(result):
-            out.print(line)
+    out.print(json.dumps(result, indent=1) if args.json else "\n".join(overhead_lines(result)))
     out.close()
     return 0 if result["same_tokens"] else 1
 
@@ -202,10 +191,7 @@ def render(result: dict, args) -> int:
     if args.markdown:
         write_text(args.markdown, table)
     out = Output(args)
-    if args.json:
-        out.print(to_json(result))
-    else:
-        out.print(table.rstrip("\n"))
+    out.print(to_json(result) if args.json else table.rstrip("\n"))
     out.close()
     if args.plots:
         from kvlab.plots.frontier import frontier

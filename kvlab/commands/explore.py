@@ -78,17 +78,17 @@ def voila_command(notebook: Path, port: int, token: str) -> list[str]:
     return command + ["--no-browser"]
 
 
-def open_when_served(url: str, port: int, process, timeout_s: float = 120.0, every_s: float = 0.2) -> bool:
-    """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection, asking every `every_s`; give up
-    when the server `process` exits or after `timeout_s`. Returns whether it opened."""
-    for _attempt in range(max(int(timeout_s / every_s), 1)):
+def open_when_served(url: str, port: int, process) -> bool:
+    """Open `url` in the user's browser once 127.0.0.1:`port` accepts a connection, asking every 0.2 s; give up
+    when the server `process` exits or after 120 s. Returns whether it opened."""
+    for _attempt in range(600):
         if process.poll() is not None:
             break
         with socket.socket() as s:
             s.settimeout(1.0)
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return bool(webbrowser.open(url))
-        time.sleep(every_s)
+        time.sleep(0.2)
     return False
 
 

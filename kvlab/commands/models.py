@@ -27,14 +27,13 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     from kvlab import models
 
-    if args.action == "prepare":
-        names = list(models.BUNDLED) if args.name == "all" else [models.bundled(args.name).name]
+    if args.action != "list":
+        names = list(models.BUNDLED) if args.name == "all" else [args.name]
         for name in names:
-            print(models.prepare(name, warm_quanto=name == names[-1]))
-        return 0
-    if args.action == "verify":
-        for name in list(models.BUNDLED) if args.name == "all" else [args.name]:
-            print(models.verify(name))
+            if args.action == "verify":
+                print(models.verify(name))
+            else:
+                print(models.prepare(name, warm_quanto=name == names[-1]))
         return 0
     for spec in models.BUNDLED.values():
         state = "prepared" if spec.prepared else f"not prepared (kvlab models prepare {spec.name})"

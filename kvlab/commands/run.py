@@ -6,6 +6,7 @@ weights do. The report is written before the trace, so a trace that fails to sav
 
 from __future__ import annotations
 
+import json
 import sys
 
 # torch-free: the parser stays light
@@ -163,7 +164,7 @@ def handle(args) -> int:
     data["stop_reason"] = stop_reason(data["generated_token_ids"], args.max_new_tokens, model.generation_config)
     out = Output(args)
     if args.json:
-        out.json(data)
+        out.print(json.dumps(data))
     else:
         report(out, data)
     out.close()  # stdout, or --output written atomically (kvlab.atomic)

@@ -6,6 +6,7 @@ The bytes are transformers' own, from the meta device (`kvlab.size.meta`): store
 from __future__ import annotations
 
 import argparse
+import json
 
 from kvlab.commands import Output, UsageError, add_command, add_output_options
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
@@ -85,25 +86,26 @@ def handle(args) -> int:
 
     out = Output(args)
     if args.list:
-        _list(out, args.json)
-        return 0
-    if args.model:
-        arch = architecture(args.model)
-    elif args.model_type:
-        arch = from_model_type(args.model_type)
+        from kvlab.size import known_architectures
+
+        archs = [architecture(name) for name in known_architectures()]
+        data, text = [_facts(arch) for arch in archs], "\n".join(arch.describe() for arch in archs)
     else:
-        arch = from_config_file(args.config)
-    dtype = args.dtype or _default_dtype(arch)
-    sizing = {name: getattr(args, name) for name in ("prefill", "max_cache_len", "source_tokens", "page_size")}
-    sizing |= quantized
-    rows = size_rows(arch, args.tokens, batch=args.batch, dtype=dtype, **sizing, lengths=args.lengths)
-    notes = position_notes(arch, args.tokens, source_tokens=args.source_tokens, lengths=args.lengths)
-    if args.json:
+        if args.model:
+            arch = architecture(args.model)
+        elif args.model_type:
+            arch = from_model_type(args.model_type)
+        else:
+            arch = from_config_file(args.config)
+        dtype = args.dtype or _default_dtype(arch)
+        sizing = {name: getattr(args, name) for name in ("prefill", "max_cache_len", "source_tokens", "page_size")}
+        sizing |= quantized
+        rows = size_rows(arch, args.tokens, batch=args.batch, dtype=dtype, **sizing, lengths=args.lengths)
+        notes = position_notes(arch, args.tokens, source_tokens=args.source_tokens, lengths=args.lengths)
         facts = {"architecture": _facts(arch), "tokens": args.tokens, "batch": args.batch, "dtype": dtype}
-        out.json({**facts, "notes": notes, "rows": rows}, default=list)
-    else:
-        out.print(f"{args.tokens:,} tokens, batch {args.batch}, {dtype}")
-        out.print(format_rows(arch, rows, args.tokens, notes))
+        data = {**facts, "notes": notes, "rows": rows}
+        text = f"{args.tokens:,} tokens, batch {args.batch}, {dtype}\n" + format_rows(arch, rows, args.tokens, notes)
+    out.print(json.dumps(data, default=list) if args.json else text)
     out.close()
     return 0
 
@@ -117,18 +119,6 @@ def _check_counts(args) -> None:
             raise UsageError(
                 _("--{option} must be at least 1; got {value}").format(option=name.replace("_", "-"), value=value)
             )
-
-
-def _list(out: Output, as_json: bool) -> None:
-    from kvlab.size import architecture, known_architectures
-
-    archs = [architecture(name) for name in known_architectures()]
-    if as_json:
-        out.json([_facts(arch) for arch in archs], default=list)
-    else:
-        for arch in archs:
-            out.print(arch.describe())
-    out.close()
 
 
 def _facts(arch) -> dict:

@@ -11,21 +11,13 @@ if TYPE_CHECKING:
     import torch
 
 
-def _dtypes() -> dict:
-    """The dtypes kvlab loads a model in, by name and alias (torch imported on first use)."""
-    import torch
-
-    return {name: getattr(torch, name) for name in LOAD_DTYPES} | {
-        alias: getattr(torch, name) for alias, name in DTYPE_ALIASES.items()
-    }
-
-
 def parse_dtype(dtype) -> torch.dtype:
     """float32 is the clean reference for quality; bfloat16 decodes ~1.75-2x faster on CPUs with AVX512-BF16
     (greedy fp32 and bf16 outputs diverge after 5-15 tokens)."""
     import torch
 
-    dtypes = _dtypes()
+    names = {name: name for name in LOAD_DTYPES} | DTYPE_ALIASES  # the dtypes kvlab loads a model in, and aliases
+    dtypes = {name: getattr(torch, dtype) for name, dtype in names.items()}
     if isinstance(dtype, torch.dtype):
         if dtype in dtypes.values():
             return dtype

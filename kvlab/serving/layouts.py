@@ -7,6 +7,8 @@ of internal fragmentation per request). Slots become bytes with `bytes_per_token
 
 from __future__ import annotations
 
+import itertools
+
 from kvlab.caches.options import paged_blocks
 from kvlab.i18n import _, cache_kind_label
 from kvlab.model_facts import tokens_held
@@ -43,21 +45,9 @@ def allocated_slots(
     )
 
 
-def layout_name(layout: str, block_size: int | None = None) -> str:
-    """A layout as a reader sees it, in the language in use: "static", "dynamic", "paged 16"."""
-    if layout == "paged":
-        return f"{cache_kind_label('paged')} {block_size}"
-    return cache_kind_label(layout)
-
-
 def fits_in_budget(bytes_held: list[int], budget_bytes: int) -> int:
     """How many of the requests (the bytes each holds), admitted in order, fit together in `budget_bytes`."""
-    used = 0
-    for count, size in enumerate(bytes_held):
-        if used + size > budget_bytes:
-            return count
-        used += size
-    return len(bytes_held)
+    return sum(1 for used in itertools.accumulate(bytes_held) if used <= budget_bytes)  # sizes >= 0: a prefix
 
 
 def layout_rows(
@@ -72,10 +62,10 @@ def layout_rows(
     for layout, options in layouts:
         allocated = allocated_slots(layout, lengths, **options)
         total = sum(allocated)
-        name = f"paged {options['block_size']}" if layout == "paged" else layout
+        size = f" {options['block_size']}" if layout == "paged" else ""  # "paged 16"
         row = {
-            "layout": name,  # the key code looks rows up by, in English in every language
-            "name": layout_name(layout, options.get("block_size")),  # the same, in the reader's language
+            "layout": layout + size,  # the key code looks rows up by, in English in every language
+            "name": cache_kind_label(layout) + size,  # the same, in the reader's language
             "requests": len(lengths),
             "slots_allocated": total,
             "slots_live": live,

@@ -27,9 +27,9 @@ class Workload:
         return Workload(self.ids[:n], self.prompts[:n], self.input_ids[:n], self.max_new_tokens)
 
 
-def load_workload(tokenizer=None, path: str | Path = WORKLOAD_PATH) -> Workload:
-    """The requests of `path`; with a tokenizer, each prompt as token ids through the tokenizer's chat template."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+def load_workload(tokenizer=None) -> Workload:
+    """The bundled requests; with a tokenizer, each prompt as token ids through the tokenizer's chat template."""
+    data = json.loads(WORKLOAD_PATH.read_text(encoding="utf-8"))
     requests = data["requests"]
     workload = Workload(
         [r["id"] for r in requests], [r["prompt"] for r in requests], max_new_tokens=int(data["max_new_tokens"])

@@ -48,8 +48,7 @@ def load_strategy(cache) -> type:
 
 def check_strategy(cache, options: dict, facts: ModelFacts | None = None) -> tuple[type, dict]:
     """The layer class `cache` names and the options it is built with, checked; with the model's `ModelFacts`, the model
-    too: a strategy replaces attention layers, so a model with a linear-attention state
-    (Mamba's) is refused."""
+    too: a strategy replaces attention layers, so a model with a linear-attention state (Mamba's) is refused."""
     layer_class = load_strategy(cache)
     given = layer_options(layer_class, {k: v for k, v in options.items() if v is not None})
     if facts is not None and "linear" in facts.layer_kinds:
