@@ -7,10 +7,36 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, layer_kind_label, number
 from kvlab.plots._figure import legend_beside, localise_ticks, subplots, tight_layout_fitted
-from kvlab.plots._snapshots import snapshots, tokens_seen
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
+
+
+def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:
+    """[(step, {(role, layer_idx): last update event so far}), ...] in step order: what the whole cache holds after
+    each step, a layer not updated at a step (a linear layer, a cross-attention layer after prefill) keeping its
+    state."""
+    current: dict[tuple[str, int], dict] = {}
+    out: list[tuple[int, dict]] = []
+    step = None
+    for event in trace.updates:  # steps only increase along a trace
+        if step is not None and event["step"] != step:
+            out.append((step, dict(current)))
+        step = event["step"]
+        current[(event["role"], event["layer_idx"])] = event
+    if step is not None:
+        out.append((step, dict(current)))
+    return out
+
+
+def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None, step: int = 0) -> int:
+    """The longest logical length among the self-attention layers; for a model of linear layers only (Mamba, no
+    per-token length), the `trace`'s prompt length plus one token per decode step."""
+    lengths = [e["logical_length"] for (role, _), e in layers.items() if role == "self"]
+    seen = max(lengths, default=0)
+    if seen == 0 and trace is not None and trace.meta.get("prompt_tokens"):
+        return int(trace.meta["prompt_tokens"]) + step
+    return seen
 
 
 def bytes_by_layer_kind(trace: Trace, x: str = "tokens") -> dict[str, list[tuple[int, int]]]:
