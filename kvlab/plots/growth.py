@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, layer_kind_label, number
-from kvlab.plots._figure import legend_beside, localise_ticks, subplots, tight_layout_fitted
+from kvlab.plots._figure import finish_beside, localise_ticks, subplots
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
@@ -111,19 +111,14 @@ def plot_growth(
         )
         ax.annotate(shown, (ex[-1], ey[-1] / scale), fontsize=7, color=color, xytext=(2, 0), textcoords="offset points")
     decoder = any(e["role"] == "cross" for trace in named.values() for e in trace.final_layers())
-    ax.set_xlabel(
-        _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
-    )
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    legend_beside(ax, fontsize=8)
-    ax.set_title(title or _("KV-cache bytes against tokens"))
     if zoom and measured_totals:
         _zoom_inset(ax, measured_totals, (expected or {}).get("total"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    tokens = _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("KV-cache bytes against tokens"), tokens, ylabel)
 
 
 def _largest(named: dict[str, Trace], formula_bytes_per_token, expected) -> float:

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import finish_beside, subplots, tight_layout_fitted
 from kvlab.plots.growth import snapshots, tokens_seen, total_bytes
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
@@ -47,13 +47,9 @@ def plot_split(
     if reference:
         xs, ys = zip(*reference)
         ax.plot(xs, [y / scale for y in ys], color="k", ls="--", lw=1, label=reference_label)
-    ax.set_xlabel(_("tokens seen"))
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.grid(alpha=0.3)
-    legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
-    ax.set_title(title or _("Packed vs residual bytes"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("Packed vs residual bytes"), _("tokens seen"), ylabel)
 
 
 def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, title: str | None = None) -> Figure:
@@ -70,14 +66,11 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     ax.bar(labels, residual, bottom=packed, color=RESIDUAL, alpha=0.7, label=_("residual (full precision)"))
     if reference_bytes:
         ax.axhline(reference_bytes / scale, color="k", ls="--", lw=1, label="DynamicCache")
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.tick_params(axis="x", labelsize=8)
     for label in ax.get_xticklabels():  # slanted from their bar's centre, the figure laid out around them
         label.set(rotation=30, ha="right", rotation_mode="anchor")
-    legend_beside(ax, fontsize=8)
-    ax.set_title(title or _("Packed vs residual bytes per configuration"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("Packed vs residual bytes per configuration"), ylabel=ylabel)
 
 
 def plot_quality_vs_memory(rows: list[dict], title: str | None = None) -> Figure:
