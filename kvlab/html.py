@@ -69,18 +69,13 @@ SUMMARY_ROWS = (
 )
 
 
-def _number(field: str, value) -> str:
+def _cell(field: str, value) -> str:
+    """A number as the text tables show it, its raw value in `data-value`; anything else as text, None empty."""
     from kvlab.recording.trace import shown  # here, not above: importing kvlab.html stays free of torch
 
-    if value is None:
-        return f'<td data-field="{field}" style="{CELL}"></td>'
-    return f'<td data-field="{field}" data-value="{value}" style="{CELL}">{html.escape(shown(field, value))}</td>'
-
-
-def _cell(field: str, value) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _number(field, value)
-    return f'<td data-field="{field}" style="{CELL}">{html.escape(str(value))}</td>'
+        return f'<td data-field="{field}" data-value="{value}" style="{CELL}">{html.escape(shown(field, value))}</td>'
+    return f'<td data-field="{field}" style="{CELL}">{html.escape("" if value is None else str(value))}</td>'
 
 
 def summary_table(summary: dict) -> str:
@@ -88,7 +83,7 @@ def summary_table(summary: dict) -> str:
     fields = SUMMARY_ROWS + (("transfer_bytes",) if summary.get("transfers") else ())
     rows = "".join(
         f'<tr><th style="{HEAD}">{html.escape(_(SUMMARY_WORDS[field].label))}</th>'
-        f"{_number(field, summary.get(field))}</tr>"
+        f"{_cell(field, summary.get(field))}</tr>"
         for field in fields
     )
     return f'<table class="kvlab-html-summary" style="border-collapse:collapse;font-size:12px">{rows}</table>'

@@ -407,12 +407,11 @@ class Explorer:
         return self._offer(export.for_run(run, "table", "csv", export.table_csv(self.summary_rows())))
 
     def _on_upload(self, value) -> None:
-        files = export.uploaded_files(value)
-        if not files:
+        if not value:
             return  # the widget was cleared
         try:
-            for name, content in files:
-                self.on_load_trace(name, content)
+            for file in value:  # a tuple of dicts, the content a memoryview
+                self.on_load_trace(file["name"], bytes(file["content"]))
         finally:
             self.load_button.value = ()  # the same file can be loaded again
 

@@ -124,11 +124,6 @@ def read_trace(name: str, content: bytes) -> Trace:
     return parse_trace(content, name, NOT_TEXT, NOT_JSON)
 
 
-def uploaded_files(value) -> list[tuple[str, bytes]]:
-    """(name, bytes) of each file in a `FileUpload.value`: a tuple of dicts with a memoryview."""
-    return [(f["name"], bytes(f["content"])) for f in value]
-
-
 def loaded_run(trace: Trace, name: str) -> Run:
     """A finished `Run` made from a saved trace, with no model or cache object behind it (a crop is refused)."""
     from kvlab.recorded_run import RunResult  # torch: the app loads a trace once its warm-up has imported it

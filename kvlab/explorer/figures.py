@@ -116,12 +116,8 @@ def draw_bytes(ax, current: tuple[str, Trace] | None, comparison: list[tuple[str
         series = bytes_by_layer_kind(current[1], x="step")
         for layer_kind, points in series.items():
             color = palette.LAYER_KIND_COLORS.get(layer_kind, palette.ALLOCATED)
-            _line(
-                ax,
-                *zip(*points),
-                color=color,
-                label=_("{layer_kind} layers").format(layer_kind=layer_kind_label(layer_kind, plural=True)),
-            )
+            label = _("{layer_kind} layers").format(layer_kind=layer_kind_label(layer_kind, plural=True))
+            _line(ax, *zip(*points), color=color, label=label)
         if len(series) > 1:
             total = current[1].bytes_by_step()
             _line(ax, range(len(total)), total, color=palette.ALLOCATED, linewidth=1, label=_("total"))

@@ -8,6 +8,7 @@ Torch-free: the controls read it before torch is imported.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvlab.cache_kinds import BY_NAME as RECORDS
@@ -61,27 +62,17 @@ class ExplorerKind:
 
         if not request.prompt.strip():
             raise ValueError(_("the prompt is empty; type some text or choose a preset"))
-        check(Request(self.cache, request.options, past_recording=request.past_recording))
+        unloaded = Request(self.cache, request.options, past_recording=request.past_recording)
+        check(unloaded)
         if loaded is None:
             return
         from kvlab.explorer.prompts import encode_prompt
         from kvlab.watched_generate import cache_device
 
         model, tokenizer = loaded
-        check(
-            Request(
-                self.cache,
-                request.options,
-                model.config,
-                prompt_tokens=encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat).shape[
-                    -1
-                ],
-                new_tokens=request.max_new_tokens,
-                past_recording=request.past_recording,
-                dtype=model.dtype,
-                device=cache_device(model),
-            )
-        )
+        prompt = encode_prompt(tokenizer, request.prompt, request.prompt_tokens, chat=request.chat)  # (1, n)
+        lengths = {"prompt_tokens": prompt.shape[-1], "new_tokens": request.max_new_tokens}
+        check(replace(unloaded, facts=model.config, dtype=model.dtype, device=cache_device(model), **lengths))
 
     def start(self, run: Run, model, tokenizer, on_token, stop) -> None:
         """Runs it in the session's thread."""

@@ -57,6 +57,7 @@ def run_row(name: str, run) -> dict:
     allocated = sum(r["slots_allocated"] for r in rows)
     masked = sum(r["slots_masked"] for r in rows)
     meta = trace.meta
+    decode = trace.step_seconds()[1:]  # the decode steps' median ms and IQR, "95.1 (93.8–97.0)": not the prefill
     row = {
         "run": name,
         "label": run.label,
@@ -70,7 +71,7 @@ def run_row(name: str, run) -> dict:
         "slots_masked": masked,
         "waste_pct": waste_pct(masked, allocated),
         **{key: summary[key] for key in ("tokens_evicted", "flushes", "transfers", "crops")},
-        "ms_per_step": _step_time(trace),
+        "ms_per_step": _spread(decode, 1e3) if decode else None,
         "tokens_per_s": round(meta["tokens_per_s"], 1) if "tokens_per_s" in meta else None,
         "stopped": bool(meta.get("stopped")),
         "crop_note": crop_note(run.crop_bytes) if run.crop_bytes else None,
@@ -98,12 +99,6 @@ def crop_note(crop: dict) -> str:
         "bytes now is unchanged by crop(-{n}): the cache keeps its preallocated tensors and only moves its write "
         "position back; the next tokens overwrite the cropped slots."
     ).format(n=n)
-
-
-def _step_time(trace) -> str | None:
-    """The decode steps' median time with its interquartile range, e.g. "95.1 (93.8–97.0)"; not the prefill."""
-    decode = trace.step_seconds()[1:]
-    return _spread(decode, 1e3) if decode else None
 
 
 def _spread(values: list[float], scale: float = 1, repeats: str = "") -> str:

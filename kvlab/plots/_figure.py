@@ -122,6 +122,14 @@ def finish(fig: Figure, panels, title: str | None = None) -> Figure:
     return fig
 
 
+def finish_beside(fig: Figure, ax, title: str, xlabel: str = "", ylabel: str = "") -> Figure:
+    """One panel's title and labels, its legend beside it, outside the data a stack, bars or a saw fill, and the
+    figure laid out with every text fitted, taller by any line a wrapped text gains (`tight_layout_fitted`)."""
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    legend_beside(ax, fontsize=8)
+    return tight_layout_fitted(fig, grow=True)
+
+
 FIT_ROUNDS = 5  # each round can only add line breaks, so a layout settles in two or three
 BALANCE_STEPS = 6  # halvings of the room when evening out a wrapped paragraph's lines: to 1/64 of it
 

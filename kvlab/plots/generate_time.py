@@ -11,6 +11,7 @@ from kvlab.i18n import _
 from kvlab.measure.timing import Timing
 from kvlab.plots._figure import finish, subplots
 from kvlab.plots.palette import series
+from kvlab.plots.prefill_bars import milliseconds
 from kvlab.plots.verdicts import add_verdicts
 
 
@@ -29,16 +30,13 @@ def plot_generate_time(
     fig, (ax, ax_first) = subplots(1, 2, figsize=(10, 3.6))
     for index, (label, by_prompt) in enumerate(steps.items()):
         tokens = sorted(by_prompt)
-        medians = [by_prompt[n].median * 1e3 for n in tokens]
-        below = [m - by_prompt[n].quartiles[0] * 1e3 for m, n in zip(medians, tokens)]
-        above = [by_prompt[n].quartiles[1] * 1e3 - m for m, n in zip(medians, tokens)]
+        medians, errors = milliseconds([by_prompt[n] for n in tokens])
         color = series(index)
-        ax.errorbar(tokens, medians, yerr=[below, above], fmt="o-", capsize=3, color=color, label=label)
+        ax.errorbar(tokens, medians, yerr=errors, fmt="o-", capsize=3, color=color, label=label)
         firsts = first_token.get(label, {})
         ax_first.plot(sorted(firsts), [firsts[n] * 1e3 for n in sorted(firsts)], "o-", color=color, label=label)
         if current in by_prompt:
-            circled = [by_prompt[current].median * 1e3]
-            ax.plot([current], circled, "o", markersize=12, fillstyle="none", color=color)
+            ax.plot([current], [medians[tokens.index(current)]], "o", markersize=12, fillstyle="none", color=color)
     if max_tokens:
         for a in (ax, ax_first):
             a.set_xlim(0, max_tokens * 1.05)

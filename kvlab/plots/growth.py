@@ -6,11 +6,37 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, layer_kind_label, number
-from kvlab.plots._figure import legend_beside, localise_ticks, subplots, tight_layout_fitted
-from kvlab.plots._snapshots import snapshots, tokens_seen
+from kvlab.plots._figure import finish_beside, localise_ticks, subplots
 from kvlab.plots.palette import ALLOCATED, LAYER_KIND_COLORS, series
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
+
+
+def snapshots(trace: Trace) -> list[tuple[int, dict[tuple[str, int], dict]]]:
+    """[(step, {(role, layer_idx): last update event so far}), ...] in step order: what the whole cache holds after
+    each step, a layer not updated at a step (a linear layer, a cross-attention layer after prefill) keeping its
+    state."""
+    current: dict[tuple[str, int], dict] = {}
+    out: list[tuple[int, dict]] = []
+    step = None
+    for event in trace.updates:  # steps only increase along a trace
+        if step is not None and event["step"] != step:
+            out.append((step, dict(current)))
+        step = event["step"]
+        current[(event["role"], event["layer_idx"])] = event
+    if step is not None:
+        out.append((step, dict(current)))
+    return out
+
+
+def tokens_seen(layers: dict[tuple[str, int], dict], trace: Trace | None = None, step: int = 0) -> int:
+    """The longest logical length among the self-attention layers; for a model of linear layers only (Mamba, no
+    per-token length), the `trace`'s prompt length plus one token per decode step."""
+    lengths = [e["logical_length"] for (role, _), e in layers.items() if role == "self"]
+    seen = max(lengths, default=0)
+    if seen == 0 and trace is not None and trace.meta.get("prompt_tokens"):
+        return int(trace.meta["prompt_tokens"]) + step
+    return seen
 
 
 def bytes_by_layer_kind(trace: Trace, x: str = "tokens") -> dict[str, list[tuple[int, int]]]:
@@ -85,19 +111,14 @@ def plot_growth(
         )
         ax.annotate(shown, (ex[-1], ey[-1] / scale), fontsize=7, color=color, xytext=(2, 0), textcoords="offset points")
     decoder = any(e["role"] == "cross" for trace in named.values() for e in trace.final_layers())
-    ax.set_xlabel(
-        _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
-    )
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    legend_beside(ax, fontsize=8)
-    ax.set_title(title or _("KV-cache bytes against tokens"))
     if zoom and measured_totals:
         _zoom_inset(ax, measured_totals, (expected or {}).get("total"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    tokens = _("decoder tokens seen (start token + generated)") if decoder else _("tokens seen (prompt + generated)")
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("KV-cache bytes against tokens"), tokens, ylabel)
 
 
 def _largest(named: dict[str, Trace], formula_bytes_per_token, expected) -> float:

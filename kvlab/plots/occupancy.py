@@ -8,9 +8,8 @@ from itertools import accumulate
 import numpy as np
 from matplotlib.figure import Figure
 
-from kvlab.i18n import _, number
+from kvlab.i18n import _, layer_kind_label, number
 from kvlab.plots._figure import NumberFormatter, subplots
-from kvlab.plots._snapshots import layer_labels
 from kvlab.recording.trace import Trace
 
 
@@ -23,6 +22,14 @@ def evictions(trace: Trace) -> list[list[int]]:
     for e in trace.updates:
         grid[index[(e["role"], e["layer_idx"])]][col[e["step"]]] = e["tokens_evicted"]
     return [list(accumulate(row, max)) for row in grid]
+
+
+def layer_labels(trace: Trace) -> list[str]:
+    """'L3 sliding' style labels, in the row order of `Trace.occupancy()`."""
+    final = trace.final_layers()
+    return [
+        f"{'x' if e['role'] == 'cross' else 'L'}{e['layer_idx']} {layer_kind_label(e['layer_kind'])}" for e in final
+    ]
 
 
 def _write_ends(ax, grid: np.ndarray, image) -> None:

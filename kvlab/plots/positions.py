@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap, to_hex, to_rgb
 from matplotlib.figure import Figure
@@ -14,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from kvlab.i18n import N_, _, layer_kind_label, number
 from kvlab.plots import palette
-from kvlab.plots._figure import legend_below, localise_ticks, tight_layout_fitted
+from kvlab.plots._figure import legend_below, localise_ticks, subplots, tight_layout_fitted
 from kvlab.units import binary_unit
 
 NOT_CACHED, LIVE, VISIBLE, CROPPED = 0, 1, 2, 3
@@ -46,12 +45,9 @@ def plot_cached_positions(rows: list[dict], title: str = N_("Cached positions pe
     grid = positions_grid(rows, cropped)
     own = ax is None
     if own:
-        with plt.ioff():
-            fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.1))
-        plt.close(fig)  # shown once, by its return value; no pyplot state left open
+        fig, ax = subplots(figsize=(max(6.0, 0.22 * grid.shape[1] + 2), 0.35 * len(rows) + 1.1))
     else:
-        fig = ax.figure
-    localise_ticks(ax)  # positions past 999 grouped as the reader writes them
+        fig = localise_ticks(ax).figure  # positions past 999 grouped as the reader writes them
     ax.imshow(grid, cmap=ListedColormap(COLOURS), vmin=0, vmax=len(COLOURS) - 1, aspect="auto", interpolation="nearest")
     ax.set_yticks(range(len(rows)), [f"{r['layer_idx']} {layer_kind_label(r['layer_kind'])}" for r in rows])
     ax.set_xlabel(_("token position"))
@@ -77,10 +73,8 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
     holds (left) and the bytes all its layers keep alive (right), stage by stage. A crop's steps are small beside
     the totals (523 -> 511 slots), so each panel is a line over its own range, every point labelled."""
     kinds = sorted({layer_kind for holding in stages.values() for layer_kind in holding})
-    with plt.ioff():
-        fig, axes = plt.subplots(len(kinds), 2, figsize=(10, 1.2 + 2.4 * len(kinds)), squeeze=False)
-    plt.close(fig)  # shown once, by its return value; no pyplot state left open
-    localise_ticks(axes)  # the bytes' ticks as the point labels write them: "0,620" beside "0,60" in pt-BR
+    # the bytes' ticks as the point labels write them: "0,620" beside "0,60" in pt-BR
+    fig, axes = subplots(len(kinds), 2, figsize=(10, 1.2 + 2.4 * len(kinds)), squeeze=False)
     x = np.arange(len(stages))
     for (slots_ax, bytes_ax), layer_kind in zip(axes, kinds):
         rows = [holding.get(layer_kind, {}) for holding in stages.values()]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from kvlab.i18n import N_, _, number
+from kvlab.i18n import _, number
 from kvlab.measure.published import PUBLISHED
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
-from kvlab.plots._snapshots import snapshots, tokens_seen
-from kvlab.plots.growth import total_bytes
+from kvlab.plots._figure import finish_beside, subplots, tight_layout_fitted
+from kvlab.plots.growth import snapshots, tokens_seen, total_bytes
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
@@ -48,13 +47,9 @@ def plot_split(
     if reference:
         xs, ys = zip(*reference)
         ax.plot(xs, [y / scale for y in ys], color="k", ls="--", lw=1, label=reference_label)
-    ax.set_xlabel(_("tokens seen"))
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.grid(alpha=0.3)
-    legend_beside(ax, fontsize=8)  # outside: the saw fills the axes
-    ax.set_title(title or _("Packed vs residual bytes"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("Packed vs residual bytes"), _("tokens seen"), ylabel)
 
 
 def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, title: str | None = None) -> Figure:
@@ -71,22 +66,14 @@ def plot_configs(traces: dict[str, Trace], reference_bytes: int | None = None, t
     ax.bar(labels, residual, bottom=packed, color=RESIDUAL, alpha=0.7, label=_("residual (full precision)"))
     if reference_bytes:
         ax.axhline(reference_bytes / scale, color="k", ls="--", lw=1, label="DynamicCache")
-    ax.set_ylabel(_("cache bytes ({unit})").format(unit=unit))
     ax.tick_params(axis="x", labelsize=8)
     for label in ax.get_xticklabels():  # slanted from their bar's centre, the figure laid out around them
         label.set(rotation=30, ha="right", rotation_mode="anchor")
-    legend_beside(ax, fontsize=8)
-    ax.set_title(title or _("Packed vs residual bytes per configuration"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    ylabel = _("cache bytes ({unit})").format(unit=unit)
+    return finish_beside(fig, ax, title or _("Packed vs residual bytes per configuration"), ylabel=ylabel)
 
 
-def plot_quality_vs_memory(
-    rows: list[dict],
-    quality_key: str = "top1_agreement",
-    quality_label: str = N_("top-1 agreement with DynamicCache (1.0 = same)"),
-    title: str | None = None,
-) -> Figure:
+def plot_quality_vs_memory(rows: list[dict], title: str | None = None) -> Figure:
     """`kvlab.measure.quality.sweep` rows, two panels on one memory axis. Top: each configuration's quality at the
     memory ratio of the same run (the whole cache, residual included, vs 16 bits), on a quality axis from 0. Below,
     a strip with no quality axis: the packed part's ratio (what a much longer sequence approaches), a hollow marker
@@ -96,7 +83,7 @@ def plot_quality_vs_memory(
     packed_at: dict[float, list[str]] = {}
     for index, r in enumerate(rows):
         color = series(index)
-        whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r[quality_key]
+        whole, packed, y = r["memory_ratio_16bit"], r["packed_ratio_16bit"], r["top1_agreement"]
         ax.scatter(whole, y, s=45, color=color, zorder=3)
         strip.scatter(packed, 0.5, s=45, marker="^", facecolors="none", edgecolors=color, zorder=3)
         points.setdefault((whole, y), []).append(r["config"])
@@ -113,8 +100,8 @@ def plot_quality_vs_memory(
             va="center",
             linespacing=1.0,
         )
-    ax.set_ylim(0, 1.08 if rows and max(r[quality_key] for r in rows) <= 1 else None)  # quality read from 0
-    ax.set_ylabel(_(quality_label))
+    ax.set_ylim(0, 1.08 if rows and max(r["top1_agreement"] for r in rows) <= 1 else None)  # quality read from 0
+    ax.set_ylabel(_("top-1 agreement with DynamicCache (1.0 = same)"))
     ax.set_title(_("whole cache at the measured length (residual included): quality measured"), fontsize=9)
     strip.set_ylim(0, 1)
     strip.set_yticks([])

@@ -19,15 +19,13 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
     """Grouped bars per step, one per trace (settings side by side): the device peak, its sliding layers' part
     hatched; black ticks: the whole cache (device and CPU) then."""
     named = {_("cache"): traces} if isinstance(traces, Trace) else dict(traces)
+    by_label = {label: device_bytes_by_step(trace) for label, trace in named.items()}
     fig, ax = subplots(figsize=(10, 4))
-    peaks = [
-        max(r["device_peak_bytes"], r["cache_bytes_at_peak"]) for t in named.values() for r in device_bytes_by_step(t)
-    ]
+    peaks = [max(r["device_peak_bytes"], r["cache_bytes_at_peak"]) for rows in by_label.values() for r in rows]
     unit, scale = binary_unit(max(peaks, default=0))  # KiB for a tiny model, MiB or GiB for a real one
     width = 0.8 / max(len(named), 1)
     top = 0.0
-    for n, (label, trace) in enumerate(named.items()):
-        rows = device_bytes_by_step(trace)
+    for n, (label, rows) in enumerate(by_label.items()):
         colour = series(n)
         xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
         sliding_bytes = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) for r in rows]
@@ -48,7 +46,7 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
     ]
     legend_beside(ax, handles=handles, fontsize=8)  # outside: covers no bar
     ax.set_xlabel(_("step (0 = prefill)"))
-    ax.set_xticks(sorted({r["step"] for t in named.values() for r in device_bytes_by_step(t)}))
+    ax.set_xticks(sorted({r["step"] for rows in by_label.values() for r in rows}))
     ax.set_ylabel(_("{unit} on the device at the step's peak").format(unit=unit))
     ax.set_ylim(0, 1.1 * top)  # room for the share labels above the bars
     ax.grid(alpha=0.3, axis="y")

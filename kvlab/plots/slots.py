@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from kvlab.i18n import _, number
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import finish_beside, subplots
 from kvlab.plots.palette import ALLOCATED, LIVE, MASKED
 from kvlab.recording.trace import Trace
 
@@ -20,14 +20,10 @@ def plot_slots(trace: Trace, title: str | None = None) -> Figure:
     fig, ax = subplots(figsize=(8.5, 4))
     ax.stackplot(steps, live, masked, labels=[_("live"), _("masked (allocated, empty)")], colors=[LIVE, MASKED])
     ax.plot(steps, [r["slots_allocated"] for r in rows], "-", color=ALLOCATED, lw=1.5, label=_("allocated"))
-    ax.set_xlabel(_("step (0 = prefill)"))
-    ax.set_ylabel(_("slots, summed over layers"))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    legend_beside(ax, fontsize=8)  # outside: the stack fills the axes
-    ax.set_title(title or _("Allocated vs live vs masked slots"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    title = title or _("Allocated vs live vs masked slots")
+    return finish_beside(fig, ax, title, _("step (0 = prefill)"), _("slots, summed over layers"))
 
 
 def run_slots(traces: dict[str, Trace]) -> list[dict]:
@@ -48,9 +44,5 @@ def plot_runs(traces: dict[str, Trace], title: str | None = None) -> Figure:
     for i, r in enumerate(rows):
         masked_pct = _("{percent}% masked").format(percent=number(r["waste_pct"], 1))  # as the prose: 89.5%
         ax.annotate(masked_pct, (i, r["slots_allocated"]), ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel(_("slots, summed over layers"))
-    legend_beside(ax, fontsize=8)  # outside: the bars fill the axes
-    ax.set_title(title or _("Live vs masked slots per run"))
     ax.tick_params(axis="x", labelsize=8)
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return finish_beside(fig, ax, title or _("Live vs masked slots per run"), ylabel=_("slots, summed over layers"))

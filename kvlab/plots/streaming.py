@@ -44,8 +44,13 @@ def guide_points(rows: list[dict]) -> list[dict]:
         if row["cache"] == "dynamic" or ratio < 0.99:
             detail = row["label"].removeprefix(row["cache"]).strip()  # "hqq int4" of "quantized hqq int4"
             label = f"{cache_kind_label(row['cache'])} {detail}".strip()
-            points.append({"label": label, "memory": ratio, "perplexity": 1 + delta / 100})
+            points.append(_point(label, row))
     return points
+
+
+def _point(label: str, row: dict) -> dict:
+    """A measured row as a point: its cache bytes and its perplexity, each over the full cache's."""
+    return {"label": label, "memory": row["ratio_vs_dynamic"], "perplexity": 1 + row["perplexity_delta_pct"] / 100}
 
 
 def strategy_frontier(strategies: list[dict], guide: list[dict], title: str = "") -> Figure:
@@ -55,18 +60,7 @@ def strategy_frontier(strategies: list[dict], guide: list[dict], title: str = ""
     fig, ax = subplots(figsize=(9, 5))
     groups = (
         (guide_points(guide), series(0), _("the guide's kinds (short windows)")),
-        (
-            [
-                {
-                    "label": row["label"],
-                    "memory": row["ratio_vs_dynamic"],
-                    "perplexity": 1 + row["perplexity_delta_pct"] / 100,
-                }
-                for row in strategies
-            ],
-            series(1),
-            _("strategies (a long text, streamed)"),
-        ),
+        ([_point(row["label"], row) for row in strategies], series(1), _("strategies (a long text, streamed)")),
     )
     for points, color, name in groups:
         ax.scatter([p["memory"] for p in points], [p["perplexity"] for p in points], color=color, s=40, label=name)

@@ -3,13 +3,12 @@ conversation), and where a cache's ids and a new prompt's diverge."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside, localise_ticks, subplots
+from kvlab.plots._figure import legend_beside, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 
@@ -25,10 +24,7 @@ def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the
         return CROPPED if position >= len(prompt) or cached[position] != prompt[position] else CACHED
 
     colours = [colour(position) for position in range(max(len(cached), len(prompt)))]
-    with plt.ioff():
-        fig, ax = plt.subplots(figsize=(10, 2.0))
-    plt.close(fig)
-    localise_ticks(ax)
+    fig, ax = subplots(figsize=(10, 2.0))
     ax.bar(range(len(colours)), [1] * len(colours), width=1.0, color=colours, edgecolor="#bdbdbd", linewidth=0.3)
     ax.set_yticks([])
     ax.set_xlim(-0.5, len(colours) - 0.5)
