@@ -169,14 +169,28 @@ def line(row: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Instructions of plain and watched generate, whole run (valgrind).")
+def whole_run_parser(description: str) -> argparse.ArgumentParser:
+    """The options every whole-run script of watching's cost takes (this one and `watch_lockstep.py`)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--model", default="smollm2", help="a bundled model or a saved directory (default smollm2)")
     parser.add_argument(
         "--lengths", nargs="+", type=parse_length, default=[parse_length(x) for x in LENGTHS], help="PROMPT+NEW ..."
     )
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time (default: cores)")
     parser.add_argument("--output", help="write the JSON to FILE (atomically) as well as printing the lines")
+    return parser
+
+
+def write_rows(path: str | None, model_name: str, rows: list[dict]) -> None:
+    """The rows as JSON in `path` (atomically), where one was given."""
+    if path:
+        from kvlab.atomic import write_text
+
+        write_text(path, json.dumps({"model": model_name, "rows": rows}, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = whole_run_parser("Instructions of plain and watched generate, whole run (valgrind).")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time (default: cores)")
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)  # one side, run under valgrind
     args = parser.parse_args(argv)
     if args.child:
@@ -190,10 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = count(args.model, args.lengths, args.jobs, Path(workdir))
     for row in rows:
         print(line(row))
-    if args.output:
-        from kvlab.atomic import write_text
-
-        write_text(args.output, json.dumps({"model": args.model, "rows": rows}, indent=1) + "\n")
+    write_rows(args.output, args.model, rows)
     return 0
 
 
