@@ -7,7 +7,11 @@ pair of 16 + 512 tokens takes over a minute, so a hundred pairs are out of reach
 to the other at every token (at the streamer's `put`), so the two runs' steps alternate some 40 ms apart and any
 drift slower than that weighs on both alike. Each side's time is the sum of its own turns: from the moment it gets
 the turn to the moment it hands it over, the whole `generate` call (and the `with kvlab.watch` around it) cut into
-1 + new-token slices, nothing left out. Only one process runs at a time, each on its own core's share.
+1 + new-token slices, nothing left out. Only one process runs at a time, both pinned to one core.
+
+Pinned to one core, the runs after the first pair took about twice their unpinned time (on 2026-12-06: 128 + 32
+about 2.5 s in the first pair, 5.3-6.7 s after; 16 + 512 37.6 s, then 66-77 s), both sides alike; the cause is not
+known yet. The ratio is measured under that slowdown.
 
 Each lockstep pair gives one ratio, watched / plain; the sides take turns going first from pair to pair, and the
 figure is the median of the pairs' ratios with a 95 % bootstrap interval (`kvlab.measure.timing.paired_ratio`).
@@ -19,6 +23,7 @@ figure is the median of the pairs' ratios with a 95 % bootstrap interval (`kvlab
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from pathlib import Path
 
@@ -59,8 +64,13 @@ class Turns:
 def side(index: int, model_name: str, prompt: int, new: int, pairs: int, sync: tuple) -> None:
     """One process: load, warm up (plain and watched, 2 tokens each), then `pairs` runs in lockstep with the other
     side, going first on even pairs when it is the plain side. `sync`: both sides' semaphores (one per side, the
-    turn), the done flags of the pair, a barrier between pairs, and the queue the results go to."""
-    sems, done, barrier, results = sync
+    turn), the done flags of the pair, a barrier between pairs, the queue the results go to, and the core both run
+    on. One core for both, since only one runs at a time: each on a core of its own, the sides would run on two
+    cores the hypervisor may give different speeds, and that difference would stay with one side for the whole run
+    (on 2026-12-06, unpinned pairs of 128 + 32 ranged from 0.86 to 1.12)."""
+    sems, done, barrier, results, core = sync
+    if core is not None:
+        os.sched_setaffinity(0, {core})
     import torch
 
     import kvlab
@@ -118,17 +128,20 @@ def _generate(model, ids, new: int, turns: Turns, watched: bool, pad: int) -> li
     return out[0, ids.shape[-1] :].tolist()
 
 
-def lockstep(model_name: str, prompt: int, new: int, pairs: int) -> dict:
+def lockstep(model_name: str, prompt: int, new: int, pairs: int, core: int | None = None) -> dict:
     """`pairs` lockstep runs of plain and watched `generate`: every pair's seconds per side, the median ratio and its
-    interval, and whether every run gave the same tokens."""
+    interval, and whether every run gave the same tokens. Both sides run on `core` (default: the first this process
+    may use; none where the system cannot pin a process)."""
     from kvlab.measure.timing import paired_ratio
 
+    if core is None and hasattr(os, "sched_getaffinity"):
+        core = min(os.sched_getaffinity(0))
     context = multiprocessing.get_context("spawn")
     sems = (context.Semaphore(0), context.Semaphore(0))
     done = context.Array("b", 2)
     barrier, results = context.Barrier(2), context.Queue()
     processes = [
-        context.Process(target=side, args=(i, model_name, prompt, new, pairs, (sems, done, barrier, results)))
+        context.Process(target=side, args=(i, model_name, prompt, new, pairs, (sems, done, barrier, results, core)))
         for i in range(2)
     ]
     for process in processes:
@@ -144,6 +157,7 @@ def lockstep(model_name: str, prompt: int, new: int, pairs: int) -> dict:
         "prompt_tokens": prompt,
         "new_tokens": new,
         "pairs": pairs,
+        "core": core,
         "plain_s": seconds["plain"],
         "watched_s": seconds["watched"],
         "ratio": ratio,
