@@ -9,10 +9,6 @@ drift slower than that weighs on both alike. Each side's time is the sum of its 
 the turn to the moment it hands it over, the whole `generate` call (and the `with kvlab.watch` around it) cut into
 1 + new-token slices, nothing left out. Only one process runs at a time, both pinned to one core.
 
-Pinned to one core, the runs after the first pair took about twice their unpinned time (on 2026-12-06: 128 + 32
-about 2.5 s in the first pair, 5.3-6.7 s after; 16 + 512 37.6 s, then 66-77 s), both sides alike; the cause is not
-known yet. The ratio is measured under that slowdown.
-
 Each lockstep pair gives one ratio, watched / plain; the sides take turns going first from pair to pair, and the
 figure is the median of the pairs' ratios with a 95 % bootstrap interval (`kvlab.measure.timing.paired_ratio`).
 
@@ -52,6 +48,11 @@ class Turns:
         self.started = self.clock()
 
     def end(self) -> None:
+        """transformers' call as `generate` returns: this side keeps the turn until `finish`, after the `with
+        kvlab.watch` block (handing it over here too would leave the other side a turn too many, and from the next
+        pair on both would run at once)."""
+
+    def finish(self) -> None:
         """Stop timing; let the other side finish unless it already has (its last `put` waits on this side)."""
         self.seconds += self.clock() - self.started
         with self.done.get_lock():
@@ -65,9 +66,8 @@ def side(index: int, model_name: str, prompt: int, new: int, pairs: int, sync: t
     """One process: load, warm up (plain and watched, 2 tokens each), then `pairs` runs in lockstep with the other
     side, going first on even pairs when it is the plain side. `sync`: both sides' semaphores (one per side, the
     turn), the done flags of the pair, a barrier between pairs, the queue the results go to, and the core both run
-    on. One core for both, since only one runs at a time: each on a core of its own, the sides would run on two
-    cores the hypervisor may give different speeds, and that difference would stay with one side for the whole run
-    (on 2026-12-06, unpinned pairs of 128 + 32 ranged from 0.86 to 1.12)."""
+    on. One core for both, since only one runs at a time: on two cores, each side would keep its own for the whole
+    run, and the hypervisor may give two cores different speeds."""
     sems, done, barrier, results, core = sync
     if core is not None:
         os.sched_setaffinity(0, {core})
@@ -95,13 +95,15 @@ def side(index: int, model_name: str, prompt: int, new: int, pairs: int, sync: t
         barrier.wait()
         if index == 0:
             done[0] = done[1] = 0
+            if any(sem.acquire(False) for sem in sems):  # both finished: no turn may be left over
+                raise RuntimeError("a turn was left over after a pair: the two sides would run at once")
         barrier.wait()
         first = (pair % 2 == 0) == (index == 0)
         if not first:
             mine.acquire()
         turns = Turns(mine, other, done, index)
         tokens = _generate(model, ids, new, turns, watched, pad_token_id(tokenizer, model))
-        turns.end()
+        turns.finish()
         results.put({"side": SIDES[index], "pair": pair, "first": first, "seconds": turns.seconds, "tokens": tokens})
 
 
