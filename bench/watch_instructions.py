@@ -34,20 +34,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-LENGTHS = ("128+32", "16+512")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared part of the whole-run scripts
+
+from whole_run import Side, whole_run_parser, write_rows
+
 SIDES = ("load", "plain", "watched")
 CHILD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def parse_length(text: str) -> tuple[int, int]:
-    """'128+32' -> (128, 32): prompt tokens + new tokens."""
-    try:
-        prompt, new = (int(part) for part in text.split("+"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a length is PROMPT+NEW tokens, e.g. 128+32; got {text!r}") from None
-    if prompt < 2 or new < 2:
-        raise argparse.ArgumentTypeError(f"PROMPT and NEW must each be at least 2; got {text!r}")
-    return prompt, new
 
 
 def cachegrind_instructions(path: Path) -> int:
@@ -64,35 +56,17 @@ def cachegrind_instructions(path: Path) -> int:
 
 
 def child(side: str, model_name: str, prompt: int, new: int) -> dict:
-    """One side, in this process: load the model, warm up, then (unless `side` is "load") one greedy generation of
-    `new` tokens after a `prompt`-token window of the pydoc text, plain or inside `kvlab.watch`, through the same
-    `generate_once` as the wall-clock pairs. Returns the tokens, to check both sides generated the same."""
-    import torch
-
-    import kvlab
-    from kvlab.bench.configs import BenchConfig
-    from kvlab.bench.runner import generate_once
-    from kvlab.measure.text import token_windows
-
-    torch.set_num_threads(1)
-    model, tokenizer = kvlab.load(model_name)
-    ids = token_windows(tokenizer, prompt, 1, 0)[0]  # (1, prompt)
-    plain = BenchConfig("plain", "dynamic", plain=True)
-
-    def generate(watched: bool, prompt_ids, tokens: int) -> list[int]:
-        if not watched:
-            return generate_once(model, tokenizer, plain, prompt_ids, tokens)["tokens"]
-        with kvlab.watch(model) as watch:
-            generated = generate_once(model, tokenizer, plain, prompt_ids, tokens)["tokens"]
-        assert watch.trace.updates, "the watched run recorded nothing"
-        return generated
-
-    # Every side warms up alike, as the wall-clock pairs do: what runs once (lazy imports, first calls) is in the
-    # load's count too, and the subtraction leaves the run alone. On the prompt's first 8 tokens: a full prefill
-    # takes minutes under valgrind, and what runs once runs at any length.
-    generate(False, ids[:, :8], 2)
-    generate(True, ids[:, :8], 2)
-    return {"side": side, "tokens": [] if side == "load" else generate(side == "watched", ids, new)}
+    """One side, in this process: load the model, warm up (`Side`), then (unless `side` is "load") one greedy
+    generation of `new` tokens after a `prompt`-token window of the pydoc text, plain or inside `kvlab.watch`, through
+    the same `generate_once` as the wall-clock pairs. Returns the tokens, to check both sides generated the same."""
+    # the warm-up on the prompt's first 8 tokens: a full prefill takes minutes under valgrind, and what runs once
+    # runs at any length
+    run = Side(model_name, prompt, warm_prompt=8)
+    if side == "load":
+        return {"side": side, "tokens": []}
+    tokens, watch = run.generate(side == "watched", new)
+    assert watch is None or watch.trace.updates, "the watched run recorded nothing"
+    return {"side": side, "tokens": tokens}
 
 
 def _command(side: str, model_name: str, prompt: int, new: int, out: Path) -> list[str]:
@@ -170,25 +144,6 @@ def line(row: dict) -> str:
         f"{row['ratio']:.5f}x ({row['watched_instructions']:,} / {row['plain_instructions']:,}; "
         f"{row['added_per_new_token']:,.0f} more per new token); same tokens: {row['same_tokens']}"
     )
-
-
-def whole_run_parser(description: str) -> argparse.ArgumentParser:
-    """The options every whole-run script of watching's cost takes (this one and `watch_lockstep.py`)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--model", default="smollm2", help="a bundled model or a saved directory (default smollm2)")
-    parser.add_argument(
-        "--lengths", nargs="+", type=parse_length, default=[parse_length(x) for x in LENGTHS], help="PROMPT+NEW ..."
-    )
-    parser.add_argument("--output", help="write the JSON to FILE (atomically) as well as printing the lines")
-    return parser
-
-
-def write_rows(path: str | None, model_name: str, rows: list[dict]) -> None:
-    """The rows as JSON in `path` (atomically), where one was given."""
-    if path:
-        from kvlab.atomic import write_text
-
-        write_text(path, json.dumps({"model": model_name, "rows": rows}, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,128 +12,142 @@ the turn to the moment it hands it over, the whole `generate` call (and the `wit
 Each lockstep pair gives one ratio, watched / plain; the sides take turns going first from pair to pair, and the
 figure is the median of the pairs' ratios with a 95 % bootstrap interval (`kvlab.measure.timing.paired_ratio`).
 
+A change to recording is measured the same way against the code before it: `--against DIR` runs the watched call
+of the kvlab in DIR (a checkout of the earlier commit, e.g. a `git worktree`) in lockstep with this one's, and the
+ratio is this / DIR's.
+
     OMP_NUM_THREADS=1 .venv/bin/python bench/watch_lockstep.py                  # 128+32 and 16+512, SmolLM2
     OMP_NUM_THREADS=1 .venv/bin/python bench/watch_lockstep.py --lengths 16+512 --pairs 9 --output FILE.json
+    git worktree add /tmp/before HEAD~1
+    OMP_NUM_THREADS=1 .venv/bin/python bench/watch_lockstep.py --against /tmp/before --lengths 128+32
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling script's options
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared part of the whole-run scripts
 
-from watch_instructions import whole_run_parser, write_rows
+from whole_run import Side, whole_run_parser, write_rows
 
-SIDES = ("plain", "watched")
-
-
-class Turns:
-    """A `generate(streamer=...)` that holds the turn while its process computes and hands it over at every `put`:
-    `seconds` sums the slices this side held it."""
-
-    def __init__(self, mine, other, done, index: int):
-        from kvlab.measure.timing import clock
-
-        self.clock, self.mine, self.other, self.done, self.index = clock, mine, other, done, index
-        self.seconds = 0.0
-        self.started = clock()
-
-    def put(self, value) -> None:
-        self.seconds += self.clock() - self.started
-        self.other.release()
-        self.mine.acquire()
-        self.started = self.clock()
-
-    def end(self) -> None:
-        """transformers' call as `generate` returns: this side keeps the turn until `finish`, after the `with
-        kvlab.watch` block (handing it over here too would leave the other side a turn too many, and from the next
-        pair on both would run at once)."""
-
-    def finish(self) -> None:
-        """Stop timing; let the other side finish unless it already has (its last `put` waits on this side)."""
-        self.seconds += self.clock() - self.started
-        with self.done.get_lock():
-            self.done[self.index] = 1
-            other_done = self.done[1 - self.index]
-        if not other_done:
-            self.other.release()
+# (label, watched, the directory kvlab is imported from: None for this process's own)
+PLAIN_AND_WATCHED = (("plain", False, None), ("watched", True, None))
+PARTS = ("setup", "prefill", "decode", "end")  # what the slices of a run are, in `breakdown`'s words
 
 
-def side(index: int, model_name: str, prompt: int, new: int, pairs: int, sync: tuple) -> None:
-    """One process: load, warm up (plain and watched, 2 tokens each), then `pairs` runs in lockstep with the other
-    side, going first on even pairs when it is the plain side. `sync`: both sides' semaphores (one per side, the
-    turn), the done flags of the pair, a barrier between pairs, the queue the results go to, and the core both run
-    on. One core for both, since only one runs at a time: on two cores, each side would keep its own for the whole
-    run, and the hypervisor may give two cores different speeds."""
-    sems, done, barrier, results, core = sync
-    if core is not None:
-        os.sched_setaffinity(0, {core})
-    import torch
-
+def turns_class(kvlab_dir: str | None) -> type:
+    """`Turns`: a `generate(streamer=...)` that holds the turn while its process computes and hands it over at every
+    `put`, `slices` the stretches this side held it, `seconds` their sum. Built once kvlab is imported, from
+    `kvlab_dir` where given (an earlier checkout, `--against`): nothing of kvlab is imported before."""
+    if kvlab_dir is not None:
+        sys.path.insert(0, kvlab_dir)
     import kvlab
-    from kvlab.bench.configs import BenchConfig
-    from kvlab.bench.runner import generate_once
-    from kvlab.measure.text import token_windows
-    from kvlab.recorded_run import pad_token_id
+    from kvlab.measure.timing import DecodeClock, clock
 
-    torch.set_num_threads(1)
-    model, tokenizer = kvlab.load(model_name)
-    ids = token_windows(tokenizer, prompt, 1, 0)[0]  # (1, prompt)
-    plain = BenchConfig("plain", "dynamic", plain=True)
-    watched = SIDES[index] == "watched"
-    for warm in (False, True):
-        if warm:
-            with kvlab.watch(model):
-                generate_once(model, tokenizer, plain, ids, 2)
-        else:
-            generate_once(model, tokenizer, plain, ids, 2)
-    mine, other = sems[index], sems[1 - index]
-    for pair in range(pairs):
-        barrier.wait()
-        if index == 0:
-            done[0] = done[1] = 0
-            if any(sem.acquire(False) for sem in sems):  # both finished: no turn may be left over
-                raise RuntimeError("a turn was left over after a pair: the two sides would run at once")
-        barrier.wait()
-        first = (pair % 2 == 0) == (index == 0)
-        if not first:
-            mine.acquire()
-        turns = Turns(mine, other, done, index)
-        tokens = _generate(model, ids, new, turns, watched, pad_token_id(tokenizer, model))
-        turns.finish()
-        results.put({"side": SIDES[index], "pair": pair, "first": first, "seconds": turns.seconds, "tokens": tokens})
+    if kvlab_dir is not None and not Path(kvlab.__file__).resolve().is_relative_to(Path(kvlab_dir).resolve()):
+        raise RuntimeError(f"kvlab was imported from {kvlab.__file__}, not from {kvlab_dir}")
 
+    class Turns(DecodeClock):
+        def __init__(self, mine, other, done, index: int):
+            super().__init__()
+            self.mine, self.other, self.done, self.index = mine, other, done, index
+            self.slices: list[float] = []
+            self._since = self.started
 
-def _generate(model, ids, new: int, turns: Turns, watched: bool, pad: int) -> list[int]:
-    """`generate_once`'s plain call (transformers' own DynamicCache), with `turns` as its streamer."""
-    import contextlib
+        @property
+        def seconds(self) -> float:
+            return sum(self.slices)
 
-    import torch
+        def put(self, value) -> None:
+            super().put(value)
+            self.slices.append(clock() - self._since)
+            self.other.release()
+            self.mine.acquire()
+            self._since = clock()
 
-    from kvlab import _compat, watch
+        # `end()`, transformers' call as `generate` returns, is DecodeClock's: this side keeps the turn until
+        # `finish`, after the `with kvlab.watch` block (handing it over there too would leave the other side a turn
+        # too many, and from the next pair on both would run at once).
 
-    cache = _compat.DynamicCache(config=model.config)
-    with watch(model) if watched else contextlib.nullcontext(), torch.inference_mode():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=new,
-            min_new_tokens=new,
-            do_sample=False,
-            pad_token_id=pad,
-            streamer=turns,
-            **{_compat.CACHE_KWARG: cache},
-        )
-    return out[0, ids.shape[-1] :].tolist()
+        def finish(self) -> None:
+            """Stop timing; let the other side finish unless it already has (its last `put` waits on this side)."""
+            self.slices.append(clock() - self._since)
+            with self.done.get_lock():
+                self.done[self.index] = 1
+                other_done = self.done[1 - self.index]
+            if not other_done:
+                self.other.release()
+
+    return Turns
 
 
-def lockstep(model_name: str, prompt: int, new: int, pairs: int, core: int | None = None) -> dict:
-    """`pairs` lockstep runs of plain and watched `generate`: every pair's seconds per side, the median ratio and its
-    interval, and whether every run gave the same tokens. Both sides run on `core` (default: the first this process
-    may use; none where the system cannot pin a process)."""
+def side(index: int, spec: tuple, model_name: str, prompt: int, new: int, pairs: int, sync: tuple) -> None:
+    """One process: load and warm up (`Side`), then `pairs` runs in lockstep with the other side, the first side
+    going first on even pairs. `spec`: (label, watched, the directory to import kvlab from). `sync`: both sides'
+    semaphores (one per side, the turn), the done flags of the pair, a barrier between pairs, the queue the results
+    go to, and the core both run on. One core for both, since only one runs at a time: on two cores, each side would
+    keep its own for the whole run, and the hypervisor may give two cores different speeds. A side that fails aborts
+    the barrier and frees both turns, so the other stops too."""
+    label, watched, kvlab_dir = spec
+    sems, done, barrier, results, core = sync
+    try:
+        if core is not None:
+            os.sched_setaffinity(0, {core})
+        turns_type = turns_class(kvlab_dir)
+        run = Side(model_name, prompt)
+        mine, other = sems[index], sems[1 - index]
+        for pair in range(pairs):
+            barrier.wait()
+            if index == 0:
+                done[0] = done[1] = 0
+                if any(sem.acquire(False) for sem in sems):  # both finished: no turn may be left over
+                    raise RuntimeError("a turn was left over after a pair: the two sides would run at once")
+            barrier.wait()
+            first = (pair % 2 == 0) == (index == 0)
+            if not first:
+                mine.acquire()
+            turns = turns_type(mine, other, done, index)
+            tokens, _ = run.generate(watched, new, clock=turns)
+            turns.finish()
+            results.put({"side": label, "pair": pair, "first": first, "slices": turns.slices, "tokens": tokens})
+    except BaseException:
+        barrier.abort()
+        for sem in sems:  # a side waiting for its turn would wait forever
+            sem.release()
+        raise
+
+
+def breakdown(first: list[list[float]], second: list[list[float]]) -> dict:
+    """Where the second side's extra time falls, per part of the run (`PARTS`): setup (the `with kvlab.watch` entry
+    and generate's preparation, up to the prompt's `put`), prefill, decode (every later step) and end (after the last
+    token: the watch's exit). Each part: the first side's median milliseconds and the median over pairs of second -
+    first."""
+    import statistics
+
+    def parts(slices: list[float]) -> list[float]:
+        return [slices[0], slices[1], sum(slices[2:-1]), slices[-1]]
+
+    split_first, split_second = [parts(s) for s in first], [parts(s) for s in second]
+    return {
+        part: {
+            "first_ms": 1e3 * statistics.median(f[i] for f in split_first),
+            "added_ms": 1e3 * statistics.median(s[i] - f[i] for f, s in zip(split_first, split_second)),
+        }
+        for i, part in enumerate(PARTS)
+    }
+
+
+def lockstep(
+    model_name: str, prompt: int, new: int, pairs: int, core: int | None = None, sides: tuple = PLAIN_AND_WATCHED
+) -> dict:
+    """`pairs` lockstep runs of the two `sides` (`PLAIN_AND_WATCHED` by default): every pair's seconds per side, the
+    median ratio second / first and its interval, where the second side's extra time falls (`breakdown`), and whether
+    every run gave the same tokens. Both sides run on `core` (default: the first this process may use; none where
+    the system cannot pin a process)."""
     from kvlab.measure.timing import paired_ratio
 
     if core is None and hasattr(os, "sched_getaffinity"):
@@ -142,50 +156,74 @@ def lockstep(model_name: str, prompt: int, new: int, pairs: int, core: int | Non
     sems = (context.Semaphore(0), context.Semaphore(0))
     done = context.Array("b", 2)
     barrier, results = context.Barrier(2), context.Queue()
+    sync = (sems, done, barrier, results, core)
     processes = [
-        context.Process(target=side, args=(i, model_name, prompt, new, pairs, (sems, done, barrier, results, core)))
-        for i in range(2)
+        context.Process(target=side, args=(i, spec, model_name, prompt, new, pairs, sync))
+        for i, spec in enumerate(sides)
     ]
     for process in processes:
         process.start()
-    rows = [results.get() for _ in range(2 * pairs)]
+    rows: list[dict] = []
+    while len(rows) < 2 * pairs:
+        try:
+            rows.append(results.get(timeout=5))
+        except queue.Empty:  # a side that died sends nothing more: stop both rather than wait forever
+            failed = [process.exitcode for process in processes if process.exitcode not in (None, 0)]
+            if failed:
+                for process in processes:
+                    process.kill()
+                raise RuntimeError(f"a lockstep side failed (exit {failed[0]})") from None
     for process in processes:
         process.join()
-        if process.exitcode != 0:
-            raise RuntimeError(f"a lockstep side failed (exit {process.exitcode})")
-    seconds = {s: [r["seconds"] for r in sorted(rows, key=lambda r: r["pair"]) if r["side"] == s] for s in SIDES}
-    ratio, low, high = paired_ratio(seconds["plain"], seconds["watched"])
+    labels = [label for label, _, _ in sides]
+    by_pair = sorted(rows, key=lambda r: r["pair"])
+    slices = {label: [r["slices"] for r in by_pair if r["side"] == label] for label in labels}
+    seconds = {label: [sum(each) for each in slices[label]] for label in labels}
+    ratio, low, high = paired_ratio(seconds[labels[0]], seconds[labels[1]])
     return {
         "prompt_tokens": prompt,
         "new_tokens": new,
         "pairs": pairs,
         "core": core,
-        "plain_s": seconds["plain"],
-        "watched_s": seconds["watched"],
+        "sides": {label: {"watched": watched, "kvlab": kvlab_dir} for label, watched, kvlab_dir in sides},
+        "seconds": seconds,
         "ratio": ratio,
         "interval": [low, high],
+        "breakdown": breakdown(slices[labels[0]], slices[labels[1]]),
         "same_tokens": all(r["tokens"] == rows[0]["tokens"] for r in rows),
     }
 
 
 def line(row: dict) -> str:
+    first, second = row["sides"]
     low, high = row["interval"]
     return (
-        f"{row['prompt_tokens']} + {row['new_tokens']} tokens, whole run in lockstep, watched / plain: "
+        f"{row['prompt_tokens']} + {row['new_tokens']} tokens, whole run in lockstep, {second} / {first}: "
         f"{row['ratio']:.4f}x (95% interval {low:.4f}-{high:.4f}, {row['pairs']} pairs); "
-        f"same tokens: {row['same_tokens']}"
+        f"same tokens: {row['same_tokens']}\n  {second} - {first}, median ms per part: "
+        + ", ".join(f"{part} {b['added_ms']:+.2f} of {b['first_ms']:.1f}" for part, b in row["breakdown"].items())
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = whole_run_parser("Plain and watched generate in lockstep, token by token.")
     parser.add_argument("--pairs", type=int, default=7, help="lockstep pairs per length (default 7, at least 3)")
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="time watched runs of this kvlab against those of the kvlab in DIR (an earlier checkout): after / before",
+    )
     args = parser.parse_args(argv)
     if args.pairs < 3:
         parser.error(f"--pairs N (N >= 3, for an interval); got {args.pairs}")
+    sides = PLAIN_AND_WATCHED
+    if args.against is not None:
+        if not (Path(args.against) / "kvlab" / "__init__.py").is_file():
+            parser.error(f"--against DIR: a checkout of kvlab (DIR/kvlab/__init__.py); got {args.against}")
+        sides = (("before", True, str(Path(args.against).resolve())), ("after", True, None))
     rows = []
     for prompt, new in args.lengths:
-        rows.append(lockstep(args.model, prompt, new, args.pairs))
+        rows.append(lockstep(args.model, prompt, new, args.pairs, sides=sides))
         print(line(rows[-1]), flush=True)
     write_rows(args.output, args.model, rows)
     return 0

@@ -79,9 +79,12 @@ def unsupported_reason(model, config: BenchConfig, prompt_tokens: int, new_token
     return None
 
 
-def generate_once(model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int) -> dict:
-    """One greedy generation of exactly `new_tokens` tokens; timing, tokens and (instrumented) the trace."""
-    clock = timing.DecodeClock()
+def generate_once(
+    model, tokenizer, config: BenchConfig, ids: torch.Tensor, new_tokens: int, clock: timing.DecodeClock | None = None
+) -> dict:
+    """One greedy generation of exactly `new_tokens` tokens; timing, tokens and (instrumented) the trace. `clock`:
+    the streamer that times it (a new `DecodeClock` by default; bench/watch_lockstep.py passes one that takes turns)."""
+    clock = timing.DecodeClock() if clock is None else clock
     ids = ids.to(model.device)
     cuda = ids.device.type == "cuda"
     if cuda:

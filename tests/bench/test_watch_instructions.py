@@ -3,7 +3,6 @@ whole count under valgrind takes minutes a side, so it runs by hand, not here.""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import shutil
@@ -18,13 +17,6 @@ spec = importlib.util.spec_from_file_location("watch_instructions", SCRIPT)
 assert spec is not None and spec.loader is not None
 watch_instructions = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(watch_instructions)
-
-
-def test_a_length_is_prompt_plus_new_tokens_and_anything_else_names_the_form():
-    assert watch_instructions.parse_length("128+32") == (128, 32)
-    for bad in ("128", "128+x", "1+32", "128+32+1"):
-        with pytest.raises(argparse.ArgumentTypeError, match="PROMPT"):
-            watch_instructions.parse_length(bad)
 
 
 def _cachegrind(tmp_path: Path, name: str, code: str) -> Path:
