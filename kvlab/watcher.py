@@ -25,7 +25,7 @@ from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _
 from kvlab.log import get_logger
 from kvlab.names import dtype_name, model_name
-from kvlab.recording.layer_state import layer_kinds, reads_every_change
+from kvlab.recording.layer_state import reads_every_change
 from kvlab.recording.trace import Trace
 
 log = get_logger(__name__)
@@ -148,7 +148,7 @@ class Watch:
     def _tell_no_cache(self) -> None:
         """One line when the model ran but used no transformers `Cache` (none passed, or one never updated, as GPT-1
         ignores the cache `generate` hands it): an empty record is not a silent one."""
-        unused = self._forwards > 0 and not any(trace.events for trace in self.traces)
+        unused = self._forwards > 0 and all(trace.is_empty for trace in self.traces)
         self.meta.update(forwards=self._forwards, no_cache=unused)
         if unused:
             self.meta["model_type"] = _model_type(self.model)
@@ -178,7 +178,7 @@ class Watch:
             cache_kind=cache_kind(cache),
             cache_class=cache._kvlab_original_class.__name__,
             dtype=dtype_name(self.model.dtype),
-            layer_kinds=layer_kinds(self.model.config),
+            layer_kinds=list(_recording_part(cache)._kvlab_layer_kinds),  # the config's, as `adopt` read them
         )
         if meta["cache_kind"] == "quantized":
             meta["options"] = {"backend": cache.backend}
@@ -197,6 +197,11 @@ class Watch:
 
 def _model_type(model) -> str:
     return str(getattr(getattr(model, "config", None), "model_type", None) or type(model).__name__)
+
+
+def _recording_part(cache):
+    """The cache that holds kvlab's reading of the config: `cache`, or an encoder-decoder pair's decoder half."""
+    return cache.self_attention_cache if isinstance(cache, _compat.EncoderDecoderCache) else cache
 
 
 def _settle(cache) -> None:

@@ -151,6 +151,13 @@ class Trace:
         self._unbuilt.clear()
         self._events = events
 
+    @property
+    def is_empty(self) -> bool:
+        """No event recorded yet, the deferred ones counted: asked without building any event's dict."""
+        if self.before_read is not None:
+            self.before_read()
+        return not (self._events or self._unbuilt)
+
     def record(self, event: dict) -> None:
         """Append one event (a crop, flush or transfer dict)."""
         if self.before_read is not None:

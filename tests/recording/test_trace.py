@@ -137,3 +137,29 @@ def test_the_tables_write_numbers_in_the_language_in_use(language):
     assert "3,0 MiB" in str(trace.layer_table()) and "2.000" in str(trace.layer_table())
     language("en")
     assert "6.0 MiB" in str(trace.summary()) and "2,000" in str(trace.layer_table())
+
+
+def test_is_empty_counts_every_event_kept_and_deferred_without_building_their_dicts():
+    import torch
+
+    from kvlab import _compat
+    from kvlab.recording.layer_state import read_layer
+    from kvlab.recording.recorder import Recorder
+
+    assert Trace().is_empty and not Trace([_update(0, 0, 1)]).is_empty
+    layer = _compat.DynamicLayer()
+    layer.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))  # (batch, kv_heads, tokens, head_dim)
+    read_layer(layer, "full")  # a plain dynamic layer: its updates may be deferred
+
+    class Cache:  # what `Recorder.defer` reads of a cache
+        layers = [layer]
+        kvlab_role = "self"
+        _kvlab_query_heads = 0
+        _kvlab_layer_kinds = ["full"]
+
+    recorder = Recorder()
+    assert recorder.trace.is_empty
+    recorder.defer(Cache(), 0, 0.25)  # kept, not yet logged
+    assert not recorder.trace.is_empty
+    assert recorder.trace._unbuilt and not recorder.trace._events  # logged as a tuple, no dict built to answer
+    assert [e["layer_idx"] for e in recorder.trace.events] == [0]
