@@ -300,7 +300,7 @@ latency_plots.plot_token_times({"sem cache (use_cache=False)": without_cache, "D
 # (cada ponto ali é uma única medição, que uma máquina sobrecarregada pode deslocar): o cache não torna o prompt mais barato, e
 # sim cada token depois dele. O quadro embaixo do gráfico compara, para cada chamada, os passos depois do prompt mais
 # longo medido com os passos depois do mais curto: leia os vereditos ali, e não o formato de uma linha. Cada
-# comprimento é uma única chamada de 8 passos, sem repetições intercaladas: se o veredito do padrão disser *mais
+# comprimento é uma única chamada de 8 passos, sem repetições intercaladas: se o veredito da chamada padrão disser *mais
 # rápido* depois do prompt mais longo, que só acrescenta trabalho, é a máquina oscilando entre as duas chamadas, e
 # não o cache.
 
