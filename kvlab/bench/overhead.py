@@ -8,8 +8,10 @@ right after a decoder layer's weights have swept the CPU caches, so its code and
 a loop apart from the model they are warm, and the replay saw less than half of the cost (issue 41). Only the
 whole run measures what a user pays.
 
-The runs come in pairs, the order alternating from pair to pair (a fixed order would hand one side the warm start
-every time); the figure is the median of the pairwise ratios (watched / plain) with a 95 % bootstrap interval.
+The runs come in pairs, and the two runs of a pair take turns token by token (`kvlab.bench.lockstep`): timed one
+after the other, two whole runs on a shared virtual machine differ by more than 1 % as a core's speed drifts. The
+side that starts alternates from pair to pair; the figure is the median of the pairwise ratios (watched / plain)
+with a 95 % bootstrap interval.
 Pairs are added until that interval is at most twice `resolution` wide, so that it tells 1 % apart, or until
 `max_pairs` ran or `max_seconds` went by (a long run's pairs take minutes each); then the verdict says the machine
 is too noisy now instead of giving one.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from kvlab.bench.configs import BenchConfig
+from kvlab.bench.lockstep import lockstep, shared_weights_twin
 from kvlab.bench.recording_cost import recording_cost, recording_lines, strategy_line, strategy_recording_cost
 from kvlab.bench.runner import BenchSettings, generate_once
 from kvlab.measure.text import token_windows
@@ -42,17 +45,18 @@ def whole_run_overhead(
     resolution: float = RESOLUTION,
     max_seconds: float = MAX_SECONDS,
 ) -> dict:
-    """Interleaved pairs of plain and watched greedy `generate` of `new_tokens` after `ids` (1, prompt), until the
-    interval of watched / plain is at most 2 x `resolution` wide (at least `max(min_pairs, MIN_PAIRS)` pairs) or
-    `max_pairs` pairs ran or `max_seconds` went by. Both sides run transformers' own DynamicCache; the watched one
-    is recorded."""
+    """Pairs of plain and watched greedy `generate` of `new_tokens` after `ids` (1, prompt), each pair in lockstep
+    (`kvlab.bench.lockstep`), until the interval of watched / plain is at most 2 x `resolution` wide (at least
+    `max(min_pairs, MIN_PAIRS)` pairs) or `max_pairs` pairs ran or `max_seconds` went by. Both sides run
+    transformers' own DynamicCache; the watched one is recorded."""
     plain = BenchConfig("plain", "dynamic", plain=True)
+    twin = shared_weights_twin(model)  # the plain side's modules: the watch's hooks stay on `model`
 
-    def run(watched: bool) -> dict:
+    def run(watched: bool, turns=None) -> dict:
         if not watched:
-            return generate_once(model, tokenizer, plain, ids, new_tokens)
+            return generate_once(twin, tokenizer, plain, ids, new_tokens, clock=turns)
         with watch(model):
-            return generate_once(model, tokenizer, plain, ids, new_tokens)
+            return generate_once(model, tokenizer, plain, ids, new_tokens, clock=turns)
 
     for watched in (False, True):  # warm-up, not counted
         run(watched)
@@ -63,9 +67,9 @@ def whole_run_overhead(
     while len(runs[False]) < max(max_pairs, least):
         if len(runs[False]) >= least and clock() - started > max_seconds:
             break
-        first = len(runs[False]) % 2 == 1  # pair 0 plain first, pair 1 watched first, ...
-        for watched in (first, not first):
-            runs[watched].append(run(watched))
+        pair = lockstep((lambda turns: run(False, turns), lambda turns: run(True, turns)), first=len(runs[False]) % 2)
+        for watched, (result, turns) in zip((False, True), pair):  # each side's time: its own turns alone
+            runs[watched].append(result | {"seconds": turns.seconds, "decode_tokens_per_s": turns.decode_tokens_per_s})
         if len(runs[False]) >= least:
             ratio, low, high = paired_ratio([r["seconds"] for r in runs[False]], [r["seconds"] for r in runs[True]])
             if high - low <= 2 * resolution:
@@ -87,7 +91,9 @@ def whole_run_overhead(
 def whole_run_line(result: dict) -> str:
     """The headline of `whole_run_overhead`: the ratio and its interval, or why the machine cannot give one now."""
     ratio, (low, high), pairs = result["ratio"], result["interval"], result["pairs"]
-    measured = f"watched / plain, whole run: {ratio:.4f}x (95% interval {low:.4f}-{high:.4f}, {pairs} pairs)"
+    measured = (
+        f"watched / plain, whole run in lockstep: {ratio:.4f}x (95% interval {low:.4f}-{high:.4f}, {pairs} pairs)"
+    )
     if not result["resolved"]:
         return f"cannot resolve {result['resolution']:.0%} on this machine now: {measured}; run it on a quieter one"
     if low > 1 + result["resolution"]:

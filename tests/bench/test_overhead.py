@@ -42,7 +42,7 @@ def test_no_pair_starts_after_max_seconds_once_the_least_pairs_ran(tiny, byte_to
 def test_the_verdict_refuses_an_interval_too_wide_for_1_percent():
     base = {"ratio": 1.004, "pairs": 9, "resolution": 0.01}
     noisy = whole_run_line(base | {"interval": [0.97, 1.05], "resolved": False})
-    assert noisy.startswith("cannot resolve 1% on this machine now: watched / plain, whole run: 1.0040x")
+    assert noisy.startswith("cannot resolve 1% on this machine now: watched / plain, whole run in lockstep: 1.0040x")
     assert whole_run_line(base | {"interval": [0.998, 1.009], "resolved": True}).endswith("watching costs at most 0.9%")
     assert whole_run_line(base | {"ratio": 1.03, "interval": [1.02, 1.035], "resolved": True}).endswith(
         "watching costs more than 1%"
