@@ -40,49 +40,23 @@ PARTS = ("setup", "prefill", "decode", "end")  # what the slices of a run are, i
 
 
 def turns_class(kvlab_dir: str | None) -> type:
-    """`Turns`: a `generate(streamer=...)` that holds the turn while its process computes and hands it over at every
-    `put`, `slices` the stretches this side held it, `seconds` their sum. Built once kvlab is imported, from
-    `kvlab_dir` where given (an earlier checkout, `--against`): nothing of kvlab is imported before."""
+    """`kvlab.bench.lockstep.Turns` of this checkout, on top of the kvlab imported from `kvlab_dir` where given (an
+    earlier checkout, `--against`, which may not have that module): nothing of kvlab is imported before, and both
+    sides take turns the same way."""
     if kvlab_dir is not None:
         sys.path.insert(0, kvlab_dir)
+    import importlib.util
+
     import kvlab
-    from kvlab.measure.timing import DecodeClock, clock
 
     if kvlab_dir is not None and not Path(kvlab.__file__).resolve().is_relative_to(Path(kvlab_dir).resolve()):
         raise RuntimeError(f"kvlab was imported from {kvlab.__file__}, not from {kvlab_dir}")
-
-    class Turns(DecodeClock):
-        def __init__(self, mine, other, done, index: int):
-            super().__init__()
-            self.mine, self.other, self.done, self.index = mine, other, done, index
-            self.slices: list[float] = []
-            self._since = self.started
-
-        @property
-        def seconds(self) -> float:
-            return sum(self.slices)
-
-        def put(self, value) -> None:
-            super().put(value)
-            self.slices.append(clock() - self._since)
-            self.other.release()
-            self.mine.acquire()
-            self._since = clock()
-
-        # `end()`, transformers' call as `generate` returns, is DecodeClock's: this side keeps the turn until
-        # `finish`, after the `with kvlab.watch` block (handing it over there too would leave the other side a turn
-        # too many, and from the next pair on both would run at once).
-
-        def finish(self) -> None:
-            """Stop timing; let the other side finish unless it already has (its last `put` waits on this side)."""
-            self.slices.append(clock() - self._since)
-            with self.done.get_lock():
-                self.done[self.index] = 1
-                other_done = self.done[1 - self.index]
-            if not other_done:
-                self.other.release()
-
-    return Turns
+    path = Path(__file__).resolve().parents[1] / "kvlab" / "bench" / "lockstep.py"
+    spec = importlib.util.spec_from_file_location("kvlab_lockstep_turns", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # its `kvlab.measure.timing` is the side's own kvlab's
+    return module.Turns
 
 
 def side(index: int, spec: tuple, model_name: str, prompt: int, new: int, pairs: int, sync: tuple) -> None:

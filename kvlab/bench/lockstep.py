@@ -10,8 +10,8 @@ and both run on one core where the system can pin threads: two cores of a virtua
 speeds, and each thread would keep its own.
 
 The plain side runs a second module tree over the same weights (`shared_weights_twin`): on the one model, the
-watch's hooks would meet the plain side's forwards too. `bench/watch_lockstep.py` runs the same turns in two
-processes, to time one checkout of kvlab against another.
+watch's hooks would meet the plain side's forwards too. `bench/watch_lockstep.py` runs the same `Turns` in two
+processes (their semaphores and flags shared between processes), to time one checkout of kvlab against another.
 """
 
 from __future__ import annotations
@@ -58,10 +58,12 @@ class Turns(DecodeClock):
     # after its `with kvlab.watch` block.
 
     def finish(self) -> None:
-        """Stop timing and let the other side finish."""
+        """Stop timing; let the other side finish unless it already has (its last `put` waits on this side), so that
+        no turn is left over."""
         self.slices.append(clock() - self._since)
         self.done[self.index] = True
-        self.other.release()
+        if not self.done[1 - self.index]:
+            self.other.release()
 
 
 def lockstep(sides: tuple[Callable, Callable], first: int = 0) -> list[tuple[object, Turns]]:
