@@ -1,6 +1,7 @@
 """What watching costs, end to end: the whole-run ratio of `kvlab bench --overhead` (watched / plain generate,
-interleaved pairs, SmolLM2, 1 thread) at 128 + 32 and at 16 + 512 tokens, with its interval and its replayed
-breakdown; `kvlab models list`'s start; and `kvlab run` against the plain transformers script that does the same.
+pairs that take turns token by token, SmolLM2, 1 thread) at 128 + 32 and at 16 + 512 tokens, with its interval and
+its replayed breakdown; `kvlab models list`'s start; and `kvlab run` against the plain transformers script that
+does the same.
 Run the first part after any change that touches recording (issue 41's yardstick):
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/watch_cost.py --only overhead

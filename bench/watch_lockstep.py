@@ -2,8 +2,10 @@
 process and the same call inside `kvlab.watch` in another (SmolLM2, greedy, one thread each), in lockstep.
 
 Why lockstep: on a shared virtual machine the speed of a core drifts by 5-10 % within seconds, so two whole runs
-timed one after the other (`kvlab bench --overhead`'s pairs) differ by more than the 1 % asked of watching, and a
-pair of 16 + 512 tokens takes over a minute, so a hundred pairs are out of reach. Here each process hands the turn
+timed one after the other differ by more than the 1 % asked of watching, and a pair of 16 + 512 tokens takes over a
+minute, so a hundred pairs are out of reach. `kvlab bench --overhead` takes the same turns (`kvlab.bench.lockstep`)
+in two threads of one process; this script takes them in two processes, so that each side may import its own
+kvlab (`--against`), and every turn also switches address space. Here each process hands the turn
 to the other at every token (at the streamer's `put`), so the two runs' steps alternate some 40 ms apart and any
 drift slower than that weighs on both alike. Each side's time is the sum of its own turns: from the moment it gets
 the turn to the moment it hands it over, the whole `generate` call (and the `with kvlab.watch` around it) cut into
@@ -36,7 +38,6 @@ from whole_run import Side, whole_run_parser, write_rows
 
 # (label, watched, the directory kvlab is imported from: None for this process's own)
 PLAIN_AND_WATCHED = (("plain", False, None), ("watched", True, None))
-PARTS = ("setup", "prefill", "decode", "end")  # what the slices of a run are, in `breakdown`'s words
 
 
 def turns_class(kvlab_dir: str | None) -> type:
@@ -87,7 +88,7 @@ def side(index: int, spec: tuple, model_name: str, prompt: int, new: int, pairs:
             turns = turns_type(mine, other, done, index)
             tokens, _ = run.generate(watched, new, clock=turns)
             turns.finish()
-            results.put({"side": label, "pair": pair, "first": first, "slices": turns.slices, "tokens": tokens})
+            results.put({"side": label, "pair": pair, "slices": turns.slices, "tokens": tokens})
     except BaseException:
         barrier.abort()
         for sem in sems:  # a side waiting for its turn would wait forever
@@ -96,14 +97,11 @@ def side(index: int, spec: tuple, model_name: str, prompt: int, new: int, pairs:
 
 
 def breakdown(first: list[list[float]], second: list[list[float]]) -> dict:
-    """Where the second side's extra time falls, per part of the run (`PARTS`): setup (the `with kvlab.watch` entry
-    and generate's preparation, up to the prompt's `put`), prefill, decode (every later step) and end (after the last
-    token: the watch's exit). Each part: the first side's median milliseconds and the median over pairs of second -
-    first."""
+    """Where the second side's extra time falls, per part of the run (`kvlab.bench.lockstep.parts`). Each part: the
+    first side's median milliseconds and the median over pairs of second - first."""
     import statistics
 
-    def parts(slices: list[float]) -> list[float]:
-        return [slices[0], slices[1], sum(slices[2:-1]), slices[-1]]
+    from kvlab.bench.lockstep import PARTS, parts  # here, not at the top: a side imports its own kvlab first
 
     split_first, split_second = [parts(s) for s in first], [parts(s) for s in second]
     return {

@@ -24,6 +24,15 @@ from collections.abc import Callable
 
 from kvlab.measure.timing import DecodeClock, clock
 
+PARTS = ("setup", "prefill", "decode", "end")  # what a finished side's slices add up to, in `parts`' order
+
+
+def parts(slices: list[float]) -> tuple[float, float, float, float]:
+    """A finished side's `Turns.slices` summed into `PARTS`: setup (the `with kvlab.watch` entry and generate's
+    preparation, up to the prompt's `put`), the prefill, every later step, and the end (after the last token: the
+    watch's exit)."""
+    return slices[0], slices[1], sum(slices[2:-1]), slices[-1]
+
 
 class Turns(DecodeClock):
     """A `generate(streamer=...)` that holds the turn while its side computes and hands it over at every `put`:
@@ -41,9 +50,14 @@ class Turns(DecodeClock):
         return sum(self.slices)
 
     @property
+    def prefill_seconds(self) -> float:
+        """Up to the first new token, from this side's own turns (its stamps count the other side's too)."""
+        return sum(self.slices[:2]) if self.stamps else float("nan")
+
+    @property
     def decode_tokens_per_s(self) -> float:
-        """Tokens per second after the first one, from this side's own turns (its stamps count the other's too)."""
-        decode = self.slices[2:-1]  # one per token after the first
+        """Tokens per second after the first one, from this side's own turns, before `finish` and after."""
+        decode = self.slices[2 : len(self.stamps) + 1]  # one per token after the first (the prompt's `put` first)
         return len(decode) / sum(decode) if decode and sum(decode) > 0 else float("nan")
 
     def put(self, value) -> None:

@@ -68,8 +68,8 @@ def whole_run_overhead(
         if len(runs[False]) >= least and clock() - started > max_seconds:
             break
         pair = lockstep((lambda turns: run(False, turns), lambda turns: run(True, turns)), first=len(runs[False]) % 2)
-        for watched, (result, turns) in zip((False, True), pair):  # each side's time: its own turns alone
-            runs[watched].append(result | {"seconds": turns.seconds, "decode_tokens_per_s": turns.decode_tokens_per_s})
+        for watched, (result, turns) in zip((False, True), pair):  # each side's time: its own turns, the end included
+            runs[watched].append(result | {"seconds": turns.seconds})
         if len(runs[False]) >= least:
             ratio, low, high = paired_ratio([r["seconds"] for r in runs[False]], [r["seconds"] for r in runs[True]])
             if high - low <= 2 * resolution:

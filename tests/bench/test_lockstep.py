@@ -85,3 +85,21 @@ def test_the_twin_shares_every_weight_but_not_the_hooks(tiny):
         same = torch.equal(twin(ids).logits, model(ids).logits)
     handle.remove()
     assert same and seen == [model]  # the twin's forward met no hook of the model's
+
+
+def test_a_sides_figures_are_its_own_turns_the_same_before_finish_and_after():
+    from kvlab.bench.lockstep import PARTS, parts
+
+    log: list = []
+    seen: dict = {}
+
+    def read_before_finish(turns):
+        _side("a", 3, log)(turns)
+        seen["rate"] = turns.decode_tokens_per_s  # what generate_once reads, before `finish`
+        return "a"
+
+    (_, turns), _ = _bounded(lambda: lockstep((read_before_finish, _side("b", 3, log))))
+    assert turns.decode_tokens_per_s == seen["rate"] == pytest.approx(2 / sum(turns.slices[2:4]))
+    assert turns.prefill_seconds == pytest.approx(turns.slices[0] + turns.slices[1])
+    split = parts(turns.slices)
+    assert len(split) == len(PARTS) and sum(split) == pytest.approx(turns.seconds)
