@@ -1,7 +1,8 @@
 """What watching costs, end to end: the whole-run ratio of `kvlab bench --overhead` (watched / plain generate,
 pairs that take turns token by token, SmolLM2, 1 thread) at 128 + 32 and at 16 + 512 tokens, with its interval and
-its replayed breakdown; `kvlab models list`'s start; and `kvlab run` against the plain transformers script that
-does the same.
+its replayed breakdown, then the same pairs with neither side watched (the instrument's floor: it must read 1 within
+its interval, or the pairing itself favours a side); `kvlab models list`'s start; and `kvlab run` against the plain
+transformers script that does the same.
 Run the first part after any change that touches recording (issue 41's yardstick):
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/watch_cost.py --only overhead
@@ -107,6 +108,28 @@ def overhead_figures(max_pairs: int, max_minutes: float) -> list[dict]:
     return rows
 
 
+def floor_figures(max_pairs: int, max_minutes: float) -> list[dict]:
+    """The same pairs with neither side watched, at each of OVERHEAD_LENGTHS: the instrument's floor (an A/A that must
+    read 1 within its interval), with no replayed breakdown."""
+    import torch
+
+    import kvlab
+    from kvlab.bench import BenchSettings
+    from kvlab.bench.overhead import whole_run_overhead
+    from kvlab.measure.text import token_windows
+
+    torch.set_num_threads(1)
+    model, tokenizer = kvlab.load("smollm2")
+    rows = []
+    for prompt, new, least in OVERHEAD_LENGTHS:
+        ids = token_windows(tokenizer, prompt, 1, BenchSettings.seed)[0]  # (1, prompt), as `kvlab bench` takes it
+        pairs, seconds = max(max_pairs, least), 60 * max_minutes
+        whole = whole_run_overhead(model, tokenizer, ids, new, least, pairs, max_seconds=seconds, watching=False)
+        rows.append({"prompt_tokens": prompt, "new_tokens": new, "whole_run": whole})
+        print(overhead_line(rows[-1]), flush=True)
+    return rows
+
+
 def overhead_line(row: dict) -> str:
     from kvlab.bench.overhead import whole_run_line
 
@@ -121,6 +144,7 @@ def lines(result: dict) -> list[str]:
             f"{row['prompt_tokens']} + {row['new_tokens']} tokens, breakdown, {line}"
             for line in recording_lines(row["recording"])
         )
+    out.extend(overhead_line(row) for row in result.get("floor", []))
     if "commands" in result:
         versus = result["commands"]["kvlab_run_vs_plain"]
         out.append(
@@ -153,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {}
     if args.only in (None, "overhead"):
         result["overhead"] = overhead_figures(args.max_pairs, args.max_minutes)
+        result["floor"] = floor_figures(args.max_pairs, args.max_minutes)
     if args.only in (None, "commands"):
         result["commands"] = command_figures(args.repeats)
     for line in lines(result):

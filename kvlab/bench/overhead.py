@@ -12,12 +12,14 @@ The runs come in pairs, and the two runs of a pair take turns token by token (`k
 after the other, two whole runs on a shared virtual machine differ by more than 1 % as a core's speed drifts. The
 side that starts alternates from pair to pair; the figure is the median of the pairwise ratios (watched / plain)
 with a 95 % bootstrap interval.
-Pairs are added until that interval is at most twice `resolution` wide, so that it tells 1 % apart, or until
+Pairs are added until that interval is at most twice `RESOLUTION` wide, so that it tells 1 % apart, or until
 `max_pairs` ran or `max_seconds` went by (a long run's pairs take minutes each); then the verdict says the machine
 is too noisy now instead of giving one.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -42,20 +44,24 @@ def whole_run_overhead(
     new_tokens: int,
     min_pairs: int = MIN_PAIRS,
     max_pairs: int = MAX_PAIRS,
-    resolution: float = RESOLUTION,
     max_seconds: float = MAX_SECONDS,
+    watching: bool = True,
 ) -> dict:
     """Pairs of plain and watched greedy `generate` of `new_tokens` after `ids` (1, prompt), each pair in lockstep
-    (`kvlab.bench.lockstep`), until the interval of watched / plain is at most 2 x `resolution` wide (at least
+    (`kvlab.bench.lockstep`), until the interval of watched / plain is at most 2 x `RESOLUTION` (1 %) wide (at least
     `max(min_pairs, MIN_PAIRS)` pairs) or `max_pairs` pairs ran or `max_seconds` went by. Both sides run
-    transformers' own DynamicCache; the watched one is recorded."""
+    transformers' own DynamicCache; the watched one is recorded.
+
+    `watching=False` leaves the second side unwatched too: the instrument's floor, an A/A of the same pairing (the
+    twin's modules against `model`'s) that must read 1 within its interval before a ratio near 1 % means anything.
+    Two processes in lockstep, each with its own copy of the weights, did not (issue 41's note)."""
     plain = BenchConfig("plain", "dynamic", plain=True)
     twin = shared_weights_twin(model)  # the plain side's modules: the watch's hooks stay on `model`
 
     def run(watched: bool, turns=None) -> dict:
         if not watched:
             return generate_once(twin, tokenizer, plain, ids, new_tokens, clock=turns)
-        with watch(model):
+        with watch(model) if watching else contextlib.nullcontext():
             return generate_once(model, tokenizer, plain, ids, new_tokens, clock=turns)
 
     for watched in (False, True):  # warm-up, not counted
@@ -72,18 +78,19 @@ def whole_run_overhead(
             runs[watched].append(result | {"seconds": turns.seconds})
         if len(runs[False]) >= least:
             ratio, low, high = paired_ratio([r["seconds"] for r in runs[False]], [r["seconds"] for r in runs[True]])
-            if high - low <= 2 * resolution:
+            if high - low <= 2 * RESOLUTION:
                 break
     pairs = len(runs[False])
     return {
+        "watching": watching,
         "pairs": pairs,
         "plain_s": [r["seconds"] for r in runs[False]],
         "watched_s": [r["seconds"] for r in runs[True]],
         "plain_decode_tokens_per_s": median([r["decode_tokens_per_s"] for r in runs[False]]),
         "ratio": ratio,
         "interval": [low, high],
-        "resolution": resolution,
-        "resolved": high - low <= 2 * resolution,
+        "resolution": RESOLUTION,
+        "resolved": high - low <= 2 * RESOLUTION,
         "same_tokens": all(r["tokens"] == runs[False][0]["tokens"] for r in runs[False] + runs[True]),
     }
 
@@ -91,11 +98,13 @@ def whole_run_overhead(
 def whole_run_line(result: dict) -> str:
     """The headline of `whole_run_overhead`: the ratio and its interval, or why the machine cannot give one now."""
     ratio, (low, high), pairs = result["ratio"], result["interval"], result["pairs"]
-    measured = (
-        f"watched / plain, whole run in lockstep: {ratio:.4f}x (95% interval {low:.4f}-{high:.4f}, {pairs} pairs)"
-    )
+    sides = "watched / plain" if result["watching"] else "plain / plain, the instrument's floor"
+    measured = f"{sides}, whole run in lockstep: {ratio:.4f}x (95% interval {low:.4f}-{high:.4f}, {pairs} pairs)"
     if not result["resolved"]:
         return f"cannot resolve {result['resolution']:.0%} on this machine now: {measured}; run it on a quieter one"
+    if not result["watching"]:
+        fair = low <= 1 <= high
+        return f"{measured}: " + ("the pairing is fair" if fair else "the pairing is off: it favours one side")
     if low > 1 + result["resolution"]:
         return f"{measured}: watching costs more than {result['resolution']:.0%}"
     return f"{measured}: watching costs at most {high - 1:.1%}" if high > 1 else f"{measured}: no cost measured"

@@ -39,8 +39,22 @@ def test_no_pair_starts_after_max_seconds_once_the_least_pairs_ran(tiny, byte_to
         assert whole_run_line(whole).startswith("cannot resolve 1% on this machine now")
 
 
+def test_the_floor_pairs_two_unwatched_runs_and_says_whether_the_pairing_is_fair(tiny, byte_tokenizer, monkeypatch):
+    import kvlab.bench.overhead
+
+    monkeypatch.setattr(kvlab.bench.overhead, "watch", lambda model: pytest.fail("the floor watches nothing"))
+    ids = torch.tensor([[5, 6, 7, 8]])  # (1, prompt)
+    floor = whole_run_overhead(tiny("tiny-llama"), byte_tokenizer, ids, 2, max_pairs=MIN_PAIRS, watching=False)
+    assert floor["watching"] is False and floor["same_tokens"] is True and floor["pairs"] == MIN_PAIRS
+    base = {"watching": False, "ratio": 1.001, "pairs": 9, "resolution": 0.01, "resolved": True}
+    fair = whole_run_line(base | {"interval": [0.996, 1.004]})
+    assert fair.startswith("plain / plain, the instrument's floor, whole run in lockstep: 1.0010x")
+    assert fair.endswith("the pairing is fair")
+    assert whole_run_line(base | {"interval": [0.992, 0.9996]}).endswith("the pairing is off: it favours one side")
+
+
 def test_the_verdict_refuses_an_interval_too_wide_for_1_percent():
-    base = {"ratio": 1.004, "pairs": 9, "resolution": 0.01}
+    base = {"watching": True, "ratio": 1.004, "pairs": 9, "resolution": 0.01}
     noisy = whole_run_line(base | {"interval": [0.97, 1.05], "resolved": False})
     assert noisy.startswith("cannot resolve 1% on this machine now: watched / plain, whole run in lockstep: 1.0040x")
     assert whole_run_line(base | {"interval": [0.998, 1.009], "resolved": True}).endswith("watching costs at most 0.9%")
