@@ -92,13 +92,11 @@ def command_figures(repeats: int) -> dict:
     }
 
 
-def overhead_figures(max_pairs: int, max_minutes: float) -> list[dict]:
+def overhead_figures(model, tokenizer, max_pairs: int, max_minutes: float) -> list[dict]:
     """`kvlab bench --overhead` (SmolLM2, one torch thread) at each of OVERHEAD_LENGTHS: the whole run in pairs."""
-    import kvlab
     from kvlab.bench import BenchSettings
     from kvlab.bench.overhead import run_overhead
 
-    model, tokenizer = kvlab.load("smollm2")
     rows = []
     for prompt, new, least in OVERHEAD_LENGTHS:
         settings = BenchSettings("smollm2", prompt_tokens=prompt, new_tokens=new, repeats=least, threads=1)
@@ -108,18 +106,13 @@ def overhead_figures(max_pairs: int, max_minutes: float) -> list[dict]:
     return rows
 
 
-def floor_figures(max_pairs: int, max_minutes: float) -> list[dict]:
+def floor_figures(model, tokenizer, max_pairs: int, max_minutes: float) -> list[dict]:
     """The same pairs with neither side watched, at each of OVERHEAD_LENGTHS: the instrument's floor (an A/A that must
     read 1 within its interval), with no replayed breakdown."""
-    import torch
-
-    import kvlab
     from kvlab.bench import BenchSettings
     from kvlab.bench.overhead import whole_run_overhead
     from kvlab.measure.text import token_windows
 
-    torch.set_num_threads(1)
-    model, tokenizer = kvlab.load("smollm2")
     rows = []
     for prompt, new, least in OVERHEAD_LENGTHS:
         ids = token_windows(tokenizer, prompt, 1, BenchSettings.seed)[0]  # (1, prompt), as `kvlab bench` takes it
@@ -176,8 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--repeats N (N >= 3, for an interval); got {args.repeats}")
     result: dict = {}
     if args.only in (None, "overhead"):
-        result["overhead"] = overhead_figures(args.max_pairs, args.max_minutes)
-        result["floor"] = floor_figures(args.max_pairs, args.max_minutes)
+        import torch
+
+        import kvlab
+
+        torch.set_num_threads(1)  # as `kvlab bench --overhead --threads 1`, for the floor too
+        model, tokenizer = kvlab.load("smollm2")  # once, for both
+        result["overhead"] = overhead_figures(model, tokenizer, args.max_pairs, args.max_minutes)
+        result["floor"] = floor_figures(model, tokenizer, args.max_pairs, args.max_minutes)
     if args.only in (None, "commands"):
         result["commands"] = command_figures(args.repeats)
     for line in lines(result):

@@ -87,8 +87,7 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="measure only what watching costs: plain generate and the same call inside kvlab.watch, on the whole "
         "run, in pairs that take turns token by token (at least --repeats, more until the interval resolves 1 %%, at "
-        "most 41), then the "
-        "run's cache calls replayed as a breakdown (--json: the whole result)",
+        "most 41), then the run's cache calls replayed as a breakdown (--json: the whole result)",
     )
     p.add_argument("--from-json", help="measure nothing: render --markdown/--plots from a saved --json result")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
