@@ -282,12 +282,21 @@ def cache_kwarg(model) -> str:
 
 
 def forward_cache(kwargs: dict):
-    return next((kwargs[name] for name in FORWARD_CACHE_KWARGS if kwargs.get(name) is not None), None)
+    """The cache a forward was called with, or None (plain loops: this runs twice per forward under a watch)."""
+    for name in FORWARD_CACHE_KWARGS:
+        cache = kwargs.get(name)
+        if cache is not None:
+            return cache
+    return None
 
 
 def output_cache(output):
-    caches = (getattr(output, name, None) for name in OUTPUT_CACHE_FIELDS)
-    return next((cache for cache in caches if cache is not None), None)
+    """The cache a forward's output holds, or None."""
+    for name in OUTPUT_CACHE_FIELDS:
+        cache = getattr(output, name, None)
+        if cache is not None:
+            return cache
+    return None
 
 
 def is_offloading(cache: Cache) -> bool:

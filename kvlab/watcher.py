@@ -52,6 +52,7 @@ class Watch:
         self._paged_builder = None
         self._paged_refused: str | None = None
         self._last: int | None = None  # position of the cache the model used last
+        self._last_cache = None  # that cache: met again (every forward of a generate), nothing is new to learn
         self._forwards = 0  # forwards of the model inside the block
         self._uncached = 0  # of which called with use_cache=False
         self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
@@ -101,7 +102,7 @@ class Watch:
             self._see(cache)
         else:
             cache = _compat.forward_cache(kwargs)
-        if cache is not None and self._last is not None and self.caches[self._last] is cache:
+        if cache is not None and cache is self._last_cache:
             _settle(cache)
 
     def _built_paged(self, cache) -> None:
@@ -111,6 +112,8 @@ class Watch:
         self._list(cache)
 
     def _see(self, cache) -> None:
+        if cache is self._last_cache:
+            return
         if isinstance(cache, _compat.PagedAttentionCache):  # not a `Cache`: continuous batching's block pool
             if self._paged_refused is not None:
                 warnings.warn(f"kvlab.watch does not record this paged cache: {self._paged_refused}", stacklevel=2)
@@ -118,7 +121,7 @@ class Watch:
             elif self._paged_builder is not None:
                 if id(cache) not in self._index:
                     self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
-                self._last = self._index[id(cache)]
+                self._last, self._last_cache = self._index[id(cache)], cache
         elif isinstance(cache, _compat.Cache) and id(cache) not in self._unwatched:
             if not is_instrumented(cache):
                 try:
@@ -130,6 +133,7 @@ class Watch:
                 self._adopted.append((cache, release))
                 self._describe(cache)
             self._last = self._list(cache)
+            self._last_cache = cache
 
     def _list(self, cache) -> int:
         if id(cache) not in self._index:

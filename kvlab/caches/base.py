@@ -104,13 +104,11 @@ class InstrumentedCacheMixin(_CacheBase):
 
     # -- wrapped model-facing methods -------------------------------------------------------------------------
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        recorder, role = self.kvlab_recorder, self.kvlab_role
-        recorder.begin(role, layer_idx, "kv")
-        started = now()
+        recorder = self.kvlab_recorder
+        started = recorder.begin(self.kvlab_role, layer_idx, "kv")
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         seconds = now() - started
-        layer = self.layers[layer_idx]
-        if DYNAMIC_READERS.get(type(layer)) is read_dynamic:
+        if DYNAMIC_READERS.get(type(self.layers[layer_idx])) is read_dynamic:
             # the hot path, a plain dynamic layer: read with the step's others at its end (`Recorder.defer`)
             recorder.defer(self, layer_idx, seconds)
             return out
@@ -122,23 +120,20 @@ class InstrumentedCacheMixin(_CacheBase):
         return out
 
     def update_conv_state(self, conv_states, layer_idx: int, *args, **kwargs):
-        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "conv")
-        started = now()
+        started = self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "conv")
         out = super().update_conv_state(conv_states, layer_idx, *args, **kwargs)
         self._kvlab_record(layer_idx, "conv", 0, started)
         return out
 
     def update_recurrent_state(self, recurrent_states, layer_idx: int, *args, **kwargs):
-        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "recurrent")
-        started = now()
+        started = self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "recurrent")
         out = super().update_recurrent_state(recurrent_states, layer_idx, *args, **kwargs)
         self._kvlab_record(layer_idx, "recurrent", 0, started)
         return out
 
     def get_conv_state(self, layer_idx: int, *args, **kwargs):
         # Linear-attention models update their state in place while decoding: this read is the only per-step signal
-        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "read")
-        started = now()
+        started = self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "read")
         out = super().get_conv_state(layer_idx, *args, **kwargs)
         self._kvlab_record(layer_idx, "read", 0, started)
         return out

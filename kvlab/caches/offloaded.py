@@ -77,8 +77,7 @@ class OffloadingMixin(InstrumentedCacheMixin):
         self._kvlab_watched = len(self.layers)
 
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
-        self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
-        started = now()
+        started = self.kvlab_recorder.begin(self.kvlab_role, layer_idx, "kv")
         self._kvlab_watch_transfers()
         out = _compat.offloaded_update(self, key_states, value_states, layer_idx, *args, **kwargs)
         # key_states: (batch, kv_heads, new_tokens, head_dim)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from torch import Tensor
+
+from kvlab import _compat
 from kvlab.measure.timing import clock as now  # the per-update `seconds` and step starts of a trace
 from kvlab.recording.layer_state import LayerState, device_name, empty_state, read_layer
 from kvlab.recording.storage import Outside, kv_storage_bytes
@@ -34,20 +37,22 @@ class Recorder:
         self._pending: list[tuple] = []  # updates `defer` logs at the step's end
         self.trace.before_read = self.flush
 
-    def begin(self, role: str, layer_idx: int, op: str) -> None:
-        key = (role, layer_idx, op)
-        if key in self._seen:
+    def begin(self, role: str, layer_idx: int, op: str) -> float:
+        """Count a new step where (role, layer, op) comes again; return the clock, when the update starts."""
+        key, seen = (role, layer_idx, op), self._seen
+        if key in seen:
             if self._pending:  # the step's deferred updates, before anything of the next one
                 self.flush()
             if self._outside_readers:  # what the forward that ended changed beside the layers, at its own step
                 self.read_outside()
             self.step += 1
-            self._seen.clear()
-        if not self._seen:  # the first update of a forward: when the step started (`Trace.step_seconds`)
+            seen.clear()
+        if not seen:  # the first update of a forward: when the step started (`Trace.step_seconds`)
             starts = self.trace.meta.setdefault("step_started_s", [])
             if len(starts) <= self.step:
                 starts.extend([None] * (self.step - len(starts)) + [now()])
-        self._seen.add(key)
+        seen.add(key)
+        return now()
 
     def state(self, role: str, layer_idx: int) -> LayerState | None:
         if self._pending:
@@ -118,8 +123,11 @@ class Recorder:
         if self._outside and self._outside.get(key):  # the layer's bytes held beside `layers`, in its event
             shown = dataclasses.replace(state, bytes_held=state.bytes_held + self._outside[key])
         role, layer_idx = key
+        # The event keeps the state's values, not the `LayerState`: a tuple of plain values leaves the garbage
+        # collector's lists at its first collection, so a long trace adds nothing to what a full collection walks.
+        # Kept as objects, a 16 + 512 run's events set off a full collection of the process (0.25 s, issue 41).
         self.trace.record_update(
-            (self.step, layer_idx, role, op, int(tokens_added), evicted, seconds, total, shown, work, extra)
+            (self.step, layer_idx, role, op, int(tokens_added), evicted, seconds, total, shown.as_tuple(), work, extra)
         )
         if before is not None and state.quantized_tokens > before.quantized_tokens and before.residual_tokens > 0:
             self.trace.record(
@@ -216,19 +224,17 @@ def _dynamic_update(layer, layer_kind: str, before: LayerState | None, query_hea
     if not layer.is_initialized:
         return empty_state(layer_kind), (0, 0, 0, 0, *NO_PACKING)
     keys, values = layer.keys, layer.values
-    length = int(layer.get_seq_length())
     shape = keys.shape  # (batch, kv_heads, stored, head_dim)
-    stored = shape[-2] if len(shape) >= 3 else 0
-    state = LayerState(
-        layer_kind,
-        length,
-        stored,
-        stored,
-        0,
-        max(length - stored, 0),
-        kv_storage_bytes(keys, values),
-        device_name(keys.device),
-    )
+    if type(layer) is _compat.DynamicLayer and type(keys) is Tensor and type(values) is Tensor and len(shape) == 4:
+        # A plain layer's update replaced both by torch.cat's new tensors, each all of its own storage: their sizes
+        # are their storages' (`kv_storage_bytes`), and its length is what they hold (`get_seq_length`)
+        nbytes = keys.nbytes + values.nbytes
+        stored = length = shape[2] if nbytes else 0
+    else:
+        length = int(layer.get_seq_length())
+        stored = shape[-2] if len(shape) >= 3 else 0
+        nbytes = kv_storage_bytes(keys, values)
+    state = LayerState(layer_kind, length, stored, stored, 0, max(length - stored, 0), nbytes, device_name(keys.device))
     seen_before, kept_before = (before.logical_length or 0, before.slots_allocated or 0) if before else (0, 0)
     queries = length - seen_before  # a dynamic layer always counts its tokens
     if not stored:  # nothing stored, no keys read: `attention_counts` of no 4-D keys

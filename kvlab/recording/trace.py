@@ -103,7 +103,7 @@ class LayerTable(list):
 
 
 def update_event(values: tuple) -> dict:
-    """The dict of one "update" event from the tuple `Recorder.record_state` kept: its `LayerState` (a snapshot),
+    """The dict of one "update" event from the tuple `Recorder.record_state` kept: its `LayerState`'s values,
     `work` (a tuple in `WORK_FIELDS` order, or a dict) and `extra` (a cache's own fields, or None)."""
     step, layer_idx, role, op, tokens_added, evicted_now, seconds, cache_bytes, state, work, extra = values
     event = {
@@ -117,7 +117,7 @@ def update_event(values: tuple) -> dict:
         "seconds": seconds,
         "cache_bytes": cache_bytes,
     }
-    event.update(zip(STATE_FIELDS, state.as_tuple()))
+    event.update(zip(STATE_FIELDS, state))
     event.update(zip(WORK_FIELDS, work) if isinstance(work, tuple) else work)
     if extra:
         event.update(extra)

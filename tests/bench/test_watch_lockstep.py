@@ -3,23 +3,16 @@ ratio of the two sides' whole runs (never a timing assert: only that the figures
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "watch_lockstep.py"
+from .conftest import BENCH_SCRIPTS, bench_script
 
 
 @pytest.fixture(scope="module")
 def watch_lockstep():
-    spec = importlib.util.spec_from_file_location("watch_lockstep", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["watch_lockstep"] = module  # the spawned sides import it by this name
-    spec.loader.exec_module(module)
-    yield module
+    yield bench_script("watch_lockstep")  # registered: the spawned sides import it by this name
     sys.modules.pop("watch_lockstep", None)
 
 
@@ -59,7 +52,7 @@ def test_the_parts_of_a_run_are_its_slices_summed_setup_prefill_decode_end(watch
 def test_against_an_earlier_checkout_both_sides_are_watched_and_each_imports_its_own_kvlab(
     watch_lockstep, tiny_llama_dir
 ):
-    here = str(SCRIPT.parents[1])  # this checkout stands in for the earlier one
+    here = str(BENCH_SCRIPTS.parent)  # this checkout stands in for the earlier one
     sides = (("before", True, here), ("after", True, None))
     row = watch_lockstep.lockstep(str(tiny_llama_dir), 8, 4, pairs=3, sides=sides)
     assert row["same_tokens"] is True and set(row["seconds"]) == {"before", "after"}
