@@ -229,7 +229,8 @@ def _dynamic_update(layer, layer_kind: str, before: LayerState | None, query_hea
         # A plain layer's update replaced both by torch.cat's new tensors, each all of its own storage: their sizes
         # are their storages' (`kv_storage_bytes`), and its length is what they hold (`get_seq_length`)
         nbytes = keys.nbytes + values.nbytes
-        stored = length = shape[2] if nbytes else 0
+        stored = shape[2]
+        length = stored if nbytes else 0  # `get_seq_length` counts no tokens in empty tensors
     else:
         length = int(layer.get_seq_length())
         stored = shape[-2] if len(shape) >= 3 else 0
