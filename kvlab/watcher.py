@@ -51,8 +51,7 @@ class Watch:
         self._handles: list = []
         self._paged_builder = None
         self._paged_refused: str | None = None
-        self._last: int | None = None  # position of the cache the model used last
-        self._last_cache = None  # that cache: met again (every forward of a generate), nothing is new to learn
+        self._last_cache = None  # the cache the model used last: met again (every forward of a generate), nothing new
         self._forwards = 0  # forwards of the model inside the block
         self._uncached = 0  # of which called with use_cache=False
         self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
@@ -121,7 +120,7 @@ class Watch:
             elif self._paged_builder is not None:
                 if id(cache) not in self._index:
                     self._built_paged(adopt_paged(cache))  # a persistent manager's cache, first met filled
-                self._last, self._last_cache = self._index[id(cache)], cache
+                self._last_cache = cache
         elif isinstance(cache, _compat.Cache) and id(cache) not in self._unwatched:
             if not is_instrumented(cache):
                 try:
@@ -132,7 +131,7 @@ class Watch:
                     return
                 self._adopted.append((cache, release))
                 self._describe(cache)
-            self._last = self._list(cache)
+            self._list(cache)
             self._last_cache = cache
 
     def _list(self, cache) -> int:
@@ -190,9 +189,9 @@ class Watch:
     @property
     def trace(self) -> Trace:
         """The trace of the cache the model used last (`traces` has one per cache)."""
-        if self._last is None:
+        if self._last_cache is None:
             raise NoCacheSeenError(self._no_cache_line() if self._forwards else _(NOTHING_RAN))
-        return self.traces[self._last]
+        return self.traces[self._index[id(self._last_cache)]]
 
     def __repr__(self) -> str:
         state = "watching" if self._handles else "closed"

@@ -3,7 +3,6 @@ whole count under valgrind takes minutes a side, so it runs by hand, not here.""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "watch_instructions.py"
-spec = importlib.util.spec_from_file_location("watch_instructions", SCRIPT)
-assert spec is not None and spec.loader is not None
-watch_instructions = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(watch_instructions)
+from .conftest import bench_script
+
+watch_instructions = bench_script("watch_instructions")
 
 
 def _cachegrind(tmp_path: Path, name: str, code: str) -> Path:

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "whole_run.py"
-spec = importlib.util.spec_from_file_location("whole_run", SCRIPT)
-assert spec is not None and spec.loader is not None
-whole_run = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("whole_run", whole_run)
-spec.loader.exec_module(whole_run)
+from .conftest import bench_script
+
+whole_run = bench_script("whole_run")  # registered: the scripts beside it import it by this name
 
 
 def test_a_length_is_prompt_plus_new_tokens_and_anything_else_names_the_form():

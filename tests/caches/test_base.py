@@ -9,6 +9,8 @@ the bytes from before; copy.deepcopy of an offloaded cache failed ("cannot pickl
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from transformers import DynamicCache
 import kvlab
 from kvlab import _compat
 from kvlab.caches import CacheCropError, InstrumentedDynamicCache
-from kvlab.caches.base import InstrumentedCacheMixin, bound_argument
+from kvlab.caches.base import InstrumentedCacheMixin, bound_argument, transformers_method
 from kvlab.models.tiny import tiny_config
 
 from .variants import variants
@@ -153,6 +155,38 @@ def test_the_mixin_must_come_before_a_transformers_cache():
 
     with pytest.raises(TypeError, match="NotACache: InstrumentedCacheMixin must come before a transformers Cache"):
         NotACache()._kvlab_setup()
+
+
+@pytest.mark.parametrize("variant", variants())
+def test_update_calls_the_method_super_would_find_and_the_cache_frees_itself(tiny, prompt_ids, variant):
+    model = tiny("tiny-llama")
+    cache = prefilled(model, variant.kind, variant.options, prompt_ids(4))
+    assert cache._kvlab_update is super(InstrumentedCacheMixin, cache).update.__func__
+    assert cache.trace.updates  # read: nothing deferred holds the cache any more
+    # no reference cycle through the cache: freed when its last name goes, without the garbage collector
+    gone = weakref.ref(cache)
+    gc.disable()
+    try:
+        del cache
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_a_strategy_between_the_mixin_and_transformers_gets_its_own_update_called():
+    class Doubling(DynamicCache):  # as transformers' docs build a cache of one's own: a subclass overriding update
+        def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+            return super().update(2 * key_states, 2 * value_states, layer_idx, *args, **kwargs)
+
+    class Watched(InstrumentedCacheMixin, Doubling):
+        def __init__(self):
+            super().__init__()
+            self._kvlab_setup()
+
+    cache = Watched()
+    keys, _ = cache.update(kv(3), kv(3), 0)
+    assert transformers_method(Watched, "update") is Doubling.update
+    assert torch.equal(keys, 2 * kv(3)) and cache.trace.updates[0]["logical_length"] == 3
 
 
 def test_bound_argument_reads_a_constructor_argument_however_it_was_passed():
