@@ -134,12 +134,12 @@ class Watch:
             self._list(cache)
             self._last_cache = cache
 
-    def _list(self, cache) -> int:
+    def _list(self, cache) -> None:
+        """Add `cache` and its trace to `caches` and `traces`, once (`_index` keeps its position)."""
         if id(cache) not in self._index:
             self._index[id(cache)] = len(self.caches)
             self.caches.append(cache)
             self.traces.append(cache.trace)
-        return self._index[id(cache)]
 
     def _copied(self, original, copy) -> None:
         """Called by a watched cache's `__deepcopy__`: the copy is watched too, its trace starts as a copy."""

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 else:
     _CacheBase = object
 
-__all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache", "transformers_method"]
+__all__ = ["CacheCropError", "InstrumentedCacheMixin", "bound_argument", "deepcopy_cache"]
 
 
 def bound_argument(cls, name: str, args: tuple, kwargs: dict):
@@ -74,7 +74,6 @@ class InstrumentedCacheMixin(_CacheBase):
                 f"{type(self).__name__}: InstrumentedCacheMixin must come before a transformers Cache class"
             )
         self.kvlab_recorder = recorder if recorder is not None else Recorder(trace)
-        self._kvlab_update = transformers_method(type(self), "update")
         self.kvlab_role = role
         facts = model_facts(config) if config is not None else None
         self._kvlab_layer_kinds = list(facts.layer_kinds) if facts else []
@@ -107,9 +106,7 @@ class InstrumentedCacheMixin(_CacheBase):
     def update(self, key_states, value_states, layer_idx: int, *args, **kwargs):
         recorder = self.kvlab_recorder
         started = recorder.begin(self.kvlab_role, layer_idx, "kv")
-        # transformers' update, the one `super().update` finds: found once per cache, as `super()` walks the class
-        # hierarchy on each call, cold after a decoder layer (about 4 us a call, a third of what watching adds)
-        out = self._kvlab_update(self, key_states, value_states, layer_idx, *args, **kwargs)
+        out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         seconds = now() - started
         if DYNAMIC_READERS.get(type(self.layers[layer_idx])) is read_dynamic:
             # the hot path, a plain dynamic layer: read with the step's others at its end (`Recorder.defer`)
@@ -225,14 +222,6 @@ class BuiltFromConfig(InstrumentedCacheMixin):
         super().__init__(*args, **kwargs)
         config = bound_argument(self._kvlab_transformers_class, "config", args, kwargs)
         self._kvlab_setup(config=config, trace=trace, recorder=recorder, role=role)
-
-
-def transformers_method(cls: type, name: str):
-    """The function `super(InstrumentedCacheMixin, self).<name>` calls for an instance of `cls`: the first `name`
-    defined after the mixin in `cls`'s method resolution order. A plain function, to be called with the cache (kept
-    bound, it would tie the cache to itself, and only the garbage collector would free its tensors)."""
-    after = cls.__mro__[cls.__mro__.index(InstrumentedCacheMixin) + 1 :]
-    return next(owner.__dict__[name] for owner in after if name in owner.__dict__)
 
 
 def deepcopy_cache(cache: _CacheBase, memo: dict):
