@@ -19,6 +19,7 @@ from matplotlib.ticker import Formatter, ScalarFormatter
 from matplotlib.transforms import ScaledTranslation
 
 from kvlab.i18n import marks, number
+from kvlab.plots.palette import series
 
 # The gid of a text that shows the model's data (a token, generated text), not a label: it stays in the language the
 # model read, and `tools.figure_check.visible_texts` lists it apart, so no language check reads it as a label.
@@ -107,6 +108,23 @@ def legend_below(ax, handles, gap: float = 0.0, **kwargs):
         ncol -= 1
     rows = -(-len(handles) // ncol)
     return legend(-(-len(handles) // rows))  # as few columns as take those rows: 4 entries in 2 by 2, not 3 + 1
+
+
+def dodged(groups: int, index: int, at) -> tuple[np.ndarray, float]:
+    """Where the `index`-th of `groups` bars side by side at each position of `at` goes, and its width: the groups
+    share 0.8 of the unit between positions."""
+    width = 0.8 / max(groups, 1)
+    return np.asarray(at, dtype=float) + (index - (groups - 1) / 2) * width, width
+
+
+def grouped_bars(ax, groups: dict, shown=number, colour=series) -> None:
+    """A bar per value of each of `groups` ({label: values}, at 0, 1, 2...), side by side (`dodged`), the `index`-th
+    group in `colour(index)`, each bar labelled with `shown(value)`: a prefill of 19 beside one of 170 is read, not
+    guessed."""
+    for index, (label, values) in enumerate(groups.items()):
+        x, width = dodged(len(groups), index, range(len(values)))
+        bars = ax.bar(x, values, width, label=label, color=colour(index))
+        ax.bar_label(bars, labels=[shown(value) for value in values], fontsize=7)
 
 
 def finish(fig: Figure, panels, title: str | None = None) -> Figure:
@@ -231,11 +249,16 @@ def _added_height(fig: Figure, texts: list[tuple[Text, object]], originals: list
     return max(panels, default=0.0) + sum(gains.get(id(text), 0.0) for text in fig.texts)
 
 
-def tight_layout_fitted(fig: Figure, rect: tuple[float, float, float, float] = (0, 0, 1, 1), grow: bool = False):
+def tight_layout_fitted(
+    fig: Figure, rect: tuple[float, float, float, float] = (0, 0, 1, 1), grow: bool = False, title: str | None = None
+):
     """`fig.tight_layout(rect=rect)`, with every title and axis label that would not fit (`_fitted_texts`) broken
     into lines: tight_layout cannot shrink a text, so a Portuguese title runs into the next panel's. A layout
     where every text fits is the plain tight_layout's. With `grow` (one row of panels), the figure grows by the
-    new lines' height, so its panels keep their height; the strips `rect` leaves free keep theirs in inches."""
+    new lines' height, so its panels keep their height; the strips `rect` leaves free keep theirs in inches.
+    A `title` becomes the figure's suptitle first. Returns `fig`."""
+    if title:
+        fig.suptitle(title)
     fig.tight_layout(rect=rect)
     texts = _fitted_texts(fig)
     if all(_fits(text, room()) for text, room in texts):

@@ -46,5 +46,4 @@ def plot_beside_live(rows, title: str = "") -> Figure:
     ]
     tight_layout_fitted(fig, grow=True)  # a title longer than the axes: wrapped
     legend_below(ax, handles, fontsize="small", frameon=False)  # under the kinds' names: it covers no bar
-    tight_layout_fitted(fig, grow=True)  # room for the legend
-    return fig
+    return tight_layout_fitted(fig, grow=True)  # room for the legend

@@ -50,7 +50,4 @@ def plot_cache_choice(
     )
     shown_kind = cache_kind_label(cache_kind)
     keys_ax.set_title(signatures_title.format(cache_kind=shown_kind, distinct=distinct, total=total), fontsize=10)
-    if title:
-        fig.suptitle(title)
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return tight_layout_fitted(fig, grow=True, title=title)

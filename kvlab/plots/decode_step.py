@@ -32,7 +32,4 @@ def plot_decode_steps(steps: dict, title: str | None = None) -> Figure:
         a.set_xticks(list(x), labels, rotation=15, fontsize=8)
         a.set_ylim(0, a.get_ylim()[1] * 1.1)  # room for the labels above the tallest bar
         a.grid(alpha=0.3, axis="y")
-    if title:
-        fig.suptitle(title)
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return tight_layout_fitted(fig, grow=True, title=title)

@@ -44,13 +44,12 @@ def plot_forward_shapes(logs: dict, title: str = N_("Forward inputs per call")) 
         ax.set_xlabel(_("forward call (0 = prefill)"))
         ax.set_ylim(0, 1.1 * max((max(line.get_ydata()) for line in ax.lines), default=1))
     axes[0][0].set_ylabel(_("sequence length of the input"))
-    fig.suptitle(_(title))
     columns = min(len(names), 2 * len(logs))  # two legend entries fit under each 5-inch panel
     rows = -(-len(names) // columns) if names else 0
     entries = [handles[n] for n in names]
     fig.legend(entries, names, loc="lower center", ncol=max(columns, 1), fontsize="small", frameon=False)
-    tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True)  # the bottom strip holds the legend, 7 % a row
-    return fig
+    # the bottom strip holds the legend, 7 % a row
+    return tight_layout_fitted(fig, rect=(0, 0.07 * rows, 1, 1), grow=True, title=_(title))
 
 
 def _lengths(log, name: str) -> tuple[list[int], list[int]]:

@@ -67,5 +67,4 @@ def frontier(rows: list[dict], title: str = "", published: list[dict] | None = P
         ),
         fontsize=10,
     )
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return tight_layout_fitted(fig, grow=True)

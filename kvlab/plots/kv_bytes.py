@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import dodged, legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import series as series_color
 from kvlab.units import binary_unit
 
@@ -28,15 +28,14 @@ def plot_bytes(
     largest = max((b for per_label in values.values() for b in per_label.values()), default=1)
     unit, scale = binary_unit(largest)
     fig, ax = subplots(figsize=(9, bar_inches * len(labels) * max(len(series), 1) + 1.5))
-    height = 0.8 / max(len(series), 1)
     y = np.arange(len(labels))
     for i, name in enumerate(series):
         sizes = [values[label].get(name, 0) / scale for label in labels]
         hatches = ["//" if (label, name) in marked else "" for label in labels]
+        at, height = dodged(len(series), i, y)
         bars = ax.barh(
-            y + (i - (len(series) - 1) / 2) * height, sizes, height, label=name, color=series_color(i),
-            hatch=hatches, edgecolor="black", linewidth=0,
-        )  # fmt: skip
+            at, sizes, height, label=name, color=series_color(i), hatch=hatches, edgecolor="black", linewidth=0
+        )
         shown = [f"{number(s, 2, grouping=False)} {unit}" if s else "" for s in sizes]
         ax.bar_label(bars, labels=shown, fontsize="x-small", padding=2)
     ax.set_yticks(y, labels)
@@ -51,5 +50,4 @@ def plot_bytes(
     if len(names) > 1:
         legend_beside(ax, handles, names, fontsize="small")
     ax.set_title(_(title))
-    tight_layout_fitted(fig, grow=True)  # a title wider than the panel (a Portuguese one) wraps
-    return fig
+    return tight_layout_fitted(fig, grow=True)  # a title wider than the panel (a Portuguese one) wraps

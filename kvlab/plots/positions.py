@@ -101,6 +101,4 @@ def plot_holdings(stages: dict[str, dict], title: str = N_("What each layer kind
             ax.set_xticks(x, list(stages), rotation=15, ha="right", fontsize="small")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-    fig.suptitle(_(title))
-    tight_layout_fitted(fig)
-    return fig
+    return tight_layout_fitted(fig, title=_(title))

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 from matplotlib.figure import Figure
 
-from kvlab.i18n import _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.i18n import _
+from kvlab.plots._figure import dodged, grouped_bars, legend_beside, subplots
 from kvlab.plots.palette import series as series_color
 from kvlab.plots.verdicts import add_verdicts
 
@@ -26,12 +25,9 @@ def plot_prefill_bars(
     `verdicts`, the timing verdicts printed beside the figure, one per request, go in a box under it, each after
     its request's name ("turn 2: reused is 3.90x faster than fresh (3.10-4.20)")."""
     fig, (tokens_ax, time_ax) = subplots(1, 2, figsize=(11, 3.6))
-    width = 0.8 / max(len(series), 1)
+    grouped_bars(tokens_ax, {label: [tokens for tokens, _seconds in requests] for label, requests in series.items()})
     for i, (label, requests) in enumerate(series.items()):
-        x = np.arange(len(requests)) + (i - (len(series) - 1) / 2) * width
-        tokens = [tokens for tokens, _seconds in requests]
-        bars = tokens_ax.bar(x, tokens, width, label=label, color=series_color(i))
-        tokens_ax.bar_label(bars, labels=[number(count) for count in tokens], fontsize=7)  # 1.024 in pt-BR
+        x, width = dodged(len(series), i, range(len(requests)))
         medians, errors = milliseconds([seconds for _tokens, seconds in requests])
         capsize = 3 if errors is not None else 0
         time_ax.bar(x, medians, width, label=label, color=series_color(i), yerr=errors, capsize=capsize)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from kvlab.i18n import N_, _, number
 from kvlab.measure.prefix import tokens_fed_after_copy
-from kvlab.plots._figure import DATA_TEXT, legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import DATA_TEXT, grouped_bars, legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import CACHED, CROPPED, FREE
 from kvlab.plots.palette import series as series_color
 from kvlab.units import binary_unit
@@ -55,8 +54,7 @@ def plot_token_prefix(check, around: int = 6, title: str | None = None) -> Figur
     ax.set_title(title or verdict, fontsize=10)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    tight_layout_fitted(fig, grow=True)  # a few boxes make a narrow figure: its long x label and title wrap
-    return fig
+    return tight_layout_fitted(fig, grow=True)  # a few boxes make a narrow figure: its long x label and title wrap
 
 
 def _show(token: str) -> str:
@@ -75,24 +73,13 @@ def plot_prefix_copies(
     copies: dict[str, list] = {}
     for trace in traces:
         if trace.meta.get("copied_from") is not None:
-            copies.setdefault(trace.meta.get("cache_class", "cache"), []).append(trace)
+            copies.setdefault(_("{name} copy").format(name=trace.meta.get("cache_class", "cache")), []).append(trace)
     fig, (tokens_ax, bytes_ax) = subplots(1, 2, figsize=(11, 3.6))
-    series = {_("no reuse"): list(prompt_tokens)}
-    series.update(
-        {_("{name} copy").format(name=name): [tokens_fed_after_copy(t) for t in g] for name, g in copies.items()}
-    )
-    width = 0.8 / len(series)
-    for i, (label, values) in enumerate(series.items()):
-        x = np.arange(len(values)) + (i - (len(series) - 1) / 2) * width
-        bars = tokens_ax.bar(x, values, width, label=label, color=series_color(i))
-        tokens_ax.bar_label(bars, labels=[number(value) for value in values], fontsize=7)
-    width = 0.8 / max(len(copies), 1)
+    fed = {name: [tokens_fed_after_copy(t) for t in group] for name, group in copies.items()}
+    grouped_bars(tokens_ax, {_("no reuse"): list(prompt_tokens), **fed})
     unit, scale = binary_unit(max((t.summary()["peak_bytes"] for g in copies.values() for t in g), default=0))
-    for i, (name, group) in enumerate(copies.items()):
-        x = np.arange(len(group)) + (i - (len(copies) - 1) / 2) * width
-        peaks = [t.summary()["peak_bytes"] / scale for t in group]
-        held = bytes_ax.bar(x, peaks, width, label=_("{name} copy").format(name=name), color=series_color(i + 1))
-        bytes_ax.bar_label(held, labels=[number(peak, 2) for peak in peaks], fontsize=7)
+    peaks = {name: [t.summary()["peak_bytes"] / scale for t in group] for name, group in copies.items()}
+    grouped_bars(bytes_ax, peaks, shown=lambda peak: number(peak, 2), colour=lambda i: series_color(i + 1))
     questions = [_("question {number}").format(number=i + 1) for i in range(len(prompt_tokens))]
     for ax, ylabel, heading in (
         (tokens_ax, _("tokens prefilled for the answer"), _("Prefill: no reuse vs a copy of the prefix")),
@@ -104,6 +91,4 @@ def plot_prefix_copies(
         ax.margins(y=0.12)
         if ax.get_legend_handles_labels()[0]:  # its own bars only; a class keeps its colour in both
             legend_beside(ax, fontsize="small", frameon=False)
-    fig.suptitle(_(title))
-    tight_layout_fitted(fig)
-    return fig
+    return tight_layout_fitted(fig, title=_(title))

@@ -113,9 +113,9 @@ def plot_quality_vs_memory(rows: list[dict], title: str | None = None) -> Figure
         ax.set_xlim(min(xs) - 0.05 * width, max(xs) + 0.18 * width)
     for a in (ax, strip):
         a.grid(alpha=0.3)
-    fig.suptitle(title or _("Measured here: quality against the memory of the same run"))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return tight_layout_fitted(
+        fig, grow=True, title=title or _("Measured here: quality against the memory of the same run")
+    )
 
 
 def references_markdown(references=PUBLISHED) -> str:

@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 
 from kvlab.i18n import _, number
 from kvlab.measure.residency import device_bytes_by_step
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.plots._figure import dodged, legend_beside, subplots
 from kvlab.plots.palette import series
 from kvlab.recording.trace import Trace
 from kvlab.units import binary_unit
@@ -23,18 +23,17 @@ def plot_device_bytes(traces: Trace | dict[str, Trace], title: str | None = None
     fig, ax = subplots(figsize=(10, 4))
     peaks = [max(r["device_peak_bytes"], r["cache_bytes_at_peak"]) for rows in by_label.values() for r in rows]
     unit, scale = binary_unit(max(peaks, default=0))  # KiB for a tiny model, MiB or GiB for a real one
-    width = 0.8 / max(len(named), 1)
     top = 0.0
     for n, (label, rows) in enumerate(by_label.items()):
         colour = series(n)
-        xs = [r["step"] + (n - (len(named) - 1) / 2) * width for r in rows]
+        xs, width = dodged(len(named), n, [r["step"] for r in rows])
         sliding_bytes = [r.get("device_bytes_by_layer_kind", {}).get("sliding", 0) for r in rows]
         other = [(r["device_peak_bytes"] - b) / scale for r, b in zip(rows, sliding_bytes)]
         sliding = [b / scale for b in sliding_bytes]
         ax.bar(xs, other, width=width, color=colour, alpha=0.8, label=label)
         ax.bar(xs, sliding, width=width, bottom=other, color=colour, alpha=0.35, hatch="//")
         whole = [r["cache_bytes_at_peak"] / scale for r in rows]
-        ax.hlines(whole, [x - width / 2 for x in xs], [x + width / 2 for x in xs], color="k", lw=2, zorder=3)
+        ax.hlines(whole, xs - width / 2, xs + width / 2, color="k", lw=2, zorder=3)
         top = max([top, *whole])
         for x, r in zip(xs, rows):
             share = 100 * r["device_peak_bytes"] / r["cache_bytes_at_peak"] if r["cache_bytes_at_peak"] else 0

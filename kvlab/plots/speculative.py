@@ -36,6 +36,4 @@ def plot_speculative_steps(result, title: str = N_("Speculative decoding: accept
         ax.set_xlabel(_("forward (1 = the prefill, not drawn)"))
         ax.set_xticks(x)
         legend_beside(ax, fontsize="small", frameon=False)
-    fig.suptitle(_(title))
-    tight_layout_fitted(fig, grow=True)
-    return fig
+    return tight_layout_fitted(fig, grow=True, title=_(title))

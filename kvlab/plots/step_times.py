@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from kvlab.i18n import _
 from kvlab.measure.step_times import flush_steps
-from kvlab.plots._figure import legend_beside, subplots, tight_layout_fitted
+from kvlab.plots._figure import dodged, legend_beside, subplots, tight_layout_fitted
 from kvlab.plots.palette import series
 from kvlab.plots.verdicts import add_verdicts
 
@@ -42,10 +42,9 @@ def plot_step_times(
     all_steps = sorted({s for result in times.values() for s in result.step_numbers})
     flushed_anywhere = sorted({s for trace in traces.values() for s in flush_steps(trace) if s in all_steps})
     drawn = [label for label in traces if any(_work(traces[label], field).get(s) for s in all_steps)]
-    width = 0.8 / max(len(drawn), 1)
     for i, label in enumerate(drawn):
         work = _work(traces[label], field)
-        xs = [s + (i - (len(drawn) - 1) / 2) * width for s in all_steps]
+        xs, width = dodged(len(drawn), i, all_steps)
         heights, color = [work.get(s) or 0 for s in all_steps], colors.get(label, series(len(times) + i))
         ax_work.bar(xs, heights, width=width, color=color, label=None if label in colors else label)
     for a in (ax, ax_work):
@@ -68,9 +67,7 @@ def plot_step_times(
     }
     ax_work.set_ylabel(names.get(field, field))
     ax_work.set_title(_("quantize work of that step (exact)"))
-    if title:
-        fig.suptitle(title)
-    tight_layout_fitted(fig, grow=True)  # a Portuguese label too long for its panel wraps
+    tight_layout_fitted(fig, grow=True, title=title)  # a Portuguese label too long for its panel wraps
     return add_verdicts(fig, verdicts)
 
 

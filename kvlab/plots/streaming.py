@@ -28,8 +28,7 @@ def loss_by_position(rows: list[dict], budget: int, width: int = BLOCK_TOKENS, t
     ax.set_title(title or _("loss along the text, per cache"), fontsize=10)
     ax.grid(alpha=0.3)
     legend_beside(ax, fontsize=8)
-    tight_layout_fitted(fig)
-    return fig
+    return tight_layout_fitted(fig)
 
 
 def guide_points(rows: list[dict]) -> list[dict]:
@@ -81,5 +80,4 @@ def strategy_frontier(strategies: list[dict], guide: list[dict], title: str = ""
     ax.set_title(title or _("quality and memory: strategies beside the guide's kinds"), fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3)
-    tight_layout_fitted(fig)
-    return fig
+    return tight_layout_fitted(fig)

@@ -3,14 +3,12 @@ conversation), and where a cache's ids and a new prompt's diverge."""
 
 from __future__ import annotations
 
-import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kvlab.i18n import N_, _, number
-from kvlab.plots._figure import legend_beside, subplots
+from kvlab.i18n import N_, _
+from kvlab.plots._figure import grouped_bars, legend_beside, subplots
 from kvlab.plots.palette import CACHED, CROPPED, FREE
-from kvlab.plots.palette import series as series_color
 
 
 def plot_id_alignment(cached_ids, prompt_ids, title: str = N_("Cached ids vs the new prompt")) -> Figure:
@@ -55,11 +53,7 @@ def plot_turn_prefills(series: dict[str, list[int]], title: str = N_("Tokens pre
     """One panel of grouped bars from `{label: tokens prefilled per turn}` (e.g. `kvlab.measure.chat.turn_prefills`),
     each bar labelled with its count; the legend sits right of the axes, where it covers no bar."""
     fig, ax = subplots(figsize=(8.5, 3.4))
-    width = 0.8 / max(len(series), 1)
-    for i, (label, counts) in enumerate(series.items()):
-        x = np.arange(len(counts)) + (i - (len(series) - 1) / 2) * width
-        bars = ax.bar(x, counts, width, label=label, color=series_color(i))
-        ax.bar_label(bars, labels=[number(count) for count in counts], fontsize=7)
+    grouped_bars(ax, series)
     turns = max((len(counts) for counts in series.values()), default=0)
     ax.set_xticks(range(turns), [_("turn {number}").format(number=i + 1) for i in range(turns)])
     ax.set_ylabel(_("tokens prefilled"))
