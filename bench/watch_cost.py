@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kvlab.bench.recording_cost import recording_lines
+from kvlab.bench.overhead import recording_lines
 from kvlab.measure.timing import Stopwatch, Timing, compare, interleaved
 
 # What a user without kvlab writes for `kvlab run --model smollm2 --cache dynamic --prompt hi --max-new-tokens 16`:

@@ -233,10 +233,8 @@ def run_bench(
                 reasons |= {c.label: f"{type(err).__name__}: {err}" for c in configs if c.compile}
             bar.update(1)
         ticker.start("memory bandwidth")
-        measured.bandwidth, measured.weights = (
-            roofline.measure_bandwidth(device=device.type),
-            roofline.weight_bytes(model),
-        )
+        measured.bandwidth = roofline.measure_bandwidth(device=device.type)
+        measured.weights = roofline.weight_bytes(model)
         bar.update(1)
     bar.close()
     return _result(assemble_rows(configs, reasons, measured, settings), measured, settings, device)
@@ -258,10 +256,7 @@ def _time_runs(model, tokenizer, timed, prompt, settings, reasons, ticker) -> di
 
 
 def _result(rows: list[dict], measured: Measured, settings: BenchSettings, device) -> dict:
-    plain, instrumented = (
-        _median_of(measured.runs, "dynamic (plain transformers)"),
-        _median_of(measured.runs, "dynamic"),
-    )
+    plain, instrumented = (_median_of(measured.runs, label) for label in ("dynamic (plain transformers)", "dynamic"))
     overhead = {
         "instrumented_decode_tokens_per_s": instrumented,
         "plain_decode_tokens_per_s": plain,

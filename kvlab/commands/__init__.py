@@ -40,6 +40,13 @@ def add_command(subparsers, name: str, summary: str, *examples: str) -> argparse
     )
 
 
+def add_model_options(parser, **model) -> None:
+    """`--model` (its `required` or `default` in `model`), `--dtype` and `--device` of `kvlab run` and `kvlab bench`."""
+    parser.add_argument("--model", help="smollm2, gemma3, or a local model directory", **model)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
+
+
 def add_output_options(parser, what: str = "the result") -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON object")
     parser.add_argument("--output", metavar="FILE", help="write what would be printed (JSON or report) to FILE")

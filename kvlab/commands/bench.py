@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kvlab.atomic import check_writable, open_atomic, write_text
 from kvlab.cache_kinds import BY_NAME, KINDS, is_strategy_spec
-from kvlab.commands import Output, UsageError, add_command, add_output_options
+from kvlab.commands import Output, UsageError, add_command, add_model_options, add_output_options
 from kvlab.commands.quantized_options import NAMES as QUANTIZED_NAMES
 from kvlab.commands.quantized_options import add_quantized_options, chosen_rows
 from kvlab.i18n import _
@@ -45,13 +45,11 @@ def add_parser(subparsers) -> None:
         "kvlab bench --model smollm2 --cache my_strategy.py:KeepEnds --only static",
         "kvlab bench --model smollm2 --only quantized --backend hqq --nbits 4 --q-group-size 32",
     )
-    p.add_argument("--model", default="smollm2", help="smollm2 or gemma3 (or a local model directory)")
+    add_model_options(p, default="smollm2")
     p.add_argument("--prompt-tokens", type=int, default=128, help="tokens of each prompt")
     p.add_argument("--new-tokens", type=int, default=32, help="tokens generated per run")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration, interleaved")
     p.add_argument("--quality-windows", type=int, default=2, help="pydoc text windows for perplexity and KL")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1... (default: cuda when available, else cpu)")
     p.add_argument(
         "--compile",
         action="store_true",

@@ -11,7 +11,7 @@ import sys
 
 # torch-free: the parser stays light
 from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, OPTION_NAMES, STATIC_KINDS
-from kvlab.commands import Output, UsageError, add_command, add_output_options, read_text_argument
+from kvlab.commands import Output, UsageError, add_command, add_model_options, add_output_options, read_text_argument
 from kvlab.commands.bench import cache_argument
 from kvlab.commands.quantized_options import add_quantized_options
 from kvlab.i18n import _
@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
         'kvlab run --model smollm2 --cache static --prompt "The KV cache" --max-new-tokens 16',
         'kvlab run --model gemma3 --cache quantized --backend hqq --nbits 4 --prompt "Hi" --max-new-tokens 8 --json',
     )
-    p.add_argument("--model", required=True, help="smollm2, gemma3, or a local model directory")
+    add_model_options(p, required=True)
     p.add_argument(  # a batch kind is accepted here so that the option check says where it runs instead
         "--cache",
         required=True,
@@ -44,7 +44,6 @@ def add_parser(subparsers) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--offload-only-non-sliding",
-        dest="offload_only_non_sliding",
         action="store_true",
         default=None,
         help="offloaded kinds: keep sliding layers resident",
@@ -61,7 +60,6 @@ def add_parser(subparsers) -> None:
     chat = p.add_mutually_exclusive_group()
     chat.add_argument(
         "--chat",
-        dest="chat",
         action="store_const",
         const="on",
         default="auto",
@@ -78,8 +76,6 @@ def add_parser(subparsers) -> None:
         "when the model's tokenizer has one)",
     )
     p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate (greedy; fewer if EOS comes)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="weights and cache dtype")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, mps... (default: cuda when available, else cpu)")
     add_output_options(p)
     p.add_argument("--trace", help="also save the full trace as JSON to this file")
     p.add_argument(

@@ -357,15 +357,11 @@ class Explorer:
             if table:
                 self.table.value = summary.to_html(self.summary_rows())
 
-    def _figure(self, run: Run | None):
-        from kvlab.explorer import figures  # matplotlib: imported by the warm-up, which `session` waited for
-
-        return figures.picture(run, self.session.comparison, self.last_crop)
-
     def _png(self, run: Run | None, **save) -> bytes:
-        from kvlab.plots._figure import png_bytes  # matplotlib, as `_figure`
+        from kvlab.explorer import figures  # matplotlib: imported by the warm-up, which `session` waited for
+        from kvlab.plots._figure import png_bytes
 
-        return png_bytes(self._figure(run), **save)
+        return png_bytes(figures.picture(run, self.session.comparison, self.last_crop), **save)
 
     def _finished_run(self) -> Run:
         run = self.session.current

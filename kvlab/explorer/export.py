@@ -70,8 +70,9 @@ def for_run(run: Run, what: str, extension: str, data: bytes) -> Export:
     return Export(f"kvlab_{what}_{name}.{extension}", data, MIME[extension])
 
 
-def saved_trace(run: Run) -> Trace:
-    """The run's trace with what the explorer knows besides it (label, prompt, text, token ids) in `meta`."""
+def trace_json(run: Run) -> bytes:
+    """The bytes `Trace.save` writes, so `Trace.load` (and Load trace) reads them back: the run's trace with what the
+    explorer knows besides it (label, prompt, text, token ids) in `meta`."""
     trace = run.snapshot()
     meta = trace.meta
     meta.setdefault("label", run.label)
@@ -79,12 +80,7 @@ def saved_trace(run: Run) -> Trace:
     if run.result is not None:
         meta.setdefault("text", run.result.text)
         meta.setdefault("generated_token_ids", list(run.result.generated_token_ids))
-    return trace
-
-
-def trace_json(run: Run) -> bytes:
-    """The bytes `Trace.save` writes, so `Trace.load` (and Load trace) reads them back."""
-    return json.dumps(saved_trace(run).to_dict(), indent=1, default=str).encode("utf-8")
+    return json.dumps(trace.to_dict(), indent=1, default=str).encode("utf-8")
 
 
 def table_csv(rows: list[dict]) -> bytes:

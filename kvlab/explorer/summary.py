@@ -19,23 +19,9 @@ from kvlab.recording.slots import waste_pct
 COLUMNS = tuple(
     (field, SUMMARY_WORDS[field].column)
     for field in (
-        "run",
-        "prompt_tokens",
-        "new_tokens",
-        "steps",
-        "peak_bytes",
-        "bytes_now",
-        "slots_allocated",
-        "slots_live",
-        "slots_masked",
-        "waste_pct",
-        "tokens_evicted",
-        "flushes",
-        "transfers",
-        "crops",
-        "ms_per_step",
-        "tokens_per_s",
-    )
+        "run prompt_tokens new_tokens steps peak_bytes bytes_now slots_allocated slots_live slots_masked waste_pct "
+        "tokens_evicted flushes transfers crops ms_per_step tokens_per_s"
+    ).split()
 )
 
 

@@ -3,7 +3,7 @@
 import pytest
 from transformers.cache_utils import DynamicLayer
 
-from kvlab.bench.recording_cost import cache_calls, recording_cost, recording_lines, strategy_recording_cost
+from kvlab.bench.overhead import cache_calls, recording_cost, recording_lines, strategy_recording_cost
 
 
 def test_the_replay_is_the_models_own_prefill_keys_and_values(tiny, prompt_ids):
