@@ -94,9 +94,13 @@ class Architecture:
         return f"{self.name} [{self.source}]: {len(self.layer_kinds)} layers: {layers}{extra}{heads}"
 
 
+def shipped(file: str) -> dict:
+    """The "models" of one of the JSON files kvlab ships (`kvlab/data/...`), read without torch."""
+    return json.loads(resources.files("kvlab").joinpath(file).read_text())["models"]
+
+
 def _facts() -> dict:
-    text = resources.files("kvlab").joinpath("data/architectures.json").read_text()
-    return json.loads(text)["models"]
+    return shipped("data/architectures.json")
 
 
 def known_architectures() -> list[str]:
@@ -106,14 +110,9 @@ def known_architectures() -> list[str]:
 def from_config(
     config, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
 ) -> Architecture:
-    """The architecture of a transformers config (or its `ModelFacts`); an encoder-only one is refused."""
-    return from_facts(model_facts(config), name, source, dtype, note)
-
-
-def from_facts(
-    facts: ModelFacts, name: str | None = None, source: str = "config", dtype: str | None = None, note: str = ""
-) -> Architecture:
-    """`from_config` for facts already read (a checked request's)."""
+    """The architecture of a transformers config, or of its `ModelFacts` already read (a checked request's); an
+    encoder-only one is refused."""
+    facts = model_facts(config)
     if (reason := facts.encoder_only) and not _caches_in_generate(facts):
         what = source if source != "config" else name or _("this config")
         raise NoKVCacheError(
@@ -164,7 +163,7 @@ def architecture(name: str) -> Architecture:
             )
         )
     entry = facts[name]
-    derived = _derived()[name]  # transformers' reading of entry["config"], stored by write_derived_facts
+    derived = shipped(DERIVED_FILE)[name]  # transformers' reading of entry["config"], stored by write_derived_facts
     from kvlab.size.meta import shipped_facts  # its module imports torch only inside its functions
 
     facts = ModelFacts(
@@ -190,10 +189,6 @@ DERIVED_FIELDS = (
 )
 # fmt: on
 DERIVED_FILE = "data/architectures_derived.json"
-
-
-def _derived() -> dict:
-    return json.loads(resources.files("kvlab").joinpath(DERIVED_FILE).read_text())["models"]
 
 
 def derived_facts(config) -> dict:

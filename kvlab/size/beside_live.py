@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from kvlab.model_facts import tokens_held
 from kvlab.names import dtype_name
+from kvlab.size.layers import bytes_by_kind
 from kvlab.size.meta import meta_cache_bytes
 
 
@@ -47,9 +48,7 @@ def beside_live(config, trace, *, prompt_tokens: int, sequence_tokens: int, dtyp
     the `trace` of the live generation that ended with `sequence_tokens` tokens, in the live model's `dtype`. Kinds
     holding no bytes on either side are left out; a kind only one side has shows 0 on the other."""
     meta = meta_cache_bytes(config, held_tokens(sequence_tokens), prefill=prompt_tokens, dtype=dtype_name(dtype))
-    meta_layers: dict[str, int] = {}
-    for layer in meta.per_layer:
-        meta_layers[layer.layer_kind] = meta_layers.get(layer.layer_kind, 0) + 1
+    meta_layers = bytes_by_kind((layer.layer_kind, 1) for layer in meta.per_layer)  # layers, not bytes
     live = live_by_kind(trace)
     rows = []
     for kind in dict.fromkeys([*meta.by_layer_kind, *live]):  # meta's order, then any kind only the trace has

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, STATIC_KINDS
 from kvlab.caches.options import check_options
 from kvlab.i18n import _
-from kvlab.names import DTYPE_BYTES
+from kvlab.names import dtype_bytes
 from kvlab.quantized_backends import BACKENDS_BY_NAME, DEFAULT_BACKEND
 from kvlab.recording.slots import masked_share
 from kvlab.size import layers as rules
@@ -57,12 +57,6 @@ class CacheSize:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "bytes_per_token": self.bytes_per_token, "waste_bytes": self.waste_bytes}
-
-
-def dtype_bytes(dtype: str) -> int:
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
-    return DTYPE_BYTES[dtype]
 
 
 def quantized_options(options: dict) -> dict:
@@ -163,9 +157,7 @@ def sized(
         for s in candidate_steps
     }
     final = sizes[last]
-    by_layer_kind: dict[str, int] = {}
-    for layer_kind, size in final:
-        by_layer_kind[layer_kind] = by_layer_kind.get(layer_kind, 0) + size.bytes
+    by_layer_kind = rules.bytes_by_kind((layer_kind, size.bytes) for layer_kind, size in final)
     self_layers = [size for layer_kind, size in final if layer_kind != "cross"]
     return CacheSize(
         cache_kind=cache_kind,

@@ -56,6 +56,14 @@ class LayerFacts:
         return cls(**rest, **growths, **shapes)
 
 
+def bytes_by_kind(pairs) -> dict[str, int]:
+    """{layer kind: bytes} summed over (layer kind, bytes) pairs, kinds in the order they first come."""
+    totals: dict[str, int] = {}
+    for kind, held in pairs:
+        totals[kind] = totals.get(kind, 0) + held
+    return totals
+
+
 @dataclass(frozen=True)
 class LayerSize:
     bytes: int

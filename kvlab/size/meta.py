@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import dataclass, field
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,10 +24,10 @@ from kvlab.atomic import write_text
 from kvlab.cache_kinds import KINDS, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, number
-from kvlab.names import DTYPE_BYTES, dtype_name
+from kvlab.names import DTYPE_BYTES, dtype_bytes, dtype_name
 from kvlab.paths import kvlab_home
 from kvlab.recording.layer_kinds import layer_kinds
-from kvlab.size.layers import Growth, LayerFacts
+from kvlab.size.layers import Growth, LayerFacts, bytes_by_kind
 
 META_KINDS = tuple(kind.name for kind in KINDS if kind.cache_class in ("DynamicCache", "StaticCache"))
 # A static cache this long allocates a sliding or chunked layer's whole window (no window in use is longer).
@@ -61,11 +60,14 @@ class MetaSize:
     run_dtype: str  # the dtype the meta run used (bytes are rescaled from it to `dtype`)
     per_layer: list[LayerBytes]  # after the last step, in update order (self layer i, then cross layer i)
     peak_bytes: int  # the most held after any single layer update, up to `tokens`
-    by_layer_kind: dict = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
         return sum(layer.bytes for layer in self.per_layer)
+
+    @property
+    def by_layer_kind(self) -> dict[str, int]:
+        return bytes_by_kind((layer.layer_kind, layer.bytes) for layer in self.per_layer)
 
 
 # -- counting what a layer keeps ----------------------------------------------------------------------------------
@@ -401,8 +403,7 @@ def meta_cache_bytes(
                 cache_kind=cache_kind, valid=", ".join(META_KINDS)
             )
         )
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
+    dtype_bytes(dtype)
     if not 1 <= prefill <= tokens or batch < 1:
         raise ValueError(
             _(
@@ -422,9 +423,6 @@ def meta_cache_bytes(
 
     layers, totals, final = run.attempt(dtype, work)
     per_layer = [LayerBytes(layer_name(layer), kind, held) for (layer, kind), held in zip(layers, final)]
-    by_layer_kind: dict[str, int] = {}
-    for layer in per_layer:
-        by_layer_kind[layer.layer_kind] = by_layer_kind.get(layer.layer_kind, 0) + layer.bytes
     return MetaSize(
         cache_kind=cache_kind,
         tokens=tokens,
@@ -434,7 +432,6 @@ def meta_cache_bytes(
         run_dtype=dtype_name(run.run_dtype),
         per_layer=per_layer,
         peak_bytes=max([sum(final), *totals]),
-        by_layer_kind=by_layer_kind,
     )
 
 
@@ -573,9 +570,10 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
 @functools.lru_cache(maxsize=1)
 def shipped_facts() -> dict[str, tuple[LayerFacts, ...]]:
     """The stored layer facts of every known architecture (written by `write_facts`), read without torch."""
-    data = json.loads(resources.files("kvlab").joinpath(META_FILE).read_text())
+    from kvlab.size.architecture import shipped
+
     out = {}
-    for name, entry in data["models"].items():
+    for name, entry in shipped(META_FILE).items():
         distinct = [LayerFacts.from_json(f) for f in entry["facts"]]
         out[name] = tuple(distinct[i] for i in entry["layers"])
     return out

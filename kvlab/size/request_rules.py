@@ -13,7 +13,7 @@ from kvlab.i18n import N_, _, cache_kind_label, number
 from kvlab.model_facts import ModelFacts
 from kvlab.names import DTYPE_BYTES, dtype_name
 from kvlab.request import Request
-from kvlab.size.architecture import Architecture, from_facts
+from kvlab.size.architecture import Architecture, from_config
 from kvlab.size.calculator import sized
 
 
@@ -52,61 +52,50 @@ def check_paths(paths) -> None:
             raise RequestError(_("{error}; nothing was run").format(error=err)) from None
 
 
-def _positions_needed(facts: ModelFacts, prompt_tokens: int, cached_tokens: int) -> list[tuple[str, int, int]]:
-    """(what, positions needed, limit) for each limit passed: the decoder's positions are the tokens the cache
-    holds (the last new token is never fed back), an encoder's the prompt's."""
-    over = []
-    if facts.is_encoder_decoder:
-        limit = facts.encoder_max_positions
-        if limit and prompt_tokens > limit:
-            over.append(("encoder", prompt_tokens, limit))
-    limit = facts.max_positions
-    if limit and cached_tokens > limit:
-        over.append(("decoder", cached_tokens, limit))
-    return over
-
-
 def check_positions(
     facts: ModelFacts, prompt_tokens: int | None, cached_tokens: int | None, allow: bool = False
 ) -> None:
     """A prompt plus new tokens past the model's positions is refused unless `allow`: transformers only warns and
-    generates on, with rotary models drifting and learned position tables failing."""
+    generates on, with rotary models drifting and learned position tables failing. The decoder's positions are the
+    tokens the cache holds (the last new token is never fed back), an encoder's the prompt's."""
     if allow or prompt_tokens is None or cached_tokens is None:
         return
-    allow = _(ALLOW_PAST_POSITIONS)
-    for what, needed, limit in _positions_needed(facts, prompt_tokens, cached_tokens):
-        if what == "encoder":
-            raise RequestError(
-                _(
-                    "the prompt ({prompt} tokens) is longer than this model's encoder positions ({limit}, "
-                    "max_position_embeddings); valid: a prompt of at most {limit} tokens, or {allow}"
-                ).format(prompt=number(prompt_tokens), limit=number(limit), allow=allow)
-            )
-        if facts.is_encoder_decoder:
-            raise RequestError(
-                _(
-                    "{needed} new tokens need {needed} decoder positions, past this model's {limit} "
-                    "(max_position_embeddings); valid: at most {limit} new tokens, or {allow}"
-                ).format(needed=number(needed), limit=number(limit), allow=allow)
-            )
-        valid = (
-            _("at most {n} new tokens with this prompt").format(n=number(limit - prompt_tokens + 1))
-            if prompt_tokens <= limit
-            else _("a prompt of at most {limit} tokens").format(limit=number(limit))
-        )
+    allow, limit = _(ALLOW_PAST_POSITIONS), facts.encoder_max_positions
+    if facts.is_encoder_decoder and limit and prompt_tokens > limit:
         raise RequestError(
             _(
-                "the prompt ({prompt} tokens) plus {new} new tokens need {needed} positions (the last new token is "
-                "not fed back), past this model's {limit} (max_position_embeddings); valid: {valid}, or {allow}"
-            ).format(
-                prompt=number(prompt_tokens),
-                new=number(needed - prompt_tokens + 1),
-                needed=number(needed),
-                limit=number(limit),
-                valid=valid,
-                allow=allow,
-            )
+                "the prompt ({prompt} tokens) is longer than this model's encoder positions ({limit}, "
+                "max_position_embeddings); valid: a prompt of at most {limit} tokens, or {allow}"
+            ).format(prompt=number(prompt_tokens), limit=number(limit), allow=allow)
         )
+    needed, limit = cached_tokens, facts.max_positions
+    if not limit or needed <= limit:
+        return
+    if facts.is_encoder_decoder:
+        raise RequestError(
+            _(
+                "{needed} new tokens need {needed} decoder positions, past this model's {limit} "
+                "(max_position_embeddings); valid: at most {limit} new tokens, or {allow}"
+            ).format(needed=number(needed), limit=number(limit), allow=allow)
+        )
+    valid = (
+        _("at most {n} new tokens with this prompt").format(n=number(limit - prompt_tokens + 1))
+        if prompt_tokens <= limit
+        else _("a prompt of at most {limit} tokens").format(limit=number(limit))
+    )
+    raise RequestError(
+        _(
+            "the prompt ({prompt} tokens) plus {new} new tokens need {needed} positions (the last new token is "
+            "not fed back), past this model's {limit} (max_position_embeddings); valid: {valid}, or {allow}"
+        ).format(
+            prompt=number(prompt_tokens),
+            new=number(needed - prompt_tokens + 1),
+            needed=number(needed),
+            limit=number(limit),
+            valid=valid,
+            allow=allow,
+        )
+    )
 
 
 # -- the memory rule's bytes ----------------------------------------------------------------------------------------
@@ -116,7 +105,7 @@ def check_positions(
 # static kind is sized at its `max_cache_len`. No torch: `kvlab run` predicts before loading.
 def _architecture(facts: ModelFacts) -> Architecture | None:
     try:
-        return from_facts(facts)
+        return from_config(facts)
     except ValueError:  # a layer kind or state the calculator does not model, or no decoder cache at all
         return None
 

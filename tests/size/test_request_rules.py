@@ -12,7 +12,7 @@ from kvlab.models.tiny import tiny_config
 from kvlab.request import Request
 from kvlab.size import cache_size, from_config
 from kvlab.size import request_rules as rules
-from kvlab.size.architecture import from_facts
+from kvlab.size.architecture import from_config
 
 MiB = 1 << 20
 # tiny-llama: 3 layers x K,V x 2 kv heads x 16 head_dim x 4 bytes = 768 B per token; 512 positions
@@ -75,7 +75,7 @@ def test_a_static_cache_bigger_than_memory_is_refused_with_its_bytes(one_mib):
 def test_a_refusal_reads_the_models_architecture_once(one_mib, monkeypatch):
     """The bytes needed and the most that fits are sized on one `Architecture` (its layers are read once)."""
     read = []
-    monkeypatch.setattr(rules, "from_facts", lambda facts: read.append(facts) or from_facts(facts))
+    monkeypatch.setattr(rules, "from_config", lambda facts: read.append(facts) or from_config(facts))
     with pytest.raises(rules.RequestError, match="at most 1,360 new tokens"):
         check(
             tiny_config("tiny-llama"), "dynamic", {}, prompt_tokens=6, max_new_tokens=2_000, allow_past_positions=True
