@@ -12,7 +12,6 @@ from kvlab.models.tiny import tiny_config
 from kvlab.request import Request
 from kvlab.size import cache_size, from_config
 from kvlab.size import request_rules as rules
-from kvlab.size.architecture import from_config
 
 MiB = 1 << 20
 # tiny-llama: 3 layers x K,V x 2 kv heads x 16 head_dim x 4 bytes = 768 B per token; 512 positions
