@@ -6,6 +6,8 @@ rules (`kvlab.caches.options`): so the request rules live here, below both.
 
 from __future__ import annotations
 
+import bisect
+
 from kvlab.atomic import AtomicWriteError, check_writable
 from kvlab.cache_kinds import BY_NAME, STATIC_KINDS
 from kvlab.errors import KvlabUserError
@@ -14,7 +16,7 @@ from kvlab.model_facts import ModelFacts
 from kvlab.names import DTYPE_BYTES, dtype_name
 from kvlab.request import Request
 from kvlab.size.architecture import Architecture, from_config
-from kvlab.size.calculator import sized
+from kvlab.size.calculator import cache_size
 
 
 class RequestError(KvlabUserError, ValueError):
@@ -118,7 +120,9 @@ def _peak(arch: Architecture, cache_kind: str, options: dict, prompt_tokens: int
         shape = {"prefill": 1, "source_tokens": prompt_tokens}
     else:
         shape = {"prefill": min(prompt_tokens, length)}
-    return sized(arch, cache_kind, length, batch=batch, dtype=dtype, options=options, **shape).peak_bytes
+    return cache_size(
+        arch, cache_kind, length, batch=batch, dtype=dtype, options_checked=True, **options, **shape
+    ).peak_bytes
 
 
 def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
@@ -167,20 +171,11 @@ def most_length(
     if arch is None:
         return 0
     low = 1 if arch.is_encoder_decoder else prompt_tokens
-    high = requested_length(cache_kind, options, cached_tokens)
-
-    def fits(length: int) -> bool:
-        return _peak(arch, cache_kind, options, prompt_tokens, length, batch, dtype) <= budget
-
-    if not fits(low):
-        return 0
-    while low < high:
-        middle = (low + high + 1) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    lengths = range(low, max(low, requested_length(cache_kind, options, cached_tokens)) + 1)
+    fitting = bisect.bisect_right(
+        lengths, budget, key=lambda length: _peak(arch, cache_kind, options, prompt_tokens, length, batch, dtype)
+    )
+    return lengths[fitting - 1] if fitting else 0
 
 
 def check_memory(request: Request) -> None:
