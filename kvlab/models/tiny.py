@@ -17,17 +17,18 @@ TINY_VOCAB = 128
 def _configs() -> dict:
     ids = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
     common = dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=4, **ids)
-    common |= dict(num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
+    common |= dict(num_key_value_heads=2)  # Jamba's; the attention models' add their head size and positions
+    attention = dict(head_dim=16, max_position_embeddings=512, **common)
     return {
         # llama-like: every layer full attention
-        "tiny-llama": transformers.LlamaConfig(num_hidden_layers=3, **common),
+        "tiny-llama": transformers.LlamaConfig(num_hidden_layers=3, **attention),
         # gemma3-like: sliding window 8, pattern 2 sliding : 1 full
         "tiny-gemma3": transformers.Gemma3TextConfig(
             num_hidden_layers=6,
             sliding_window=8,
             layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
             query_pre_attn_scalar=16,
-            **common,
+            **attention,
         ),
         # encoder-decoder
         "tiny-bart": transformers.BartConfig(
@@ -50,12 +51,7 @@ def _configs() -> dict:
         ),
         # hybrid: mamba layers with one attention layer
         "tiny-jamba": transformers.JambaConfig(
-            vocab_size=TINY_VOCAB,
-            hidden_size=64,
-            intermediate_size=128,
             num_hidden_layers=4,
-            num_attention_heads=4,
-            num_key_value_heads=2,
             attn_layer_period=2,
             attn_layer_offset=1,
             expert_layer_period=4,
@@ -64,7 +60,7 @@ def _configs() -> dict:
             mamba_d_state=8,
             mamba_expand=2,
             use_mamba_kernels=False,
-            **ids,
+            **common,
         ),
         # llama4-like: chunked attention (chunks of 8 tokens) in 3 layers of 4, the 4th full; dense MLPs, no experts
         "tiny-llama4": transformers.Llama4TextConfig(
@@ -74,7 +70,7 @@ def _configs() -> dict:
             intermediate_size_mlp=128,
             moe_layers=[],
             num_local_experts=2,
-            **common,
+            **attention,
         ),
     }
 
