@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -182,12 +182,9 @@ def architecture(name: str) -> Architecture:
     )
 
 
-# fmt: off
-DERIVED_FIELDS = (
-    "model_type", "layer_kinds", "kv_heads", "head_dim", "attention_heads", "sliding_window", "chunk_size",
-    "is_encoder_decoder", "linear_state",
-)
-# fmt: on
+# What transformers derives from a known architecture's config, stored: the facts `ModelFacts` compares, but the
+# positions, which `architecture` reads from the config's own key.
+DERIVED_FIELDS = tuple(f.name for f in fields(ModelFacts) if f.compare and f.name != "max_positions")
 DERIVED_FILE = "data/architectures_derived.json"
 
 

@@ -13,7 +13,7 @@ from kvlab.cache_kinds import BY_NAME, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import N_, _, cache_kind_label, number
 from kvlab.model_facts import ModelFacts
-from kvlab.names import DTYPE_BYTES, dtype_name
+from kvlab.names import dtype_name
 from kvlab.request import Request
 from kvlab.size.architecture import Architecture, from_config
 from kvlab.size.calculator import cache_size
@@ -145,7 +145,7 @@ def request_bytes(
 ) -> int | None:
     """The most bytes the request's cache holds at any point; None where the calculator cannot say (no `arch`:
     a layer kind or state it does not model; a prediction that cannot be made refuses nothing)."""
-    if arch is None or cache_kind == "none" or dtype not in DTYPE_BYTES:
+    if arch is None or cache_kind == "none":
         return None
     length = requested_length(cache_kind, options, cached_tokens)
     try:
