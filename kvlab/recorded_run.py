@@ -190,19 +190,22 @@ def run(
     first_new = 1 if model.config.is_encoder_decoder else input_ids.shape[-1]
     new_ids = output[0, first_new:].tolist()
     text = tokenizer.decode(new_ids, skip_special_tokens=True) if tokenizer is not None else ""
-    name = model_name(model)
     cache = strategy_name(cache)  # a strategy's class name ("KeepEnds"); a kind's name stays
+    prompt_tokens, dtype = int(input_ids.shape[-1]), dtype_name(model.dtype)
+    result = RunResult(
+        model_name(model), cache, given, dtype, prompt_tokens, new_ids, text, seconds, trace, cache_object
+    )
     trace.meta.update(
         {
-            "model": name,
+            "model": result.model,
             "cache_kind": cache,
             "options": given,
             "past_recording": past_recording,
-            "dtype": dtype_name(model.dtype),
-            "prompt_tokens": int(input_ids.shape[-1]),
+            "dtype": dtype,
+            "prompt_tokens": prompt_tokens,
             "new_tokens": len(new_ids),
             "seconds": seconds,
-            "tokens_per_s": len(new_ids) / seconds if seconds > 0 else 0.0,
+            "tokens_per_s": result.tokens_per_s,
             "layer_kinds": list(request.facts.layer_kinds),
         }
     )
@@ -211,6 +214,4 @@ def run(
         recorder.read_outside()  # what the last forward kept beside the layers
     if cache != "none" and not trace.events:
         _tell_no_cache(trace, model, len(new_ids))
-    return RunResult(
-        name, cache, given, trace.meta["dtype"], int(input_ids.shape[-1]), new_ids, text, seconds, trace, cache_object
-    )
+    return result
