@@ -109,7 +109,7 @@ def tiny_model(name: str, seed: int = 0, dtype: torch.dtype = torch.float32, dev
         torch.manual_seed(seed)
         model = auto.from_config(shrunk_config(name, repeats=2), dtype=dtype)
     if device is not None:
-        from kvlab.models.placement import parse_device
+        from kvlab.models import parse_device
 
         model.to(parse_device(device))  # the same weights on every device: they are drawn on the CPU
     return model.eval()
