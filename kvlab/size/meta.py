@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -108,19 +109,6 @@ def layer_name(layer) -> str:
 
 def _is_cache(value) -> bool:
     return isinstance(value, _compat.Cache)
-
-
-class _Scale:
-    """Bytes of a storage in the requested dtype: a storage of the run dtype is rescaled by element size."""
-
-    def __init__(self, run_dtype, dtype: str):
-        self.run_dtype = run_dtype
-        self.num, self.den = DTYPE_BYTES[dtype], DTYPE_BYTES[dtype_name(run_dtype)]
-
-    def layer_bytes(self, layer) -> int:
-        return sum(
-            n * self.num // self.den if d == self.run_dtype else n for n, d, _size in layer_storages(layer).values()
-        )
 
 
 # -- building and running on meta ---------------------------------------------------------------------------------
@@ -315,19 +303,24 @@ class _Run:
         batch: int,
         max_cache_len: int | None,
         *,
-        scale: _Scale | None,
+        dtype: str | None,
         source_tokens: int | None = None,
     ) -> tuple[list[tuple[object, str]], list[int], list[int]]:
         """Prefill, then `steps` one-token decode steps. Returns (layers, the cache's total after each layer update,
-        each layer's bytes at the end); with `scale=None` only the layers."""
+        each layer's bytes at the end in `dtype`: the run dtype's elements rescaled); with `dtype=None` only the
+        layers."""
         import torch
+
+        def scale(layer) -> int:
+            elements, other = _split(layer, self.run_dtype)
+            return elements * DTYPE_BYTES[dtype] + other
 
         source_tokens = source_tokens or prefill
         cache = self._cache(cache_kind, max_cache_len, source_tokens)
         layers = self.layers(cache) if cache is not None else []
-        held = [scale.layer_bytes(layer) if scale else 0 for layer, _kind in layers]  # a fresh layer may hold counters
+        held = [scale(layer) if dtype else 0 for layer, _kind in layers]  # a fresh layer may hold counters
         totals: list[int] = []
-        if scale is not None:
+        if dtype is not None:
             for index, (layer, _kind) in enumerate(layers):
                 if not isinstance(layer, WithOutside):
                     _watch_updates(layer, index, held, totals, scale)
@@ -352,11 +345,11 @@ class _Run:
                 output = self.model(**inputs)
                 cache = cache if cache is not None else _compat.output_cache(output)  # the model's own, once built
         layers = self.layers(cache)  # what it holds beside `layers` too, as it ends
-        final = [scale.layer_bytes(layer) for layer, _kind in layers] if scale is not None else []
+        final = [scale(layer) for layer, _kind in layers] if dtype is not None else []
         return layers, totals, final
 
 
-def _watch_updates(layer, index: int, held: list[int], totals: list[int], scale: _Scale) -> None:
+def _watch_updates(layer, index: int, held: list[int], totals: list[int], scale: Callable[[object], int]) -> None:
     """After each call of the layer's update methods (`update`, `update_conv_state`, ...), its bytes and the
     cache's total: instance attributes shadow the class's methods, for this meta cache only."""
     for name in dir(type(layer)):
@@ -365,10 +358,10 @@ def _watch_updates(layer, index: int, held: list[int], totals: list[int], scale:
             setattr(layer, name, _recording(method, layer, index, held, totals, scale))
 
 
-def _recording(method, layer, index: int, held: list[int], totals: list[int], scale: _Scale):
+def _recording(method, layer, index: int, held: list[int], totals: list[int], scale: Callable[[object], int]):
     def wrapped(*args, **kwargs):
         result = method(*args, **kwargs)
-        held[index] = scale.layer_bytes(layer)
+        held[index] = scale(layer)
         totals.append(sum(held))
         return result
 
@@ -418,8 +411,7 @@ def meta_cache_bytes(
     steps = tokens - prefill
 
     def work():
-        scale = _Scale(run.run_dtype, dtype)
-        return run.generate(cache_kind, prefill, steps, batch, max_cache_len, scale=scale, source_tokens=source_tokens)
+        return run.generate(cache_kind, prefill, steps, batch, max_cache_len, dtype=dtype, source_tokens=source_tokens)
 
     layers, totals, final = run.attempt(dtype, work)
     per_layer = [LayerBytes(layer_name(layer), kind, held) for (layer, kind), held in zip(layers, final)]
@@ -520,7 +512,7 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
     its window; what a static layer adds, its counter)."""
 
     def split(cache_kind, n, batch, length=None, source=None):
-        layers = run.generate(cache_kind, n, 0, batch, length, scale=None, source_tokens=source)[0]
+        layers = run.generate(cache_kind, n, 0, batch, length, dtype=None, source_tokens=source)[0]
         return [(layer_name(layer), kind, layer, *_split(layer, run.run_dtype)) for layer, kind in layers]
 
     one, two = split("dynamic", 1, 1), split("dynamic", 2, 2)
