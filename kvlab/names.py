@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from kvlab.i18n import _
-
 # Every dtype kvlab sizes, with the bytes of one element (float8: transformers' fp8 quantized cache, one byte).
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8": 1}
 DTYPES = tuple(DTYPE_BYTES)
 # The dtypes kvlab loads a model in: float32, the reference for quality, and bfloat16, fast on AVX512-BF16 CPUs.
 LOAD_DTYPES = ("float32", "bfloat16")
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16"}
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes of one element of a dtype kvlab sizes; any other name is refused, naming the valid ones."""
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
-    return DTYPE_BYTES[dtype]
 
 
 def model_name(model) -> str:

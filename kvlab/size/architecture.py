@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field, fields
-from importlib import resources
 from pathlib import Path
 
 from kvlab.errors import KvlabUserError
@@ -94,12 +93,9 @@ class Architecture:
         return f"{self.name} [{self.source}]: {len(self.layer_kinds)} layers: {layers}{extra}{heads}"
 
 
-def shipped(file: str) -> dict:
-    """The "models" of one of the JSON files kvlab ships (`kvlab/data/...`), read without torch."""
-    return json.loads(resources.files("kvlab").joinpath(file).read_text())["models"]
-
-
 def _facts() -> dict:
+    from kvlab.size.meta import shipped  # its module imports torch only inside its functions
+
     return shipped("data/architectures.json")
 
 
@@ -163,8 +159,9 @@ def architecture(name: str) -> Architecture:
             )
         )
     entry = facts[name]
+    from kvlab.size.meta import shipped, shipped_facts
+
     derived = shipped(DERIVED_FILE)[name]  # transformers' reading of entry["config"], stored by write_derived_facts
-    from kvlab.size.meta import shipped_facts  # its module imports torch only inside its functions
 
     facts = ModelFacts(
         **{k: tuple(v) if isinstance(v, list) else v for k, v in derived.items()},

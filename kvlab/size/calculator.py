@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from kvlab.cache_kinds import BY_NAME, CACHE_KINDS, STATIC_KINDS
 from kvlab.caches.options import check_options
 from kvlab.i18n import _
-from kvlab.names import dtype_bytes
 from kvlab.quantized_backends import BACKENDS_BY_NAME, DEFAULT_BACKEND
 from kvlab.recording.slots import masked_share
 from kvlab.size import layers as rules
@@ -120,7 +119,7 @@ def cache_size(
         )
     if batch < 1:
         raise ValueError(_("batch must be at least 1; got {batch}").format(batch=batch))
-    elem = dtype_bytes(dtype)
+    elem = rules.dtype_bytes(dtype)
     source_tokens = tokens if source_tokens is None else source_tokens
     last = tokens - prefill
     steps = {0, min(1, last), last}

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from kvlab.i18n import _
+from kvlab.names import DTYPE_BYTES
 from kvlab.quantized_backends import BACKENDS_BY_NAME
 from kvlab.size.packing import packed_bytes
 
@@ -54,6 +56,13 @@ class LayerFacts:
         shapes = {k: tuple(data[k]) for k in ("key_shape", "value_shape") if data.get(k)}
         rest = {k: data[k] for k in ("kind", "window") if k in data}  # older files also name the layer classes
         return cls(**rest, **growths, **shapes)
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of a dtype kvlab sizes; any other name is refused, naming the valid ones."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(_("unknown dtype {dtype!r}; valid: {valid}").format(dtype=dtype, valid=", ".join(DTYPE_BYTES)))
+    return DTYPE_BYTES[dtype]
 
 
 def bytes_by_kind(pairs) -> dict[str, int]:

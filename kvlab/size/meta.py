@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,10 +26,10 @@ from kvlab.atomic import write_text
 from kvlab.cache_kinds import KINDS, STATIC_KINDS
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _, number
-from kvlab.names import DTYPE_BYTES, dtype_bytes, dtype_name
+from kvlab.names import DTYPE_BYTES, dtype_name
 from kvlab.paths import kvlab_home
 from kvlab.recording.layer_kinds import layer_kinds
-from kvlab.size.layers import Growth, LayerFacts, bytes_by_kind
+from kvlab.size.layers import Growth, LayerFacts, bytes_by_kind, dtype_bytes
 
 META_KINDS = tuple(kind.name for kind in KINDS if kind.cache_class in ("DynamicCache", "StaticCache"))
 # A static cache this long allocates a sliding or chunked layer's whole window (no window in use is longer).
@@ -559,11 +560,14 @@ def _measure(run: _Run) -> tuple[LayerFacts, ...]:
 
 
 # -- the facts of the known architectures, shipped -----------------------------------------------------------------
+def shipped(file: str) -> dict:
+    """The "models" of one of the JSON files kvlab ships (`kvlab/data/...`), read without torch."""
+    return json.loads(resources.files("kvlab").joinpath(file).read_text())["models"]
+
+
 @functools.lru_cache(maxsize=1)
 def shipped_facts() -> dict[str, tuple[LayerFacts, ...]]:
     """The stored layer facts of every known architecture (written by `write_facts`), read without torch."""
-    from kvlab.size.architecture import shipped
-
     out = {}
     for name, entry in shipped(META_FILE).items():
         distinct = [LayerFacts.from_json(f) for f in entry["facts"]]
