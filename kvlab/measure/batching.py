@@ -11,6 +11,7 @@ import torch
 from kvlab import _compat
 from kvlab.caches.options import pool_blocks
 from kvlab.i18n import _
+from kvlab.measure.step_times import greedy_generate
 from kvlab.measure.timing import compare, time_interleaved
 from kvlab.serving.batch_run import run_batch
 
@@ -26,9 +27,7 @@ def _sequential(model, prompts: list[list[int]], new_tokens: int) -> list[list[i
     outputs = []
     for ids in prompts:
         ids_tensor = torch.tensor([ids], device=model.device)  # (1, prompt_tokens)
-        out = model.generate(
-            ids_tensor, attention_mask=torch.ones_like(ids_tensor), generation_config=_greedy_config(new_tokens)
-        )
+        out = greedy_generate(model, ids_tensor, new_tokens, generation_config=_greedy_config(new_tokens))
         outputs.append(out[0, len(ids) :].tolist())
     return outputs
 

@@ -12,13 +12,12 @@ import warnings
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
 
-from kvlab import _compat
 from kvlab.caches import make_cache
 from kvlab.errors import KvlabUserError
 from kvlab.i18n import _
 from kvlab.measure import timing
+from kvlab.measure.step_times import greedy_generate
 from kvlab.recording.trace import Trace
 
 ON_MISMATCH = ("raise", "warn", "crop", "ignore")
@@ -108,19 +107,6 @@ class Turn:
     mismatch: Mismatch | None = None
 
 
-class FirstTokenClock(LogitsProcessor):
-    """Notes when generate first asks for logits: the end of the prefill. Leaves the scores untouched."""
-
-    def __init__(self):
-        self.started = timing.clock()
-        self.first_token: float | None = None
-
-    def __call__(self, input_ids, scores):
-        if self.first_token is None:
-            self.first_token = timing.clock()
-        return scores
-
-
 class ChatSession:
     """A greedy conversation with `model`, one user message at a time; `reuse=False` builds a fresh cache each turn.
 
@@ -178,18 +164,9 @@ class ChatSession:
                 self._handle(mismatch)
         reused = len(self.cached_ids)
         events_before = len(self.trace.events)
-        clock = FirstTokenClock()
-        with torch.inference_mode():
-            output = self.model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                do_sample=False,
-                max_new_tokens=self.max_new_tokens,
-                pad_token_id=self.tokenizer.pad_token_id,
-                logits_processor=LogitsProcessorList([clock]),
-                **{_compat.CACHE_KWARG: self.cache},
-            )
-        seconds = timing.clock() - clock.started
+        clock = timing.DecodeClock()  # generate's streamer: its first stamp ends the prefill
+        pad = self.tokenizer.pad_token_id
+        output = greedy_generate(self.model, ids, self.max_new_tokens, self.cache, pad_token_id=pad, streamer=clock)
         reply_ids = output[0, ids.shape[-1] :].tolist()
         reply = self.tokenizer.decode(reply_ids, skip_special_tokens=True)
         self.cached_ids = output[0, : self.cache.get_seq_length()].tolist()  # the last new token was never fed back
@@ -200,8 +177,8 @@ class ChatSession:
             reused,
             first["tokens_added"],
             len(reply_ids),
-            seconds,
-            clock.first_token - clock.started,
+            clock.ended - clock.started,
+            clock.prefill_seconds,
             reply,
             tuple(reply_ids),
             mismatch,

@@ -8,6 +8,7 @@ import torch
 
 from kvlab import _compat
 from kvlab.i18n import C_, _
+from kvlab.measure.step_times import greedy_generate
 from kvlab.measure.timing import Stopwatch, Timing, compare, time_interleaved
 
 
@@ -46,18 +47,9 @@ def static_generate(
     cache = _compat.StaticCache(config=model.config, max_cache_len=max_cache_len)
     input_ids = input_ids.to(model.device)
     pad = {} if pad_token_id is None else {"pad_token_id": pad_token_id}
-    with Stopwatch() as watch, torch.inference_mode():
-        output = model.generate(
-            input_ids,
-            attention_mask=torch.ones_like(input_ids),
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-            compile_config=config,
-            disable_compile=backend is None,
-            **pad,
-            **{_compat.CACHE_KWARG: cache},
-        )
+    options = {"min_new_tokens": new_tokens, "compile_config": config, "disable_compile": backend is None, **pad}
+    with Stopwatch() as watch:
+        output = greedy_generate(model, input_ids, new_tokens, cache, **options)
     return output[0, input_ids.shape[-1] :].tolist(), watch.seconds
 
 
@@ -93,16 +85,10 @@ def decode_graphs(model, input_ids: torch.Tensor, cache, new_tokens: int) -> lis
     patched = model.__dict__.get("forward")  # a forward someone set on the instance, put back afterwards
     model.forward = forward  # an instance attribute: `generate` calls it
     try:
-        with torch.inference_mode():
-            model.generate(
-                input_ids.to(model.device),
-                attention_mask=torch.ones_like(input_ids),
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                do_sample=False,
-                disable_compile=True,  # compiled here, by the wrapper, not by generate
-                **{_compat.CACHE_KWARG: cache},
-            )
+        # compiled here, by the wrapper, not by generate
+        greedy_generate(
+            model, input_ids.to(model.device), new_tokens, cache, min_new_tokens=new_tokens, disable_compile=True
+        )
     finally:
         if patched is None:
             del model.forward  # the class's forward again

@@ -17,6 +17,17 @@ from kvlab.i18n import C_, N_, _
 from kvlab.measure.timing import DecodeClock, Timing, check_one_prompt, per_step, time_interleaved
 
 
+def greedy_generate(model, input_ids: torch.Tensor, new_tokens: int, cache=None, **kwargs) -> torch.Tensor:
+    """kvlab's one greedy `generate`: up to `new_tokens` tokens after `input_ids` (1, prompt) on the model's device,
+    every prompt token attended, into `cache` (None: generate's own) with any further `generate` keywords."""
+    if cache is not None:
+        kwargs[_compat.CACHE_KWARG] = cache
+    with torch.inference_mode():
+        return model.generate(
+            input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False, max_new_tokens=new_tokens, **kwargs
+        )
+
+
 @dataclass
 class StepTimes:
     label: str
@@ -65,7 +76,6 @@ def decode_step_times(
                 ).format(label=label)
             )
     input_ids = input_ids.to(model.device)
-    attention_mask = torch.ones_like(input_ids)
     pending: dict[str, dict] = {}  # label -> the next call's keywords (its fresh cache and clock), set untimed
     clocks: dict[str, list[DecodeClock]] = {label: [] for label in configs}
 
@@ -78,15 +88,7 @@ def decode_step_times(
         pending[label] = kwargs | {"streamer": clock}
 
     def run(label: str) -> object:
-        with torch.inference_mode():
-            return model.generate(
-                input_ids,
-                attention_mask=attention_mask,
-                do_sample=False,
-                max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens,
-                **pending.pop(label),
-            )
+        return greedy_generate(model, input_ids, new_tokens, min_new_tokens=new_tokens, **pending.pop(label))
 
     calls = time_interleaved({label: partial(run, label) for label in configs}, repeats, warmup, before_each=prepare)
     results = {}
