@@ -181,10 +181,10 @@ def measure_compile_and_memory(model, tokenizer, prompt, cache_kind: str, setup:
     ids = prompt if isinstance(prompt, torch.Tensor) else tokenizer(prompt, return_tensors="pt").input_ids
     with log_forward_inputs(model) as log:
         result = setup.run(model, tokenizer, ids, cache_kind)
-    decode = log.signatures()[1:]  # call 0 is the prefill
+    signatures, steps = log.decoding_signatures()
     return {
-        "decode_steps": len(decode),
-        "decode_signatures": len(set(decode)),
+        "decode_steps": steps,
+        "decode_signatures": signatures,
         "peak_bytes": result.trace.summary()["peak_bytes"],
         "live": _live(result),
     }
@@ -329,20 +329,17 @@ def speed_cells(timings: dict[str, Timing]) -> dict[str, dict]:
 def with_speed(rows: list[dict], timings: dict[str, Timing]) -> list[dict]:
     """The measured rows with a speed column from `timings` ({cache kind: Timing}, e.g. `time_decoding`)."""
     cells = speed_cells(timings)
-    out = []
-    for row in rows:
-        cell = cells[row["cache_kind"]]
-        out.append(
-            {
-                **row,
-                SPEED: cell["speed"],
-                "speed ratio": cell["ratio"],
-                "speed interval": (cell["low"], cell["high"]),
-                "speed verdict": cell["verdict"],
-                "basis": {**row.get("basis", {}), SPEED: MEASURED},
-            }
-        )
-    return out
+    return [
+        {
+            **row,
+            SPEED: (cell := cells[row["cache_kind"]])["speed"],
+            "speed ratio": cell["ratio"],
+            "speed interval": (cell["low"], cell["high"]),
+            "speed verdict": cell["verdict"],
+            "basis": {**row.get("basis", {}), SPEED: MEASURED},
+        }
+        for row in rows
+    ]
 
 
 def compare_with_guide(rows: list[dict]) -> list[dict]:
