@@ -43,7 +43,7 @@ class StopSwitch(StoppingCriteria):
     def __init__(self, event: threading.Event):
         self.event = event
 
-    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+    def __call__(self, input_ids: torch.Tensor, _scores, **kwargs) -> torch.Tensor:
         # input_ids: (batch, tokens so far) -> one bool per sequence
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
