@@ -357,11 +357,15 @@ class Explorer:
             if table:
                 self.table.value = summary.to_html(self.summary_rows())
 
-    def _png(self, run: Run | None, **save) -> bytes:
+    def _figure(self, run: Run | None):
         from kvlab.explorer import figures  # matplotlib: imported by the warm-up, which `session` waited for
-        from kvlab.plots._figure import png_bytes
 
-        return png_bytes(figures.picture(run, self.session.comparison, self.last_crop), **save)
+        return figures.picture(run, self.session.comparison, self.last_crop)
+
+    def _png(self, run: Run | None, **save) -> bytes:
+        from kvlab.plots._figure import png_bytes  # matplotlib, as `_figure`
+
+        return png_bytes(self._figure(run), **save)
 
     def _finished_run(self) -> Run:
         run = self.session.current
