@@ -8,7 +8,7 @@ apart from the model sees less than half of it, issue 41):
 
 - `update`: the instrumented cache's `update` (kvlab's wrapper around transformers' own) less transformers' `update`
   alone in the plain run: the wrapper's time, the frame and the step bookkeeping;
-- `flush`: `Recorder.flush`, the events of the step's deferred updates logged (`Recorder.defer`);
+- `flush`: `Recorder.flush`, the step's layers read and their events logged (`Recorder.defer`);
 - `hooks`: the watch's forward pre- and post-hooks, less the flush the post-hook runs.
 
 Their sum over the plain run's time is the share watching adds; on 2026-12-07 it matched the whole-run ratio at

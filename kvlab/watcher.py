@@ -215,7 +215,7 @@ def _settle(cache) -> None:
         refresh = getattr(part, "_kvlab_refresh", None)  # kvlab's caches (not continuous batching's block pool)
         if refresh is None:
             continue
-        part.kvlab_recorder.flush()  # the forward's deferred updates, logged at its end
+        part.kvlab_recorder.flush()  # the forward's deferred updates, read while its layers hold what it left
         layer_types = tuple(map(type, part.layers))  # unchanged since the last forward: known to need no re-read
         if part.__dict__.get("_kvlab_plain_types") == layer_types:
             continue

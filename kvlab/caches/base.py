@@ -109,7 +109,7 @@ class InstrumentedCacheMixin(_CacheBase):
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         seconds = now() - started
         if DYNAMIC_READERS.get(type(self.layers[layer_idx])) is read_dynamic:
-            # the hot path, a plain dynamic layer: read now, logged with the step's others at its end (`Recorder.defer`)
+            # the hot path, a plain dynamic layer: read with the step's others at its end (`Recorder.defer`)
             recorder.defer(self, layer_idx, seconds)
             return out
         # key_states: (batch, kv_heads, new_tokens, head_dim); out: what attention scores the queries against

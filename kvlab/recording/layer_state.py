@@ -153,25 +153,6 @@ def _read_dynamic(layer, layer_kind: str) -> LayerState:
     return _kv_state(layer, layer_kind, length, allocated, allocated, max(length - allocated, 0))
 
 
-def dynamic_fields(layer) -> tuple | None:
-    """A dynamic layer's (tokens seen, keys' shape, bytes held, device, values' head_dim) as plain values, None
-    before its first update: what `read_dynamic` reads, for `Recorder.defer` to read right after the update."""
-    if not layer.is_initialized:
-        return None
-    keys, values = layer.keys, layer.values
-    shape = keys.shape  # (batch, kv_heads, stored, head_dim)
-    plain = type(keys) is torch.Tensor and type(values) is torch.Tensor and len(shape) == 4
-    if plain and type(layer) is _compat.DynamicLayer:
-        # A plain layer's update replaced both by torch.cat's new tensors, each all of its own storage: their sizes
-        # are their storages' (`kv_storage_bytes`), and its length is what they hold (`get_seq_length`)
-        nbytes = keys.nbytes + values.nbytes
-        length = shape[2] if nbytes else 0  # `get_seq_length` counts no tokens in empty tensors
-    else:
-        length = int(layer.get_seq_length())
-        nbytes = kv_storage_bytes(keys, values)
-    return length, shape, nbytes, device_name(keys.device), values.shape[-1]
-
-
 # On a strategy layer: the tokens handed to its `update` since kvlab met it (kvlab's caches count them, as no
 # transformers field does for a class that evicts on its own); `held_tensors` leaves kvlab's attributes out.
 TOKENS_SEEN = "_kvlab_tokens_seen"

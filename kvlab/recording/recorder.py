@@ -9,9 +9,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from torch import Tensor
+
+from kvlab import _compat
 from kvlab.measure.timing import clock as now  # the per-update `seconds` and step starts of a trace
-from kvlab.recording.layer_state import LayerState, dynamic_fields, empty_state, read_layer
-from kvlab.recording.storage import Outside
+from kvlab.recording.layer_state import LayerState, device_name, empty_state, read_layer
+from kvlab.recording.storage import Outside, kv_storage_bytes
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import NO_WORK, QUANT_FIELDS, layer_heads
 
@@ -69,25 +72,25 @@ class Recorder:
     def defer(self, cache, layer_idx: int, seconds: float) -> None:
         """Log a key/value update of a plain dynamic layer of `cache` at the step's end instead of now.
 
-        Why: this runs once per layer per decoded token, right after a decoder layer's weights have swept the CPU
-        caches, so each of kvlab's objects it touches (the record, the states, the trace) is a cold read, several
-        times its cost in a loop (issue 41). The layer itself is not: its update has just written it. So its fields
-        are read now, as plain values (`dynamic_fields`), and `flush` turns the step's readings into events in one
-        warm loop; the update's work follows from them (`_dynamic_update`). Everything that reads or adds to the
-        record flushes first: the events come out in the order, with the values, `record_update` gives."""
-        self._pending.append((cache, layer_idx, seconds, dynamic_fields(cache.layers[layer_idx])))
+        Why later: this runs once per layer per decoded token, right after a decoder layer's weights have swept the
+        CPU caches, so each object it touches is a cold read, several times its cost in a loop; `flush` reads the
+        step's layers in one warm loop instead (issue 41). A dynamic layer changes only in its own update, so what
+        `flush` reads is what the update left, and the update's work follows from it (`_dynamic_update`). Everything
+        that reads or adds to the record flushes first: the events come out in the order, with the values,
+        `record_update` gives."""
+        self._pending.append((cache, layer_idx, seconds))
 
     def flush(self) -> None:
-        """Log the event of each update `defer` kept, in their order."""
+        """Read the layers of the updates `defer` kept, in their order, and log each one's event."""
         pending, self._pending = self._pending, []
         states, last = self._states, None
-        for cache, layer_idx, seconds, fields in pending:
+        for cache, layer_idx, seconds in pending:
             if cache is not last:  # a step's updates come from one cache: its fields read once
-                last, role = cache, cache.kvlab_role
+                last, role, layers = cache, cache.kvlab_role, cache.layers
                 kinds, heads = cache._kvlab_layer_kinds, cache._kvlab_query_heads
             kind = kinds[layer_idx] if layer_idx < len(kinds) else cache._kvlab_layer_kind(layer_idx)
             key = (role, layer_idx)
-            state, work = _dynamic_update(fields, kind, states.get(key), heads, layer_idx)
+            state, work = _dynamic_update(layers[layer_idx], kind, states.get(key), heads, layer_idx)
             self._log(key, state, "kv", work[1], seconds, work, None)
 
     def record_state(
@@ -211,18 +214,28 @@ class Recorder:
         )
 
 
-def _dynamic_update(fields: tuple | None, layer_kind: str, before: LayerState | None, query_heads, layer_idx: int):
-    """(`read_dynamic`'s state of a dynamic layer, `attention_counts` of its last update), from the `dynamic_fields`
-    read right after that update.
+def _dynamic_update(layer, layer_kind: str, before: LayerState | None, query_heads, layer_idx: int) -> tuple:
+    """(`read_dynamic`'s state of a dynamic layer, `attention_counts` of its last update) in one pass over the layer's
+    fields: this runs once per layer per decoded token, where every attribute read is a cold one (issue 41).
 
     The work follows from what the layer holds after the update: it took in the tokens its count grew by and handed
     attention every key it kept before plus those (`DynamicLayer` returns its concatenation; a sliding one trims it
     after)."""
-    if fields is None:
+    if not layer.is_initialized:
         return empty_state(layer_kind), (0, 0, 0, 0, *NO_PACKING)
-    length, shape, nbytes, device, value_dim = fields  # shape: the keys' (batch, kv_heads, stored, head_dim)
-    stored = shape[-2] if len(shape) >= 3 else 0
-    state = LayerState(layer_kind, length, stored, stored, 0, max(length - stored, 0), nbytes, device)
+    keys, values = layer.keys, layer.values
+    shape = keys.shape  # (batch, kv_heads, stored, head_dim)
+    if type(layer) is _compat.DynamicLayer and type(keys) is Tensor and type(values) is Tensor and len(shape) == 4:
+        # A plain layer's update replaced both by torch.cat's new tensors, each all of its own storage: their sizes
+        # are their storages' (`kv_storage_bytes`), and its length is what they hold (`get_seq_length`)
+        nbytes = keys.nbytes + values.nbytes
+        stored = shape[2]
+        length = stored if nbytes else 0  # `get_seq_length` counts no tokens in empty tensors
+    else:
+        length = int(layer.get_seq_length())
+        stored = shape[-2] if len(shape) >= 3 else 0
+        nbytes = kv_storage_bytes(keys, values)
+    state = LayerState(layer_kind, length, stored, stored, 0, max(length - stored, 0), nbytes, device_name(keys.device))
     seen_before, kept_before = (before.logical_length or 0, before.slots_allocated or 0) if before else (0, 0)
     queries = length - seen_before  # a dynamic layer always counts its tokens
     if not stored:  # nothing stored, no keys read: `attention_counts` of no 4-D keys
@@ -230,5 +243,5 @@ def _dynamic_update(fields: tuple | None, layer_kind: str, before: LayerState | 
     batch, kv_heads, _, key_dim = shape
     slots = kept_before + queries
     heads = (query_heads if type(query_heads) is int else layer_heads(query_heads, layer_idx)) or kv_heads
-    flops = 2 * batch * heads * queries * slots * (key_dim + value_dim)
+    flops = 2 * batch * heads * queries * slots * (key_dim + values.shape[-1])
     return state, (batch, queries, slots, flops, *NO_PACKING)

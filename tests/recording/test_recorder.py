@@ -92,7 +92,7 @@ def _watched_events(model, monkeypatch=None, crop_after: int | None = None) -> l
 
 
 def test_a_deferred_update_logs_the_event_the_general_path_logs(tiny, monkeypatch):
-    """The hot path (`Recorder.defer`, logged at the step's end) and the general one (`record_update`, read at once)
+    """The hot path (`Recorder.defer`, read at the step's end) and the general one (`record_update`, read at once)
     give the same events in the same order, full and sliding layers, before and after a crop and past it."""
     import kvlab.caches.base
 
