@@ -102,14 +102,29 @@ def cache_size(
     batch: int = 1,
     dtype: str = "float32",
     source_tokens: int | None = None,
-    options_checked: bool = False,
     **options,
 ) -> CacheSize:
     """Bytes a `cache_kind` cache holds for `arch` after `tokens` tokens (prefill + one-token decode steps); every
-    option rule first, on the architecture's facts: the same refusal as `make_cache` and `kvlab.run`, unless
-    `options_checked` (a checked request's options: the memory rule sizes many lengths)."""
-    if not options_checked:
-        check_options(cache_kind, options, arch.facts, tokens=tokens, kinds=SIZE_KINDS)
+    option rule first, on the architecture's facts: the same refusal as `make_cache` and `kvlab.run`."""
+    check_options(cache_kind, options, arch.facts, tokens=tokens, kinds=SIZE_KINDS)
+    return sized(
+        arch, cache_kind, tokens, options, prefill=prefill, batch=batch, dtype=dtype, source_tokens=source_tokens
+    )
+
+
+def sized(
+    arch: Architecture,
+    cache_kind: str,
+    tokens: int,
+    options: dict,
+    *,
+    prefill: int | None = None,
+    batch: int = 1,
+    dtype: str = "float32",
+    source_tokens: int | None = None,
+) -> CacheSize:
+    """`cache_size` with `options` already checked (a checked request's: the memory rule sizes many lengths, and
+    checks none of them again). The options are a dict, not keywords, so no option name meets a sizing one."""
     prefill = tokens if prefill is None else prefill
     if tokens < 1 or not 1 <= prefill <= tokens:
         raise ValueError(

@@ -16,7 +16,7 @@ from kvlab.model_facts import ModelFacts
 from kvlab.names import dtype_name
 from kvlab.request import Request
 from kvlab.size.architecture import Architecture, from_config
-from kvlab.size.calculator import cache_size
+from kvlab.size.calculator import sized
 
 
 class RequestError(KvlabUserError, ValueError):
@@ -120,9 +120,7 @@ def _peak(arch: Architecture, cache_kind: str, options: dict, prompt_tokens: int
         shape = {"prefill": 1, "source_tokens": prompt_tokens}
     else:
         shape = {"prefill": min(prompt_tokens, length)}
-    return cache_size(
-        arch, cache_kind, length, batch=batch, dtype=dtype, options_checked=True, **options, **shape
-    ).peak_bytes
+    return sized(arch, cache_kind, length, options, batch=batch, dtype=dtype, **shape).peak_bytes
 
 
 def requested_length(cache_kind: str, options: dict, cached_tokens: int) -> int:
