@@ -19,6 +19,7 @@ import warnings
 
 from kvlab import _compat
 from kvlab.caches.adopt import CannotInstrumentError, adopt, cache_kind, is_instrumented, release
+from kvlab.caches.forward_read import read_after_forward
 from kvlab.caches.options import PagedLayoutError
 from kvlab.caches.paged import adopt_paged, building_instrumented, check_paged_model, release_paged
 from kvlab.errors import KvlabUserError
@@ -26,6 +27,7 @@ from kvlab.i18n import N_, _
 from kvlab.log import get_logger
 from kvlab.names import dtype_name, model_name
 from kvlab.recording.layer_state import reads_every_change
+from kvlab.recording.recorder import now
 from kvlab.recording.trace import Trace
 
 log = get_logger(__name__)
@@ -52,6 +54,7 @@ class Watch:
         self._paged_builder = None
         self._paged_refused: str | None = None
         self._last_cache = None  # the cache the model used last: met again (every forward of a generate), nothing new
+        self._read_after = None  # the cache the running forward updates unrecorded until it ends (`read_after_forward`)
         self._forwards = 0  # forwards of the model inside the block
         self._uncached = 0  # of which called with use_cache=False
         self.meta: dict = {}  # what the block saw beyond its traces, set on exit (`no_cache`, `forwards`)
@@ -74,6 +77,7 @@ class Watch:
 
     def close(self) -> None:
         """Detach from the model and give every adopted cache back its own class (idempotent)."""
+        self._read_forward()  # a forward that raised: what it did to the cache before
         if self._handles:  # the first close: say what the block saw
             self._tell_no_cache()
         try:
@@ -88,13 +92,24 @@ class Watch:
                 give_back(cache)
 
     def _before_forward(self, module, args, kwargs):
+        started = now()
+        self._read_forward()  # an earlier forward that raised
         if kwargs.get("use_cache") is False:
             self._uncached += 1
         cache = _compat.forward_cache(kwargs)
         if cache is not None:
             self._see(cache)
+            if cache is self._last_cache and read_after_forward(cache, started):
+                self._read_after = cache
+
+    def _read_forward(self) -> None:
+        """Log what the forward did to the cache read after it (the flush reads it and gives back its class)."""
+        if self._read_after is not None:
+            cache, self._read_after = self._read_after, None
+            cache.kvlab_recorder.flush()
 
     def _after_forward(self, module, args, kwargs, output):
+        self._read_forward()
         self._forwards += 1
         cache = _compat.output_cache(output)
         if cache is not None:  # a bare forward with use_cache=True creates its cache inside

@@ -149,7 +149,7 @@ PY_CHECKS: dict[str, list[tuple[str, str]]] = {
             "one row per layer (30 for SmolLM2)",
             "assert [e['slots_allocated'] for e in result.trace.final_layers()] == [64] * 30",
         ),
-        ("trace schema version 5", "import json; assert json.load(open('run.json'))['kvlab_trace'] == 5"),
+        ("trace schema version 6", "import json; assert json.load(open('run.json'))['kvlab_trace'] == 6"),
         ("a drop-in for transformers' QuantizedCache", "assert cache.trace.updates"),
     ],
     "write-your-own-strategy-2": [

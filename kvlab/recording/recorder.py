@@ -7,6 +7,7 @@ again means a new step began. Step 0 is the prefill.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 
 from torch import Tensor
@@ -35,10 +36,13 @@ class Recorder:
         self._outside: dict[tuple, int] = {}  # (role, layer_idx) -> bytes paired with that layer
         self._outside_named: dict[tuple, int] = {}  # (role, attribute) -> bytes paired with no layer
         self._pending: list[tuple] = []  # updates `defer` logs at the step's end
+        self._forward_reads: list[tuple] = []  # caches `read_after_forward` reads at the next flush
         self.trace.before_read = self.flush
 
-    def begin(self, role: str, layer_idx: int, op: str) -> float:
-        """Count a new step where (role, layer, op) comes again; return the clock, when the update starts."""
+    def begin(self, role: str, layer_idx: int, op: str, started: float | None = None) -> float:
+        """Count a new step where (role, layer, op) comes again; return the clock, when the update starts.
+
+        `started`: when the step began, where the caller knows better than now (a forward read after it ended)."""
         key, seen = (role, layer_idx, op), self._seen
         if key in seen:
             if self._pending:  # the step's deferred updates, before anything of the next one
@@ -50,7 +54,7 @@ class Recorder:
         if not seen:  # the first update of a forward: when the step started (`Trace.step_seconds`)
             starts = self.trace.meta.setdefault("step_started_s", [])
             if len(starts) <= self.step:
-                starts.extend([None] * (self.step - len(starts)) + [now()])
+                starts.extend([None] * (self.step - len(starts)) + [now() if started is None else started])
         seen.add(key)
         return now()
 
@@ -80,8 +84,37 @@ class Recorder:
         `record_update` gives."""
         self._pending.append((cache, layer_idx, seconds))
 
+    def read_after_forward(self, cache, resting_class: type, started: float) -> None:
+        """Log the updates a forward makes to `cache`'s plain dynamic layers once it ended, not as each one happens.
+
+        Why: under `kvlab.watch`, the default `DynamicCache` runs its forwards as a class with transformers' own
+        `update` (no kvlab frame per layer per token, the bulk of what watching cost, issue 41); this keeps the layers'
+        keys (weakly: no tensor outlives its layer) so that the next `flush` knows which layers the forward updated. A
+        plain dynamic layer's `update` always stores new key tensors, so a layer whose keys are not the ones kept was
+        updated, once (a forward updates each layer once), and `_dynamic_update` reads its event and work exactly as
+        `defer`'s flush does; only the update's own `seconds` is unknown (null). The next flush, whoever asks for it,
+        puts `resting_class` back first: what the forward still does then is recorded update by update."""
+        keys = [_weak(getattr(layer, "keys", None)) for layer in cache.layers]
+        self._forward_reads.append((cache, resting_class, keys, started))
+
+    def _read_forwards(self) -> None:
+        reads, self._forward_reads = self._forward_reads, []
+        for cache, resting_class, _keys, _started in reads:
+            cache.__class__ = resting_class
+        for cache, _resting_class, keys, started in reads:
+            role = cache.kvlab_role
+            for layer_idx, layer in enumerate(cache.layers):
+                layer_keys = getattr(layer, "keys", None)
+                kept = keys[layer_idx]() if layer_idx < len(keys) and keys[layer_idx] is not None else None
+                if layer_keys is not kept:  # updated by the forward (or a layer it added)
+                    self.begin(role, layer_idx, "kv", started)
+                    self._pending.append((cache, layer_idx, None))
+
     def flush(self) -> None:
-        """Read the layers of the updates `defer` kept, in their order, and log each one's event."""
+        """Read the layers of the updates `defer` and `read_after_forward` kept, in their order, and log each one's
+        event."""
+        if self._forward_reads:
+            self._read_forwards()
         pending, self._pending = self._pending, []
         states, last = self._states, None
         for cache, layer_idx, seconds in pending:
@@ -212,6 +245,10 @@ class Recorder:
                 "moved": src != dst,
             }
         )
+
+
+def _weak(tensor) -> weakref.ref | None:
+    return None if tensor is None else weakref.ref(tensor)
 
 
 def _dynamic_update(layer, layer_kind: str, before: LayerState | None, query_heads, layer_idx: int) -> tuple:

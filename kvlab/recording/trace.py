@@ -1,10 +1,10 @@
 """A `Trace` is the record of one cache's life: every layer update, crop, flush and offload.
 
 Events are plain dicts (JSON-ready, pandas-ready) with a `type`: "update" (one layer update: its step, op, tokens,
-seconds, `cache_bytes` after it, every `LayerState` field and the work counters; op "outside" when only the bytes a
-cache holds beside its layers changed), "crop" (with the linear-attention states it put back), "flush" (a quantized
-layer moved its residual into quantized storage) and "transfer" (an offloaded layer moved); `meta` says what produced
-it.
+seconds (null where a watched `DynamicCache` was read after its forward), `cache_bytes` after it, every `LayerState`
+field and the work counters; op "outside" when only the bytes a cache holds beside its layers changed), "crop" (with
+the linear-attention states it put back), "flush" (a quantized layer moved its residual into quantized storage) and
+"transfer" (an offloaded layer moved); `meta` says what produced it.
 `Trace.load` reads every schema version: an older file's names get today's, and counters it never recorded are null,
 never a made-up zero. `summary()` and `layer_table()` are a dict and a list of dicts that print as aligned tables.
 """
@@ -22,8 +22,8 @@ from kvlab.recording.slots import SLOT_FIELDS, waste_pct
 from kvlab.recording.work import WORK_FIELDS, input_signatures, work_by_step
 from kvlab.units import human_bytes
 
-SCHEMA_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older versions are translated on load
+SCHEMA_VERSION = 6  # 6: an update's `seconds` may be null (a watched DynamicCache read after its forward)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)  # older versions are translated on load
 # The fields the next version renamed, per older version: {version: {event type: {old name: new name}}}
 RENAMED_FIELDS = {1: {"update": {"kind": "layer_kind"}}}
 # The meta keys the next version renamed, per older version: {version: {old name: new name}}
@@ -237,7 +237,8 @@ class Trace:
         return grid
 
     def step_seconds(self) -> list[float]:
-        """Wall seconds of each step but the last: from its first layer update to the next step's (one reading)."""
+        """Wall seconds of each step but the last: from its start (its first layer update, or the start of the forward
+        kvlab read after it ended) to the next step's (one reading)."""
         starts = self.meta.get("step_started_s") or []
         return [b - a for a, b in zip(starts, starts[1:]) if a is not None and b is not None]
 
@@ -397,6 +398,8 @@ _INT, _NUMBER, _STR = N_("an integer"), N_("a number"), N_("a string")
 _BOOL, _INTS = N_("true or false"), N_("a list of integers")
 _COUNT = N_("an integer, or null where an older kvlab did not count it")
 _SLOTS = N_("an integer, or null where kvlab cannot read the layer's slots")
+_SECONDS = N_("a number, or null where kvlab read the layer after its forward instead of timing the update")
+_NULLABLE = {_COUNT: _INT, _SLOTS: _INT, _SECONDS: _NUMBER}  # each with what it is when not null
 _COMMON = {"step": _INT, "role": _STR}
 _LAYER_STATE = {
     "layer_kind": _STR,
@@ -419,7 +422,7 @@ EVENT_FIELDS = {
         "op": _STR,
         "tokens_added": _INT,
         "tokens_evicted_now": _SLOTS,
-        "seconds": _NUMBER,
+        "seconds": _SECONDS,
         "cache_bytes": _INT,
         **_LAYER_STATE,
         **dict.fromkeys(WORK_FIELDS, _COUNT),
@@ -447,8 +450,8 @@ EVENT_FIELDS = {
 
 
 def _is(value, expected: str) -> bool:
-    if expected in (_COUNT, _SLOTS):
-        return value is None or _is(value, _INT)
+    if expected in _NULLABLE:
+        return value is None or _is(value, _NULLABLE[expected])
     if expected == _INT:
         return isinstance(value, int) and not isinstance(value, bool)
     if expected == _NUMBER:

@@ -89,7 +89,7 @@ def test_a_file_that_does_not_parse_gets_a_clear_error(tmp_path):
     with pytest.raises(TraceFormatError, match="not a kvlab trace"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION + 1, "events": []}))
-    with pytest.raises(TraceFormatError, match="reads versions 1, 2, 3, 4 and 5"):
+    with pytest.raises(TraceFormatError, match="reads versions 1, 2, 3, 4, 5 and 6"):
         Trace.load(bad)
     bad.write_text(json.dumps({"kvlab_trace": SCHEMA_VERSION, "events": [{"type": "nope"}]}))
     with pytest.raises(TraceFormatError, match="update"):

@@ -146,8 +146,8 @@ def test_a_version_1_trace_loads_with_todays_names_and_the_same_summary(tmp_path
         "transfer_bytes": 0,
         "tokens_per_s": None,
     }
-    saved = json.loads(trace.save(tmp_path / "v5.json").read_text())  # saved again, it is a version-5 trace
-    assert saved["kvlab_trace"] == SCHEMA_VERSION == 5 and saved["meta"]["cache_kind"] == "static"
+    saved = json.loads(trace.save(tmp_path / "v6.json").read_text())  # saved again, it is a version-6 trace
+    assert saved["kvlab_trace"] == SCHEMA_VERSION == 6 and saved["meta"]["cache_kind"] == "static"
     assert "cache" not in saved["meta"]
 
 
@@ -203,18 +203,18 @@ def test_a_version_5_crop_without_its_restored_states_is_refused_by_name(tmp_pat
     assert "(crop) lacks recurrent_states_restored" in refused(path)
 
 
-def test_a_version_5_trace_round_trips(tmp_path, recorded):
-    assert recorded["kvlab_trace"] == 5 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
+def test_a_version_6_trace_round_trips(tmp_path, recorded):
+    assert recorded["kvlab_trace"] == 6 and all("layer_kind" in e for e in recorded["events"] if e["type"] == "update")
     trace = Trace.from_dict(recorded)
     loaded = Trace.load(trace.save(tmp_path / "t.json"))
     assert (loaded.events, loaded.meta) == (trace.events, trace.meta) and loaded.to_dict() == recorded
 
 
-@pytest.mark.parametrize("version", [0, 6, "2", 2.0, None])
+@pytest.mark.parametrize("version", [0, 7, "2", 2.0, None])
 def test_an_unknown_version_names_the_versions_this_kvlab_reads(tmp_path, version):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({**VERSION_1, "kvlab_trace": version}))
-    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2, 3, 4 and 5." in refused(path)
+    assert f"has trace schema version {version!r}; this kvlab reads versions 1, 2, 3, 4, 5 and 6." in refused(path)
 
 
 JUNK = [None, True, -1, 2.5, "x", "", [], [1], {}, {"a": 1}, 10**30]
@@ -269,3 +269,16 @@ def test_malformed_traces_fail_at_load_with_one_line_or_summarise(tmp_path, reco
         trace.summary(), trace.layer_table(), trace.bytes_by_step(), trace.slots_by_step(), trace.occupancy()
         repr(trace)
     assert outcomes["refused"] > 150 and outcomes["loaded"] > 20  # both branches were exercised
+
+
+def test_an_update_read_after_its_forward_has_null_seconds_and_loads(tmp_path, recorded):
+    """Version 6: a watched DynamicCache's updates are read after the forward, their own seconds unknown (null)."""
+    data = copy.deepcopy(recorded)
+    update = next(e for e in data["events"] if e["type"] == "update")
+    update["seconds"] = None
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    assert Trace.load(path).updates[0]["seconds"] is None
+    update["seconds"] = "0.1"
+    path.write_text(json.dumps(data))
+    assert "seconds='0.1'; it must be a number, or null where kvlab read the layer after its forward" in refused(path)
