@@ -7,7 +7,8 @@ cheaper. Here each part is timed where it runs, right after a decoder layer's we
 apart from the model sees less than half of it, issue 41):
 
 - `update`: the instrumented cache's `update` (kvlab's wrapper around transformers' own) less transformers' `update`
-  alone in the plain run: the wrapper's time, the frame and the step bookkeeping;
+  inside it: the wrapper's time, the frame and the step bookkeeping (none where a watched `DynamicCache` runs its
+  forwards with transformers' own `update`, `kvlab.caches.forward_read`: its layers are read in the flush);
 - `flush`: `Recorder.flush`, the step's layers read and their events logged (`Recorder.defer`);
 - `hooks`: the watch's forward pre- and post-hooks, less the flush the post-hook runs.
 
@@ -85,11 +86,12 @@ def install(timers: Timers) -> None:
     timers.wrap(Watch, "_after_forward", "post_hook")
 
 
-def parts(plain: dict[str, float], watched: dict[str, float]) -> dict[str, float]:
-    """The seconds of each part of `PARTS` in one watched run, from its timers and those of a plain run beside it."""
+def parts(watched: dict[str, float]) -> dict[str, float]:
+    """The seconds of each part of `PARTS` in one watched run, from its timers."""
     flush = watched.get("flush", 0.0)
     return {
-        "update": watched.get("kvlab_update", 0.0) - plain.get("transformers_update", 0.0),
+        # transformers' update, timed inside kvlab's wrapper: a forward read after it ended meets neither timer
+        "update": watched.get("kvlab_update", 0.0) - watched.get("transformers_update", 0.0),
         "flush": flush,
         # the post-hook flushes the forward's deferred updates: counted once, as the flush
         "hooks": watched.get("pre_hook", 0.0) + watched.get("post_hook", 0.0) - flush,
@@ -106,9 +108,9 @@ def breakdown(side: Side, new: int, runs: int, timers: Timers) -> dict:
         started = clock()
         plain_tokens, _ = side.generate(False, new)
         plain_s.append(clock() - started)
-        plain = timers.reset()
+        timers.reset()  # the plain run's transformers' update: not a part of watching
         watched_tokens, _ = side.generate(True, new)
-        for part, seconds in parts(plain, timers.reset()).items():
+        for part, seconds in parts(timers.reset()).items():
             by_part[part].append(seconds)
         tokens.update((tuple(plain_tokens), tuple(watched_tokens)))
     plain_ms = 1e3 * statistics.median(plain_s)

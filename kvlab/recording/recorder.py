@@ -102,13 +102,17 @@ class Recorder:
         for cache, resting_class, _keys, _started in reads:
             cache.__class__ = resting_class
         for cache, _resting_class, keys, started in reads:
-            role = cache.kvlab_role
+            role, seen, kept_count = cache.kvlab_role, self._seen, len(keys)
             for layer_idx, layer in enumerate(cache.layers):
-                layer_keys = getattr(layer, "keys", None)
-                kept = keys[layer_idx]() if layer_idx < len(keys) and keys[layer_idx] is not None else None
-                if layer_keys is not kept:  # updated by the forward (or a layer it added)
+                kept = keys[layer_idx] if layer_idx < kept_count else None
+                if getattr(layer, "keys", None) is (None if kept is None else kept()):
+                    continue  # not updated by the forward
+                key = (role, layer_idx, "kv")
+                if not seen or key in seen:  # a step's first update, or the next step's: `begin`'s bookkeeping
                     self.begin(role, layer_idx, "kv", started)
-                    self._pending.append((cache, layer_idx, None))
+                else:  # what `begin` does for any other update of the step
+                    seen.add(key)
+                self._pending.append((cache, layer_idx, None))
 
     def flush(self) -> None:
         """Read the layers of the updates `defer` and `read_after_forward` kept, in their order, and log each one's
