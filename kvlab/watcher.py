@@ -7,8 +7,10 @@
 Forward hooks switch each cache the model meets, in place, to its instrumented twin (`kvlab.caches.adopt`: same
 object, layers and tensors); on exit, even after an error, every hook is removed and every cache gets its own class
 back. `generate_batch`'s paged cache is built instrumented for the block (a module-global switch, so any model's).
-A cache belongs to the first watch that meets it; other watches list the same trace. A model that keeps no
-transformers `Cache` leaves no trace and one logged line says so.
+A plain `DynamicCache`, the default, runs each forward with transformers' own `update` and is read once the forward
+ended (`kvlab.caches.forward_read`: the same events, each update's own seconds null), so watching it costs a read
+per layer per step and no call per update. A cache belongs to the first watch that meets it; other watches list
+the same trace. A model that keeps no transformers `Cache` leaves no trace and one logged line says so.
 One difference on purpose: the offloaded twin skips transformers' CUDA stream handshake, so
 `cache_implementation="offloaded"` also runs on a CPU-only torch inside a watch.
 """
