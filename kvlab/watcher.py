@@ -104,21 +104,25 @@ class Watch:
             if cache is self._last_cache and read_after_forward(cache, started):
                 self._read_after = cache
 
-    def _read_forward(self) -> None:
-        """Log what the forward did to the cache read after it (the flush reads it and gives back its class)."""
-        if self._read_after is not None:
-            cache, self._read_after = self._read_after, None
+    def _read_forward(self):
+        """Log what the forward did to the cache read after it (the flush reads it and gives back its class); that
+        cache, or None."""
+        cache = self._read_after
+        if cache is not None:
+            self._read_after = None
             cache.kvlab_recorder.flush()
+        return cache
 
     def _after_forward(self, module, args, kwargs, output):
-        self._read_forward()
+        read = self._read_forward()
         self._forwards += 1
         cache = _compat.output_cache(output)
         if cache is not None:  # a bare forward with use_cache=True creates its cache inside
             self._see(cache)
         else:
             cache = _compat.forward_cache(kwargs)
-        if cache is not None and cache is self._last_cache:
+        # a cache read after its forward has only plain dynamic layers, which `_settle` never re-reads: just read
+        if cache is not None and cache is self._last_cache and cache is not read:
             _settle(cache)
 
     def _built_paged(self, cache) -> None:

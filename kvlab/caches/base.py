@@ -21,7 +21,7 @@ from kvlab.caches.crop_rules import (
 )
 from kvlab.model_facts import model_facts
 from kvlab.recording.layer_kinds import layer_kind_at
-from kvlab.recording.layer_state import DYNAMIC_READERS, count_tokens, forget_tokens, read_dynamic, read_layer
+from kvlab.recording.layer_state import count_tokens, forget_tokens, read_after_update, read_layer
 from kvlab.recording.recorder import Recorder, now
 from kvlab.recording.trace import Trace
 from kvlab.recording.work import QUANT_FIELDS, attention_counts, layer_heads
@@ -108,7 +108,7 @@ class InstrumentedCacheMixin(_CacheBase):
         started = recorder.begin(self.kvlab_role, layer_idx, "kv")
         out = super().update(key_states, value_states, layer_idx, *args, **kwargs)
         seconds = now() - started
-        if DYNAMIC_READERS.get(type(self.layers[layer_idx])) is read_dynamic:
+        if read_after_update(type(self.layers[layer_idx])):
             # the hot path, a plain dynamic layer: read with the step's others at its end (`Recorder.defer`)
             recorder.defer(self, layer_idx, seconds)
             return out

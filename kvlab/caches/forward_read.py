@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kvlab import _compat
 from kvlab.caches.kinds import InstrumentedDynamicCache
-from kvlab.recording.layer_state import DYNAMIC_READERS, read_dynamic
+from kvlab.recording.layer_state import read_after_update
 
 
 class ForwardReadDynamicCache(InstrumentedDynamicCache):
@@ -22,15 +22,22 @@ class ForwardReadDynamicCache(InstrumentedDynamicCache):
 
 
 def read_after_forward(cache, started: float) -> bool:
-    """Switch `cache` to `ForwardReadDynamicCache` until its recorder's next flush, if every layer it has is a plain
-    dynamic one (the layers `Recorder.defer` reads) and it is exactly the watched `DynamicCache`; `started`: when
-    the forward began. Whether it did."""
+    """Switch `cache` to `ForwardReadDynamicCache` until its recorder's next flush, if it is exactly the watched
+    `DynamicCache` and every layer it has or adds is one `read_after_update` allows; `started`: when the forward
+    began. Whether it did.
+
+    After a first forward read, the next forward needs no look at the layers: the recorder kept their keys when it
+    read them, and nothing recorded since (`Recorder.keys_after_read`)."""
     if type(cache) is not InstrumentedDynamicCache:
         return False
-    replicated = getattr(cache, "layer_class_to_replicate", None)  # the class of the layers `update` adds
-    layer_types = [type(layer) for layer in cache.layers] + ([replicated] if replicated is not None else [])
-    if not all(DYNAMIC_READERS.get(layer_type) is read_dynamic for layer_type in layer_types):
-        return False
-    cache.kvlab_recorder.read_after_forward(cache, InstrumentedDynamicCache, started)
+    recorder = cache.kvlab_recorder
+    keys = recorder.keys_after_read(cache)
+    if keys is None:
+        replicated = getattr(cache, "layer_class_to_replicate", None)  # the class of the layers `update` adds
+        layer_types = [type(layer) for layer in cache.layers] + ([replicated] if replicated is not None else [])
+        if not all(read_after_update(layer_type) for layer_type in layer_types):
+            return False
+        keys = recorder.keep_keys(cache)
+    recorder.read_after_forward(cache, InstrumentedDynamicCache, keys, started)
     cache.__class__ = ForwardReadDynamicCache
     return True

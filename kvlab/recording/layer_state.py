@@ -303,10 +303,13 @@ _SLOTS_READ = {
     "LinearAttentionAndStaticSlidingWindowAttentionLayer": _read_static_sliding,
 }
 _READERS: dict[type, Reader] = {}  # layer class -> its reader, decided once per class
-# For the hot path's test (`Recorder.defer`): a class whose reader is `read_dynamic` is a dynamic layer that keeps
-# nothing beside its keys and values (checked once on a filled layer, `_check_once`)
-DYNAMIC_READERS = _READERS
-read_dynamic = _read_dynamic
+
+
+def read_after_update(layer_type: type) -> bool:
+    """Whether a layer of this class is a dynamic one that keeps nothing beside its keys and values (learned on the
+    class's first filled layer, `_check_once`): what it holds after an update says all the update did, so kvlab can
+    read it later, at the step's end (`Recorder.defer`) or once the forward ended (`kvlab.caches.forward_read`)."""
+    return _READERS.get(layer_type) is _read_dynamic
 
 
 @functools.cache

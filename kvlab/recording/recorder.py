@@ -37,6 +37,7 @@ class Recorder:
         self._outside_named: dict[tuple, int] = {}  # (role, attribute) -> bytes paired with no layer
         self._pending: list[tuple] = []  # updates `defer` logs at the step's end
         self._forward_reads: list[tuple] = []  # caches `read_after_forward` reads at the next flush
+        self._keys_kept: tuple | None = None  # (cache, weakly; its layers' keys, weakly; `trace.recorded`): `keep_keys`
         self.trace.before_read = self.flush
 
     def begin(self, role: str, layer_idx: int, op: str, started: float | None = None) -> float:
@@ -84,51 +85,72 @@ class Recorder:
         `record_update` gives."""
         self._pending.append((cache, layer_idx, seconds))
 
-    def read_after_forward(self, cache, resting_class: type, started: float) -> None:
+    def read_after_forward(self, cache, resting_class: type, keys: list, started: float) -> None:
         """Log the updates a forward makes to `cache`'s plain dynamic layers once it ended, not as each one happens.
 
         Why: under `kvlab.watch`, the default `DynamicCache` runs its forwards as a class with transformers' own
-        `update` (no kvlab frame per layer per token, the bulk of what watching cost, issue 41); this keeps the layers'
-        keys (weakly: no tensor outlives its layer) so that the next `flush` knows which layers the forward updated. A
-        plain dynamic layer's `update` always stores new key tensors, so a layer whose keys are not the ones kept was
-        updated, once (a forward updates each layer once), and `_dynamic_update` reads its event and work exactly as
-        `defer`'s flush does; only the update's own `seconds` is unknown (null). The next flush, whoever asks for it,
-        puts `resting_class` back first: what the forward still does then is recorded update by update."""
-        keys = [_weak(getattr(layer, "keys", None)) for layer in cache.layers]
+        `update` (no kvlab frame per layer per token, the bulk of what watching cost, issue 41). `keys`: each
+        layer's keys as the forward begins, kept weakly (`keep_keys`: no tensor outlives its layer), so that the next
+        `flush` knows which layers the forward updated. A plain dynamic layer's `update` always stores new key
+        tensors, so a layer whose keys are not the ones kept was updated, once (a forward updates each layer once),
+        and `_dynamic_update` reads its event and work exactly as `defer`'s flush does; only the update's own
+        `seconds` is unknown (null). The next flush, whoever asks for it, puts `resting_class` back first: what the
+        forward still does then is recorded update by update."""
         self._forward_reads.append((cache, resting_class, keys, started))
 
+    def keep_keys(self, cache, keys: list | None = None) -> list:
+        """Each of `cache`'s layers' keys now (`keys`, where the caller holds them), kept weakly, with the record's
+        length: `keys_after_read` hands them to the next forward read while nothing was recorded since."""
+        if keys is None:
+            keys = [_weak(getattr(layer, "keys", None)) for layer in cache.layers]
+        self._keys_kept = (weakref.ref(cache), keys, self.trace.recorded)  # weakly: a deepcopy's is not its own
+        return keys
+
+    def keys_after_read(self, cache) -> list | None:
+        """The layers' keys `keep_keys` kept for `cache`, if nothing was recorded since: then no layer changed (any
+        change a cache method makes is recorded), and the forward about to run starts from them. Why: a look at
+        every layer as a forward begins is a cold read of each, about a sixth of what watching cost (issue 41)."""
+        kept = self._keys_kept
+        if kept is None or kept[0]() is not cache or kept[2] != self.trace.recorded:
+            return None
+        return kept[1]
+
     def _read_forwards(self) -> None:
+        """Log each layer the kept forwards updated (its keys are not the ones kept), read in one pass, and keep
+        the keys it leaves for the next forward."""
         reads, self._forward_reads = self._forward_reads, []
         for cache, resting_class, _keys, _started in reads:
             cache.__class__ = resting_class
         for cache, _resting_class, keys, started in reads:
-            role, seen, kept_count = cache.kvlab_role, self._seen, len(keys)
+            left = []  # each layer's keys as the forward left them, weakly: where the next forward starts
             for layer_idx, layer in enumerate(cache.layers):
-                kept = keys[layer_idx] if layer_idx < kept_count else None
-                if getattr(layer, "keys", None) is (None if kept is None else kept()):
+                kept = keys[layer_idx] if layer_idx < len(keys) else None
+                layer_keys = getattr(layer, "keys", None)
+                if layer_keys is (None if kept is None else kept()):
+                    left.append(kept)
                     continue  # not updated by the forward
-                key = (role, layer_idx, "kv")
-                if not seen or key in seen:  # a step's first update, or the next step's: `begin`'s bookkeeping
-                    self.begin(role, layer_idx, "kv", started)
-                else:  # what `begin` does for any other update of the step
-                    seen.add(key)
-                self._pending.append((cache, layer_idx, None))
+                left.append(_weak(layer_keys))
+                self.begin(cache.kvlab_role, layer_idx, "kv", started)
+                self._log_dynamic(cache, layer_idx, layer, None)
+            self.keep_keys(cache, left)
 
     def flush(self) -> None:
-        """Read the layers of the updates `defer` and `read_after_forward` kept, in their order, and log each one's
-        event."""
+        """Log the updates `defer` kept, then those of the forwards `read_after_forward` kept: in the order they
+        happened (what a forward read keeps comes after anything deferred before its forward began)."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for cache, layer_idx, seconds in pending:
+                self._log_dynamic(cache, layer_idx, cache.layers[layer_idx], seconds)
         if self._forward_reads:
             self._read_forwards()
-        pending, self._pending = self._pending, []
-        states, last = self._states, None
-        for cache, layer_idx, seconds in pending:
-            if cache is not last:  # a step's updates come from one cache: its fields read once
-                last, role, layers = cache, cache.kvlab_role, cache.layers
-                kinds, heads = cache._kvlab_layer_kinds, cache._kvlab_query_heads
-            kind = kinds[layer_idx] if layer_idx < len(kinds) else cache._kvlab_layer_kind(layer_idx)
-            key = (role, layer_idx)
-            state, work = _dynamic_update(layers[layer_idx], kind, states.get(key), heads, layer_idx)
-            self._log(key, state, "kv", work[1], seconds, work, None)
+
+    def _log_dynamic(self, cache, layer_idx: int, layer, seconds: float | None) -> None:
+        """Log an update of `cache`'s plain dynamic layer `layer_idx` from what it holds now (`_dynamic_update`)."""
+        kinds = cache._kvlab_layer_kinds
+        kind = kinds[layer_idx] if layer_idx < len(kinds) else cache._kvlab_layer_kind(layer_idx)
+        key = (cache.kvlab_role, layer_idx)
+        state, work = _dynamic_update(layer, kind, self._states.get(key), cache._kvlab_query_heads, layer_idx)
+        self._log(key, state, "kv", work[1], seconds, work, None)
 
     def record_state(
         self, role, layer_idx, state: LayerState, op, tokens_added, seconds, work=None, extra: dict | None = None

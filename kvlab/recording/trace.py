@@ -158,6 +158,11 @@ class Trace:
             self.before_read()
         return not (self._events or self._unbuilt)
 
+    @property
+    def recorded(self) -> int:
+        """How many events were recorded, built or not: read without logging the recorder's deferred updates."""
+        return len(self._events) + len(self._unbuilt)
+
     def record(self, event: dict) -> None:
         """Append one event (a crop, flush or transfer dict)."""
         if self.before_read is not None:

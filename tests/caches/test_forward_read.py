@@ -12,7 +12,7 @@ from kvlab.caches.kinds import InstrumentedDynamicCache
 
 
 def _know_readers(model, ids, greedy) -> None:
-    """A watched run first: kvlab learns its layer classes' readers (`DYNAMIC_READERS`) on their first filled layer,
+    """A watched run first: kvlab learns its layer classes' readers (`read_after_update`) on their first filled layer,
     so a process's first watched prefill is recorded update by update; every later forward is read after it."""
     with kvlab.watch(model):
         greedy(model, ids, new_tokens=2)
@@ -113,3 +113,29 @@ def test_only_a_plain_dynamic_cache_is_read_after_the_forward(tiny, prompt_ids, 
     with kvlab.watch(model) as watch:
         greedy(model, ids, new_tokens=3, cache_implementation="static")
     assert all(isinstance(e["seconds"], float) for e in watch.trace.updates)  # StaticCache: update by update
+
+
+def test_the_keys_a_read_kept_serve_the_next_forward_until_something_is_recorded(tiny, prompt_ids, greedy):
+    """The next forward starts from the keys the last read kept (no look at the layers as it begins) while nothing
+    was recorded since; a crop between forwards is recorded, and a copy has its own layers: both look again."""
+    import copy
+
+    model, ids = tiny("tiny-llama"), prompt_ids(5)
+    _know_readers(model, ids, greedy)
+    cache = DynamicCache(config=model.config)
+    with kvlab.watch(model) as watch, torch.no_grad():
+        model(ids, past_key_values=cache)  # met, adopted and read after it ended: the layers looked at
+        model(ids[:, :1], past_key_values=cache)  # starts from the keys the first read kept
+        recorder = cache.kvlab_recorder
+        kept = recorder.keys_after_read(cache)
+        assert [ref() for ref in kept] == [layer.keys for layer in cache.layers]
+        copied = copy.deepcopy(cache)
+        assert copied.kvlab_recorder.keys_after_read(copied) is None  # its layers are not the ones kept
+        assert recorder.keys_after_read(cache) is kept  # a read of the record changes nothing
+        cache.crop(-1)
+        assert recorder.keys_after_read(cache) is None
+        model(ids[:, :2], past_key_values=cache)  # looked at again as it began
+        assert recorder.keys_after_read(cache) is not None
+    updates = [(e["step"], e["tokens_added"], e["seconds"] is None) for e in watch.trace.updates if e["op"] == "kv"]
+    layers = model.config.num_hidden_layers
+    assert updates == [(0, 5, True)] * layers + [(1, 1, True)] * layers + [(2, 2, True)] * layers

@@ -95,12 +95,15 @@ def test_a_deferred_update_logs_the_event_the_general_path_logs(tiny, monkeypatc
     """The hot path (`Recorder.defer`, read at the step's end) and the general one (`record_update`, read at once)
     give the same events in the same order, full and sliding layers, before and after a crop and past it."""
     import kvlab.caches.base
+    from kvlab import watcher
 
+    # every forward through the instrumented `update`, not read after it ended (`tests/caches/test_forward_read.py`)
+    monkeypatch.setattr(watcher, "read_after_forward", lambda cache, started: False)
     for name, crop in (("tiny-llama", -2), ("tiny-gemma3", None)):  # a sliding layer past its window refuses a crop
         model = tiny(name)
         deferred = _watched_events(model, crop_after=crop)
         with monkeypatch.context() as patched:
-            patched.setattr(kvlab.caches.base, "read_dynamic", None)  # no class reads as `read_dynamic`: never deferred
+            patched.setattr(kvlab.caches.base, "read_after_update", lambda layer_type: False)  # never deferred
             at_once = _watched_events(model, crop_after=crop)
         kv_updates = [e for e in deferred if e.get("op") == "kv"]
         forwards = 6 if crop is None else 7  # the generate's, then one past the crop
