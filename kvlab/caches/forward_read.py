@@ -13,6 +13,7 @@ from __future__ import annotations
 from kvlab import _compat
 from kvlab.caches.kinds import InstrumentedDynamicCache
 from kvlab.recording.layer_state import read_after_update
+from kvlab.recording.recorder import layer_keys
 
 
 class ForwardReadDynamicCache(InstrumentedDynamicCache):
@@ -37,7 +38,7 @@ def read_after_forward(cache, started: float) -> bool:
         layer_types = [type(layer) for layer in cache.layers] + ([replicated] if replicated is not None else [])
         if not all(read_after_update(layer_type) for layer_type in layer_types):
             return False
-        keys = recorder.keep_keys(cache)
+        keys = layer_keys(cache)
     recorder.read_after_forward(cache, InstrumentedDynamicCache, keys, started)
     cache.__class__ = ForwardReadDynamicCache
     return True

@@ -90,7 +90,7 @@ class Recorder:
 
         Why: under `kvlab.watch`, the default `DynamicCache` runs its forwards as a class with transformers' own
         `update` (no kvlab frame per layer per token, the bulk of what watching cost, issue 41). `keys`: each
-        layer's keys as the forward begins, kept weakly (`keep_keys`: no tensor outlives its layer), so that the next
+        layer's keys as the forward begins, kept weakly (`layer_keys`: no tensor outlives its layer), so that the next
         `flush` knows which layers the forward updated. A plain dynamic layer's `update` always stores new key
         tensors, so a layer whose keys are not the ones kept was updated, once (a forward updates each layer once),
         and `_dynamic_update` reads its event and work exactly as `defer`'s flush does; only the update's own
@@ -98,13 +98,10 @@ class Recorder:
         forward still does then is recorded update by update."""
         self._forward_reads.append((cache, resting_class, keys, started))
 
-    def keep_keys(self, cache, keys: list | None = None) -> list:
-        """Each of `cache`'s layers' keys now (`keys`, where the caller holds them), kept weakly, with the record's
-        length: `keys_after_read` hands them to the next forward read while nothing was recorded since."""
-        if keys is None:
-            keys = [_weak(getattr(layer, "keys", None)) for layer in cache.layers]
+    def keep_keys(self, cache, keys: list) -> None:
+        """Keep `cache`'s layers' keys as a forward read left them (`layer_keys`' form) with the record's length:
+        `keys_after_read` hands them to the next forward read while nothing was recorded since."""
         self._keys_kept = (weakref.ref(cache), keys, self.trace.recorded)  # weakly: a deepcopy's is not its own
-        return keys
 
     def keys_after_read(self, cache) -> list | None:
         """The layers' keys `keep_keys` kept for `cache`, if nothing was recorded since: then no layer changed (any
@@ -125,11 +122,11 @@ class Recorder:
             left = []  # each layer's keys as the forward left them, weakly: where the next forward starts
             for layer_idx, layer in enumerate(cache.layers):
                 kept = keys[layer_idx] if layer_idx < len(keys) else None
-                layer_keys = getattr(layer, "keys", None)
-                if layer_keys is (None if kept is None else kept()):
+                current = getattr(layer, "keys", None)
+                if current is (None if kept is None else kept()):
                     left.append(kept)
                     continue  # not updated by the forward
-                left.append(_weak(layer_keys))
+                left.append(_weak(current))
                 self.begin(cache.kvlab_role, layer_idx, "kv", started)
                 self._log_dynamic(cache, layer_idx, layer, None)
             self.keep_keys(cache, left)
@@ -146,8 +143,7 @@ class Recorder:
 
     def _log_dynamic(self, cache, layer_idx: int, layer, seconds: float | None) -> None:
         """Log an update of `cache`'s plain dynamic layer `layer_idx` from what it holds now (`_dynamic_update`)."""
-        kinds = cache._kvlab_layer_kinds
-        kind = kinds[layer_idx] if layer_idx < len(kinds) else cache._kvlab_layer_kind(layer_idx)
+        kind = cache._kvlab_layer_kind(layer_idx)
         key = (cache.kvlab_role, layer_idx)
         state, work = _dynamic_update(layer, kind, self._states.get(key), cache._kvlab_query_heads, layer_idx)
         self._log(key, state, "kv", work[1], seconds, work, None)
@@ -271,6 +267,12 @@ class Recorder:
                 "moved": src != dst,
             }
         )
+
+
+def layer_keys(cache) -> list:
+    """Each of `cache`'s layers' keys now, weakly (None for a layer without them): what a forward read compares the
+    layers with once the forward ended, without keeping a tensor alive past its layer."""
+    return [_weak(getattr(layer, "keys", None)) for layer in cache.layers]
 
 
 def _weak(tensor) -> weakref.ref | None:

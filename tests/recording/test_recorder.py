@@ -128,7 +128,9 @@ def test_every_read_of_the_record_sees_the_deferred_updates():
         layers = [layer]
         kvlab_role = "self"
         _kvlab_query_heads = 0
-        _kvlab_layer_kinds = ["full"]
+
+        def _kvlab_layer_kind(self, layer_idx):
+            return "full"
 
     for read in (
         lambda r: r.trace.events,

@@ -155,7 +155,9 @@ def test_is_empty_counts_every_event_kept_and_deferred_without_building_their_di
         layers = [layer]
         kvlab_role = "self"
         _kvlab_query_heads = 0
-        _kvlab_layer_kinds = ["full"]
+
+        def _kvlab_layer_kind(self, layer_idx):
+            return "full"
 
     recorder = Recorder()
     assert recorder.trace.is_empty
